@@ -1,0 +1,204 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"golang.org/x/sys/unix"
+)
+
+// Errors returned by Region methods (test with errors.Is).
+var (
+	ErrOutOfRange = errors.New("shm: address range outside the region")
+	ErrNoSpace    = errors.New("shm: region has no free space for the allocation")
+	ErrBadArg     = errors.New("shm: bad argument")
+	ErrClosed     = errors.New("shm: region is closed")
+)
+
+// RangeError reports an access outside the region.
+type RangeError struct {
+	Op   string
+	Addr uint64
+	Len  int
+}
+
+func (e *RangeError) Error() string {
+	return fmt.Sprintf("shm: %s [%#x, +%d) outside the region", e.Op, e.Addr, e.Len)
+}
+
+// Unwrap makes errors.Is(err, ErrOutOfRange) true.
+func (e *RangeError) Unwrap() error { return ErrOutOfRange }
+
+// Region is a contiguous block of shared host memory.
+type Region struct {
+	mem   []byte
+	base  uint64
+	fd    int // memfd, or -1 for an anonymous mapping
+	free  []span
+	used  map[uint64]int
+	inUse int
+}
+
+type span struct{ off, size int }
+
+// New maps size bytes (rounded up to 4 KiB) backed by a memfd named name,
+// falling back to an anonymous shared mapping. base is the IOVA of byte 0; 0
+// means the mapping's own virtual address (what real hardware would see).
+// A fixed base makes addresses, and so traces, identical from run to run.
+func New(name string, size int, base uint64) (*Region, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("%w: size %d", ErrBadArg, size)
+	}
+	size = (size + 4095) &^ 4095
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	var mem []byte
+	if err == nil {
+		if err = unix.Ftruncate(fd, int64(size)); err == nil {
+			mem, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		}
+		if err != nil {
+			unix.Close(fd)
+			fd = -1
+		}
+	} else {
+		fd = -1
+	}
+	if mem == nil {
+		mem, err = unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return nil, fmt.Errorf("shm: mmap %d bytes: %w", size, err)
+		}
+	}
+	// Device-visible memory must not be inherited by a forked child
+	// (ibv_fork_init does the same); failure is harmless here.
+	_ = unix.Madvise(mem, unix.MADV_DONTFORK)
+	r := &Region{mem: mem, fd: fd, free: []span{{0, size}}, used: map[uint64]int{}}
+	if base == 0 {
+		base = uint64(uintptrOf(mem))
+	}
+	r.base = base
+	return r, nil
+}
+
+// Close unmaps the region.
+func (r *Region) Close() error {
+	if r.mem == nil {
+		return ErrClosed
+	}
+	err := unix.Munmap(r.mem)
+	r.mem = nil
+	if r.fd >= 0 {
+		unix.Close(r.fd)
+		r.fd = -1
+	}
+	return err
+}
+
+// Base is the IOVA of the region's first byte.
+func (r *Region) Base() uint64 { return r.base }
+
+// Size is the region's length in bytes.
+func (r *Region) Size() int { return len(r.mem) }
+
+// Fd is the memfd backing the region, or -1.
+func (r *Region) Fd() int { return r.fd }
+
+// Bytes is the whole region.
+func (r *Region) Bytes() []byte { return r.mem }
+
+// Contains reports whether [addr, addr+n) lies inside the region.
+func (r *Region) Contains(addr uint64, n int) bool {
+	if n < 0 || addr < r.base {
+		return false
+	}
+	off := addr - r.base
+	return off <= uint64(len(r.mem)) && uint64(n) <= uint64(len(r.mem))-off
+}
+
+// Slice returns the n bytes at addr, aliasing the region.
+func (r *Region) Slice(addr uint64, n int) ([]byte, error) {
+	if !r.Contains(addr, n) {
+		return nil, &RangeError{Op: "slice", Addr: addr, Len: n}
+	}
+	off := addr - r.base
+	return r.mem[off : off+uint64(n) : off+uint64(n)], nil
+}
+
+// Read copies len(dst) bytes at addr into dst.
+func (r *Region) Read(addr uint64, dst []byte) error {
+	if !r.Contains(addr, len(dst)) {
+		return &RangeError{Op: "read", Addr: addr, Len: len(dst)}
+	}
+	copy(dst, r.mem[addr-r.base:])
+	return nil
+}
+
+// Write copies src to addr.
+func (r *Region) Write(addr uint64, src []byte) error {
+	if !r.Contains(addr, len(src)) {
+		return &RangeError{Op: "write", Addr: addr, Len: len(src)}
+	}
+	copy(r.mem[addr-r.base:], src)
+	return nil
+}
+
+// Alloc reserves size bytes aligned to align (a power of two, at least 8),
+// zeroed, first fit, and returns their IOVA.
+func (r *Region) Alloc(size, align int) (uint64, error) {
+	if size <= 0 || align <= 0 || align&(align-1) != 0 {
+		return 0, fmt.Errorf("%w: alloc size %d align %d", ErrBadArg, size, align)
+	}
+	if align < 8 {
+		align = 8
+	}
+	size = (size + 7) &^ 7
+	for i, s := range r.free {
+		// Align the IOVA, not just the offset, so that hardware-style
+		// alignment rules hold for the addresses the device sees.
+		a := int((r.base+uint64(s.off)+uint64(align-1))&^uint64(align-1) - r.base)
+		if a+size > s.off+s.size {
+			continue
+		}
+		var rest []span
+		if a > s.off {
+			rest = append(rest, span{s.off, a - s.off})
+		}
+		if end := s.off + s.size; a+size < end {
+			rest = append(rest, span{a + size, end - a - size})
+		}
+		r.free = append(r.free[:i], append(rest, r.free[i+1:]...)...)
+		clear(r.mem[a : a+size])
+		addr := r.base + uint64(a)
+		r.used[addr] = size
+		r.inUse += size
+		return addr, nil
+	}
+	return 0, fmt.Errorf("%w: %d bytes (align %d), %d of %d in use", ErrNoSpace, size, align, r.inUse, len(r.mem))
+}
+
+// Free releases an allocation made by Alloc.
+func (r *Region) Free(addr uint64) error {
+	size, ok := r.used[addr]
+	if !ok {
+		return fmt.Errorf("%w: free of %#x, which Alloc did not return", ErrBadArg, addr)
+	}
+	delete(r.used, addr)
+	r.inUse -= size
+	r.free = append(r.free, span{int(addr - r.base), size})
+	sort.Slice(r.free, func(i, j int) bool { return r.free[i].off < r.free[j].off })
+	merged := r.free[:1]
+	for _, s := range r.free[1:] {
+		last := &merged[len(merged)-1]
+		if last.off+last.size == s.off {
+			last.size += s.size
+		} else {
+			merged = append(merged, s)
+		}
+	}
+	r.free = merged
+	return nil
+}
+
+// InUse is the number of allocated bytes.
+func (r *Region) InUse() int { return r.inUse }
