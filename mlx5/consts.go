@@ -116,7 +116,12 @@ const (
 var cqeOpNames = [16]string{"REQ", "RESP_WR_IMM", "RESP_SEND", "RESP_SEND_IMM", "RESP_SEND_INV",
 	"RESIZE_CQ", "NO_PACKET", "CQE_7", "CQE_8", "CQE_9", "CQE_10", "CQE_11", "SIG_ERR", "REQ_ERR", "RESP_ERR", "INVALID"}
 
-func (o CQEOpcode) String() string { return cqeOpNames[o&0xf] }
+func (o CQEOpcode) String() string {
+	if int(o) < len(cqeOpNames) {
+		return cqeOpNames[o]
+	}
+	return "CQE_0x" + hex8(uint8(o))
+}
 
 // Syndrome is the error-CQE syndrome byte (mlx5.md §6.4).
 type Syndrome uint8

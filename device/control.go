@@ -1,0 +1,352 @@
+package device
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/softnic/softnic/dma"
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/wqefetch"
+)
+
+// The control plane: uverbs-shaped commands (mlx5.Control). Every bad
+// argument is answered with a command status, like firmware, never a panic.
+
+func cmdErr(cmd string, st mlx5.CmdStatus, format string, args ...any) error {
+	return &mlx5.CmdError{Cmd: cmd, Status: st, Reason: fmt.Sprintf(format, args...)}
+}
+
+// QueryDevice reports the device's capabilities.
+func (d *Device) QueryDevice() (mlx5.DeviceAttr, error) {
+	c := d.spec.Caps
+	bfs := d.spec.BAR.BFRegSize
+	return mlx5.DeviceAttr{
+		FWVersion: d.bar.FWVersion(), VendorPartID: 4119, // ConnectX-5
+		MaxQP: c.MaxQP, MaxQPWR: c.MaxQPWR, MaxSGE: c.MaxSGE, MaxCQE: c.MaxCQE, MaxMR: c.MaxMR, MaxPD: c.MaxPD,
+		MaxMRSize: c.MaxMsgSize, MaxInline: c.MaxInline, MaxSQDescSz: mlx5.MaxWQEBBs * mlx5.WQEBBSize,
+		MaxQPRdAtomic: c.MaxRdAtom, BFRegSize: bfs, BFBufSize: bfs / 2, NumUARs: d.spec.BAR.NumUARs,
+		ActiveMTU: mlx5.MTUFromBytes(c.ActiveMTU), MAC: d.id.MAC, GID: d.GID(), CQEVersion: 1,
+	}, nil
+}
+
+// GetContext hands out the UAR pages of the (single) user context.
+func (d *Device) GetContext() (mlx5.ContextResp, error) {
+	return mlx5.ContextResp{UARIndex: d.spec.BAR.FirstUAR, NumUARs: d.spec.BAR.NumUARs,
+		TotBFRegs: 2 * d.spec.BAR.NumUARs, BFRegSize: d.spec.BAR.BFRegSize, CQEVersion: 1}, nil
+}
+
+// AllocPD allocates a protection domain.
+func (d *Device) AllocPD() (mlx5.PDResp, error) {
+	if len(d.pds) >= d.spec.Caps.MaxPD {
+		return mlx5.PDResp{}, cmdErr("ALLOC_PD", mlx5.StatusNoResources, "%d PDs in use", len(d.pds))
+	}
+	pdn := d.nextPD
+	d.nextPD++
+	d.pds[pdn] = true
+	return mlx5.PDResp{PDN: pdn}, nil
+}
+
+// DeallocPD frees a protection domain.
+func (d *Device) DeallocPD(pdn uint32) error {
+	if !d.pds[pdn] {
+		return cmdErr("DEALLOC_PD", mlx5.StatusBadResource, "PD %d does not exist", pdn)
+	}
+	for _, q := range d.qps {
+		if q.pdn == pdn {
+			return cmdErr("DEALLOC_PD", mlx5.StatusResourceBusy, "PD %d still has QP %#x", pdn, q.qpn)
+		}
+	}
+	if d.keys.UsesPD(pdn) {
+		return cmdErr("DEALLOC_PD", mlx5.StatusResourceBusy, "PD %d still has memory regions", pdn)
+	}
+	delete(d.pds, pdn)
+	return nil
+}
+
+// RegMR registers [Addr, Addr+Length) of host memory.
+func (d *Device) RegMR(c mlx5.RegMRCmd) (mlx5.RegMRResp, error) {
+	const all = mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite | mlx5.AccessRemoteRead | mlx5.AccessRemoteAtomic
+	switch {
+	case !d.pds[c.PDN]:
+		return mlx5.RegMRResp{}, cmdErr("CREATE_MKEY", mlx5.StatusBadResource, "PD %d does not exist", c.PDN)
+	case c.Length == 0 || c.Length > d.spec.Caps.MaxMsgSize*2:
+		return mlx5.RegMRResp{}, cmdErr("CREATE_MKEY", mlx5.StatusBadParam, "length %d", c.Length)
+	case c.Length > uint64(d.mem.Size()) || !d.mem.Contains(c.Addr, int(c.Length)):
+		return mlx5.RegMRResp{}, cmdErr("CREATE_MKEY", mlx5.StatusBadParam, "[%#x,+%d) is not host memory the device can reach", c.Addr, c.Length)
+	case c.Access&^all != 0:
+		return mlx5.RegMRResp{}, cmdErr("CREATE_MKEY", mlx5.StatusBadParam, "unknown access bits %#x", c.Access&^all)
+	case c.Access&(mlx5.AccessRemoteWrite|mlx5.AccessRemoteAtomic) != 0 && c.Access&mlx5.AccessLocalWrite == 0:
+		// IB spec: remote write/atomic require local write.
+		return mlx5.RegMRResp{}, cmdErr("CREATE_MKEY", mlx5.StatusBadParam, "remote write/atomic access without local write")
+	case d.keys.Len() >= d.spec.Caps.MaxMR:
+		return mlx5.RegMRResp{}, cmdErr("CREATE_MKEY", mlx5.StatusNoResources, "%d MRs in use", d.keys.Len())
+	}
+	idx := d.nextMR
+	d.nextMR++
+	// mkey = index<<8 | a variant byte software chooses (mlx5.md §8);
+	// a fixed pattern keeps runs deterministic.
+	key := idx<<8 | (idx*0x25+0x11)&0xff
+	if key == mlx5.InvalidKey {
+		key++
+	}
+	va := c.HCAVA
+	if va == 0 {
+		va = c.Addr
+	}
+	if err := d.keys.Add(dma.MR{Key: key, PDN: c.PDN, Addr: c.Addr, Length: c.Length, HCAVA: va, Access: c.Access}); err != nil {
+		return mlx5.RegMRResp{}, cmdErr("CREATE_MKEY", mlx5.StatusBadParam, "%v", err)
+	}
+	return mlx5.RegMRResp{LKey: key, RKey: key}, nil
+}
+
+// DeregMR destroys a memory key.
+func (d *Device) DeregMR(lkey uint32) error {
+	if err := d.keys.Remove(lkey); err != nil {
+		return cmdErr("DESTROY_MKEY", mlx5.StatusBadResource, "%v", err)
+	}
+	return nil
+}
+
+// CreateCQ creates a completion queue whose ring lives in host memory.
+func (d *Device) CreateCQ(c mlx5.CreateCQCmd) (mlx5.CreateCQResp, error) {
+	switch {
+	case c.Entries <= 0 || c.Entries&(c.Entries-1) != 0 || c.Entries > d.spec.Caps.MaxCQE:
+		return mlx5.CreateCQResp{}, cmdErr("CREATE_CQ", mlx5.StatusBadParam, "%d entries (need a power of two <= %d)", c.Entries, d.spec.Caps.MaxCQE)
+	case c.CQESize != mlx5.CQE64Size:
+		return mlx5.CreateCQResp{}, cmdErr("CREATE_CQ", mlx5.StatusBadParam, "CQE size %d (only 64 is modelled)", c.CQESize)
+	case !d.mem.Contains(c.BufAddr, c.Entries*mlx5.CQE64Size) || c.BufAddr%64 != 0:
+		return mlx5.CreateCQResp{}, cmdErr("CREATE_CQ", mlx5.StatusBadParam, "buffer %#x not in host memory or not 64-byte aligned", c.BufAddr)
+	case !d.mem.Contains(c.DBAddr, mlx5.DBRecSize) || c.DBAddr%8 != 0:
+		return mlx5.CreateCQResp{}, cmdErr("CREATE_CQ", mlx5.StatusBadParam, "doorbell record %#x not in host memory or misaligned", c.DBAddr)
+	case len(d.cqs) >= d.spec.Caps.MaxCQ:
+		return mlx5.CreateCQResp{}, cmdErr("CREATE_CQ", mlx5.StatusNoResources, "%d CQs in use", len(d.cqs))
+	}
+	cqn := d.nextCQN
+	d.nextCQN++
+	d.cqs[cqn] = &cq{cqn: cqn, buf: c.BufAddr, dbr: c.DBAddr, nent: uint32(c.Entries)}
+	return mlx5.CreateCQResp{CQN: cqn}, nil
+}
+
+// DestroyCQ destroys an unused completion queue.
+func (d *Device) DestroyCQ(cqn uint32) error {
+	if d.cqs[cqn] == nil {
+		return cmdErr("DESTROY_CQ", mlx5.StatusBadResource, "CQ %d does not exist", cqn)
+	}
+	for _, q := range d.qps {
+		if q.scq.cqn == cqn || q.rcq.cqn == cqn {
+			return cmdErr("DESTROY_CQ", mlx5.StatusResourceBusy, "CQ %d is used by QP %#x", cqn, q.qpn)
+		}
+	}
+	delete(d.cqs, cqn)
+	return nil
+}
+
+// CreateQP creates a queue pair in RESET. Its buffer holds the RQ at offset
+// 0 and the SQ right after it (libmlx5's layout, mlx5.md §4.1).
+func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
+	pow2 := func(n int) bool { return n > 0 && n&(n-1) == 0 }
+	scq, rcq := d.cqs[c.SendCQN], d.cqs[c.RecvCQN]
+	rqBytes := c.RQWQECnt << c.RQWQEShift
+	switch {
+	case c.Type != mlx5.QPTypeRC:
+		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadParam, "QP type %d not supported (RC only)", c.Type)
+	case !d.pds[c.PDN]:
+		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadResource, "PD %d does not exist", c.PDN)
+	case scq == nil || rcq == nil:
+		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadResource, "send CQ %d / recv CQ %d does not exist", c.SendCQN, c.RecvCQN)
+	case !pow2(c.SQWQECnt) || c.SQWQECnt > d.spec.Caps.MaxQPWR*mlx5.MaxWQEBBs:
+		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadParam, "SQ of %d WQEBBs", c.SQWQECnt)
+	case c.RQWQECnt != 0 && (!pow2(c.RQWQECnt) || c.RQWQECnt > d.spec.Caps.MaxQPWR || c.RQWQEShift < 4 || c.RQWQEShift > 10):
+		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadParam, "RQ of %d WQEs, stride 2^%d", c.RQWQECnt, c.RQWQEShift)
+	case !d.mem.Contains(c.BufAddr, rqBytes+c.SQWQECnt*mlx5.WQEBBSize) || c.BufAddr%64 != 0:
+		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadParam, "QP buffer %#x not in host memory or misaligned", c.BufAddr)
+	case !d.mem.Contains(c.DBAddr, mlx5.DBRecSize) || c.DBAddr%8 != 0:
+		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadParam, "doorbell record %#x not in host memory or misaligned", c.DBAddr)
+	case len(d.qps) >= d.spec.Caps.MaxQP:
+		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusNoResources, "%d QPs in use", len(d.qps))
+	}
+	qpn := d.nextQPN
+	d.nextQPN = (d.nextQPN + 1) & 0xffffff
+	if d.nextQPN < 2 {
+		d.nextQPN = 2
+	}
+	// bfregs 0 and 1 of each UAR are the "regular" ones user QPs get
+	// (mlx5.md §2.2); hand them out round robin.
+	n := d.nQPs
+	d.nQPs++
+	nu := d.spec.BAR.NumUARs
+	if nu <= 0 {
+		nu = 1
+	}
+	uar := d.spec.BAR.FirstUAR + uint32(n/2%nu)
+	bfreg := n % 2
+	q := &qp{
+		d: d, qpn: qpn, pdn: c.PDN, scq: scq, rcq: rcq, state: mlx5.QPStateRST,
+		buf: c.BufAddr, dbr: c.DBAddr, rqBase: c.BufAddr, rqCnt: uint32(c.RQWQECnt), rqStride: 1 << c.RQWQEShift,
+		sqBase: c.BufAddr + uint64(rqBytes), sqSize: c.SQWQECnt, sigAll: c.SigAll, uar: uar, bfreg: bfreg,
+	}
+	if c.RQWQECnt == 0 {
+		q.rqStride = 0
+	}
+	q.sq = wqefetch.NewQueue(qpn, q.sqBase, c.SQWQECnt, d.node)
+	q.swqes = make([]swqe, c.SQWQECnt)
+	d.qps[qpn] = q
+	resp := mlx5.CreateQPResp{QPN: qpn, BFRegIndex: int(uar-d.spec.BAR.FirstUAR)*2 + bfreg,
+		BFRegOffset: uint64(uar)*mlx5.UARPageSize + mlx5.UARBFRegOffset + uint64(bfreg*d.spec.BAR.BFRegSize)}
+	if d.spec.BAR.BFRegSize > 0 {
+		resp.BFBufSize = d.spec.BAR.BFRegSize / 2
+	}
+	return resp, nil
+}
+
+// DestroyQP destroys a queue pair.
+func (d *Device) DestroyQP(qpn uint32) error {
+	if d.qps[qpn] == nil {
+		return cmdErr("DESTROY_QP", mlx5.StatusBadResource, "QP %#x does not exist", qpn)
+	}
+	delete(d.qps, qpn)
+	return nil
+}
+
+// QueryQP reports a QP's state and main attributes.
+func (d *Device) QueryQP(qpn uint32) (mlx5.QPAttr, error) {
+	q := d.qps[qpn]
+	if q == nil {
+		return mlx5.QPAttr{}, cmdErr("QUERY_QP", mlx5.StatusBadResource, "QP %#x does not exist", qpn)
+	}
+	return mlx5.QPAttr{State: q.state, PathMTU: mlx5.MTUFromBytes(q.mtu), DestQPN: q.destQPN,
+		SQPSN: uint32(q.sqPSN), RQPSN: uint32(q.ePSN)}, nil
+}
+
+// Required and allowed attributes per RC transition (mlx5.md §7.2-7.4,
+// the IB-spec table the kernel enforces).
+var rcTransitions = map[[2]mlx5.QPState]struct{ req, opt uint32 }{
+	{mlx5.QPStateRST, mlx5.QPStateINIT}:  {mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags, 0},
+	{mlx5.QPStateINIT, mlx5.QPStateINIT}: {0, mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags},
+	{mlx5.QPStateINIT, mlx5.QPStateRTR}: {mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN | mlx5.AttrMaxDestRdAtomic | mlx5.AttrMinRNRTimer,
+		mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPKeyIndex},
+	{mlx5.QPStateRTR, mlx5.QPStateRTS}: {mlx5.AttrTimeout | mlx5.AttrRetryCnt | mlx5.AttrRNRRetry | mlx5.AttrSQPSN | mlx5.AttrMaxQPRdAtomic,
+		mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPathMigState | mlx5.AttrMinRNRTimer},
+	{mlx5.QPStateRTS, mlx5.QPStateRTS}: {0, mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPathMigState | mlx5.AttrMinRNRTimer},
+}
+
+// ModifyQP moves a QP through RESET → INIT → RTR → RTS (and ERR / RESET
+// from anywhere), checking the attributes each transition needs.
+func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
+	q := d.qps[c.QPN]
+	if q == nil {
+		return cmdErr("MODIFY_QP", mlx5.StatusBadResource, "QP %#x does not exist", c.QPN)
+	}
+	to := q.state
+	if c.Mask&mlx5.AttrState != 0 {
+		to = c.State
+	}
+	if c.Mask&mlx5.AttrCurState != 0 && c.CurState != q.state {
+		return cmdErr("MODIFY_QP", mlx5.StatusBadQPState, "cur_state %v but QP %#x is %v", c.CurState, q.qpn, q.state)
+	}
+	now := d.eng.Now()
+	switch to {
+	case mlx5.QPStateRST:
+		q.reset()
+		return nil
+	case mlx5.QPStateERR:
+		q.toError(now)
+		return nil
+	}
+	tr, ok := rcTransitions[[2]mlx5.QPState{q.state, to}]
+	if !ok {
+		return cmdErr("MODIFY_QP", mlx5.StatusBadQPState, "QP %#x cannot go from %v to %v", q.qpn, q.state, to)
+	}
+	attrs := c.Mask &^ (mlx5.AttrState | mlx5.AttrCurState)
+	if miss := tr.req &^ attrs; miss != 0 {
+		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "%v→%v needs attributes %#x (mask %#x)", q.state, to, miss, c.Mask)
+	}
+	if extra := attrs &^ (tr.req | tr.opt); extra != 0 {
+		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "%v→%v does not take attributes %#x", q.state, to, extra)
+	}
+	// Validate everything before changing anything.
+	if attrs&mlx5.AttrPort != 0 && c.Port != 1 {
+		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "port %d (the device has port 1)", c.Port)
+	}
+	if attrs&mlx5.AttrPKeyIndex != 0 && c.PKeyIndex != 0 {
+		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "pkey index %d (table has 1 entry)", c.PKeyIndex)
+	}
+	if attrs&mlx5.AttrPathMTU != 0 {
+		if b := c.PathMTU.Bytes(); b == 0 || b > d.spec.Caps.ActiveMTU {
+			return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "path MTU %d exceeds the port's active MTU %d or is invalid", b, d.spec.Caps.ActiveMTU)
+		}
+	}
+	var dst netip.Addr
+	if attrs&mlx5.AttrAV != 0 {
+		dst = netip.AddrFrom16(c.AV.DGID).Unmap()
+		if !dst.Is4() || dst.IsUnspecified() {
+			return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "AV DGID %v is not an IPv4-mapped RoCEv2 GID", netip.AddrFrom16(c.AV.DGID))
+		}
+		if c.AV.SGIDIndex != 0 && c.AV.SGIDIndex != 1 {
+			return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "sgid index %d", c.AV.SGIDIndex)
+		}
+	}
+	if attrs&mlx5.AttrDestQPN != 0 && (c.DestQPN == 0 || c.DestQPN > 0xffffff) {
+		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "dest QPN %#x", c.DestQPN)
+	}
+	if attrs&mlx5.AttrMaxQPRdAtomic != 0 && int(c.MaxQPRdAtomic) > d.spec.Caps.MaxRdAtom {
+		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "max_rd_atomic %d > %d", c.MaxQPRdAtomic, d.spec.Caps.MaxRdAtom)
+	}
+	if attrs&mlx5.AttrRetryCnt != 0 && c.RetryCnt > 7 || attrs&mlx5.AttrRNRRetry != 0 && c.RNRRetry > 7 {
+		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "retry_cnt %d / rnr_retry %d (max 7)", c.RetryCnt, c.RNRRetry)
+	}
+	if attrs&mlx5.AttrTimeout != 0 && c.Timeout > 31 || attrs&mlx5.AttrMinRNRTimer != 0 && c.MinRNRTimer > 31 {
+		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "timeout %d / min_rnr_timer %d (max 31)", c.Timeout, c.MinRNRTimer)
+	}
+	if attrs&(mlx5.AttrSQPSN|mlx5.AttrRQPSN) != 0 && (c.SQPSN > 0xffffff || c.RQPSN > 0xffffff) {
+		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "PSN over 24 bits")
+	}
+	// Apply.
+	if attrs&mlx5.AttrAccessFlags != 0 {
+		q.access = c.AccessFlags
+	}
+	if attrs&mlx5.AttrAV != 0 {
+		q.av = c.AV
+		q.dstIP = dst
+	}
+	if attrs&mlx5.AttrPathMTU != 0 {
+		q.mtu = c.PathMTU.Bytes()
+	}
+	if attrs&mlx5.AttrDestQPN != 0 {
+		q.destQPN = c.DestQPN
+	}
+	if attrs&mlx5.AttrRQPSN != 0 {
+		q.ePSN = roce.PSN(c.RQPSN)
+	}
+	if attrs&mlx5.AttrMaxDestRdAtomic != 0 {
+		q.maxDestRd = c.MaxDestRdAtomic
+	}
+	if attrs&mlx5.AttrMinRNRTimer != 0 {
+		q.minRNR = c.MinRNRTimer
+	}
+	if attrs&mlx5.AttrTimeout != 0 {
+		q.timeout = c.Timeout
+	}
+	if attrs&mlx5.AttrRetryCnt != 0 {
+		q.retryCnt = c.RetryCnt
+	}
+	if attrs&mlx5.AttrRNRRetry != 0 {
+		q.rnrRetry = c.RNRRetry
+	}
+	if attrs&mlx5.AttrSQPSN != 0 {
+		q.sqPSN = roce.PSN(c.SQPSN)
+	}
+	if attrs&mlx5.AttrMaxQPRdAtomic != 0 {
+		q.maxRd = c.MaxQPRdAtomic
+	}
+	if to == mlx5.QPStateRTR {
+		sp := c.AV.UDPSPort
+		if sp == 0 {
+			sp = roce.UDPSourcePort(c.AV.FlowLabel, q.qpn, q.destQPN)
+		}
+		q.sport = sp
+	}
+	q.state = to
+	return nil
+}

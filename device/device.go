@@ -1,0 +1,266 @@
+package device
+
+import (
+	"net/netip"
+
+	"github.com/softnic/softnic/bar"
+	"github.com/softnic/softnic/dma"
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/pcie"
+	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/shm"
+	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/trace"
+	"github.com/softnic/softnic/wqefetch"
+)
+
+// Port is the device's Ethernet port: wire.Port (and later real-socket
+// transports) satisfy it.
+type Port interface {
+	Send(t sim.Time, frame []byte) sim.Time
+}
+
+// Identity is what makes one NIC instance distinct from another with the
+// same profile.
+type Identity struct {
+	Node int // trace node id
+	MAC  [6]byte
+	IP   netip.Addr // IPv4; the RoCEv2 GID is ::ffff:IP
+}
+
+// Device is one emulated NIC and the host memory it is plugged into.
+type Device struct {
+	eng  *sim.Engine
+	spec Spec
+	id   Identity
+	node int
+	mem  *shm.Region
+	rec  *trace.Recorder
+	ctr  trace.Counters
+
+	link  *pcie.Link
+	bar   *bar.BAR0
+	dma   *dma.Engine
+	keys  *dma.Keys
+	fetch *wqefetch.Engine
+	port  Port
+
+	pds     map[uint32]bool
+	nextPD  uint32
+	cqs     map[uint32]*cq
+	nextCQN uint32
+	qps     map[uint32]*qp
+	nextQPN uint32
+	nextMR  uint32
+	nextUAR uint32
+	nQPs    int
+
+	pkt     roce.Packet
+	fp      roce.FrameParams
+	frames  [][]byte
+	txFree  []*txEvent
+	pubFree []*publishEvent
+	scratch [mlx5.CQE64Size]byte
+	rqbuf   [1024]byte
+}
+
+// New builds a device with profile spec in front of host memory mem. Its
+// port is connected later with Connect.
+func New(eng *sim.Engine, spec Spec, id Identity, mem *shm.Region, rec *trace.Recorder) *Device {
+	d := &Device{
+		eng: eng, spec: spec, id: id, node: id.Node, mem: mem, rec: rec,
+		pds: map[uint32]bool{}, cqs: map[uint32]*cq{}, qps: map[uint32]*qp{},
+		nextPD: 1, nextCQN: 1, nextQPN: spec.Caps.FirstQPN, nextMR: 1,
+	}
+	if d.nextQPN < 2 {
+		d.nextQPN = 2
+	}
+	d.link = pcie.NewLink(spec.PCIe)
+	d.bar = bar.New(eng, d.link, d, spec.BAR, rec, id.Node, &d.ctr)
+	d.dma = dma.New(eng, d.link, mem, spec.DMA, rec, id.Node, &d.ctr)
+	d.keys = dma.NewKeys()
+	d.fetch = wqefetch.New(eng, d.dma, d, rec, &d.ctr, id.Node)
+	d.nextUAR = spec.BAR.FirstUAR
+	d.bar.Reset()
+	return d
+}
+
+// Connect attaches the device's Ethernet port.
+func (d *Device) Connect(p Port) { d.port = p }
+
+// MMIO is the BAR0 port the provider stores to.
+func (d *Device) MMIO() pcie.MMIO { return d.bar }
+
+// Mem is the host memory the device is plugged into.
+func (d *Device) Mem() *shm.Region { return d.mem }
+
+// Counters are the device's named event counters.
+func (d *Device) Counters() *trace.Counters { return &d.ctr }
+
+// Spec is the device's profile.
+func (d *Device) Spec() Spec { return d.spec }
+
+// Identity is the device's MAC/IP identity.
+func (d *Device) Identity() Identity { return d.id }
+
+// Link is the device's PCIe link (for TLP statistics).
+func (d *Device) Link() *pcie.Link { return d.link }
+
+// GID is the device's RoCEv2 GID (::ffff:a.b.c.d).
+func (d *Device) GID() [16]byte { return d.id.IP.As16() }
+
+// Progress runs the simulation to its next event (mlx5.Progressor).
+func (d *Device) Progress() bool { return d.eng.Step() }
+
+// HostWork charges host CPU time for provider work on the virtual clock
+// (mlx5.HostModel) and records it as a provider stage.
+func (d *Device) HostWork(stage string, qpn uint32, bytes int) {
+	h := d.spec.Host
+	var cost sim.Duration
+	switch stage {
+	case "wqe_build":
+		cost = h.WQEBuild + h.PerWQEBB*sim.Duration((bytes+mlx5.WQEBBSize-1)/mlx5.WQEBBSize)
+	case "dbr_update":
+		cost = h.DBRUpdate
+	case "poll":
+		cost = h.PollCQE
+	}
+	start := d.eng.Now()
+	d.eng.Advance(cost)
+	d.rec.Stage(d.node, "provider", stage, start, d.eng.Now(), bytes, 0, qpn, 0)
+}
+
+func (d *Device) cyc(n int64) sim.Duration { return d.spec.Core.cycles(n) }
+
+// warn counts name and records a trace warning.
+func (d *Device) warn(t sim.Time, name, format string, args ...any) {
+	d.ctr.Inc(name)
+	d.rec.Warnf(d.node, t, "device", name, format, args...)
+}
+
+// Doorbell is called by BAR0 when an 8-byte doorbell arrives (bar.Handler).
+func (d *Device) Doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte) {
+	c := mlx5.CtrlSeg(ctrl[:])
+	q := d.qps[c.QPN()]
+	if q == nil {
+		d.warn(t, "db_unknown_qp", "doorbell on UAR %d bfreg %d names QP %#x, which does not exist", uar, bfreg, c.QPN())
+		return
+	}
+	d.ctr.Inc("doorbells")
+	t = t.Add(d.cyc(d.spec.Core.DoorbellCycles))
+	if q.state == mlx5.QPStateRST || q.state == mlx5.QPStateINIT {
+		d.warn(t, "db_bad_state", "doorbell on QP %#x in state %v ignored", q.qpn, q.state)
+		return
+	}
+	if err := d.fetch.Doorbell(t, q.sq, ctrl); err != nil {
+		d.ctr.Inc("db_rejected")
+	}
+}
+
+// BlueFlame is called by BAR0 when a whole BlueFlame WQE has arrived.
+func (d *Device) BlueFlame(t sim.Time, uar uint32, bfreg int, wqe []byte) {
+	c := mlx5.CtrlSeg(wqe)
+	q := d.qps[c.QPN()]
+	if q == nil {
+		d.warn(t, "bf_unknown_qp", "BlueFlame write on UAR %d bfreg %d names QP %#x, which does not exist", uar, bfreg, c.QPN())
+		return
+	}
+	d.ctr.Inc("blueflame_writes")
+	t = t.Add(d.cyc(d.spec.Core.DoorbellCycles))
+	if q.state == mlx5.QPStateRST || q.state == mlx5.QPStateINIT {
+		d.warn(t, "db_bad_state", "BlueFlame on QP %#x in state %v ignored", q.qpn, q.state)
+		return
+	}
+	if d.fetch.BlueFlame(t, q.sq, wqe) {
+		return
+	}
+	var db [8]byte
+	copy(db[:], wqe[:8])
+	if err := d.fetch.Doorbell(t, q.sq, db); err != nil {
+		d.ctr.Inc("db_rejected")
+	}
+}
+
+// CQArm is called by BAR0 for a CQ arm doorbell. Completion events (EQs,
+// MSI-X) are not modelled yet: the arm is decoded, checked and counted.
+func (d *Device) CQArm(t sim.Time, uar uint32, db [8]byte) {
+	a := mlx5.ParseCQArm(db[:])
+	c := d.cqs[a.CQN]
+	if c == nil {
+		d.warn(t, "cq_arm_unknown_cq", "CQ arm on UAR %d for CQ %#x, which does not exist", uar, a.CQN)
+		return
+	}
+	c.armSN = a.SN
+	c.armed = true
+	d.ctr.Inc("cq_arms")
+}
+
+// event pools -------------------------------------------------------------
+
+// txEvent hands one built frame to the port at its ready time.
+type txEvent struct {
+	d   *Device
+	buf []byte
+	n   int
+}
+
+func (e *txEvent) Fire(now sim.Time) {
+	d := e.d
+	if d.port != nil {
+		d.port.Send(now, e.buf[:e.n])
+	} else {
+		d.ctr.Inc("tx_no_port")
+	}
+	d.frames = append(d.frames, e.buf)
+	e.buf = nil
+	d.txFree = append(d.txFree, e)
+}
+
+func (d *Device) frameBuf() []byte {
+	if k := len(d.frames); k > 0 {
+		b := d.frames[k-1]
+		d.frames = d.frames[:k-1]
+		return b
+	}
+	return make([]byte, 4096+128)
+}
+
+// sendAt schedules frame buf[:n] onto the wire at t.
+func (d *Device) sendAt(t sim.Time, buf []byte, n int) {
+	var e *txEvent
+	if k := len(d.txFree); k > 0 {
+		e = d.txFree[k-1]
+		d.txFree = d.txFree[:k-1]
+	} else {
+		e = &txEvent{d: d}
+	}
+	e.buf, e.n = buf, n
+	d.eng.At(t, e)
+}
+
+// publishEvent makes a CQE visible: the op_own byte lands last.
+type publishEvent struct {
+	d     *Device
+	addr  uint64
+	opOwn byte
+}
+
+func (e *publishEvent) Fire(now sim.Time) {
+	d := e.d
+	if b, err := d.mem.Slice(e.addr, 1); err == nil {
+		b[0] = e.opOwn
+	}
+	d.pubFree = append(d.pubFree, e)
+}
+
+func (d *Device) publish(t sim.Time, addr uint64, opOwn byte) {
+	var e *publishEvent
+	if k := len(d.pubFree); k > 0 {
+		e = d.pubFree[k-1]
+		d.pubFree = d.pubFree[:k-1]
+	} else {
+		e = &publishEvent{d: d}
+	}
+	e.addr, e.opOwn = addr, opOwn
+	d.eng.At(t, e)
+}

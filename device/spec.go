@@ -1,0 +1,110 @@
+package device
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/softnic/softnic/bar"
+	"github.com/softnic/softnic/dma"
+	"github.com/softnic/softnic/pcie"
+	"github.com/softnic/softnic/sim"
+)
+
+// Spec is an immutable device profile: every latency and capacity the model
+// uses, as data. Numbers cite ../shared/reference/timing.md where one exists;
+// the rest are marked as assumptions.
+type Spec struct {
+	Name string     `json:"name"`
+	PCIe pcie.Spec  `json:"pcie"`
+	BAR  bar.Config `json:"bar"`
+	DMA  dma.Config `json:"dma"`
+	Core CoreSpec   `json:"core"`
+	Host HostSpec   `json:"host"`
+	Caps Caps       `json:"caps"`
+}
+
+// CoreSpec is the NIC's processing pipeline: a core clock and cycle costs
+// per stage. No public source gives ConnectX per-stage costs (timing.md §5.2
+// "not in any public source"); the defaults are assumptions chosen so that
+// the default profile's end-to-end small-WRITE latency lands in the
+// published 0.8-1.0 µs half-RTT band (timing.md §4.1, §7 check 7).
+type CoreSpec struct {
+	Clock           sim.Freq `json:"clock_hz"`
+	DoorbellCycles  int64    `json:"doorbell_cycles"`  // decode a doorbell / BF write, schedule the SQ
+	WQEParseCycles  int64    `json:"wqe_parse_cycles"` // validate and decode one WQE
+	PacketizeCycles int64    `json:"packetize_cycles"` // build one packet's headers and ICRC
+	RxCycles        int64    `json:"rx_cycles"`        // parse and check one received packet
+	ResponderCycles int64    `json:"responder_cycles"` // responder work per request packet
+	AckCycles       int64    `json:"ack_cycles"`       // build an ACK / NAK
+	CQECycles       int64    `json:"cqe_cycles"`       // build one CQE
+}
+
+// HostSpec models the host CPU work the provider does, so a trace shows the
+// whole walk (assumptions: a few-GHz core, L1-resident rings).
+type HostSpec struct {
+	WQEBuild  sim.Duration `json:"wqe_build_ps"`  // per WQE
+	PerWQEBB  sim.Duration `json:"per_wqebb_ps"`  // extra per 64-byte basic block
+	DBRUpdate sim.Duration `json:"dbr_update_ps"` // doorbell-record store + barrier
+	PollCQE   sim.Duration `json:"poll_cqe_ps"`   // reading one CQE after the owner flip
+}
+
+// Caps are the device limits reported by QUERY_DEVICE.
+type Caps struct {
+	MaxQP      int    `json:"max_qp"`
+	MaxQPWR    int    `json:"max_qp_wr"`
+	MaxSGE     int    `json:"max_sge"`
+	MaxCQ      int    `json:"max_cq"`
+	MaxCQE     int    `json:"max_cqe"`
+	MaxMR      int    `json:"max_mr"`
+	MaxPD      int    `json:"max_pd"`
+	MaxInline  int    `json:"max_inline"`
+	MaxMsgSize uint64 `json:"max_msg_size"`
+	MaxRdAtom  int    `json:"max_qp_rd_atom"`
+	ActiveMTU  int    `json:"active_mtu"`
+	FirstQPN   uint32 `json:"first_qpn"`
+}
+
+// DefaultSpec is the built-in profile: a ConnectX-5-class 100 GbE NIC on a
+// PCIe Gen3 x16 link.
+func DefaultSpec() Spec {
+	bc := bar.DefaultConfig()
+	return Spec{
+		Name: "cx5-gen3x16",
+		PCIe: pcie.Gen3x16(),
+		BAR:  bc,
+		DMA:  dma.Config{MaxReadTags: dma.DefaultReadTags},
+		Core: CoreSpec{
+			Clock:           1 * sim.GHz, // assumption
+			DoorbellCycles:  20,
+			WQEParseCycles:  30,
+			PacketizeCycles: 40,
+			RxCycles:        40,
+			ResponderCycles: 30,
+			AckCycles:       20,
+			CQECycles:       20,
+		},
+		Host: HostSpec{
+			WQEBuild:  sim.NS(15),
+			PerWQEBB:  sim.NS(3),
+			DBRUpdate: sim.NS(2),
+			PollCQE:   sim.NS(10),
+		},
+		Caps: Caps{
+			MaxQP: 1 << 16, MaxQPWR: 1 << 15, MaxSGE: 30, MaxCQ: 1 << 16, MaxCQE: 1 << 22,
+			MaxMR: 1 << 16, MaxPD: 1 << 16, MaxInline: 512, MaxMsgSize: 1 << 31, MaxRdAtom: 16,
+			ActiveMTU: 4096, FirstQPN: 0x100,
+		},
+	}
+}
+
+// ParseSpec decodes a JSON profile over the defaults (fields not given keep
+// their default values).
+func ParseSpec(b []byte) (Spec, error) {
+	s := DefaultSpec()
+	if err := json.Unmarshal(b, &s); err != nil {
+		return Spec{}, fmt.Errorf("device: profile: %w", err)
+	}
+	return s, nil
+}
+
+func (c CoreSpec) cycles(n int64) sim.Duration { return c.Clock.Cycles(n) }

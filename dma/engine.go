@@ -1,0 +1,321 @@
+package dma
+
+import (
+	"errors"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/pcie"
+	"github.com/softnic/softnic/shm"
+	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/trace"
+)
+
+// Config sizes the DMA engine.
+type Config struct {
+	// MaxReadTags is the number of non-posted read requests the device may
+	// have outstanding (PCIe tags); a read waits for free tags. 0 = 32
+	// (the classic 5-bit tag field without extended tags; ConnectX parts
+	// support more, the exact number in use is unconfirmed).
+	MaxReadTags int `json:"max_read_tags"`
+}
+
+// DefaultReadTags is MaxReadTags when the config leaves it 0.
+const DefaultReadTags = 32
+
+// Engine is the device's DMA engine. Reads and writes move bytes between
+// the device and the shm region at once and return the virtual time at
+// which the transfer is complete by the pcie model. It never panics on a
+// bad address: range errors come back as errors (the device turns them into
+// error CQEs), counted and traced.
+//
+// Not safe for concurrent use; Read, Write, WriteVisible, Gather and
+// Scatter do not allocate on success (with a nil or pre-grown recorder).
+type Engine struct {
+	eng  *sim.Engine
+	link *pcie.Link
+	mem  *shm.Region
+	cfg  Config
+	rec  *trace.Recorder
+	node int
+	ctr  *trace.Counters
+
+	tagFree []sim.Time // when each read tag is free again
+	picked  []int      // scratch: tags chosen for one read
+
+	qpn  uint32 // trace labels for the next operations (SetFlow)
+	flow uint64
+
+	landings *landing // free list of deferred writes
+}
+
+// New returns an engine on link and mem. rec may be nil; a nil ctr gets a
+// private counter set.
+func New(eng *sim.Engine, link *pcie.Link, mem *shm.Region, cfg Config, rec *trace.Recorder, node int, ctr *trace.Counters) *Engine {
+	if cfg.MaxReadTags <= 0 {
+		cfg.MaxReadTags = DefaultReadTags
+	}
+	if ctr == nil {
+		ctr = &trace.Counters{}
+	}
+	return &Engine{eng: eng, link: link, mem: mem, cfg: cfg, rec: rec, node: node, ctr: ctr,
+		tagFree: make([]sim.Time, cfg.MaxReadTags), picked: make([]int, 0, cfg.MaxReadTags)}
+}
+
+// Config returns the engine's configuration (defaults filled in).
+func (e *Engine) Config() Config { return e.cfg }
+
+// Counters returns the counter set the engine counts into.
+func (e *Engine) Counters() *trace.Counters { return e.ctr }
+
+// SetFlow labels the trace stages of the following operations with a QP
+// number and flow id (trace.Event.Flow: qpn<<16 | wqe index). The device
+// sets it before the DMA work of each WQE; 0, 0 clears it.
+func (e *Engine) SetFlow(qpn uint32, flow uint64) { e.qpn, e.flow = qpn, flow }
+
+// requests is the number of MRd TLPs a read of n bytes at addr needs
+// (split at MRRS-aligned addresses, as pcie.Link.DeviceRead does).
+func requests(addr uint64, n, mrrs int) int {
+	if n <= 0 {
+		return 0
+	}
+	head := mrrs - int(addr&uint64(mrrs-1))
+	if n <= head {
+		return 1
+	}
+	return 1 + (n-head+mrrs-1)/mrrs
+}
+
+// acquire picks the k tags that free up first and returns when all k are
+// free (not before at). k is capped at MaxReadTags: a longer read holds
+// every tag for its whole duration, a simplification of real engines that
+// reissue tags as completions return.
+func (e *Engine) acquire(at sim.Time, k int) sim.Time {
+	k = min(k, len(e.tagFree))
+	e.picked = e.picked[:0]
+	start := at
+	for j := 0; j < k; j++ {
+		best := -1
+		for i, t := range e.tagFree {
+			if t == sim.Never {
+				continue // already picked for this read
+			}
+			if best < 0 || t < e.tagFree[best] {
+				best = i
+			}
+		}
+		start = max(start, e.tagFree[best])
+		e.picked = append(e.picked, best)
+		e.tagFree[best] = sim.Never
+	}
+	return start
+}
+
+func (e *Engine) release(done sim.Time) {
+	for _, i := range e.picked {
+		e.tagFree[i] = done
+	}
+}
+
+// InFlightReads is the number of read tags still held at time t.
+func (e *Engine) InFlightReads(t sim.Time) int {
+	n := 0
+	for _, f := range e.tagFree {
+		if f > t {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *Engine) rangeError(at sim.Time, op string, err error) {
+	e.ctr.Inc("dma_range_error")
+	e.rec.Warnf(e.node, at, "dma", "dma_range_error", "%s: %v", op, err)
+}
+
+// Read copies len(dst) bytes of host memory at addr into dst. The data is
+// sampled at the call (the request time): later host writes to the range
+// are not seen, even though the completions arrive later in virtual time.
+// The read waits for free tags, then takes pcie.Link.DeviceRead's time;
+// done is when the last completion is at the device.
+func (e *Engine) Read(at sim.Time, addr uint64, dst []byte) (done sim.Time, s pcie.Stats, err error) {
+	if err = e.mem.Read(addr, dst); err != nil {
+		e.rangeError(at, "read", err)
+		return at, s, err
+	}
+	if len(dst) == 0 {
+		return at, s, nil
+	}
+	start := e.acquire(at, requests(addr, len(dst), e.link.Spec().MRRS))
+	if start > at {
+		e.ctr.Inc("dma_tag_stall")
+		e.rec.Stage(e.node, "dma", "dma_tag_wait", at, start, 0, 0, e.qpn, e.flow)
+	}
+	done, s = e.link.DeviceRead(start, addr, len(dst))
+	e.release(done)
+	e.ctr.Inc("dma_reads")
+	e.ctr.Add("dma_read_bytes", uint64(len(dst)))
+	e.ctr.Add("pcie_dma_tlps", uint64(s.TLPs()))
+	e.ctr.Add("pcie_dma_bytes", uint64(s.WireBytes))
+	e.rec.Stage(e.node, "dma", "dma_read", start, done, len(dst), s.TLPs(), e.qpn, e.flow)
+	return done, s, nil
+}
+
+// Write stores src at host address addr. The bytes are in shm at once;
+// done (pcie.Link.DeviceWrite) is when the host could first observe them.
+// A caller that publishes ownership with a write (a CQE owner bit, a
+// doorbell record) must not let the host see it before done: use
+// WriteVisible, or write at done from its own scheduled event.
+func (e *Engine) Write(at sim.Time, addr uint64, src []byte) (done sim.Time, s pcie.Stats, err error) {
+	if err = e.mem.Write(addr, src); err != nil {
+		e.rangeError(at, "write", err)
+		return at, s, err
+	}
+	done, s = e.timeWrite(at, addr, len(src))
+	return done, s, nil
+}
+
+func (e *Engine) timeWrite(at sim.Time, addr uint64, n int) (sim.Time, pcie.Stats) {
+	if n == 0 {
+		return at, pcie.Stats{}
+	}
+	done, s := e.link.DeviceWrite(at, addr, n)
+	e.ctr.Inc("dma_writes")
+	e.ctr.Add("dma_write_bytes", uint64(n))
+	e.ctr.Add("pcie_dma_tlps", uint64(s.TLPs()))
+	e.ctr.Add("pcie_dma_bytes", uint64(s.WireBytes))
+	e.rec.Stage(e.node, "dma", "dma_write", at, done, n, s.TLPs(), e.qpn, e.flow)
+	return done, s
+}
+
+// landing is a write whose bytes reach shm at a scheduled time.
+type landing struct {
+	e    *Engine
+	addr uint64
+	buf  []byte
+	next *landing
+}
+
+// Fire stores the bytes and returns the landing to the free list.
+func (l *landing) Fire(now sim.Time) {
+	if err := l.e.mem.Write(l.addr, l.buf); err != nil {
+		l.e.rangeError(now, "write", err) // only if the region was closed meanwhile
+	}
+	l.next, l.e.landings = l.e.landings, l
+}
+
+// WriteVisible is Write whose bytes land in shm only at done, scheduled on
+// the engine: what a CQE or any other ownership-publishing write needs so
+// that a poller cannot see it early. src is copied (pooled buffers, no
+// allocation in steady state); the range is checked now.
+func (e *Engine) WriteVisible(at sim.Time, addr uint64, src []byte) (done sim.Time, s pcie.Stats, err error) {
+	if !e.mem.Contains(addr, len(src)) {
+		err = &shm.RangeError{Op: "write", Addr: addr, Len: len(src)}
+		e.rangeError(at, "write", err)
+		return at, s, err
+	}
+	done, s = e.timeWrite(at, addr, len(src))
+	l := e.landings
+	if l == nil {
+		l = &landing{e: e}
+	} else {
+		e.landings = l.next
+	}
+	l.addr, l.buf = addr, append(l.buf[:0], src...)
+	e.eng.At(done, l)
+	return done, s, nil
+}
+
+// Gather reads the SGEs' bytes, in order, into dst: for each data segment
+// an lkey check (local read, addresses by the MR's Addr) and a DMA read,
+// all issued at at. Zero-length segments are skipped. It stops at the first
+// failing segment (reads already issued stay on the link, as in hardware)
+// and returns the bytes gathered so far; more bytes than len(dst) is an
+// ErrLength. done is when the last read completes.
+func (e *Engine) Gather(at sim.Time, pdn uint32, sges []mlx5.DataFields, keys *Keys, dst []byte) (n int, done sim.Time, s pcie.Stats, err error) {
+	done = at
+	for i := range sges {
+		sg := &sges[i]
+		bc := uint64(sg.ByteCount)
+		if bc == 0 {
+			continue
+		}
+		if bc > uint64(len(dst)-n) {
+			err = &LengthError{Need: uint64(n) + bc, Have: uint64(len(dst))}
+			return n, done, s, e.fail(at, "gather", err)
+		}
+		host, kerr := keys.Check(sg.LKey, pdn, sg.Addr, bc, LocalRead)
+		if kerr != nil {
+			return n, done, s, e.fail(at, "gather", kerr)
+		}
+		d, rs, rerr := e.Read(at, host, dst[n:n+int(bc)])
+		if rerr != nil {
+			return n, done, s, rerr
+		}
+		s.Add(rs)
+		done = max(done, d)
+		n += int(bc)
+	}
+	return n, done, s, nil
+}
+
+// Scatter writes src across the SGEs of a receive WQE, in order: lkey
+// checks (local write) for the segments that receive bytes, then DMA
+// writes, all issued at at. A segment with the terminator key
+// (mlx5.InvalidKey) ends the list. If src is longer than the list holds,
+// nothing is written and the error wraps ErrLength (the responder's
+// LOCAL_LENGTH). Writes land at once (see Write); done is the last one's.
+func (e *Engine) Scatter(at sim.Time, pdn uint32, sges []mlx5.DataFields, keys *Keys, src []byte) (n int, done sim.Time, s pcie.Stats, err error) {
+	done = at
+	var capacity uint64
+	for i := range sges {
+		if sges[i].LKey == mlx5.InvalidKey {
+			break
+		}
+		capacity += uint64(sges[i].ByteCount)
+	}
+	if uint64(len(src)) > capacity {
+		return 0, done, s, e.fail(at, "scatter", &LengthError{Need: uint64(len(src)), Have: capacity})
+	}
+	for i := 0; i < len(sges) && n < len(src); i++ {
+		sg := &sges[i]
+		if sg.LKey == mlx5.InvalidKey {
+			break
+		}
+		c := min(uint64(sg.ByteCount), uint64(len(src)-n))
+		if c == 0 {
+			continue
+		}
+		host, kerr := keys.Check(sg.LKey, pdn, sg.Addr, c, LocalWrite)
+		if kerr != nil {
+			return n, done, s, e.fail(at, "scatter", kerr)
+		}
+		d, ws, werr := e.Write(at, host, src[n:n+int(c)])
+		if werr != nil {
+			return n, done, s, werr
+		}
+		s.Add(ws)
+		done = max(done, d)
+		n += int(c)
+	}
+	return n, done, s, nil
+}
+
+// fail counts and traces a key or length error and returns it.
+func (e *Engine) fail(at sim.Time, op string, err error) error {
+	name := "dma_key_error"
+	switch {
+	case errors.Is(err, ErrLength):
+		name = "dma_length_error"
+	case errors.Is(err, ErrBadKey):
+		name = "dma_bad_key"
+	case errors.Is(err, ErrPDMismatch):
+		name = "dma_pd_mismatch"
+	case errors.Is(err, ErrBounds):
+		name = "dma_bounds"
+	case errors.Is(err, ErrAccess):
+		name = "dma_access"
+	}
+	e.ctr.Inc(name)
+	e.rec.Warnf(e.node, at, "dma", name, "%s: %v", op, err)
+	return err
+}

@@ -1,0 +1,250 @@
+package fault
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/softnic/softnic/sim"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// fires runs n events at pt and returns the 1-based indexes where the
+// decision was not None.
+func fires(in *Injector, pt Point, n int, node int, qpn uint32) []int {
+	var got []int
+	for i := 1; i <= n; i++ {
+		if in.Decide(pt, node, qpn).Action != None {
+			got = append(got, i)
+		}
+	}
+	return got
+}
+
+func TestTriggers(t *testing.T) {
+	tests := []struct {
+		name string
+		rule Rule
+		n    int
+		want []int
+	}{
+		{"nth", Rule{Point: WireTx, Action: Drop, Nth: 3}, 10, []int{3}},
+		{"every", Rule{Point: WireTx, Action: Drop, Every: 4}, 12, []int{4, 8, 12}},
+		{"every with count", Rule{Point: WireTx, Action: Drop, Every: 2, Count: 2}, 10, []int{2, 4}},
+		{"always", Rule{Point: WireTx, Action: Drop}, 3, []int{1, 2, 3}},
+		{"always with count", Rule{Point: WireTx, Action: Drop, Count: 1}, 3, []int{1}},
+		{"prob one", Rule{Point: WireTx, Action: Drop, Prob: 1}, 4, []int{1, 2, 3, 4}},
+		{"nth beyond run", Rule{Point: WireTx, Action: Drop, Nth: 11}, 10, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := NewInjector(&Plan{Seed: 1, Rules: []Rule{tc.rule}})
+			require.Equal(t, tc.want, fires(in, WireTx, tc.n, 0, 0))
+			// Other points never fire.
+			require.Nil(t, fires(in, WireRx, tc.n, 0, 0))
+			require.Equal(t, uint64(len(tc.want)), in.Fired()[0].Fired)
+			require.Equal(t, uint64(tc.n), in.Fired()[0].Matched)
+		})
+	}
+}
+
+func TestProbRate(t *testing.T) {
+	in := NewInjector(&Plan{Seed: 42, Rules: []Rule{{Point: DMARead, Action: Corrupt, Prob: 0.1, Byte: -1}}})
+	got := len(fires(in, DMARead, 20000, 0, 0))
+	// Binomial(20000, 0.1): mean 2000, sd ~42; 6 sd is a generous bound
+	// that still fails for a broken draw (0, all, or another rate).
+	require.InDelta(t, 2000, got, 260)
+}
+
+func TestMatch(t *testing.T) {
+	in := NewInjector(&Plan{Rules: []Rule{
+		{Point: WireTx, Action: Drop, Nth: 2, Match: Match{Node: ptr(1), QPN: ptr(uint32(7))}},
+	}})
+	// Events of other nodes/QPs are not counted towards nth.
+	require.Equal(t, None, in.Decide(WireTx, 0, 7).Action)
+	require.Equal(t, None, in.Decide(WireTx, 1, 8).Action)
+	require.Equal(t, None, in.Decide(WireTx, 1, 7).Action) // 1st match
+	require.Equal(t, None, in.Decide(WireTx, 0, 7).Action)
+	require.Equal(t, Drop, in.Decide(WireTx, 1, 7).Action) // 2nd match
+	require.Equal(t, uint64(5), in.Events(WireTx))
+	require.Equal(t, uint64(2), in.Fired()[0].Matched)
+}
+
+func TestFirstRuleWinsOthersStillCount(t *testing.T) {
+	in := NewInjector(&Plan{Rules: []Rule{
+		{Point: CQ, Action: Drop, Nth: 2},
+		{Point: CQ, Action: Delay, Every: 2, Delay: 5 * sim.Nanosecond},
+	}})
+	require.Equal(t, None, in.Decide(CQ, 0, 0).Action)
+	require.Equal(t, Drop, in.Decide(CQ, 0, 0).Action) // both trigger; rule 0 wins
+	require.Equal(t, None, in.Decide(CQ, 0, 0).Action)
+	d := in.Decide(CQ, 0, 0)
+	require.Equal(t, Delay, d.Action)
+	require.Equal(t, 5*sim.Nanosecond, d.Delay)
+	require.Equal(t, 1, d.Rule)
+	st := in.Fired()
+	require.Equal(t, uint64(1), st[0].Fired)
+	require.Equal(t, uint64(1), st[1].Fired) // the losing trigger at event 2 is not counted
+	require.Equal(t, uint64(4), st[1].Matched)
+	require.Equal(t, "cq delay every=2", st[1].Desc)
+}
+
+func decisions(in *Injector, pt Point, n int) []Decision {
+	out := make([]Decision, n)
+	for i := range out {
+		out[i] = in.Decide(pt, i%2, uint32(i%3))
+	}
+	return out
+}
+
+func TestDeterminism(t *testing.T) {
+	plan := &Plan{Seed: 99, Rules: []Rule{
+		{Point: WireTx, Action: Corrupt, Prob: 0.3, Byte: -1},
+		{Point: WireTx, Action: Duplicate, Prob: 0.2},
+	}}
+	a := decisions(NewInjector(plan), WireTx, 500)
+	b := decisions(NewInjector(plan), WireTx, 500)
+	require.Equal(t, a, b)
+
+	// A rule at another point does not change this point's stream, even
+	// when that point is exercised in between.
+	plan2 := &Plan{Seed: 99, Rules: append([]Rule{{Point: DMAWrite, Action: Drop, Prob: 0.5}}, plan.Rules...)}
+	in2 := NewInjector(plan2)
+	var c []Decision
+	for i := 0; i < 500; i++ {
+		in2.Decide(DMAWrite, 0, 0)
+		d := in2.Decide(WireTx, i%2, uint32(i%3))
+		if d.Action != None {
+			d.Rule-- // rules shifted by one in plan2
+		}
+		c = append(c, d)
+	}
+	require.Equal(t, a, c)
+
+	// A different seed gives a different stream.
+	plan3 := *plan
+	plan3.Seed = 100
+	require.NotEqual(t, a, decisions(NewInjector(&plan3), WireTx, 500))
+}
+
+func TestNilSafety(t *testing.T) {
+	var in *Injector
+	require.Equal(t, Decision{}, in.Decide(WireTx, 0, 0))
+	require.Nil(t, in.Fired())
+	require.Zero(t, in.Events(WireTx))
+	require.Nil(t, NewInjector(nil))
+	require.Nil(t, NewInjector(&Plan{Seed: 3}))
+	// Unknown point on a real injector.
+	in = NewInjector(&Plan{Rules: []Rule{{Point: WireTx, Action: Drop}}})
+	require.Equal(t, Decision{}, in.Decide("bogus", 0, 0))
+}
+
+func TestDecisionOffsetMask(t *testing.T) {
+	tests := []struct {
+		name      string
+		d         Decision
+		lo, n     int
+		want      int
+		wantRange bool
+	}{
+		{"explicit in range", Decision{Byte: 20, Rand: 5}, 14, 60, 20, false},
+		{"explicit below lo", Decision{Byte: 3, Rand: 5}, 14, 60, 14 + 5, false},
+		{"explicit past end", Decision{Byte: 100, Rand: 47}, 14, 60, 14 + 1, false},
+		{"random", Decision{Byte: -1, Rand: 1 << 40}, 0, 64, 0, true},
+		{"empty", Decision{Byte: -1}, 14, 14, -1, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.d.Offset(tc.lo, tc.n)
+			if tc.wantRange {
+				require.GreaterOrEqual(t, got, tc.lo)
+				require.Less(t, got, tc.n)
+				return
+			}
+			require.Equal(t, tc.want, got)
+		})
+	}
+	require.Equal(t, byte(0xFF), Decision{Rand: 0}.Mask())
+	require.Equal(t, byte(0x12), Decision{Rand: 0x12 << 56}.Mask())
+}
+
+func TestParse(t *testing.T) {
+	p, err := Parse([]byte(`{"seed": 7, "rules": [
+		{"point": "wire.tx", "action": "drop", "nth": 3},
+		{"point": "wire.tx", "action": "Corrupt", "prob": 0.5, "count": 2},
+		{"point": "dma.read", "action": "corrupt", "byte": 12},
+		{"point": "pcie.tlp", "action": "delay", "every": 10, "delay_ps": 2000, "match": {"node": 1, "qpn": 17}}]}`))
+	require.NoError(t, err)
+	require.Equal(t, uint64(7), p.Seed)
+	require.Len(t, p.Rules, 4)
+	require.Equal(t, Rule{Point: WireTx, Action: Drop, Nth: 3, Byte: -1}, p.Rules[0])
+	require.Equal(t, Corrupt, p.Rules[1].Action)
+	require.Equal(t, -1, p.Rules[1].Byte)
+	require.Equal(t, 12, p.Rules[2].Byte)
+	require.Equal(t, 1, *p.Rules[3].Match.Node)
+	require.Equal(t, uint32(17), *p.Rules[3].Match.QPN)
+	require.Equal(t, 2*sim.Nanosecond, p.Rules[3].Delay)
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name, json, want string
+	}{
+		{"not json", `{`, "unexpected EOF"},
+		{"trailing", `{"rules":[]} {}`, "trailing data"},
+		{"unknown plan field", `{"sed": 1}`, `unknown field "sed"`},
+		{"unknown rule field", `{"rules":[{"point":"wire.tx","action":"drop","nht":3}]}`, `unknown field "nht"`},
+		{"unknown action", `{"rules":[{"point":"wire.tx","action":"explode"}]}`, `unknown action "explode"`},
+		{"unknown point", `{"rules":[{"point":"wire.tx","action":"drop"},{"point":"wire.sideways","action":"drop"}]}`, `rule 1 (wire.sideways drop always): unknown point "wire.sideways"`},
+		{"no action", `{"rules":[{"point":"cq","action":"none"}]}`, "rule 0 (cq none always): action must be"},
+		{"two triggers", `{"rules":[{"point":"cq","action":"drop","nth":1,"every":2}]}`, "rule 0 (cq drop nth=1): set at most one"},
+		{"prob range", `{"rules":[{"point":"cq","action":"drop","prob":1.5}]}`, "prob 1.5 outside [0,1]"},
+		{"negative prob", `{"rules":[{"point":"cq","action":"drop","prob":-0.1}]}`, "outside [0,1]"},
+		{"delay without ps", `{"rules":[{"point":"cq","action":"delay"}]}`, "needs delay_ps > 0"},
+		{"ps without delay", `{"rules":[{"point":"cq","action":"drop","delay_ps":5}]}`, "delay_ps set on a drop action"},
+		{"bad byte", `{"rules":[{"point":"cq","action":"corrupt","byte":-2}]}`, "byte -2"},
+		{"negative nth", `{"rules":[{"point":"cq","action":"drop","nth":-1}]}`, "cannot unmarshal"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Parse([]byte(tc.json))
+			require.Nil(t, p)
+			require.ErrorIs(t, err, ErrInvalidPlan)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestActionText(t *testing.T) {
+	for a := None; a < numActions; a++ {
+		b, err := a.MarshalText()
+		require.NoError(t, err)
+		var back Action
+		require.NoError(t, back.UnmarshalText(b))
+		require.Equal(t, a, back)
+	}
+	_, err := Action(200).MarshalText()
+	require.Error(t, err)
+	require.Equal(t, "action(200)", Action(200).String())
+}
+
+func TestDecideAllocs(t *testing.T) {
+	in := NewInjector(&Plan{Seed: 5, Rules: []Rule{
+		{Point: WireTx, Action: Drop, Prob: 0.5},
+		{Point: WireTx, Action: Corrupt, Every: 3, Byte: -1, Match: Match{QPN: ptr(uint32(9))}},
+	}})
+	allocs := testing.AllocsPerRun(1000, func() { in.Decide(WireTx, 0, 9) })
+	require.Zero(t, allocs)
+}
+
+func BenchmarkDecide(b *testing.B) {
+	in := NewInjector(&Plan{Seed: 5, Rules: []Rule{
+		{Point: WireTx, Action: Drop, Prob: 0.01},
+		{Point: WireTx, Action: Corrupt, Every: 100, Byte: -1},
+	}})
+	b.ReportAllocs()
+	for b.Loop() {
+		in.Decide(WireTx, 0, 9)
+	}
+}

@@ -1,0 +1,276 @@
+package pcie
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/softnic/softnic/sim"
+)
+
+// Stats counts the TLPs and bytes of one operation (or, summed, of many).
+// WireBytes include every TLP's overhead (Spec.Hdr*); PayloadBytes are the
+// data bytes carried (for a read: the bytes returned in completions).
+type Stats struct {
+	MWr, MRd, CplD int
+	WireBytes      int
+	PayloadBytes   int
+}
+
+// TLPs is the total number of TLPs.
+func (s Stats) TLPs() int { return s.MWr + s.MRd + s.CplD }
+
+// Add accumulates o into s.
+func (s *Stats) Add(o Stats) {
+	s.MWr += o.MWr
+	s.MRd += o.MRd
+	s.CplD += o.CplD
+	s.WireBytes += o.WireBytes
+	s.PayloadBytes += o.PayloadBytes
+}
+
+// Totals are a Link's cumulative counts per direction and per TLP class.
+type Totals struct {
+	Down Stats // host → device: MMIO writes, MMIO reads, read completions
+	Up   Stats // device → host: DMA writes, read requests, MMIO-read completions
+
+	HostMWr   Stats // posted writes by the CPU (MMIO), downstream
+	DeviceMWr Stats // posted writes by the device (DMA), upstream
+	MRd       Stats // read requests, both directions
+	CplD      Stats // completions with data, both directions
+}
+
+// maxSpans bounds the busy intervals remembered per direction; when more are
+// needed the two closest are merged (conservatively marking the gap busy).
+const maxSpans = 32
+
+type span struct{ s, e sim.Time }
+
+// lane is one direction of the link: a calendar of reserved busy intervals,
+// sorted, disjoint and non-touching. A calendar rather than a single
+// busy-until time lets a TLP that is ready now use the idle gap before
+// traffic already booked for later (e.g. completions that wait for host
+// memory), so a doorbell never queues behind a DMA that has not started.
+type lane struct {
+	n     int
+	iv    [maxSpans + 1]span
+	maxAt sim.Time
+}
+
+// prune forgets intervals that ended at or before at, when at is the latest
+// call time seen. Callers issue operations in (nearly) non-decreasing time;
+// an operation stamped earlier than the latest one seen may overlap traffic
+// already forgotten (a small underestimate of contention, never a panic).
+func (l *lane) prune(at sim.Time) {
+	if at < l.maxAt {
+		return
+	}
+	l.maxAt = at
+	k := 0
+	for k < l.n && l.iv[k].e <= at {
+		k++
+	}
+	if k > 0 {
+		copy(l.iv[:], l.iv[k:l.n])
+		l.n -= k
+	}
+}
+
+// reserve books d of wire time at the earliest start >= ready that fits
+// between booked intervals, and returns that start.
+func (l *lane) reserve(ready sim.Time, d sim.Duration) sim.Time {
+	t := ready
+	i := 0
+	for ; i < l.n; i++ {
+		if l.iv[i].e <= t {
+			continue
+		}
+		if l.iv[i].s >= t.Add(d) {
+			break
+		}
+		t = l.iv[i].e
+	}
+	end := t.Add(d)
+	switch {
+	case i > 0 && l.iv[i-1].e == t && i < l.n && l.iv[i].s == end:
+		// Fills a gap exactly: join the two neighbours.
+		l.iv[i-1].e = l.iv[i].e
+		copy(l.iv[i:], l.iv[i+1:l.n])
+		l.n--
+	case i > 0 && l.iv[i-1].e == t:
+		l.iv[i-1].e = end
+	case i < l.n && l.iv[i].s == end:
+		l.iv[i].s = t
+	default:
+		copy(l.iv[i+1:l.n+1], l.iv[i:l.n])
+		l.iv[i] = span{t, end}
+		l.n++
+		if l.n > maxSpans {
+			l.mergeClosest()
+		}
+	}
+	return t
+}
+
+func (l *lane) mergeClosest() {
+	best, gap := 0, sim.Duration(math.MaxInt64)
+	for i := 0; i+1 < l.n; i++ {
+		if g := l.iv[i+1].s.Sub(l.iv[i].e); g < gap {
+			best, gap = i, g
+		}
+	}
+	l.iv[best].e = l.iv[best+1].e
+	copy(l.iv[best+1:], l.iv[best+2:l.n])
+	l.n--
+}
+
+// Link is one PCIe link between the host (root complex) and the device:
+// downstream (host → device) and upstream (device → host) directions, each
+// serialising TLP bytes at R_tlp (Spec.TLPRate) so that back-to-back TLPs
+// queue, plus Spec.FlightLatency per TLP. Using R_tlp as the serialisation
+// rate folds Ack/UpdateFC DLLPs and SKP ordered sets into the TLP stream,
+// so saturated throughput equals the pcie-bench model (timing.md §1.3).
+// Flow-control credits are not modelled separately.
+//
+// Not safe for concurrent use; no method allocates.
+type Link struct {
+	spec      Spec
+	psPerByte float64
+	down, up  lane
+	tot       Totals
+}
+
+// NewLink returns a link for spec. It panics if spec is invalid: profiles
+// read from users should be checked with Spec.Validate first.
+func NewLink(spec Spec) *Link {
+	if err := spec.Validate(); err != nil {
+		panic(fmt.Sprintf("pcie.NewLink: %v", err))
+	}
+	return &Link{spec: spec, psPerByte: 8e3 / spec.TLPGbps()}
+}
+
+// Spec returns the link's spec.
+func (l *Link) Spec() Spec { return l.spec }
+
+// Totals returns the cumulative counts.
+func (l *Link) Totals() Totals { return l.tot }
+
+// ser is the wire time of w bytes, rounded up to the picosecond.
+func (l *Link) ser(w int) sim.Duration { return sim.Duration(math.Ceil(float64(w) * l.psPerByte)) }
+
+// send books one TLP of payload p and overhead h on lane ln, ready at t,
+// and returns when it is usable at the far end.
+func (l *Link) send(ln *lane, t sim.Time, p, h int) sim.Time {
+	d := l.ser(p + h)
+	return ln.reserve(t, d).Add(d + l.spec.FlightLatency)
+}
+
+func (l *Link) count(dir, class *Stats, s *Stats, mwr, mrd, cpld, payload, wire int) {
+	d := Stats{MWr: mwr, MRd: mrd, CplD: cpld, PayloadBytes: payload, WireBytes: wire}
+	dir.Add(d)
+	class.Add(d)
+	s.Add(d)
+}
+
+// HostWrite is a CPU MMIO posted write of n bytes at BAR offset addr, issued
+// at at: one MWr (callers pass at most one 64 B line; larger writes are
+// split by MPS). arrive is when the device has the last TLP.
+func (l *Link) HostWrite(at sim.Time, addr uint64, n int) (arrive sim.Time, s Stats) {
+	l.down.prune(at)
+	arrive = at
+	for n > 0 {
+		c := chunk(addr, n, l.spec.MPS)
+		arrive = max(arrive, l.send(&l.down, at, c, l.spec.HdrMWr))
+		l.count(&l.tot.Down, &l.tot.HostMWr, &s, 1, 0, 0, c, c+l.spec.HdrMWr)
+		addr += uint64(c)
+		n -= c
+	}
+	return arrive, s
+}
+
+// HostRead is a CPU MMIO read of n (≤ MPS) bytes: an MRd downstream and the
+// device's immediate CplD upstream. arrive is when the request reaches the
+// device (sample the register then), done when the data is back at the CPU.
+func (l *Link) HostRead(at sim.Time, addr uint64, n int) (arrive, done sim.Time, s Stats) {
+	_ = addr // the model does not depend on the address
+	l.down.prune(at)
+	arrive = l.send(&l.down, at, 0, l.spec.HdrMRd)
+	l.count(&l.tot.Down, &l.tot.MRd, &s, 0, 1, 0, 0, l.spec.HdrMRd)
+	l.up.prune(at)
+	done = l.send(&l.up, arrive, n, l.spec.HdrCplD)
+	l.count(&l.tot.Up, &l.tot.CplD, &s, 0, 0, 1, n, n+l.spec.HdrCplD)
+	return arrive, done, s
+}
+
+// chunk is the length of the next TLP for a transfer at addr with n bytes
+// left, split at size-aligned addresses (size a power of two ≤ 4 KiB, so no
+// TLP crosses a 4 KiB boundary). Computed from the offset, never from
+// addr+n, so it cannot overflow.
+func chunk(addr uint64, n, size int) int {
+	return min(n, size-int(addr&uint64(size-1)))
+}
+
+// DeviceWrite is a DMA write of n bytes to host address addr issued at at:
+// MWr TLPs split at MPS-aligned addresses (hence never across 4 KiB)
+// upstream. done is when the last byte is in host memory.
+func (l *Link) DeviceWrite(at sim.Time, addr uint64, n int) (done sim.Time, s Stats) {
+	l.up.prune(at)
+	done = at
+	for n > 0 {
+		c := chunk(addr, n, l.spec.MPS)
+		done = max(done, l.send(&l.up, at, c, l.spec.HdrMWr))
+		l.count(&l.tot.Up, &l.tot.DeviceMWr, &s, 1, 0, 0, c, c+l.spec.HdrMWr)
+		addr += uint64(c)
+		n -= c
+	}
+	return done, s
+}
+
+// DeviceRead is a DMA read of n bytes at host address addr issued at at.
+// Requests are split at MRRS-aligned addresses and go upstream back to back.
+// The host answers each request HostReadLatency after it arrives; within one
+// read its data then streams at HostReadPerLine per 64 B cache line touched
+// (each line counted once), and every completion is sent downstream as soon
+// as its bytes are ready. Completions end at RCB-aligned addresses and carry
+// at most MPS bytes (exactly RCB-sized pieces with RCBChunks). done is when
+// the last completion has reached the device.
+func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Stats) {
+	l.up.prune(at)
+	l.down.prune(at)
+	sp := &l.spec
+	done = at
+	var cursor sim.Time   // when the host has produced everything so far
+	lastLine := uint64(0) // last cache line already charged
+	charged := false
+	for n > 0 {
+		req := chunk(addr, n, sp.MRRS)
+		arrive := l.send(&l.up, at, 0, sp.HdrMRd)
+		l.count(&l.tot.Up, &l.tot.MRd, &s, 0, 1, 0, 0, sp.HdrMRd)
+		ready := max(cursor, arrive.Add(sp.HostReadLatency))
+		for a, r := addr, req; r > 0; {
+			var c int
+			if sp.RCBChunks {
+				c = chunk(a, r, sp.RCB)
+			} else {
+				// First completion: up to MPS, ending on an RCB boundary;
+				// later ones start RCB-aligned, so this is min(r, MPS).
+				c = min(r, sp.MPS-int(a&uint64(sp.RCB-1)))
+			}
+			first, last := a/cacheLine, (a+uint64(c)-1)/cacheLine
+			if charged && first <= lastLine {
+				first = lastLine + 1
+			}
+			if last >= first {
+				ready = ready.Add(sim.Duration(last-first+1) * sp.HostReadPerLine)
+				lastLine, charged = last, true
+			}
+			done = max(done, l.send(&l.down, ready, c, sp.HdrCplD))
+			l.count(&l.tot.Down, &l.tot.CplD, &s, 0, 0, 1, c, c+sp.HdrCplD)
+			a += uint64(c)
+			r -= c
+		}
+		cursor = ready
+		addr += uint64(req)
+		n -= req
+	}
+	return done, s
+}

@@ -1,0 +1,241 @@
+package pcie
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/softnic/softnic/sim"
+)
+
+func TestSplitting(t *testing.T) {
+	chunked := Gen3x8().WithRCB(64, true)
+	tests := []struct {
+		name string
+		spec Spec
+		op   string // "w" device write, "r" device read, "h" host write
+		addr uint64
+		n    int
+		want Stats
+	}{
+		{"write 64 aligned", Gen3x8(), "w", 0x1000, 64, Stats{MWr: 1, WireBytes: 88, PayloadBytes: 64}},
+		{"write 256 aligned", Gen3x8(), "w", 0x1000, 256, Stats{MWr: 1, WireBytes: 280, PayloadBytes: 256}},
+		{"write 257 aligned", Gen3x8(), "w", 0x1000, 257, Stats{MWr: 2, WireBytes: 305, PayloadBytes: 257}},
+		{"write 256 straddling an MPS boundary", Gen3x8(), "w", 0x1080, 256, Stats{MWr: 2, WireBytes: 304, PayloadBytes: 256}},
+		{"write 4096 across 4 KiB", Gen3x8(), "w", 0xF80, 4096, Stats{MWr: 17, WireBytes: 4096 + 17*24, PayloadBytes: 4096}},
+		{"write 0", Gen3x8(), "w", 0x1000, 0, Stats{}},
+		{"write near the top of the address space", Gen3x8(), "w", ^uint64(0) - 63, 64, Stats{MWr: 1, WireBytes: 88, PayloadBytes: 64}},
+		{"read 64", Gen3x8(), "r", 0x1000, 64, Stats{MRd: 1, CplD: 1, WireBytes: 24 + 84, PayloadBytes: 64}},
+		{"read 2048", Gen3x8(), "r", 0x1000, 2048, Stats{MRd: 4, CplD: 8, WireBytes: 4*24 + 2048 + 8*20, PayloadBytes: 2048}},
+		{"read 512 unaligned", Gen3x8(), "r", 0x1020, 512, Stats{MRd: 2, CplD: 3, WireBytes: 2*24 + 512 + 3*20, PayloadBytes: 512}},
+		{"read 512 across 4 KiB", Gen3x8(), "r", 0xF00, 512, Stats{MRd: 2, CplD: 2, WireBytes: 2*24 + 512 + 2*20, PayloadBytes: 512}},
+		{"read 256 RCB chunks", chunked, "r", 0x1000, 256, Stats{MRd: 1, CplD: 4, WireBytes: 24 + 256 + 4*20, PayloadBytes: 256}},
+		{"read 100 unaligned RCB chunks", chunked, "r", 0x1030, 100, Stats{MRd: 1, CplD: 3, WireBytes: 24 + 100 + 3*20, PayloadBytes: 100}},
+		{"read 0", Gen3x8(), "r", 0x1000, 0, Stats{}},
+		{"host write 8", Gen3x8(), "h", 0x1800, 8, Stats{MWr: 1, WireBytes: 32, PayloadBytes: 8}},
+		{"host write 64", Gen3x8(), "h", 0x1840, 64, Stats{MWr: 1, WireBytes: 88, PayloadBytes: 64}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := NewLink(tc.spec)
+			var s Stats
+			var done sim.Time
+			switch tc.op {
+			case "w":
+				done, s = l.DeviceWrite(1000, tc.addr, tc.n)
+			case "r":
+				done, s = l.DeviceRead(1000, tc.addr, tc.n)
+			case "h":
+				done, s = l.HostWrite(1000, tc.addr, tc.n)
+			}
+			require.Equal(t, tc.want, s)
+			require.GreaterOrEqual(t, done, sim.Time(1000))
+			tot := l.Totals()
+			require.Equal(t, s.TLPs(), tot.Down.TLPs()+tot.Up.TLPs())
+			require.Equal(t, s.WireBytes, tot.Down.WireBytes+tot.Up.WireBytes)
+			require.Equal(t, s.TLPs(), tot.HostMWr.TLPs()+tot.DeviceMWr.TLPs()+tot.MRd.TLPs()+tot.CplD.TLPs())
+		})
+	}
+}
+
+// TestReadLatencyCalibration is timing.md §7 check 3 against the §2.1
+// medians: 64 B and 2048 B within 1 %, every other size within the fit's 5 %.
+func TestReadLatencyCalibration(t *testing.T) {
+	tests := []struct {
+		size int
+		ns   float64
+		tol  float64
+	}{
+		{8, 533, 0.05}, {64, 546, 0.01}, {256, 626, 0.05}, {512, 706, 0.05},
+		{1024, 853, 0.05}, {1520, 986, 0.05}, {2048, 1133, 0.01},
+	}
+	for _, tc := range tests {
+		l := NewLink(Gen3x8())
+		done, _ := l.DeviceRead(0, 0x40000, tc.size)
+		t.Logf("read %4d B: model %.1f ns, measured median %.0f ns", tc.size, done.NS(), tc.ns)
+		require.InEpsilon(t, tc.ns, done.NS(), tc.tol, "size %d", tc.size)
+	}
+}
+
+func TestCacheLineSawTooth(t *testing.T) {
+	lat := func(n int) sim.Time { d, _ := NewLink(Gen3x8()).DeviceRead(0, 0x40000, n); return d }
+	require.Less(t, lat(63), lat(64))
+	require.GreaterOrEqual(t, lat(65)-lat(64), sim.Time(calHostPerLine))
+	require.GreaterOrEqual(t, lat(129)-lat(128), sim.Time(calHostPerLine))
+	// Misalignment touches one more line.
+	d1, _ := NewLink(Gen3x8()).DeviceRead(0, 0x40020, 64)
+	require.Greater(t, d1, lat(64))
+}
+
+func TestBackToBackQueues(t *testing.T) {
+	l := NewLink(Gen3x8())
+	a1, _ := l.HostWrite(0, 0x1800, 64)
+	a2, _ := l.HostWrite(0, 0x1840, 64)
+	ser := l.ser(88)
+	require.Equal(t, sim.Time(0).Add(ser+calFlight), a1)
+	require.Equal(t, a1.Add(ser), a2)
+	// Upstream is independent of downstream.
+	d, _ := l.DeviceWrite(0, 0x1000, 64)
+	require.Equal(t, a1, d)
+}
+
+// A doorbell written while a DMA read's completions are booked for later
+// uses the idle link now instead of queueing behind them.
+func TestGapFilling(t *testing.T) {
+	l := NewLink(Gen3x8())
+	rd, _ := l.DeviceRead(0, 0x40000, 2048)
+	a, _ := l.HostWrite(sim.Time(10_000), 0x1800, 8)
+	require.Equal(t, sim.Time(10_000).Add(l.ser(32)+calFlight), a)
+	require.Less(t, a, rd)
+	// But a write that is ready while a completion is on the wire waits.
+	l = NewLink(Gen3x8())
+	rd, _ = l.DeviceRead(0, 0x40000, 64)
+	cplStart := rd.Add(-calFlight - l.ser(84))
+	a, _ = l.HostWrite(cplStart+1, 0x1800, 8)
+	require.Equal(t, rd.Add(-calFlight).Add(l.ser(32)+calFlight), a)
+}
+
+// Many reads in flight reach the link bound of §1.3 although one read alone
+// is far slower (§2.1).
+func TestThroughputReachesModel(t *testing.T) {
+	const n = 2000
+	tests := []struct {
+		name string
+		size int
+		read bool
+		want float64
+	}{
+		{"64B reads", 64, true, 44.1},
+		{"256B reads", 256, true, 53.7},
+		{"64B writes", 64, false, 42.1},
+		{"256B writes", 256, false, 52.9},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := NewLink(Gen3x8())
+			var first, last sim.Time
+			for i := 0; i < n; i++ {
+				addr := uint64(0x100000 + i*tc.size)
+				var d sim.Time
+				if tc.read {
+					d, _ = l.DeviceRead(0, addr, tc.size)
+				} else {
+					d, _ = l.DeviceWrite(0, addr, tc.size)
+				}
+				if i == 0 {
+					first = d
+				}
+				last = max(last, d)
+			}
+			gbps := float64((n-1)*tc.size*8) / float64(last-first) * 1e3
+			t.Logf("%s: %.2f Gb/s (model %.1f)", tc.name, gbps, tc.want)
+			require.InEpsilon(t, tc.want, gbps, 0.01)
+		})
+	}
+}
+
+func TestHostRead(t *testing.T) {
+	l := NewLink(Gen3x8())
+	arrive, done, s := l.HostRead(0, 0x1fc, 4)
+	require.Equal(t, sim.Time(0).Add(l.ser(24)+calFlight), arrive)
+	require.Equal(t, arrive.Add(l.ser(24)+calFlight), done)
+	require.Equal(t, Stats{MRd: 1, CplD: 1, WireBytes: 48, PayloadBytes: 4}, s)
+	require.Equal(t, 1, l.Totals().Down.MRd)
+	require.Equal(t, 1, l.Totals().Up.CplD)
+}
+
+// The calendar stays bounded, sorted and disjoint under any booking order.
+func TestLaneCalendarInvariants(t *testing.T) {
+	var ln lane
+	seed := uint64(1)
+	next := func() uint64 { seed = seed*6364136223846793005 + 1442695040888963407; return seed >> 33 }
+	for i := 0; i < 5000; i++ {
+		ready := sim.Time(next() % 1_000_000)
+		d := sim.Duration(1 + next()%500)
+		if i%7 == 0 {
+			ln.prune(ready)
+		}
+		start := ln.reserve(ready, d)
+		require.GreaterOrEqual(t, start, ready)
+		require.LessOrEqual(t, ln.n, maxSpans)
+		for k := 0; k < ln.n; k++ {
+			require.Less(t, ln.iv[k].s, ln.iv[k].e)
+			if k > 0 {
+				require.Less(t, ln.iv[k-1].e, ln.iv[k].s)
+			}
+		}
+	}
+}
+
+func TestStatsAdd(t *testing.T) {
+	var s Stats
+	s.Add(Stats{MWr: 1, MRd: 2, CplD: 3, WireBytes: 10, PayloadBytes: 4})
+	s.Add(Stats{MWr: 1, WireBytes: 5, PayloadBytes: 1})
+	require.Equal(t, Stats{MWr: 2, MRd: 2, CplD: 3, WireBytes: 15, PayloadBytes: 5}, s)
+	require.Equal(t, 7, s.TLPs())
+}
+
+func TestZeroAllocs(t *testing.T) {
+	l := NewLink(Gen3x8())
+	var now sim.Time
+	allocs := testing.AllocsPerRun(200, func() {
+		now += 100_000
+		l.HostWrite(now, 0x1800, 64)
+		l.DeviceRead(now, 0x40000, 2048)
+		l.DeviceWrite(now, 0x80000, 1500)
+		l.HostRead(now, 0x1fc, 4)
+	})
+	require.Zero(t, allocs)
+}
+
+func BenchmarkDeviceRead64(b *testing.B) {
+	l := NewLink(Gen3x8())
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		l.DeviceRead(sim.Time(i)*20_000, 0x40000, 64)
+	}
+}
+
+func BenchmarkDeviceRead2048(b *testing.B) {
+	l := NewLink(Gen3x8())
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		l.DeviceRead(sim.Time(i)*400_000, 0x40000, 2048)
+	}
+}
+
+func BenchmarkDeviceWrite256(b *testing.B) {
+	l := NewLink(Gen3x8())
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		l.DeviceWrite(sim.Time(i)*40_000, 0x40000, 256)
+	}
+}
+
+func BenchmarkHostWrite64(b *testing.B) {
+	l := NewLink(Gen3x8())
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		l.HostWrite(sim.Time(i)*20_000, 0x1800, 64)
+	}
+}

@@ -1,0 +1,286 @@
+package provider
+
+import (
+	"slices"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/pcie"
+	"github.com/softnic/softnic/shm"
+)
+
+// Device is what an application opens: a control channel, the MMIO window
+// onto BAR0 and the host-memory region the device reaches by DMA.
+type Device struct {
+	Name    string
+	Control mlx5.Control
+	MMIO    pcie.MMIO
+	Mem     *shm.Region
+}
+
+// Context is an open device (struct ibv_context + struct mlx5_context).
+type Context struct {
+	name string
+	ctl  mlx5.Control
+	mmio pcie.MMIO
+	mem  *shm.Region
+	prog mlx5.Progressor // nil for real hardware
+	host mlx5.HostModel  // nil unless the device accounts host CPU time
+
+	attr   mlx5.DeviceAttr
+	uctx   mlx5.ContextResp
+	closed bool
+
+	qps map[uint32]*QP // by QPN, for CQE → QP lookup
+	cqs map[uint32]*CQ
+	pds map[uint32]*PD
+	mrs map[uint32]*MR // by LKey
+}
+
+// Open issues GET_CONTEXT and QUERY_DEVICE and checks that the device's
+// answers are usable.
+func Open(dev Device) (*Context, error) {
+	switch {
+	case dev.Control == nil:
+		return nil, opErr("open", 0, detail(ErrInvalidArg, "device %q has no control channel", dev.Name))
+	case dev.MMIO == nil:
+		return nil, opErr("open", 0, detail(ErrInvalidArg, "device %q has no MMIO port", dev.Name))
+	case dev.Mem == nil:
+		return nil, opErr("open", 0, detail(ErrInvalidArg, "device %q has no host memory region", dev.Name))
+	}
+	uctx, err := dev.Control.GetContext()
+	if err != nil {
+		return nil, opErr("get_context", 0, err)
+	}
+	attr, err := dev.Control.QueryDevice()
+	if err != nil {
+		return nil, opErr("query_device", 0, err)
+	}
+	if err := checkAttr(&attr, &uctx); err != nil {
+		return nil, opErr("open", 0, err)
+	}
+	c := &Context{
+		name: dev.Name, ctl: dev.Control, mmio: dev.MMIO, mem: dev.Mem, attr: attr, uctx: uctx,
+		qps: map[uint32]*QP{}, cqs: map[uint32]*CQ{}, pds: map[uint32]*PD{}, mrs: map[uint32]*MR{},
+	}
+	c.prog, _ = dev.Control.(mlx5.Progressor)
+	c.host, _ = dev.Control.(mlx5.HostModel)
+	return c, nil
+}
+
+// checkAttr rejects device answers the datapath cannot work with.
+func checkAttr(a *mlx5.DeviceAttr, u *mlx5.ContextResp) error {
+	switch {
+	case a.MaxQPWR <= 0 || a.MaxSGE <= 0 || a.MaxCQE <= 0:
+		return detail(ErrNotSupported, "device reports no queue capacity (max_qp_wr %d, max_sge %d, max_cqe %d)",
+			a.MaxQPWR, a.MaxSGE, a.MaxCQE)
+	case a.MaxSQDescSz < mlx5.WQEBBSize || a.MaxSQDescSz > mlx5.MaxDS*mlx5.DSSize+mlx5.DSSize:
+		// A send WQE must fit one WQEBB at least; the 6-bit DS field caps it at
+		// 63 octowords (1008 B, reported as up to 1024 by the kernel).
+		return detail(ErrNotSupported, "max_sq_desc_sz %d", a.MaxSQDescSz)
+	case a.BFBufSize < 0 || a.BFBufSize%64 != 0 || (a.BFRegSize > 0 && a.BFBufSize*2 > a.BFRegSize):
+		return detail(ErrNotSupported, "BlueFlame buffer size %d (bfreg %d)", a.BFBufSize, a.BFRegSize)
+	case u.CQEVersion != 0 && u.CQEVersion != 1:
+		return detail(ErrNotSupported, "CQE version %d", u.CQEVersion)
+	}
+	return nil
+}
+
+// Name is the device name given to Open.
+func (c *Context) Name() string { return c.name }
+
+// Attr is what QUERY_DEVICE reported.
+func (c *Context) Attr() mlx5.DeviceAttr { return c.attr }
+
+// Mem is the host-memory region the device reaches.
+func (c *Context) Mem() *shm.Region { return c.mem }
+
+// Close destroys every object still open on the context (QPs, CQs, MRs,
+// PDs, in that order) and closes it; later calls return ErrClosed. It
+// returns the first error met but keeps going.
+func (c *Context) Close() error {
+	if c.closed {
+		return opErr("close", 0, ErrClosed)
+	}
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, qpn := range sortedKeys(c.qps) {
+		keep(c.qps[qpn].Destroy())
+	}
+	for _, cqn := range sortedKeys(c.cqs) {
+		keep(c.cqs[cqn].Destroy())
+	}
+	for _, k := range sortedKeys(c.mrs) {
+		keep(c.mrs[k].Dereg())
+	}
+	for _, pdn := range sortedKeys(c.pds) {
+		keep(c.pds[pdn].Dealloc())
+	}
+	c.closed = true
+	return first
+}
+
+// sortedKeys returns a map's keys in ascending order, so that teardown
+// issues commands in a deterministic order.
+func sortedKeys[V any](m map[uint32]V) []uint32 {
+	ks := make([]uint32, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// Buffer is application memory inside the device-visible region: Addr is
+// its IOVA (what SGEs and RegMR take), Bytes aliases it.
+type Buffer struct {
+	Addr  uint64
+	Bytes []byte
+}
+
+// AllocBuffer reserves n zeroed bytes aligned to align (a power of two) in
+// the shared region.
+func (c *Context) AllocBuffer(n, align int) (Buffer, error) {
+	if c.closed {
+		return Buffer{}, opErr("alloc_buffer", 0, ErrClosed)
+	}
+	if n <= 0 || align <= 0 || align&(align-1) != 0 {
+		return Buffer{}, opErr("alloc_buffer", 0, detail(ErrInvalidArg, "size %d align %d", n, align))
+	}
+	addr, err := c.mem.Alloc(n, align)
+	if err != nil {
+		return Buffer{}, opErr("alloc_buffer", 0, detail(ErrNoMemory, "%v", err))
+	}
+	b, err := c.mem.Slice(addr, n)
+	if err != nil { // cannot happen: Alloc returned the range
+		_ = c.mem.Free(addr)
+		return Buffer{}, opErr("alloc_buffer", 0, detail(ErrNoMemory, "%v", err))
+	}
+	return Buffer{Addr: addr, Bytes: b}, nil
+}
+
+// FreeBuffer returns a buffer from AllocBuffer.
+func (c *Context) FreeBuffer(b Buffer) error {
+	if err := c.mem.Free(b.Addr); err != nil {
+		return opErr("free_buffer", 0, detail(ErrInvalidArg, "%v", err))
+	}
+	return nil
+}
+
+// allocQueueMem allocates zeroed memory for rings and doorbell records.
+func (c *Context) allocQueueMem(op string, n, align int) (uint64, []byte, error) {
+	addr, err := c.mem.Alloc(n, align)
+	if err != nil {
+		return 0, nil, detail(ErrNoMemory, "%s: %v", op, err)
+	}
+	b, err := c.mem.Slice(addr, n)
+	if err != nil {
+		_ = c.mem.Free(addr)
+		return 0, nil, detail(ErrNoMemory, "%s: %v", op, err)
+	}
+	return addr, b, nil
+}
+
+// PD is a protection domain.
+type PD struct {
+	ctx  *Context
+	pdn  uint32
+	refs int // MRs and QPs created on it
+	dead bool
+}
+
+// AllocPD allocates a protection domain.
+func (c *Context) AllocPD() (*PD, error) {
+	if c.closed {
+		return nil, opErr("alloc_pd", 0, ErrClosed)
+	}
+	r, err := c.ctl.AllocPD()
+	if err != nil {
+		return nil, opErr("alloc_pd", 0, err)
+	}
+	pd := &PD{ctx: c, pdn: r.PDN}
+	c.pds[r.PDN] = pd
+	return pd, nil
+}
+
+// PDN is the protection-domain number.
+func (pd *PD) PDN() uint32 { return pd.pdn }
+
+// Dealloc frees the PD; it fails with ErrBusy while MRs or QPs use it.
+func (pd *PD) Dealloc() error {
+	if pd == nil || pd.dead {
+		return opErr("dealloc_pd", 0, ErrClosed)
+	}
+	if pd.refs > 0 {
+		return opErr("dealloc_pd", 0, detail(ErrBusy, "pd %d has %d MRs/QPs", pd.pdn, pd.refs))
+	}
+	if err := pd.ctx.ctl.DeallocPD(pd.pdn); err != nil {
+		return opErr("dealloc_pd", 0, err)
+	}
+	pd.dead = true
+	delete(pd.ctx.pds, pd.pdn)
+	return nil
+}
+
+// MR is a registered memory region.
+type MR struct {
+	pd     *PD
+	LKey   uint32
+	RKey   uint32
+	Addr   uint64
+	Length uint64
+	Access Access
+	dead   bool
+}
+
+// RegMR registers [addr, addr+length) of the shared region. As in the IB
+// spec, remote write or atomic access requires local write.
+func (pd *PD) RegMR(addr, length uint64, access Access) (*MR, error) {
+	if pd == nil || pd.dead || pd.ctx.closed {
+		return nil, opErr("reg_mr", 0, ErrClosed)
+	}
+	c := pd.ctx
+	switch {
+	case length == 0:
+		return nil, opErr("reg_mr", 0, detail(ErrInvalidArg, "zero length"))
+	case length > uint64(c.mem.Size()) || !c.mem.Contains(addr, int(length)):
+		return nil, opErr("reg_mr", 0, detail(ErrOutOfRange, "[%#x, +%d) not inside host memory [%#x, +%d)",
+			addr, length, c.mem.Base(), c.mem.Size()))
+	case c.attr.MaxMRSize != 0 && length > c.attr.MaxMRSize:
+		return nil, opErr("reg_mr", 0, detail(ErrInvalidArg, "length %d > max_mr_size %d", length, c.attr.MaxMRSize))
+	case access&^accessKnown != 0:
+		return nil, opErr("reg_mr", 0, detail(ErrInvalidArg, "unknown access bits %#x", uint32(access&^accessKnown)))
+	case access&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && access&AccessLocalWrite == 0:
+		return nil, opErr("reg_mr", 0, detail(ErrInvalidArg, "remote write/atomic access without local write"))
+	}
+	r, err := c.ctl.RegMR(mlx5.RegMRCmd{PDN: pd.pdn, Addr: addr, Length: length, HCAVA: addr, Access: uint32(access)})
+	if err != nil {
+		return nil, opErr("reg_mr", 0, err)
+	}
+	mr := &MR{pd: pd, LKey: r.LKey, RKey: r.RKey, Addr: addr, Length: length, Access: access}
+	pd.refs++
+	c.mrs[r.LKey] = mr
+	return mr, nil
+}
+
+// Dereg deregisters the MR.
+func (mr *MR) Dereg() error {
+	if mr == nil || mr.dead {
+		return opErr("dereg_mr", 0, ErrClosed)
+	}
+	if err := mr.pd.ctx.ctl.DeregMR(mr.LKey); err != nil {
+		return opErr("dereg_mr", 0, err)
+	}
+	mr.dead = true
+	mr.pd.refs--
+	delete(mr.pd.ctx.mrs, mr.LKey)
+	return nil
+}
+
+// SGE is the scatter/gather entry covering [off, off+n) of the MR.
+func (mr *MR) SGE(off uint64, n uint32) SGE {
+	return SGE{Addr: mr.Addr + off, Length: n, LKey: mr.LKey}
+}

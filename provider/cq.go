@@ -1,0 +1,281 @@
+package provider
+
+import (
+	"github.com/softnic/softnic/mlx5"
+)
+
+// progressBudget bounds how many device steps one Poll of an empty CQ may
+// drive on an emulated device before giving up and returning 0.
+const progressBudget = 1 << 20
+
+// CQ is a completion queue (struct mlx5_cq): a ring of 64-byte CQEs and an
+// 8-byte doorbell record in host memory.
+type CQ struct {
+	ctx      *Context
+	cqn      uint32
+	nent     uint32 // ring entries, a power of two
+	ring     []byte
+	ringAddr uint64
+	dbr      mlx5.DBRec
+	dbrAddr  uint64
+	ci       uint32 // consumer index (free-running)
+	refs     int    // QPs using the CQ
+	last     *QP    // last QP looked up (libmlx5 cur_rsc)
+	dead     bool
+}
+
+// CreateCQ creates a CQ able to hold at least entries completions. As in
+// libmlx5 the ring has roundup_pow2(entries+1) entries (one spare entry),
+// every op_own initialised to 0xF0 (INVALID, owner 0).
+func (c *Context) CreateCQ(entries int) (*CQ, error) {
+	if c.closed {
+		return nil, opErr("create_cq", 0, ErrClosed)
+	}
+	if entries <= 0 || entries > c.attr.MaxCQE {
+		return nil, opErr("create_cq", 0, detail(ErrInvalidArg, "%d entries (device max %d)", entries, c.attr.MaxCQE))
+	}
+	nent := roundupPow2(entries + 1)
+	ringAddr, ring, err := c.allocQueueMem("cq ring", nent*mlx5.CQE64Size, 4096)
+	if err != nil {
+		return nil, opErr("create_cq", 0, err)
+	}
+	dbrAddr, dbr, err := c.allocQueueMem("cq doorbell record", mlx5.DBRecSize, 64)
+	if err != nil {
+		_ = c.mem.Free(ringAddr)
+		return nil, opErr("create_cq", 0, err)
+	}
+	for i := 0; i < nent; i++ {
+		ring[i*mlx5.CQE64Size+mlx5.CQEOffOpOwn] = mlx5.CQInitOpOwn
+	}
+	r, err := c.ctl.CreateCQ(mlx5.CreateCQCmd{Entries: nent, CQESize: mlx5.CQE64Size, BufAddr: ringAddr,
+		DBAddr: dbrAddr, UARIndex: c.uctx.UARIndex})
+	if err != nil {
+		_ = c.mem.Free(dbrAddr)
+		_ = c.mem.Free(ringAddr)
+		return nil, opErr("create_cq", 0, err)
+	}
+	cq := &CQ{ctx: c, cqn: r.CQN, nent: uint32(nent), ring: ring, ringAddr: ringAddr, dbr: mlx5.DBRec(dbr), dbrAddr: dbrAddr}
+	c.cqs[r.CQN] = cq
+	return cq, nil
+}
+
+// CQN is the CQ number.
+func (cq *CQ) CQN() uint32 { return cq.cqn }
+
+// Entries is the number of completions the CQ holds (ibv_cq.cqe = ring - 1).
+func (cq *CQ) Entries() int { return int(cq.nent) - 1 }
+
+// Size is the number of CQEs in the ring.
+func (cq *CQ) Size() int { return int(cq.nent) }
+
+// ConsumerIndex is the free-running consumer index.
+func (cq *CQ) ConsumerIndex() uint32 { return cq.ci }
+
+// CQInfo locates the CQ's host memory (for traces and tests).
+type CQInfo struct {
+	RingAddr uint64 // first CQE
+	Entries  int    // CQEs in the ring
+	CQESize  int
+	DBRAddr  uint64 // doorbell record: [0] set_ci, [1] arm
+}
+
+// Info returns where the CQ lives.
+func (cq *CQ) Info() CQInfo {
+	return CQInfo{RingAddr: cq.ringAddr, Entries: int(cq.nent), CQESize: mlx5.CQE64Size, DBRAddr: cq.dbrAddr}
+}
+
+// CQE returns a copy of the 64-byte entry consumer index ci maps to.
+func (cq *CQ) CQE(ci uint32) []byte {
+	out := make([]byte, mlx5.CQE64Size)
+	copy(out, cq.entry(ci))
+	return out
+}
+
+// entry is the CQE slot for consumer index ci, aliasing the ring.
+func (cq *CQ) entry(ci uint32) mlx5.CQE64 {
+	off := (ci & (cq.nent - 1)) * mlx5.CQE64Size
+	return mlx5.CQE64(cq.ring[off : off+mlx5.CQE64Size : off+mlx5.CQE64Size])
+}
+
+// ready reports whether software owns the CQE at the consumer index.
+func (cq *CQ) ready() bool { return cq.readyAt(cq.ci) }
+
+// Destroy destroys the CQ; it fails with ErrBusy while a QP uses it.
+func (cq *CQ) Destroy() error {
+	if cq == nil || cq.dead {
+		return opErr("destroy_cq", 0, ErrClosed)
+	}
+	if cq.refs > 0 {
+		return opErr("destroy_cq", 0, detail(ErrBusy, "cq %#x is used by %d QPs", cq.cqn, cq.refs))
+	}
+	if err := cq.ctx.ctl.DestroyCQ(cq.cqn); err != nil {
+		return opErr("destroy_cq", 0, err)
+	}
+	cq.dead = true
+	delete(cq.ctx.cqs, cq.cqn)
+	_ = cq.ctx.mem.Free(cq.dbrAddr)
+	_ = cq.ctx.mem.Free(cq.ringAddr)
+	cq.ring, cq.dbr = nil, nil
+	return nil
+}
+
+// Poll reaps up to len(wcs) completions (ibv_poll_cq) and returns how many
+// it filled. If the CQ is empty and the device is emulated (its Control
+// implements mlx5.Progressor), Poll runs the device until a CQE appears,
+// the device has nothing left to do, or progressBudget steps have passed;
+// it never blocks. A CQE the provider cannot attribute (unknown QPN,
+// unexpected opcode, no outstanding WQE) is consumed and reported as an
+// ErrBadCQE error after the n good completions before it.
+func (cq *CQ) Poll(wcs []WC) (int, error) {
+	if cq.dead {
+		return 0, opErr("poll_cq", 0, ErrClosed)
+	}
+	if len(wcs) == 0 {
+		return 0, nil
+	}
+	n, err := cq.poll(wcs)
+	if n == 0 && err == nil && cq.ctx.prog != nil {
+		for i := 0; i < progressBudget && !cq.ready(); i++ {
+			if !cq.ctx.prog.Progress() {
+				break
+			}
+		}
+		n, err = cq.poll(wcs)
+	}
+	return n, err
+}
+
+// poll is mlx5_poll_cq without the device drive.
+func (cq *CQ) poll(wcs []WC) (n int, err error) {
+	start := cq.ci
+	var qpn uint32
+	for n < len(wcs) {
+		cqe := cq.entry(cq.ci)
+		if !mlx5.CQEOwnedBySW(cqe, cq.ci, cq.nent) {
+			break
+		}
+		// udma_from_device_barrier(): nothing else in the CQE may be read
+		// before the ownership check. In process the device writes the ring
+		// from this goroutine (Progress), so program order suffices; Encode
+		// writes op_own last. A cross-process backend relies on x86 TSO
+		// (loads are not reordered with loads), as libmlx5 does with its
+		// compiler-only barrier there.
+		cq.ci++
+		qpn = cqe.QPN()
+		if cq.ctx.host != nil {
+			cq.ctx.host.HostWork("poll", qpn, mlx5.CQE64Size)
+		}
+		if err = cq.parse(cqe, &wcs[n]); err != nil {
+			break
+		}
+		n++
+	}
+	if cq.ci != start {
+		// update_cons_index: set_ci after the batch.
+		cq.dbr.SetWord(mlx5.DBRSetCI, cq.ci&0xffffff)
+	}
+	if err != nil {
+		return n, &OpError{Op: "poll_cq", QPN: qpn, Index: -1, Err: err}
+	}
+	return n, nil
+}
+
+// lookup finds the QP a CQE names (CQE v0: by QPN).
+func (cq *CQ) lookup(qpn uint32) *QP {
+	if cq.last != nil && cq.last.qpn == qpn && !cq.last.dead {
+		return cq.last
+	}
+	qp := cq.ctx.qps[qpn]
+	if qp != nil {
+		cq.last = qp
+	}
+	return qp
+}
+
+// parse turns one CQE into a work completion (mlx5_parse_cqe).
+func (cq *CQ) parse(cqe mlx5.CQE64, wc *WC) error {
+	qpn := cqe.QPN()
+	qp := cq.lookup(qpn)
+	if qp == nil {
+		return detail(ErrBadCQE, "cq %#x: CQE for unknown QPN %#x", cq.cqn, qpn)
+	}
+	*wc = WC{QPNum: qpn}
+	switch op := cqe.Opcode(); op {
+	case mlx5.CQEReq:
+		if err := qp.sq.retire(cqe.WQECounter(), wc); err != nil {
+			return err
+		}
+		goodReq(cqe, wc)
+	case mlx5.CQEReqErr:
+		if err := qp.sq.retire(cqe.WQECounter(), wc); err != nil {
+			return err
+		}
+		goodReq(cqe, wc) // best-effort opcode from s_wqe_opcode
+		wc.ByteLen = 0
+		wc.Flags = 0
+		wc.Status = wcStatusFromSyndrome(cqe.Syndrome())
+		wc.VendorErr = uint32(cqe.VendorErrSynd())
+	case mlx5.CQERespWrImm, mlx5.CQERespSend, mlx5.CQERespSendImm, mlx5.CQERespSendInv:
+		if err := qp.rq.consume(wc); err != nil {
+			return err
+		}
+		wc.ByteLen = cqe.ByteCnt()
+		switch op {
+		case mlx5.CQERespWrImm:
+			wc.Opcode, wc.Flags, wc.Imm = WCRecvRDMAWithImm, WCFlagWithImm, cqe.Imm()
+		case mlx5.CQERespSend:
+			wc.Opcode = WCRecv
+		case mlx5.CQERespSendImm:
+			wc.Opcode, wc.Flags, wc.Imm = WCRecv, WCFlagWithImm, cqe.Imm()
+		case mlx5.CQERespSendInv:
+			wc.Opcode, wc.Flags, wc.Imm = WCRecv, WCFlagWithInv, cqe.Imm()
+		}
+		rq := cqe.FlagsRQPN()
+		wc.SrcQP = rq & 0xffffff
+		if (rq>>28)&3 != 0 {
+			wc.Flags |= WCFlagGRH
+		}
+	case mlx5.CQERespErr:
+		if err := qp.rq.consume(wc); err != nil {
+			return err
+		}
+		wc.Opcode = WCRecv
+		wc.Status = wcStatusFromSyndrome(cqe.Syndrome())
+		wc.VendorErr = uint32(cqe.VendorErrSynd())
+	default:
+		return detail(ErrBadCQE, "cq %#x: unexpected CQE opcode %v (op_own %#02x)", cq.cqn, op, cqe.OpOwn())
+	}
+	return nil
+}
+
+// goodReq fills opcode, flags and byte_len of a requester completion from
+// the completed WQE's opcode (libmlx5 handle_good_req).
+func goodReq(cqe mlx5.CQE64, wc *WC) {
+	switch mlx5.Opcode(cqe.WQEOpcode()) {
+	case mlx5.OpRDMAWriteImm:
+		wc.Opcode, wc.Flags = WCRDMAWrite, WCFlagWithImm
+	case mlx5.OpRDMAWrite:
+		wc.Opcode = WCRDMAWrite
+	case mlx5.OpSendImm:
+		wc.Opcode, wc.Flags = WCSend, WCFlagWithImm
+	case mlx5.OpSend, mlx5.OpSendInval:
+		wc.Opcode = WCSend
+	case mlx5.OpRDMARead:
+		wc.Opcode, wc.ByteLen = WCRDMARead, cqe.ByteCnt()
+	case mlx5.OpAtomicCS:
+		wc.Opcode, wc.ByteLen = WCCompSwap, 8
+	case mlx5.OpAtomicFA:
+		wc.Opcode, wc.ByteLen = WCFetchAdd, 8
+	case mlx5.OpTSO:
+		wc.Opcode = WCTSO
+	}
+}
+
+// roundupPow2 is the smallest power of two >= n (n >= 1).
+func roundupPow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}

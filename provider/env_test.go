@@ -1,0 +1,118 @@
+package provider
+
+import (
+	"testing"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/shm"
+	"github.com/stretchr/testify/require"
+)
+
+// EnvBase is the fixed IOVA of the test region, so addresses in failures
+// are the same from run to run.
+const EnvBase = 0x7f0000000000
+
+// Env is a context on the fake device with a PD, a 64 KiB registered
+// buffer, one CQ and one RC QP.
+type Env struct {
+	Mem *shm.Region
+	Dev *FakeDev
+	Ctx *Context
+	PD  *PD
+	Buf Buffer
+	MR  *MR
+	CQ  *CQ
+	QP  *QP
+}
+
+// EnvOpts tunes NewEnv.
+type EnvOpts struct {
+	Progress  bool // Control also implements Progressor and HostModel
+	Cap       QPCap
+	CQEntries int
+	SigAll    bool
+	BFBufSize int // -1: device reports no BlueFlame
+}
+
+// NewEnv builds an Env; the QP is left in RESET.
+func NewEnv(t testing.TB, o EnvOpts) *Env {
+	t.Helper()
+	mem, err := shm.New("provider-test", 8<<20, EnvBase)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mem.Close() })
+	dev := NewFakeDev(mem)
+	switch {
+	case o.BFBufSize < 0:
+		dev.BFBufSize = 0
+	case o.BFBufSize > 0:
+		dev.BFBufSize = o.BFBufSize
+	}
+	var ctl mlx5.Control = dev
+	if o.Progress {
+		ctl = FakeProgDev{dev}
+	}
+	ctx, err := Open(Device{Name: "fake0", Control: ctl, MMIO: dev, Mem: mem})
+	require.NoError(t, err)
+	pd, err := ctx.AllocPD()
+	require.NoError(t, err)
+	buf, err := ctx.AllocBuffer(64<<10, 4096)
+	require.NoError(t, err)
+	for i := range buf.Bytes {
+		buf.Bytes[i] = byte(i*7 + 1)
+	}
+	mr, err := pd.RegMR(buf.Addr, uint64(len(buf.Bytes)), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead)
+	require.NoError(t, err)
+	if o.CQEntries == 0 {
+		o.CQEntries = 255
+	}
+	cq, err := ctx.CreateCQ(o.CQEntries)
+	require.NoError(t, err)
+	if o.Cap == (QPCap{}) {
+		o.Cap = QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 256}
+	}
+	qp, err := ctx.CreateQP(pd, QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: o.Cap, SigAll: o.SigAll})
+	require.NoError(t, err)
+	return &Env{Mem: mem, Dev: dev, Ctx: ctx, PD: pd, Buf: buf, MR: mr, CQ: cq, QP: qp}
+}
+
+// RTSAttrs returns the attribute sets of the RESET→INIT→RTR→RTS walk.
+func RTSAttrs() (init, rtr, rts *QPAttr) {
+	init = &QPAttr{QPState: QPStateInit, PKeyIndex: 0, Port: 1, AccessFlags: AccessRemoteWrite | AccessRemoteRead}
+	rtr = &QPAttr{QPState: QPStateRTR, PathMTU: mlx5.MTU1024, DestQPN: 0x200, RQPSN: 0x100, MaxDestRdAtomic: 4,
+		MinRNRTimer: 12, AV: AV{DGID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 15: 2}, HopLimit: 64}}
+	rts = &QPAttr{QPState: QPStateRTS, SQPSN: 0x300, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}
+	return
+}
+
+// Masks for the RTSAttrs steps.
+const (
+	InitMask = mlx5.AttrState | mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags
+	RTRMask  = mlx5.AttrState | mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN |
+		mlx5.AttrMaxDestRdAtomic | mlx5.AttrMinRNRTimer
+	RTSMask = mlx5.AttrState | mlx5.AttrTimeout | mlx5.AttrRetryCnt | mlx5.AttrRNRRetry | mlx5.AttrSQPSN |
+		mlx5.AttrMaxQPRdAtomic
+)
+
+// ToRTS walks qp to RTS.
+func ToRTS(t testing.TB, qp *QP) {
+	t.Helper()
+	i, r, s := RTSAttrs()
+	require.NoError(t, qp.Modify(i, InitMask))
+	require.NoError(t, qp.Modify(r, RTRMask))
+	require.NoError(t, qp.Modify(s, RTSMask))
+}
+
+// SQRing is the SQ ring bytes (aliasing host memory).
+func (e *Env) SQRing(t testing.TB) []byte {
+	info := e.QP.SQInfo()
+	b, err := e.Mem.Slice(info.Addr, info.WQEBBs*mlx5.WQEBBSize)
+	require.NoError(t, err)
+	return b
+}
+
+// DBR is the QP's doorbell record.
+func (e *Env) DBR(t testing.TB) mlx5.DBRec {
+	b, err := e.Mem.Slice(e.QP.SQInfo().DBRAddr, 8)
+	require.NoError(t, err)
+	return mlx5.DBRec(b)
+}

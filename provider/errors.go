@@ -1,0 +1,64 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors (test with errors.Is). Every error the provider returns
+// wraps one of these, or a control-plane error (*mlx5.CmdError, whose
+// status errors.Is can match, e.g. errors.Is(err, mlx5.StatusBadParam)).
+var (
+	ErrInvalidArg    = errors.New("invalid argument")
+	ErrNotSupported  = errors.New("not supported")
+	ErrQueueFull     = errors.New("work queue full")
+	ErrTooManySGE    = errors.New("too many scatter/gather entries")
+	ErrInlineTooBig  = errors.New("inline data exceeds max_inline_data")
+	ErrBadState      = errors.New("operation not allowed in the QP state")
+	ErrInvalidAttr   = errors.New("invalid or missing QP attribute")
+	ErrBadTransition = errors.New("QP state transition not allowed")
+	ErrClosed        = errors.New("object closed or destroyed")
+	ErrNoMemory      = errors.New("no host memory")
+	ErrBusy          = errors.New("resource still in use")
+	ErrOutOfRange    = errors.New("address range outside host memory")
+	ErrBadCQE        = errors.New("malformed or unexpected CQE")
+)
+
+// OpError is an error from one verb: which operation, on which QP (or CQ
+// number for CQ operations; 0 when there is none), and for post operations
+// the index of the offending work request in the list (-1 otherwise).
+type OpError struct {
+	Op    string
+	QPN   uint32
+	Index int
+	Err   error
+}
+
+func (e *OpError) Error() string {
+	switch {
+	case e.Index >= 0:
+		return fmt.Sprintf("provider: %s qpn %#x wr %d: %v", e.Op, e.QPN, e.Index, e.Err)
+	case e.QPN != 0:
+		return fmt.Sprintf("provider: %s qpn %#x: %v", e.Op, e.QPN, e.Err)
+	default:
+		return fmt.Sprintf("provider: %s: %v", e.Op, e.Err)
+	}
+}
+
+// Unwrap returns the underlying error.
+func (e *OpError) Unwrap() error { return e.Err }
+
+// opErr builds an OpError for an operation that is not a post.
+func opErr(op string, qpn uint32, err error) error {
+	return &OpError{Op: op, QPN: qpn, Index: -1, Err: err}
+}
+
+// detail wraps a sentinel with a reason.
+func detail(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)
+}
+
+// detailBoth wraps two sentinels (both match errors.Is) with a reason.
+func detailBoth(a, b error, format string, args ...any) error {
+	return fmt.Errorf("%w: %w: "+format, append([]any{a, b}, args...)...)
+}

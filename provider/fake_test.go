@@ -1,0 +1,354 @@
+package provider
+
+// A fake mlx5 device for the provider's tests: a Control that hands out
+// numbers and records commands, an MMIO port that records every store and
+// flush, and (FakeProgDev) a tiny execution engine that walks the SQ from
+// the doorbell record and writes requester CQEs into the CQ ring in shm
+// with mlx5.CQE64.Encode. It is exported (inside the test binary) so the
+// provider_test package can use it too.
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/shm"
+)
+
+// MMIOOp is one recorded MMIO access.
+type MMIOOp struct {
+	Flush   bool
+	Off     uint64
+	V       uint64
+	DBRSend uint32 // DBR[1] of the QP owning the bfreg at the time of the store (stores only)
+}
+
+// FakeQP is the device's view of a QP.
+type FakeQP struct {
+	Cmd       mlx5.CreateQPCmd
+	QPN       uint32
+	BFReg     uint64
+	State     mlx5.QPState
+	Consumed  uint16 // next WQEBB counter the fake engine executes
+	RecvTaken uint32 // RQ WQEs consumed by Deliver
+	Errors    []string
+}
+
+// FakeCQ is the device's view of a CQ.
+type FakeCQ struct {
+	Cmd     mlx5.CreateCQCmd
+	CQN     uint32
+	PI      uint32 // producer index
+	Overrun int    // CQEs that would have overwritten unpolled entries
+}
+
+// FakeDev implements mlx5.Control and pcie.MMIO.
+type FakeDev struct {
+	Mem       *shm.Region
+	Attr      mlx5.DeviceAttr
+	UCtx      mlx5.ContextResp
+	BFBufSize int
+	Cmds      []string
+	Modifies  []mlx5.ModifyQPCmd
+	Fail      map[string]error // command name -> error to return once
+	QPs       map[uint32]*FakeQP
+	CQs       map[uint32]*FakeCQ
+	Ops       []MMIOOp
+	Host      []string // HostWork calls: "stage qpn bytes"
+	nextQPN   uint32
+	nextCQN   uint32
+	nextPDN   uint32
+	nextKey   uint32
+	nQP       int
+	RecordOps bool // record MMIO ops (benchmarks turn it off)
+}
+
+// NewFakeDev returns a device with ConnectX-like limits over mem.
+func NewFakeDev(mem *shm.Region) *FakeDev {
+	return &FakeDev{
+		Mem: mem,
+		Attr: mlx5.DeviceAttr{FWVersion: "fake", MaxQP: 1 << 16, MaxQPWR: 1 << 15, MaxSGE: 30, MaxCQE: 1 << 22,
+			MaxMR: 1 << 16, MaxPD: 1 << 16, MaxMRSize: 1 << 40, MaxInline: 912, MaxSQDescSz: 1024, MaxQPRdAtomic: 16,
+			BFRegSize: mlx5.DefaultBFRegSize, BFBufSize: mlx5.DefaultBFBufSize, NumUARs: 8, ActiveMTU: mlx5.MTU4096},
+		UCtx:      mlx5.ContextResp{UARIndex: 1, NumUARs: 8, TotBFRegs: 16, BFRegSize: mlx5.DefaultBFRegSize},
+		BFBufSize: mlx5.DefaultBFBufSize,
+		Fail:      map[string]error{},
+		QPs:       map[uint32]*FakeQP{},
+		CQs:       map[uint32]*FakeCQ{},
+		nextQPN:   0x100, nextCQN: 0x40, nextPDN: 1, nextKey: 0x1000,
+		RecordOps: true,
+	}
+}
+
+func (d *FakeDev) cmd(name string) error {
+	d.Cmds = append(d.Cmds, name)
+	if err, ok := d.Fail[name]; ok {
+		delete(d.Fail, name)
+		return err
+	}
+	return nil
+}
+
+// QueryDevice implements mlx5.Control.
+func (d *FakeDev) QueryDevice() (mlx5.DeviceAttr, error) { return d.Attr, d.cmd("query_device") }
+
+// GetContext implements mlx5.Control.
+func (d *FakeDev) GetContext() (mlx5.ContextResp, error) { return d.UCtx, d.cmd("get_context") }
+
+// AllocPD implements mlx5.Control.
+func (d *FakeDev) AllocPD() (mlx5.PDResp, error) {
+	if err := d.cmd("alloc_pd"); err != nil {
+		return mlx5.PDResp{}, err
+	}
+	d.nextPDN++
+	return mlx5.PDResp{PDN: d.nextPDN}, nil
+}
+
+// DeallocPD implements mlx5.Control.
+func (d *FakeDev) DeallocPD(uint32) error { return d.cmd("dealloc_pd") }
+
+// RegMR implements mlx5.Control.
+func (d *FakeDev) RegMR(c mlx5.RegMRCmd) (mlx5.RegMRResp, error) {
+	if err := d.cmd("reg_mr"); err != nil {
+		return mlx5.RegMRResp{}, err
+	}
+	d.nextKey += 0x100
+	return mlx5.RegMRResp{LKey: d.nextKey | 0x11, RKey: d.nextKey | 0x11}, nil
+}
+
+// DeregMR implements mlx5.Control.
+func (d *FakeDev) DeregMR(uint32) error { return d.cmd("dereg_mr") }
+
+// CreateCQ implements mlx5.Control.
+func (d *FakeDev) CreateCQ(c mlx5.CreateCQCmd) (mlx5.CreateCQResp, error) {
+	if err := d.cmd("create_cq"); err != nil {
+		return mlx5.CreateCQResp{}, err
+	}
+	d.nextCQN++
+	d.CQs[d.nextCQN] = &FakeCQ{Cmd: c, CQN: d.nextCQN}
+	return mlx5.CreateCQResp{CQN: d.nextCQN}, nil
+}
+
+// DestroyCQ implements mlx5.Control.
+func (d *FakeDev) DestroyCQ(cqn uint32) error {
+	if err := d.cmd("destroy_cq"); err != nil {
+		return err
+	}
+	delete(d.CQs, cqn)
+	return nil
+}
+
+// CreateQP implements mlx5.Control: bfregs are handed out two per UAR page
+// starting at the context's UAR.
+func (d *FakeDev) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
+	if err := d.cmd("create_qp"); err != nil {
+		return mlx5.CreateQPResp{}, err
+	}
+	d.nextQPN++
+	uar := uint64(d.UCtx.UARIndex) + uint64(d.nQP/2)
+	bf := uint64(d.nQP % 2)
+	d.nQP++
+	off := uar*mlx5.UARPageSize + mlx5.UARBFRegOffset + bf*mlx5.DefaultBFRegSize
+	d.QPs[d.nextQPN] = &FakeQP{Cmd: c, QPN: d.nextQPN, BFReg: off}
+	return mlx5.CreateQPResp{QPN: d.nextQPN, BFRegIndex: int(bf), BFRegOffset: off, BFBufSize: d.BFBufSize}, nil
+}
+
+// ModifyQP implements mlx5.Control.
+func (d *FakeDev) ModifyQP(c mlx5.ModifyQPCmd) error {
+	if err := d.cmd("modify_qp"); err != nil {
+		return err
+	}
+	d.Modifies = append(d.Modifies, c)
+	q := d.QPs[c.QPN]
+	if q == nil {
+		return &mlx5.CmdError{Cmd: "MODIFY_QP", Status: mlx5.StatusBadResource, Reason: "no such QP"}
+	}
+	q.State = c.State
+	if c.State == mlx5.QPStateRST {
+		q.Consumed, q.RecvTaken = 0, 0
+	}
+	return nil
+}
+
+// QueryQP implements mlx5.Control.
+func (d *FakeDev) QueryQP(qpn uint32) (mlx5.QPAttr, error) {
+	if err := d.cmd("query_qp"); err != nil {
+		return mlx5.QPAttr{}, err
+	}
+	q := d.QPs[qpn]
+	if q == nil {
+		return mlx5.QPAttr{}, &mlx5.CmdError{Cmd: "QUERY_QP", Status: mlx5.StatusBadResource, Reason: "no such QP"}
+	}
+	return mlx5.QPAttr{State: q.State}, nil
+}
+
+// DestroyQP implements mlx5.Control.
+func (d *FakeDev) DestroyQP(qpn uint32) error {
+	if err := d.cmd("destroy_qp"); err != nil {
+		return err
+	}
+	delete(d.QPs, qpn)
+	return nil
+}
+
+// qpOfReg finds the QP whose bfreg holds BAR0 offset off.
+func (d *FakeDev) qpOfReg(off uint64) *FakeQP {
+	for _, q := range d.QPs {
+		if off >= q.BFReg && off < q.BFReg+mlx5.DefaultBFRegSize {
+			return q
+		}
+	}
+	return nil
+}
+
+// Store64 implements pcie.MMIO.
+func (d *FakeDev) Store64(off uint64, v uint64) {
+	if !d.RecordOps {
+		return
+	}
+	op := MMIOOp{Off: off, V: v}
+	if q := d.qpOfReg(off); q != nil {
+		if b, err := d.Mem.Slice(q.Cmd.DBAddr, 8); err == nil {
+			op.DBRSend = mlx5.DBRec(b).Word(mlx5.DBRSend)
+		}
+	}
+	d.Ops = append(d.Ops, op)
+}
+
+// Store32 implements pcie.MMIO.
+func (d *FakeDev) Store32(off uint64, v uint32) { d.Store64(off, uint64(v)) }
+
+// Load32 implements pcie.MMIO.
+func (d *FakeDev) Load32(uint64) uint32 { return 0 }
+
+// Flush implements pcie.MMIO.
+func (d *FakeDev) Flush() {
+	if d.RecordOps {
+		d.Ops = append(d.Ops, MMIOOp{Flush: true})
+	}
+}
+
+// WriteCQE writes one CQE at the CQ's producer index with the right owner
+// bit, counting an overrun if the consumer (set_ci) has not freed the slot.
+func (d *FakeDev) WriteCQE(cqn uint32, f mlx5.CQEFields) error {
+	cq := d.CQs[cqn]
+	if cq == nil {
+		return fmt.Errorf("fake: no CQ %#x", cqn)
+	}
+	nent := uint32(cq.Cmd.Entries)
+	dbr, err := d.Mem.Slice(cq.Cmd.DBAddr, 8)
+	if err != nil {
+		return err
+	}
+	ci := mlx5.DBRec(dbr).Word(mlx5.DBRSetCI)
+	if (cq.PI-ci)&0xffffff >= nent {
+		cq.Overrun++
+		return fmt.Errorf("fake: CQ %#x overrun (pi %d ci %d)", cqn, cq.PI, ci)
+	}
+	b, err := d.Mem.Slice(cq.Cmd.BufAddr+uint64(cq.PI&(nent-1))*mlx5.CQE64Size, mlx5.CQE64Size)
+	if err != nil {
+		return err
+	}
+	f.Owner = mlx5.CQEOwnerBit(cq.PI, nent)
+	mlx5.CQE64(b).Encode(&f)
+	cq.PI++
+	return nil
+}
+
+// sqWQE reads the ctrl segment and whole WQE at WQEBB counter idx.
+func (d *FakeDev) sqWQE(q *FakeQP, idx uint16) (mlx5.CtrlSeg, []byte, error) {
+	rqBytes := uint64(q.Cmd.RQWQECnt) << q.Cmd.RQWQEShift
+	base := q.Cmd.BufAddr + rqBytes
+	cnt := uint64(q.Cmd.SQWQECnt)
+	ring, err := d.Mem.Slice(base, int(cnt*mlx5.WQEBBSize))
+	if err != nil {
+		return nil, nil, err
+	}
+	off := int(uint64(idx)&(cnt-1)) * mlx5.WQEBBSize
+	ctrl := mlx5.CtrlSeg(ring[off : off+16])
+	w := make([]byte, int(ctrl.DS())*16)
+	ringRead(ring, off, w)
+	return ctrl, w, nil
+}
+
+// step executes the next posted WQE of q, if any: checks its ctrl segment
+// and writes a REQ CQE when it asks for one. It reports whether it did
+// anything.
+func (d *FakeDev) step(q *FakeQP) bool {
+	dbr, err := d.Mem.Slice(q.Cmd.DBAddr, 8)
+	if err != nil {
+		q.Errors = append(q.Errors, err.Error())
+		return false
+	}
+	prod := uint16(mlx5.DBRec(dbr).Word(mlx5.DBRSend))
+	if q.Consumed == prod || q.Cmd.SQWQECnt == 0 {
+		return false
+	}
+	ctrl, wqe, err := d.sqWQE(q, q.Consumed)
+	if err != nil {
+		q.Errors = append(q.Errors, err.Error())
+		return false
+	}
+	if ctrl.WQEIndex() != q.Consumed || ctrl.QPN() != q.QPN || ctrl.DS() == 0 {
+		q.Errors = append(q.Errors, fmt.Sprintf("bad ctrl at %#x: %+v", q.Consumed, ctrl.Fields()))
+		q.Consumed = prod // give up on the rest, like a QP in error
+		return true
+	}
+	var byteCnt uint32
+	if ctrl.Opcode() == mlx5.OpRDMARead {
+		for o := 32; o+16 <= len(wqe); o += 16 {
+			byteCnt += mlx5.DataSeg(wqe[o:]).ByteCount()
+		}
+	}
+	if ctrl.FMCESE()&mlx5.CEMask == mlx5.CECQUpdate {
+		if err := d.WriteCQE(q.Cmd.SendCQN, mlx5.CQEFields{Opcode: mlx5.CQEReq, WQEOpcode: uint8(ctrl.Opcode()),
+			QPN: q.QPN, WQECounter: ctrl.WQEIndex(), ByteCnt: byteCnt}); err != nil {
+			q.Errors = append(q.Errors, err.Error())
+		}
+	}
+	q.Consumed += uint16(mlx5.WQEBBs(int(ctrl.DS())))
+	return true
+}
+
+// Deliver consumes the next RQ WQE of qpn with a responder CQE of the
+// given opcode (the "peer" sent something).
+func (d *FakeDev) Deliver(qpn uint32, op mlx5.CQEOpcode, byteCnt, immBE uint32, srcQP uint32) error {
+	q := d.QPs[qpn]
+	if q == nil {
+		return fmt.Errorf("fake: no QP %#x", qpn)
+	}
+	dbr, err := d.Mem.Slice(q.Cmd.DBAddr, 8)
+	if err != nil {
+		return err
+	}
+	if uint16(mlx5.DBRec(dbr).Word(mlx5.DBRRecv)) == uint16(q.RecvTaken) {
+		return fmt.Errorf("fake: QP %#x has no receive posted", qpn)
+	}
+	f := mlx5.CQEFields{Opcode: op, QPN: qpn, WQECounter: uint16(q.RecvTaken), ByteCnt: byteCnt, Imm: immBE, FlagsRQPN: srcQP}
+	q.RecvTaken++
+	return d.WriteCQE(q.Cmd.RecvCQN, f)
+}
+
+// FakeProgDev adds mlx5.Progressor and mlx5.HostModel to the fake.
+type FakeProgDev struct{ *FakeDev }
+
+// Progress implements mlx5.Progressor: one WQE of the lowest-numbered QP
+// with work.
+func (p FakeProgDev) Progress() bool {
+	for _, qpn := range sortedKeys(p.QPs) {
+		if p.step(p.QPs[qpn]) {
+			return true
+		}
+	}
+	return false
+}
+
+// HostWork implements mlx5.HostModel.
+func (p FakeProgDev) HostWork(stage string, qpn uint32, bytes int) {
+	if p.RecordOps {
+		p.Host = append(p.Host, fmt.Sprintf("%s %#x %d", stage, qpn, bytes))
+	}
+}
+
+// BE32 is a helper for tests: the uint32 whose big-endian bytes are b.
+func BE32(b []byte) uint32 { return binary.BigEndian.Uint32(b) }

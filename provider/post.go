@@ -1,0 +1,280 @@
+package provider
+
+import (
+	"encoding/binary"
+
+	"github.com/softnic/softnic/mlx5"
+)
+
+// PostSend posts a list of send work requests (ibv_post_send) and returns
+// the index of the first WR not posted: len(wrs) on success. As in
+// libmlx5, every WR before a rejected one is posted and rung, and the
+// error (an *OpError carrying that index) says why the rest was not.
+//
+// Each WR becomes an mlx5 WQE built in place in the SQ ring (mlx5.md
+// §4.2-§4.7); then, once per call, the doorbell record, and a BlueFlame
+// copy or an 8-byte doorbell (§4.8). It does not allocate.
+func (qp *QP) PostSend(wrs []SendWR) (int, error) {
+	const op = "post_send"
+	if qp.dead {
+		return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: ErrClosed}
+	}
+	switch qp.state {
+	case QPStateReset, QPStateInit, QPStateRTR:
+		if len(wrs) == 0 {
+			return 0, nil
+		}
+		return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: detail(ErrBadState, "QP is %v", qp.state)}
+	}
+	var (
+		nreq    int
+		err     error
+		lastOff int // ring offset of the last WQE built
+		lastDS  int
+	)
+	for nreq = 0; nreq < len(wrs); nreq++ {
+		off, ds, e := qp.buildSend(&wrs[nreq], nreq)
+		if e != nil {
+			err = &OpError{Op: op, QPN: qp.qpn, Index: nreq, Err: e}
+			break
+		}
+		lastOff, lastDS = off, ds
+	}
+	if nreq > 0 {
+		qp.ringSend(nreq, lastOff, lastDS)
+	}
+	return nreq, err
+}
+
+// buildSend writes one WQE at cur_post and advances cur_post. It returns
+// the WQE's ring offset and DS. Nothing is advanced on error.
+func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
+	sq := &qp.sq
+	mop, ok := wr.Opcode.mlx5Opcode()
+	switch {
+	case !ok:
+		return 0, 0, detail(ErrInvalidArg, "opcode %v not supported on RC", wr.Opcode)
+	case wr.Flags&^sendFlagsKnown != 0:
+		return 0, 0, detail(ErrInvalidArg, "unknown send flags %#x", uint32(wr.Flags&^sendFlagsKnown))
+	case sq.head-sq.tail+uint32(nreq) >= sq.maxPost: // mlx5_wq_overflow
+		return 0, 0, detail(ErrQueueFull, "%d WRs outstanding, max %d", sq.head-sq.tail+uint32(nreq), sq.maxPost)
+	case len(wr.SGL) > sq.maxGS:
+		return 0, 0, detail(ErrTooManySGE, "%d SGEs, max %d", len(wr.SGL), sq.maxGS)
+	}
+	inline := wr.Flags&SendInline != 0
+	if inline && mop == mlx5.OpRDMARead {
+		return 0, 0, detail(ErrInvalidArg, "inline RDMA READ")
+	}
+
+	qend := len(sq.buf)
+	off := int(sq.curPost&(sq.cnt-1)) * mlx5.WQEBBSize
+	pos := off + mlx5.CtrlSegSize // ctrl and raddr never leave the first WQEBB
+	ds := 1
+	switch mop {
+	case mlx5.OpRDMAWrite, mlx5.OpRDMAWriteImm, mlx5.OpRDMARead:
+		r := mlx5.RaddrSeg(sq.buf[pos : pos+mlx5.RaddrSegSize])
+		r.Encode(&mlx5.RaddrFields{RAddr: wr.RemoteAddr, RKey: wr.RKey})
+		pos += mlx5.RaddrSegSize
+		ds++
+	}
+	if inline && len(wr.SGL) > 0 {
+		n, err := qp.writeInline(wr.SGL, pos)
+		if err != nil {
+			return 0, 0, err
+		}
+		ds += n
+	} else {
+		for i := range wr.SGL {
+			if pos == qend {
+				pos = 0
+			}
+			sge := &wr.SGL[i]
+			if sge.Length == 0 { // libmlx5 skips zero-length SGEs
+				continue
+			}
+			d := mlx5.DataSeg(sq.buf[pos : pos+mlx5.DataSegSize])
+			d.Encode(&mlx5.DataFields{ByteCount: sge.Length, LKey: sge.LKey, Addr: sge.Addr})
+			pos += mlx5.DataSegSize
+			ds++
+		}
+	}
+	if ds > mlx5.MaxDS { // cannot happen with the SQ sizing; never build a bad DS
+		return 0, 0, detail(ErrInvalidArg, "WQE of %d octowords", ds)
+	}
+
+	fmcese := uint8(0)
+	if wr.Flags&SendFence != 0 {
+		fmcese |= mlx5.FenceSmallAndFen
+	}
+	if wr.Flags&SendSignaled != 0 || qp.sigAll {
+		fmcese |= mlx5.CECQUpdate
+	}
+	if wr.Flags&SendSolicited != 0 {
+		fmcese |= mlx5.SolicitedEvent
+	}
+	imm := uint32(0)
+	if mop == mlx5.OpSendImm || mop == mlx5.OpRDMAWriteImm {
+		imm = wr.Imm
+	}
+	ctrl := mlx5.CtrlSeg(sq.buf[off : off+mlx5.CtrlSegSize])
+	ctrl.Encode(&mlx5.CtrlFields{WQEIndex: uint16(sq.curPost), Opcode: mop, QPN: qp.qpn, DS: uint8(ds), FMCESE: fmcese, Imm: imm})
+
+	idx := sq.curPost & (sq.cnt - 1)
+	sq.wrid[idx] = wr.WRID
+	sq.wqeHead[idx] = sq.head + uint32(nreq)
+	sq.postedAt[idx] = uint16(sq.curPost)
+	sq.curPost += uint32(mlx5.WQEBBs(ds))
+	if qp.ctx.host != nil {
+		qp.ctx.host.HostWork("wqe_build", qp.qpn, ds*mlx5.DSSize)
+	}
+	return off, ds, nil
+}
+
+// writeInline concatenates the SGEs' bytes into one inline segment at pos
+// (set_data_inl_seg), wrapping the data at the ring end, and returns its
+// size in octowords (0 when the SGEs hold no bytes: no segment at all).
+// The padding up to the next 16-byte boundary is zeroed.
+func (qp *QP) writeInline(sgl []SGE, pos int) (int, error) {
+	sq := &qp.sq
+	total := uint64(0)
+	for i := range sgl {
+		total += uint64(sgl[i].Length)
+	}
+	if total > uint64(sq.maxInl) {
+		return 0, detail(ErrInlineTooBig, "%d bytes, max_inline_data %d", total, sq.maxInl)
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	mem := qp.ctx.mem
+	w := pos + mlx5.InlineHdrSize
+	for i := range sgl {
+		if sgl[i].Length == 0 {
+			continue
+		}
+		src, err := mem.Slice(sgl[i].Addr, int(sgl[i].Length))
+		if err != nil {
+			return 0, detailBoth(ErrInvalidArg, ErrOutOfRange, "inline SGE %d [%#x, +%d) outside host memory", i, sgl[i].Addr, sgl[i].Length)
+		}
+		w = ringWrite(sq.buf, w, src)
+	}
+	size := mlx5.InlineSegSize(int(total))
+	ringZero(sq.buf, w, size-mlx5.InlineHdrSize-int(total))
+	mlx5.InlineSeg(sq.buf[pos : pos+mlx5.InlineHdrSize]).SetLen(uint32(total))
+	return size / mlx5.DSSize, nil
+}
+
+// ringWrite copies src into ring at pos, wrapping at the end, and returns
+// the position after it.
+func ringWrite(ring []byte, pos int, src []byte) int {
+	for len(src) > 0 {
+		if pos == len(ring) {
+			pos = 0
+		}
+		n := copy(ring[pos:], src)
+		pos += n
+		src = src[n:]
+	}
+	return pos
+}
+
+// ringZero zeroes n bytes of ring from pos, wrapping at the end.
+func ringZero(ring []byte, pos, n int) {
+	for n > 0 {
+		if pos == len(ring) {
+			pos = 0
+		}
+		k := min(n, len(ring)-pos)
+		clear(ring[pos : pos+k])
+		pos += k
+		n -= k
+	}
+}
+
+// ringSend is post_send_db (mlx5.md §4.8) for a batch of nreq WQEs whose
+// last one starts at ring offset lastOff and has lastDS octowords.
+func (qp *QP) ringSend(nreq, lastOff, lastDS int) {
+	sq := &qp.sq
+	sq.head += uint32(nreq)
+	// udma_to_device_barrier(): the WQE stores above must be visible before
+	// the doorbell record says they exist. Go keeps program order for this
+	// goroutine; the device only reads the ring when it next runs.
+	qp.dbr.SetWord(mlx5.DBRSend, sq.curPost&0xffff)
+	if qp.ctx.host != nil {
+		qp.ctx.host.HostWork("dbr_update", qp.qpn, 4)
+	}
+	mmio := qp.ctx.mmio
+	mmio.Flush() // mmio_wc_start()
+	reg := qp.bfReg + qp.bfOffset
+	if qp.bfOn && nreq == 1 && qp.bfBufSize > 0 && lastDS > 1 && uint64(lastDS*mlx5.DSSize) <= qp.bfBufSize {
+		// BlueFlame: the whole WQE, padded to 64-byte lines, as strictly
+		// ascending 8-byte stores into the current BF buffer; the source
+		// wraps at the ring end (mlx5_bf_copy).
+		n := (lastDS*mlx5.DSSize + 63) &^ 63
+		src := lastOff
+		for i := 0; i < n; i += 8 {
+			if src == len(sq.buf) {
+				src = 0
+			}
+			mmio.Store64(reg+uint64(i), binary.LittleEndian.Uint64(sq.buf[src:src+8]))
+			src += 8
+		}
+	} else {
+		// Doorbell: the first 8 bytes of the last WQE's ctrl segment
+		// (opmod_idx_opcode, qpn_ds).
+		mmio.Store64(reg, binary.LittleEndian.Uint64(sq.buf[lastOff:lastOff+8]))
+	}
+	mmio.Flush() // mmio_flush_writes()
+	qp.bfOffset ^= qp.bfBufSize
+}
+
+// PostRecv posts receive work requests (ibv_post_recv) and returns the
+// index of the first WR not posted (len(wrs) on success). Receives need no
+// MMIO: only the doorbell record's receive counter is updated.
+func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
+	const op = "post_recv"
+	if qp.dead {
+		return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: ErrClosed}
+	}
+	if qp.state == QPStateReset && len(wrs) > 0 {
+		return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: detail(ErrBadState, "QP is %v", qp.state)}
+	}
+	rq := &qp.rq
+	var (
+		nreq int
+		err  error
+	)
+	for nreq = 0; nreq < len(wrs); nreq++ {
+		wr := &wrs[nreq]
+		if rq.head-rq.tail+uint32(nreq) >= rq.cnt {
+			err = &OpError{Op: op, QPN: qp.qpn, Index: nreq, Err: detail(ErrQueueFull, "%d receives outstanding, max %d",
+				rq.head-rq.tail+uint32(nreq), rq.cnt)}
+			break
+		}
+		if len(wr.SGL) > rq.maxGS {
+			err = &OpError{Op: op, QPN: qp.qpn, Index: nreq, Err: detail(ErrTooManySGE, "%d SGEs, max %d", len(wr.SGL), rq.maxGS)}
+			break
+		}
+		idx := (rq.head + uint32(nreq)) & (rq.cnt - 1)
+		slot := rq.buf[int(idx)*rq.stride : int(idx+1)*rq.stride]
+		j := 0
+		for i := range wr.SGL {
+			sge := &wr.SGL[i]
+			if sge.Length == 0 {
+				continue
+			}
+			mlx5.DataSeg(slot[j*mlx5.DataSegSize:]).Encode(&mlx5.DataFields{ByteCount: sge.Length, LKey: sge.LKey, Addr: sge.Addr})
+			j++
+		}
+		if j < rq.maxGS {
+			mlx5.DataSeg(slot[j*mlx5.DataSegSize:]).Encode(&mlx5.DataFields{LKey: mlx5.InvalidKey})
+		}
+		rq.wrid[idx] = wr.WRID
+	}
+	if nreq > 0 {
+		rq.head += uint32(nreq)
+		// udma_to_device_barrier(), then the receive counter.
+		qp.dbr.SetWord(mlx5.DBRRecv, rq.head&0xffff)
+	}
+	return nreq, err
+}

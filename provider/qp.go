@@ -1,0 +1,386 @@
+package provider
+
+import (
+	"github.com/softnic/softnic/mlx5"
+)
+
+// rcSQOverhead is the fixed part of the largest RC send WQE libmlx5 sizes
+// the SQ for: ctrl + raddr + atomic segments (sq_overhead). libmlx5 also
+// reserves room for UMR / bind-MW WQEs on RC QPs; this provider does not
+// build those, so it does not (a deviation that only makes rings smaller).
+const rcSQOverhead = mlx5.CtrlSegSize + mlx5.RaddrSegSize + mlx5.AtomicSegSize
+
+// sendQueue is the SQ half of a QP (struct mlx5_wq for the SQ plus the
+// per-slot bookkeeping libmlx5 keeps).
+type sendQueue struct {
+	buf      []byte // the ring, cnt WQEBBs, aliasing host memory
+	addr     uint64
+	cnt      uint32 // WQEBBs, a power of two (0: no SQ)
+	curPost  uint32 // WQEBB producer counter (free-running; ctrl wqe_index = low 16 bits)
+	head     uint32 // WRs posted
+	tail     uint32 // WRs retired by completions
+	maxPost  uint32 // WRs that may be outstanding
+	maxGS    int
+	maxInl   int
+	wrid     []uint64 // per slot of a WQE's first WQEBB
+	wqeHead  []uint32 // per slot: head value of that WR (retirement advances tail past it)
+	postedAt []uint16 // per slot: wqe_index written into the ctrl segment
+}
+
+// retire completes the WQE whose first WQEBB counter is ctr (requester
+// CQE): its wr_id, and every earlier unsignalled WQE is retired with it.
+func (sq *sendQueue) retire(ctr uint16, wc *WC) error {
+	if sq.cnt == 0 {
+		return detail(ErrBadCQE, "requester CQE for a QP without a send queue")
+	}
+	idx := uint32(ctr) & (sq.cnt - 1)
+	if sq.postedAt[idx] != ctr || sq.wqeHead[idx]-sq.tail >= sq.head-sq.tail {
+		return detail(ErrBadCQE, "requester CQE wqe_counter %#04x names no outstanding WQE", ctr)
+	}
+	wc.WRID = sq.wrid[idx]
+	sq.tail = sq.wqeHead[idx] + 1
+	return nil
+}
+
+// recvQueue is the RQ half of a QP.
+type recvQueue struct {
+	buf    []byte
+	addr   uint64
+	cnt    uint32 // WQEs, a power of two (0: no RQ)
+	stride int
+	shift  int
+	head   uint32 // WQEs posted
+	tail   uint32 // WQEs consumed
+	maxGS  int
+	wrid   []uint64
+}
+
+// consume takes the oldest posted receive for a responder CQE (non-SRQ RQs
+// complete in order; libmlx5 ignores the CQE's wqe_counter here).
+func (rq *recvQueue) consume(wc *WC) error {
+	if rq.head == rq.tail {
+		return detail(ErrBadCQE, "responder CQE with no receive WQE outstanding")
+	}
+	wc.WRID = rq.wrid[rq.tail&(rq.cnt-1)]
+	rq.tail++
+	return nil
+}
+
+// QP is a queue pair (struct mlx5_qp).
+type QP struct {
+	ctx    *Context
+	pd     *PD
+	qpn    uint32
+	typ    QPType
+	sendCQ *CQ
+	recvCQ *CQ
+	state  QPState
+	sigAll bool
+	cap    QPCap
+
+	bufAddr uint64
+	dbr     mlx5.DBRec
+	dbrAddr uint64
+	sq      sendQueue
+	rq      recvQueue
+
+	bfReg     uint64 // BAR0 offset of the bfreg
+	bfBufSize uint64 // one BlueFlame buffer; 0 = doorbell only
+	bfOffset  uint64 // current buffer: 0 or bfBufSize
+	bfOn      bool   // BlueFlame allowed (off = MLX5_SHUT_UP_BF)
+	dead      bool
+}
+
+// CreateQP creates a QP in RESET (ibv_create_qp). Only RC is supported.
+func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
+	const op = "create_qp"
+	if c.closed {
+		return nil, opErr(op, 0, ErrClosed)
+	}
+	switch {
+	case pd == nil || pd.dead || pd.ctx != c:
+		return nil, opErr(op, 0, detail(ErrInvalidArg, "PD missing, destroyed or from another context"))
+	case attr.Type != QPTypeRC:
+		return nil, opErr(op, 0, detail(ErrNotSupported, "QP type %d (only RC)", attr.Type))
+	case attr.SendCQ == nil || attr.SendCQ.dead || attr.SendCQ.ctx != c:
+		return nil, opErr(op, 0, detail(ErrInvalidArg, "send CQ missing, destroyed or from another context"))
+	case attr.RecvCQ == nil || attr.RecvCQ.dead || attr.RecvCQ.ctx != c:
+		return nil, opErr(op, 0, detail(ErrInvalidArg, "recv CQ missing, destroyed or from another context"))
+	}
+	qp := &QP{ctx: c, pd: pd, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, sigAll: attr.SigAll, bfOn: true}
+	if err := qp.sizeSQ(attr.Cap, &c.attr); err != nil {
+		return nil, opErr(op, 0, err)
+	}
+	if err := qp.sizeRQ(attr.Cap, &c.attr); err != nil {
+		return nil, opErr(op, 0, err)
+	}
+
+	// One buffer: RQ at offset 0, SQ right after (both are powers of two of
+	// at least 64 B, so the SQ stays WQEBB aligned), page aligned.
+	rqBytes := int(qp.rq.cnt) * qp.rq.stride
+	sqBytes := int(qp.sq.cnt) * mlx5.WQEBBSize
+	total := (rqBytes + sqBytes + 4095) &^ 4095
+	if total == 0 {
+		total = 4096
+	}
+	bufAddr, buf, err := c.allocQueueMem("qp buffer", total, 4096)
+	if err != nil {
+		return nil, opErr(op, 0, err)
+	}
+	dbrAddr, dbr, err := c.allocQueueMem("qp doorbell record", mlx5.DBRecSize, 64)
+	if err != nil {
+		_ = c.mem.Free(bufAddr)
+		return nil, opErr(op, 0, err)
+	}
+	qp.bufAddr, qp.dbr, qp.dbrAddr = bufAddr, mlx5.DBRec(dbr), dbrAddr
+	qp.rq.buf, qp.rq.addr = buf[:rqBytes:rqBytes], bufAddr
+	qp.sq.buf, qp.sq.addr = buf[rqBytes:rqBytes+sqBytes:rqBytes+sqBytes], bufAddr+uint64(rqBytes)
+
+	r, err := c.ctl.CreateQP(mlx5.CreateQPCmd{
+		Type: attr.Type, PDN: pd.pdn, SendCQN: attr.SendCQ.cqn, RecvCQN: attr.RecvCQ.cqn,
+		BufAddr: bufAddr, DBAddr: dbrAddr, SQWQECnt: int(qp.sq.cnt), RQWQECnt: int(qp.rq.cnt),
+		RQWQEShift: qp.rq.shift, MaxInline: qp.sq.maxInl, SigAll: attr.SigAll,
+		BFRegIndex: -1, UARIndexHint: c.uctx.UARIndex,
+	})
+	if err != nil {
+		_ = c.mem.Free(dbrAddr)
+		_ = c.mem.Free(bufAddr)
+		return nil, opErr(op, 0, err)
+	}
+	if r.BFBufSize < 0 || r.BFBufSize%64 != 0 || r.BFRegOffset%8 != 0 {
+		// A bfreg we cannot write correctly: give the QP back.
+		_ = c.ctl.DestroyQP(r.QPN)
+		_ = c.mem.Free(dbrAddr)
+		_ = c.mem.Free(bufAddr)
+		return nil, opErr(op, r.QPN, detail(ErrNotSupported, "bfreg offset %#x / BlueFlame buffer size %d", r.BFRegOffset, r.BFBufSize))
+	}
+	qp.qpn, qp.bfReg, qp.bfBufSize = r.QPN, r.BFRegOffset, uint64(r.BFBufSize)
+	qp.state = QPStateReset
+	pd.refs++
+	qp.sendCQ.refs++
+	qp.recvCQ.refs++
+	c.qps[qp.qpn] = qp
+	return qp, nil
+}
+
+// sizeSQ is mlx5_calc_send_wqe + mlx5_calc_sq_size for RC.
+func (qp *QP) sizeSQ(cp QPCap, a *mlx5.DeviceAttr) error {
+	switch {
+	case cp.MaxSendWR < 0 || cp.MaxSendSGE < 0 || cp.MaxInline < 0:
+		return detail(ErrInvalidArg, "negative send capacity %+v", cp)
+	case cp.MaxSendWR > a.MaxQPWR:
+		return detail(ErrInvalidArg, "max_send_wr %d > device %d", cp.MaxSendWR, a.MaxQPWR)
+	case cp.MaxSendSGE > a.MaxSGE:
+		return detail(ErrInvalidArg, "max_send_sge %d > device %d", cp.MaxSendSGE, a.MaxSGE)
+	case cp.MaxInline > a.MaxInline:
+		return detail(ErrInvalidArg, "max_inline_data %d > device %d", cp.MaxInline, a.MaxInline)
+	}
+	qp.cap.MaxSendSGE = cp.MaxSendSGE
+	qp.sq.maxGS = cp.MaxSendSGE
+	if cp.MaxSendWR == 0 {
+		return nil
+	}
+	size := rcSQOverhead + cp.MaxSendSGE*mlx5.DataSegSize
+	if cp.MaxInline > 0 {
+		size = max(size, rcSQOverhead+mlx5.InlineSegSize(cp.MaxInline))
+	}
+	if size > a.MaxSQDescSz {
+		return detail(ErrInvalidArg, "send WQE of %d B for the caps > device max %d", size, a.MaxSQDescSz)
+	}
+	wqeSize := (size + mlx5.WQEBBSize - 1) &^ (mlx5.WQEBBSize - 1)
+	wqSize := roundupPow2(cp.MaxSendWR * wqeSize)
+	cnt := wqSize / mlx5.WQEBBSize
+	if cnt > a.MaxQPWR {
+		return detail(ErrInvalidArg, "send queue of %d WQEBBs > device max %d", cnt, a.MaxQPWR)
+	}
+	qp.sq.cnt = uint32(cnt)
+	qp.sq.maxPost = uint32(wqSize / wqeSize)
+	// libmlx5 reports (and allows) all the room a WQE of this size has.
+	qp.sq.maxInl = wqeSize - rcSQOverhead - mlx5.InlineHdrSize
+	qp.sq.wrid = make([]uint64, cnt)
+	qp.sq.wqeHead = make([]uint32, cnt)
+	qp.sq.postedAt = make([]uint16, cnt)
+	qp.cap.MaxSendWR = int(qp.sq.maxPost)
+	qp.cap.MaxInline = qp.sq.maxInl
+	return nil
+}
+
+// sizeRQ is mlx5_calc_rq_size.
+func (qp *QP) sizeRQ(cp QPCap, a *mlx5.DeviceAttr) error {
+	switch {
+	case cp.MaxRecvWR < 0 || cp.MaxRecvSGE < 0:
+		return detail(ErrInvalidArg, "negative receive capacity %+v", cp)
+	case cp.MaxRecvWR > a.MaxQPWR:
+		return detail(ErrInvalidArg, "max_recv_wr %d > device %d", cp.MaxRecvWR, a.MaxQPWR)
+	case cp.MaxRecvSGE > a.MaxSGE:
+		return detail(ErrInvalidArg, "max_recv_sge %d > device %d", cp.MaxRecvSGE, a.MaxSGE)
+	}
+	if cp.MaxRecvWR == 0 {
+		return nil
+	}
+	stride := mlx5.RecvWQEStride(cp.MaxRecvSGE)
+	wqSize := max(roundupPow2(cp.MaxRecvWR)*stride, mlx5.WQEBBSize)
+	cnt := wqSize / stride
+	shift := 0
+	for 1<<shift < stride {
+		shift++
+	}
+	qp.rq.cnt, qp.rq.stride, qp.rq.shift = uint32(cnt), stride, shift
+	qp.rq.maxGS = stride / mlx5.DataSegSize
+	qp.rq.wrid = make([]uint64, cnt)
+	qp.cap.MaxRecvWR = cnt
+	qp.cap.MaxRecvSGE = qp.rq.maxGS
+	return nil
+}
+
+// QPN is the QP number.
+func (qp *QP) QPN() uint32 { return qp.qpn }
+
+// Cap is the actual capacity (what libmlx5 writes back into ibv_qp_cap).
+func (qp *QP) Cap() QPCap { return qp.cap }
+
+// State is the state the provider last moved the QP to. (The device may
+// have moved it to ERR since; QueryState asks the device.)
+func (qp *QP) State() QPState { return qp.state }
+
+// QueryState asks the device for the QP's current state (QUERY_QP) and
+// records it.
+func (qp *QP) QueryState() (QPState, error) {
+	if qp.dead {
+		return 0, opErr("query_qp", qp.qpn, ErrClosed)
+	}
+	a, err := qp.ctx.ctl.QueryQP(qp.qpn)
+	if err != nil {
+		return 0, opErr("query_qp", qp.qpn, err)
+	}
+	qp.state = a.State
+	return a.State, nil
+}
+
+// SetBlueFlame allows (true, the default) or forbids BlueFlame copies for
+// this QP; forbidden, every post rings the 8-byte doorbell, as with
+// MLX5_SHUT_UP_BF.
+func (qp *QP) SetBlueFlame(on bool) { qp.bfOn = on }
+
+// Destroy destroys the QP (ibv_destroy_qp): DESTROY_QP, then, as libmlx5
+// does, removes its not yet polled CQEs from both CQs.
+func (qp *QP) Destroy() error {
+	if qp == nil || qp.dead {
+		return opErr("destroy_qp", 0, ErrClosed)
+	}
+	c := qp.ctx
+	if err := c.ctl.DestroyQP(qp.qpn); err != nil {
+		return opErr("destroy_qp", qp.qpn, err)
+	}
+	qp.recvCQ.clean(qp.qpn)
+	if qp.sendCQ != qp.recvCQ {
+		qp.sendCQ.clean(qp.qpn)
+	}
+	qp.dead = true
+	delete(c.qps, qp.qpn)
+	qp.pd.refs--
+	qp.sendCQ.refs--
+	qp.recvCQ.refs--
+	for _, cq := range [2]*CQ{qp.sendCQ, qp.recvCQ} {
+		if cq.last == qp {
+			cq.last = nil
+		}
+	}
+	_ = c.mem.Free(qp.dbrAddr)
+	_ = c.mem.Free(qp.bufAddr)
+	qp.sq.buf, qp.rq.buf, qp.dbr = nil, nil, nil
+	return nil
+}
+
+// clean removes the CQEs of qpn that software has not polled yet, sliding
+// older entries up over them (libmlx5 __mlx5_cq_clean), and advances the
+// consumer index by the number removed.
+func (cq *CQ) clean(qpn uint32) {
+	if cq.dead {
+		return
+	}
+	prod := cq.ci
+	for cq.readyAt(prod) && prod != cq.ci+cq.nent-1 {
+		prod++
+	}
+	var freed uint32
+	for int32(prod-1-cq.ci) >= 0 {
+		prod--
+		src := cq.entry(prod)
+		if src.QPN() == qpn {
+			freed++
+			continue
+		}
+		if freed > 0 {
+			dst := cq.entry(prod + freed)
+			owner := dst[mlx5.CQEOffOpOwn] & 1
+			copy(dst, src)
+			dst[mlx5.CQEOffOpOwn] = dst[mlx5.CQEOffOpOwn]&^1 | owner
+		}
+	}
+	if freed > 0 {
+		cq.ci += freed
+		cq.dbr.SetWord(mlx5.DBRSetCI, cq.ci&0xffffff)
+	}
+}
+
+// readyAt reports whether software owns the CQE at index ci.
+func (cq *CQ) readyAt(ci uint32) bool { return mlx5.CQEOwnedBySW(cq.entry(ci), ci, cq.nent) }
+
+// SQProducer is the SQ producer counter (cur_post, in WQEBBs) as the
+// doorbell record carries it.
+func (qp *QP) SQProducer() uint16 { return uint16(qp.sq.curPost) }
+
+// SQInfo locates the QP's queues and doorbells (for traces and tests).
+type SQInfo struct {
+	Addr        uint64 // first WQEBB of the SQ
+	WQEBBs      int    // SQ size in WQEBBs
+	RQAddr      uint64 // first RQ WQE (= the QP buffer)
+	RQWQEs      int
+	RQStride    int
+	DBRAddr     uint64 // doorbell record: [0] RQ head, [1] SQ cur_post
+	BFRegOffset uint64 // BAR0 offset of the bfreg
+	BFBufSize   int    // one BlueFlame buffer (0: doorbell only)
+	BFOffset    int    // the buffer the next post uses (0 or BFBufSize)
+}
+
+// SQInfo returns where the QP's queues live.
+func (qp *QP) SQInfo() SQInfo {
+	return SQInfo{Addr: qp.sq.addr, WQEBBs: int(qp.sq.cnt), RQAddr: qp.rq.addr, RQWQEs: int(qp.rq.cnt),
+		RQStride: qp.rq.stride, DBRAddr: qp.dbrAddr, BFRegOffset: qp.bfReg, BFBufSize: int(qp.bfBufSize),
+		BFOffset: int(qp.bfOffset)}
+}
+
+// WQE returns a copy of the posted send WQE whose first WQEBB counter is
+// index (ctrl wqe_index), ds*16 bytes read modulo the ring end. It fails if
+// that WQE is not among the last SQ-size WQEBBs posted.
+func (qp *QP) WQE(index uint16) ([]byte, error) {
+	const op = "wqe"
+	if qp.dead {
+		return nil, opErr(op, qp.qpn, ErrClosed)
+	}
+	sq := &qp.sq
+	if sq.cnt == 0 {
+		return nil, opErr(op, qp.qpn, detail(ErrInvalidArg, "QP has no send queue"))
+	}
+	if back := uint32(uint16(sq.curPost) - index); back == 0 || back > sq.cnt {
+		return nil, opErr(op, qp.qpn, detail(ErrInvalidArg, "WQE %#04x not in the ring (producer %#04x)", index, uint16(sq.curPost)))
+	}
+	off := int(uint32(index)&(sq.cnt-1)) * mlx5.WQEBBSize
+	ctrl := mlx5.CtrlSeg(sq.buf[off : off+mlx5.CtrlSegSize])
+	if ctrl.WQEIndex() != index || ctrl.DS() == 0 {
+		return nil, opErr(op, qp.qpn, detail(ErrInvalidArg, "no WQE starts at %#04x (slot holds index %#04x ds %d)",
+			index, ctrl.WQEIndex(), ctrl.DS()))
+	}
+	out := make([]byte, int(ctrl.DS())*mlx5.DSSize)
+	ringRead(sq.buf, off, out)
+	return out, nil
+}
+
+// ringRead copies len(dst) bytes of ring from off, wrapping at its end.
+func ringRead(ring []byte, off int, dst []byte) {
+	n := copy(dst, ring[off:])
+	for n < len(dst) {
+		n += copy(dst[n:], ring)
+	}
+}

@@ -1,0 +1,339 @@
+package provider
+
+import (
+	"strconv"
+
+	"github.com/softnic/softnic/mlx5"
+)
+
+// WROpcode is a send work-request opcode (enum ibv_wr_opcode values).
+type WROpcode uint8
+
+// Send opcodes supported on RC QPs. Atomics, LOCAL_INV, BIND_MW and
+// SEND_WITH_INV are ibv opcodes this provider does not build yet.
+const (
+	WRRDMAWrite    WROpcode = 0
+	WRRDMAWriteImm WROpcode = 1
+	WRSend         WROpcode = 2
+	WRSendImm      WROpcode = 3
+	WRRDMARead     WROpcode = 4
+)
+
+var wrOpcodeNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ"}
+
+func (o WROpcode) String() string {
+	if int(o) < len(wrOpcodeNames) {
+		return wrOpcodeNames[o]
+	}
+	return "WR_OPCODE_" + strconv.Itoa(int(o))
+}
+
+// mlx5Opcode maps a WR opcode to the WQE ctrl opcode (libmlx5
+// mlx5_ib_opcode[]); ok is false for opcodes not built here.
+func (o WROpcode) mlx5Opcode() (op mlx5.Opcode, ok bool) {
+	switch o {
+	case WRRDMAWrite:
+		return mlx5.OpRDMAWrite, true
+	case WRRDMAWriteImm:
+		return mlx5.OpRDMAWriteImm, true
+	case WRSend:
+		return mlx5.OpSend, true
+	case WRSendImm:
+		return mlx5.OpSendImm, true
+	case WRRDMARead:
+		return mlx5.OpRDMARead, true
+	}
+	return 0, false
+}
+
+// SendFlags are send work-request flags (enum ibv_send_flags values).
+type SendFlags uint32
+
+// Send flags.
+const (
+	SendFence     SendFlags = 1 << 0
+	SendSignaled  SendFlags = 1 << 1
+	SendSolicited SendFlags = 1 << 2
+	SendInline    SendFlags = 1 << 3
+
+	sendFlagsKnown = SendFence | SendSignaled | SendSolicited | SendInline
+)
+
+// SGE is one scatter/gather entry (struct ibv_sge).
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// SendWR is one send work request (struct ibv_send_wr; the list is a slice).
+type SendWR struct {
+	WRID       uint64
+	Opcode     WROpcode
+	Flags      SendFlags
+	SGL        []SGE
+	Imm        uint32 // host order; written big-endian into the ctrl segment
+	RemoteAddr uint64 // RDMA WRITE / READ
+	RKey       uint32 // RDMA WRITE / READ
+}
+
+// RecvWR is one receive work request (struct ibv_recv_wr).
+type RecvWR struct {
+	WRID uint64
+	SGL  []SGE
+}
+
+// WCStatus is a work-completion status (enum ibv_wc_status values).
+type WCStatus uint8
+
+// Work-completion statuses.
+const (
+	WCSuccess          WCStatus = 0
+	WCLocLenErr        WCStatus = 1
+	WCLocQPOpErr       WCStatus = 2
+	WCLocEECOpErr      WCStatus = 3
+	WCLocProtErr       WCStatus = 4
+	WCWRFlushErr       WCStatus = 5
+	WCMWBindErr        WCStatus = 6
+	WCBadRespErr       WCStatus = 7
+	WCLocAccessErr     WCStatus = 8
+	WCRemInvReqErr     WCStatus = 9
+	WCRemAccessErr     WCStatus = 10
+	WCRemOpErr         WCStatus = 11
+	WCRetryExcErr      WCStatus = 12
+	WCRNRRetryExcErr   WCStatus = 13
+	WCLocRDDViolErr    WCStatus = 14
+	WCRemInvRdReqErr   WCStatus = 15
+	WCRemAbortErr      WCStatus = 16
+	WCInvEECNErr       WCStatus = 17
+	WCInvEECStateErr   WCStatus = 18
+	WCFatalErr         WCStatus = 19
+	WCRespTimeoutErr   WCStatus = 20
+	WCGeneralErr       WCStatus = 21
+	WCTMErr            WCStatus = 22
+	WCTMRndvIncomplete WCStatus = 23
+)
+
+var wcStatusNames = [...]string{
+	"SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR", "WR_FLUSH_ERR",
+	"MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR", "REM_ACCESS_ERR", "REM_OP_ERR",
+	"RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR", "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR",
+	"INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR", "RESP_TIMEOUT_ERR", "GENERAL_ERR", "TM_ERR",
+	"TM_RNDV_INCOMPLETE",
+}
+
+func (s WCStatus) String() string {
+	if int(s) < len(wcStatusNames) {
+		return wcStatusNames[s]
+	}
+	return "WC_STATUS_" + strconv.Itoa(int(s))
+}
+
+// wcStatusFromSyndrome maps an error-CQE syndrome to a status exactly as
+// libmlx5's mlx5_handle_error_cqe does (mlx5.md §6.4): anything it does not
+// list becomes GENERAL_ERR.
+func wcStatusFromSyndrome(s mlx5.Syndrome) WCStatus {
+	switch s {
+	case mlx5.SyndLocalLength:
+		return WCLocLenErr
+	case mlx5.SyndLocalQPOp:
+		return WCLocQPOpErr
+	case mlx5.SyndLocalProt:
+		return WCLocProtErr
+	case mlx5.SyndWRFlush:
+		return WCWRFlushErr
+	case mlx5.SyndMWBind:
+		return WCMWBindErr
+	case mlx5.SyndBadResp:
+		return WCBadRespErr
+	case mlx5.SyndLocalAccess:
+		return WCLocAccessErr
+	case mlx5.SyndRemoteInvalidReq:
+		return WCRemInvReqErr
+	case mlx5.SyndRemoteAccess:
+		return WCRemAccessErr
+	case mlx5.SyndRemoteOp:
+		return WCRemOpErr
+	case mlx5.SyndTransportRetry:
+		return WCRetryExcErr
+	case mlx5.SyndRNRRetry:
+		return WCRNRRetryExcErr
+	case mlx5.SyndRemoteAbort:
+		return WCRemAbortErr
+	}
+	return WCGeneralErr
+}
+
+// WCOpcode is a work-completion opcode (enum ibv_wc_opcode values).
+type WCOpcode uint8
+
+// Work-completion opcodes.
+const (
+	WCSend            WCOpcode = 0
+	WCRDMAWrite       WCOpcode = 1
+	WCRDMARead        WCOpcode = 2
+	WCCompSwap        WCOpcode = 3
+	WCFetchAdd        WCOpcode = 4
+	WCBindMW          WCOpcode = 5
+	WCLocalInv        WCOpcode = 6
+	WCTSO             WCOpcode = 7
+	WCRecv            WCOpcode = 128
+	WCRecvRDMAWithImm WCOpcode = 129
+)
+
+func (o WCOpcode) String() string {
+	switch o {
+	case WCSend:
+		return "SEND"
+	case WCRDMAWrite:
+		return "RDMA_WRITE"
+	case WCRDMARead:
+		return "RDMA_READ"
+	case WCCompSwap:
+		return "COMP_SWAP"
+	case WCFetchAdd:
+		return "FETCH_ADD"
+	case WCBindMW:
+		return "BIND_MW"
+	case WCLocalInv:
+		return "LOCAL_INV"
+	case WCTSO:
+		return "TSO"
+	case WCRecv:
+		return "RECV"
+	case WCRecvRDMAWithImm:
+		return "RECV_RDMA_WITH_IMM"
+	}
+	return "WC_OPCODE_" + strconv.Itoa(int(o))
+}
+
+// WCFlags are work-completion flags (enum ibv_wc_flags values).
+type WCFlags uint8
+
+// Work-completion flags.
+const (
+	WCFlagGRH     WCFlags = 1 << 0
+	WCFlagWithImm WCFlags = 1 << 1
+	WCFlagWithInv WCFlags = 1 << 3
+)
+
+func (f WCFlags) String() string {
+	if f == 0 {
+		return "0"
+	}
+	s := ""
+	add := func(bit WCFlags, name string) {
+		if f&bit != 0 {
+			if s != "" {
+				s += "|"
+			}
+			s += name
+			f &^= bit
+		}
+	}
+	add(WCFlagGRH, "GRH")
+	add(WCFlagWithImm, "WITH_IMM")
+	add(WCFlagWithInv, "WITH_INV")
+	if f != 0 {
+		if s != "" {
+			s += "|"
+		}
+		s += "0x" + strconv.FormatUint(uint64(f), 16)
+	}
+	return s
+}
+
+// WC is a work completion (struct ibv_wc, the fields this provider fills).
+type WC struct {
+	WRID      uint64
+	Status    WCStatus
+	Opcode    WCOpcode // for error completions: best effort (ibv leaves it undefined)
+	VendorErr uint32
+	ByteLen   uint32
+	Imm       uint32 // host order (WITH_IMM); the invalidated rkey for WITH_INV
+	QPNum     uint32
+	SrcQP     uint32
+	Flags     WCFlags
+}
+
+// Access are memory-region / QP access flags (enum ibv_access_flags values).
+type Access uint32
+
+// Access flags.
+const (
+	AccessLocalWrite   Access = mlx5.AccessLocalWrite
+	AccessRemoteWrite  Access = mlx5.AccessRemoteWrite
+	AccessRemoteRead   Access = mlx5.AccessRemoteRead
+	AccessRemoteAtomic Access = mlx5.AccessRemoteAtomic
+
+	accessKnown = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+)
+
+// QPType is a QP service type.
+type QPType = mlx5.QPType
+
+// QP types (only RC is supported for now).
+const (
+	QPTypeRC = mlx5.QPTypeRC
+	QPTypeUC = mlx5.QPTypeUC
+	QPTypeUD = mlx5.QPTypeUD
+)
+
+// QPState is a QP state. The values are the mlx5 QPC ones of the control
+// ABI (mlx5.md §7.1) — note SQER = 4 and SQD = 5, the reverse of
+// enum ibv_qp_state — so always use the named constants.
+type QPState = mlx5.QPState
+
+// QP states.
+const (
+	QPStateReset = mlx5.QPStateRST
+	QPStateInit  = mlx5.QPStateINIT
+	QPStateRTR   = mlx5.QPStateRTR
+	QPStateRTS   = mlx5.QPStateRTS
+	QPStateSQE   = mlx5.QPStateSQER
+	QPStateSQD   = mlx5.QPStateSQD
+	QPStateErr   = mlx5.QPStateERR
+)
+
+// AV is a RoCEv2 address vector.
+type AV = mlx5.AV
+
+// QPCap are queue capacities (struct ibv_qp_cap).
+type QPCap struct {
+	MaxSendWR  int
+	MaxRecvWR  int
+	MaxSendSGE int
+	MaxRecvSGE int
+	MaxInline  int
+}
+
+// QPInitAttr describes a QP to create (struct ibv_qp_init_attr).
+type QPInitAttr struct {
+	Type   QPType
+	SendCQ *CQ
+	RecvCQ *CQ
+	Cap    QPCap
+	SigAll bool // every send WQE requests a CQE (sq_sig_all)
+}
+
+// QPAttr mirrors struct ibv_qp_attr; which fields matter is given by the
+// mask (mlx5.Attr* bits) passed to Modify.
+type QPAttr struct {
+	QPState         QPState
+	CurQPState      QPState
+	PathMTU         mlx5.MTU // enum (mlx5.MTU1024 ...); mlx5.MTUFromBytes converts from bytes
+	DestQPN         uint32
+	RQPSN           uint32
+	SQPSN           uint32
+	AccessFlags     Access
+	PKeyIndex       uint16
+	Port            uint8
+	QKey            uint32
+	AV              AV
+	MaxRdAtomic     uint8
+	MaxDestRdAtomic uint8
+	MinRNRTimer     uint8
+	Timeout         uint8
+	RetryCnt        uint8
+	RNRRetry        uint8
+}

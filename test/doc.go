@@ -1,0 +1,2 @@
+// Package test holds softnic's end-to-end tests across packages.
+package test

@@ -1,0 +1,240 @@
+package testbed
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/fault"
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/shm"
+	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/trace"
+	"github.com/softnic/softnic/wire"
+)
+
+// Config describes a world.
+type Config struct {
+	Device  device.Spec
+	Wire    wire.Spec
+	MemSize int         // host memory per node (default 32 MiB)
+	Trace   bool        // record trace events
+	Faults  *fault.Plan // optional wire fault plan
+}
+
+// DefaultConfig is the built-in profile: two default devices back to back.
+func DefaultConfig() Config {
+	return Config{Device: device.DefaultSpec(), Wire: wire.DefaultSpec(), MemSize: 32 << 20}
+}
+
+// Host is one node: host memory, its NIC and a provider context on it.
+type Host struct {
+	Node int
+	Mem  *shm.Region
+	Dev  *device.Device
+	Ctx  *provider.Context
+}
+
+// World is a deterministic two-node simulation.
+type World struct {
+	Eng   *sim.Engine
+	Rec   *trace.Recorder
+	Link  *wire.Link
+	Wire  trace.Counters
+	Hosts [2]*Host
+}
+
+// Addresses used by the two nodes. 192.0.2.0/24 is TEST-NET-1 (RFC 5737):
+// the frames only ever exist inside the simulation or a capture file.
+var (
+	MACs = [2][6]byte{{0x02, 0x53, 0x4e, 0x00, 0x00, 0x01}, {0x02, 0x53, 0x4e, 0x00, 0x00, 0x02}}
+	IPs  = [2]netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")}
+)
+
+// hostBase is the IOVA of each host's memory: fixed, so that addresses and
+// traces are the same on every run.
+var hostBase = [2]uint64{0x7f0000000000, 0x7f8000000000}
+
+// New builds a world.
+func New(cfg Config) (*World, error) {
+	if cfg.MemSize == 0 {
+		cfg.MemSize = 32 << 20
+	}
+	w := &World{Eng: sim.NewEngine()}
+	if cfg.Trace {
+		w.Rec = trace.NewRecorder()
+	}
+	var inj *fault.Injector
+	if cfg.Faults != nil {
+		inj = fault.NewInjector(cfg.Faults)
+	}
+	w.Link = wire.NewLink(w.Eng, cfg.Wire, w.Rec, &w.Wire, inj)
+	ports := [2]*wire.Port{w.Link.A(), w.Link.B()}
+	for i := range w.Hosts {
+		mem, err := shm.New(fmt.Sprintf("softnic-host%d", i), cfg.MemSize, hostBase[i])
+		if err != nil {
+			w.Close()
+			return nil, err
+		}
+		dev := device.New(w.Eng, cfg.Device, device.Identity{Node: i, MAC: MACs[i], IP: IPs[i]}, mem, w.Rec)
+		dev.Connect(ports[i])
+		ports[i].Attach(i, dev)
+		ctx, err := provider.Open(provider.Device{Name: fmt.Sprintf("softnic%d", i), Control: dev, MMIO: dev.MMIO(), Mem: mem})
+		if err != nil {
+			mem.Close()
+			w.Close()
+			return nil, err
+		}
+		w.Hosts[i] = &Host{Node: i, Mem: mem, Dev: dev, Ctx: ctx}
+	}
+	return w, nil
+}
+
+// Close releases host memory.
+func (w *World) Close() {
+	for _, h := range w.Hosts {
+		if h != nil {
+			h.Mem.Close()
+		}
+	}
+}
+
+// Settle runs the simulation until nothing is scheduled (or limit events).
+func (w *World) Settle(limit int) int { return w.Eng.Run(limit) }
+
+// ConnOpts shapes an RC connection.
+type ConnOpts struct {
+	MTU       int // path MTU in bytes (default 1024)
+	BufSize   int // registered buffer per side (default 64 KiB)
+	SQDepth   int // max_send_wr (default 64)
+	RQDepth   int // max_recv_wr (default 64)
+	MaxSGE    int // default 4
+	MaxInline int // default 256
+	CQDepth   int // default 256
+	SigAll    bool
+	PSN       [2]uint32 // initial send PSNs (default 0x1000, 0x2000)
+	Access    provider.Access
+	MinRNR    uint8 // min_rnr_timer code (default 12 ≈ 0.64 ms, rocev2.md §5.4 #3)
+	RNRRetry  uint8 // default 7 (infinite)
+}
+
+// Endpoint is one side of a connection.
+type Endpoint struct {
+	Host   *Host
+	PD     *provider.PD
+	SendCQ *provider.CQ
+	RecvCQ *provider.CQ
+	QP     *provider.QP
+	Buf    provider.Buffer
+	MR     *provider.MR
+}
+
+// ConnectRC creates a PD, CQs, a registered buffer and an RC QP on each
+// host and brings both QPs to RTS connected to each other.
+func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.MTU, 1024)
+	def(&o.BufSize, 64<<10)
+	def(&o.SQDepth, 64)
+	def(&o.RQDepth, 64)
+	def(&o.MaxSGE, 4)
+	def(&o.MaxInline, 256)
+	def(&o.CQDepth, 256)
+	if o.PSN == [2]uint32{} {
+		o.PSN = [2]uint32{0x1000, 0x2000}
+	}
+	if o.Access == 0 {
+		o.Access = provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead
+	}
+	if o.MinRNR == 0 {
+		o.MinRNR = 12
+	}
+	if o.RNRRetry == 0 {
+		o.RNRRetry = 7
+	}
+	mtu := mlx5.MTUFromBytes(o.MTU)
+	if mtu == 0 {
+		return [2]*Endpoint{}, fmt.Errorf("testbed: MTU %d is not 256..4096", o.MTU)
+	}
+	var eps [2]*Endpoint
+	for i, h := range w.Hosts {
+		e := &Endpoint{Host: h}
+		var err error
+		if e.PD, err = h.Ctx.AllocPD(); err != nil {
+			return eps, err
+		}
+		if e.SendCQ, err = h.Ctx.CreateCQ(o.CQDepth); err != nil {
+			return eps, err
+		}
+		if e.RecvCQ, err = h.Ctx.CreateCQ(o.CQDepth); err != nil {
+			return eps, err
+		}
+		if e.Buf, err = h.Ctx.AllocBuffer(o.BufSize, 4096); err != nil {
+			return eps, err
+		}
+		if e.MR, err = e.PD.RegMR(e.Buf.Addr, uint64(o.BufSize), o.Access); err != nil {
+			return eps, err
+		}
+		e.QP, err = h.Ctx.CreateQP(e.PD, provider.QPInitAttr{Type: provider.QPTypeRC, SendCQ: e.SendCQ, RecvCQ: e.RecvCQ,
+			Cap:    provider.QPCap{MaxSendWR: o.SQDepth, MaxRecvWR: o.RQDepth, MaxSendSGE: o.MaxSGE, MaxRecvSGE: o.MaxSGE, MaxInline: o.MaxInline},
+			SigAll: o.SigAll})
+		if err != nil {
+			return eps, err
+		}
+		eps[i] = e
+	}
+	for i, e := range eps {
+		peer := eps[1-i]
+		a := provider.QPAttr{QPState: provider.QPStateInit, PKeyIndex: 0, Port: 1, AccessFlags: o.Access}
+		if err := e.QP.Modify(&a, mlx5.AttrState|mlx5.AttrPKeyIndex|mlx5.AttrPort|mlx5.AttrAccessFlags); err != nil {
+			return eps, err
+		}
+		a = provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mtu, DestQPN: peer.QP.QPN(), RQPSN: o.PSN[1-i],
+			MaxDestRdAtomic: 16, MinRNRTimer: o.MinRNR,
+			AV: provider.AV{DMAC: MACs[1-i], DGID: IPs[1-i].As16(), HopLimit: 64, SGIDIndex: 1}}
+		if err := e.QP.Modify(&a, mlx5.AttrState|mlx5.AttrAV|mlx5.AttrPathMTU|mlx5.AttrDestQPN|mlx5.AttrRQPSN|
+			mlx5.AttrMaxDestRdAtomic|mlx5.AttrMinRNRTimer); err != nil {
+			return eps, err
+		}
+	}
+	for i, e := range eps {
+		a := provider.QPAttr{QPState: provider.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: o.RNRRetry, SQPSN: o.PSN[i], MaxRdAtomic: 16}
+		if err := e.QP.Modify(&a, mlx5.AttrState|mlx5.AttrTimeout|mlx5.AttrRetryCnt|mlx5.AttrRNRRetry|mlx5.AttrSQPSN|mlx5.AttrMaxQPRdAtomic); err != nil {
+			return eps, err
+		}
+	}
+	return eps, nil
+}
+
+// ErrTimeout is returned when a wait ends with the simulation idle.
+var ErrTimeout = errors.New("testbed: simulation went idle before the completions arrived")
+
+// Wait polls cq until n completions arrived, driving the simulation through
+// the provider's poll (a poll of an empty CQ advances the engine).
+func Wait(cq *provider.CQ, n int) ([]provider.WC, error) {
+	out := make([]provider.WC, 0, n)
+	wcs := make([]provider.WC, 16)
+	idle := 0
+	for len(out) < n {
+		k, err := cq.Poll(wcs[:min(len(wcs), n-len(out))])
+		if err != nil {
+			return out, err
+		}
+		if k == 0 {
+			idle++
+			if idle > 2 {
+				return out, ErrTimeout
+			}
+			continue
+		}
+		idle = 0
+		out = append(out, wcs[:k]...)
+	}
+	return out, nil
+}

@@ -1,0 +1,177 @@
+package trace
+
+// pcap of wire frames. Files are written in classic pcap format with
+// nanosecond timestamps (magic 0xa1b23c4d, link type Ethernet) through
+// gopacket's pure-Go pcapgo (never gopacket/pcap, which needs cgo). A frame's
+// timestamp is the Unix epoch plus its virtual time, truncated to the
+// nanosecond, so the same simulation always writes the same bytes. The reader
+// accepts classic pcap (µs or ns) and pcapng.
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/softnic/softnic/sim"
+)
+
+// PcapSnaplen is the snapshot length written in the file header; longer
+// frames are truncated in the file (their original length is kept).
+const PcapSnaplen = 262144
+
+// FrameTap receives every frame a link carries, stamped with virtual time.
+// *PcapWriter implements it.
+type FrameTap interface {
+	WriteFrame(t sim.Time, frame []byte) error
+}
+
+// PcapWriter writes Ethernet frames to a pcap file with nanosecond
+// timestamps taken from virtual time. It is not safe for concurrent use (a
+// simulation is single-threaded).
+type PcapWriter struct {
+	w *pcapgo.Writer
+}
+
+// NewPcapWriter writes the pcap file header to w and returns the writer.
+func NewPcapWriter(w io.Writer) (*PcapWriter, error) {
+	pw := pcapgo.NewWriterNanos(w)
+	if err := pw.WriteFileHeader(PcapSnaplen, layers.LinkTypeEthernet); err != nil {
+		return nil, fmt.Errorf("trace: pcap header: %w", err)
+	}
+	return &PcapWriter{w: pw}, nil
+}
+
+// ErrNegativeTime is returned for a frame stamped before time zero.
+var ErrNegativeTime = errors.New("trace: negative virtual time")
+
+// PcapTimestamp converts virtual time to the timestamp stored in the file:
+// the Unix epoch plus t, truncated to the nanosecond.
+func PcapTimestamp(t sim.Time) time.Time {
+	return time.Unix(0, int64(t)/int64(sim.Nanosecond)).UTC()
+}
+
+// WriteFrame appends one frame captured at virtual time t.
+func (p *PcapWriter) WriteFrame(t sim.Time, frame []byte) error {
+	if t < 0 {
+		return ErrNegativeTime
+	}
+	data := frame
+	if len(data) > PcapSnaplen {
+		data = data[:PcapSnaplen]
+	}
+	ci := gopacket.CaptureInfo{
+		Timestamp:     PcapTimestamp(t),
+		CaptureLength: len(data),
+		Length:        len(frame),
+	}
+	if err := p.w.WritePacket(ci, data); err != nil {
+		return fmt.Errorf("trace: pcap write: %w", err)
+	}
+	return nil
+}
+
+// PcapFrame is one frame read from a capture file.
+type PcapFrame struct {
+	Timestamp time.Time
+	Data      []byte // owned by the caller
+	OrigLen   int    // length on the wire (>= len(Data))
+	LinkType  layers.LinkType
+}
+
+// VirtualTime returns the frame's timestamp as virtual time (the inverse of
+// PcapTimestamp), and false when it does not fit (real-world captures far
+// from the epoch).
+func (f PcapFrame) VirtualTime() (sim.Time, bool) {
+	ns := f.Timestamp.UnixNano()
+	if ns < 0 || ns > math.MaxInt64/int64(sim.Nanosecond) {
+		return 0, false
+	}
+	return sim.Time(ns * int64(sim.Nanosecond)), true
+}
+
+// PcapReader reads frames from a classic pcap or a pcapng file.
+type PcapReader struct {
+	pcap *pcapgo.Reader
+	ng   *pcapgo.NgReader
+}
+
+// Magic numbers of the supported formats.
+const (
+	pcapMagicMicros = 0xa1b2c3d4
+	pcapMagicNanos  = 0xa1b23c4d
+	pcapngMagic     = 0x0a0d0d0a
+)
+
+// ErrUnknownFormat is returned for input that is neither pcap nor pcapng.
+var ErrUnknownFormat = errors.New("trace: not a pcap or pcapng file")
+
+// NewPcapReader sniffs the format from the first four bytes and reads the
+// file header.
+func NewPcapReader(r io.Reader) (*PcapReader, error) {
+	br := bufio.NewReader(r)
+	magic, err := br.Peek(4)
+	if err != nil {
+		return nil, fmt.Errorf("trace: reading capture magic: %w", err)
+	}
+	be, le := binary.BigEndian.Uint32(magic), binary.LittleEndian.Uint32(magic)
+	switch {
+	case be == pcapngMagic:
+		ng, err := pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
+		if err != nil {
+			return nil, fmt.Errorf("trace: pcapng: %w", err)
+		}
+		return &PcapReader{ng: ng}, nil
+	case be == pcapMagicMicros || le == pcapMagicMicros || be == pcapMagicNanos || le == pcapMagicNanos:
+		p, err := pcapgo.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("trace: pcap: %w", err)
+		}
+		return &PcapReader{pcap: p}, nil
+	}
+	return nil, ErrUnknownFormat
+}
+
+// LinkType is the link type of the file (pcapng: of its first interface).
+func (r *PcapReader) LinkType() layers.LinkType {
+	if r.ng != nil {
+		return r.ng.LinkType()
+	}
+	return r.pcap.LinkType()
+}
+
+// ReadFrame returns the next frame, or io.EOF after the last one.
+func (r *PcapReader) ReadFrame() (PcapFrame, error) {
+	var (
+		data []byte
+		ci   gopacket.CaptureInfo
+		err  error
+		lt   layers.LinkType
+	)
+	if r.ng != nil {
+		data, ci, err = r.ng.ReadPacketData()
+		if err == nil {
+			lt = r.ng.LinkType()
+			if ifc, ierr := r.ng.Interface(ci.InterfaceIndex); ierr == nil {
+				lt = ifc.LinkType
+			}
+		}
+	} else {
+		data, ci, err = r.pcap.ReadPacketData()
+		lt = r.pcap.LinkType()
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return PcapFrame{}, io.EOF
+		}
+		return PcapFrame{}, fmt.Errorf("trace: reading capture: %w", err)
+	}
+	return PcapFrame{Timestamp: ci.Timestamp, Data: data, OrigLen: ci.Length, LinkType: lt}, nil
+}

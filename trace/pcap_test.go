@@ -1,0 +1,157 @@
+package trace
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/softnic/softnic/sim"
+)
+
+func TestPcapWriterDeterministic(t *testing.T) {
+	frames := []struct {
+		t    sim.Time
+		data []byte
+	}{
+		{0, []byte{1, 2, 3}},
+		{sim.Time(1500), []byte{4}}, // 1.5 ns → 1 ns
+		{sim.Time(sim.Second + 3*sim.Nanosecond + 999), []byte{5, 6}}, // 1 s + 3 ns
+	}
+	write := func() []byte {
+		var buf bytes.Buffer
+		w, err := NewPcapWriter(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range frames {
+			if err := w.WriteFrame(f.t, f.data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return buf.Bytes()
+	}
+	a, b := write(), write()
+	if !bytes.Equal(a, b) {
+		t.Fatal("two runs wrote different files")
+	}
+	// File header: nanosecond magic (little endian), v2.4, snaplen 262144,
+	// link type 1; then the first record: ts 0 s 0 ns, caplen 3, len 3.
+	//
+	//	4d3cb2a1 0200 0400 00000000 00000000 00000400 01000000
+	//	00000000 00000000 03000000 03000000 010203
+	const head = "4d3cb2a1020004000000000000000000000004000100000000000000000000000300000003000000010203"
+	if got := hex.EncodeToString(a[:len(head)/2]); got != head {
+		t.Fatalf("header\n got %s\nwant %s", got, head)
+	}
+
+	r, err := NewPcapReader(bytes.NewReader(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.LinkType() != layers.LinkTypeEthernet {
+		t.Fatalf("link type %v", r.LinkType())
+	}
+	wantNS := []int64{0, 1, int64(time.Second) + 3}
+	for i, w := range frames {
+		f, err := r.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Timestamp.UnixNano() != wantNS[i] || !bytes.Equal(f.Data, w.data) || f.OrigLen != len(w.data) {
+			t.Fatalf("frame %d: %+v", i, f)
+		}
+		if vt, ok := f.VirtualTime(); !ok || vt != sim.Time(wantNS[i]*1000) {
+			t.Fatalf("frame %d: virtual time %v %v", i, vt, ok)
+		}
+	}
+	if _, err := r.ReadFrame(); err != io.EOF {
+		t.Fatalf("after last frame: %v", err)
+	}
+}
+
+func TestPcapWriterErrors(t *testing.T) {
+	var buf bytes.Buffer
+	w, _ := NewPcapWriter(&buf)
+	if err := w.WriteFrame(-1, []byte{1}); !errors.Is(err, ErrNegativeTime) {
+		t.Fatalf("negative time: %v", err)
+	}
+	big := make([]byte, PcapSnaplen+10)
+	if err := w.WriteFrame(1, big); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := NewPcapReader(&buf)
+	f, err := r.ReadFrame()
+	if err != nil || len(f.Data) != PcapSnaplen || f.OrigLen != len(big) {
+		t.Fatalf("truncated frame: %d/%d %v", len(f.Data), f.OrigLen, err)
+	}
+}
+
+func TestPcapWriterNoAlloc(t *testing.T) {
+	w, _ := NewPcapWriter(io.Discard)
+	frame := make([]byte, 64)
+	if n := testing.AllocsPerRun(100, func() { _ = w.WriteFrame(12345, frame) }); n != 0 {
+		t.Fatalf("%v allocs per WriteFrame", n)
+	}
+}
+
+func TestPcapReaderFormats(t *testing.T) {
+	ts := time.Unix(1700000000, 123456789).UTC()
+	data := []byte{0xde, 0xad, 0xbe, 0xef}
+	ci := gopacket.CaptureInfo{Timestamp: ts, CaptureLength: 4, Length: 4}
+
+	var micro bytes.Buffer
+	mw := pcapgo.NewWriter(&micro)
+	_ = mw.WriteFileHeader(65535, layers.LinkTypeEthernet)
+	_ = mw.WritePacket(ci, data)
+
+	var ng bytes.Buffer
+	nw, err := pcapgo.NewNgWriter(&ng, layers.LinkTypeEthernet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = nw.WritePacket(ci, data)
+	_ = nw.Flush()
+
+	tests := []struct {
+		name   string
+		in     []byte
+		wantTS time.Time
+	}{
+		{"pcap microseconds", micro.Bytes(), ts.Truncate(time.Microsecond)},
+		{"pcapng", ng.Bytes(), ts},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := NewPcapReader(bytes.NewReader(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := r.ReadFrame()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !f.Timestamp.Equal(tc.wantTS) || !bytes.Equal(f.Data, data) || f.LinkType != layers.LinkTypeEthernet {
+				t.Fatalf("got %+v", f)
+			}
+			if _, ok := f.VirtualTime(); ok {
+				t.Fatal("a 2023 timestamp should not fit virtual time")
+			}
+			if _, err := r.ReadFrame(); err != io.EOF {
+				t.Fatalf("want EOF, got %v", err)
+			}
+		})
+	}
+	if _, err := NewPcapReader(bytes.NewReader([]byte("hello world"))); !errors.Is(err, ErrUnknownFormat) {
+		t.Fatalf("garbage: %v", err)
+	}
+	if _, err := NewPcapReader(bytes.NewReader(nil)); err == nil {
+		t.Fatal("empty input accepted")
+	}
+}

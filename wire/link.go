@@ -1,0 +1,428 @@
+package wire
+
+import (
+	"encoding/binary"
+
+	"github.com/softnic/softnic/fault"
+	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/trace"
+)
+
+// Receiver takes frames arriving at a port. frame is valid only during the
+// call and must be treated as read-only; copy what must be kept.
+type Receiver interface {
+	ReceiveFrame(t sim.Time, frame []byte)
+}
+
+// Transport is the port-side contract a device uses to reach the network.
+// *Port implements it over the simulated link; a real-socket transport
+// (UDP datagrams between processes, a TAP device) can implement it too,
+// stamping received frames with the engine's time.
+type Transport interface {
+	// Send starts transmitting frame (an Ethernet frame without FCS) at t,
+	// or as soon as the transmitter is free, and returns when its last bit
+	// has left. The frame is copied; the caller may reuse it at once.
+	Send(t sim.Time, frame []byte) sim.Time
+	// Attach names the node that owns this end and where arriving frames
+	// go (nil detaches: frames are then dropped and counted).
+	Attach(node int, r Receiver)
+}
+
+// Counter (and warning) names used by the link.
+const (
+	CtrTxFrames         = "wire_tx_frames"         // frames that started transmission
+	CtrTxBytes          = "wire_tx_bytes"          // their bytes (without FCS/preamble/IFG)
+	CtrRxFrames         = "wire_rx_frames"         // frames handed to a receiver
+	CtrRxBytes          = "wire_rx_bytes"          // their bytes
+	CtrDropOversize     = "wire_drop_oversize"     // frame longer than 14 B + MTU, never sent
+	CtrDropRunt         = "wire_drop_runt"         // frame shorter than an Ethernet header, never sent
+	CtrDropNoReceiver   = "wire_drop_no_receiver"  // arrived at a port with nothing attached
+	CtrFaultDrop        = "wire_fault_drop"        // lost by a fault rule (tx or rx)
+	CtrFaultCorrupt     = "wire_fault_corrupt"     // one byte flipped by a fault rule
+	CtrFaultDuplicate   = "wire_fault_duplicate"   // delivered twice by a fault rule
+	CtrFaultDelay       = "wire_fault_delay"       // delivered late by a fault rule
+	CtrFaultReorder     = "wire_fault_reorder"     // held behind the next frame by a fault rule
+	CtrFaultUnsupported = "wire_fault_unsupported" // an action the wire cannot apply (tear, rx reorder); ignored
+	CtrTapErrors        = "wire_tap_errors"        // a FrameWriter tap failed
+)
+
+// Component is the trace component name of wire events.
+const Component = "wire"
+
+// Port is one end of a Link. It implements Transport.
+type Port struct {
+	link *Link
+	out  *direction // frames this port sends
+	node int
+	recv Receiver
+}
+
+var _ Transport = (*Port)(nil)
+
+// Attach sets the node that owns the port (for trace events, counters and
+// fault matching) and the receiver of arriving frames.
+func (p *Port) Attach(node int, r Receiver) {
+	p.node = node
+	p.recv = r
+}
+
+// Node is the node attached to the port.
+func (p *Port) Node() int { return p.node }
+
+// Link is the link the port belongs to.
+func (p *Port) Link() *Link { return p.link }
+
+// direction is one way of a link: its transmitter and what it carries.
+type direction struct {
+	from, to  *Port
+	busyUntil sim.Time // the transmitter is free from here on
+	held      *packet  // a frame held back by a Reorder fault
+}
+
+// packet is a frame in flight. Packets are pooled per link and scheduled on
+// the engine directly (a *packet is a sim.Handler), so a frame's journey
+// allocates nothing once the pool is warm.
+type packet struct {
+	link      *Link
+	dir       *direction
+	buf       []byte
+	qpn       uint32
+	refs      int  // scheduled engine events that will fire this packet
+	delivered bool // handed to the receiver (or dropped at rx)
+	rxDone    bool // the rx fault hook has been consulted
+}
+
+// Fire delivers the packet (the first time) and returns it to the pool when
+// no more events refer to it.
+func (pk *packet) Fire(now sim.Time) { pk.link.fire(pk, now) }
+
+// Link is a full-duplex point-to-point Ethernet link, or a loopback.
+type Link struct {
+	eng   *sim.Engine
+	spec  Spec
+	rec   *trace.Recorder
+	ctr   *trace.Counters
+	inj   *fault.Injector
+	ports [2]Port
+	dirs  [2]direction
+	ndirs int
+	free  []*packet
+	npkts int // packets ever allocated (all are in free when nothing is in flight)
+	taps  []func(t sim.Time, frame []byte)
+}
+
+func newLink(eng *sim.Engine, spec Spec, rec *trace.Recorder, ctr *trace.Counters, inj *fault.Injector) *Link {
+	if ctr == nil {
+		ctr = &trace.Counters{}
+	}
+	l := &Link{eng: eng, spec: spec.withDefaults(), rec: rec, ctr: ctr, inj: inj}
+	for i := range l.ports {
+		l.ports[i].link = l
+	}
+	return l
+}
+
+// NewLink connects two ports, A and B, with the given spec (zero fields
+// take the defaults; see Spec.Validate for checking a profile). rec, ctr
+// and inj may be nil.
+func NewLink(eng *sim.Engine, spec Spec, rec *trace.Recorder, ctr *trace.Counters, inj *fault.Injector) *Link {
+	l := newLink(eng, spec, rec, ctr, inj)
+	a, b := &l.ports[0], &l.ports[1]
+	l.dirs[0] = direction{from: a, to: b}
+	l.dirs[1] = direction{from: b, to: a}
+	a.out, b.out = &l.dirs[0], &l.dirs[1]
+	l.ndirs = 2
+	return l
+}
+
+// NewLoopback is a link with one port whose frames come back to itself
+// after serialisation and propagation (a NIC port with a loopback cable).
+// A and B return the same port.
+func NewLoopback(eng *sim.Engine, spec Spec, rec *trace.Recorder, ctr *trace.Counters, inj *fault.Injector) *Link {
+	l := newLink(eng, spec, rec, ctr, inj)
+	a := &l.ports[0]
+	l.dirs[0] = direction{from: a, to: a}
+	a.out = &l.dirs[0]
+	l.ndirs = 1
+	return l
+}
+
+// A is the first port.
+func (l *Link) A() *Port { return &l.ports[0] }
+
+// B is the second port (the same as A on a loopback).
+func (l *Link) B() *Port {
+	if l.ndirs == 1 {
+		return &l.ports[0]
+	}
+	return &l.ports[1]
+}
+
+// Spec is the link's configuration with defaults filled in.
+func (l *Link) Spec() Spec { return l.spec }
+
+// Counters are the counters the link increments.
+func (l *Link) Counters() *trace.Counters { return l.ctr }
+
+// AddTap registers f to see every frame that starts transmission, at its
+// transmit start time, as the sender sent it (before any fault). frame is
+// valid only during the call. Taps run in registration order.
+func (l *Link) AddTap(f func(t sim.Time, frame []byte)) { l.taps = append(l.taps, f) }
+
+// FrameWriter is what a capture file writer offers (trace.PcapWriter
+// implements it).
+type FrameWriter interface {
+	WriteFrame(t sim.Time, frame []byte) error
+}
+
+// AddWriter taps the link into w (e.g. a pcap file). A write error is
+// counted as wire_tap_errors and reported as a warning (the first one
+// only, so a full disk does not flood the trace); the simulation goes on.
+func (l *Link) AddWriter(w FrameWriter) {
+	failed := false
+	l.AddTap(func(t sim.Time, frame []byte) {
+		if err := w.WriteFrame(t, frame); err != nil {
+			l.ctr.Inc(CtrTapErrors)
+			if !failed {
+				failed = true
+				l.rec.Warnf(l.ports[0].node, t, Component, CtrTapErrors, "capture write failed: %v", err)
+			}
+		}
+	})
+}
+
+// Send transmits frame; see Transport.Send.
+func (p *Port) Send(t sim.Time, frame []byte) sim.Time { return p.SendFlow(t, frame, 0) }
+
+// SendFlow is Send with a trace flow id, so that the wire stage joins the
+// WQE's flow in the trace.
+//
+// Timing: transmission starts at max(t, now, the end of the previous frame
+// in this direction) and lasts FrameTime(len(frame)); the frame is handed
+// to the peer's receiver when its last bit arrives, Propagation later.
+// Frames shorter than an Ethernet header or longer than 14 B + MTU are
+// dropped and counted without using the link; Send then returns t.
+func (p *Port) SendFlow(t sim.Time, frame []byte, flow uint64) sim.Time {
+	l := p.link
+	n := len(frame)
+	if n < EthHeaderLen {
+		l.ctr.Inc(CtrDropRunt)
+		l.rec.Warnf(p.node, t, Component, CtrDropRunt, "frame of %d B is shorter than an Ethernet header", n)
+		return t
+	}
+	if n > EthHeaderLen+l.spec.MTU {
+		l.ctr.Inc(CtrDropOversize)
+		l.rec.Warnf(p.node, t, Component, CtrDropOversize, "frame of %d B exceeds MTU %d + %d B header", n, l.spec.MTU, EthHeaderLen)
+		return t
+	}
+	d := p.out
+	start := max(t, l.eng.Now(), d.busyUntil)
+	end := start.Add(l.spec.Rate.Serialize(WireBytes(n)))
+	d.busyUntil = end
+	arrive := end.Add(l.spec.Propagation)
+
+	for _, tap := range l.taps {
+		tap(start, frame)
+	}
+	l.ctr.Inc(CtrTxFrames)
+	l.ctr.Add(CtrTxBytes, uint64(n))
+	qpn := PeekQPN(frame)
+
+	dec := l.inj.Decide(fault.WireTx, p.node, qpn)
+	var pk *packet
+	switch dec.Action {
+	case fault.None:
+		pk = l.schedule(d, frame, qpn, arrive)
+	case fault.Drop:
+		l.ctr.Inc(CtrFaultDrop)
+		l.rec.Warnf(p.node, start, Component, CtrFaultDrop, "tx: frame of %d B (qpn %#x) dropped by fault rule %d", n, qpn, dec.Rule)
+	case fault.Corrupt:
+		pk = l.schedule(d, frame, qpn, arrive)
+		off := corrupt(pk.buf, dec)
+		l.ctr.Inc(CtrFaultCorrupt)
+		l.rec.Warnf(p.node, start, Component, CtrFaultCorrupt, "tx: frame of %d B (qpn %#x): byte %d flipped by fault rule %d", n, qpn, off, dec.Rule)
+	case fault.Duplicate:
+		pk = l.schedule(d, frame, qpn, arrive)
+		l.schedule(d, frame, qpn, arrive)
+		l.ctr.Inc(CtrFaultDuplicate)
+		l.rec.Warnf(p.node, start, Component, CtrFaultDuplicate, "tx: frame of %d B (qpn %#x) duplicated by fault rule %d", n, qpn, dec.Rule)
+	case fault.Delay:
+		arrive = arrive.Add(dec.Delay)
+		pk = l.schedule(d, frame, qpn, arrive)
+		l.ctr.Inc(CtrFaultDelay)
+		l.rec.Warnf(p.node, start, Component, CtrFaultDelay, "tx: frame of %d B (qpn %#x) delayed %v by fault rule %d", n, qpn, dec.Delay, dec.Rule)
+	case fault.Reorder:
+		if d.held != nil { // two reorders in a row: the older one goes first
+			l.release(d, arrive)
+		}
+		pk = l.schedule(d, frame, qpn, arrive.Add(l.spec.ReorderWindow))
+		d.held = pk
+		l.ctr.Inc(CtrFaultReorder)
+		l.rec.Warnf(p.node, start, Component, CtrFaultReorder, "tx: frame of %d B (qpn %#x) held behind the next frame by fault rule %d", n, qpn, dec.Rule)
+	default:
+		pk = l.schedule(d, frame, qpn, arrive)
+		l.ctr.Inc(CtrFaultUnsupported)
+		l.rec.Warnf(p.node, start, Component, CtrFaultUnsupported, "tx: fault action %s (rule %d) does not apply to the wire; ignored", dec.Action, dec.Rule)
+	}
+	// A frame held by Reorder goes right after the next frame (even a
+	// lost one: it would have released it on a real network).
+	if d.held != nil && d.held != pk {
+		l.release(d, arrive)
+	}
+	l.rec.Stage(p.node, Component, Component, start, arrive, n, 0, qpn, flow)
+	return end
+}
+
+// schedule copies frame into a pooled packet due at arrive.
+func (l *Link) schedule(d *direction, frame []byte, qpn uint32, arrive sim.Time) *packet {
+	pk := l.get(frame)
+	pk.dir, pk.qpn = d, qpn
+	pk.refs++
+	l.eng.At(arrive, pk)
+	return pk
+}
+
+// release schedules the held frame of d at t; events at equal times run in
+// schedule order, so it arrives right after the frame that released it.
+func (l *Link) release(d *direction, t sim.Time) {
+	pk := d.held
+	d.held = nil
+	pk.refs++
+	l.eng.At(t, pk)
+}
+
+func (l *Link) get(frame []byte) *packet {
+	var pk *packet
+	if k := len(l.free); k > 0 {
+		pk = l.free[k-1]
+		l.free = l.free[:k-1]
+	} else {
+		pk = &packet{link: l, buf: make([]byte, 0, EthHeaderLen+l.spec.MTU)}
+		l.npkts++
+	}
+	pk.buf = append(pk.buf[:0], frame...)
+	return pk
+}
+
+func (l *Link) put(pk *packet) {
+	*pk = packet{link: l, buf: pk.buf[:0]}
+	l.free = append(l.free, pk)
+}
+
+func (l *Link) fire(pk *packet, now sim.Time) {
+	pk.refs--
+	if !pk.delivered {
+		pk.delivered = true
+		if pk.dir.held == pk { // a Reorder hold that timed out
+			pk.dir.held = nil
+		}
+		l.arrive(pk, now)
+	}
+	if pk.refs == 0 {
+		l.put(pk)
+	}
+}
+
+// arrive applies the rx fault hook and hands the frame to the receiver.
+func (l *Link) arrive(pk *packet, now sim.Time) {
+	to := pk.dir.to
+	n := len(pk.buf)
+	copies := 1
+	if !pk.rxDone {
+		pk.rxDone = true
+		dec := l.inj.Decide(fault.WireRx, to.node, pk.qpn)
+		switch dec.Action {
+		case fault.None:
+		case fault.Drop:
+			l.ctr.Inc(CtrFaultDrop)
+			l.rec.Warnf(to.node, now, Component, CtrFaultDrop, "rx: frame of %d B (qpn %#x) dropped by fault rule %d", n, pk.qpn, dec.Rule)
+			return
+		case fault.Corrupt:
+			off := corrupt(pk.buf, dec)
+			l.ctr.Inc(CtrFaultCorrupt)
+			l.rec.Warnf(to.node, now, Component, CtrFaultCorrupt, "rx: frame of %d B (qpn %#x): byte %d flipped by fault rule %d", n, pk.qpn, off, dec.Rule)
+		case fault.Duplicate:
+			copies = 2
+			l.ctr.Inc(CtrFaultDuplicate)
+			l.rec.Warnf(to.node, now, Component, CtrFaultDuplicate, "rx: frame of %d B (qpn %#x) duplicated by fault rule %d", n, pk.qpn, dec.Rule)
+		case fault.Delay:
+			// Hand a copy over later; it has passed the rx hook already.
+			late := l.get(pk.buf)
+			late.dir, late.qpn, late.rxDone, late.refs = pk.dir, pk.qpn, true, 1
+			l.eng.At(now.Add(dec.Delay), late)
+			l.ctr.Inc(CtrFaultDelay)
+			l.rec.Warnf(to.node, now, Component, CtrFaultDelay, "rx: frame of %d B (qpn %#x) delayed %v by fault rule %d", n, pk.qpn, dec.Delay, dec.Rule)
+			return
+		default:
+			l.ctr.Inc(CtrFaultUnsupported)
+			l.rec.Warnf(to.node, now, Component, CtrFaultUnsupported, "rx: fault action %s (rule %d) does not apply at wire.rx; ignored", dec.Action, dec.Rule)
+		}
+	}
+	for range copies {
+		if to.recv == nil {
+			l.ctr.Inc(CtrDropNoReceiver)
+			l.rec.Warnf(to.node, now, Component, CtrDropNoReceiver, "frame of %d B (qpn %#x) arrived at a port with no receiver", n, pk.qpn)
+			continue
+		}
+		l.ctr.Inc(CtrRxFrames)
+		l.ctr.Add(CtrRxBytes, uint64(n))
+		to.recv.ReceiveFrame(now, pk.buf)
+	}
+}
+
+// corrupt flips bits in one byte of frame past the Ethernet header (a
+// corrupted Ethernet header would fail the FCS and vanish at the MAC; what
+// this models is damage the receiver's own checks, the IPv4 checksum and the
+// RoCE ICRC, must catch). It returns the offset, or -1 for a header-only
+// frame.
+func corrupt(frame []byte, dec fault.Decision) int {
+	off := dec.Offset(EthHeaderLen, len(frame))
+	if off >= 0 {
+		frame[off] ^= dec.Mask()
+	}
+	return off
+}
+
+// PeekQPN returns the destination QP of a RoCEv2 frame (Ethernet + IPv4 or
+// IPv6 + UDP port 4791 + BTH), or 0 if frame is anything else. It reads
+// only fixed offsets and never fails; the wire uses it for trace events and
+// fault matching, not for delivery.
+func PeekQPN(frame []byte) uint32 {
+	const (
+		udpLen      = 8
+		bthLen      = 12
+		rocePort    = 4791
+		protoUDP    = 17
+		etherIPv4   = 0x0800
+		etherIPv6   = 0x86DD
+		ipv6HdrLen  = 40
+		ipv4MinHdr  = 20
+		bthDestQPAt = 4
+	)
+	if len(frame) < EthHeaderLen {
+		return 0
+	}
+	var l4 int
+	switch binary.BigEndian.Uint16(frame[12:]) {
+	case etherIPv4:
+		if len(frame) < EthHeaderLen+ipv4MinHdr || frame[EthHeaderLen+9] != protoUDP {
+			return 0
+		}
+		ihl := int(frame[EthHeaderLen]&0x0F) * 4
+		if ihl < ipv4MinHdr {
+			return 0
+		}
+		l4 = EthHeaderLen + ihl
+	case etherIPv6:
+		if len(frame) < EthHeaderLen+ipv6HdrLen || frame[EthHeaderLen+6] != protoUDP {
+			return 0
+		}
+		l4 = EthHeaderLen + ipv6HdrLen
+	default:
+		return 0
+	}
+	if len(frame) < l4+udpLen+bthLen || binary.BigEndian.Uint16(frame[l4+2:]) != rocePort {
+		return 0
+	}
+	return binary.BigEndian.Uint32(frame[l4+udpLen+bthDestQPAt:]) & 0xFFFFFF
+}
