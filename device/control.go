@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/softnic/softnic/bar"
 	"github.com/softnic/softnic/dma"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/roce"
@@ -22,7 +23,7 @@ func (d *Device) QueryDevice() (mlx5.DeviceAttr, error) {
 	c := d.spec.Caps
 	bfs := d.spec.BAR.BFRegSize
 	return mlx5.DeviceAttr{
-		FWVersion: d.bar.FWVersion(), VendorPartID: 4119, // ConnectX-5
+		FWVersion: fwString(d.bar.Config().FWRev), VendorPartID: 4119, // ConnectX-5
 		MaxQP: c.MaxQP, MaxQPWR: c.MaxQPWR, MaxSGE: c.MaxSGE, MaxCQE: c.MaxCQE, MaxMR: c.MaxMR, MaxPD: c.MaxPD,
 		MaxMRSize: c.MaxMsgSize, MaxInline: c.MaxInline, MaxSQDescSz: mlx5.MaxWQEBBs * mlx5.WQEBBSize,
 		MaxQPRdAtomic: c.MaxRdAtom, BFRegSize: bfs, BFBufSize: bfs / 2, NumUARs: d.spec.BAR.NumUARs,
@@ -52,10 +53,8 @@ func (d *Device) DeallocPD(pdn uint32) error {
 	if !d.pds[pdn] {
 		return cmdErr("DEALLOC_PD", mlx5.StatusBadResource, "PD %d does not exist", pdn)
 	}
-	for _, q := range d.qps {
-		if q.pdn == pdn {
-			return cmdErr("DEALLOC_PD", mlx5.StatusResourceBusy, "PD %d still has QP %#x", pdn, q.qpn)
-		}
+	if q := d.firstQP(func(q *qp) bool { return q.pdn == pdn }); q != nil {
+		return cmdErr("DEALLOC_PD", mlx5.StatusResourceBusy, "PD %d still has QP %#x", pdn, q.qpn)
 	}
 	if d.keys.UsesPD(pdn) {
 		return cmdErr("DEALLOC_PD", mlx5.StatusResourceBusy, "PD %d still has memory regions", pdn)
@@ -133,10 +132,8 @@ func (d *Device) DestroyCQ(cqn uint32) error {
 	if d.cqs[cqn] == nil {
 		return cmdErr("DESTROY_CQ", mlx5.StatusBadResource, "CQ %d does not exist", cqn)
 	}
-	for _, q := range d.qps {
-		if q.scq.cqn == cqn || q.rcq.cqn == cqn {
-			return cmdErr("DESTROY_CQ", mlx5.StatusResourceBusy, "CQ %d is used by QP %#x", cqn, q.qpn)
-		}
+	if q := d.firstQP(func(q *qp) bool { return q.scq.cqn == cqn || q.rcq.cqn == cqn }); q != nil {
+		return cmdErr("DESTROY_CQ", mlx5.StatusResourceBusy, "CQ %d is used by QP %#x", cqn, q.qpn)
 	}
 	delete(d.cqs, cqn)
 	return nil
@@ -350,3 +347,17 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 	q.state = to
 	return nil
 }
+
+// firstQP returns the lowest-numbered QP matching f, so that messages do
+// not depend on map iteration order.
+func (d *Device) firstQP(f func(*qp) bool) *qp {
+	var best *qp
+	for _, q := range d.qps {
+		if f(q) && (best == nil || q.qpn < best.qpn) {
+			best = q
+		}
+	}
+	return best
+}
+
+func fwString(r bar.FWRev) string { return fmt.Sprintf("%d.%d.%04d", r.Major, r.Minor, r.Sub) }

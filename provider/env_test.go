@@ -34,12 +34,30 @@ type EnvOpts struct {
 	BFBufSize int // -1: device reports no BlueFlame
 }
 
-// NewEnv builds an Env; the QP is left in RESET.
+// NewEnv builds an Env; the QP is left in RESET. The region is closed
+// when the test ends.
 func NewEnv(t testing.TB, o EnvOpts) *Env {
 	t.Helper()
-	mem, err := shm.New("provider-test", 8<<20, EnvBase)
+	e, err := NewEnvErr(o)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = mem.Close() })
+	t.Cleanup(func() { _ = e.Mem.Close() })
+	return e
+}
+
+// NewEnvErr builds an Env whose region the caller closes.
+func NewEnvErr(o EnvOpts) (*Env, error) {
+	mem, err := shm.New("provider-test", 8<<20, EnvBase)
+	if err != nil {
+		return nil, err
+	}
+	e, err := newEnv(mem, o)
+	if err != nil {
+		_ = mem.Close()
+	}
+	return e, err
+}
+
+func newEnv(mem *shm.Region, o EnvOpts) (*Env, error) {
 	dev := NewFakeDev(mem)
 	switch {
 	case o.BFBufSize < 0:
@@ -52,27 +70,54 @@ func NewEnv(t testing.TB, o EnvOpts) *Env {
 		ctl = FakeProgDev{dev}
 	}
 	ctx, err := Open(Device{Name: "fake0", Control: ctl, MMIO: dev, Mem: mem})
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	pd, err := ctx.AllocPD()
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	buf, err := ctx.AllocBuffer(64<<10, 4096)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	for i := range buf.Bytes {
 		buf.Bytes[i] = byte(i*7 + 1)
 	}
 	mr, err := pd.RegMR(buf.Addr, uint64(len(buf.Bytes)), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{Mem: mem, Dev: dev, Ctx: ctx, PD: pd, Buf: buf, MR: mr}
+	return e, e.NewQueues(o)
+}
+
+// NewQueues gives the Env a fresh CQ and QP (in RESET).
+func (e *Env) NewQueues(o EnvOpts) error {
 	if o.CQEntries == 0 {
 		o.CQEntries = 255
 	}
-	cq, err := ctx.CreateCQ(o.CQEntries)
-	require.NoError(t, err)
+	cq, err := e.Ctx.CreateCQ(o.CQEntries)
+	if err != nil {
+		return err
+	}
 	if o.Cap == (QPCap{}) {
 		o.Cap = QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 256}
 	}
-	qp, err := ctx.CreateQP(pd, QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: o.Cap, SigAll: o.SigAll})
-	require.NoError(t, err)
-	return &Env{Mem: mem, Dev: dev, Ctx: ctx, PD: pd, Buf: buf, MR: mr, CQ: cq, QP: qp}
+	qp, err := e.Ctx.CreateQP(e.PD, QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: o.Cap, SigAll: o.SigAll})
+	if err != nil {
+		return err
+	}
+	e.CQ, e.QP = cq, qp
+	return nil
+}
+
+// DropQueues destroys the Env's QP and CQ.
+func (e *Env) DropQueues() error {
+	if err := e.QP.Destroy(); err != nil {
+		return err
+	}
+	return e.CQ.Destroy()
 }
 
 // RTSAttrs returns the attribute sets of the RESET→INIT→RTR→RTS walk.

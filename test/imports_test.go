@@ -32,7 +32,7 @@ var moduleGraph = map[string]importRule{
 	"roce":        {allow: []string{"sim", "trace", "fault"}},
 	"wire":        {allow: []string{"sim", "trace", "fault"}},
 	"bar":         {allow: []string{"pcie", "mlx5", "sim", "trace"}},
-	"dma":         {allow: []string{"pcie", "shm", "sim", "trace", "fault"}},
+	"dma":         {allow: []string{"pcie", "shm", "sim", "trace", "fault", "mlx5"}}, // mlx5: access bits, data segments, syndromes (DESIGN.md §3 amended)
 	"wqefetch":    {allow: []string{"dma", "mlx5", "sim", "trace", "fault"}},
 	"device":      {allow: []string{"sim", "mlx5", "shm", "trace", "fault", "pcie", "roce", "wire", "bar", "dma", "wqefetch"}},
 	"provider":    {allow: []string{"mlx5", "shm", "pcie"}, uses: map[string][]string{"pcie": {"MMIO"}}},

@@ -205,10 +205,18 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 	dataOK := bytes.Equal(req.Buf.Bytes[:n], rsp.Buf.Bytes[:n])
 
 	events := append([]trace.Event(nil), w.Rec.Events()...)
-	sort.SliceStable(events, func(i, j int) bool { return events[i].Start < events[j].Start })
+	sort.SliceStable(events, func(i, j int) bool {
+		if events[i].Start != events[j].Start {
+			return events[i].Start < events[j].Start
+		}
+		return stageRank(events[i].Name) < stageRank(events[j].Name)
+	})
 	var stages, warns []stageJSON
 	for _, e := range events {
-		s := stageJSON{Name: e.Name, Component: e.Component, Node: e.Node, StartNS: e.Start.NS(), EndNS: e.End.NS(),
+		if e.Component == "dma" && (e.Name == "dma_read" || e.Name == "dma_write") {
+			continue // the DMA engine's own record of a transfer a named stage already shows
+		}
+		s := stageJSON{Name: e.Name, Component: e.Component, Node: e.Node, StartNS: e.Start.Sub(t0).NS(), EndNS: e.End.Sub(t0).NS(),
 			Bytes: e.Bytes, TLPs: e.TLPs, Detail: e.Detail}
 		if e.Level == trace.Warn {
 			warns = append(warns, s)
@@ -368,4 +376,18 @@ func annotateCQE(b []byte) string {
 	}
 	s.WriteByte('\n')
 	return s.String()
+}
+
+// walkOrder is the order of the stages of one post_send (DESIGN.md §2); it
+// breaks ties between stages that start at the same instant.
+var walkOrder = []string{"wqe_build", "dbr_update", "bf_mmio", "doorbell_mmio", "wc_flush", "pcie_tlp", "wqe_fetch",
+	"payload_dma", "packetize", "wire", "responder", "ack", "ack_rx", "cqe_write", "poll"}
+
+func stageRank(name string) int {
+	for i, n := range walkOrder {
+		if n == name {
+			return i
+		}
+	}
+	return len(walkOrder)
 }

@@ -1,0 +1,154 @@
+package device_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/shm"
+	"github.com/softnic/softnic/sim"
+	"github.com/stretchr/testify/require"
+)
+
+func newDev(t *testing.T) (*device.Device, *shm.Region) {
+	t.Helper()
+	mem, err := shm.New("devtest", 1<<20, 0x10000000)
+	require.NoError(t, err)
+	t.Cleanup(func() { mem.Close() })
+	d := device.New(sim.NewEngine(), device.DefaultSpec(), device.Identity{MAC: [6]byte{2, 0, 0, 0, 0, 1}}, mem, nil)
+	return d, mem
+}
+
+func status(t *testing.T, err error) mlx5.CmdStatus {
+	t.Helper()
+	var ce *mlx5.CmdError
+	require.True(t, errors.As(err, &ce), "want a *mlx5.CmdError, got %v", err)
+	require.NotEmpty(t, ce.Reason)
+	return ce.Status
+}
+
+func TestControlErrors(t *testing.T) {
+	d, mem := newDev(t)
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	buf, _ := mem.Alloc(64*64, 4096)
+	dbr, _ := mem.Alloc(8, 8)
+	cq, err := d.CreateCQ(mlx5.CreateCQCmd{Entries: 64, CQESize: 64, BufAddr: buf, DBAddr: dbr})
+	require.NoError(t, err)
+	qbuf, _ := mem.Alloc(8192, 4096)
+	qdbr, _ := mem.Alloc(8, 8)
+	good := mlx5.CreateQPCmd{Type: mlx5.QPTypeRC, PDN: pd.PDN, SendCQN: cq.CQN, RecvCQN: cq.CQN, BufAddr: qbuf, DBAddr: qdbr,
+		SQWQECnt: 64, RQWQECnt: 64, RQWQEShift: 4}
+	cases := []struct {
+		name string
+		run  func() error
+		want mlx5.CmdStatus
+	}{
+		{"regmr unknown pd", func() error { _, e := d.RegMR(mlx5.RegMRCmd{PDN: 99, Addr: buf, Length: 64}); return e }, mlx5.StatusBadResource},
+		{"regmr zero length", func() error { _, e := d.RegMR(mlx5.RegMRCmd{PDN: pd.PDN, Addr: buf}); return e }, mlx5.StatusBadParam},
+		{"regmr outside memory", func() error {
+			_, e := d.RegMR(mlx5.RegMRCmd{PDN: pd.PDN, Addr: 0x1000, Length: 64})
+			return e
+		}, mlx5.StatusBadParam},
+		{"regmr remote write without local write", func() error {
+			_, e := d.RegMR(mlx5.RegMRCmd{PDN: pd.PDN, Addr: buf, Length: 64, Access: mlx5.AccessRemoteWrite})
+			return e
+		}, mlx5.StatusBadParam},
+		{"regmr unknown access bits", func() error {
+			_, e := d.RegMR(mlx5.RegMRCmd{PDN: pd.PDN, Addr: buf, Length: 64, Access: 1 << 9})
+			return e
+		}, mlx5.StatusBadParam},
+		{"cq not a power of two", func() error {
+			_, e := d.CreateCQ(mlx5.CreateCQCmd{Entries: 65, CQESize: 64, BufAddr: buf, DBAddr: dbr})
+			return e
+		}, mlx5.StatusBadParam},
+		{"cq 128-byte CQEs", func() error {
+			_, e := d.CreateCQ(mlx5.CreateCQCmd{Entries: 64, CQESize: 128, BufAddr: buf, DBAddr: dbr})
+			return e
+		}, mlx5.StatusBadParam},
+		{"cq ring outside memory", func() error {
+			_, e := d.CreateCQ(mlx5.CreateCQCmd{Entries: 64, CQESize: 64, BufAddr: 0x40, DBAddr: dbr})
+			return e
+		}, mlx5.StatusBadParam},
+		{"qp type UD", func() error { c := good; c.Type = mlx5.QPTypeUD; _, e := d.CreateQP(c); return e }, mlx5.StatusBadParam},
+		{"qp unknown cq", func() error { c := good; c.SendCQN = 77; _, e := d.CreateQP(c); return e }, mlx5.StatusBadResource},
+		{"qp unknown pd", func() error { c := good; c.PDN = 77; _, e := d.CreateQP(c); return e }, mlx5.StatusBadResource},
+		{"qp sq not a power of two", func() error { c := good; c.SQWQECnt = 48; _, e := d.CreateQP(c); return e }, mlx5.StatusBadParam},
+		{"qp buffer outside memory", func() error { c := good; c.BufAddr = 0x40; _, e := d.CreateQP(c); return e }, mlx5.StatusBadParam},
+		{"modify unknown qp", func() error { return d.ModifyQP(mlx5.ModifyQPCmd{QPN: 0xabcdef}) }, mlx5.StatusBadResource},
+		{"destroy unknown qp", func() error { return d.DestroyQP(0xabcdef) }, mlx5.StatusBadResource},
+		{"destroy unknown cq", func() error { return d.DestroyCQ(99) }, mlx5.StatusBadResource},
+		{"destroy cq in use", func() error { _, _ = d.CreateQP(good); return d.DestroyCQ(cq.CQN) }, mlx5.StatusResourceBusy},
+		{"dealloc pd in use", func() error { return d.DeallocPD(pd.PDN) }, mlx5.StatusResourceBusy},
+		{"dealloc unknown pd", func() error { return d.DeallocPD(1234) }, mlx5.StatusBadResource},
+		{"dereg unknown key", func() error { return d.DeregMR(0x777700) }, mlx5.StatusBadResource},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.run()
+			require.Error(t, err)
+			require.Equal(t, c.want, status(t, err))
+			require.True(t, errors.Is(err, c.want))
+		})
+	}
+}
+
+func TestQPStateMachine(t *testing.T) {
+	d, mem := newDev(t)
+	pd, _ := d.AllocPD()
+	buf, _ := mem.Alloc(64*64, 4096)
+	dbr, _ := mem.Alloc(8, 8)
+	cq, _ := d.CreateCQ(mlx5.CreateCQCmd{Entries: 64, CQESize: 64, BufAddr: buf, DBAddr: dbr})
+	qbuf, _ := mem.Alloc(8192, 4096)
+	qdbr, _ := mem.Alloc(8, 8)
+	r, err := d.CreateQP(mlx5.CreateQPCmd{Type: mlx5.QPTypeRC, PDN: pd.PDN, SendCQN: cq.CQN, RecvCQN: cq.CQN, BufAddr: qbuf, DBAddr: qdbr, SQWQECnt: 64, RQWQECnt: 64, RQWQEShift: 4})
+	require.NoError(t, err)
+	qpn := r.QPN
+	require.NotZero(t, r.BFBufSize)
+	state := func() mlx5.QPState { a, err := d.QueryQP(qpn); require.NoError(t, err); return a.State }
+
+	toInit := mlx5.ModifyQPCmd{QPN: qpn, Mask: mlx5.AttrState | mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags, State: mlx5.QPStateINIT, Port: 1}
+	gid := [16]byte{10: 0xff, 11: 0xff, 12: 192, 13: 0, 14: 2, 15: 2}
+	toRTR := mlx5.ModifyQPCmd{QPN: qpn, Mask: mlx5.AttrState | mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN | mlx5.AttrMaxDestRdAtomic | mlx5.AttrMinRNRTimer,
+		State: mlx5.QPStateRTR, PathMTU: mlx5.MTU1024, DestQPN: 0x200, AV: mlx5.AV{DGID: gid}}
+	toRTS := mlx5.ModifyQPCmd{QPN: qpn, Mask: mlx5.AttrState | mlx5.AttrTimeout | mlx5.AttrRetryCnt | mlx5.AttrRNRRetry | mlx5.AttrSQPSN | mlx5.AttrMaxQPRdAtomic, State: mlx5.QPStateRTS}
+
+	// Skipping a state, or missing a required attribute, is refused.
+	require.Equal(t, mlx5.StatusBadQPState, status(t, d.ModifyQP(toRTR)))
+	bad := toInit
+	bad.Mask &^= mlx5.AttrPort
+	require.Equal(t, mlx5.StatusBadParam, status(t, d.ModifyQP(bad)))
+	bad = toInit
+	bad.Mask |= mlx5.AttrSQPSN
+	require.Equal(t, mlx5.StatusBadParam, status(t, d.ModifyQP(bad)), "attribute not allowed in RST→INIT")
+	bad = toInit
+	bad.Port = 2
+	require.Equal(t, mlx5.StatusBadParam, status(t, d.ModifyQP(bad)))
+	require.Equal(t, mlx5.QPStateRST, state(), "a refused command changes nothing")
+
+	require.NoError(t, d.ModifyQP(toInit))
+	require.Equal(t, mlx5.QPStateINIT, state())
+	bad = toRTR
+	bad.PathMTU = 7
+	require.Equal(t, mlx5.StatusBadParam, status(t, d.ModifyQP(bad)))
+	bad = toRTR
+	bad.AV.DGID = [16]byte{0xfe, 0x80}
+	require.Equal(t, mlx5.StatusBadParam, status(t, d.ModifyQP(bad)), "not an IPv4-mapped GID")
+	require.NoError(t, d.ModifyQP(toRTR))
+	bad = toRTS
+	bad.RetryCnt = 9
+	require.Equal(t, mlx5.StatusBadParam, status(t, d.ModifyQP(bad)))
+	require.NoError(t, d.ModifyQP(toRTS))
+	require.Equal(t, mlx5.QPStateRTS, state())
+	require.Equal(t, mlx5.StatusBadQPState, status(t, d.ModifyQP(toInit)), "RTS→INIT does not exist")
+	cur := mlx5.ModifyQPCmd{QPN: qpn, Mask: mlx5.AttrState | mlx5.AttrCurState, State: mlx5.QPStateERR, CurState: mlx5.QPStateINIT}
+	require.Equal(t, mlx5.StatusBadQPState, status(t, d.ModifyQP(cur)), "cur_state mismatch")
+	require.NoError(t, d.ModifyQP(mlx5.ModifyQPCmd{QPN: qpn, Mask: mlx5.AttrState, State: mlx5.QPStateERR}))
+	require.Equal(t, mlx5.QPStateERR, state())
+	require.NoError(t, d.ModifyQP(mlx5.ModifyQPCmd{QPN: qpn, Mask: mlx5.AttrState, State: mlx5.QPStateRST}))
+	require.Equal(t, mlx5.QPStateRST, state())
+	require.NoError(t, d.DestroyQP(qpn))
+	require.NoError(t, d.DestroyCQ(cq.CQN))
+	require.NoError(t, d.DeallocPD(pd.PDN))
+}

@@ -1,0 +1,176 @@
+package device_test
+
+import (
+	"testing"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/testbed"
+	"github.com/stretchr/testify/require"
+)
+
+// rxWorld connects a QP pair and records the frames node 1 sends back.
+type rxWorld struct {
+	w    *testbed.World
+	eps  [2]*testbed.Endpoint
+	back []roce.Packet
+	raw  [][]byte
+}
+
+func newRxWorld(t *testing.T, o testbed.ConnOpts) *rxWorld {
+	w, err := testbed.New(testbed.DefaultConfig())
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	eps, err := w.ConnectRC(o)
+	require.NoError(t, err)
+	r := &rxWorld{w: w, eps: eps}
+	w.Link.AddTap(func(_ sim.Time, f []byte) {
+		var p roce.Packet
+		if roce.ParseFrame(f, &p) == nil && p.SrcIP == testbed.IPs[1] {
+			r.raw = append(r.raw, append([]byte(nil), f...))
+		}
+	})
+	return r
+}
+
+// params is a well-formed request from node 0 to node 1's QP.
+func (r *rxWorld) params(op roce.Opcode, psn uint32) roce.FrameParams {
+	return roce.FrameParams{SrcMAC: testbed.MACs[0], DstMAC: testbed.MACs[1], SrcIP: testbed.IPs[0], DstIP: testbed.IPs[1],
+		TTL: 64, SrcPort: 0xc000,
+		BTH: roce.BTHFields{Opcode: op, PKey: 0xffff, DestQP: r.eps[1].QP.QPN(), PSN: roce.PSN(psn), AckReq: true}}
+}
+
+func (r *rxWorld) inject(t *testing.T, p roce.FrameParams, payload []byte, mutate func([]byte)) {
+	t.Helper()
+	buf := make([]byte, 5000)
+	n, err := roce.BuildFrame(buf, &p, payload)
+	require.NoError(t, err)
+	f := buf[:n]
+	if mutate != nil {
+		mutate(f)
+	}
+	r.w.Hosts[1].Dev.ReceiveFrame(r.w.Eng.Now(), f)
+	r.w.Settle(0)
+}
+
+func (r *rxWorld) replies(t *testing.T) []roce.Packet {
+	var out []roce.Packet
+	for _, f := range r.raw {
+		var p roce.Packet
+		require.NoError(t, roce.ParseFrame(f, &p))
+		out = append(out, p)
+	}
+	return out
+}
+
+func (r *rxWorld) ctr(name string) uint64 { return r.w.Hosts[1].Dev.Counters().Get(name) }
+
+const ePSN = 0x1000 // testbed's default initial PSN of node 0 = node 1's expected PSN
+
+func TestReceiveDrops(t *testing.T) {
+	cases := []struct {
+		name    string
+		op      roce.Opcode
+		edit    func(*roce.FrameParams)
+		mutate  func([]byte)
+		counter string
+	}{
+		{"bad ICRC", roce.OpRCSendOnly, nil, func(f []byte) { f[len(f)-1] ^= 0xff }, "rx_drop_bad_icrc"},
+		{"truncated", roce.OpRCSendOnly, nil, func(f []byte) { f[17] = 0xff }, "rx_drop_malformed"},
+		{"not RoCE (ARP)", roce.OpRCSendOnly, nil, func(f []byte) { f[12], f[13] = 0x08, 0x06 }, "rx_drop_not_roce"},
+		{"wrong MAC", roce.OpRCSendOnly, func(p *roce.FrameParams) { p.DstMAC[5] = 0x99 }, nil, "rx_drop_wrong_mac"},
+		{"wrong IP", roce.OpRCSendOnly, func(p *roce.FrameParams) { p.DstIP = testbed.IPs[0] }, nil, "rx_drop_wrong_ip"},
+		{"no such QP", roce.OpRCSendOnly, func(p *roce.FrameParams) { p.BTH.DestQP = 0x7777 }, nil, "rx_drop_no_qp"},
+		{"UC opcode on RC QP", roce.OpUCSendOnly, nil, nil, "rx_drop_bad_transport"},
+		{"bad P_Key", roce.OpRCSendOnly, func(p *roce.FrameParams) { p.BTH.PKey = 0x1234 }, nil, "rx_drop_bad_pkey"},
+		{"wrong source", roce.OpRCSendOnly, func(p *roce.FrameParams) { p.SrcIP = testbed.IPs[1] }, nil, "rx_drop_bad_src"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRxWorld(t, testbed.ConnOpts{})
+			p := r.params(c.op, ePSN)
+			if c.edit != nil {
+				c.edit(&p)
+			}
+			r.inject(t, p, []byte("payload!"), c.mutate)
+			require.Equal(t, uint64(1), r.ctr(c.counter), "counter %s", c.counter)
+			require.Zero(t, r.ctr("rx_packets"), "nothing reached the transport")
+			require.Empty(t, r.raw, "a dropped frame gets no answer")
+		})
+	}
+}
+
+func TestResponderSequenceAndErrors(t *testing.T) {
+	t.Run("PSN ahead is NAKed once", func(t *testing.T) {
+		r := newRxWorld(t, testbed.ConnOpts{})
+		r.inject(t, r.params(roce.OpRCWriteOnly, ePSN+5), nil, nil)
+		r.inject(t, r.params(roce.OpRCWriteOnly, ePSN+6), nil, nil)
+		rep := r.replies(t)
+		require.Len(t, rep, 1)
+		require.Equal(t, roce.OpRCAck, rep[0].Opcode)
+		require.True(t, rep[0].AETH.Syndrome().IsNAK())
+		require.Equal(t, uint8(0), rep[0].AETH.Syndrome().Value(), "PSN sequence error")
+		require.Equal(t, roce.PSN(ePSN), rep[0].BTH.PSN())
+		require.Equal(t, uint64(2), r.ctr("rx_out_of_sequence"))
+	})
+	t.Run("duplicate is re-ACKed with the last good PSN", func(t *testing.T) {
+		r := newRxWorld(t, testbed.ConnOpts{})
+		r.inject(t, r.params(roce.OpRCWriteOnly, ePSN-1), nil, nil)
+		rep := r.replies(t)
+		require.Len(t, rep, 1)
+		require.True(t, rep[0].AETH.Syndrome().IsACK())
+		require.Equal(t, roce.PSN(ePSN-1), rep[0].BTH.PSN())
+		require.Equal(t, uint64(1), r.ctr("rx_duplicate"))
+	})
+	t.Run("middle without first", func(t *testing.T) {
+		r := newRxWorld(t, testbed.ConnOpts{MTU: 256})
+		r.inject(t, r.params(roce.OpRCSendMiddle, ePSN), make([]byte, 256), nil)
+		rep := r.replies(t)
+		require.Len(t, rep, 1)
+		require.Equal(t, uint8(1), rep[0].AETH.Syndrome().Value(), "NAK invalid request")
+		require.Equal(t, uint64(1), r.ctr("rx_missing_first"))
+		st, _ := r.eps[1].QP.QueryState()
+		require.Equal(t, mlx5.QPStateERR, st)
+	})
+	t.Run("first shorter than the MTU", func(t *testing.T) {
+		r := newRxWorld(t, testbed.ConnOpts{MTU: 256})
+		p := r.params(roce.OpRCWriteFirst, ePSN)
+		p.RETH = roce.RETHFields{VA: r.eps[1].MR.Addr, RKey: r.eps[1].MR.RKey, DMALen: 1000}
+		r.inject(t, p, make([]byte, 100), nil)
+		require.Equal(t, uint64(1), r.ctr("rx_bad_length"))
+		require.True(t, r.replies(t)[0].AETH.Syndrome().IsNAK())
+	})
+	t.Run("write with a bad rkey", func(t *testing.T) {
+		r := newRxWorld(t, testbed.ConnOpts{})
+		p := r.params(roce.OpRCWriteOnly, ePSN)
+		p.RETH = roce.RETHFields{VA: r.eps[1].MR.Addr, RKey: r.eps[1].MR.RKey + 0x100, DMALen: 8}
+		r.inject(t, p, make([]byte, 8), nil)
+		rep := r.replies(t)
+		require.Equal(t, uint8(2), rep[0].AETH.Syndrome().Value(), "NAK remote access")
+		require.Equal(t, uint64(1), r.ctr("rx_write_rkey"))
+	})
+	t.Run("read without remote-read access", func(t *testing.T) {
+		r := newRxWorld(t, testbed.ConnOpts{Access: 1 | 2}) // local + remote write only
+		p := r.params(roce.OpRCReadRequest, ePSN)
+		p.RETH = roce.RETHFields{VA: r.eps[1].MR.Addr, RKey: r.eps[1].MR.RKey, DMALen: 8}
+		r.inject(t, p, nil, nil)
+		require.Equal(t, uint64(1), r.ctr("rx_read_not_allowed"))
+		require.Equal(t, uint8(1), r.replies(t)[0].AETH.Syndrome().Value())
+	})
+	t.Run("send with no receive posted is RNR-NAKed", func(t *testing.T) {
+		r := newRxWorld(t, testbed.ConnOpts{MinRNR: 5})
+		r.inject(t, r.params(roce.OpRCSendOnly, ePSN), []byte("x"), nil)
+		rep := r.replies(t)
+		require.True(t, rep[0].AETH.Syndrome().IsRNRNAK())
+		require.Equal(t, uint8(5), rep[0].AETH.Syndrome().Value())
+		st, _ := r.eps[1].QP.QueryState()
+		require.Equal(t, mlx5.QPStateRTS, st, "RNR changes no state")
+	})
+	t.Run("atomic not supported", func(t *testing.T) {
+		r := newRxWorld(t, testbed.ConnOpts{})
+		r.inject(t, r.params(roce.OpRCFetchAdd, ePSN), nil, nil)
+		require.Equal(t, uint64(1), r.ctr("rx_unsupported_op"))
+		require.Equal(t, uint8(1), r.replies(t)[0].AETH.Syndrome().Value())
+	})
+}

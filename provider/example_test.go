@@ -1,0 +1,143 @@
+package provider_test
+
+import (
+	"fmt"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/testbed"
+)
+
+// world returns a connected pair of RC endpoints on two emulated NICs.
+func world() (*testbed.World, [2]*testbed.Endpoint) {
+	w, err := testbed.New(testbed.DefaultConfig())
+	if err != nil {
+		panic(err)
+	}
+	eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 1024})
+	if err != nil {
+		panic(err)
+	}
+	return w, eps
+}
+
+func ExampleOpen() {
+	w, err := testbed.New(testbed.DefaultConfig())
+	if err != nil {
+		panic(err)
+	}
+	defer w.Close()
+	h := w.Hosts[0]
+	// Open a provider context on an emulated device: control commands,
+	// the BAR0 MMIO port and host memory are all it needs.
+	ctx, err := provider.Open(provider.Device{Name: "mlx5_0", Control: h.Dev, MMIO: h.Dev.MMIO(), Mem: h.Mem})
+	if err != nil {
+		panic(err)
+	}
+	a := ctx.Attr()
+	fmt.Println(a.BFBufSize, a.ActiveMTU.Bytes())
+	// Output: 256 4096
+}
+
+func ExampleContext_AllocPD() {
+	w, _ := testbed.New(testbed.DefaultConfig())
+	defer w.Close()
+	pd, err := w.Hosts[0].Ctx.AllocPD()
+	fmt.Println(pd.PDN() > 0, err)
+	// Output: true <nil>
+}
+
+func ExamplePD_RegMR() {
+	w, _ := testbed.New(testbed.DefaultConfig())
+	defer w.Close()
+	ctx := w.Hosts[0].Ctx
+	pd, _ := ctx.AllocPD()
+	buf, _ := ctx.AllocBuffer(4096, 4096)
+	mr, err := pd.RegMR(buf.Addr, 4096, provider.AccessLocalWrite|provider.AccessRemoteWrite)
+	fmt.Println(mr.LKey == mr.RKey, mr.Length, err)
+	// Output: true 4096 <nil>
+}
+
+func ExampleContext_CreateCQ() {
+	w, _ := testbed.New(testbed.DefaultConfig())
+	defer w.Close()
+	cq, err := w.Hosts[0].Ctx.CreateCQ(100)
+	fmt.Println(cq.Info().Entries >= 100, err)
+	// Output: true <nil>
+}
+
+func ExampleContext_CreateQP() {
+	w, _ := testbed.New(testbed.DefaultConfig())
+	defer w.Close()
+	ctx := w.Hosts[0].Ctx
+	pd, _ := ctx.AllocPD()
+	cq, _ := ctx.CreateCQ(64)
+	qp, err := ctx.CreateQP(pd, provider.QPInitAttr{Type: provider.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+		Cap: provider.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 64}})
+	fmt.Println(qp.State(), err)
+	// Output: RESET <nil>
+}
+
+func ExampleQP_Modify() {
+	w, eps := world()
+	defer w.Close()
+	// ConnectRC walked RESET → INIT → RTR → RTS with ibv_modify_qp masks;
+	// moving to ERR needs only the state.
+	qp := eps[0].QP
+	fmt.Println(qp.State())
+	err := qp.Modify(&provider.QPAttr{QPState: provider.QPStateErr}, mlx5.AttrState)
+	fmt.Println(qp.State(), err)
+	// Output:
+	// RTS
+	// ERR <nil>
+}
+
+func ExampleQP_PostSend() {
+	w, eps := world()
+	defer w.Close()
+	req, rsp := eps[0], eps[1]
+	copy(req.Buf.Bytes, "hello, rdma")
+	_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, 11)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
+	if err != nil {
+		panic(err)
+	}
+	wcs, _ := testbed.Wait(req.SendCQ, 1)
+	fmt.Println(wcs[0].Status, wcs[0].Opcode, string(rsp.Buf.Bytes[:11]))
+	// Output: SUCCESS RDMA_WRITE hello, rdma
+}
+
+func ExampleQP_PostRecv() {
+	w, eps := world()
+	defer w.Close()
+	req, rsp := eps[0], eps[1]
+	_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 7, SGL: []provider.SGE{rsp.MR.SGE(0, 64)}}})
+	if err != nil {
+		panic(err)
+	}
+	copy(req.Buf.Bytes, "ping")
+	req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, 4)}}})
+	wcs, _ := testbed.Wait(rsp.RecvCQ, 1)
+	fmt.Println(wcs[0].WRID, wcs[0].Opcode, wcs[0].ByteLen, string(rsp.Buf.Bytes[:4]))
+	// Output: 7 RECV 4 ping
+}
+
+func ExampleCQ_Poll() {
+	w, eps := world()
+	defer w.Close()
+	req, rsp := eps[0], eps[1]
+	req.QP.PostSend([]provider.SendWR{{WRID: 3, Opcode: provider.WRRDMARead, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, 128)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
+	// Poll drives the emulated device when the CQ is empty.
+	wcs := make([]provider.WC, 4)
+	n := 0
+	for n == 0 {
+		n, _ = req.SendCQ.Poll(wcs)
+	}
+	fmt.Println(n, wcs[0].WRID, wcs[0].Opcode, wcs[0].ByteLen, wcs[0].Status)
+	// Output: 1 3 RDMA_READ 128 SUCCESS
+}
+
+var _ = device.DefaultSpec

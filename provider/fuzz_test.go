@@ -1,0 +1,153 @@
+package provider_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/provider"
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	fuzzOnce sync.Once
+	fuzzEnv  *provider.Env
+	fuzzErr  error
+	fuzzOpts = provider.EnvOpts{Progress: true, Cap: provider.QPCap{MaxSendWR: 8, MaxRecvWR: 1, MaxSendSGE: 4, MaxInline: 200}}
+)
+
+// fuzzReader hands out bytes of the fuzz input, zeros once it runs out.
+type fuzzReader struct{ b []byte }
+
+func (r *fuzzReader) u8() byte {
+	if len(r.b) == 0 {
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *fuzzReader) u16() uint16 { return uint16(r.u8())<<8 | uint16(r.u8()) }
+
+func (r *fuzzReader) u32() uint32 { return uint32(r.u16())<<16 | uint32(r.u16()) }
+
+// decodeWRs turns fuzz bytes into a WR list: opcodes including invalid
+// ones, every flag bit plus an unknown one, 0..5 SGEs (the QP allows 4) of
+// 0..1099 bytes, pointing into the registered buffer, outside host memory
+// or across its end.
+func decodeWRs(e *provider.Env, r *fuzzReader) []provider.SendWR {
+	n := int(r.u8()%8) + 1
+	wrs := make([]provider.SendWR, 0, n)
+	end := e.Mem.Base() + uint64(e.Mem.Size())
+	for i := 0; i < n && len(r.b) > 0; i++ {
+		wr := provider.SendWR{WRID: uint64(i), Opcode: provider.WROpcode(r.u8() % 8), Flags: provider.SendFlags(r.u8() & 0x1f)}
+		nsge := int(r.u8() % 6)
+		for j := 0; j < nsge; j++ {
+			l := uint32(r.u16() % 1100)
+			where := r.u8()
+			var addr uint64
+			switch {
+			case where < 200:
+				addr = e.Buf.Addr + uint64(where)*256
+			case where < 250:
+				addr = uint64(where) * 4096 // not in the region
+			default:
+				addr = end - uint64(where-249)*8 // runs past the end
+			}
+			wr.SGL = append(wr.SGL, provider.SGE{Addr: addr, Length: l, LKey: e.MR.LKey})
+		}
+		wr.Imm, wr.RemoteAddr, wr.RKey = r.u32(), uint64(r.u32()), r.u32()
+		wrs = append(wrs, wr)
+	}
+	return wrs
+}
+
+func FuzzPostSend(f *testing.F) {
+	f.Add([]byte{0, 0, 2, 1, 0, 0, 64, 0})
+	f.Add([]byte{1, 2, 10, 1, 0, 60, 5, 1, 2, 3, 4})
+	f.Add([]byte{3, 3, 11, 2, 0, 100, 7, 0, 20, 9, 9, 9, 9, 3, 2, 0, 1, 1, 1})
+	f.Add([]byte{7, 4, 26, 3, 1, 0, 0, 0, 0, 0, 255, 255, 250})
+	f.Fuzz(fuzzBody)
+}
+
+// fuzzBody posts the WR lists decoded from data and checks every WQE the
+// provider accepted.
+func fuzzBody(t *testing.T, data []byte) {
+	// One context per process (a memfd region per input would make each
+	// execution ~1 ms); a fresh CQ and QP per input.
+	fuzzOnce.Do(func() { fuzzEnv, fuzzErr = provider.NewEnvErr(fuzzOpts) })
+	require.NoError(t, fuzzErr)
+	e := fuzzEnv
+	inUse := e.Mem.InUse()
+	require.NoError(t, e.NewQueues(fuzzOpts))
+	defer func() {
+		require.NoError(t, e.DropQueues())
+		require.Equal(t, inUse, e.Mem.InUse(), "queue memory freed")
+	}()
+	{
+		provider.ToRTS(t, e.QP)
+		e.Dev.RecordOps = false
+		r := &fuzzReader{b: data}
+		var wc [16]provider.WC
+		for round := 0; len(r.b) > 0 && round < 16; round++ {
+			e.QP.SetBlueFlame(r.u8()&1 == 0)
+			wrs := decodeWRs(e, r)
+			before := e.QP.SQProducer()
+			bad, err := e.QP.PostSend(wrs)
+			require.GreaterOrEqual(t, bad, 0)
+			require.LessOrEqual(t, bad, len(wrs))
+			if err != nil {
+				var oe *provider.OpError
+				require.ErrorAs(t, err, &oe)
+				require.Equal(t, bad, oe.Index)
+				require.Equal(t, e.QP.QPN(), oe.QPN)
+				known := false
+				for _, s := range []error{provider.ErrInvalidArg, provider.ErrQueueFull, provider.ErrTooManySGE, provider.ErrInlineTooBig} {
+					known = known || errors.Is(err, s)
+				}
+				require.True(t, known, "unexpected error %v", err)
+			} else {
+				require.Equal(t, len(wrs), bad)
+			}
+			// Every accepted WR left a well-formed WQE, back to back.
+			idx := before
+			for i := 0; i < bad; i++ {
+				w, werr := e.QP.WQE(idx)
+				require.NoError(t, werr, "wr %d at %#x", i, idx)
+				c := mlx5.CtrlSeg(w)
+				require.Equal(t, e.QP.QPN(), c.QPN())
+				require.Equal(t, idx, c.WQEIndex())
+				require.GreaterOrEqual(t, c.DS(), uint8(1))
+				require.LessOrEqual(t, c.DS(), uint8(mlx5.MaxDS))
+				op, _ := map[provider.WROpcode]mlx5.Opcode{provider.WRRDMAWrite: mlx5.OpRDMAWrite,
+					provider.WRRDMAWriteImm: mlx5.OpRDMAWriteImm, provider.WRSend: mlx5.OpSend,
+					provider.WRSendImm: mlx5.OpSendImm, provider.WRRDMARead: mlx5.OpRDMARead}[wrs[i].Opcode]
+				require.Equal(t, op, c.Opcode())
+				// Walk the segments: the DS must account for exactly them.
+				o := 16
+				if op != mlx5.OpSend && op != mlx5.OpSendImm {
+					o += 16
+				}
+				if o < len(w) && mlx5.IsInline(binary.BigEndian.Uint32(w[o:])) {
+					o += mlx5.InlineSegSize(int(mlx5.InlineSeg(w[o:]).Len()))
+				} else {
+					for o < len(w) {
+						require.NotZero(t, mlx5.DataSeg(w[o:]).ByteCount(), "zero-length SGEs are skipped")
+						o += 16
+					}
+				}
+				require.Equal(t, len(w), o, "DS consistent with the segments")
+				idx += uint16(mlx5.WQEBBs(int(c.DS())))
+			}
+			require.Equal(t, idx, e.QP.SQProducer())
+			require.Equal(t, uint32(idx), e.DBR(t).Word(mlx5.DBRSend))
+			if _, perr := e.CQ.Poll(wc[:]); perr != nil {
+				require.NoError(t, perr)
+			}
+		}
+		require.Empty(t, e.Dev.QPs[e.QP.QPN()].Errors, "device saw a malformed WQE")
+	}
+}
