@@ -2,7 +2,13 @@ package bar
 
 import (
 	"encoding/binary"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/pcie"
@@ -179,9 +185,9 @@ func (e fuzzEnc) load32(o uint16) fuzzEnc {
 	return binary.LittleEndian.AppendUint16(append(e, fzLoad32), o)
 }
 
-func (e fuzzEnc) flush() fuzzEnc          { return append(e, fzFlush) }
-func (e fuzzEnc) advance(n byte) fuzzEnc  { return append(e, fzAdvance, n) }
-func uarOff(page, rel uint16) uint16      { return 0x8000 | page<<12 | rel }
+func (e fuzzEnc) flush() fuzzEnc         { return append(e, fzFlush) }
+func (e fuzzEnc) advance(n byte) fuzzEnc { return append(e, fzAdvance, n) }
+func uarOff(page, rel uint16) uint16     { return 0x8000 | page<<12 | rel }
 func (e fuzzEnc) bf(o uint16, w []byte) fuzzEnc {
 	for i := 0; i < len(w); i += 8 {
 		e = e.store64(o+uint16(i), binary.LittleEndian.Uint64(w[i:]))
@@ -207,5 +213,24 @@ func fuzzSeeds() [][]byte {
 			store32(0x18, 0x01000000).store64(0x0, 1).load32(0x3).store32(0x1fe, 1).load32(0x2100).load32(uarOff(5, 0x800)),
 		// torn BF: first line only, then a new WQE; a line without ctrl.
 		fuzzEnc{3}.bf(bf, wqe(0x13, 0, 8)[:64]).flush().bf(bf, wqe(0x13, 2, 4)).flush().bf(bf+64, wqe(0x13, 3, 8)[64:]).flush().advance(200),
+	}
+}
+
+var updateCorpus = flag.Bool("update-corpus", false, "rewrite testdata/fuzz/FuzzMMIO from fuzzSeeds")
+
+// TestFuzzSeedsMatchCorpus keeps the committed seed corpus equal to
+// fuzzSeeds, in the go test fuzz v1 file format.
+func TestFuzzSeedsMatchCorpus(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzMMIO")
+	for i, s := range fuzzSeeds() {
+		name := filepath.Join(dir, fmt.Sprintf("seed-%02d", i))
+		want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s)
+		if *updateCorpus {
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			require.NoError(t, os.WriteFile(name, []byte(want), 0o644))
+		}
+		got, err := os.ReadFile(name)
+		require.NoError(t, err)
+		require.Equal(t, want, string(got))
 	}
 }

@@ -88,6 +88,7 @@ type swqe struct {
 	flow      uint64
 	flushOnly bool          // arrived while the QP was in error
 	errSynd   mlx5.Syndrome // non-zero: complete with this error instead of WR_FLUSH
+	state     wqefetch.State
 }
 
 func (w *swqe) lastPSN() roce.PSN { return w.firstPSN.Add(w.npkts - 1) }
@@ -160,8 +161,8 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 		return
 	}
 	*e = swqe{idx: w.Index, op: w.Ctrl.Opcode, flow: flow, imm: w.Ctrl.Imm,
-		signaled: q.sigAll || w.Ctrl.FMCESE&mlx5.CEMask == mlx5.CECQUpdate || w.Ctrl.FMCESE&mlx5.CEMask == mlx5.CECQAndEQ,
-		se:       w.Ctrl.FMCESE&mlx5.SolicitedEvent != 0}
+		state: wqefetch.StateValid, signaled: q.sigAll || w.Ctrl.FMCESE&mlx5.CEMask == mlx5.CECQUpdate || w.Ctrl.FMCESE&mlx5.CEMask == mlx5.CECQAndEQ,
+		se: w.Ctrl.FMCESE&mlx5.SolicitedEvent != 0}
 	if q.state == mlx5.QPStateERR {
 		e.flushOnly = true
 		d.flushAll(t, q)
@@ -220,6 +221,7 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 	}
 	e.firstPSN = q.sqPSN
 	e.readNext = e.firstPSN
+	e.state = wqefetch.StateExecuting
 	e.rnrLeft = int(q.rnrRetry)
 	q.sqPSN = q.sqPSN.Add(e.npkts)
 	d.transmit(t, q, e, 0)
@@ -389,6 +391,7 @@ func (d *Device) frameHeader(q *qp, fp *roce.FrameParams) {
 
 // complete writes the requester CQE for w if it is signalled.
 func (d *Device) complete(t sim.Time, q *qp, w *swqe) {
+	w.state = wqefetch.StateDone
 	if !w.signaled {
 		d.ctr.Inc("wqe_unsignaled")
 		return
@@ -461,6 +464,7 @@ func (d *Device) flushAll(t sim.Time, q *qp) {
 			d.ctr.Inc("wqe_flushed")
 		}
 		f := mlx5.CQEFields{Opcode: mlx5.CQEReqErr, WQEOpcode: cqeOpcode(w.op), QPN: q.qpn, WQECounter: w.idx, Syndrome: synd}
+		w.state = wqefetch.StateDone
 		d.writeCQE(t, q.scq, &f, w.flow)
 		q.pop()
 	}
@@ -485,4 +489,28 @@ func (q *qp) refreshRQ(t sim.Time) sim.Time {
 	}
 	q.rqHead = q.rqTail + ahead
 	return done
+}
+
+// WQEInfo describes one outstanding send WQE inside the device.
+type WQEInfo struct {
+	Index    uint16
+	Opcode   mlx5.Opcode
+	State    wqefetch.State
+	FirstPSN uint32
+	Packets  int
+}
+
+// Outstanding lists the send WQEs QP qpn has in flight (fetched, not yet
+// completed), oldest first.
+func (d *Device) Outstanding(qpn uint32) []WQEInfo {
+	q := d.qps[qpn]
+	if q == nil {
+		return nil
+	}
+	out := make([]WQEInfo, 0, q.count)
+	for i := 0; i < q.count; i++ {
+		w := &q.swqes[(q.head+i)%len(q.swqes)]
+		out = append(out, WQEInfo{Index: w.idx, Opcode: w.op, State: w.state, FirstPSN: uint32(w.firstPSN), Packets: w.npkts})
+	}
+	return out
 }

@@ -270,6 +270,16 @@ var gen3Plus = dllpTable{
 	{129, 141, 148, 180, 244, 372},
 }
 
+// at is the entry for a width and MPS, 0 when either is not in the table
+// (an invalid Spec; Validate reports it).
+func (t *dllpTable) at(lanes, mps int) int {
+	l, m := laneIndex(lanes), mpsIndex(mps)
+	if l < 0 || m < 0 {
+		return 0
+	}
+	return t[l][m]
+}
+
 func tableFor(gen int, ack bool) *dllpTable {
 	switch {
 	case gen == 1 && ack:
@@ -290,7 +300,7 @@ func (s Spec) AckLimitBytes() int {
 	if s.AckLimit > 0 {
 		return s.AckLimit
 	}
-	return tableFor(s.Gen, true)[laneIndex(s.Lanes)][mpsIndex(s.MPS)]
+	return tableFor(s.Gen, true).at(s.Lanes, s.MPS)
 }
 
 // FCGuideBytes is the TLP traffic per UpdateFC DLLP (the override, or the table).
@@ -298,11 +308,15 @@ func (s Spec) FCGuideBytes() int {
 	if s.FCGuide > 0 {
 		return s.FCGuide
 	}
-	return tableFor(s.Gen, false)[laneIndex(s.Lanes)][mpsIndex(s.MPS)]
+	return tableFor(s.Gen, false).at(s.Lanes, s.MPS)
 }
 
 // RawGbps is R_raw = GT/s × encoding × lanes, in Gb/s (timing.md §1.2).
+// It is 0 for a generation outside 1..6.
 func (s Spec) RawGbps() float64 {
+	if s.Gen < 1 || s.Gen > len(gtPerLane) {
+		return 0
+	}
 	return gtPerLane[s.Gen-1] * encoding(s.Gen) * float64(s.Lanes)
 }
 
@@ -310,10 +324,14 @@ func (s Spec) RawGbps() float64 {
 // and SKP ordered sets (timing.md §1.2):
 //
 //	R_tlp = R_raw × (1 − 8/AckLimit − 8/FCGuide − 4/1538)
+//
+// It is 0 for a Spec outside the tables (Validate says why).
 func (s Spec) TLPGbps() float64 {
-	over := float64(dllpSize)/float64(s.AckLimitBytes()) +
-		float64(dllpSize)/float64(s.FCGuideBytes()) +
-		float64(skipLength)/float64(skipInterval)
+	ack, fc := s.AckLimitBytes(), s.FCGuideBytes()
+	if ack <= 0 || fc <= 0 {
+		return 0
+	}
+	over := float64(dllpSize)/float64(ack) + float64(dllpSize)/float64(fc) + float64(skipLength)/float64(skipInterval)
 	return s.RawGbps() * (1 - over)
 }
 
@@ -321,7 +339,12 @@ func (s Spec) TLPGbps() float64 {
 // bytes in each direction.
 func (s Spec) TLPRate() sim.BitRate { return sim.BitRate(s.TLPGbps()) * sim.Gbps }
 
-func ceilDiv(a, b int) int { return (a + b - 1) / b }
+func ceilDiv(a, b int) int {
+	if b <= 0 {
+		return 0 // invalid Spec: no TLP count rather than a panic
+	}
+	return (a + b - 1) / b
+}
 
 // WriteWire is the wire cost of an S-byte posted write as pcie-bench counts
 // it (aligned, ceil(S/MPS) MWr TLPs).

@@ -145,6 +145,7 @@ func TestValidate(t *testing.T) {
 		{"gen 7", func(s *Spec) { s.Gen = 7 }},
 		{"lanes 3", func(s *Spec) { s.Lanes = 3 }},
 		{"mps 100", func(s *Spec) { s.MPS = 100 }},
+		{"mps 0", func(s *Spec) { s.MPS = 0 }},
 		{"mps 8192", func(s *Spec) { s.MPS = 8192 }},
 		{"mrrs 64", func(s *Spec) { s.MRRS = 64 }},
 		{"rcb 32", func(s *Spec) { s.RCB = 32 }},
@@ -159,6 +160,7 @@ func TestValidate(t *testing.T) {
 			tc.mut(&s)
 			require.ErrorIs(t, s.Validate(), ErrSpec)
 			require.Panics(t, func() { NewLink(s) })
+			require.NotPanics(t, func() { s.TLPGbps(); s.ReadGoodput(64); s.WriteGoodput(64) })
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/testbed"
+	"github.com/softnic/softnic/wqefetch"
 	"github.com/stretchr/testify/require"
 )
 
@@ -305,6 +306,10 @@ func TestEmptyRQ(t *testing.T) {
 		w.Eng.Step()
 	}
 	require.NotZero(t, w.Hosts[1].Dev.Counters().Get("rnr_naks_sent"))
+	out := w.Hosts[0].Dev.Outstanding(req.QP.QPN())
+	require.Len(t, out, 1, "the SEND waits for the RNR timer inside the device")
+	require.Equal(t, wqefetch.StateExecuting, out[0].State)
+	require.Equal(t, 2, out[0].Packets)
 	_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 2, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}})
 	require.NoError(t, err)
 	wcs, err := testbed.Wait(req.SendCQ, 1)
@@ -314,4 +319,34 @@ func TestEmptyRQ(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint32(2000), rw[0].ByteLen)
 	require.Equal(t, req.Buf.Bytes[:2000], rsp.Buf.Bytes[:2000])
+}
+
+// TestLoopback connects two QPs of one NIC through a port cabled to itself.
+func TestLoopback(t *testing.T) {
+	cfg := testbed.DefaultConfig()
+	cfg.Loopback = true
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	defer w.Close()
+	require.Same(t, w.Hosts[0], w.Hosts[1])
+	eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 1024, BufSize: 16 << 10})
+	require.NoError(t, err)
+	a, b := eps[0], eps[1]
+	require.NotEqual(t, a.QP.QPN(), b.QP.QPN())
+	fill(a.Buf.Bytes[:5000], 0x11)
+	_, err = b.QP.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{b.MR.SGE(8192, 8000)}}})
+	require.NoError(t, err)
+	_, err = a.QP.PostSend([]provider.SendWR{
+		{WRID: 1, Opcode: provider.WRRDMAWrite, SGL: []provider.SGE{a.MR.SGE(0, 5000)}, RemoteAddr: b.MR.Addr, RKey: b.MR.RKey},
+		{WRID: 2, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{a.MR.SGE(0, 5000)}},
+	})
+	require.NoError(t, err)
+	wcs, err := testbed.Wait(a.SendCQ, 1)
+	require.NoError(t, err)
+	require.Equal(t, provider.WCSuccess, wcs[0].Status)
+	rw, err := testbed.Wait(b.RecvCQ, 1)
+	require.NoError(t, err)
+	require.Equal(t, uint32(5000), rw[0].ByteLen)
+	require.Equal(t, a.Buf.Bytes[:5000], b.Buf.Bytes[:5000])
+	require.Equal(t, a.Buf.Bytes[:5000], b.Buf.Bytes[8192:8192+5000])
 }

@@ -22,6 +22,9 @@ type Config struct {
 	MemSize int         // host memory per node (default 32 MiB)
 	Trace   bool        // record trace events
 	Faults  *fault.Plan // optional wire fault plan
+	// Loopback builds ONE host whose NIC's port is cabled to itself; both
+	// endpoints of ConnectRC then live on that NIC (Hosts[1] == Hosts[0]).
+	Loopback bool
 }
 
 // DefaultConfig is the built-in profile: two default devices back to back.
@@ -70,9 +73,15 @@ func New(cfg Config) (*World, error) {
 	if cfg.Faults != nil {
 		inj = fault.NewInjector(cfg.Faults)
 	}
-	w.Link = wire.NewLink(w.Eng, cfg.Wire, w.Rec, &w.Wire, inj)
+	nodes := 2
+	if cfg.Loopback {
+		w.Link = wire.NewLoopback(w.Eng, cfg.Wire, w.Rec, &w.Wire, inj)
+		nodes = 1
+	} else {
+		w.Link = wire.NewLink(w.Eng, cfg.Wire, w.Rec, &w.Wire, inj)
+	}
 	ports := [2]*wire.Port{w.Link.A(), w.Link.B()}
-	for i := range w.Hosts {
+	for i := 0; i < nodes; i++ {
 		mem, err := shm.New(fmt.Sprintf("softnic-host%d", i), cfg.MemSize, hostBase[i])
 		if err != nil {
 			w.Close()
@@ -89,13 +98,16 @@ func New(cfg Config) (*World, error) {
 		}
 		w.Hosts[i] = &Host{Node: i, Mem: mem, Dev: dev, Ctx: ctx}
 	}
+	if cfg.Loopback {
+		w.Hosts[1] = w.Hosts[0]
+	}
 	return w, nil
 }
 
 // Close releases host memory.
 func (w *World) Close() {
-	for _, h := range w.Hosts {
-		if h != nil {
+	for i, h := range w.Hosts {
+		if h != nil && (i == 0 || h != w.Hosts[0]) {
 			h.Mem.Close()
 		}
 	}
@@ -191,13 +203,14 @@ func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) {
 	}
 	for i, e := range eps {
 		peer := eps[1-i]
+		pid := peer.Host.Dev.Identity()
 		a := provider.QPAttr{QPState: provider.QPStateInit, PKeyIndex: 0, Port: 1, AccessFlags: o.Access}
 		if err := e.QP.Modify(&a, mlx5.AttrState|mlx5.AttrPKeyIndex|mlx5.AttrPort|mlx5.AttrAccessFlags); err != nil {
 			return eps, err
 		}
 		a = provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mtu, DestQPN: peer.QP.QPN(), RQPSN: o.PSN[1-i],
 			MaxDestRdAtomic: 16, MinRNRTimer: o.MinRNR,
-			AV: provider.AV{DMAC: MACs[1-i], DGID: IPs[1-i].As16(), HopLimit: 64, SGIDIndex: 1}}
+			AV: provider.AV{DMAC: pid.MAC, DGID: pid.IP.As16(), HopLimit: 64, SGIDIndex: 1}}
 		if err := e.QP.Modify(&a, mlx5.AttrState|mlx5.AttrAV|mlx5.AttrPathMTU|mlx5.AttrDestQPN|mlx5.AttrRQPSN|
 			mlx5.AttrMaxDestRdAtomic|mlx5.AttrMinRNRTimer); err != nil {
 			return eps, err

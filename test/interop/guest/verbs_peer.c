@@ -1,0 +1,645 @@
+/*
+ * verbs_peer: a scriptable RC peer for the softnic interop test, written
+ * against libibverbs so that it runs on any verbs device (here: Linux
+ * Soft-RoCE, rxe0, inside a qemu guest).
+ *
+ * It speaks the same line protocol on stdin/stdout as `softnic rdma`
+ * (docs/howto-interop.md):
+ *
+ *   start:   prints  LOCAL <qpn> <psn> <gid>        (hex; gid = 32 hex digits)
+ *            reads   REMOTE <qpn> <psn> [<gid>]     (unless --remote-qpn given)
+ *            then brings the QP to RTS.
+ *   commands, one per line:
+ *     write RADDR RKEY LEN SEED  fill MR[0,LEN) from SEED, RDMA WRITE it
+ *     read RADDR RKEY LEN        RDMA READ into MR[0,LEN)
+ *     send LEN SEED              fill MR[0,LEN) from SEED, SEND it
+ *     recv N                     wait for N receive completions
+ *     sum OFF LEN                -> SUM OFF LEN CRC (zlib crc32 of MR[OFF,OFF+LEN))
+ *     mr                         -> MR <addr> <rkey> <len>
+ *     quit
+ *   every work completion prints  WC <status> <opcode> <byte_len> <imm>
+ *   a command that cannot run prints  ERR <reason>
+ *
+ * Number formats follow softnic rdma (see NUM_BASE / the printf formats
+ * below; both are described in docs/howto-interop.md).
+ *
+ * Receives: --recv-depth receive WQEs are posted at start, each covering
+ * MR[recv_off, mr_size) (recv_off defaults to mr_size/2), and each one is
+ * re-posted as soon as its completion has been reported. So after the peer
+ * SENDs LEN bytes, `sum RECV_OFF LEN` here equals the sender's `sum 0 LEN`.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <zlib.h>
+
+/* Base in which command arguments are parsed (addresses, keys, lengths,
+ * seeds, offsets, counts): hex without a 0x prefix, the same convention as
+ * the LOCAL/REMOTE/MR lines. A 0x prefix is accepted too. */
+#define NUM_BASE 16
+
+static struct {
+	const char *dev;
+	int port;
+	int gid_index;
+	int mtu;
+	size_t mr_size;
+	size_t recv_off;
+	int recv_depth;
+	uint32_t psn;
+	int have_psn;
+	const char *remote_ip;
+	long remote_qpn;
+	long remote_psn;
+	int timeout;   /* local ACK timeout exponent */
+	int retry_cnt;
+	int rnr_retry;
+	int wait_ms;   /* how long a command waits for its completion */
+} opt = {
+	.dev = "rxe0",
+	.port = 1,
+	.gid_index = 1,
+	.mtu = 1024,
+	.mr_size = 1 << 20,
+	.recv_off = (size_t)-1,
+	.recv_depth = 16,
+	.remote_qpn = -1,
+	.remote_psn = -1,
+	.timeout = 16,
+	.retry_cnt = 6,
+	.rnr_retry = 6,
+	.wait_ms = 20000,
+};
+
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static struct ibv_mr *mr;
+static struct ibv_comp_channel *chan;
+static struct ibv_cq *cq;
+static struct ibv_qp *qp;
+static uint8_t *buf;
+
+/* Receive completions that arrived while a command was waiting for its own
+ * send-side completion; `recv N` reports them first. */
+#define RQ_BACKLOG 1024
+static struct ibv_wc backlog[RQ_BACKLOG];
+static int backlog_n;
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "verbs_peer: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	printf("ERR fatal\n");
+	fflush(stdout);
+	exit(1);
+}
+
+/* Seed generator (docs/howto-interop.md, "Seed generator"): xorshift32. */
+static void fill_seed(uint8_t *p, size_t len, uint32_t seed)
+{
+	uint32_t s = seed ? seed : 0x9E3779B9u;
+	for (size_t i = 0; i < len; i++) {
+		s ^= s << 13;
+		s ^= s >> 17;
+		s ^= s << 5;
+		p[i] = (uint8_t)s;
+	}
+}
+
+static const char *status_name(enum ibv_wc_status s)
+{
+	switch (s) {
+	case IBV_WC_SUCCESS: return "SUCCESS";
+	case IBV_WC_LOC_LEN_ERR: return "LOC_LEN_ERR";
+	case IBV_WC_LOC_QP_OP_ERR: return "LOC_QP_OP_ERR";
+	case IBV_WC_LOC_EEC_OP_ERR: return "LOC_EEC_OP_ERR";
+	case IBV_WC_LOC_PROT_ERR: return "LOC_PROT_ERR";
+	case IBV_WC_WR_FLUSH_ERR: return "WR_FLUSH_ERR";
+	case IBV_WC_MW_BIND_ERR: return "MW_BIND_ERR";
+	case IBV_WC_BAD_RESP_ERR: return "BAD_RESP_ERR";
+	case IBV_WC_LOC_ACCESS_ERR: return "LOC_ACCESS_ERR";
+	case IBV_WC_REM_INV_REQ_ERR: return "REM_INV_REQ_ERR";
+	case IBV_WC_REM_ACCESS_ERR: return "REM_ACCESS_ERR";
+	case IBV_WC_REM_OP_ERR: return "REM_OP_ERR";
+	case IBV_WC_RETRY_EXC_ERR: return "RETRY_EXC_ERR";
+	case IBV_WC_RNR_RETRY_EXC_ERR: return "RNR_RETRY_EXC_ERR";
+	case IBV_WC_LOC_RDD_VIOL_ERR: return "LOC_RDD_VIOL_ERR";
+	case IBV_WC_REM_INV_RD_REQ_ERR: return "REM_INV_RD_REQ_ERR";
+	case IBV_WC_REM_ABORT_ERR: return "REM_ABORT_ERR";
+	case IBV_WC_INV_EECN_ERR: return "INV_EECN_ERR";
+	case IBV_WC_INV_EEC_STATE_ERR: return "INV_EEC_STATE_ERR";
+	case IBV_WC_FATAL_ERR: return "FATAL_ERR";
+	case IBV_WC_RESP_TIMEOUT_ERR: return "RESP_TIMEOUT_ERR";
+	case IBV_WC_GENERAL_ERR: return "GENERAL_ERR";
+	default: return "UNKNOWN_STATUS";
+	}
+}
+
+/* Opcode of a completion. An error completion's opcode is not valid in
+ * libibverbs; the WR id carries the opcode we posted, so use that. */
+static const char *opcode_name(const struct ibv_wc *wc)
+{
+	int op = wc->opcode;
+	if (wc->status != IBV_WC_SUCCESS)
+		op = (int)(wc->wr_id >> 32);
+	switch (op) {
+	case IBV_WC_SEND: return "SEND";
+	case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
+	case IBV_WC_RDMA_READ: return "RDMA_READ";
+	case IBV_WC_COMP_SWAP: return "COMP_SWAP";
+	case IBV_WC_FETCH_ADD: return "FETCH_ADD";
+	case IBV_WC_BIND_MW: return "BIND_MW";
+	case IBV_WC_LOCAL_INV: return "LOCAL_INV";
+	case IBV_WC_RECV: return "RECV";
+	case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
+	default: return "UNKNOWN_OPCODE";
+	}
+}
+
+static void print_wc(const struct ibv_wc *wc)
+{
+	uint32_t imm = (wc->wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc->imm_data) : 0;
+	printf("WC %s %s %u %x\n", status_name(wc->status), opcode_name(wc),
+	       wc->byte_len, imm);
+	if (wc->status != IBV_WC_SUCCESS)
+		fprintf(stderr, "verbs_peer: completion %s vendor_err 0x%x qp 0x%x\n",
+			status_name(wc->status), wc->vendor_err, wc->qp_num);
+}
+
+/* WR ids: high 32 bits = the ibv_wc_opcode we expect, low bits = a kind tag. */
+#define WRID_RECV 1u
+#define WRID_SEND 2u
+static uint64_t wrid(enum ibv_wc_opcode op, uint32_t kind)
+{
+	return ((uint64_t)op << 32) | kind;
+}
+
+static int post_recv_one(void)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(buf + opt.recv_off),
+		.length = (uint32_t)(opt.mr_size - opt.recv_off),
+		.lkey = mr->lkey,
+	};
+	struct ibv_recv_wr wr = {
+		.wr_id = wrid(IBV_WC_RECV, WRID_RECV),
+		.sg_list = &sge,
+		.num_sge = 1,
+	}, *bad;
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+/* Poll one completion, sleeping on the completion channel between polls.
+ * Returns 1 with *wc filled, 0 on timeout. */
+static int next_wc(struct ibv_wc *wc, int timeout_ms)
+{
+	for (;;) {
+		int n = ibv_poll_cq(cq, 1, wc);
+		if (n < 0)
+			die("ibv_poll_cq failed");
+		if (n == 1)
+			return 1;
+		if (ibv_req_notify_cq(cq, 0))
+			die("ibv_req_notify_cq failed");
+		/* A completion may have landed between the poll and the arm. */
+		n = ibv_poll_cq(cq, 1, wc);
+		if (n < 0)
+			die("ibv_poll_cq failed");
+		if (n == 1)
+			return 1;
+		struct pollfd pfd = { .fd = chan->fd, .events = POLLIN };
+		int r = poll(&pfd, 1, timeout_ms);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			die("poll: %s", strerror(errno));
+		if (r == 0)
+			return 0;
+		struct ibv_cq *ev_cq;
+		void *ev_ctx;
+		if (ibv_get_cq_event(chan, &ev_cq, &ev_ctx))
+			die("ibv_get_cq_event failed");
+		ibv_ack_cq_events(ev_cq, 1);
+	}
+}
+
+/* Report a receive completion and give the RQ its WQE back. */
+static void finish_recv(const struct ibv_wc *wc)
+{
+	print_wc(wc);
+	if (wc->status == IBV_WC_SUCCESS && post_recv_one())
+		fprintf(stderr, "verbs_peer: re-posting a receive failed\n");
+}
+
+/* Post one send-queue work request and wait for its completion, parking
+ * receive completions that arrive meanwhile. */
+static void run_sq(struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad;
+	int err = ibv_post_send(qp, wr, &bad);
+	if (err) {
+		printf("ERR post_send %s\n", strerror(err));
+		return;
+	}
+	struct ibv_wc wc;
+	for (;;) {
+		if (!next_wc(&wc, opt.wait_ms)) {
+			printf("ERR timeout\n");
+			return;
+		}
+		if ((uint32_t)wc.wr_id == WRID_RECV) {
+			if (backlog_n < RQ_BACKLOG)
+				backlog[backlog_n++] = wc;
+			continue;
+		}
+		print_wc(&wc);
+		return;
+	}
+}
+
+static int parse_num(const char *s, uint64_t *v)
+{
+	char *end;
+	if (!s)
+		return -1;
+	errno = 0;
+	*v = strtoull(s, &end, NUM_BASE);
+	if (errno || end == s || *end)
+		return -1;
+	return 0;
+}
+
+static void cmd_rdma(int write, char **a, int n)
+{
+	uint64_t raddr, rkey, len, seed = 0;
+	if (n != (write ? 5 : 4) || parse_num(a[1], &raddr) || parse_num(a[2], &rkey) ||
+	    parse_num(a[3], &len) || (write && parse_num(a[4], &seed))) {
+		printf("ERR usage: %s\n", write ? "write RADDR RKEY LEN SEED" : "read RADDR RKEY LEN");
+		return;
+	}
+	if (len > opt.recv_off || rkey > UINT32_MAX) {
+		printf("ERR length 0x%" PRIx64 " beyond the send area 0x%zx\n", len, opt.recv_off);
+		return;
+	}
+	if (write)
+		fill_seed(buf, len, (uint32_t)seed);
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = (uint32_t)len, .lkey = mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = wrid(write ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ, WRID_SEND),
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = raddr, .rkey = (uint32_t)rkey },
+	};
+	run_sq(&wr);
+}
+
+static void cmd_send(char **a, int n)
+{
+	uint64_t len, seed;
+	if (n != 3 || parse_num(a[1], &len) || parse_num(a[2], &seed)) {
+		printf("ERR usage: send LEN SEED\n");
+		return;
+	}
+	if (len > opt.recv_off) {
+		printf("ERR length 0x%" PRIx64 " beyond the send area 0x%zx\n", len, opt.recv_off);
+		return;
+	}
+	fill_seed(buf, len, (uint32_t)seed);
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = (uint32_t)len, .lkey = mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = wrid(IBV_WC_SEND, WRID_SEND),
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED,
+	};
+	run_sq(&wr);
+}
+
+static void cmd_recv(char **a, int n)
+{
+	uint64_t want;
+	if (n != 2 || parse_num(a[1], &want)) {
+		printf("ERR usage: recv N\n");
+		return;
+	}
+	while (want > 0 && backlog_n > 0) {
+		finish_recv(&backlog[0]);
+		memmove(backlog, backlog + 1, (size_t)(--backlog_n) * sizeof backlog[0]);
+		want--;
+	}
+	struct ibv_wc wc;
+	while (want > 0) {
+		if (!next_wc(&wc, opt.wait_ms)) {
+			printf("ERR timeout\n");
+			return;
+		}
+		if ((uint32_t)wc.wr_id != WRID_RECV) {
+			/* A send-side completion nobody waits for: report it. */
+			print_wc(&wc);
+			continue;
+		}
+		finish_recv(&wc);
+		want--;
+	}
+}
+
+static void cmd_sum(char **a, int n)
+{
+	uint64_t off, len;
+	if (n != 3 || parse_num(a[1], &off) || parse_num(a[2], &len)) {
+		printf("ERR usage: sum OFF LEN\n");
+		return;
+	}
+	if (off > opt.mr_size || len > opt.mr_size - off) {
+		printf("ERR range beyond the MR (0x%zx bytes)\n", opt.mr_size);
+		return;
+	}
+	uLong c = crc32(0L, Z_NULL, 0);
+	/* zlib's length argument is a uInt: feed large ranges in pieces. */
+	for (uint64_t done = 0; done < len;) {
+		uInt chunk = (len - done) > (1u << 30) ? (1u << 30) : (uInt)(len - done);
+		c = crc32(c, buf + off + done, chunk);
+		done += chunk;
+	}
+	printf("SUM %" PRIx64 " %" PRIx64 " %08lx\n", off, len, c);
+}
+
+static void gid_hex(const union ibv_gid *g, char *out)
+{
+	for (int i = 0; i < 16; i++)
+		sprintf(out + 2 * i, "%02x", g->raw[i]);
+}
+
+static int parse_gid(const char *s, union ibv_gid *g)
+{
+	if (strlen(s) != 32)
+		return -1;
+	for (int i = 0; i < 16; i++) {
+		unsigned v;
+		if (sscanf(s + 2 * i, "%2x", &v) != 1)
+			return -1;
+		g->raw[i] = (uint8_t)v;
+	}
+	return 0;
+}
+
+static enum ibv_mtu mtu_enum(int mtu)
+{
+	switch (mtu) {
+	case 256: return IBV_MTU_256;
+	case 512: return IBV_MTU_512;
+	case 1024: return IBV_MTU_1024;
+	case 2048: return IBV_MTU_2048;
+	case 4096: return IBV_MTU_4096;
+	default: die("bad --mtu %d (256, 512, 1024, 2048 or 4096)", mtu);
+	}
+	return IBV_MTU_1024;
+}
+
+static void setup(void)
+{
+	int num;
+	struct ibv_device **list = ibv_get_device_list(&num);
+	if (!list)
+		die("ibv_get_device_list: %s", strerror(errno));
+	for (int i = 0; i < num && !ctx; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), opt.dev))
+			ctx = ibv_open_device(list[i]);
+	ibv_free_device_list(list);
+	if (!ctx)
+		die("device %s not found or cannot be opened", opt.dev);
+	if (!(pd = ibv_alloc_pd(ctx)))
+		die("ibv_alloc_pd failed");
+	if (posix_memalign((void **)&buf, 4096, opt.mr_size))
+		die("out of memory");
+	memset(buf, 0, opt.mr_size);
+	mr = ibv_reg_mr(pd, buf, opt.mr_size,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+	if (!mr)
+		die("ibv_reg_mr: %s", strerror(errno));
+	if (!(chan = ibv_create_comp_channel(ctx)))
+		die("ibv_create_comp_channel failed");
+	if (!(cq = ibv_create_cq(ctx, 2 * opt.recv_depth + 64, NULL, chan, 0)))
+		die("ibv_create_cq failed");
+	struct ibv_qp_init_attr ia = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.cap = { .max_send_wr = 64, .max_recv_wr = (uint32_t)opt.recv_depth,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = 0,
+	};
+	if (!(qp = ibv_create_qp(pd, &ia)))
+		die("ibv_create_qp: %s", strerror(errno));
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = (uint8_t)opt.port,
+		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC,
+	};
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("modify_qp INIT: %s", strerror(errno));
+	for (int i = 0; i < opt.recv_depth; i++)
+		if (post_recv_one())
+			die("ibv_post_recv failed");
+}
+
+static void connect_qp(uint32_t rqpn, uint32_t rpsn, const union ibv_gid *dgid)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR,
+		.path_mtu = mtu_enum(opt.mtu),
+		.dest_qp_num = rqpn,
+		.rq_psn = rpsn,
+		.max_dest_rd_atomic = 16,
+		.min_rnr_timer = 12,
+		.ah_attr = {
+			.is_global = 1,
+			.grh = { .dgid = *dgid, .sgid_index = (uint8_t)opt.gid_index, .hop_limit = 64 },
+			.sl = 0,
+			.src_path_bits = 0,
+			.port_num = (uint8_t)opt.port,
+		},
+	};
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		die("modify_qp RTR: %s (ARP for the peer answered?)", strerror(errno));
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = (uint8_t)opt.timeout;
+	a.retry_cnt = (uint8_t)opt.retry_cnt;
+	a.rnr_retry = (uint8_t)opt.rnr_retry;
+	a.sq_psn = opt.psn;
+	a.max_rd_atomic = 16;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		die("modify_qp RTS: %s", strerror(errno));
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: verbs_peer [options]\n"
+		"  --dev NAME          verbs device (rxe0)\n"
+		"  --port N            port (1)\n"
+		"  --gid-index N       local GID index (1: the RoCEv2 IPv4 GID)\n"
+		"  --mtu N             path MTU (1024)\n"
+		"  --mr-size N         MR bytes (1048576)\n"
+		"  --recv-off N        offset of the receive area (mr-size/2)\n"
+		"  --recv-depth N      receives kept posted (16)\n"
+		"  --psn HEX           own initial PSN (random)\n"
+		"  --remote-ip A.B.C.D peer IPv4 (its GID ::ffff:A.B.C.D)\n"
+		"  --remote-qpn HEX, --remote-psn HEX  skip the REMOTE line\n"
+		"  --timeout N, --retry-cnt N, --rnr-retry N  QP retry attributes (16, 6, 6)\n"
+		"  --wait-ms N         how long a command waits for completions (20000)\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "dev", required_argument, 0, 'd' },
+		{ "port", required_argument, 0, 'i' },
+		{ "gid-index", required_argument, 0, 'g' },
+		{ "mtu", required_argument, 0, 'm' },
+		{ "mr-size", required_argument, 0, 's' },
+		{ "recv-off", required_argument, 0, 'o' },
+		{ "recv-depth", required_argument, 0, 'n' },
+		{ "psn", required_argument, 0, 'p' },
+		{ "remote-ip", required_argument, 0, 'r' },
+		{ "remote-qpn", required_argument, 0, 'Q' },
+		{ "remote-psn", required_argument, 0, 'P' },
+		{ "timeout", required_argument, 0, 't' },
+		{ "retry-cnt", required_argument, 0, 'c' },
+		{ "rnr-retry", required_argument, 0, 'R' },
+		{ "wait-ms", required_argument, 0, 'w' },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "d:i:g:m:s:o:n:p:r:Q:P:t:c:R:w:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'd': opt.dev = optarg; break;
+		case 'i': opt.port = atoi(optarg); break;
+		case 'g': opt.gid_index = atoi(optarg); break;
+		case 'm': opt.mtu = atoi(optarg); break;
+		case 's': opt.mr_size = strtoull(optarg, NULL, 0); break;
+		case 'o': opt.recv_off = strtoull(optarg, NULL, 0); break;
+		case 'n': opt.recv_depth = atoi(optarg); break;
+		case 'p': opt.psn = (uint32_t)strtoul(optarg, NULL, 16) & 0xffffff; opt.have_psn = 1; break;
+		case 'r': opt.remote_ip = optarg; break;
+		case 'Q': opt.remote_qpn = strtol(optarg, NULL, 16); break;
+		case 'P': opt.remote_psn = strtol(optarg, NULL, 16); break;
+		case 't': opt.timeout = atoi(optarg); break;
+		case 'c': opt.retry_cnt = atoi(optarg); break;
+		case 'R': opt.rnr_retry = atoi(optarg); break;
+		case 'w': opt.wait_ms = atoi(optarg); break;
+		default: usage();
+		}
+	}
+	if (optind != argc || opt.mr_size < 8192 || opt.recv_depth < 1)
+		usage();
+	if (opt.recv_off == (size_t)-1)
+		opt.recv_off = opt.mr_size / 2;
+	if (opt.recv_off >= opt.mr_size)
+		die("--recv-off 0x%zx must lie inside the MR (0x%zx bytes)", opt.recv_off, opt.mr_size);
+	if (!opt.have_psn) {
+		FILE *r = fopen("/dev/urandom", "r");
+		if (!r || fread(&opt.psn, sizeof opt.psn, 1, r) != 1)
+			die("cannot read /dev/urandom");
+		fclose(r);
+		opt.psn &= 0xffffff;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	setup();
+	union ibv_gid lgid;
+	if (ibv_query_gid(ctx, (uint8_t)opt.port, opt.gid_index, &lgid))
+		die("ibv_query_gid %d failed", opt.gid_index);
+	char hex[33];
+	gid_hex(&lgid, hex);
+	printf("LOCAL %06x %06x %s\n", qp->qp_num, opt.psn, hex);
+
+	union ibv_gid dgid;
+	memset(&dgid, 0, sizeof dgid);
+	int have_dgid = 0;
+	if (opt.remote_ip) {
+		struct in_addr in;
+		if (inet_pton(AF_INET, opt.remote_ip, &in) != 1)
+			die("bad --remote-ip %s", opt.remote_ip);
+		dgid.raw[10] = dgid.raw[11] = 0xff;
+		memcpy(&dgid.raw[12], &in, 4);
+		have_dgid = 1;
+	}
+	char line[1024];
+	uint32_t rqpn, rpsn;
+	if (opt.remote_qpn >= 0) {
+		rqpn = (uint32_t)opt.remote_qpn;
+		rpsn = (uint32_t)(opt.remote_psn >= 0 ? opt.remote_psn : 0);
+	} else {
+		if (!fgets(line, sizeof line, stdin))
+			die("no REMOTE line on stdin");
+		char gid[64] = "";
+		int n = sscanf(line, "REMOTE %x %x %63s", &rqpn, &rpsn, gid);
+		if (n < 2)
+			die("expected REMOTE <qpn> <psn> [<gid>], got: %s", line);
+		if (n == 3) {
+			if (parse_gid(gid, &dgid))
+				die("bad gid in REMOTE line: %s", gid);
+			have_dgid = 1;
+		}
+	}
+	if (!have_dgid)
+		die("the peer's address is unknown: give --remote-ip or a gid in the REMOTE line");
+	connect_qp(rqpn & 0xffffff, rpsn & 0xffffff, &dgid);
+
+	while (fgets(line, sizeof line, stdin)) {
+		char *a[8];
+		int n = 0;
+		for (char *t = strtok(line, " \t\r\n"); t && n < 8; t = strtok(NULL, " \t\r\n"))
+			a[n++] = t;
+		if (n == 0)
+			continue;
+		if (!strcmp(a[0], "write"))
+			cmd_rdma(1, a, n);
+		else if (!strcmp(a[0], "read"))
+			cmd_rdma(0, a, n);
+		else if (!strcmp(a[0], "send"))
+			cmd_send(a, n);
+		else if (!strcmp(a[0], "recv"))
+			cmd_recv(a, n);
+		else if (!strcmp(a[0], "sum"))
+			cmd_sum(a, n);
+		else if (!strcmp(a[0], "mr"))
+			printf("MR %" PRIxPTR " %x %zx\n", (uintptr_t)buf, mr->rkey, opt.mr_size);
+		else if (!strcmp(a[0], "quit"))
+			break;
+		else
+			printf("ERR unknown command %s\n", a[0]);
+	}
+	ibv_destroy_qp(qp);
+	ibv_destroy_cq(cq);
+	ibv_destroy_comp_channel(chan);
+	ibv_dereg_mr(mr);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	return 0;
+}
