@@ -5,6 +5,7 @@ import (
 
 	"github.com/softnic/softnic/dma"
 	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/pcie"
 	"github.com/softnic/softnic/roce"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/wqefetch"
@@ -301,78 +302,76 @@ func (d *Device) transmit(t sim.Time, q *qp, e *swqe, from int) {
 // dst. Keys were checked when the WQE arrived; translation uses them again
 // (an MR deregistered meanwhile fails here).
 func (d *Device) gather(t sim.Time, q *qp, e *swqe, off uint64, dst []byte) (sim.Time, int, error) {
-	done := t
-	tlps := 0
+	done, tlps, _, err := d.sgeCopy(t, q.pdn, e.sges[:e.nsge], off, dst, dma.LocalRead)
+	return done, tlps, err
+}
+
+// sgeCopy moves buf to or from bytes [off, off+len(buf)) of a scatter/gather
+// list: a DMA read into buf for need == LocalRead (gather), a DMA write of
+// buf otherwise (scatter). Each piece is translated and checked through its
+// lkey. left is how many bytes of buf did not fit in the list.
+func (d *Device) sgeCopy(t sim.Time, pdn uint32, sges []mlx5.DataFields, off uint64, buf []byte, need dma.Access) (done sim.Time, tlps, left int, err error) {
+	done = t
 	pos := uint64(0)
-	for i := 0; i < e.nsge && len(dst) > 0; i++ {
-		s := &e.sges[i]
+	for i := range sges {
+		if len(buf) == 0 {
+			break
+		}
+		s := &sges[i]
 		sl := uint64(s.ByteCount)
 		if off >= pos+sl {
 			pos += sl
 			continue
 		}
 		start := off - pos
-		n := sl - start
-		if n > uint64(len(dst)) {
-			n = uint64(len(dst))
-		}
-		host, err := d.keys.Check(s.LKey, q.pdn, s.Addr+start, n, dma.LocalRead)
+		n := min(sl-start, uint64(len(buf)))
+		host, err := d.keys.Check(s.LKey, pdn, s.Addr+start, n, need)
 		if err != nil {
-			return t, tlps, err
+			return t, tlps, len(buf), err
 		}
-		dn, st, err := d.dma.Read(t, host, dst[:n])
+		var dn sim.Time
+		var st pcie.Stats
+		if need == dma.LocalRead {
+			dn, st, err = d.dma.Read(t, host, buf[:n])
+		} else {
+			dn, st, err = d.dma.Write(t, host, buf[:n])
+		}
 		if err != nil {
-			return t, tlps, err
+			return t, tlps, len(buf), err
 		}
-		if dn > done {
-			done = dn
-		}
+		done = max(done, dn)
 		tlps += st.TLPs()
-		dst = dst[n:]
+		buf = buf[n:]
 		off += n
 		pos += sl
 	}
-	return done, tlps, nil
+	return done, tlps, len(buf), nil
+}
+
+// reqOps lists, per send opcode, the BTH opcodes of a message's First,
+// Middle, Last and Only packets (rocev2.md §2.1).
+var reqOps = [256][4]roce.Opcode{
+	mlx5.OpSend:         {roce.OpRCSendFirst, roce.OpRCSendMiddle, roce.OpRCSendLast, roce.OpRCSendOnly},
+	mlx5.OpSendImm:      {roce.OpRCSendFirst, roce.OpRCSendMiddle, roce.OpRCSendLastImm, roce.OpRCSendOnlyImm},
+	mlx5.OpRDMAWrite:    {roce.OpRCWriteFirst, roce.OpRCWriteMiddle, roce.OpRCWriteLast, roce.OpRCWriteOnly},
+	mlx5.OpRDMAWriteImm: {roce.OpRCWriteFirst, roce.OpRCWriteMiddle, roce.OpRCWriteLastImm, roce.OpRCWriteOnlyImm},
 }
 
 // reqOpcode is the BTH opcode of packet i of n of a request.
 func reqOpcode(op mlx5.Opcode, i, n int) roce.Opcode {
-	first, last := i == 0, i == n-1
-	switch op {
-	case mlx5.OpSend, mlx5.OpSendImm:
-		switch {
-		case first && last:
-			if op == mlx5.OpSendImm {
-				return roce.OpRCSendOnlyImm
-			}
-			return roce.OpRCSendOnly
-		case first:
-			return roce.OpRCSendFirst
-		case last:
-			if op == mlx5.OpSendImm {
-				return roce.OpRCSendLastImm
-			}
-			return roce.OpRCSendLast
-		}
-		return roce.OpRCSendMiddle
-	case mlx5.OpRDMAWrite, mlx5.OpRDMAWriteImm:
-		switch {
-		case first && last:
-			if op == mlx5.OpRDMAWriteImm {
-				return roce.OpRCWriteOnlyImm
-			}
-			return roce.OpRCWriteOnly
-		case first:
-			return roce.OpRCWriteFirst
-		case last:
-			if op == mlx5.OpRDMAWriteImm {
-				return roce.OpRCWriteLastImm
-			}
-			return roce.OpRCWriteLast
-		}
-		return roce.OpRCWriteMiddle
+	if op == mlx5.OpRDMARead {
+		return roce.OpRCReadRequest
 	}
-	return roce.OpRCReadRequest
+	ops := &reqOps[op]
+	switch {
+	case i == 0 && n == 1:
+		return ops[3]
+	case i == 0:
+		return ops[0]
+	case i == n-1:
+		return ops[2]
+	}
+	return ops[1]
 }
 
 // frameHeader fills the per-QP fields of a frame.

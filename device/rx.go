@@ -171,42 +171,11 @@ func (d *Device) takeRecv(t sim.Time, q *qp) (sim.Time, bool) {
 
 // scatter writes src at offset off of the active receive WQE's SGEs.
 func (d *Device) scatter(t sim.Time, q *qp, off uint64, src []byte) (sim.Time, int, error) {
-	r := &q.recv
-	done := t
-	tlps := 0
-	pos := uint64(0)
-	for i := 0; i < r.nsge && len(src) > 0; i++ {
-		s := &r.sges[i]
-		sl := uint64(s.ByteCount)
-		if off >= pos+sl {
-			pos += sl
-			continue
-		}
-		start := off - pos
-		n := sl - start
-		if n > uint64(len(src)) {
-			n = uint64(len(src))
-		}
-		host, err := d.keys.Check(s.LKey, q.pdn, s.Addr+start, n, dma.LocalWrite)
-		if err != nil {
-			return t, tlps, err
-		}
-		dn, st, err := d.dma.Write(t, host, src[:n])
-		if err != nil {
-			return t, tlps, err
-		}
-		if dn > done {
-			done = dn
-		}
-		tlps += st.TLPs()
-		src = src[n:]
-		off += n
-		pos += sl
+	done, tlps, left, err := d.sgeCopy(t, q.pdn, q.recv.sges[:q.recv.nsge], off, src, dma.LocalWrite)
+	if err == nil && left > 0 {
+		err = errRecvTooSmall
 	}
-	if len(src) > 0 {
-		return t, tlps, errRecvTooSmall
-	}
-	return done, tlps, nil
+	return done, tlps, err
 }
 
 var errRecvTooSmall = errors.New("device: message larger than the receive WQE's buffers")
@@ -557,38 +526,8 @@ func (q *qp) findRead(psn roce.PSN) *swqe {
 
 // placeRead writes READ response data into the READ WQE's scatter list.
 func (d *Device) placeRead(t sim.Time, q *qp, w *swqe, off uint64, src []byte) (sim.Time, int, error) {
-	done := t
-	tlps := 0
-	pos := uint64(0)
-	for i := 0; i < w.nsge && len(src) > 0; i++ {
-		s := &w.sges[i]
-		sl := uint64(s.ByteCount)
-		if off >= pos+sl {
-			pos += sl
-			continue
-		}
-		start := off - pos
-		n := sl - start
-		if n > uint64(len(src)) {
-			n = uint64(len(src))
-		}
-		host, err := d.keys.Check(s.LKey, q.pdn, s.Addr+start, n, dma.LocalWrite)
-		if err != nil {
-			return t, tlps, err
-		}
-		dn, st, err := d.dma.Write(t, host, src[:n])
-		if err != nil {
-			return t, tlps, err
-		}
-		if dn > done {
-			done = dn
-		}
-		tlps += st.TLPs()
-		src = src[n:]
-		off += n
-		pos += sl
-	}
-	return done, tlps, nil
+	done, tlps, _, err := d.sgeCopy(t, q.pdn, w.sges[:w.nsge], off, src, dma.LocalWrite)
+	return done, tlps, err
 }
 
 // retxEvent restarts transmission from a PSN (RNR wait over).
