@@ -19,10 +19,10 @@ type cq struct {
 	overrun  bool
 }
 
-// writeCQE DMA-writes one CQE at the CQ's producer index. The body goes
-// first with the entry's current op_own byte kept, and the real op_own byte
-// lands when the write completes, so the provider never sees a partial CQE
-// as its own (mlx5.md §6.6).
+// writeCQE DMA-writes one CQE at the CQ's producer index. The whole entry
+// lands in host memory when the posted write completes (dma.WriteVisible),
+// op_own included, so the provider never sees a CQE before the device
+// could have written it (mlx5.md §6.6).
 func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64) sim.Time {
 	if c.overrun {
 		d.warn(t, "cqe_dropped_overrun", "CQ %d is in overrun; CQE for QP %#x dropped", c.cqn, f.QPN)
@@ -50,17 +50,12 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64) sim
 	addr := c.buf + uint64(c.pi&(c.nent-1))*mlx5.CQE64Size
 	cqe := mlx5.CQE64(d.scratch[:])
 	cqe.Encode(f)
-	opOwn := cqe[mlx5.CQEOffOpOwn]
-	if cur, err := d.mem.Slice(addr+mlx5.CQEOffOpOwn, 1); err == nil {
-		cqe[mlx5.CQEOffOpOwn] = cur[0]
-	}
-	done, st, err := d.dma.Write(t, addr, cqe)
+	done, st, err := d.dma.WriteVisible(t, addr, cqe)
 	if err != nil {
 		d.warn(t, "cqe_write_error", "CQ %d CQE write at %#x: %v", c.cqn, addr, err)
 		return t
 	}
 	c.pi++
-	d.publish(done, addr+mlx5.CQEOffOpOwn, opOwn)
 	d.ctr.Inc("cqes")
 	d.rec.Stage(d.node, "device", "cqe_write", t, done, mlx5.CQE64Size, st.TLPs(), f.QPN, flow)
 	return done

@@ -59,7 +59,6 @@ type Device struct {
 	fp      roce.FrameParams
 	frames  [][]byte
 	txFree  []*txEvent
-	pubFree []*publishEvent
 	scratch [mlx5.CQE64Size]byte
 	rqbuf   [1024]byte
 }
@@ -235,32 +234,5 @@ func (d *Device) sendAt(t sim.Time, buf []byte, n int) {
 		e = &txEvent{d: d}
 	}
 	e.buf, e.n = buf, n
-	d.eng.At(t, e)
-}
-
-// publishEvent makes a CQE visible: the op_own byte lands last.
-type publishEvent struct {
-	d     *Device
-	addr  uint64
-	opOwn byte
-}
-
-func (e *publishEvent) Fire(now sim.Time) {
-	d := e.d
-	if b, err := d.mem.Slice(e.addr, 1); err == nil {
-		b[0] = e.opOwn
-	}
-	d.pubFree = append(d.pubFree, e)
-}
-
-func (d *Device) publish(t sim.Time, addr uint64, opOwn byte) {
-	var e *publishEvent
-	if k := len(d.pubFree); k > 0 {
-		e = d.pubFree[k-1]
-		d.pubFree = d.pubFree[:k-1]
-	} else {
-		e = &publishEvent{d: d}
-	}
-	e.addr, e.opOwn = addr, opOwn
 	d.eng.At(t, e)
 }
