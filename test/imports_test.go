@@ -41,6 +41,7 @@ var moduleGraph = map[string]importRule{
 	"testbed":         {any: true, deny: []string{"cmd"}}, // assembles worlds for cmd and test
 	"cmd/softnic":     {any: true},
 	"test":            {any: true},
+	"test/interop":    {any: true}, // the Soft-RoCE (rxe in qemu) interop harness
 }
 
 // importRule is what one module package may import from the module.
@@ -329,6 +330,11 @@ func TestCheckImports(t *testing.T) {
 		{"prefix lookalike", file("shm", false, "golang.org/x/sysfoo"), "may not import third-party golang.org/x/sysfoo"},
 		{"tests may import across the graph", file("mlx5", true, mod+"/sim"), ""},
 		{"cgo", file("shm", false, "C"), "cgo is not allowed"},
+		{"wire opens TAPs through internal/tuntap", file("wire", false, mod+"/internal/tuntap", mod+"/trace"), ""},
+		{"x/sys in internal/tuntap", file("internal/tuntap", false, "golang.org/x/sys/unix"), ""},
+		{"internal/tuntap stays a leaf", file("internal/tuntap", false, mod+"/sim"), "internal/tuntap imports sim"},
+		{"ethport hands frames to a wire.Receiver", file("ethport", false, mod+"/wire", mod+"/roce", mod+"/sim"), ""},
+		{"ethport reaches into device", file("ethport", false, mod+"/device"), "ethport imports device"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -121,3 +121,7 @@ func ifreqSocket(name string) (int, *unix.Ifreq, error) {
 
 // FlagUp is IFF_UP.
 const FlagUp = unix.IFF_UP
+
+// FlagRunning is IFF_RUNNING: the interface is operational (carrier on and
+// the kernel's link-watch work has activated its queueing discipline).
+const FlagRunning = unix.IFF_RUNNING

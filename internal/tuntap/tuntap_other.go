@@ -38,3 +38,6 @@ func Flags(name string) (uint16, error) { return 0, ErrUnsupported }
 
 // SetUp is not supported here.
 func SetUp(name string) error { return ErrUnsupported }
+
+// FlagRunning is IFF_RUNNING.
+const FlagRunning = 0x40

@@ -1,0 +1,524 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/provider"
+)
+
+func init() {
+	register("rc_pingpong", "ibv_rc_pingpong over a real network (udp:/tap:), either role", runRCPingpong)
+}
+
+// The work-request ids and the loop of rdma-core's
+// libibverbs/examples/rc_pingpong.c, which this command mirrors so that
+// ibv_rc_pingpong on any other RoCE stack is its peer in either role.
+const (
+	ppRecvWRID = 1
+	ppSendWRID = 2
+)
+
+// ppMsgLen is the handshake message: "%04x:%06x:%06x:%s" (LID, QPN, PSN,
+// GID as 32 hex digits in raw byte order) plus its NUL.
+const ppMsgLen = len("0000:000000:000000:00000000000000000000000000000000") + 1
+
+// ppDone is what the client writes once it has the server's address.
+const ppDone = "done\x00"
+
+const rcPingpongHelp = `usage:
+  softnic rc_pingpong --wire SPEC --ip A.B.C.D [flags]           start a server and wait for connection
+  softnic rc_pingpong --wire SPEC --ip A.B.C.D [flags] <host>    connect to server at <host>
+
+The flags and the TCP handshake of rdma-core's ibv_rc_pingpong (port 18515),
+so that ibv_rc_pingpong on another RoCE stack is a peer in either role; run
+both sides with -g 1 (RoCEv2 needs GIDs). The handshake runs over the host's
+TCP/IP; the RDMA traffic over --wire.
+
+Flags:
+`
+
+type ppOpts struct {
+	net     netOpts
+	port    int
+	ibDev   string
+	ibPort  int
+	size    int
+	mtu     int
+	rxDepth int
+	iters   int
+	sl      int
+	events  bool
+	gidIdx  int
+	odp     bool
+	ts      bool
+	timeout time.Duration
+	host    string
+}
+
+// parsePingpongArgs parses flags and at most one host argument, which may
+// appear anywhere (getopt permutes arguments; Go's flag package stops at
+// the first one that is not a flag).
+func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
+	fs := flag.NewFlagSet("rc_pingpong", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o ppOpts
+	o.net.register(fs)
+	both := func(short, long string, f func(name string)) { f(short); f(long) }
+	both("p", "port", func(n string) { fs.IntVar(&o.port, n, 18515, "listen on/connect to port `port`") })
+	both("d", "ib-dev", func(n string) { fs.StringVar(&o.ibDev, n, "", "IB device (ignored: the emulated NIC)") })
+	both("i", "ib-port", func(n string) { fs.IntVar(&o.ibPort, n, 1, "port of the IB device (only 1)") })
+	both("s", "size", func(n string) { fs.IntVar(&o.size, n, 4096, "size of message to exchange") })
+	both("m", "mtu", func(n string) { fs.IntVar(&o.mtu, n, 1024, "path MTU") })
+	both("r", "rx-depth", func(n string) { fs.IntVar(&o.rxDepth, n, 500, "number of receives to post at a time") })
+	both("n", "iters", func(n string) { fs.IntVar(&o.iters, n, 1000, "number of exchanges") })
+	both("l", "sl", func(n string) { fs.IntVar(&o.sl, n, 0, "service level value (ignored on RoCE)") })
+	both("e", "events", func(n string) { fs.BoolVar(&o.events, n, false, "sleep on CQ events (not supported)") })
+	both("g", "gid-idx", func(n string) { fs.IntVar(&o.gidIdx, n, -1, "local port gid index (0 and 1: the IPv4-mapped GID)") })
+	both("o", "odp", func(n string) { fs.BoolVar(&o.odp, n, false, "use on demand paging (not supported)") })
+	both("t", "ts", func(n string) { fs.BoolVar(&o.ts, n, false, "get CQE with timestamp (not supported)") })
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up when the peer or a completion keeps us waiting this long (softnic only)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, rcPingpongHelp)
+		fs.PrintDefaults()
+	}
+	for {
+		if err := fs.Parse(args); err != nil {
+			return o, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		if o.host != "" {
+			fs.Usage()
+			return o, fmt.Errorf("more than one host argument (%q, %q)", o.host, fs.Arg(0))
+		}
+		o.host = fs.Arg(0)
+		args = fs.Args()[1:]
+	}
+	return o, nil
+}
+
+func (o *ppOpts) validate() error {
+	switch {
+	case o.events:
+		return errors.New("-e (sleep on CQ events) is not supported: softnic has no completion channel yet")
+	case o.odp:
+		return errors.New("-o (on demand paging) is not supported")
+	case o.ts:
+		return errors.New("-t (completion timestamps) is not supported")
+	case o.port <= 0 || o.port > 65535:
+		return fmt.Errorf("-p %d is not a TCP port", o.port)
+	case o.ibPort != 1:
+		return fmt.Errorf("-i %d: the emulated NIC has port 1 only", o.ibPort)
+	case o.size <= 0 || o.size > 1<<30:
+		return fmt.Errorf("-s %d out of range 1..1 GiB", o.size)
+	case mlx5.MTUFromBytes(o.mtu) == 0:
+		return fmt.Errorf("-m %d is not one of 256, 512, 1024, 2048, 4096", o.mtu)
+	case o.rxDepth < 1 || o.rxDepth > 16384:
+		return fmt.Errorf("-r %d out of range 1..16384", o.rxDepth)
+	case o.iters < 1:
+		return fmt.Errorf("-n %d must be positive", o.iters)
+	case o.gidIdx < -1 || o.gidIdx > 1:
+		return fmt.Errorf("can't read sgid of index %d (softnic's GID table: 0 and 1, the IPv4-mapped GID)", o.gidIdx)
+	case o.timeout <= 0:
+		return fmt.Errorf("--timeout %v must be positive", o.timeout)
+	}
+	return nil
+}
+
+func runRCPingpong(args []string, stdout, stderr io.Writer) int {
+	o, err := parsePingpongArgs(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "softnic rc_pingpong:", err)
+		return 2
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintln(stderr, "softnic rc_pingpong:", err)
+		return 1
+	}
+	if err := doRCPingpong(o, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "softnic rc_pingpong:", err)
+		return 1
+	}
+	return 0
+}
+
+// ppDest is one side's address as the handshake carries it.
+type ppDest struct {
+	lid, qpn, psn uint32
+	gid           [16]byte
+}
+
+// encode formats d as the 52-byte handshake message.
+func (d ppDest) encode() []byte {
+	s := fmt.Sprintf("%04x:%06x:%06x:%s", d.lid, d.qpn, d.psn, gidHex(d.gid))
+	b := make([]byte, ppMsgLen)
+	copy(b, s)
+	return b
+}
+
+// parsePPDest decodes a handshake message (as sscanf "%x:%x:%x:%s" would:
+// the NUL and anything after it are ignored).
+func parsePPDest(msg []byte) (ppDest, error) {
+	s := string(msg)
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
+	f := strings.Split(s, ":")
+	if len(f) != 4 {
+		return ppDest{}, fmt.Errorf("handshake message %q: want LID:QPN:PSN:GID", s)
+	}
+	var v [3]uint64
+	for i := range v {
+		n, err := strconv.ParseUint(f[i], 16, 32)
+		if err != nil {
+			return ppDest{}, fmt.Errorf("handshake message %q: field %d: %v", s, i+1, err)
+		}
+		v[i] = n
+	}
+	g, err := parseGIDHex(f[3])
+	if err != nil {
+		return ppDest{}, fmt.Errorf("handshake message %q: %w", s, err)
+	}
+	return ppDest{lid: uint32(v[0]), qpn: uint32(v[1]) & 0xffffff, psn: uint32(v[2]) & 0xffffff, gid: g}, nil
+}
+
+func (d ppDest) String(label string) string {
+	return fmt.Sprintf("  %s LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s", label, d.lid, d.qpn, d.psn, netip.AddrFrom16(d.gid))
+}
+
+// pingpong is the state of one run (struct pingpong_context).
+type pingpong struct {
+	o       ppOpts
+	rt      *realNet
+	pd      *provider.PD
+	cq      *provider.CQ
+	qp      *provider.QP
+	buf     provider.Buffer
+	mr      *provider.MR
+	flags   provider.SendFlags
+	pending int
+}
+
+func doRCPingpong(o ppOpts, stdout, stderr io.Writer) error {
+	rt, err := openRealNet(o.net, o.size+(1<<20), stderr)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	pp := &pingpong{o: o, rt: rt}
+	if err := pp.init(); err != nil {
+		return err
+	}
+	routs, err := pp.postRecv(o.rxDepth)
+	if err != nil || routs < o.rxDepth {
+		return fmt.Errorf("couldn't post receive (%d): %v", routs, err)
+	}
+	my := ppDest{qpn: pp.qp.QPN(), psn: rand.Uint32() & 0xffffff}
+	if o.gidIdx >= 0 {
+		my.gid = rt.GID()
+	}
+	fmt.Fprintln(stdout, my.String("local address: "))
+
+	var rem ppDest
+	if o.host != "" {
+		rem, err = pp.clientExchange(my)
+	} else {
+		rem, err = pp.serverExchange(my)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, rem.String("remote address:"))
+	if o.host != "" {
+		if err := pp.connect(my.psn, rem); err != nil {
+			return err
+		}
+	}
+
+	pp.pending = ppRecvWRID
+	if o.host != "" {
+		if err := pp.postSend(); err != nil {
+			return fmt.Errorf("couldn't post send: %w", err)
+		}
+		pp.pending |= ppSendWRID
+	}
+	start := time.Now()
+	if err := pp.loop(&routs); err != nil {
+		fmt.Fprintln(stderr, "softnic rc_pingpong: counters:", rt.counterLine())
+		return err
+	}
+	usec := float64(time.Since(start).Microseconds())
+	if usec <= 0 {
+		usec = 1
+	}
+	bytes := int64(o.size) * int64(o.iters) * 2
+	fmt.Fprintf(stdout, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, usec/1e6, float64(bytes)*8/usec)
+	fmt.Fprintf(stdout, "%d iters in %.2f seconds = %.2f usec/iter\n", o.iters, usec/1e6, usec/float64(o.iters))
+	return nil
+}
+
+// init is pp_init_ctx: the buffer (filled with 0x7b), a local-write MR, one
+// CQ for both directions, an RC QP with one send WR, and INIT.
+func (pp *pingpong) init() error {
+	ctx := pp.rt.ctx
+	var err error
+	if pp.pd, err = ctx.AllocPD(); err != nil {
+		return fmt.Errorf("couldn't allocate PD: %w", err)
+	}
+	if pp.buf, err = ctx.AllocBuffer(pp.o.size, 4096); err != nil {
+		return fmt.Errorf("couldn't allocate work buf: %w", err)
+	}
+	for i := range pp.buf.Bytes {
+		pp.buf.Bytes[i] = 0x7b
+	}
+	if pp.mr, err = pp.pd.RegMR(pp.buf.Addr, uint64(pp.o.size), provider.AccessLocalWrite); err != nil {
+		return fmt.Errorf("couldn't register MR: %w", err)
+	}
+	if pp.cq, err = ctx.CreateCQ(pp.o.rxDepth + 1); err != nil {
+		return fmt.Errorf("couldn't create CQ: %w", err)
+	}
+	pp.qp, err = ctx.CreateQP(pp.pd, provider.QPInitAttr{Type: provider.QPTypeRC, SendCQ: pp.cq, RecvCQ: pp.cq,
+		Cap: provider.QPCap{MaxSendWR: 1, MaxRecvWR: pp.o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		return fmt.Errorf("couldn't create QP: %w", err)
+	}
+	pp.flags = provider.SendSignaled
+	if pp.qp.Cap().MaxInline >= pp.o.size {
+		pp.flags |= provider.SendInline
+	}
+	a := provider.QPAttr{QPState: provider.QPStateInit, Port: 1}
+	if err := pp.qp.Modify(&a, mlx5.AttrState|mlx5.AttrPKeyIndex|mlx5.AttrPort|mlx5.AttrAccessFlags); err != nil {
+		return fmt.Errorf("failed to modify QP to INIT: %w", err)
+	}
+	return nil
+}
+
+// postRecv posts n receives of the whole buffer; it returns how many went.
+func (pp *pingpong) postRecv(n int) (int, error) {
+	wr := []provider.RecvWR{{WRID: ppRecvWRID, SGL: []provider.SGE{pp.mr.SGE(0, uint32(pp.o.size))}}}
+	for i := 0; i < n; i++ {
+		if _, err := pp.qp.PostRecv(wr); err != nil {
+			return i, err
+		}
+	}
+	return n, nil
+}
+
+func (pp *pingpong) postSend() error {
+	pp.rt.syncClock()
+	_, err := pp.qp.PostSend([]provider.SendWR{{WRID: ppSendWRID, Opcode: provider.WRSend, Flags: pp.flags,
+		SGL: []provider.SGE{pp.mr.SGE(0, uint32(pp.o.size))}}})
+	return err
+}
+
+// connect is pp_connect_ctx: RTR (after resolving the peer's MAC, as rxe
+// does inside modify_qp) then RTS, with ibv_rc_pingpong's attributes.
+func (pp *pingpong) connect(myPSN uint32, rem ppDest) error {
+	ip, ok := gidIPv4(rem.gid)
+	if !ok {
+		return fmt.Errorf("the peer's GID %v is not an IPv4-mapped RoCEv2 GID: run it with -g 1 (RoCE needs a GID)",
+			netip.AddrFrom16(rem.gid))
+	}
+	mac, err := pp.rt.resolve(ip)
+	if err != nil {
+		return fmt.Errorf("failed to modify QP to RTR: %w", err)
+	}
+	sgid := uint8(1)
+	if pp.o.gidIdx >= 0 {
+		sgid = uint8(pp.o.gidIdx)
+	}
+	a := provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mlx5.MTUFromBytes(pp.o.mtu), DestQPN: rem.qpn,
+		RQPSN: rem.psn, MaxDestRdAtomic: 1, MinRNRTimer: 12,
+		AV: provider.AV{DMAC: mac, DGID: rem.gid, HopLimit: 1, SGIDIndex: sgid}}
+	if err := pp.qp.Modify(&a, mlx5.AttrState|mlx5.AttrAV|mlx5.AttrPathMTU|mlx5.AttrDestQPN|mlx5.AttrRQPSN|
+		mlx5.AttrMaxDestRdAtomic|mlx5.AttrMinRNRTimer); err != nil {
+		return fmt.Errorf("failed to modify QP to RTR: %w", err)
+	}
+	a = provider.QPAttr{QPState: provider.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: myPSN, MaxRdAtomic: 1}
+	if err := pp.qp.Modify(&a, mlx5.AttrState|mlx5.AttrTimeout|mlx5.AttrRetryCnt|mlx5.AttrRNRRetry|
+		mlx5.AttrSQPSN|mlx5.AttrMaxQPRdAtomic); err != nil {
+		return fmt.Errorf("failed to modify QP to RTS: %w", err)
+	}
+	return nil
+}
+
+// ioResult carries a blocking network call's outcome to the driver.
+type ioResult[T any] struct {
+	v   T
+	err error
+}
+
+// bg runs f on its own goroutine; the driver awaits the result while it
+// keeps the emulated NIC answering (ARP from a peer in modify_qp(RTR)
+// arrives while we block on TCP).
+func bg[T any](f func() (T, error)) <-chan ioResult[T] {
+	ch := make(chan ioResult[T], 1)
+	go func() {
+		v, err := f()
+		ch <- ioResult[T]{v, err}
+	}()
+	return ch
+}
+
+func awaitIO[T any](rt *realNet, ch <-chan ioResult[T], timeout time.Duration, what string) (T, error) {
+	r, err := await(rt, ch, timeout, what)
+	if err != nil {
+		return r.v, err
+	}
+	return r.v, r.err
+}
+
+// readMsg reads exactly n bytes from c with a deadline.
+func readMsg(c net.Conn, n int, timeout time.Duration) ([]byte, error) {
+	b := make([]byte, n)
+	_ = c.SetReadDeadline(time.Now().Add(timeout))
+	_, err := io.ReadFull(c, b)
+	return b, err
+}
+
+// clientExchange is pp_client_exch_dest: connect, send our address, read
+// the server's, write "done".
+//
+// Unlike ibv_rc_pingpong it retries, until --timeout, a connection that is
+// refused or that closes before the server's address arrives: the two sides
+// may then be started in any order, and a forwarded port that accepts
+// before anything listens behind it (qemu's user networking does that,
+// rxe-peer.md) is tried again.
+func (pp *pingpong) clientExchange(my ppDest) (ppDest, error) {
+	t := pp.o.timeout
+	addr := net.JoinHostPort(pp.o.host, strconv.Itoa(pp.o.port))
+	deadline := time.Now().Add(t)
+	for {
+		msg, retry, err := pp.clientTry(addr, my)
+		if err == nil {
+			return parsePPDest(msg)
+		}
+		if !retry || time.Now().After(deadline) {
+			return ppDest{}, err
+		}
+		pp.rt.idle(100 * time.Millisecond)
+	}
+}
+
+// clientTry is one connection attempt; retry says whether a failure may be
+// retried (nothing reached a server).
+func (pp *pingpong) clientTry(addr string, my ppDest) (msg []byte, retry bool, err error) {
+	t := pp.o.timeout
+	conn, err := awaitIO(pp.rt, bg(func() (net.Conn, error) { return net.DialTimeout("tcp", addr, t) }),
+		2*t, "the TCP connection to "+addr)
+	if err != nil {
+		return nil, !errors.Is(err, errTimeout), fmt.Errorf("couldn't connect to %s: %w", addr, err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write(my.encode()); err != nil {
+		return nil, true, fmt.Errorf("couldn't send local address: %w", err)
+	}
+	msg, err = awaitIO(pp.rt, bg(func() ([]byte, error) { return readMsg(conn, ppMsgLen, t) }), 2*t, "the server's address")
+	if err != nil {
+		// EOF before a single byte: nobody served the connection.
+		return nil, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET),
+			fmt.Errorf("couldn't read remote address: %w", err)
+	}
+	if _, err := conn.Write([]byte(ppDone)); err != nil {
+		return nil, false, fmt.Errorf("couldn't write done: %w", err)
+	}
+	return msg, false, nil
+}
+
+// serverExchange is pp_server_exch_dest: accept one connection, read the
+// client's address, connect the QP (RTR/RTS), send our address, read
+// "done".
+func (pp *pingpong) serverExchange(my ppDest) (ppDest, error) {
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(pp.o.port))
+	if err != nil {
+		return ppDest{}, fmt.Errorf("couldn't listen to port %d: %w", pp.o.port, err)
+	}
+	// The server waits for its client as long as it takes, like
+	// ibv_rc_pingpong.
+	conn, err := awaitIO(pp.rt, bg(ln.Accept), 0, "a client")
+	ln.Close()
+	if err != nil {
+		return ppDest{}, fmt.Errorf("accept() failed: %w", err)
+	}
+	defer conn.Close()
+	t := pp.o.timeout
+	msg, err := awaitIO(pp.rt, bg(func() ([]byte, error) { return readMsg(conn, ppMsgLen, t) }), 2*t, "the client's address")
+	if err != nil {
+		return ppDest{}, fmt.Errorf("couldn't read remote address: %w", err)
+	}
+	rem, err := parsePPDest(msg)
+	if err != nil {
+		return ppDest{}, err
+	}
+	if err := pp.connect(my.psn, rem); err != nil {
+		return ppDest{}, fmt.Errorf("couldn't connect to remote QP: %w", err)
+	}
+	if _, err := conn.Write(my.encode()); err != nil {
+		return ppDest{}, fmt.Errorf("couldn't send local address: %w", err)
+	}
+	done, err := awaitIO(pp.rt, bg(func() ([]byte, error) { return readMsg(conn, len(ppDone), t) }), 2*t, `the client's "done"`)
+	if err != nil || string(done[:4]) != "done" {
+		return ppDest{}, fmt.Errorf("couldn't recv done (%q): %v", done, err)
+	}
+	return rem, nil
+}
+
+// loop is ibv_rc_pingpong's polling loop with parse_single_wc.
+func (pp *pingpong) loop(routs *int) error {
+	var rcnt, scnt int
+	iters := pp.o.iters
+	var wcs [2]provider.WC
+	for rcnt < iters || scnt < iters {
+		what := func() string {
+			return fmt.Sprintf("a completion (%d of %d sends and %d of %d receives done)", scnt, iters, rcnt, iters)
+		}
+		ne, err := pp.rt.pollCQ(pp.cq, wcs[:], pp.o.timeout, what)
+		if err != nil {
+			return fmt.Errorf("poll CQ failed: %w", err)
+		}
+		for i := 0; i < ne; i++ {
+			wc := &wcs[i]
+			if wc.Status != provider.WCSuccess {
+				return fmt.Errorf("failed status %s (%d) for wr_id %d", wc.Status, wc.Status, wc.WRID)
+			}
+			switch wc.WRID {
+			case ppSendWRID:
+				scnt++
+			case ppRecvWRID:
+				if *routs--; *routs <= 1 {
+					n, err := pp.postRecv(pp.o.rxDepth - *routs)
+					*routs += n
+					if *routs < pp.o.rxDepth {
+						return fmt.Errorf("couldn't post receive (%d): %v", *routs, err)
+					}
+				}
+				rcnt++
+			default:
+				return fmt.Errorf("completion for unknown wr_id %d", wc.WRID)
+			}
+			pp.pending &^= int(wc.WRID)
+			if scnt < iters && pp.pending == 0 {
+				if err := pp.postSend(); err != nil {
+					return fmt.Errorf("couldn't post send: %w", err)
+				}
+				pp.pending = ppRecvWRID | ppSendWRID
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestPingpongHandshakeMessage(t *testing.T) {
+	d := ppDest{lid: 0, qpn: 0x11, psn: 0xabcdef, gid: netip.MustParseAddr("::ffff:192.0.2.1").As16()}
+	msg := d.encode()
+	// 52 bytes: what rdma-core's "%04x:%06x:%06x:%s" + NUL makes, the GID in
+	// raw byte order (gid_to_wire_gid prints each 32-bit word big-endian).
+	require.Len(t, msg, 52)
+	require.Equal(t, "0000:000011:abcdef:00000000000000000000ffffc0000201\x00", string(msg))
+	got, err := parsePPDest(msg)
+	require.NoError(t, err)
+	require.Equal(t, d, got)
+	require.Equal(t, "  local address:  LID 0x0000, QPN 0x000011, PSN 0xabcdef, GID ::ffff:192.0.2.1", d.String("local address: "))
+	require.Equal(t, "  remote address: LID 0x0000, QPN 0x000000, PSN 0x000000, GID ::", ppDest{}.String("remote address:"),
+		"a peer without -g sends a zero GID, printed as inet_ntop does")
+
+	bad := []string{
+		"0000:000011:abcdef", // no GID
+		"0000:000011:abcdef:00000000000000000000ffffc00002",    // short GID
+		"0000:xyz:abcdef:00000000000000000000ffffc0000201",     // bad QPN
+		"0000:000011:abcdef:0000000000000000000gffffc0000201",  // bad hex digit
+		"0000:000011:abcdef:00000000000000000000ffffc0000201:", // extra field
+	}
+	for _, b := range bad {
+		_, err := parsePPDest(append([]byte(b), 0))
+		require.Error(t, err, "%q", b)
+	}
+}
+
+func TestPingpongArgs(t *testing.T) {
+	o, err := parsePingpongArgs([]string{"--wire", "udp:127.0.0.1:1,127.0.0.1:2", "--ip", "192.0.2.1", "-g", "1", "-s", "64"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.Equal(t, "", o.host, "no host: server")
+	require.Equal(t, 18515, o.port)
+	require.Equal(t, 64, o.size)
+	require.Equal(t, 1000, o.iters)
+	require.Equal(t, 500, o.rxDepth)
+	require.Equal(t, 1024, o.mtu)
+	require.Equal(t, 1, o.gidIdx)
+	require.NoError(t, o.validate())
+
+	// getopt permutes: the host may come before the flags.
+	o, err = parsePingpongArgs([]string{"192.0.2.200", "-n", "5", "--port", "20000", "--gid-idx", "0"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.Equal(t, "192.0.2.200", o.host)
+	require.Equal(t, 5, o.iters)
+	require.Equal(t, 20000, o.port)
+	require.Equal(t, 0, o.gidIdx)
+
+	_, err = parsePingpongArgs([]string{"a", "b"}, &bytes.Buffer{})
+	require.ErrorContains(t, err, "more than one host")
+
+	invalid := map[string][]string{
+		"events":    {"-e"},
+		"odp":       {"-o"},
+		"ts":        {"-t"},
+		"mtu":       {"-m", "1500"},
+		"gid index": {"-g", "3"},
+		"ib port":   {"-i", "2"},
+		"size":      {"-s", "0"},
+		"rx depth":  {"-r", "0"},
+		"iters":     {"-n", "0"},
+		"port":      {"-p", "70000"},
+	}
+	for name, args := range invalid {
+		t.Run(name, func(t *testing.T) {
+			o, err := parsePingpongArgs(args, &bytes.Buffer{})
+			require.NoError(t, err)
+			require.Error(t, o.validate())
+		})
+	}
+	var stderr bytes.Buffer
+	require.Equal(t, 1, runRCPingpong([]string{"-e"}, &bytes.Buffer{}, &stderr))
+	require.Contains(t, stderr.String(), "not supported")
+}
+
+func TestGIDHex(t *testing.T) {
+	g := netip.MustParseAddr("::ffff:192.0.2.1").As16()
+	require.Equal(t, "00000000000000000000ffffc0000201", gidHex(g))
+	back, err := parseGIDHex("00000000000000000000FFFFC0000201")
+	require.NoError(t, err)
+	require.Equal(t, g, back)
+	ip, ok := gidIPv4(back)
+	require.True(t, ok)
+	require.Equal(t, netip.MustParseAddr("192.0.2.1"), ip)
+	_, ok = gidIPv4(netip.MustParseAddr("fe80::1").As16())
+	require.False(t, ok, "a link-local GID is not RoCEv2/IPv4")
+	_, err = parseGIDHex("00")
+	require.Error(t, err)
+}

@@ -1,0 +1,494 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/provider"
+)
+
+func init() {
+	register("rdma", "scriptable RC endpoint on a real network (udp:/tap:): commands on stdin", runRDMA)
+}
+
+const rdmaHelp = `usage: softnic rdma --wire SPEC --ip A.B.C.D [flags]
+
+One emulated NIC with one RC QP and one MR on a real network, driven by a
+line protocol on stdin/stdout (the same as test/interop's verbs_peer, see
+docs/howto-interop.md). Numbers are hex (a 0x prefix is accepted).
+
+Start: prints   LOCAL <qpn> <psn> <gid>     (%06x %06x, GID as 32 hex digits)
+  then, unless --remote-qpn is given, reads one stdin line
+                REMOTE <qpn> <psn> [<gid>]  (the GID, if given, names the
+                                             peer's IPv4 as ::ffff:A.B.C.D;
+                                             else --remote-ip does)
+  resolves the peer's MAC (--neigh, or ARP) and brings the QP to RTS.
+Commands, one per line:
+  write RADDR RKEY LEN SEED   fill MR[0,LEN) from SEED, RDMA WRITE it to RADDR
+  read RADDR RKEY LEN         RDMA READ LEN bytes from RADDR into MR[0,LEN)
+  send LEN SEED               fill MR[0,LEN) from SEED, SEND it
+  recv N                      wait for N receive completions
+  sum OFF LEN                 -> SUM <off> <len> <crc>  (zlib crc32 of MR[OFF,OFF+LEN), %08x)
+  mr                          -> MR <addr> <rkey> <len>
+  counters                    -> COUNTERS name=value ...  (device, port, transport)
+  quit                        (or end of input)
+Every work completion prints   WC <status> <opcode> <byte_len> <imm>
+  (byte_len decimal, imm hex); a command that cannot run prints ERR <reason>.
+Seed generator: state = SEED (0 means 0x9E3779B9); per byte: state ^= state<<13;
+  state ^= state>>17; state ^= state<<5 (uint32); byte = state & 0xff.
+Receives: --recv-depth receive WQEs, each covering MR[recv-off, mr-size), are
+  posted before the QP connects; each is re-posted once its completion has been
+  printed, so every SEND lands at recv-off. write/read/send use MR[0, recv-off).
+
+Flags:
+`
+
+type rdmaOpts struct {
+	net       netOpts
+	remoteIP  string
+	remoteQPN string
+	remotePSN string
+	psn       string
+	gidIndex  int
+	mtu       int
+	mrSize    uint64
+	recvOff   int64
+	recvDepth int
+	timeout   int
+	retryCnt  int
+	rnrRetry  int
+	waitMS    int
+}
+
+func runRDMA(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("rdma", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o rdmaOpts
+	o.net.register(fs)
+	fs.StringVar(&o.remoteIP, "remote-ip", "", "peer IPv4 address (its GID is ::ffff:A.B.C.D); a GID in the REMOTE line overrides it")
+	fs.StringVar(&o.remoteQPN, "remote-qpn", "", "peer QPN in hex (skips the REMOTE line)")
+	fs.StringVar(&o.remotePSN, "remote-psn", "", "peer initial PSN in hex (with --remote-qpn; default 0)")
+	fs.StringVar(&o.psn, "psn", "", "own initial PSN in hex (default random)")
+	fs.IntVar(&o.gidIndex, "gid-index", 1, "local GID index (0 and 1 both name the IPv4-mapped GID)")
+	fs.IntVar(&o.mtu, "mtu", 1024, "path MTU: 256, 512, 1024, 2048 or 4096")
+	fs.Uint64Var(&o.mrSize, "mr-size", 1<<20, "MR size in bytes")
+	fs.Int64Var(&o.recvOff, "recv-off", -1, "offset of the receive area in the MR (default mr-size/2)")
+	fs.IntVar(&o.recvDepth, "recv-depth", 16, "receives kept posted")
+	fs.IntVar(&o.timeout, "timeout", 16, "QP local ACK timeout exponent (4.096 µs × 2^N)")
+	fs.IntVar(&o.retryCnt, "retry-cnt", 6, "QP retry count")
+	fs.IntVar(&o.rnrRetry, "rnr-retry", 6, "QP RNR retry count (7 = infinite)")
+	fs.IntVar(&o.waitMS, "wait-ms", 20000, "how long a command waits for its completions, in ms")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, rdmaHelp)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "softnic rdma: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if err := doRDMA(o, os.Stdin, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "softnic rdma:", err)
+		fmt.Fprintln(stdout, "ERR fatal:", err)
+		return 1
+	}
+	return 0
+}
+
+// rdmaEP is the one RC endpoint of `softnic rdma`.
+type rdmaEP struct {
+	o      rdmaOpts
+	rt     *realNet
+	out    io.Writer
+	pd     *provider.PD
+	scq    *provider.CQ
+	rcq    *provider.CQ
+	qp     *provider.QP
+	buf    provider.Buffer
+	mr     *provider.MR
+	psn    uint32
+	wait   time.Duration
+	nextID uint64
+}
+
+// line is one line read from stdin by the reader goroutine.
+type line struct {
+	text string
+	err  error // io.EOF at the end
+}
+
+// readLines feeds stdin's lines to a channel; the last message carries the
+// error that ended the input.
+func readLines(r io.Reader) <-chan line {
+	ch := make(chan line, 16)
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 4096), 1<<20)
+		for sc.Scan() {
+			ch <- line{text: sc.Text()}
+		}
+		err := sc.Err()
+		if err == nil {
+			err = io.EOF
+		}
+		ch <- line{err: err}
+	}()
+	return ch
+}
+
+// parseHex parses a protocol number: hex, with an optional 0x.
+func parseHex(s string, bits int) (uint64, error) {
+	t := strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X")
+	v, err := strconv.ParseUint(t, 16, bits)
+	if err != nil || t == "" {
+		return 0, fmt.Errorf("%q is not a %d-bit hex number", s, bits)
+	}
+	return v, nil
+}
+
+func (o *rdmaOpts) validate() error {
+	switch {
+	case mlx5.MTUFromBytes(o.mtu) == 0:
+		return fmt.Errorf("--mtu %d is not one of 256, 512, 1024, 2048, 4096", o.mtu)
+	case o.mrSize < 8192 || o.mrSize > 1<<30:
+		return fmt.Errorf("--mr-size %d out of range 8192..1 GiB", o.mrSize)
+	case o.recvDepth < 1 || o.recvDepth > 4096:
+		return fmt.Errorf("--recv-depth %d out of range 1..4096", o.recvDepth)
+	case o.gidIndex != 0 && o.gidIndex != 1:
+		return fmt.Errorf("--gid-index %d: softnic's GID table has the IPv4-mapped GID at 0 and 1 only", o.gidIndex)
+	case o.timeout < 0 || o.timeout > 31:
+		return fmt.Errorf("--timeout %d out of range 0..31", o.timeout)
+	case o.retryCnt < 0 || o.retryCnt > 7 || o.rnrRetry < 0 || o.rnrRetry > 7:
+		return fmt.Errorf("--retry-cnt %d / --rnr-retry %d out of range 0..7", o.retryCnt, o.rnrRetry)
+	case o.waitMS <= 0:
+		return fmt.Errorf("--wait-ms %d must be positive", o.waitMS)
+	}
+	if o.recvOff < 0 {
+		o.recvOff = int64(o.mrSize / 2)
+	}
+	if uint64(o.recvOff) >= o.mrSize {
+		return fmt.Errorf("--recv-off %#x must lie inside the MR (%#x bytes)", o.recvOff, o.mrSize)
+	}
+	if o.remotePSN != "" && o.remoteQPN == "" {
+		return errors.New("--remote-psn needs --remote-qpn")
+	}
+	return nil
+}
+
+func doRDMA(o rdmaOpts, stdin io.Reader, stdout, stderr io.Writer) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	var psn uint32
+	if o.psn != "" {
+		v, err := parseHex(o.psn, 32)
+		if err != nil {
+			return fmt.Errorf("--psn: %w", err)
+		}
+		psn = uint32(v) & 0xffffff
+	} else {
+		psn = rand.Uint32() & 0xffffff
+	}
+	rt, err := openRealNet(o.net, int(o.mrSize)+(1<<20), stderr)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	defer func() { fmt.Fprintln(stderr, "softnic rdma: counters:", rt.counterLine()) }()
+	ep := &rdmaEP{o: o, rt: rt, out: stdout, psn: psn, wait: time.Duration(o.waitMS) * time.Millisecond}
+	if err := ep.setup(); err != nil {
+		return err
+	}
+	g := rt.GID()
+	fmt.Fprintf(stdout, "LOCAL %06x %06x %s\n", ep.qp.QPN(), psn, gidHex(g))
+
+	lines := readLines(stdin)
+	rqpn, rpsn, rip, err := ep.remote(lines)
+	if err != nil {
+		return err
+	}
+	if err := ep.connect(rqpn, rpsn, rip); err != nil {
+		return err
+	}
+	for {
+		l, _ := await(rt, lines, 0, "a command on stdin")
+		if l.err != nil {
+			if !errors.Is(l.err, io.EOF) {
+				return fmt.Errorf("reading stdin: %w", l.err)
+			}
+			return nil
+		}
+		if quit := ep.command(strings.Fields(l.text)); quit {
+			return nil
+		}
+	}
+}
+
+// setup creates the PD, MR, CQs and QP, moves the QP to INIT and posts the
+// receives.
+func (ep *rdmaEP) setup() error {
+	ctx := ep.rt.ctx
+	var err error
+	if ep.pd, err = ctx.AllocPD(); err != nil {
+		return err
+	}
+	if ep.buf, err = ctx.AllocBuffer(int(ep.o.mrSize), 4096); err != nil {
+		return err
+	}
+	access := provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic
+	if ep.mr, err = ep.pd.RegMR(ep.buf.Addr, ep.o.mrSize, access); err != nil {
+		return err
+	}
+	if ep.scq, err = ctx.CreateCQ(128); err != nil {
+		return err
+	}
+	if ep.rcq, err = ctx.CreateCQ(2*ep.o.recvDepth + 64); err != nil {
+		return err
+	}
+	ep.qp, err = ctx.CreateQP(ep.pd, provider.QPInitAttr{Type: provider.QPTypeRC, SendCQ: ep.scq, RecvCQ: ep.rcq,
+		Cap: provider.QPCap{MaxSendWR: 64, MaxRecvWR: ep.o.recvDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		return err
+	}
+	a := provider.QPAttr{QPState: provider.QPStateInit, Port: 1, AccessFlags: access}
+	if err := ep.qp.Modify(&a, mlx5.AttrState|mlx5.AttrPKeyIndex|mlx5.AttrPort|mlx5.AttrAccessFlags); err != nil {
+		return err
+	}
+	for i := 0; i < ep.o.recvDepth; i++ {
+		if err := ep.postRecv(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// postRecv posts one receive covering the receive area.
+func (ep *rdmaEP) postRecv() error {
+	off := uint64(ep.o.recvOff)
+	_, err := ep.qp.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{ep.mr.SGE(off, uint32(ep.o.mrSize-off))}}})
+	return err
+}
+
+// remote returns the peer's QPN, PSN and IPv4 address from the flags or
+// the REMOTE line.
+func (ep *rdmaEP) remote(lines <-chan line) (qpn, psn uint32, ip netip.Addr, err error) {
+	if ep.o.remoteIP != "" {
+		if ip, err = netip.ParseAddr(ep.o.remoteIP); err != nil || !ip.Is4() {
+			return 0, 0, ip, fmt.Errorf("--remote-ip %q: need an IPv4 address", ep.o.remoteIP)
+		}
+	}
+	if ep.o.remoteQPN != "" {
+		v, err := parseHex(ep.o.remoteQPN, 24)
+		if err != nil {
+			return 0, 0, ip, fmt.Errorf("--remote-qpn: %w", err)
+		}
+		qpn = uint32(v)
+		if ep.o.remotePSN != "" {
+			if v, err = parseHex(ep.o.remotePSN, 24); err != nil {
+				return 0, 0, ip, fmt.Errorf("--remote-psn: %w", err)
+			}
+			psn = uint32(v)
+		}
+	} else {
+		l, _ := await(ep.rt, lines, 0, "the REMOTE line on stdin")
+		if l.err != nil {
+			return 0, 0, ip, fmt.Errorf("no REMOTE line on stdin: %w", l.err)
+		}
+		f := strings.Fields(l.text)
+		if len(f) < 3 || len(f) > 4 || f[0] != "REMOTE" {
+			return 0, 0, ip, fmt.Errorf("expected REMOTE <qpn> <psn> [<gid>], got %q", l.text)
+		}
+		q, err1 := parseHex(f[1], 32)
+		p, err2 := parseHex(f[2], 32)
+		if err := errors.Join(err1, err2); err != nil {
+			return 0, 0, ip, fmt.Errorf("REMOTE line %q: %w", l.text, err)
+		}
+		qpn, psn = uint32(q)&0xffffff, uint32(p)&0xffffff
+		if len(f) == 4 {
+			g, err := parseGIDHex(f[3])
+			if err != nil {
+				return 0, 0, ip, fmt.Errorf("REMOTE line: %w", err)
+			}
+			a, ok := gidIPv4(g)
+			if !ok {
+				return 0, 0, ip, fmt.Errorf("REMOTE line: GID %s is not an IPv4-mapped RoCEv2 GID", f[3])
+			}
+			ip = a
+		}
+	}
+	if !ip.IsValid() {
+		return 0, 0, ip, errors.New("the peer's address is unknown: give --remote-ip or a GID in the REMOTE line")
+	}
+	return qpn, psn, ip, nil
+}
+
+// connect resolves the peer's MAC and brings the QP to RTR and RTS.
+func (ep *rdmaEP) connect(rqpn, rpsn uint32, rip netip.Addr) error {
+	mac, err := ep.rt.resolve(rip)
+	if err != nil {
+		return err
+	}
+	a := provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mlx5.MTUFromBytes(ep.o.mtu), DestQPN: rqpn, RQPSN: rpsn,
+		MaxDestRdAtomic: 16, MinRNRTimer: 12,
+		AV: provider.AV{DMAC: mac, DGID: rip.As16(), HopLimit: 64, SGIDIndex: uint8(ep.o.gidIndex)}}
+	if err := ep.qp.Modify(&a, mlx5.AttrState|mlx5.AttrAV|mlx5.AttrPathMTU|mlx5.AttrDestQPN|mlx5.AttrRQPSN|
+		mlx5.AttrMaxDestRdAtomic|mlx5.AttrMinRNRTimer); err != nil {
+		return err
+	}
+	a = provider.QPAttr{QPState: provider.QPStateRTS, Timeout: uint8(ep.o.timeout), RetryCnt: uint8(ep.o.retryCnt),
+		RNRRetry: uint8(ep.o.rnrRetry), SQPSN: ep.psn, MaxRdAtomic: 16}
+	return ep.qp.Modify(&a, mlx5.AttrState|mlx5.AttrTimeout|mlx5.AttrRetryCnt|mlx5.AttrRNRRetry|mlx5.AttrSQPSN|mlx5.AttrMaxQPRdAtomic)
+}
+
+// command runs one stdin command; it reports whether to quit.
+func (ep *rdmaEP) command(f []string) bool {
+	if len(f) == 0 {
+		return false
+	}
+	out := ep.out
+	nums := func(want int, usage string) ([]uint64, bool) {
+		if len(f) != want+1 {
+			fmt.Fprintln(out, "ERR usage:", usage)
+			return nil, false
+		}
+		v := make([]uint64, want)
+		for i := range v {
+			n, err := parseHex(f[i+1], 64)
+			if err != nil {
+				fmt.Fprintf(out, "ERR usage: %s (%v)\n", usage, err)
+				return nil, false
+			}
+			v[i] = n
+		}
+		return v, true
+	}
+	switch f[0] {
+	case "write":
+		if v, ok := nums(4, "write RADDR RKEY LEN SEED"); ok {
+			ep.rdma(provider.WRRDMAWrite, v[0], v[1], v[2], v[3])
+		}
+	case "read":
+		if v, ok := nums(3, "read RADDR RKEY LEN"); ok {
+			ep.rdma(provider.WRRDMARead, v[0], v[1], v[2], 0)
+		}
+	case "send":
+		if v, ok := nums(2, "send LEN SEED"); ok {
+			ep.rdma(provider.WRSend, 0, 0, v[0], v[1])
+		}
+	case "recv":
+		if v, ok := nums(1, "recv N"); ok {
+			ep.recv(v[0])
+		}
+	case "sum":
+		if v, ok := nums(2, "sum OFF LEN"); ok {
+			ep.sum(v[0], v[1])
+		}
+	case "mr":
+		fmt.Fprintf(out, "MR %x %x %x\n", ep.mr.Addr, ep.mr.RKey, ep.mr.Length)
+	case "counters":
+		fmt.Fprintln(out, strings.TrimSpace("COUNTERS "+ep.rt.counterLine()))
+	case "quit":
+		return true
+	default:
+		fmt.Fprintln(out, "ERR unknown command", f[0])
+	}
+	return false
+}
+
+// fillSeed writes the seed generator's bytes (docs/howto-interop.md).
+func fillSeed(p []byte, seed uint32) {
+	s := seed
+	if s == 0 {
+		s = 0x9E3779B9
+	}
+	for i := range p {
+		s ^= s << 13
+		s ^= s >> 17
+		s ^= s << 5
+		p[i] = byte(s)
+	}
+}
+
+// rdma posts one signalled WRITE, READ or SEND from MR[0, n) and prints its
+// completion.
+func (ep *rdmaEP) rdma(op provider.WROpcode, raddr, rkey, n, seed uint64) {
+	if n > uint64(ep.o.recvOff) {
+		fmt.Fprintf(ep.out, "ERR length %#x beyond the send area %#x\n", n, ep.o.recvOff)
+		return
+	}
+	if rkey > 0xffffffff || seed > 0xffffffff {
+		fmt.Fprintln(ep.out, "ERR RKEY and SEED are 32-bit")
+		return
+	}
+	if op != provider.WRRDMARead {
+		fillSeed(ep.buf.Bytes[:n], uint32(seed))
+	}
+	ep.nextID++
+	wr := provider.SendWR{WRID: ep.nextID, Opcode: op, Flags: provider.SendSignaled, RemoteAddr: raddr, RKey: uint32(rkey)}
+	if n > 0 {
+		wr.SGL = []provider.SGE{ep.mr.SGE(0, uint32(n))}
+	}
+	ep.rt.syncClock()
+	if _, err := ep.qp.PostSend([]provider.SendWR{wr}); err != nil {
+		fmt.Fprintln(ep.out, "ERR post_send", err)
+		return
+	}
+	var wcs [1]provider.WC
+	if _, err := ep.rt.pollCQ(ep.scq, wcs[:], ep.wait, func() string { return op.String() + " completion" }); err != nil {
+		fmt.Fprintln(ep.out, "ERR", err)
+		return
+	}
+	ep.printWC(&wcs[0])
+}
+
+// recv waits for n receive completions, printing and re-posting each.
+func (ep *rdmaEP) recv(n uint64) {
+	var wcs [1]provider.WC
+	for i := uint64(0); i < n; i++ {
+		what := func() string { return fmt.Sprintf("receive completion %d of %d", i+1, n) }
+		if _, err := ep.rt.pollCQ(ep.rcq, wcs[:], ep.wait, what); err != nil {
+			fmt.Fprintln(ep.out, "ERR", err)
+			return
+		}
+		ep.printWC(&wcs[0])
+		if wcs[0].Status == provider.WCSuccess {
+			if err := ep.postRecv(); err != nil {
+				fmt.Fprintln(ep.rt.stderr, "softnic rdma: re-posting a receive failed:", err)
+			}
+		}
+	}
+}
+
+func (ep *rdmaEP) printWC(wc *provider.WC) {
+	imm := uint32(0)
+	if wc.Flags&provider.WCFlagWithImm != 0 {
+		imm = wc.Imm
+	}
+	fmt.Fprintf(ep.out, "WC %s %s %d %x\n", wc.Status, wc.Opcode, wc.ByteLen, imm)
+	if wc.Status != provider.WCSuccess {
+		fmt.Fprintf(ep.rt.stderr, "softnic rdma: completion %s vendor_err %#x qp %#x; counters: %s\n",
+			wc.Status, wc.VendorErr, wc.QPNum, ep.rt.counterLine())
+	}
+}
+
+// sum prints the zlib crc32 of MR[off, off+n).
+func (ep *rdmaEP) sum(off, n uint64) {
+	if off > ep.o.mrSize || n > ep.o.mrSize-off {
+		fmt.Fprintf(ep.out, "ERR range beyond the MR (%#x bytes)\n", ep.o.mrSize)
+		return
+	}
+	fmt.Fprintf(ep.out, "SUM %x %x %08x\n", off, n, crc32.ChecksumIEEE(ep.buf.Bytes[off:off+n]))
+}

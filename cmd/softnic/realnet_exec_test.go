@@ -1,0 +1,498 @@
+package main
+
+// End-to-end tests of the real-network commands: softnic processes talking
+// RC over udp: on loopback and over tap: between two network namespaces,
+// every frame captured and checked (ICRC by roce.ParseFrame, dissection by
+// tshark when it is installed). Only 127.0.0.1 and addresses inside
+// namespaces these tests create (TEST-NET-1, 192.0.2.0/24) are used.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/softnic/softnic/ethport"
+	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/trace"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+	binDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// softnicBin builds the command once per test binary.
+func softnicBin(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "softnic-bin-"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "softnic")
+		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		out, err := exec.Command(gobin, "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, binErr)
+	return binPath
+}
+
+func freeUDPPort(t *testing.T) int {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port
+}
+
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// proc is a running softnic process driven through its stdin/stdout.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string
+	stderr bytes.Buffer
+	mu     sync.Mutex
+	log    strings.Builder
+}
+
+func startProc(t *testing.T, ctx context.Context, name string, argv ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, lines: make(chan string, 1024)}
+	p.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var err error
+	p.stdin, err = p.cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := p.cmd.StdoutPipe()
+	require.NoError(t, err)
+	p.cmd.Stderr = &p.stderr
+	require.NoError(t, p.cmd.Start())
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.note("< " + sc.Text())
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+	}()
+	t.Cleanup(func() {
+		p.stdin.Close()
+		done := make(chan struct{})
+		go func() { p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			p.cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("%s transcript:\n%s\n%s stderr:\n%s", p.name, p.transcript(), p.name, p.stderr.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) note(s string) {
+	p.mu.Lock()
+	p.log.WriteString(s + "\n")
+	p.mu.Unlock()
+}
+
+func (p *proc) transcript() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+func (p *proc) send(t *testing.T, format string, args ...any) {
+	t.Helper()
+	l := fmt.Sprintf(format, args...)
+	p.note("> " + l)
+	_, err := io.WriteString(p.stdin, l+"\n")
+	require.NoError(t, err)
+}
+
+// expect returns the fields of the next output line, which must start with
+// word.
+func (p *proc) expect(t *testing.T, word string) []string {
+	t.Helper()
+	select {
+	case l, ok := <-p.lines:
+		require.True(t, ok, "%s ended while waiting for %s", p.name, word)
+		f := strings.Fields(l)
+		require.NotEmpty(t, f, "%s: empty line", p.name)
+		require.Equal(t, word, f[0], "%s: %q", p.name, l)
+		return f
+	case <-time.After(15 * time.Second):
+		t.Fatalf("%s: no %s line within 15 s", p.name, word)
+	}
+	return nil
+}
+
+func (p *proc) wait(t *testing.T) {
+	t.Helper()
+	p.stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "%s exit; stderr:\n%s", p.name, p.stderr.String())
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not exit", p.name)
+	}
+}
+
+func hexArg(t *testing.T, f []string, i int) uint64 {
+	t.Helper()
+	require.Greater(t, len(f), i, "%v", f)
+	v, err := strconv.ParseUint(f[i], 16, 64)
+	require.NoError(t, err, "%v", f)
+	return v
+}
+
+// rdmaSide is one `softnic rdma` endpoint in an exchange.
+type rdmaSide struct {
+	*proc
+	qpn, psn uint64
+	addr     uint64
+	rkey     uint64
+	size     uint64
+}
+
+func seedCRC(seed uint32, n int) string {
+	b := make([]byte, n)
+	fillSeed(b, seed)
+	return fmt.Sprintf("%08x", crc32.ChecksumIEEE(b))
+}
+
+func (s *rdmaSide) wantWC(t *testing.T, opcode string, byteLen int) {
+	t.Helper()
+	f := s.expect(t, "WC")
+	require.Len(t, f, 5, "%v", f)
+	require.Equal(t, "SUCCESS", f[1], "%s: %v", s.name, f)
+	require.Equal(t, opcode, f[2], "%s: %v", s.name, f)
+	if byteLen >= 0 {
+		require.Equal(t, strconv.Itoa(byteLen), f[3], "%s: %v", s.name, f)
+	}
+}
+
+func (s *rdmaSide) wantSum(t *testing.T, off uint64, n int, seed uint32) {
+	t.Helper()
+	s.send(t, "sum %x %x", off, n)
+	f := s.expect(t, "SUM")
+	require.Equal(t, []string{"SUM", fmt.Sprintf("%x", off), fmt.Sprintf("%x", n), seedCRC(seed, n)}, f,
+		"%s: MR[%#x, +%d) should hold seed %#x", s.name, off, n, seed)
+}
+
+// exerciseRDMA connects two `softnic rdma` processes through the REMOTE
+// lines and checks WRITE, READ and SEND/RECV in both directions at sizes
+// below, at and above the path MTU (1024), data verified by crc32.
+func exerciseRDMA(t *testing.T, a, b *rdmaSide) {
+	for _, s := range []*rdmaSide{a, b} {
+		f := s.expect(t, "LOCAL")
+		require.Len(t, f, 4)
+		require.Len(t, f[3], 32, "GID as 32 hex digits")
+		s.qpn, s.psn = hexArg(t, f, 1), hexArg(t, f, 2)
+	}
+	a.send(t, "REMOTE %x %x", b.qpn, b.psn)
+	b.send(t, "REMOTE %x %x", a.qpn, a.psn)
+	for _, s := range []*rdmaSide{a, b} {
+		s.send(t, "mr")
+		f := s.expect(t, "MR")
+		s.addr, s.rkey, s.size = hexArg(t, f, 1), hexArg(t, f, 2), hexArg(t, f, 3)
+	}
+	const writeOff, recvOff = 0x10000, 0x80000 // recvOff: --mr-size 0x100000 / 2
+	seed := uint32(0x40)
+	for _, n := range []int{64, 1024, 5000} {
+		for _, dir := range [][2]*rdmaSide{{a, b}, {b, a}} {
+			req, rsp := dir[0], dir[1]
+			seed++
+			// RDMA WRITE into the responder's MR.
+			req.send(t, "write %x %x %x %x", rsp.addr+writeOff, rsp.rkey, n, seed)
+			req.wantWC(t, "RDMA_WRITE", -1)
+			req.wantSum(t, 0, n, seed)
+			rsp.wantSum(t, writeOff, n, seed)
+			// RDMA READ it back over a local buffer overwritten by a SEND's
+			// fill (the requester's MR[0,n) holds seed+1000 bytes first).
+			rsp.send(t, "recv 1")
+			req.send(t, "send %x %x", n, seed+1000)
+			req.wantWC(t, "SEND", -1)
+			rsp.wantWC(t, "RECV", n)
+			rsp.wantSum(t, recvOff, n, seed+1000)
+			req.send(t, "read %x %x %x", rsp.addr+writeOff, rsp.rkey, n)
+			req.wantWC(t, "RDMA_READ", n)
+			req.wantSum(t, 0, n, seed)
+		}
+	}
+	for _, s := range []*rdmaSide{a, b} {
+		s.send(t, "counters")
+		f := s.expect(t, "COUNTERS")
+		require.NotContains(t, strings.Join(f, " "), "drop_bad_icrc", "%s", s.name)
+		s.send(t, "quit")
+		s.wait(t)
+	}
+}
+
+// checkCapture parses every RoCE frame of a capture (roce.ParseFrame checks
+// lengths and the ICRC) and returns how many RoCE and ARP frames it holds.
+// (It assumes IPv4 headers without options, which is all softnic sends.)
+func checkCapture(t *testing.T, path string) (nroce, narp int) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	r, err := trace.NewPcapReader(f)
+	require.NoError(t, err)
+	var pkt roce.Packet
+	for i := 1; ; i++ {
+		fr, err := r.ReadFrame()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		d := fr.Data
+		if len(d) >= 14 && d[12] == 0x08 && d[13] == 0x06 {
+			narp++
+			continue
+		}
+		// Anything else that is not IPv4/UDP to 4791 is the host's own
+		// chatter on a TAP (IPv6 neighbour discovery, MLD, IGMP).
+		if len(d) < 38 || d[12] != 0x08 || d[13] != 0x00 || d[23] != 17 || int(d[36])<<8|int(d[37]) != roce.UDPPort {
+			continue
+		}
+		require.NoError(t, roce.ParseFrame(fr.Data, &pkt), "%s frame %d", path, i)
+		require.True(t, pkt.ICRCOK)
+		nroce++
+	}
+	return nroce, narp
+}
+
+// tsharkDecodes checks that tshark dissects every RoCE frame as InfiniBand
+// (RRoCE on UDP 4791) and finds nothing malformed; it skips quietly when
+// tshark is not installed.
+func tsharkDecodes(t *testing.T, path string, nroce int) {
+	t.Helper()
+	ts, err := exec.LookPath("tshark")
+	if err != nil {
+		t.Log("tshark not installed: dissection not checked")
+		return
+	}
+	out, err := exec.Command(ts, "-n", "-r", path, "-Y", "infiniband", "-T", "fields", "-e", "infiniband.bth.opcode").Output()
+	require.NoError(t, err)
+	ops := strings.Fields(string(out))
+	require.Len(t, ops, nroce, "tshark dissects every RoCE frame of %s", path)
+	out, err = exec.Command(ts, "-n", "-r", path, "-Y", "_ws.malformed || _ws.expert.severity >= error").Output()
+	require.NoError(t, err)
+	require.Empty(t, strings.TrimSpace(string(out)), "tshark finds malformed frames in %s", path)
+}
+
+// TestRDMAOverUDP: two softnic rdma processes on loopback resolve each other
+// by ARP and exchange WRITE/READ/SEND both ways.
+func TestRDMAOverUDP(t *testing.T) {
+	bin := softnicBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	pa, pb := freeUDPPort(t), freeUDPPort(t)
+	common := []string{"rdma", "--mr-size", "0x100000", "--wait-ms", "10000"}
+	argv := func(listen, peer int, ip, rip, pcap string) []string {
+		return append(append([]string{bin}, common...), "--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", listen, peer),
+			"--ip", ip, "--remote-ip", rip, "--pcap", pcap)
+	}
+	capA, capB := filepath.Join(dir, "a.pcap"), filepath.Join(dir, "b.pcap")
+	a := &rdmaSide{proc: startProc(t, ctx, "A", argv(pa, pb, "192.0.2.1", "192.0.2.2", capA)...)}
+	b := &rdmaSide{proc: startProc(t, ctx, "B", argv(pb, pa, "192.0.2.2", "192.0.2.1", capB)...)}
+	exerciseRDMA(t, a, b)
+	for _, c := range []string{capA, capB} {
+		nroce, narp := checkCapture(t, c)
+		require.Greater(t, nroce, 50, c)
+		require.GreaterOrEqual(t, narp, 2, "%s: peers were resolved by ARP", c)
+		tsharkDecodes(t, c, nroce)
+	}
+}
+
+// requireNetns skips unless network namespaces, TAP devices and bridges can
+// be used (root with ip(8) and /dev/net/tun; CI runs as root).
+func requireNetns(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces and TAP devices")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs ip(8)")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skip("needs /dev/net/tun")
+	}
+}
+
+func ipCmd(t *testing.T, args ...string) {
+	t.Helper()
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	require.NoError(t, err, "ip %s: %s", strings.Join(args, " "), out)
+}
+
+// TestRDMAOverTAP: the same exchange with each softnic in its own network
+// namespace, on a TAP device enslaved to a bridge there; the two bridges are
+// joined by a veth pair. Real RoCEv2 frames cross the kernel's bridges.
+func TestRDMAOverTAP(t *testing.T) {
+	requireNetns(t)
+	bin := softnicBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tag := strconv.Itoa(os.Getpid())
+	ns := [2]string{"snA" + tag, "snB" + tag}
+	for i, n := range ns {
+		if err := exec.Command("ip", "netns", "add", n).Run(); err != nil {
+			t.Skipf("cannot create network namespaces: %v", err)
+		}
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", n).Run() })
+		ipCmd(t, "-n", n, "link", "add", "br0", "type", "bridge")
+		ipCmd(t, "-n", n, "tuntap", "add", "dev", "tap0", "mode", "tap")
+		ipCmd(t, "-n", n, "link", "set", "tap0", "master", "br0")
+		if i == 1 {
+			ipCmd(t, "-n", ns[0], "link", "add", "veth0", "type", "veth", "peer", "name", "veth1", "netns", ns[1])
+		}
+	}
+	for i, n := range ns {
+		veth := fmt.Sprintf("veth%d", i)
+		ipCmd(t, "-n", n, "link", "set", veth, "master", "br0")
+		for _, l := range []string{"br0", veth, "tap0", "lo"} {
+			ipCmd(t, "-n", n, "link", "set", l, "up")
+		}
+	}
+	// A new link drops what it is given to send until the kernel's link
+	// watch has activated it (up to a second after carrier): wait for the
+	// veths to be operational. softnic itself waits for its TAP
+	// (wire.OpenTAP).
+	for i, n := range ns {
+		veth := fmt.Sprintf("veth%d", i)
+		require.Eventually(t, func() bool {
+			out, err := exec.Command("ip", "-n", n, "-o", "link", "show", veth).Output()
+			return err == nil && strings.Contains(string(out), "state UP")
+		}, 5*time.Second, 10*time.Millisecond, "%s in %s never came up", veth, n)
+	}
+	dir := t.TempDir()
+	argv := func(n, ip, rip, pcap string) []string {
+		return []string{"ip", "netns", "exec", n, bin, "rdma", "--mr-size", "0x100000", "--wait-ms", "10000",
+			"--wire", "tap:tap0", "--ip", ip, "--remote-ip", rip, "--pcap", pcap}
+	}
+	capA, capB := filepath.Join(dir, "a.pcap"), filepath.Join(dir, "b.pcap")
+	a := &rdmaSide{proc: startProc(t, ctx, "A", argv(ns[0], "192.0.2.1", "192.0.2.2", capA)...)}
+	b := &rdmaSide{proc: startProc(t, ctx, "B", argv(ns[1], "192.0.2.2", "192.0.2.1", capB)...)}
+	exerciseRDMA(t, a, b)
+	for _, c := range []string{capA, capB} {
+		nroce, narp := checkCapture(t, c)
+		require.Greater(t, nroce, 50, c)
+		require.GreaterOrEqual(t, narp, 2, c)
+		tsharkDecodes(t, c, nroce)
+	}
+}
+
+var (
+	ppLocalRe  = regexp.MustCompile(`^  local address:  LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ::ffff:192\.0\.2\.[12]$`)
+	ppRemoteRe = regexp.MustCompile(`^  remote address: LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ::ffff:192\.0\.2\.[12]$`)
+	ppBytesRe  = regexp.MustCompile(`^(\d+) bytes in \d+\.\d\d seconds = \d+\.\d\d Mbit/sec$`)
+	ppItersRe  = regexp.MustCompile(`^(\d+) iters in \d+\.\d\d seconds = \d+\.\d\d usec/iter$`)
+)
+
+// TestRCPingpongOverUDP: softnic rc_pingpong as server and as client, with
+// the TCP handshake of ibv_rc_pingpong, at a size above the MTU and one
+// small enough to go inline; the server's peer is a static neighbour, the
+// client resolves by ARP.
+func TestRCPingpongOverUDP(t *testing.T) {
+	bin := softnicBin(t)
+	for _, tc := range []struct {
+		size, iters int
+		clientFirst bool // the client retries until the server listens
+	}{{4096, 100, false}, {16, 200, true}} {
+		t.Run(strconv.Itoa(tc.size), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			dir := t.TempDir()
+			pa, pb, tcp := freeUDPPort(t), freeUDPPort(t), freeTCPPort(t)
+			common := []string{"-g", "1", "-p", strconv.Itoa(tcp), "-s", strconv.Itoa(tc.size), "-n", strconv.Itoa(tc.iters)}
+			srvCap, cliCap := filepath.Join(dir, "srv.pcap"), filepath.Join(dir, "cli.pcap")
+			startSrv := func() *proc {
+				return startProc(t, ctx, "server", append(append([]string{bin, "rc_pingpong"}, common...),
+					"--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", pa, pb), "--ip", "192.0.2.1",
+					"--neigh", "192.0.2.2="+macString(ethport.DefaultMAC(netip.MustParseAddr("192.0.2.2"))), "--pcap", srvCap)...)
+			}
+			startCli := func() *proc {
+				return startProc(t, ctx, "client", append(append([]string{bin, "rc_pingpong", "127.0.0.1"}, common...),
+					"--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", pb, pa), "--ip", "192.0.2.2", "--pcap", cliCap)...)
+			}
+			var srv, cli *proc
+			if tc.clientFirst {
+				cli = startCli()
+				time.Sleep(300 * time.Millisecond)
+				srv = startSrv()
+			} else {
+				srv = startSrv()
+				cli = startCli()
+			}
+			for _, p := range []*proc{srv, cli} {
+				var out []string
+				for l := range p.lines {
+					out = append(out, l)
+				}
+				p.wait(t)
+				require.Len(t, out, 4, "%s output: %q", p.name, out)
+				require.Regexp(t, ppLocalRe, out[0])
+				require.Regexp(t, ppRemoteRe, out[1])
+				m := ppBytesRe.FindStringSubmatch(out[2])
+				require.NotNil(t, m, out[2])
+				require.Equal(t, strconv.Itoa(tc.size*tc.iters*2), m[1])
+				m = ppItersRe.FindStringSubmatch(out[3])
+				require.NotNil(t, m, out[3])
+				require.Equal(t, strconv.Itoa(tc.iters), m[1])
+			}
+			nroce, narp := checkCapture(t, cliCap)
+			pkts := (tc.size + 1023) / 1024
+			require.GreaterOrEqual(t, nroce, 2*tc.iters*(pkts+1), "each message and its ACK, both ways")
+			require.Equal(t, 2, narp, "the client resolved the server (request + reply)")
+			n2, narp2 := checkCapture(t, srvCap)
+			require.Equal(t, nroce, n2, "both ends saw the same RoCE frames")
+			require.Equal(t, 2, narp2)
+			tsharkDecodes(t, cliCap, nroce)
+		})
+	}
+}
