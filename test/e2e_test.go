@@ -219,17 +219,14 @@ func TestBadLKey(t *testing.T) {
 // TestBadRKey: the responder NAKs with remote access error and the
 // requester completes with REM_ACCESS_ERR.
 func TestBadRKey(t *testing.T) {
-	w, err := testbed.New(testbed.DefaultConfig())
-	require.NoError(t, err)
-	defer w.Close()
-	eps, err := w.ConnectRC(testbed.ConnOpts{})
-	require.NoError(t, err)
-	req, rsp := eps[0], eps[1]
 	for _, c := range []struct {
 		name string
-		addr uint64
-		rkey uint32
-	}{{"bad rkey", rsp.MR.Addr, rsp.MR.RKey ^ 0x3300}, {"out of bounds", rsp.MR.Addr + rsp.MR.Length - 8, rsp.MR.RKey}} {
+		off  func(mr *provider.MR) uint64 // remote address offset into the peer's MR
+		rkey func(mr *provider.MR) uint32
+	}{
+		{"bad rkey", func(*provider.MR) uint64 { return 0 }, func(mr *provider.MR) uint32 { return mr.RKey ^ 0x3300 }},
+		{"out of bounds", func(mr *provider.MR) uint64 { return mr.Length - 8 }, func(mr *provider.MR) uint32 { return mr.RKey }},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			w, err := testbed.New(testbed.DefaultConfig())
 			require.NoError(t, err)
@@ -237,17 +234,17 @@ func TestBadRKey(t *testing.T) {
 			eps, err := w.ConnectRC(testbed.ConnOpts{})
 			require.NoError(t, err)
 			req, rsp := eps[0], eps[1]
-			addr := c.addr - eps[1].MR.Addr + rsp.MR.Addr
+			before := append([]byte(nil), rsp.Buf.Bytes...)
 			_, err = req.QP.PostSend([]provider.SendWR{{WRID: 5, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
-				SGL: []provider.SGE{req.MR.SGE(0, 64)}, RemoteAddr: addr, RKey: c.rkey}})
+				SGL: []provider.SGE{req.MR.SGE(0, 64)}, RemoteAddr: rsp.MR.Addr + c.off(rsp.MR), RKey: c.rkey(rsp.MR)}})
 			require.NoError(t, err)
 			wcs, err := testbed.Wait(req.SendCQ, 1)
 			require.NoError(t, err)
 			require.Equal(t, provider.WCRemAccessErr, wcs[0].Status)
-			require.NotZero(t, w.Hosts[1].Dev.Counters().Get("rx_write_rkey"))
+			require.Equal(t, uint64(1), w.Hosts[1].Dev.Counters().Get("rx_write_rkey"))
+			require.Equal(t, before, rsp.Buf.Bytes, "the target MR is untouched")
 		})
 	}
-	_ = req
 }
 
 // TestMalformedWQE: a WQE corrupted in host memory after the doorbell (a
