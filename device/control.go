@@ -180,8 +180,8 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 	bfreg := n % 2
 	q := &qp{
 		d: d, qpn: qpn, pdn: c.PDN, scq: scq, rcq: rcq, state: mlx5.QPStateRST,
-		buf: c.BufAddr, dbr: c.DBAddr, rqBase: c.BufAddr, rqCnt: uint32(c.RQWQECnt), rqStride: 1 << c.RQWQEShift,
-		sqBase: c.BufAddr + uint64(rqBytes), sqSize: c.SQWQECnt, sigAll: c.SigAll, uar: uar, bfreg: bfreg,
+		dbr: c.DBAddr, rqBase: c.BufAddr, rqCnt: uint32(c.RQWQECnt), rqStride: 1 << c.RQWQEShift,
+		sqBase: c.BufAddr + uint64(rqBytes), sigAll: c.SigAll,
 	}
 	if c.RQWQECnt == 0 {
 		q.rqStride = 0

@@ -224,6 +224,23 @@ func (d *Device) frameBuf() []byte {
 	return make([]byte, 4096+128)
 }
 
+// emit builds d.fp with payload into buf and hands it to the port once it
+// is ready: not before the QP's previous frame (packets of a QP leave in
+// order) and after cost has been spent building it. It returns when the
+// build started and ended and the frame length; on a build error buf goes
+// back to the pool.
+func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Duration) (start, end sim.Time, n int, err error) {
+	start = max(ready, q.txReady)
+	end = start.Add(cost)
+	if n, err = roce.BuildFrame(buf, &d.fp, payload); err != nil {
+		d.frames = append(d.frames, buf)
+		return start, end, 0, err
+	}
+	q.txReady = end
+	d.sendAt(end, buf, n)
+	return start, end, n, nil
+}
+
 // sendAt schedules frame buf[:n] onto the wire at t.
 func (d *Device) sendAt(t sim.Time, buf []byte, n int) {
 	var e *txEvent

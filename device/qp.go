@@ -22,13 +22,10 @@ type qp struct {
 	pdn      uint32
 	scq, rcq *cq
 	state    mlx5.QPState
-	buf, dbr uint64
+	dbr      uint64 // doorbell record: [0] RQ producer counter
 	sigAll   bool
-	uar      uint32
-	bfreg    int
 
 	sqBase uint64
-	sqSize int
 	sq     *wqefetch.Queue
 
 	rqBase   uint64
@@ -69,27 +66,26 @@ type qp struct {
 
 // swqe is an outstanding send WQE on the requester side.
 type swqe struct {
-	idx       uint16
-	op        mlx5.Opcode
-	signaled  bool
-	se        bool
-	imm       uint32
-	raddr     uint64
-	rkey      uint32
-	sges      [wqefetch.MaxSGE]mlx5.DataFields
-	nsge      int
-	inline    [wqefetch.MaxWQEBytes]byte
-	isInline  bool
-	length    uint64
-	firstPSN  roce.PSN
-	npkts     int
-	readGot   uint64 // READ: response bytes placed
-	readNext  roce.PSN
-	rnrLeft   int
-	flow      uint64
-	flushOnly bool          // arrived while the QP was in error
-	errSynd   mlx5.Syndrome // non-zero: complete with this error instead of WR_FLUSH
-	state     wqefetch.State
+	idx      uint16
+	op       mlx5.Opcode
+	signaled bool
+	se       bool
+	imm      uint32
+	raddr    uint64
+	rkey     uint32
+	sges     [wqefetch.MaxSGE]mlx5.DataFields
+	nsge     int
+	inline   [wqefetch.MaxWQEBytes]byte
+	isInline bool
+	length   uint64
+	firstPSN roce.PSN
+	npkts    int
+	readGot  uint64 // READ: response bytes placed
+	readNext roce.PSN
+	rnrLeft  int
+	flow     uint64
+	errSynd  mlx5.Syndrome // non-zero: complete with this error instead of WR_FLUSH
+	state    wqefetch.State
 }
 
 func (w *swqe) lastPSN() roce.PSN { return w.firstPSN.Add(w.npkts - 1) }
@@ -144,8 +140,6 @@ func (q *qp) pop() {
 	q.count--
 }
 
-func cqeOpcode(op mlx5.Opcode) uint8 { return uint8(op) }
-
 // WQEReady is called by the fetch engine for each decoded WQE, in order
 // (wqefetch.Sink).
 func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
@@ -165,7 +159,6 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 		state: wqefetch.StateValid, signaled: q.sigAll || w.Ctrl.FMCESE&mlx5.CEMask == mlx5.CECQUpdate || w.Ctrl.FMCESE&mlx5.CEMask == mlx5.CECQAndEQ,
 		se: w.Ctrl.FMCESE&mlx5.SolicitedEvent != 0}
 	if q.state == mlx5.QPStateERR {
-		e.flushOnly = true
 		d.flushAll(t, q)
 		return
 	}
@@ -279,22 +272,14 @@ func (d *Device) transmit(t sim.Time, q *qp, e *swqe, from int) {
 				ready = done
 			}
 		}
-		if ready < q.txReady {
-			ready = q.txReady
-		}
-		start := ready
-		ready = ready.Add(d.cyc(d.spec.Core.PacketizeCycles))
-		q.txReady = ready
-		fl, err := roce.BuildFrame(buf, fp, payload)
+		start, end, fl, err := d.emit(q, buf, payload, ready, d.cyc(d.spec.Core.PacketizeCycles))
 		if err != nil {
-			d.frames = append(d.frames, buf)
 			d.warn(t, "packetize_error", "QP %#x WQE %d: %v", q.qpn, e.idx, err)
 			d.failWQE(t, q, e, mlx5.SyndLocalQPOp)
 			return
 		}
-		d.rec.Stage(d.node, "roce", "packetize", start, ready, fl, 0, q.qpn, e.flow)
+		d.rec.Stage(d.node, "roce", "packetize", start, end, fl, 0, q.qpn, e.flow)
 		d.ctr.Inc("tx_packets")
-		d.sendAt(ready, buf, fl)
 	}
 }
 
@@ -395,7 +380,7 @@ func (d *Device) complete(t sim.Time, q *qp, w *swqe) {
 		d.ctr.Inc("wqe_unsignaled")
 		return
 	}
-	f := mlx5.CQEFields{Opcode: mlx5.CQEReq, WQEOpcode: cqeOpcode(w.op), QPN: q.qpn, WQECounter: w.idx}
+	f := mlx5.CQEFields{Opcode: mlx5.CQEReq, WQEOpcode: uint8(w.op), QPN: q.qpn, WQECounter: w.idx}
 	if w.op == mlx5.OpRDMARead {
 		f.ByteCnt = uint32(w.length)
 	}
@@ -462,7 +447,7 @@ func (d *Device) flushAll(t sim.Time, q *qp) {
 		} else {
 			d.ctr.Inc("wqe_flushed")
 		}
-		f := mlx5.CQEFields{Opcode: mlx5.CQEReqErr, WQEOpcode: cqeOpcode(w.op), QPN: q.qpn, WQECounter: w.idx, Syndrome: synd}
+		f := mlx5.CQEFields{Opcode: mlx5.CQEReqErr, WQEOpcode: uint8(w.op), QPN: q.qpn, WQECounter: w.idx, Syndrome: synd}
 		w.state = wqefetch.StateDone
 		d.writeCQE(t, q.scq, &f, w.flow)
 		q.pop()

@@ -377,20 +377,13 @@ func (d *Device) rxRead(arrive, t sim.Time, q *qp, p *roce.Packet, replay bool) 
 			d.rec.Stage(d.node, "dma", "payload_dma", t, dn, int(sz), st.TLPs(), q.qpn, 0)
 			ready = dn
 		}
-		if ready < q.txReady {
-			ready = q.txReady
-		}
-		ready = ready.Add(d.cyc(d.spec.Core.PacketizeCycles))
-		q.txReady = ready
-		fl, err := roce.BuildFrame(buf, fp, payload)
+		_, end, _, err := d.emit(q, buf, payload, ready, d.cyc(d.spec.Core.PacketizeCycles))
 		if err != nil {
-			d.frames = append(d.frames, buf)
 			d.warn(t, "packetize_error", "QP %#x READ response: %v", q.qpn, err)
 			return
 		}
 		d.ctr.Inc("tx_packets")
-		d.sendAt(ready, buf, fl)
-		last = ready
+		last = end
 	}
 	d.rec.Stage(d.node, "device", "responder", arrive, last, int(n), 0, q.qpn, 0)
 }
@@ -409,16 +402,8 @@ func (d *Device) sendAck(t sim.Time, q *qp, psn roce.PSN, synd roce.Syndrome) {
 	fp.BTH.Opcode = roce.OpRCAck
 	fp.BTH.PSN = psn
 	fp.AETH = roce.AETHFields{Syndrome: synd, MSN: q.msn & 0xffffff}
-	ready := t
-	if ready < q.txReady {
-		ready = q.txReady
-	}
-	start := ready
-	ready = ready.Add(d.cyc(d.spec.Core.AckCycles))
-	q.txReady = ready
-	n, err := roce.BuildFrame(buf, fp, nil)
+	start, end, n, err := d.emit(q, buf, nil, t, d.cyc(d.spec.Core.AckCycles))
 	if err != nil {
-		d.frames = append(d.frames, buf)
 		d.warn(t, "packetize_error", "QP %#x ACK: %v", q.qpn, err)
 		return
 	}
@@ -430,8 +415,7 @@ func (d *Device) sendAck(t sim.Time, q *qp, psn roce.PSN, synd roce.Syndrome) {
 	default:
 		d.ctr.Inc("naks_sent")
 	}
-	d.rec.Stage(d.node, "roce", "ack", start, ready, n, 0, q.qpn, 0)
-	d.sendAt(ready, buf, n)
+	d.rec.Stage(d.node, "roce", "ack", start, end, n, 0, q.qpn, 0)
 }
 
 // requesterRx handles a response: ACK / NAK / RNR NAK or READ RESPONSE.
