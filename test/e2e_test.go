@@ -18,6 +18,25 @@ func fill(b []byte, seed byte) {
 	}
 }
 
+// connect builds a default two-NIC world and an RTS QP pair on it.
+func connect(t *testing.T, o testbed.ConnOpts) (*testbed.World, *testbed.Endpoint, *testbed.Endpoint) {
+	t.Helper()
+	w, err := testbed.New(testbed.DefaultConfig())
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	eps, err := w.ConnectRC(o)
+	require.NoError(t, err)
+	return w, eps[0], eps[1]
+}
+
+// waitOne waits for one completion on cq and returns it.
+func waitOne(t *testing.T, cq *provider.CQ) provider.WC {
+	t.Helper()
+	wcs, err := testbed.Wait(cq, 1)
+	require.NoError(t, err)
+	return wcs[0]
+}
+
 type xfer struct {
 	op     provider.WROpcode
 	size   int
@@ -61,9 +80,7 @@ func runXfer(t *testing.T, x xfer) {
 	}
 	_, err = req.QP.PostSend([]provider.SendWR{wr})
 	require.NoError(t, err)
-	wcs, err := testbed.Wait(req.SendCQ, 1)
-	require.NoError(t, err)
-	wc := wcs[0]
+	wc := waitOne(t, req.SendCQ)
 	require.Equal(t, provider.WCSuccess, wc.Status, "requester status")
 	require.Equal(t, uint64(42), wc.WRID)
 	require.Equal(t, req.QP.QPN(), wc.QPNum)
@@ -74,9 +91,7 @@ func runXfer(t *testing.T, x xfer) {
 		require.Equal(t, uint32(x.size), wc.ByteLen)
 	}
 	if recv {
-		rw, err := testbed.Wait(rsp.RecvCQ, 1)
-		require.NoError(t, err)
-		r := rw[0]
+		r := waitOne(t, rsp.RecvCQ)
 		require.Equal(t, provider.WCSuccess, r.Status, "responder status")
 		require.Equal(t, uint64(77), r.WRID)
 		require.Equal(t, uint32(x.size), r.ByteLen)
@@ -159,12 +174,7 @@ func TestInlineAndDoorbellPaths(t *testing.T) {
 // TestPostListAndUnsignaled posts a list of WRs with one doorbell where only
 // the last is signalled: one CQE retires them all, and every byte lands.
 func TestPostListAndUnsignaled(t *testing.T) {
-	w, err := testbed.New(testbed.DefaultConfig())
-	require.NoError(t, err)
-	defer w.Close()
-	eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 1024, BufSize: 64 << 10})
-	require.NoError(t, err)
-	req, rsp := eps[0], eps[1]
+	w, req, rsp := connect(t, testbed.ConnOpts{MTU: 1024, BufSize: 64 << 10})
 	fill(req.Buf.Bytes[:16<<10], 9)
 	const n = 16
 	wrs := make([]provider.SendWR, n)
@@ -174,12 +184,11 @@ func TestPostListAndUnsignaled(t *testing.T) {
 	}
 	wrs[n-1].Flags = provider.SendSignaled
 	doorbellsBefore := w.Hosts[0].Dev.Counters().Get("doorbells")
-	_, err = req.QP.PostSend(wrs)
+	_, err := req.QP.PostSend(wrs)
 	require.NoError(t, err)
-	wcs, err := testbed.Wait(req.SendCQ, 1)
-	require.NoError(t, err)
-	require.Equal(t, uint64(n-1), wcs[0].WRID)
-	require.Equal(t, provider.WCSuccess, wcs[0].Status)
+	wc := waitOne(t, req.SendCQ)
+	require.Equal(t, uint64(n-1), wc.WRID)
+	require.Equal(t, provider.WCSuccess, wc.Status)
 	w.Settle(0)
 	require.Equal(t, req.Buf.Bytes[:n*1000], rsp.Buf.Bytes[:n*1000])
 	c := w.Hosts[0].Dev.Counters()
@@ -194,22 +203,16 @@ func TestPostListAndUnsignaled(t *testing.T) {
 // TestBadLKey: a WR whose lkey names no MR completes with a local protection
 // error CQE, the QP goes to error and the next WR is flushed — no panic.
 func TestBadLKey(t *testing.T) {
-	w, err := testbed.New(testbed.DefaultConfig())
-	require.NoError(t, err)
-	defer w.Close()
-	eps, err := w.ConnectRC(testbed.ConnOpts{})
-	require.NoError(t, err)
-	req, rsp := eps[0], eps[1]
+	w, req, rsp := connect(t, testbed.ConnOpts{})
 	bad := req.MR.SGE(0, 64)
 	bad.LKey ^= 0x5500
 	wr := provider.SendWR{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{bad},
 		RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}
-	_, err = req.QP.PostSend([]provider.SendWR{wr})
+	_, err := req.QP.PostSend([]provider.SendWR{wr})
 	require.NoError(t, err)
-	wcs, err := testbed.Wait(req.SendCQ, 1)
-	require.NoError(t, err)
-	require.Equal(t, provider.WCLocProtErr, wcs[0].Status)
-	require.Equal(t, uint64(1), wcs[0].WRID)
+	wc := waitOne(t, req.SendCQ)
+	require.Equal(t, provider.WCLocProtErr, wc.Status)
+	require.Equal(t, uint64(1), wc.WRID)
 	require.Equal(t, uint64(1), w.Hosts[0].Dev.Counters().Get("wqe_bad_lkey"))
 	st, err := req.QP.QueryState()
 	require.NoError(t, err)
@@ -228,19 +231,13 @@ func TestBadRKey(t *testing.T) {
 		{"out of bounds", func(mr *provider.MR) uint64 { return mr.Length - 8 }, func(mr *provider.MR) uint32 { return mr.RKey }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w, err := testbed.New(testbed.DefaultConfig())
-			require.NoError(t, err)
-			defer w.Close()
-			eps, err := w.ConnectRC(testbed.ConnOpts{})
-			require.NoError(t, err)
-			req, rsp := eps[0], eps[1]
+			w, req, rsp := connect(t, testbed.ConnOpts{})
 			before := append([]byte(nil), rsp.Buf.Bytes...)
-			_, err = req.QP.PostSend([]provider.SendWR{{WRID: 5, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+			_, err := req.QP.PostSend([]provider.SendWR{{WRID: 5, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
 				SGL: []provider.SGE{req.MR.SGE(0, 64)}, RemoteAddr: rsp.MR.Addr + c.off(rsp.MR), RKey: c.rkey(rsp.MR)}})
 			require.NoError(t, err)
-			wcs, err := testbed.Wait(req.SendCQ, 1)
-			require.NoError(t, err)
-			require.Equal(t, provider.WCRemAccessErr, wcs[0].Status)
+			wc := waitOne(t, req.SendCQ)
+			require.Equal(t, provider.WCRemAccessErr, wc.Status)
 			require.Equal(t, uint64(1), w.Hosts[1].Dev.Counters().Get("rx_write_rkey"))
 			require.Equal(t, before, rsp.Buf.Bytes, "the target MR is untouched")
 		})
@@ -261,15 +258,10 @@ func TestMalformedWQE(t *testing.T) {
 		{"write without raddr", func(b []byte) { b[7] = 1 }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w, err := testbed.New(testbed.DefaultConfig())
-			require.NoError(t, err)
-			defer w.Close()
-			eps, err := w.ConnectRC(testbed.ConnOpts{})
-			require.NoError(t, err)
-			req, rsp := eps[0], eps[1]
+			w, req, rsp := connect(t, testbed.ConnOpts{})
 			req.QP.SetBlueFlame(false)
 			idx := req.QP.SQProducer()
-			_, err = req.QP.PostSend([]provider.SendWR{{WRID: 9, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+			_, err := req.QP.PostSend([]provider.SendWR{{WRID: 9, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
 				SGL: []provider.SGE{req.MR.SGE(0, 64)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
 			require.NoError(t, err)
 			info := req.QP.SQInfo()
@@ -277,9 +269,8 @@ func TestMalformedWQE(t *testing.T) {
 			ring, err := req.Host.Mem.Slice(info.Addr+slot*mlx5.WQEBBSize, mlx5.WQEBBSize)
 			require.NoError(t, err)
 			c.corrupt(ring)
-			wcs, err := testbed.Wait(req.SendCQ, 1)
-			require.NoError(t, err)
-			require.Equal(t, provider.WCLocQPOpErr, wcs[0].Status)
+			wc := waitOne(t, req.SendCQ)
+			require.Equal(t, provider.WCLocQPOpErr, wc.Status)
 			require.NotZero(t, w.Hosts[0].Dev.Counters().Get("wqe_malformed"))
 		})
 	}
@@ -288,14 +279,9 @@ func TestMalformedWQE(t *testing.T) {
 // TestEmptyRQ: a SEND with no receive posted is RNR-NAKed and retried; once
 // a receive is posted the data arrives intact.
 func TestEmptyRQ(t *testing.T) {
-	w, err := testbed.New(testbed.DefaultConfig())
-	require.NoError(t, err)
-	defer w.Close()
-	eps, err := w.ConnectRC(testbed.ConnOpts{MinRNR: 1})
-	require.NoError(t, err)
-	req, rsp := eps[0], eps[1]
+	w, req, rsp := connect(t, testbed.ConnOpts{MinRNR: 1})
 	fill(req.Buf.Bytes[:2000], 3)
-	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, Flags: provider.SendSignaled,
+	_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, Flags: provider.SendSignaled,
 		SGL: []provider.SGE{req.MR.SGE(0, 2000)}}})
 	require.NoError(t, err)
 	// Let the first attempt be NAKed.
@@ -309,12 +295,10 @@ func TestEmptyRQ(t *testing.T) {
 	require.Equal(t, 2, out[0].Packets)
 	_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 2, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}})
 	require.NoError(t, err)
-	wcs, err := testbed.Wait(req.SendCQ, 1)
-	require.NoError(t, err)
-	require.Equal(t, provider.WCSuccess, wcs[0].Status)
-	rw, err := testbed.Wait(rsp.RecvCQ, 1)
-	require.NoError(t, err)
-	require.Equal(t, uint32(2000), rw[0].ByteLen)
+	wc := waitOne(t, req.SendCQ)
+	require.Equal(t, provider.WCSuccess, wc.Status)
+	rwc := waitOne(t, rsp.RecvCQ)
+	require.Equal(t, uint32(2000), rwc.ByteLen)
 	require.Equal(t, req.Buf.Bytes[:2000], rsp.Buf.Bytes[:2000])
 }
 
@@ -338,12 +322,10 @@ func TestLoopback(t *testing.T) {
 		{WRID: 2, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{a.MR.SGE(0, 5000)}},
 	})
 	require.NoError(t, err)
-	wcs, err := testbed.Wait(a.SendCQ, 1)
-	require.NoError(t, err)
-	require.Equal(t, provider.WCSuccess, wcs[0].Status)
-	rw, err := testbed.Wait(b.RecvCQ, 1)
-	require.NoError(t, err)
-	require.Equal(t, uint32(5000), rw[0].ByteLen)
+	wc := waitOne(t, a.SendCQ)
+	require.Equal(t, provider.WCSuccess, wc.Status)
+	rwc := waitOne(t, b.RecvCQ)
+	require.Equal(t, uint32(5000), rwc.ByteLen)
 	require.Equal(t, a.Buf.Bytes[:5000], b.Buf.Bytes[:5000])
 	require.Equal(t, a.Buf.Bytes[:5000], b.Buf.Bytes[8192:8192+5000])
 }
