@@ -17,6 +17,7 @@ type event struct {
 	at  Time
 	seq uint64
 	h   Handler
+	tm  *Timer // non-nil: the event is tm's; its heap index is kept in tm.idx
 }
 
 type eventHeap []event
@@ -28,42 +29,73 @@ func (q eventHeap) less(i, j int) bool {
 	return q[i].seq < q[j].seq
 }
 
-func (q *eventHeap) push(ev event) {
-	*q = append(*q, ev)
-	h := *q
-	for i := len(h) - 1; i > 0; {
+func (q eventHeap) swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	if t := q[i].tm; t != nil {
+		t.idx = i
+	}
+	if t := q[j].tm; t != nil {
+		t.idx = j
+	}
+}
+
+func (q eventHeap) up(i int) {
+	for i > 0 {
 		p := (i - 1) / 2
-		if !h.less(i, p) {
+		if !q.less(i, p) {
 			break
 		}
-		h[i], h[p] = h[p], h[i]
+		q.swap(i, p)
 		i = p
 	}
 }
 
-func (q *eventHeap) pop() event {
-	h := *q
-	top := h[0]
-	n := len(h) - 1
-	h[0] = h[n]
-	h[n] = event{}
-	h = h[:n]
-	for i := 0; ; {
+func (q eventHeap) down(i int) {
+	n := len(q)
+	for {
 		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && h.less(l, m) {
+		if l < n && q.less(l, m) {
 			m = l
 		}
-		if r < n && h.less(r, m) {
+		if r < n && q.less(r, m) {
 			m = r
 		}
 		if m == i {
-			break
+			return
 		}
-		h[i], h[m] = h[m], h[i]
+		q.swap(i, m)
 		i = m
 	}
+}
+
+func (q *eventHeap) push(ev event) {
+	*q = append(*q, ev)
+	i := len(*q) - 1
+	if ev.tm != nil {
+		ev.tm.idx = i
+	}
+	q.up(i)
+}
+
+// remove takes out the event at index i and returns it.
+func (q *eventHeap) remove(i int) event {
+	h := *q
+	n := len(h) - 1
+	ev := h[i]
+	if i != n {
+		h.swap(i, n)
+	}
+	h[n] = event{}
+	h = h[:n]
+	if i < n {
+		h.down(i)
+		h.up(i)
+	}
 	*q = h
-	return top
+	if ev.tm != nil {
+		ev.tm.idx = -1
+	}
+	return ev
 }
 
 func (q eventHeap) peek() Time { return q[0].at }
@@ -86,7 +118,7 @@ func (e *Engine) Now() Time { return e.now }
 // Fired counts the events executed so far.
 func (e *Engine) Fired() uint64 { return e.fired }
 
-// Pending is the number of scheduled events.
+// Pending is the number of scheduled events (armed timers included).
 func (e *Engine) Pending() int { return len(e.q) }
 
 // At schedules h at time t; a time in the past runs at Now (never earlier).
@@ -116,7 +148,7 @@ func (e *Engine) Step() bool {
 	if len(e.q) == 0 {
 		return false
 	}
-	ev := e.q.pop()
+	ev := e.q.remove(0)
 	e.now = ev.at
 	e.fired++
 	ev.h.Fire(ev.at)
@@ -145,4 +177,58 @@ func (e *Engine) Run(limit int) int {
 		n++
 	}
 	return n
+}
+
+// Timer is a one-shot event that can be stopped and re-armed (the local
+// ACK timer and the RNR timer of a QP, for instance). A stopped timer
+// leaves nothing in the engine, so an idle simulation stays idle. The zero
+// Timer is not usable: make one with Engine.NewTimer. Not safe for
+// concurrent use.
+type Timer struct {
+	e   *Engine
+	h   Handler
+	idx int // heap index while armed, -1 otherwise
+	at  Time
+}
+
+// NewTimer returns a stopped timer that calls h when it expires.
+func (e *Engine) NewTimer(h Handler) *Timer { return &Timer{e: e, h: h, idx: -1} }
+
+// Reset (re)arms the timer to fire at t (at Now if t is in the past),
+// replacing any earlier deadline. Among events at the same time it runs
+// after those already scheduled, as if newly scheduled.
+func (t *Timer) Reset(at Time) {
+	e := t.e
+	if at < e.now {
+		at = e.now
+	}
+	if t.idx >= 0 {
+		e.q.remove(t.idx)
+	}
+	t.at = at
+	e.seq++
+	e.q.push(event{at: at, seq: e.seq, h: t.h, tm: t})
+}
+
+// ResetAfter arms the timer d after now.
+func (t *Timer) ResetAfter(d Duration) { t.Reset(t.e.now.Add(d)) }
+
+// Stop disarms the timer. It reports whether the timer was armed.
+func (t *Timer) Stop() bool {
+	if t == nil || t.idx < 0 {
+		return false
+	}
+	t.e.q.remove(t.idx)
+	return true
+}
+
+// Armed reports whether the timer will fire.
+func (t *Timer) Armed() bool { return t != nil && t.idx >= 0 }
+
+// When is the deadline of an armed timer (Never when stopped).
+func (t *Timer) When() Time {
+	if !t.Armed() {
+		return Never
+	}
+	return t.at
 }
