@@ -45,6 +45,12 @@ const qpn = 0x123
 
 func newEnv(t *testing.T, size int) *env {
 	t.Helper()
+	return newEnvCfg(t, size, dma.Config{})
+}
+
+// newEnvCfg is newEnv with a DMA configuration (e.g. fewer read tags).
+func newEnvCfg(t *testing.T, size int, cfg dma.Config) *env {
+	t.Helper()
 	mem, err := shm.New("wqefetch", 1<<20, 0x20000000)
 	require.NoError(t, err)
 	t.Cleanup(func() { mem.Close() })
@@ -52,7 +58,7 @@ func newEnv(t *testing.T, size int) *env {
 	require.NoError(t, err)
 	ring, _ := mem.Slice(base, size*64)
 	v := &env{eng: sim.NewEngine(), mem: mem, s: &sink{}, ring: ring, rec: trace.NewRecorder()}
-	d := dma.New(v.eng, pcie.NewLink(pcie.Gen3x8()), mem, dma.Config{}, v.rec, 0, &v.ctr)
+	d := dma.New(v.eng, pcie.NewLink(pcie.Gen3x8()), mem, cfg, v.rec, 0, &v.ctr)
 	v.e = New(v.eng, d, v.s, v.rec, &v.ctr, 0)
 	v.q = NewQueue(qpn, base, size, 0)
 	return v
@@ -106,8 +112,8 @@ func TestDoorbellFetchAndDecode(t *testing.T) {
 	require.Equal(t, uint64(33), w.Length)
 	require.Equal(t, uint16(2), v.q.Next())
 	// One DMA read for both WQEs, timed like a 128-byte read.
-	require.Equal(t, uint64(1), v.ctr.Get("wqe_fetch_reads"))
-	require.Equal(t, uint64(128), v.ctr.Get("wqe_fetch_bytes"))
+	require.Equal(t, uint64(1), v.ctr.Get(CtrFetchReads))
+	require.Equal(t, uint64(128), v.ctr.Get(CtrFetchBytes))
 	require.Greater(t, v.s.got[0].t, sim.Time(500*sim.Nanosecond))
 }
 
@@ -128,7 +134,7 @@ func TestFetchWrapsTheRing(t *testing.T) {
 	require.Equal(t, StateValid, w.State, "%v", w.Err)
 	require.True(t, w.IsInline)
 	require.Equal(t, payload, w.Inline)
-	require.Equal(t, uint64(2), v.ctr.Get("wqe_fetch_reads"), "a wrapped range takes two reads")
+	require.Equal(t, uint64(2), v.ctr.Get(CtrFetchReads), "a wrapped range takes two reads")
 	require.Equal(t, uint16(5), v.q.Next())
 }
 
@@ -141,7 +147,7 @@ func TestBlueFlame(t *testing.T) {
 	require.Len(t, v.s.got, 1, "taken at once, no fetch")
 	require.Equal(t, FromBlueFlame, v.s.got[0].w.Source)
 	require.Equal(t, sim.Time(100), v.s.got[0].t)
-	require.Zero(t, v.ctr.Get("wqe_fetch_reads"))
+	require.Zero(t, v.ctr.Get(CtrFetchReads))
 
 	// Out of order (index 5 while the device expects 1): fall back.
 	db5 := v.put(5, mlx5.OpRDMAWrite, 3, writeWQE)
@@ -165,11 +171,11 @@ func TestDoorbellChecks(t *testing.T) {
 	lap := db
 	binary.BigEndian.PutUint16(lap[1:3], 20) // far past the ring
 	require.ErrorIs(t, v.e.Doorbell(0, v.q, lap), ErrBadDoorbell)
-	require.Equal(t, uint64(1), v.ctr.Get("db_bad_counter"))
+	require.Equal(t, uint64(1), v.ctr.Get(CtrDBBadCounter))
 	require.NoError(t, v.e.Doorbell(0, v.q, db))
 	v.eng.Run(0)
 	require.NoError(t, v.e.Doorbell(0, v.q, db), "a repeated doorbell announces nothing new")
-	require.Equal(t, uint64(1), v.ctr.Get("db_no_new_wqe"))
+	require.Equal(t, uint64(1), v.ctr.Get(CtrDBNoNewWQE))
 	require.Len(t, v.rec.Warnings(), 3)
 }
 
@@ -203,7 +209,7 @@ func TestValidation(t *testing.T) {
 			require.Len(t, v.s.got, 1)
 			require.Equal(t, StateInvalid, v.s.got[0].w.State)
 			require.True(t, errors.Is(v.s.got[0].err, c.want), "got %v", v.s.got[0].err)
-			require.Equal(t, uint64(1), v.ctr.Get("wqe_invalid"))
+			require.Equal(t, uint64(1), v.ctr.Get(CtrWQEInvalid))
 		})
 	}
 	t.Run("DS 0 still makes progress", func(t *testing.T) {
@@ -255,7 +261,24 @@ func FuzzDecode(f *testing.F) {
 		bf := make([]byte, len(ring))
 		copy(bf, ring)
 		_ = e.BlueFlame(eng.Now(), q, bf)
-		for _, g := range s.got {
+		for i, g := range s.got {
+			if g.w.BBs < 1 || len(g.w.Bytes) > g.w.BBs*mlx5.WQEBBSize {
+				t.Fatalf("WQE %d: %d BBs, %d bytes", g.w.Index, g.w.BBs, len(g.w.Bytes))
+			}
+			if i > 0 && g.w.Index != s.got[i-1].w.Index+uint16(s.got[i-1].w.BBs) {
+				t.Fatalf("WQE %d delivered after WQE %d (%d BBs): not in ring order", g.w.Index, s.got[i-1].w.Index, s.got[i-1].w.BBs)
+			}
+			if g.w.State == StateValid && g.w.IsInline && uint64(len(g.w.Inline)) != g.w.Length {
+				t.Fatalf("inline length %d != %d bytes", g.w.Length, len(g.w.Inline))
+			}
+			if g.w.State == StateValid && (g.w.Ctrl.Opcode == mlx5.OpAtomicCS || g.w.Ctrl.Opcode == mlx5.OpAtomicFA) {
+				if !g.w.HasAtomic || !g.w.HasRaddr || g.w.IsInline || len(g.w.SGEs) != 1 {
+					t.Fatalf("valid atomic without its segments: %+v", g.w)
+				}
+				if g.w.Ctrl.Opcode == mlx5.OpAtomicFA && g.w.Atomic.Compare != 0 {
+					t.Fatalf("FETCH_ADD with a compare value %#x", g.w.Atomic.Compare)
+				}
+			}
 			if g.w.State == StateValid && g.w.Ctrl.Opcode != mlx5.OpNOP && !g.w.IsInline {
 				var n uint64
 				for _, sg := range g.w.SGEs {
