@@ -178,6 +178,11 @@ var goldenWQEs = []wqeCase{
 		raddr:  &RaddrFields{RAddr: 0x8008, RKey: 0x55},
 		atomic: &[2]uint64{1, 0},
 		data:   []DataFields{{8, 0x66, 0x9008}}},
+	{name: "atomic_fa_sge16", // the result SGE said 16 bytes
+		ctrl:   CtrlFields{WQEIndex: 0x0008, Opcode: OpAtomicFA, QPN: 0x000123, DS: 4, FMCESE: CECQUpdate | SolicitedEvent},
+		raddr:  &RaddrFields{RAddr: 0x00007f0000001ff8, RKey: 0xabcdef01},
+		atomic: &[2]uint64{0xffffffffffffffff, 0},
+		data:   []DataFields{{8, 0x00001234, 0x00007f00deadbee0}}},
 	{name: "ud_send",
 		ctrl: CtrlFields{WQEIndex: 0x0007, Opcode: OpSend, QPN: 0x000099, DS: 5, FMCESE: CECQUpdate},
 		av: &DatagramFields{Key: 0x11111111 << 32, DestQPN: 0x000abc, ExtendedAV: true, StatRateSL: 0x06,

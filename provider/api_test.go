@@ -157,7 +157,7 @@ func TestPostSendCallerErrors(t *testing.T) {
 		wr   func(e *provider.Env) provider.SendWR
 		want []error
 	}{
-		{"bad_opcode", func(e *provider.Env) provider.SendWR { return provider.SendWR{Opcode: 5} }, []error{provider.ErrInvalidArg}},
+		{"bad_opcode", func(e *provider.Env) provider.SendWR { return provider.SendWR{Opcode: 7} }, []error{provider.ErrInvalidArg}}, // LOCAL_INV
 		{"opcode_255", func(e *provider.Env) provider.SendWR { return provider.SendWR{Opcode: 255} }, []error{provider.ErrInvalidArg}},
 		{"unknown_flag", func(e *provider.Env) provider.SendWR { return provider.SendWR{Opcode: provider.WRSend, Flags: 1 << 7} },
 			[]error{provider.ErrInvalidArg}},
@@ -173,8 +173,36 @@ func TestPostSendCallerErrors(t *testing.T) {
 		}, []error{provider.ErrInlineTooBig}},
 		{"inline_huge_lengths", func(e *provider.Env) provider.SendWR {
 			return provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline,
-				SGL: []provider.SGE{{Length: 0xffffffff}, {Length: 0xffffffff}}}
+				SGL: []provider.SGE{{Length: 1 << 30}, {Length: 1 << 30}}}
 		}, []error{provider.ErrInlineTooBig}},
+		// Bit 31 of a data segment's byte_count is the inline flag: such an
+		// SGE would read as inline data at the device.
+		{"sge_len_2_31", func(e *provider.Env) provider.SendWR {
+			return provider.SendWR{Opcode: provider.WRRDMAWrite, SGL: []provider.SGE{e.MR.SGE(0, 8), {Addr: e.Buf.Addr, Length: 1 << 31, LKey: e.MR.LKey}}}
+		}, []error{provider.ErrInvalidArg, provider.ErrLocalLength}},
+		{"sge_len_ffffffff", func(e *provider.Env) provider.SendWR {
+			return provider.SendWR{Opcode: provider.WRSend, SGL: []provider.SGE{{Addr: e.Buf.Addr, Length: 0xffffffff, LKey: e.MR.LKey}}}
+		}, []error{provider.ErrInvalidArg, provider.ErrLocalLength}},
+		{"inline_sge_len_2_31", func(e *provider.Env) provider.SendWR {
+			return provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline, SGL: []provider.SGE{{Length: 1 << 31}}}
+		}, []error{provider.ErrInvalidArg, provider.ErrLocalLength}},
+		{"read_sge_len_2_31", func(e *provider.Env) provider.SendWR {
+			return provider.SendWR{Opcode: provider.WRRDMARead, SGL: []provider.SGE{{Addr: e.Buf.Addr, Length: 1 << 31, LKey: e.MR.LKey}}}
+		}, []error{provider.ErrInvalidArg, provider.ErrLocalLength}},
+		// Two SGEs just under 2^31 each: 2^32-2 bytes, over the 2^31 max message.
+		{"message_too_big", func(e *provider.Env) provider.SendWR {
+			return provider.SendWR{Opcode: provider.WRRDMAWrite, SGL: []provider.SGE{
+				{Addr: e.Buf.Addr, Length: 1<<31 - 1, LKey: e.MR.LKey}, {Addr: e.Buf.Addr, Length: 1<<31 - 1, LKey: e.MR.LKey}}}
+		}, []error{provider.ErrInvalidArg, provider.ErrLocalLength}},
+		{"inline_cmp_swap", func(e *provider.Env) provider.SendWR {
+			return provider.SendWR{Opcode: provider.WRAtomicCmpSwp, Flags: provider.SendInline, SGL: []provider.SGE{e.MR.SGE(0, 8)}}
+		}, []error{provider.ErrInvalidArg}},
+		{"inline_fetch_add", func(e *provider.Env) provider.SendWR {
+			return provider.SendWR{Opcode: provider.WRAtomicFetchAdd, Flags: provider.SendInline, SGL: []provider.SGE{e.MR.SGE(0, 8)}}
+		}, []error{provider.ErrInvalidArg}},
+		{"atomic_too_many_sges", func(e *provider.Env) provider.SendWR {
+			return provider.SendWR{Opcode: provider.WRAtomicFetchAdd, SGL: make([]provider.SGE, 5)}
+		}, []error{provider.ErrTooManySGE}},
 		{"inline_nil_source", func(e *provider.Env) provider.SendWR {
 			return provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline, SGL: []provider.SGE{{Addr: 0, Length: 8}}}
 		}, []error{provider.ErrInvalidArg, provider.ErrOutOfRange}},
@@ -462,6 +490,11 @@ func TestEnumStrings(t *testing.T) {
 	require.Equal(t, "WC_OPCODE_50", provider.WCOpcode(50).String())
 	require.Equal(t, "RDMA_WRITE_WITH_IMM", provider.WRRDMAWriteImm.String())
 	require.Equal(t, "WR_OPCODE_9", provider.WROpcode(9).String())
+	require.Equal(t, "ATOMIC_CMP_AND_SWP", provider.WRAtomicCmpSwp.String())
+	require.Equal(t, "ATOMIC_FETCH_AND_ADD", provider.WRAtomicFetchAdd.String())
+	require.Equal(t, provider.WROpcode(5), provider.WRAtomicCmpSwp, "IBV_WR_ATOMIC_CMP_AND_SWP")
+	require.Equal(t, provider.WROpcode(6), provider.WRAtomicFetchAdd, "IBV_WR_ATOMIC_FETCH_AND_ADD")
+	require.Equal(t, "WR_OPCODE_7", provider.WROpcode(7).String())
 	require.Equal(t, "GRH|WITH_IMM|0x80", (provider.WCFlagGRH | provider.WCFlagWithImm | 0x80).String())
 	require.Equal(t, "0", provider.WCFlags(0).String())
 }

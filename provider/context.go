@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/softnic/softnic/mlx5"
@@ -25,6 +26,9 @@ type Context struct {
 	mem  *shm.Region
 	prog mlx5.Progressor // nil for real hardware
 	host mlx5.HostModel  // nil unless the device accounts host CPU time
+	ctrs CounterSource   // nil unless the device exposes hardware counters
+
+	maxMsg uint64 // largest send message (maxMsgSize)
 
 	attr   mlx5.DeviceAttr
 	uctx   mlx5.ContextResp
@@ -64,7 +68,37 @@ func Open(dev Device) (*Context, error) {
 	}
 	c.prog, _ = dev.Control.(mlx5.Progressor)
 	c.host, _ = dev.Control.(mlx5.HostModel)
+	c.ctrs, _ = dev.Control.(CounterSource)
+	c.maxMsg = maxMsgSize(&attr)
 	return c, nil
+}
+
+// CounterSource is implemented by a device's control object (the value
+// given as Device.Control) when it keeps hardware counters: the port and
+// transport counters Linux shows under
+// /sys/class/infiniband/<dev>/ports/<n>/hw_counters for mlx5 and rxe, by
+// the same names (out_of_sequence, packet_seq_err, duplicate_request,
+// local_ack_timeout_err, rnr_nak_retry_err, ...). HWCounters returns the
+// current values; the caller must not modify the map.
+type CounterSource interface {
+	HWCounters() map[string]uint64
+}
+
+// Counters returns a snapshot of the device's hardware counters (a copy
+// the caller owns). If the device's control object is not a CounterSource
+// it fails with ErrNotSupported.
+func (c *Context) Counters() (map[string]uint64, error) {
+	const op = "counters"
+	if c.closed {
+		return nil, opErr(op, 0, ErrClosed)
+	}
+	if c.ctrs == nil {
+		return nil, opErr(op, 0, detail(ErrNotSupported, "device %q keeps no hardware counters", c.name))
+	}
+	m := c.ctrs.HWCounters()
+	out := make(map[string]uint64, len(m))
+	maps.Copy(out, m)
+	return out, nil
 }
 
 // checkAttr rejects device answers the datapath cannot work with.

@@ -32,6 +32,9 @@ type EnvOpts struct {
 	CQEntries int
 	SigAll    bool
 	BFBufSize int // -1: device reports no BlueFlame
+	// Setup, if set, adjusts the fake device (its Attr, say) before the
+	// context is opened.
+	Setup func(d *FakeDev)
 }
 
 // NewEnv builds an Env; the QP is left in RESET. The region is closed
@@ -64,6 +67,9 @@ func newEnv(mem *shm.Region, o EnvOpts) (*Env, error) {
 		dev.BFBufSize = 0
 	case o.BFBufSize > 0:
 		dev.BFBufSize = o.BFBufSize
+	}
+	if o.Setup != nil {
+		o.Setup(dev)
 	}
 	var ctl mlx5.Control = dev
 	if o.Progress {

@@ -22,6 +22,12 @@ var (
 	ErrBusy          = errors.New("resource still in use")
 	ErrOutOfRange    = errors.New("address range outside host memory")
 	ErrBadCQE        = errors.New("malformed or unexpected CQE")
+	// ErrLocalLength rejects a post whose lengths the device could only
+	// answer with LOC_LEN_ERR, or would misread: an SGE of 2^31 bytes or
+	// more (bit 31 of a data segment's byte_count marks an inline
+	// segment), or a send larger than the device's max message size. It is
+	// always returned together with ErrInvalidArg (both match errors.Is).
+	ErrLocalLength = errors.New("local length error")
 )
 
 // OpError is an error from one verb: which operation, on which QP (or CQ

@@ -141,3 +141,58 @@ func ExampleCQ_Poll() {
 }
 
 var _ = device.DefaultSpec
+
+func ExampleQP_PostSend_atomic() {
+	w, err := testbed.New(testbed.DefaultConfig())
+	if err != nil {
+		panic(err)
+	}
+	defer w.Close()
+	// The responder's MR must allow remote atomics.
+	eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 1024, Access: provider.AccessLocalWrite | provider.AccessRemoteWrite |
+		provider.AccessRemoteRead | provider.AccessRemoteAtomic})
+	if err != nil {
+		panic(err)
+	}
+	req, rsp := eps[0], eps[1]
+	// If the peer's first (8-byte aligned) word is 0, make it 42; add 5 to
+	// the next one. The values found there land in the local buffer's first
+	// and second words (the SGEs), and each completion is COMP_SWAP or
+	// FETCH_ADD with ByteLen 8.
+	idx := req.QP.SQProducer()
+	_, err = req.QP.PostSend([]provider.SendWR{
+		{WRID: 1, Opcode: provider.WRAtomicCmpSwp, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 8)},
+			RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey, CompareAdd: 0, Swap: 42},
+		{WRID: 2, Opcode: provider.WRAtomicFetchAdd, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(8, 8)},
+			RemoteAddr: rsp.MR.Addr + 8, RKey: rsp.MR.RKey, CompareAdd: 5},
+	})
+	if err != nil {
+		panic(err)
+	}
+	// What the provider built, as libmlx5 does: ctrl, raddr, atomic
+	// segment (swap_add, compare) and one data segment of 8 bytes.
+	for i := uint16(0); i < 2; i++ {
+		wqe, _ := req.QP.WQE(idx + i)
+		ctrl, a, d := mlx5.CtrlSeg(wqe), mlx5.AtomicSeg(wqe[32:48]), mlx5.DataSeg(wqe[48:])
+		fmt.Println(ctrl.Opcode(), ctrl.DS(), a.SwapAdd(), a.Compare(), d.ByteCount())
+	}
+	// Output:
+	// ATOMIC_CS 4 42 0 8
+	// ATOMIC_FA 4 5 0 8
+}
+
+func ExampleContext_Counters() {
+	// Any device whose control object is a provider.CounterSource has
+	// counters; here the provider's test device stands in for one. On
+	// other devices Counters fails with ErrNotSupported.
+	e, err := provider.NewEnvErr(provider.EnvOpts{Progress: true})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Mem.Close()
+	e.Dev.HW = map[string]uint64{"out_of_sequence": 2, "duplicate_request": 1}
+
+	c, err := e.Ctx.Counters()
+	fmt.Println(c["out_of_sequence"], c["duplicate_request"], err)
+	// Output: 2 1 <nil>
+}

@@ -54,7 +54,8 @@ type FakeDev struct {
 	QPs       map[uint32]*FakeQP
 	CQs       map[uint32]*FakeCQ
 	Ops       []MMIOOp
-	Host      []string // HostWork calls: "stage qpn bytes"
+	Host      []string          // HostWork calls: "stage qpn bytes"
+	HW        map[string]uint64 // what FakeProgDev.HWCounters returns
 	nextQPN   uint32
 	nextCQN   uint32
 	nextPDN   uint32
@@ -89,6 +90,10 @@ func (d *FakeDev) cmd(name string) error {
 	}
 	return nil
 }
+
+// SetNextQPN makes the next CreateQP hand out qpn (golden WQEs name
+// fixed QPNs).
+func (d *FakeDev) SetNextQPN(qpn uint32) { d.nextQPN = qpn - 1 }
 
 // QueryDevice implements mlx5.Control.
 func (d *FakeDev) QueryDevice() (mlx5.DeviceAttr, error) { return d.Attr, d.cmd("query_device") }
@@ -325,7 +330,8 @@ func (d *FakeDev) Deliver(qpn uint32, op mlx5.CQEOpcode, byteCnt, immBE uint32, 
 	return d.WriteCQE(q.Cmd.RecvCQN, f)
 }
 
-// FakeProgDev adds mlx5.Progressor and mlx5.HostModel to the fake.
+// FakeProgDev adds mlx5.Progressor, mlx5.HostModel and CounterSource to
+// the fake.
 type FakeProgDev struct{ *FakeDev }
 
 // Progress implements mlx5.Progressor: one WQE of the first-created QP
@@ -345,6 +351,10 @@ func (p FakeProgDev) HostWork(stage string, qpn uint32, bytes int) {
 		p.Host = append(p.Host, fmt.Sprintf("%s %#x %d", stage, qpn, bytes))
 	}
 }
+
+// HWCounters implements CounterSource: the live FakeDev.HW map (the
+// provider must copy it).
+func (p FakeProgDev) HWCounters() map[string]uint64 { return p.HW }
 
 // BE32 is a helper for tests: the uint32 whose big-endian bytes are b.
 func BE32(b []byte) uint32 { return binary.BigEndian.Uint32(b) }

@@ -60,6 +60,7 @@ func decodeWRs(e *provider.Env, r *fuzzReader) []provider.SendWR {
 			wr.SGL = append(wr.SGL, provider.SGE{Addr: addr, Length: l, LKey: e.MR.LKey})
 		}
 		wr.Imm, wr.RemoteAddr, wr.RKey = r.u32(), uint64(r.u32()), r.u32()
+		wr.CompareAdd, wr.Swap = uint64(r.u32()), uint64(r.u32())<<32
 		wrs = append(wrs, wr)
 	}
 	return wrs
@@ -70,6 +71,8 @@ func FuzzPostSend(f *testing.F) {
 	f.Add([]byte{1, 2, 10, 1, 0, 60, 5, 1, 2, 3, 4})
 	f.Add([]byte{3, 3, 11, 2, 0, 100, 7, 0, 20, 9, 9, 9, 9, 3, 2, 0, 1, 1, 1})
 	f.Add([]byte{7, 4, 26, 3, 1, 0, 0, 0, 0, 0, 255, 255, 250})
+	f.Add([]byte{0, 1, 5, 2, 1, 0, 8, 3, 0, 8, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 5, 1, 2, 3, 4, 5, 6, 7, 8}) // CS
+	f.Add([]byte{0, 1, 6, 3, 2, 0, 16, 4, 0, 0, 9, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1})                     // FA, fenced, 2 SGEs
 	f.Fuzz(fuzzBody)
 }
 
@@ -122,20 +125,32 @@ func fuzzBody(t *testing.T, data []byte) {
 				require.Equal(t, idx, c.WQEIndex())
 				require.GreaterOrEqual(t, c.DS(), uint8(1))
 				require.LessOrEqual(t, c.DS(), uint8(mlx5.MaxDS))
-				op, _ := map[provider.WROpcode]mlx5.Opcode{provider.WRRDMAWrite: mlx5.OpRDMAWrite,
+				op, ok := map[provider.WROpcode]mlx5.Opcode{provider.WRRDMAWrite: mlx5.OpRDMAWrite,
 					provider.WRRDMAWriteImm: mlx5.OpRDMAWriteImm, provider.WRSend: mlx5.OpSend,
-					provider.WRSendImm: mlx5.OpSendImm, provider.WRRDMARead: mlx5.OpRDMARead}[wrs[i].Opcode]
+					provider.WRSendImm: mlx5.OpSendImm, provider.WRRDMARead: mlx5.OpRDMARead,
+					provider.WRAtomicCmpSwp: mlx5.OpAtomicCS, provider.WRAtomicFetchAdd: mlx5.OpAtomicFA}[wrs[i].Opcode]
+				require.True(t, ok, "opcode %v accepted", wrs[i].Opcode)
 				require.Equal(t, op, c.Opcode())
+				atomic := op == mlx5.OpAtomicCS || op == mlx5.OpAtomicFA
 				// Walk the segments: the DS must account for exactly them.
 				o := 16
-				if op != mlx5.OpSend && op != mlx5.OpSendImm {
+				switch {
+				case atomic:
+					o += 32 // raddr + atomic
+				case op != mlx5.OpSend && op != mlx5.OpSendImm:
 					o += 16
 				}
 				if o < len(w) && mlx5.IsInline(binary.BigEndian.Uint32(w[o:])) {
+					require.False(t, atomic || op == mlx5.OpRDMARead, "inline %v", op)
 					o += mlx5.InlineSegSize(int(mlx5.InlineSeg(w[o:]).Len()))
 				} else {
 					for o < len(w) {
-						require.NotZero(t, mlx5.DataSeg(w[o:]).ByteCount(), "zero-length SGEs are skipped")
+						n := mlx5.DataSeg(w[o:]).ByteCount()
+						require.NotZero(t, n, "zero-length SGEs are skipped")
+						require.False(t, mlx5.IsInline(n), "byte_count below 2^31")
+						if atomic {
+							require.Equal(t, uint32(8), n, "atomic data segments carry 8 bytes")
+						}
 						o += 16
 					}
 				}

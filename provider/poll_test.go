@@ -168,13 +168,15 @@ func TestRequesterWC(t *testing.T) {
 		mop     mlx5.Opcode
 		wantOp  provider.WCOpcode
 		flags   provider.WCFlags
-		byteLen uint32 // from the CQE's byte_cnt (123) only for READ
+		byteLen uint32 // from the CQE's byte_cnt (123) only for READ; 8 for atomics whatever byte_cnt says
 	}{
 		{provider.WRRDMAWrite, mlx5.OpRDMAWrite, provider.WCRDMAWrite, 0, 0},
 		{provider.WRRDMAWriteImm, mlx5.OpRDMAWriteImm, provider.WCRDMAWrite, provider.WCFlagWithImm, 0},
 		{provider.WRSend, mlx5.OpSend, provider.WCSend, 0, 0},
 		{provider.WRSendImm, mlx5.OpSendImm, provider.WCSend, provider.WCFlagWithImm, 0},
 		{provider.WRRDMARead, mlx5.OpRDMARead, provider.WCRDMARead, 0, 123},
+		{provider.WRAtomicCmpSwp, mlx5.OpAtomicCS, provider.WCCompSwap, 0, 8},
+		{provider.WRAtomicFetchAdd, mlx5.OpAtomicFA, provider.WCFetchAdd, 0, 8},
 	}
 	for _, c := range cases {
 		t.Run(c.op.String(), func(t *testing.T) {

@@ -14,6 +14,12 @@ import (
 // Each WR becomes an mlx5 WQE built in place in the SQ ring (mlx5.md
 // §4.2-§4.7); then, once per call, the doorbell record, and a BlueFlame
 // copy or an 8-byte doorbell (§4.8). It does not allocate.
+//
+// Posting is refused while the QP is (as far as the provider last set it)
+// in RESET, INIT or RTR. In RTS, SQD, SQE and ERR WRs are posted; in ERR the
+// device completes each with WR_FLUSH_ERR. (libmlx5's gate is "moved to
+// RTS since the last RESET", so a QP taken INIT→ERR refuses sends there;
+// here ERR always accepts them.)
 func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	const op = "post_send"
 	if qp.dead {
@@ -46,8 +52,55 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	return nreq, err
 }
 
+// atomicSize is the operand and result size of the 8-byte atomics
+// (libmlx5 MLX5_ATOMIC_SIZE): the byte_count of their data segments.
+const atomicSize = 8
+
+// ibMaxMsgSize is the largest message the IB spec allows, 2^31 bytes.
+const ibMaxMsgSize = 1 << 31
+
+// maxMsgSize is the largest send message the device takes. DeviceAttr has
+// no max_msg_sz field; softnic's device reports its max message size as
+// max_mr_size, so that is the bound, capped at the IB spec's 2^31.
+func maxMsgSize(a *mlx5.DeviceAttr) uint64 {
+	if a.MaxMRSize != 0 && a.MaxMRSize < ibMaxMsgSize {
+		return a.MaxMRSize
+	}
+	return ibMaxMsgSize
+}
+
+// checkLengths refuses SGEs the device would misread or could only fail:
+// a length of 2^31 or more, whose data segment byte_count has bit 31 set
+// and so reads as an inline segment header (MLX5_INLINE_SEG), and, when
+// maxMsg > 0, a list longer in total than the largest message. libmlx5
+// checks neither (the SGEs go to the device as given); ibv_sge.length is a
+// uint32 and the IB spec caps a message at 2^31 bytes, so no valid post is
+// refused.
+func checkLengths(sgl []SGE, maxMsg uint64) error {
+	total := uint64(0)
+	for i := range sgl {
+		l := sgl[i].Length
+		if l&mlx5.InlineFlag != 0 {
+			return detailBoth(ErrInvalidArg, ErrLocalLength, "SGE %d length %#x >= 2^31 (bit 31 of byte_count marks inline data)", i, l)
+		}
+		total += uint64(l)
+	}
+	if maxMsg > 0 && total > maxMsg {
+		return detailBoth(ErrInvalidArg, ErrLocalLength, "%d bytes in the SGEs > max message size %d", total, maxMsg)
+	}
+	return nil
+}
+
 // buildSend writes one WQE at cur_post and advances cur_post. It returns
 // the WQE's ring offset and DS. Nothing is advanced on error.
+//
+// The checks are libmlx5's (_mlx5_post_send: opcode, ring overflow, SGE
+// count; set_data_inl_seg: max_inline_data) plus checkLengths and the
+// refusal of IBV_SEND_INLINE on RDMA READ and atomics, which libmlx5 would
+// copy inline into a WQE the device must reject (ibv_post_send(3): inline
+// is valid only for SEND and RDMA WRITE). libmlx5 also refuses atomics
+// when the device's atomic_cap is IBV_ATOMIC_NONE; DeviceAttr carries no
+// atomic capability, so atomics are always built here.
 func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 	sq := &qp.sq
 	mop, ok := wr.Opcode.mlx5Opcode()
@@ -61,14 +114,18 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 	case len(wr.SGL) > sq.maxGS:
 		return 0, 0, detail(ErrTooManySGE, "%d SGEs, max %d", len(wr.SGL), sq.maxGS)
 	}
+	if err := checkLengths(wr.SGL, qp.ctx.maxMsg); err != nil {
+		return 0, 0, err
+	}
+	atomic := mop == mlx5.OpAtomicCS || mop == mlx5.OpAtomicFA
 	inline := wr.Flags&SendInline != 0
-	if inline && mop == mlx5.OpRDMARead {
-		return 0, 0, detail(ErrInvalidArg, "inline RDMA READ")
+	if inline && (mop == mlx5.OpRDMARead || atomic) {
+		return 0, 0, detail(ErrInvalidArg, "inline %v (only SEND and RDMA WRITE carry inline data)", wr.Opcode)
 	}
 
 	qend := len(sq.buf)
 	off := int(sq.curPost&(sq.cnt-1)) * mlx5.WQEBBSize
-	pos := off + mlx5.CtrlSegSize // ctrl and raddr never leave the first WQEBB
+	pos := off + mlx5.CtrlSegSize // ctrl, raddr and atomic (48 B) never leave the first WQEBB
 	ds := 1
 	switch mop {
 	case mlx5.OpRDMAWrite, mlx5.OpRDMAWriteImm, mlx5.OpRDMARead:
@@ -76,6 +133,22 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 		r.Encode(&mlx5.RaddrFields{RAddr: wr.RemoteAddr, RKey: wr.RKey})
 		pos += mlx5.RaddrSegSize
 		ds++
+	case mlx5.OpAtomicCS, mlx5.OpAtomicFA:
+		r := mlx5.RaddrSeg(sq.buf[pos : pos+mlx5.RaddrSegSize])
+		r.Encode(&mlx5.RaddrFields{RAddr: wr.RemoteAddr, RKey: wr.RKey})
+		pos += mlx5.RaddrSegSize
+		// set_atomic_seg: CS carries swap and compare, FA the add value in
+		// swap_add. libmlx5 leaves FA's compare as the ring had it; it is
+		// zeroed here so that the WQE bytes do not depend on ring history
+		// (the device ignores it).
+		a := mlx5.AtomicSeg(sq.buf[pos : pos+mlx5.AtomicSegSize])
+		if mop == mlx5.OpAtomicCS {
+			a.Encode(wr.Swap, wr.CompareAdd)
+		} else {
+			a.Encode(wr.CompareAdd, 0)
+		}
+		pos += mlx5.AtomicSegSize
+		ds += 2
 	}
 	if inline && len(wr.SGL) > 0 {
 		n, err := qp.writeInline(wr.SGL, pos)
@@ -92,8 +165,12 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 			if sge.Length == 0 { // libmlx5 skips zero-length SGEs
 				continue
 			}
+			n := sge.Length
+			if atomic { // set_data_ptr_seg_atomic: always MLX5_ATOMIC_SIZE
+				n = atomicSize
+			}
 			d := mlx5.DataSeg(sq.buf[pos : pos+mlx5.DataSegSize])
-			d.Encode(&mlx5.DataFields{ByteCount: sge.Length, LKey: sge.LKey, Addr: sge.Addr})
+			d.Encode(&mlx5.DataFields{ByteCount: n, LKey: sge.LKey, Addr: sge.Addr})
 			pos += mlx5.DataSegSize
 			ds++
 		}
@@ -230,7 +307,9 @@ func (qp *QP) ringSend(nreq, lastOff, lastDS int) {
 
 // PostRecv posts receive work requests (ibv_post_recv) and returns the
 // index of the first WR not posted (len(wrs) on success). Receives need no
-// MMIO: only the doorbell record's receive counter is updated.
+// MMIO: only the doorbell record's receive counter is updated. Posting is
+// refused only in RESET (libmlx5: allowed from INIT on); in ERR the device
+// flushes the receives with WR_FLUSH_ERR.
 func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
 	const op = "post_recv"
 	if qp.dead {
@@ -253,6 +332,12 @@ func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
 		}
 		if len(wr.SGL) > rq.maxGS {
 			err = &OpError{Op: op, QPN: qp.qpn, Index: nreq, Err: detail(ErrTooManySGE, "%d SGEs, max %d", len(wr.SGL), rq.maxGS)}
+			break
+		}
+		// Only the 2^31 rule: a receive may offer more room than any
+		// message fills.
+		if e := checkLengths(wr.SGL, 0); e != nil {
+			err = &OpError{Op: op, QPN: qp.qpn, Index: nreq, Err: e}
 			break
 		}
 		idx := (rq.head + uint32(nreq)) & (rq.cnt - 1)

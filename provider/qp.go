@@ -195,8 +195,12 @@ func (qp *QP) sizeSQ(cp QPCap, a *mlx5.DeviceAttr) error {
 	}
 	qp.sq.cnt = uint32(cnt)
 	qp.sq.maxPost = uint32(wqSize / wqeSize)
-	// libmlx5 reports (and allows) all the room a WQE of this size has.
-	qp.sq.maxInl = wqeSize - rcSQOverhead - mlx5.InlineHdrSize
+	// libmlx5 reports (and allows) all the room a WQE of this size has
+	// (mlx5_calc_sq_size); it knows no device inline limit. softnic's
+	// device has one (DeviceAttr.MaxInline) and fails a longer inline
+	// segment with LOC_LEN_ERR, so the provider reports and allows the
+	// smaller of the two: a deviation only when the room is larger.
+	qp.sq.maxInl = min(wqeSize-rcSQOverhead-mlx5.InlineHdrSize, a.MaxInline)
 	qp.sq.wrid = make([]uint64, cnt)
 	qp.sq.wqeHead = make([]uint32, cnt)
 	qp.sq.postedAt = make([]uint16, cnt)

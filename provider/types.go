@@ -9,17 +9,20 @@ import (
 // WROpcode is a send work-request opcode (enum ibv_wr_opcode values).
 type WROpcode uint8
 
-// Send opcodes supported on RC QPs. Atomics, LOCAL_INV, BIND_MW and
-// SEND_WITH_INV are ibv opcodes this provider does not build yet.
+// Send opcodes supported on RC QPs. LOCAL_INV (7), BIND_MW (8) and
+// SEND_WITH_INV (9) are ibv opcodes this provider does not build yet.
 const (
-	WRRDMAWrite    WROpcode = 0
-	WRRDMAWriteImm WROpcode = 1
-	WRSend         WROpcode = 2
-	WRSendImm      WROpcode = 3
-	WRRDMARead     WROpcode = 4
+	WRRDMAWrite      WROpcode = 0
+	WRRDMAWriteImm   WROpcode = 1
+	WRSend           WROpcode = 2
+	WRSendImm        WROpcode = 3
+	WRRDMARead       WROpcode = 4
+	WRAtomicCmpSwp   WROpcode = 5 // IBV_WR_ATOMIC_CMP_AND_SWP
+	WRAtomicFetchAdd WROpcode = 6 // IBV_WR_ATOMIC_FETCH_AND_ADD
 )
 
-var wrOpcodeNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ"}
+var wrOpcodeNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ",
+	"ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD"}
 
 func (o WROpcode) String() string {
 	if int(o) < len(wrOpcodeNames) {
@@ -42,6 +45,10 @@ func (o WROpcode) mlx5Opcode() (op mlx5.Opcode, ok bool) {
 		return mlx5.OpSendImm, true
 	case WRRDMARead:
 		return mlx5.OpRDMARead, true
+	case WRAtomicCmpSwp:
+		return mlx5.OpAtomicCS, true
+	case WRAtomicFetchAdd:
+		return mlx5.OpAtomicFA, true
 	}
 	return 0, false
 }
@@ -67,14 +74,29 @@ type SGE struct {
 }
 
 // SendWR is one send work request (struct ibv_send_wr; the list is a slice).
+//
+// For the atomics (WRAtomicCmpSwp, WRAtomicFetchAdd) RemoteAddr and RKey
+// are ibv_send_wr.wr.atomic.remote_addr / rkey: the 8-byte remote word,
+// which must be 8-byte aligned in an MR with remote atomic access. SGL is
+// the local 8-byte buffer the original remote value is written to; as in
+// libmlx5 every non-empty SGE becomes a data segment of byte_count 8
+// whatever its Length says. The provider does not check the alignment,
+// the access or that there is exactly one 8-byte result buffer: the
+// device does, and answers with an error completion.
 type SendWR struct {
 	WRID       uint64
 	Opcode     WROpcode
 	Flags      SendFlags
 	SGL        []SGE
 	Imm        uint32 // host order; written big-endian into the ctrl segment
-	RemoteAddr uint64 // RDMA WRITE / READ
-	RKey       uint32 // RDMA WRITE / READ
+	RemoteAddr uint64 // RDMA WRITE / READ, atomics
+	RKey       uint32 // RDMA WRITE / READ, atomics
+	// CompareAdd is wr.atomic.compare_add: the compare value of a
+	// compare-and-swap, the value added by a fetch-and-add.
+	CompareAdd uint64
+	// Swap is wr.atomic.swap: the value a compare-and-swap stores when the
+	// remote word equals CompareAdd (unused by fetch-and-add).
+	Swap uint64
 }
 
 // RecvWR is one receive work request (struct ibv_recv_wr).

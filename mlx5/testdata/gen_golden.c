@@ -6,6 +6,9 @@
  * libibverbs-dev): the struct layouts, the enums, and the inline helpers
  * mlx5dv_set_ctrl_seg, mlx5dv_set_data_seg, mlx5dv_set_dgram_seg and the
  * CQE accessors mlx5dv_get_cqe_{owner,se,format,opcode}. Nothing is linked.
+ * Segments mlx5dv.h has no helper for (raddr, atomic, inline) are filled
+ * the way libmlx5's qp.c fills them (set_raddr_seg, set_atomic_seg,
+ * set_data_ptr_seg_atomic, set_data_inl_seg): big-endian fields.
  *
  * Output (stdout), one record per line, '#' lines are comments:
  *   wqe   <name> <hex>                      a whole WQE (or a lone ctrl seg)
@@ -16,8 +19,9 @@
  *   size  <struct> <size>                   sizeof(struct)
  *   const <NAME> <value>                    an enum value (decimal)
  *
- * The inputs of every vector are repeated in mlx5/golden_test.go; keep the
- * two in step. Regenerate with gen_golden.sh.
+ * The inputs of every vector are repeated in mlx5/golden_test.go, and those
+ * of the RC send WQEs (which the provider builds through PostSend) in
+ * provider/golden_test.go; keep them in step. Regenerate with gen_golden.sh.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -62,12 +66,35 @@ static void *data(uint8_t *w, uint32_t len, uint32_t lkey, uint64_t addr)
 	return w + sizeof(struct mlx5_wqe_data_seg);
 }
 
-static void *atomic(uint8_t *w, uint64_t swap_add, uint64_t compare)
+/*
+ * Atomic segment as libmlx5's set_atomic_seg fills it from ibv_send_wr's
+ * wr.atomic.swap and wr.atomic.compare_add: compare-and-swap stores both,
+ * fetch-and-add only the add value (in swap_add) and leaves compare as the
+ * ring had it: 0 here, as every WQE below is built in a zeroed buffer.
+ */
+static void *atomic(uint8_t *w, uint8_t opcode, uint64_t swap, uint64_t compare_add)
 {
 	struct mlx5_wqe_atomic_seg *a = (void *)w;
-	a->swap_add = htobe64(swap_add);
-	a->compare = htobe64(compare);
+	if (opcode == MLX5_OPCODE_ATOMIC_CS) {
+		a->swap_add = htobe64(swap);
+		a->compare = htobe64(compare_add);
+	} else {
+		a->swap_add = htobe64(compare_add);
+	}
 	return w + sizeof(*a);
+}
+
+/*
+ * libmlx5's MLX5_ATOMIC_SIZE (providers/mlx5/qp.c, not in mlx5dv.h): the
+ * result buffer's data segment always says 8 bytes, whatever the SGE's
+ * length is (set_data_ptr_seg_atomic).
+ */
+#define ATOMIC_SIZE 8
+
+static void *data_atomic(uint8_t *w, uint32_t sge_len, uint32_t lkey, uint64_t addr)
+{
+	(void)sge_len;
+	return data(w, ATOMIC_SIZE, lkey, addr);
 }
 
 /* Inline segment: header, payload, zero padding to a 16-byte multiple. */
@@ -81,15 +108,23 @@ static void *inl(uint8_t *w, const uint8_t *p, uint32_t n)
 	return w + total;
 }
 
-static void wqe(const char *name, const uint8_t *start, const uint8_t *end)
+#define WQE_BUF 1024
+
+/*
+ * Print a WQE, then zero the buffer: every WQE is built in a fresh (zeroed)
+ * ring, so bytes a helper does not write (FA's compare, the datagram
+ * segment's reserved dword) are 0, as in a newly created QP.
+ */
+static void wqe(const char *name, uint8_t *start, const uint8_t *end)
 {
 	hexline("wqe", name, start, (size_t)(end - start));
 	printf("\n");
+	memset(start, 0, WQE_BUF);
 }
 
 static void wqes(void)
 {
-	uint8_t b[1024];
+	uint8_t b[WQE_BUF] = {0};
 	uint8_t *p;
 
 	/* RDMA WRITE, one SGE, signalled. */
@@ -158,20 +193,36 @@ static void wqes(void)
 	p = data(p, 0x7fffffff, 0xfffffeff, 0xfffffffffffffff0ull);
 	wqe("write_qpn_ffffff", b, p);
 
-	/* Atomic compare-and-swap, fenced (FENCE = small-and-fence, 0x80). */
+	/*
+	 * Atomics (RC): ctrl, raddr (wr.atomic.remote_addr / rkey), atomic
+	 * segment, one data segment per non-empty SGE. Compare-and-swap with
+	 * swap 0x1111222233334444 and compare_add 0x5555666677778888, fenced
+	 * (FENCE = small-and-fence, 0x80).
+	 */
 	p = ctrl(b, 0x0005, MLX5_OPCODE_ATOMIC_CS, 0, 0x000123,
 		 MLX5_WQE_CTRL_FENCE | MLX5_WQE_CTRL_CQ_UPDATE, 4, 0, 0);
 	p = raddr(p, 0x8000, 0x55);
-	p = atomic(p, 0x1111222233334444ull, 0x5555666677778888ull);
-	p = data(p, 8, 0x66, 0x9000);
+	p = atomic(p, MLX5_OPCODE_ATOMIC_CS, 0x1111222233334444ull, 0x5555666677778888ull);
+	p = data_atomic(p, 8, 0x66, 0x9000);
 	wqe("atomic_cs", b, p);
 
-	/* Atomic fetch-and-add. */
+	/* Fetch-and-add of compare_add 1 (swap unused). */
 	p = ctrl(b, 0x0006, MLX5_OPCODE_ATOMIC_FA, 0, 0x000123, MLX5_WQE_CTRL_CQ_UPDATE, 4, 0, 0);
 	p = raddr(p, 0x8008, 0x55);
-	p = atomic(p, 1, 0);
-	p = data(p, 8, 0x66, 0x9008);
+	p = atomic(p, MLX5_OPCODE_ATOMIC_FA, 0, 1);
+	p = data_atomic(p, 8, 0x66, 0x9008);
 	wqe("atomic_fa", b, p);
+
+	/*
+	 * Fetch-and-add of 2^64-1 (i.e. minus one), solicited, whose result
+	 * SGE says 16 bytes: the data segment still says 8.
+	 */
+	p = ctrl(b, 0x0008, MLX5_OPCODE_ATOMIC_FA, 0, 0x000123,
+		 MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_SOLICITED, 4, 0, 0);
+	p = raddr(p, 0x00007f0000001ff8ull, 0xabcdef01);
+	p = atomic(p, MLX5_OPCODE_ATOMIC_FA, 0x0123456789abcdefull, 0xffffffffffffffffull);
+	p = data_atomic(p, 16, 0x00001234, 0x00007f00deadbee0ull);
+	wqe("atomic_fa_sge16", b, p);
 
 	/* UD SEND: ctrl, datagram segment (extended AV, RoCEv2), one SGE. */
 	static uint8_t rmac[6] = {0x02, 0, 0, 0, 0, 0x02};
