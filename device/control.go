@@ -1,8 +1,10 @@
 package device
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/softnic/softnic/bar"
 	"github.com/softnic/softnic/dma"
@@ -178,16 +180,13 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 	}
 	uar := d.spec.BAR.FirstUAR + uint32(n/2%nu)
 	bfreg := n % 2
-	q := &qp{
-		d: d, qpn: qpn, pdn: c.PDN, scq: scq, rcq: rcq, state: mlx5.QPStateRST,
-		dbr: c.DBAddr, rqBase: c.BufAddr, rqCnt: uint32(c.RQWQECnt), rqStride: 1 << c.RQWQEShift,
-		sqBase: c.BufAddr + uint64(rqBytes), sigAll: c.SigAll,
-	}
-	if c.RQWQECnt == 0 {
-		q.rqStride = 0
-	}
-	q.sq = wqefetch.NewQueue(qpn, q.sqBase, c.SQWQECnt, d.node)
-	q.swqes = make([]swqe, c.SQWQECnt)
+	q := &qp{d: d, qpn: qpn, pdn: c.PDN, scq: scq, rcq: rcq, state: mlx5.QPStateRST, sigAll: c.SigAll}
+	q.rq = &rqRing{d: d, qpn: qpn, base: c.BufAddr, dbr: c.DBAddr, cnt: uint32(c.RQWQECnt), stride: 1 << c.RQWQEShift}
+	sq := wqefetch.NewQueue(qpn, c.BufAddr+uint64(rqBytes), c.SQWQECnt, d.node)
+	q.req.init(q, sq, c.SQWQECnt)
+	q.resp.q = q
+	q.resp.setMaxDestRd(0)
+	q.req.reset()
 	d.qps[qpn] = q
 	resp := mlx5.CreateQPResp{QPN: qpn, BFRegIndex: int(uar-d.spec.BAR.FirstUAR)*2 + bfreg,
 		BFRegOffset: uint64(uar)*mlx5.UARPageSize + mlx5.UARBFRegOffset + uint64(bfreg*d.spec.BAR.BFRegSize)}
@@ -197,11 +196,16 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 	return resp, nil
 }
 
-// DestroyQP destroys a queue pair.
+// DestroyQP destroys a queue pair. When it returns the QP is quiesced:
+// its timers are stopped, its queued frames will not be sent, and the CQEs
+// it had in flight have landed, so that the provider can clean them out of
+// its CQs before anything else reads them.
 func (d *Device) DestroyQP(qpn uint32) error {
-	if d.qps[qpn] == nil {
+	q := d.qps[qpn]
+	if q == nil {
 		return cmdErr("DESTROY_QP", mlx5.StatusBadResource, "QP %#x does not exist", qpn)
 	}
+	q.destroy(d.eng.Now())
 	delete(d.qps, qpn)
 	return nil
 }
@@ -213,7 +217,7 @@ func (d *Device) QueryQP(qpn uint32) (mlx5.QPAttr, error) {
 		return mlx5.QPAttr{}, cmdErr("QUERY_QP", mlx5.StatusBadResource, "QP %#x does not exist", qpn)
 	}
 	return mlx5.QPAttr{State: q.state, PathMTU: mlx5.MTUFromBytes(q.mtu), DestQPN: q.destQPN,
-		SQPSN: uint32(q.sqPSN), RQPSN: uint32(q.ePSN)}, nil
+		SQPSN: uint32(q.req.psn), RQPSN: uint32(q.resp.ePSN)}, nil
 }
 
 // Required and allowed attributes per RC transition (mlx5.md §7.2-7.4,
@@ -245,6 +249,10 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 	now := d.eng.Now()
 	switch to {
 	case mlx5.QPStateRST:
+		if q.state == mlx5.QPStateERR {
+			d.landAll(q.scq) // nothing of the old incarnation lands later
+			d.landAll(q.rcq)
+		}
 		q.reset()
 		return nil
 	case mlx5.QPStateERR:
@@ -314,10 +322,11 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 		q.destQPN = c.DestQPN
 	}
 	if attrs&mlx5.AttrRQPSN != 0 {
-		q.ePSN = roce.PSN(c.RQPSN)
+		q.resp.ePSN = roce.PSN(c.RQPSN)
 	}
 	if attrs&mlx5.AttrMaxDestRdAtomic != 0 {
 		q.maxDestRd = c.MaxDestRdAtomic
+		q.resp.setMaxDestRd(c.MaxDestRdAtomic)
 	}
 	if attrs&mlx5.AttrMinRNRTimer != 0 {
 		q.minRNR = c.MinRNRTimer
@@ -327,12 +336,14 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 	}
 	if attrs&mlx5.AttrRetryCnt != 0 {
 		q.retryCnt = c.RetryCnt
+		q.req.retryLeft = int(c.RetryCnt)
 	}
 	if attrs&mlx5.AttrRNRRetry != 0 {
 		q.rnrRetry = c.RNRRetry
+		q.req.rnrLeft = int(c.RNRRetry)
 	}
 	if attrs&mlx5.AttrSQPSN != 0 {
-		q.sqPSN = roce.PSN(c.SQPSN)
+		q.req.setSQPSN(roce.PSN(c.SQPSN))
 	}
 	if attrs&mlx5.AttrMaxQPRdAtomic != 0 {
 		q.maxRd = c.MaxQPRdAtomic
@@ -344,8 +355,19 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 		}
 		q.sport = sp
 	}
-	q.state = to
+	q.setState(now, to)
 	return nil
+}
+
+// sortedQPs lists the live QPs by number, so that work over all of them
+// does not depend on map iteration order.
+func (d *Device) sortedQPs() []*qp {
+	qs := make([]*qp, 0, len(d.qps))
+	for _, q := range d.qps {
+		qs = append(qs, q)
+	}
+	slices.SortFunc(qs, func(a, b *qp) int { return cmp.Compare(a.qpn, b.qpn) })
+	return qs
 }
 
 // firstQP returns the lowest-numbered QP matching f, so that messages do

@@ -29,6 +29,11 @@ type Identity struct {
 }
 
 // Device is one emulated NIC and the host memory it is plugged into.
+//
+// It is driven only from outside: MMIO (Doorbell, BlueFlame, CQArm, through
+// BAR0), received frames (ReceiveFrame), the completions of its own DMA
+// and its timers (events on the engine), and the control plane. It reaches
+// the world only through its DMA engine and its port.
 type Device struct {
 	eng  *sim.Engine
 	spec Spec
@@ -54,13 +59,15 @@ type Device struct {
 	nextMR  uint32
 	nextUAR uint32
 	nQPs    int
+	errQPs  int // QPs in ERR with a receive queue (see scanErrorRQs)
 
 	pkt     roce.Packet
 	fp      roce.FrameParams
 	frames  [][]byte
 	txFree  []*txEvent
-	scratch [mlx5.CQE64Size]byte
+	lfree   []*cqeLanding
 	rqbuf   [1024]byte
+	atomBuf [8]byte
 }
 
 // New builds a device with profile spec in front of host memory mem. Its
@@ -108,8 +115,15 @@ func (d *Device) Link() *pcie.Link { return d.link }
 // GID is the device's RoCEv2 GID (::ffff:a.b.c.d).
 func (d *Device) GID() [16]byte { return d.id.IP.As16() }
 
-// Progress runs the simulation to its next event (mlx5.Progressor).
-func (d *Device) Progress() bool { return d.eng.Step() }
+// Progress runs the simulation to its next event (mlx5.Progressor). When
+// nothing is scheduled it first looks for receives posted to QPs in ERR
+// (scanErrorRQs), which must be flushed.
+func (d *Device) Progress() bool {
+	if d.eng.Step() {
+		return true
+	}
+	return d.scanErrorRQs(d.eng.Now())
+}
 
 // HostWork charges host CPU time for provider work on the virtual clock
 // (mlx5.HostModel) and records it as a provider stage.
@@ -131,6 +145,9 @@ func (d *Device) HostWork(stage string, qpn uint32, bytes int) {
 
 func (d *Device) cyc(n int64) sim.Duration { return d.spec.Core.cycles(n) }
 
+// inc counts one event of name.
+func (d *Device) inc(name string) { d.ctr.Inc(name) }
+
 // warn counts name and records a trace warning.
 func (d *Device) warn(t sim.Time, name, format string, args ...any) {
 	d.ctr.Inc(name)
@@ -142,17 +159,17 @@ func (d *Device) Doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte) {
 	c := mlx5.CtrlSeg(ctrl[:])
 	q := d.qps[c.QPN()]
 	if q == nil {
-		d.warn(t, "db_unknown_qp", "doorbell on UAR %d bfreg %d names QP %#x, which does not exist", uar, bfreg, c.QPN())
+		d.warn(t, CtrDBUnknownQP, "doorbell on UAR %d bfreg %d names QP %#x, which does not exist", uar, bfreg, c.QPN())
 		return
 	}
-	d.ctr.Inc("doorbells")
+	d.inc(CtrDoorbells)
 	t = t.Add(d.cyc(d.spec.Core.DoorbellCycles))
 	if q.state == mlx5.QPStateRST || q.state == mlx5.QPStateINIT {
-		d.warn(t, "db_bad_state", "doorbell on QP %#x in state %v ignored", q.qpn, q.state)
+		d.warn(t, CtrDBBadState, "doorbell on QP %#x in state %v ignored", q.qpn, q.state)
 		return
 	}
-	if err := d.fetch.Doorbell(t, q.sq, ctrl); err != nil {
-		d.ctr.Inc("db_rejected")
+	if err := d.fetch.Doorbell(t, q.req.sq, ctrl); err != nil {
+		d.inc(CtrDBRejected)
 	}
 }
 
@@ -161,22 +178,22 @@ func (d *Device) BlueFlame(t sim.Time, uar uint32, bfreg int, wqe []byte) {
 	c := mlx5.CtrlSeg(wqe)
 	q := d.qps[c.QPN()]
 	if q == nil {
-		d.warn(t, "bf_unknown_qp", "BlueFlame write on UAR %d bfreg %d names QP %#x, which does not exist", uar, bfreg, c.QPN())
+		d.warn(t, CtrBFUnknownQP, "BlueFlame write on UAR %d bfreg %d names QP %#x, which does not exist", uar, bfreg, c.QPN())
 		return
 	}
-	d.ctr.Inc("blueflame_writes")
+	d.inc(CtrBlueFlameWrites)
 	t = t.Add(d.cyc(d.spec.Core.DoorbellCycles))
 	if q.state == mlx5.QPStateRST || q.state == mlx5.QPStateINIT {
-		d.warn(t, "db_bad_state", "BlueFlame on QP %#x in state %v ignored", q.qpn, q.state)
+		d.warn(t, CtrDBBadState, "BlueFlame on QP %#x in state %v ignored", q.qpn, q.state)
 		return
 	}
-	if d.fetch.BlueFlame(t, q.sq, wqe) {
+	if d.fetch.BlueFlame(t, q.req.sq, wqe) {
 		return
 	}
 	var db [8]byte
 	copy(db[:], wqe[:8])
-	if err := d.fetch.Doorbell(t, q.sq, db); err != nil {
-		d.ctr.Inc("db_rejected")
+	if err := d.fetch.Doorbell(t, q.req.sq, db); err != nil {
+		d.inc(CtrDBRejected)
 	}
 }
 
@@ -186,32 +203,37 @@ func (d *Device) CQArm(t sim.Time, uar uint32, db [8]byte) {
 	a := mlx5.ParseCQArm(db[:])
 	c := d.cqs[a.CQN]
 	if c == nil {
-		d.warn(t, "cq_arm_unknown_cq", "CQ arm on UAR %d for CQ %#x, which does not exist", uar, a.CQN)
+		d.warn(t, CtrCQArmUnknownCQ, "CQ arm on UAR %d for CQ %#x, which does not exist", uar, a.CQN)
 		return
 	}
 	c.armSN = a.SN
 	c.armed = true
-	d.ctr.Inc("cq_arms")
+	d.inc(CtrCQArms)
 }
 
-// event pools -------------------------------------------------------------
+// The transmit path -------------------------------------------------------
 
-// txEvent hands one built frame to the port at its ready time.
+// txEvent hands one built frame to the port at its ready time, unless its
+// QP has been destroyed meanwhile.
 type txEvent struct {
 	d   *Device
+	q   *qp
 	buf []byte
 	n   int
 }
 
 func (e *txEvent) Fire(now sim.Time) {
 	d := e.d
-	if d.port != nil {
+	switch {
+	case e.q != nil && e.q.dead:
+		d.inc(CtrTxDropDestroyed)
+	case d.port != nil:
 		d.port.Send(now, e.buf[:e.n])
-	} else {
-		d.ctr.Inc("tx_no_port")
+	default:
+		d.inc(CtrTxNoPort)
 	}
 	d.frames = append(d.frames, e.buf)
-	e.buf = nil
+	e.buf, e.q = nil, nil
 	d.txFree = append(d.txFree, e)
 }
 
@@ -237,12 +259,6 @@ func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Durat
 		return start, end, 0, err
 	}
 	q.txReady = end
-	d.sendAt(end, buf, n)
-	return start, end, n, nil
-}
-
-// sendAt schedules frame buf[:n] onto the wire at t.
-func (d *Device) sendAt(t sim.Time, buf []byte, n int) {
 	var e *txEvent
 	if k := len(d.txFree); k > 0 {
 		e = d.txFree[k-1]
@@ -250,6 +266,8 @@ func (d *Device) sendAt(t sim.Time, buf []byte, n int) {
 	} else {
 		e = &txEvent{d: d}
 	}
-	e.buf, e.n = buf, n
-	d.eng.At(t, e)
+	e.q, e.buf, e.n = q, buf, n
+	d.eng.At(end, e)
+	d.inc(CtrSentPkts)
+	return start, end, n, nil
 }

@@ -3,6 +3,8 @@ package device_test
 import (
 	"testing"
 
+	"github.com/softnic/softnic/device"
+
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/roce"
 	"github.com/softnic/softnic/sim"
@@ -112,7 +114,7 @@ func TestResponderSequenceAndErrors(t *testing.T) {
 		require.True(t, rep[0].AETH.Syndrome().IsNAK())
 		require.Equal(t, uint8(0), rep[0].AETH.Syndrome().Value(), "PSN sequence error")
 		require.Equal(t, roce.PSN(ePSN), rep[0].BTH.PSN())
-		require.Equal(t, uint64(2), r.ctr("rx_out_of_sequence"))
+		require.Equal(t, uint64(2), r.ctr(device.CtrOutOfSequence))
 	})
 	t.Run("duplicate is re-ACKed with the last good PSN", func(t *testing.T) {
 		r := newRxWorld(t, testbed.ConnOpts{})
@@ -121,7 +123,7 @@ func TestResponderSequenceAndErrors(t *testing.T) {
 		require.Len(t, rep, 1)
 		require.True(t, rep[0].AETH.Syndrome().IsACK())
 		require.Equal(t, roce.PSN(ePSN-1), rep[0].BTH.PSN())
-		require.Equal(t, uint64(1), r.ctr("rx_duplicate"))
+		require.Equal(t, uint64(1), r.ctr(device.CtrDuplicateRequest))
 	})
 	t.Run("middle without first", func(t *testing.T) {
 		r := newRxWorld(t, testbed.ConnOpts{MTU: 256})
@@ -167,10 +169,10 @@ func TestResponderSequenceAndErrors(t *testing.T) {
 		st, _ := r.eps[1].QP.QueryState()
 		require.Equal(t, mlx5.QPStateRTS, st, "RNR changes no state")
 	})
-	t.Run("atomic not supported", func(t *testing.T) {
+	t.Run("atomic without remote-atomic access", func(t *testing.T) {
 		r := newRxWorld(t, testbed.ConnOpts{})
 		r.inject(t, r.params(roce.OpRCFetchAdd, ePSN), nil, nil)
-		require.Equal(t, uint64(1), r.ctr("rx_unsupported_op"))
+		require.Equal(t, uint64(1), r.ctr(device.CtrRxAtomicNotAllowed))
 		require.Equal(t, uint8(1), r.replies(t)[0].AETH.Syndrome().Value())
 	})
 }

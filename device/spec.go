@@ -21,6 +21,17 @@ type Spec struct {
 	Core CoreSpec   `json:"core"`
 	Host HostSpec   `json:"host"`
 	Caps Caps       `json:"caps"`
+
+	Transport TransportSpec `json:"transport"`
+}
+
+// TransportSpec holds the transport rules on which a ConnectX and Linux
+// rxe differ, as switches.
+type TransportSpec struct {
+	// RetryCnt7Infinite makes retry_cnt 7 retry for ever, as rxe does
+	// (rocev2.md §4.4). The IB spec and a ConnectX count 7 as seven
+	// retries; only rnr_retry 7 is infinite there. Default false.
+	RetryCnt7Infinite bool `json:"retry_cnt_7_infinite"`
 }
 
 // CoreSpec is the NIC's processing pipeline: a core clock and cycle costs

@@ -203,6 +203,20 @@ func (l *landing) Fire(now sim.Time) {
 	l.next, l.e.landings = l.e.landings, l
 }
 
+// TimeWrite times a posted write of n bytes to addr without touching
+// host memory: for a caller that lands the bytes itself at done (the
+// device's CQE path, which must be able to land or hold them on its own
+// terms). The range is checked now.
+func (e *Engine) TimeWrite(at sim.Time, addr uint64, n int) (done sim.Time, s pcie.Stats, err error) {
+	if !e.mem.Contains(addr, n) {
+		err = &shm.RangeError{Op: "write", Addr: addr, Len: n}
+		e.rangeError(at, "write", err)
+		return at, s, err
+	}
+	done, s = e.timeWrite(at, addr, n)
+	return done, s, nil
+}
+
 // WriteVisible is Write whose bytes land in shm only at done, scheduled on
 // the engine: what a CQE or any other ownership-publishing write needs so
 // that a poller cannot see it early. src is copied (pooled buffers, no

@@ -130,6 +130,14 @@ type ConnOpts struct {
 	Access    provider.Access
 	MinRNR    uint8 // min_rnr_timer code (default 12 ≈ 0.64 ms, rocev2.md §5.4 #3)
 	RNRRetry  uint8 // default 7 (infinite)
+	// Timeout is the local ACK timeout exponent (4.096 µs · 2^Timeout):
+	// 0 takes the default 14 (≈ 67 ms), -1 means no timer.
+	Timeout int
+	// RetryCnt is retry_cnt: 0 takes the default 7, -1 means 0 retries.
+	RetryCnt int
+	// MaxRdAtomic is max_rd_atomic on both QPs (default 16), MaxDestRdAtomic
+	// max_dest_rd_atomic (default 16).
+	MaxRdAtomic, MaxDestRdAtomic int
 }
 
 // Endpoint is one side of a connection.
@@ -170,6 +178,11 @@ func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) {
 	if o.RNRRetry == 0 {
 		o.RNRRetry = 7
 	}
+	def(&o.Timeout, 14)
+	def(&o.RetryCnt, 7)
+	def(&o.MaxRdAtomic, 16)
+	def(&o.MaxDestRdAtomic, 16)
+	timeout, retry := uint8(max(o.Timeout, 0)), uint8(max(o.RetryCnt, 0))
 	mtu := mlx5.MTUFromBytes(o.MTU)
 	if mtu == 0 {
 		return [2]*Endpoint{}, fmt.Errorf("testbed: MTU %d is not 256..4096", o.MTU)
@@ -209,7 +222,7 @@ func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) {
 			return eps, err
 		}
 		a = provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mtu, DestQPN: peer.QP.QPN(), RQPSN: o.PSN[1-i],
-			MaxDestRdAtomic: 16, MinRNRTimer: o.MinRNR,
+			MaxDestRdAtomic: uint8(o.MaxDestRdAtomic), MinRNRTimer: o.MinRNR,
 			AV: provider.AV{DMAC: pid.MAC, DGID: pid.IP.As16(), HopLimit: 64, SGIDIndex: 1}}
 		if err := e.QP.Modify(&a, mlx5.AttrState|mlx5.AttrAV|mlx5.AttrPathMTU|mlx5.AttrDestQPN|mlx5.AttrRQPSN|
 			mlx5.AttrMaxDestRdAtomic|mlx5.AttrMinRNRTimer); err != nil {
@@ -217,7 +230,7 @@ func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) {
 		}
 	}
 	for i, e := range eps {
-		a := provider.QPAttr{QPState: provider.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: o.RNRRetry, SQPSN: o.PSN[i], MaxRdAtomic: 16}
+		a := provider.QPAttr{QPState: provider.QPStateRTS, Timeout: timeout, RetryCnt: retry, RNRRetry: o.RNRRetry, SQPSN: o.PSN[i], MaxRdAtomic: uint8(o.MaxRdAtomic)}
 		if err := e.QP.Modify(&a, mlx5.AttrState|mlx5.AttrTimeout|mlx5.AttrRetryCnt|mlx5.AttrRNRRetry|mlx5.AttrSQPSN|mlx5.AttrMaxQPRdAtomic); err != nil {
 			return eps, err
 		}

@@ -1,0 +1,152 @@
+package device
+
+import (
+	"encoding/binary"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/sim"
+)
+
+// cq is the device side of a completion queue.
+type cq struct {
+	cqn      uint32
+	buf, dbr uint64
+	nent     uint32
+	pi       uint32 // producer index
+	ci       uint32 // last consumer index read from the doorbell record
+	armed    bool
+	armSN    uint8
+	err      bool          // overrun: in error, writes no more CQEs
+	inflight []*cqeLanding // CQEs written but not yet landed, in order
+}
+
+// cqeLanding is a CQE on its way to host memory: the posted write's bytes
+// land when it completes, op_own included, so the provider never sees a CQE
+// before the device could have written it (mlx5.md §6.6).
+type cqeLanding struct {
+	d      *Device
+	c      *cq
+	addr   uint64
+	buf    [mlx5.CQE64Size]byte
+	landed bool
+}
+
+func (l *cqeLanding) Fire(now sim.Time) {
+	if !l.landed {
+		l.land(now)
+	}
+	l.c = nil
+	l.d.lfree = append(l.d.lfree, l)
+}
+
+func (l *cqeLanding) land(now sim.Time) {
+	l.landed = true
+	if err := l.d.mem.Write(l.addr, l.buf[:]); err != nil {
+		l.d.warn(now, CtrCQEWriteError, "CQ %d CQE landing at %#x: %v", l.c.cqn, l.addr, err)
+	}
+	c := l.c
+	for i, p := range c.inflight {
+		if p == l {
+			c.inflight = append(c.inflight[:i], c.inflight[i+1:]...)
+			break
+		}
+	}
+}
+
+// landAll makes every CQE of c still in flight visible now (a QP being
+// destroyed is quiesced before the command returns).
+func (d *Device) landAll(c *cq) {
+	for len(c.inflight) > 0 {
+		c.inflight[0].land(d.eng.Now())
+	}
+}
+
+// writeCQE DMA-writes one CQE at the CQ's producer index and returns when
+// it lands. A CQ with no free entry (after re-reading the consumer index
+// from its doorbell record) overruns: it goes to error, every QP that uses
+// it goes to ERR, and later CQEs for it are dropped and counted.
+func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64) sim.Time {
+	if c.err {
+		d.warn(t, CtrCQEDroppedOverrun, "CQ %d is in error (overrun); CQE for QP %#x dropped", c.cqn, f.QPN)
+		return t
+	}
+	if c.pi-c.ci >= c.nent {
+		// Looks full: refresh the consumer index from the doorbell record.
+		var b [4]byte
+		done, _, err := d.dma.Read(t, c.dbr, b[:])
+		if err == nil {
+			ci := binary.BigEndian.Uint32(b[:]) & 0xffffff
+			// set_ci is 24 bits; rebuild the full counter near pi.
+			c.ci = c.pi - (c.pi-ci)&0xffffff
+		}
+		t = done
+		if c.pi-c.ci >= c.nent {
+			d.cqOverrun(t, c, f.QPN)
+			return t
+		}
+	}
+	t = t.Add(d.cyc(d.spec.Core.CQECycles))
+	f.Owner = mlx5.CQEOwnerBit(c.pi, c.nent)
+	f.Timestamp = uint64(t / 1000) // HCA clock in ns
+	addr := c.buf + uint64(c.pi&(c.nent-1))*mlx5.CQE64Size
+	done, st, err := d.dma.TimeWrite(t, addr, mlx5.CQE64Size)
+	if err != nil {
+		d.warn(t, CtrCQEWriteError, "CQ %d CQE write at %#x: %v", c.cqn, addr, err)
+		return t
+	}
+	var l *cqeLanding
+	if k := len(d.lfree); k > 0 {
+		l = d.lfree[k-1]
+		d.lfree = d.lfree[:k-1]
+	} else {
+		l = &cqeLanding{d: d}
+	}
+	l.c, l.addr, l.landed = c, addr, false
+	mlx5.CQE64(l.buf[:]).Encode(f)
+	c.inflight = append(c.inflight, l)
+	d.eng.At(done, l)
+	c.pi++
+	d.inc(CtrCQEs)
+	d.rec.Stage(d.node, "device", "cqe_write", t, done, mlx5.CQE64Size, st.TLPs(), f.QPN, flow)
+	return done
+}
+
+// cqOverrun puts c in error and, as its own event, every QP attached to it
+// into ERR (their flushes go to their other CQ, if it has room). The
+// asynchronous CQ_ERR event arrives with event queues.
+func (d *Device) cqOverrun(t sim.Time, c *cq, qpn uint32) {
+	c.err = true
+	d.warn(t, CtrCQOverrun, "CQ %d overrun: producer %d, consumer %d, %d entries; CQE for QP %#x lost, CQ in error",
+		c.cqn, c.pi, c.ci, c.nent, qpn)
+	d.eng.At(t, cqErrorEvent{d: d, c: c})
+}
+
+type cqErrorEvent struct {
+	d *Device
+	c *cq
+}
+
+func (e cqErrorEvent) Fire(now sim.Time) {
+	for _, q := range e.d.sortedQPs() {
+		if !q.dead && (q.scq == e.c || q.rcq == e.c) && q.state != mlx5.QPStateRST {
+			q.toError(now)
+		}
+	}
+}
+
+// complete writes the requester CQE for w if it is signalled.
+func (d *Device) complete(t sim.Time, q *qp, w *swqe) {
+	w.state = wqeDone
+	if !w.signaled {
+		d.inc(CtrWQEUnsignaled)
+		return
+	}
+	f := mlx5.CQEFields{Opcode: mlx5.CQEReq, WQEOpcode: uint8(w.op), QPN: q.qpn, WQECounter: w.idx}
+	switch w.op {
+	case mlx5.OpRDMARead:
+		f.ByteCnt = uint32(w.length)
+	case mlx5.OpAtomicCS, mlx5.OpAtomicFA:
+		f.ByteCnt = 8
+	}
+	d.writeCQE(t, q.scq, &f, w.flow)
+}

@@ -1,0 +1,135 @@
+package device
+
+import (
+	"errors"
+
+	"github.com/softnic/softnic/dma"
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/pcie"
+	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/sim"
+)
+
+// payload says where the bytes of one packet come from: inline data, a
+// gather list translated through its lkeys (requests), or host memory
+// already translated through an rkey (READ responses).
+type payload struct {
+	n      int
+	inline []byte
+	sges   []mlx5.DataFields // gather list
+	pdn    uint32
+	off    uint64 // offset of the packet's bytes in the gather list
+	host   uint64 // READ response: host address of the bytes
+	isHost bool
+}
+
+var errPacketize = errors.New("device: frame build failed")
+
+// packetize is the one packetizer: it takes d.fp (headers filled in by the
+// caller), fetches the payload (DMA gather, inline copy or a read of host
+// memory), builds the frame with its ICRC and queues it behind the QP's
+// previous frame. It returns when the frame leaves the packetizer.
+func (d *Device) packetize(t sim.Time, q *qp, pl *payload, flow uint64) (sim.Time, error) {
+	buf := d.frameBuf()
+	hdr := roce.HeaderLen(&d.fp)
+	data := buf[hdr : hdr+pl.n] // placed where BuildFrame wants it: its copy is a no-op
+	ready := t
+	if pl.n > 0 {
+		var done sim.Time
+		var tlps int
+		var err error
+		switch {
+		case pl.inline != nil:
+			copy(data, pl.inline)
+			done = t
+		case pl.isHost:
+			var st pcie.Stats
+			done, st, err = d.dma.Read(t, pl.host, data)
+			tlps = st.TLPs()
+		default:
+			done, tlps, _, err = d.sgeCopy(t, pl.pdn, pl.sges, pl.off, data, dma.LocalRead)
+		}
+		if err != nil {
+			d.frames = append(d.frames, buf)
+			return t, err
+		}
+		if pl.inline == nil {
+			d.rec.Stage(d.node, "dma", "payload_dma", t, done, pl.n, tlps, q.qpn, flow)
+		}
+		ready = done
+	}
+	start, end, n, err := d.emit(q, buf, data, ready, d.cyc(d.spec.Core.PacketizeCycles))
+	if err != nil {
+		return t, errPacketize
+	}
+	d.rec.Stage(d.node, "roce", "packetize", start, end, n, 0, q.qpn, flow)
+	d.inc(CtrTxPackets)
+	return end, nil
+}
+
+// sgeCopy moves buf to or from bytes [off, off+len(buf)) of a scatter/gather
+// list: a DMA read into buf for need == LocalRead (gather), a DMA write of
+// buf otherwise (scatter). Each piece is translated and checked through its
+// lkey, at the time of the copy (an MR deregistered meanwhile fails here).
+// left is how many bytes of buf did not fit in the list.
+func (d *Device) sgeCopy(t sim.Time, pdn uint32, sges []mlx5.DataFields, off uint64, buf []byte, need dma.Access) (done sim.Time, tlps, left int, err error) {
+	done = t
+	pos := uint64(0)
+	for i := range sges {
+		if len(buf) == 0 {
+			break
+		}
+		s := &sges[i]
+		sl := uint64(s.ByteCount)
+		if off >= pos+sl {
+			pos += sl
+			continue
+		}
+		start := off - pos
+		n := min(sl-start, uint64(len(buf)))
+		host, err := d.keys.Check(s.LKey, pdn, s.Addr+start, n, need)
+		if err != nil {
+			return t, tlps, len(buf), err
+		}
+		var dn sim.Time
+		var st pcie.Stats
+		if need == dma.LocalRead {
+			dn, st, err = d.dma.Read(t, host, buf[:n])
+		} else {
+			dn, st, err = d.dma.Write(t, host, buf[:n])
+		}
+		if err != nil {
+			return t, tlps, len(buf), err
+		}
+		done = max(done, dn)
+		tlps += st.TLPs()
+		buf = buf[n:]
+		off += n
+		pos += sl
+	}
+	return done, tlps, len(buf), nil
+}
+
+// sendAck builds and sends an ACK / NAK / RNR NAK for psn.
+func (d *Device) sendAck(t sim.Time, q *qp, psn roce.PSN, synd roce.Syndrome) {
+	buf := d.frameBuf()
+	fp := &d.fp
+	d.frameHeader(q, fp)
+	fp.BTH.Opcode = roce.OpRCAck
+	fp.BTH.PSN = psn
+	fp.AETH = roce.AETHFields{Syndrome: synd, MSN: q.resp.msn & 0xffffff}
+	start, end, n, err := d.emit(q, buf, nil, t, d.cyc(d.spec.Core.AckCycles))
+	if err != nil {
+		d.warn(t, CtrPacketizeError, "QP %#x ACK: %v", q.qpn, err)
+		return
+	}
+	switch {
+	case synd.IsACK():
+		d.inc(CtrACKsSent)
+	case synd.IsRNRNAK():
+		d.inc(CtrRNRNAKsSent)
+	default:
+		d.inc(CtrNAKsSent)
+	}
+	d.rec.Stage(d.node, "roce", "ack", start, end, n, 0, q.qpn, 0)
+}

@@ -1,0 +1,89 @@
+package device
+
+import (
+	"errors"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/sim"
+)
+
+// NAK codes (AETH value field of a NAK, rocev2.md §1.6).
+const (
+	nakPSNSeq     = 0
+	nakInvalidReq = 1
+	nakRemoteAcc  = 2
+	nakRemoteOp   = 3
+)
+
+// ReceiveFrame is the device's receive path for one Ethernet frame from the
+// wire (wire.Receiver). Nothing from the wire is trusted: a frame that fails
+// any check is dropped and counted (rocev2.md §4.7). A QP handles its
+// packets one after the other, in arrival order: each starts when the
+// previous one is done.
+func (d *Device) ReceiveFrame(t sim.Time, frame []byte) {
+	p := &d.pkt
+	if err := roce.ParseFrame(frame, p); err != nil {
+		switch {
+		case errors.Is(err, roce.ErrNotRoCE):
+			d.inc(CtrRxDropNotRoCE)
+		case errors.Is(err, roce.ErrBadICRC):
+			d.warn(t, CtrRxDropBadICRC, "frame of %d bytes: %v", len(frame), err)
+		default:
+			d.warn(t, CtrRxDropMalformed, "frame of %d bytes: %v", len(frame), err)
+		}
+		return
+	}
+	if p.DstMAC != d.id.MAC {
+		d.inc(CtrRxDropWrongMAC)
+		return
+	}
+	if p.DstIP.Unmap() != d.id.IP {
+		d.inc(CtrRxDropWrongIP)
+		return
+	}
+	qpn := p.BTH.DestQP()
+	q := d.qps[qpn]
+	switch {
+	case q == nil || q.dead:
+		d.warn(t, CtrRxDropNoQP, "%v PSN %d for QP %#x, which does not exist", p.Opcode, p.BTH.PSN(), qpn)
+		return
+	case p.Opcode.Transport() != roce.TransportRC:
+		d.warn(t, CtrRxDropBadTransport, "%v for RC QP %#x", p.Opcode, qpn)
+		return
+	case p.BTH.PKey()&0x7fff != 0x7fff:
+		d.warn(t, CtrRxDropBadPKey, "P_Key %#x on QP %#x", p.BTH.PKey(), qpn)
+		return
+	case q.state != mlx5.QPStateRTR && q.state != mlx5.QPStateRTS:
+		d.warn(t, CtrRxDropQPState, "%v PSN %d for QP %#x in state %v", p.Opcode, p.BTH.PSN(), qpn, q.state)
+		return
+	case p.SrcIP.Unmap() != q.dstIP:
+		d.warn(t, CtrRxDropBadSrc, "%v from %v for QP %#x connected to %v", p.Opcode, p.SrcIP, qpn, q.dstIP)
+		return
+	}
+	d.inc(CtrRxPackets)
+	d.inc(CtrRcvdPkts)
+	start := max(t, q.rxBusy)
+	t = start.Add(d.cyc(d.spec.Core.RxCycles))
+	q.rxBusy = t
+	if p.Info.Response {
+		if q.state != mlx5.QPStateRTS {
+			d.warn(t, CtrRxDropQPState, "response %v for QP %#x in state %v", p.Opcode, qpn, q.state)
+			return
+		}
+		q.req.rx(start, t, p)
+		return
+	}
+	q.resp.rx(start, t, p)
+}
+
+// payloadOK applies the segmentation rules of rocev2.md §2.2.
+func payloadOK(pos roce.Position, n, mtu int) bool {
+	switch {
+	case pos.First() && pos.Last():
+		return n <= mtu
+	case pos.Last():
+		return n >= 1 && n <= mtu
+	}
+	return n == mtu
+}

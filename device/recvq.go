@@ -1,0 +1,116 @@
+package device
+
+import (
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/sim"
+)
+
+// recvWQE is one receive WQE taken from a receive queue: where its
+// message goes.
+type recvWQE struct {
+	index uint16 // the WQE counter reported in the CQE
+	sges  [64]mlx5.DataFields
+	nsge  int
+}
+
+// recvQueue is where a QP's incoming SENDs and WRITE-with-immediates find
+// their buffers. The QP's own RQ implements it; a shared receive queue
+// will implement it too (one SRQ behind several QPs).
+type recvQueue interface {
+	// size is the number of WQEs the queue holds (0: the QP has none).
+	size() int
+	// refresh reads the producer counter from the doorbell record by DMA
+	// and returns when it is in the device.
+	refresh(t sim.Time) sim.Time
+	// take consumes the next posted WQE into w, reading it by DMA, and
+	// returns when it is in the device; ok is false when none is posted.
+	take(t sim.Time, w *recvWQE) (done sim.Time, ok bool)
+	// flushOne retires the oldest posted WQE without data (for a flush)
+	// and returns its counter; ok is false when none is left.
+	flushOne() (idx uint16, ok bool)
+	// reset forgets every posted WQE (QP to RESET).
+	reset()
+}
+
+// rqRing is a QP's own receive queue: a ring of fixed-stride WQEs in host
+// memory whose producer counter is word 0 of the QP's doorbell record
+// (mlx5.md §5).
+type rqRing struct {
+	d      *Device
+	qpn    uint32
+	base   uint64
+	dbr    uint64
+	cnt    uint32
+	stride int
+	head   uint32 // WQEs posted, as last read from DBR[0] (16-bit counter extended)
+	tail   uint32 // WQEs consumed
+}
+
+func (r *rqRing) size() int { return int(r.cnt) }
+
+func (r *rqRing) reset() { r.head, r.tail = 0, 0 }
+
+func (r *rqRing) refresh(t sim.Time) sim.Time {
+	d := r.d
+	if r.cnt == 0 {
+		return t
+	}
+	var b [4]byte
+	done, _, err := d.dma.Read(t, r.dbr, b[:])
+	if err != nil {
+		d.warn(t, CtrRQDBRReadError, "QP %#x: %v", r.qpn, err)
+		return t
+	}
+	c16 := uint16(uint32(b[2])<<8 | uint32(b[3]))
+	// Extend the 16-bit counter relative to the tail.
+	ahead := uint32(c16 - uint16(r.tail))
+	if ahead > r.cnt {
+		d.warn(t, CtrRQDBRBad, "QP %#x RQ doorbell record %d is %d ahead of the tail %d (RQ has %d)", r.qpn, c16, ahead, uint16(r.tail), r.cnt)
+		return done
+	}
+	r.head = r.tail + ahead
+	return done
+}
+
+func (r *rqRing) take(t sim.Time, w *recvWQE) (sim.Time, bool) {
+	d := r.d
+	if r.cnt == 0 {
+		return t, false
+	}
+	if r.tail == r.head {
+		t = r.refresh(t)
+		if r.tail == r.head {
+			return t, false
+		}
+	}
+	slot := r.tail & (r.cnt - 1)
+	addr := r.base + uint64(slot)*uint64(r.stride)
+	buf := d.rqbuf[:r.stride]
+	done, st, err := d.dma.Read(t, addr, buf)
+	if err != nil {
+		d.warn(t, CtrRQReadError, "QP %#x RQ WQE %d: %v", r.qpn, r.tail, err)
+		return t, false
+	}
+	d.rec.Stage(d.node, "dma", "rq_wqe_fetch", t, done, len(buf), st.TLPs(), r.qpn, 0)
+	w.index = uint16(r.tail)
+	w.nsge = 0
+	for off := 0; off+mlx5.DataSegSize <= len(buf) && w.nsge < len(w.sges); off += mlx5.DataSegSize {
+		s := mlx5.DataSeg(buf[off:]).Fields()
+		if s.LKey == mlx5.InvalidKey {
+			break
+		}
+		w.sges[w.nsge] = s
+		w.nsge++
+	}
+	r.tail++
+	return done, true
+}
+
+func (r *rqRing) flushOne() (uint16, bool) {
+	if r.tail == r.head {
+		return 0, false
+	}
+	idx := uint16(r.tail)
+	r.tail++
+	return idx, true
+}

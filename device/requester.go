@@ -1,0 +1,837 @@
+package device
+
+import (
+	"encoding/binary"
+
+	"github.com/softnic/softnic/dma"
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/wqefetch"
+)
+
+// Requester limits, as rxe has them (rocev2.md §2.3, §4.1).
+const (
+	// maxPktsPerAckReq: a non-final packet gets AckReq once this many went
+	// without one (RXE_MAX_PKT_PER_ACK).
+	maxPktsPerAckReq = 64
+	// maxUnackedPSNs: the requester sends nothing that starts more than
+	// this many PSNs beyond the oldest unacknowledged one
+	// (RXE_MAX_UNACKED_PSNS).
+	maxUnackedPSNs = 128
+)
+
+const (
+	wqeExecuting = wqefetch.StateExecuting
+	wqeDone      = wqefetch.StateDone
+)
+
+// swqe is an outstanding send WQE on the requester side.
+type swqe struct {
+	idx       uint16
+	op        mlx5.Opcode
+	signaled  bool
+	se        bool
+	fence     bool
+	imm       uint32
+	raddr     uint64
+	rkey      uint32
+	swapAdd   uint64 // atomics: swap (CMP_SWAP) or add (FETCH_ADD) value
+	compare   uint64 // CMP_SWAP: compare value
+	sges      [wqefetch.MaxSGE]mlx5.DataFields
+	nsge      int
+	inline    [wqefetch.MaxWQEBytes]byte
+	isInline  bool
+	length    uint64
+	firstPSN  roce.PSN
+	npkts     int      // PSNs the WQE consumes (0: a NOP)
+	readGot   uint64   // READ: response bytes placed
+	readNext  roce.PSN // READ/atomic: PSN of the next response expected
+	rereq     roce.PSN // READ: readNext when a gap last made us re-request
+	rereqOn   bool
+	responded bool // READ/atomic: every response is in
+	counted   bool // READ/atomic: counted against max_rd_atomic
+	flow      uint64
+	errSynd   mlx5.Syndrome // non-zero: complete with this error instead of WR_FLUSH
+	state     wqefetch.State
+}
+
+func (w *swqe) lastPSN() roce.PSN { return w.firstPSN.Add(w.npkts - 1) }
+
+// rdAtomic reports whether w is answered by responses (READ, atomics)
+// rather than by ACKs.
+func (w *swqe) rdAtomic() bool {
+	return w.op == mlx5.OpRDMARead || w.op == mlx5.OpAtomicCS || w.op == mlx5.OpAtomicFA
+}
+
+// requester is the send side of a QP: the ring of outstanding WQEs in
+// arrival order, the transmit cursor, the PSN window and the timers.
+type requester struct {
+	q        *qp
+	sq       *wqefetch.Queue
+	psn      roce.PSN // next new PSN
+	ackPSN   roce.PSN // last PSN acknowledged (cumulative)
+	sentPSN  roce.PSN // next PSN never sent before (retransmissions are behind it)
+	wqes     []swqe
+	head     int
+	count    int
+	cur      int // WQEs [0,cur) of the ring (relative to head) are fully transmitted
+	curPkt   int // packets of WQE cur already transmitted
+	sinceAck int // packets sent since the last AckReq
+	rdOut    int // READ/atomic WQEs transmitted and not yet answered
+
+	retryLeft int
+	rnrLeft   int
+	timer     *sim.Timer // local ACK timeout
+	rnrTimer  *sim.Timer // RNR wait
+	rnrWait   bool
+}
+
+type ackTimeout struct{ r *requester }
+
+func (h ackTimeout) Fire(now sim.Time) { h.r.onTimeout(now) }
+
+type rnrExpiry struct{ r *requester }
+
+func (h rnrExpiry) Fire(now sim.Time) { h.r.onRNR(now) }
+
+func (r *requester) init(q *qp, sq *wqefetch.Queue, slots int) {
+	r.q, r.sq = q, sq
+	r.wqes = make([]swqe, slots)
+	r.timer = q.d.eng.NewTimer(ackTimeout{r})
+	r.rnrTimer = q.d.eng.NewTimer(rnrExpiry{r})
+}
+
+func (r *requester) reset() {
+	r.stopTimers()
+	r.sq.Reset(0)
+	r.head, r.count, r.cur, r.curPkt, r.sinceAck, r.rdOut = 0, 0, 0, 0, 0, 0
+	r.psn, r.ackPSN, r.sentPSN = 0, roce.PSN(0).Sub(1), 0
+}
+
+// setSQPSN sets the initial send PSN (MODIFY_QP sq_psn).
+func (r *requester) setSQPSN(p roce.PSN) { r.psn, r.ackPSN, r.sentPSN = p, p.Sub(1), p }
+
+func (r *requester) stopTimers() {
+	r.timer.Stop()
+	r.rnrTimer.Stop()
+	r.rnrWait = false
+}
+
+func (r *requester) at(i int) *swqe { return &r.wqes[(r.head+i)%len(r.wqes)] }
+
+func (r *requester) push() *swqe {
+	if r.count == len(r.wqes) {
+		return nil
+	}
+	w := r.at(r.count)
+	r.count++
+	return w
+}
+
+func (r *requester) front() *swqe {
+	if r.count == 0 {
+		return nil
+	}
+	return &r.wqes[r.head]
+}
+
+func (r *requester) pop() {
+	r.head = (r.head + 1) % len(r.wqes)
+	r.count--
+	if r.cur > 0 {
+		r.cur--
+	} else {
+		r.curPkt = 0
+	}
+}
+
+// timeoutDur is the local ACK timeout, 4.096 µs · 2^timeout (0: none).
+func (r *requester) timeoutDur() sim.Duration {
+	if r.q.timeout == 0 {
+		return 0
+	}
+	return 4096 * sim.Nanosecond << r.q.timeout
+}
+
+// inFlight reports whether packets were sent that are not yet answered.
+func (r *requester) inFlight() bool { return r.count > 0 && (r.cur > 0 || r.curPkt > 0) }
+
+// WQEReady is called by the fetch engine for each decoded WQE, in ring
+// order (wqefetch.Sink).
+func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
+	q := d.qps[sq.QPN]
+	if q == nil || q.dead {
+		d.warn(t, CtrWQEUnknownQP, "WQE for QP %#x, which no longer exists", sq.QPN)
+		return
+	}
+	r := &q.req
+	t = t.Add(d.cyc(d.spec.Core.WQEParseCycles))
+	e := r.push()
+	if e == nil {
+		// More WQEs than the ring has slots: the provider overwrote WQEs
+		// still outstanding. The QP cannot go on.
+		d.warn(t, CtrSQOverflow, "QP %#x: WQE %d arrived with %d WQEs outstanding in a %d-slot SQ", q.qpn, w.Index, r.count, len(r.wqes))
+		q.toError(t)
+		return
+	}
+	ce := w.Ctrl.FMCESE & mlx5.CEMask
+	*e = swqe{idx: w.Index, op: w.Ctrl.Opcode, flow: wqefetch.FlowID(q.qpn, w.Index), imm: w.Ctrl.Imm,
+		state:    wqefetch.StateValid,
+		signaled: q.sigAll || ce == mlx5.CECQUpdate || ce == mlx5.CECQAndEQ,
+		se:       w.Ctrl.FMCESE&mlx5.SolicitedEvent != 0,
+		fence:    w.Ctrl.FMCESE&mlx5.FenceSmallAndFen != 0}
+	switch {
+	case q.state == mlx5.QPStateERR:
+		r.flushAll(t)
+		return
+	case w.State == wqefetch.StateInvalid:
+		d.warn(t, CtrWQEMalformed, "QP %#x WQE %d: %v", q.qpn, w.Index, w.Err)
+		r.fail(t, e, mlx5.SyndLocalQPOp)
+		return
+	case q.state != mlx5.QPStateRTS:
+		d.warn(t, CtrWQEBadState, "QP %#x WQE %d executed in state %v", q.qpn, w.Index, q.state)
+		r.fail(t, e, mlx5.SyndLocalQPOp)
+		return
+	}
+	e.raddr, e.rkey = w.Raddr.RAddr, w.Raddr.RKey
+	e.swapAdd, e.compare = w.Atomic.SwapAdd, w.Atomic.Compare
+	e.length = w.Length
+	e.isInline = w.IsInline
+	if w.IsInline {
+		copy(e.inline[:], w.Inline)
+	} else {
+		e.nsge = copy(e.sges[:], w.SGEs)
+	}
+	if e.op == mlx5.OpNOP {
+		// A NOP completes in order, once everything before it has.
+		e.firstPSN = r.psn
+		r.ack(t, r.ackPSN)
+		return
+	}
+	switch {
+	case e.length > d.spec.Caps.MaxMsgSize || e.isInline && int(e.length) > d.spec.Caps.MaxInline:
+		d.warn(t, CtrWQELocalLength, "QP %#x WQE %d: message of %d bytes", q.qpn, w.Index, e.length)
+		r.fail(t, e, mlx5.SyndLocalLength)
+		return
+	case (e.op == mlx5.OpAtomicCS || e.op == mlx5.OpAtomicFA) && e.length != 8:
+		// Assumption: a ConnectX answers an atomic whose local buffer is
+		// not 8 bytes with a local length error (the IB spec requires 8).
+		d.warn(t, CtrWQELocalLength, "QP %#x WQE %d: atomic with a %d-byte local buffer (needs 8)", q.qpn, w.Index, e.length)
+		r.fail(t, e, mlx5.SyndLocalLength)
+		return
+	case e.rdAtomic() && q.maxRd == 0:
+		// Assumption: with max_rd_atomic 0 a READ/atomic could never be
+		// issued; rxe would wait for ever, softnic fails it.
+		d.warn(t, CtrWQEBadState, "QP %#x WQE %d: %v with max_rd_atomic 0", q.qpn, w.Index, e.op)
+		r.fail(t, e, mlx5.SyndLocalQPOp)
+		return
+	}
+	// Local key checks for every SGE before anything goes on the wire.
+	need := dma.LocalRead
+	if e.rdAtomic() {
+		need = dma.LocalWrite
+	}
+	for i := 0; i < e.nsge; i++ {
+		s := &e.sges[i]
+		if s.ByteCount == 0 {
+			continue
+		}
+		if _, err := d.keys.Check(s.LKey, q.pdn, s.Addr, uint64(s.ByteCount), need); err != nil {
+			d.warn(t, CtrWQEBadLKey, "QP %#x WQE %d SGE %d: %v", q.qpn, w.Index, i, err)
+			r.fail(t, e, dma.Syndrome(err))
+			return
+		}
+	}
+	e.npkts = 1
+	if e.op != mlx5.OpAtomicCS && e.op != mlx5.OpAtomicFA {
+		mtu := uint64(q.mtu)
+		e.npkts = max(1, int((e.length+mtu-1)/mtu))
+	}
+	e.firstPSN = r.psn
+	e.readNext = e.firstPSN
+	e.state = wqeExecuting
+	r.psn = r.psn.Add(e.npkts)
+	r.pump(t)
+}
+
+// pump transmits what the window allows, from the transmit cursor on:
+// at most maxUnackedPSNs beyond the oldest unacknowledged PSN, at most
+// max_rd_atomic READs/atomics unanswered, nothing past a fenced WQE while
+// READs/atomics are outstanding, nothing while an RNR wait runs.
+func (r *requester) pump(t sim.Time) {
+	q := r.q
+	if q.state != mlx5.QPStateRTS || r.rnrWait || q.dead {
+		return
+	}
+	sent := false
+	var last sim.Time
+	for r.cur < r.count {
+		w := r.at(r.cur)
+		if w.npkts == 0 || w.responded || !w.rdAtomic() && r.curPkt == 0 && !w.lastPSN().After(r.ackPSN) {
+			// Nothing to send: a NOP, an answered READ/atomic waiting to
+			// complete in order, a message the responder acknowledged.
+			r.cur++
+			continue
+		}
+		if r.curPkt == 0 {
+			if w.fence && r.rdOut > 0 {
+				break
+			}
+			if w.rdAtomic() && r.rdOut >= int(q.maxRd) {
+				q.d.inc(CtrWindowStall)
+				break
+			}
+		}
+		psn := w.firstPSN.Add(r.curPkt)
+		if w.rdAtomic() {
+			psn = w.readNext
+		}
+		if psn.Diff(r.ackPSN.Next()) >= maxUnackedPSNs {
+			q.d.inc(CtrWindowStall)
+			break
+		}
+		end, ok := r.transmit(t, w, r.curPkt, psn)
+		if !ok {
+			return // the WQE failed and the QP is in ERR
+		}
+		sent, last = true, end
+		if w.rdAtomic() {
+			if !w.counted {
+				w.counted = true
+				r.rdOut++
+			}
+			r.cur++
+			r.curPkt = 0
+			continue
+		}
+		r.curPkt++
+		if r.curPkt == w.npkts {
+			r.cur++
+			r.curPkt = 0
+		}
+	}
+	if sent && !r.timer.Armed() {
+		if d := r.timeoutDur(); d > 0 {
+			r.timer.Reset(last.Add(d))
+		}
+	}
+}
+
+// transmit builds and sends packet i (PSN psn) of w and returns when it
+// leaves the packetizer; ok is false when the WQE failed instead.
+func (r *requester) transmit(t sim.Time, w *swqe, i int, psn roce.PSN) (sim.Time, bool) {
+	q := r.q
+	d := q.d
+	fp := &d.fp
+	d.frameHeader(q, fp)
+	fp.BTH.PSN = psn
+	var pl payload
+	switch w.op {
+	case mlx5.OpRDMARead:
+		// A READ asks for what is still missing: from the first response
+		// not yet received (rocev2.md §4.4, retry of a partly answered READ).
+		fp.BTH.Opcode = roce.OpRCReadRequest
+		fp.BTH.AckReq = true
+		fp.RETH = roce.RETHFields{VA: w.raddr + w.readGot, RKey: w.rkey, DMALen: uint32(w.length - w.readGot)}
+	case mlx5.OpAtomicCS, mlx5.OpAtomicFA:
+		fp.BTH.Opcode = roce.OpRCFetchAdd
+		if w.op == mlx5.OpAtomicCS {
+			fp.BTH.Opcode = roce.OpRCCmpSwap
+		}
+		fp.BTH.AckReq = true
+		fp.AtomicETH = roce.AtomicETHFields{VA: w.raddr, RKey: w.rkey, SwapAdd: w.swapAdd, Compare: w.compare}
+	default:
+		mtu := uint64(q.mtu)
+		off := uint64(i) * mtu
+		n := min(w.length-off, mtu)
+		last := i == w.npkts-1
+		fp.BTH.Opcode = reqOpcode(w.op, i, w.npkts)
+		fp.BTH.SE = last && w.se && (w.op == mlx5.OpSend || w.op == mlx5.OpSendImm || w.op == mlx5.OpRDMAWriteImm)
+		r.sinceAck++
+		fp.BTH.AckReq = last || r.sinceAck >= maxPktsPerAckReq
+		fp.RETH = roce.RETHFields{VA: w.raddr, RKey: w.rkey, DMALen: uint32(w.length)}
+		fp.Imm = w.imm
+		pl.n = int(n)
+		if w.isInline {
+			pl.inline = w.inline[off : off+n]
+		} else {
+			pl.sges, pl.off, pl.pdn = w.sges[:w.nsge], off, q.pdn
+		}
+	}
+	if fp.BTH.AckReq {
+		r.sinceAck = 0
+	}
+	if psn.Before(r.sentPSN) {
+		d.inc(CtrRetransmittedPkts)
+	} else {
+		r.sentPSN = psn.Next()
+	}
+	end, err := d.packetize(t, q, &pl, w.flow)
+	if err != nil {
+		if pl.sges != nil && err != errPacketize {
+			d.warn(t, CtrPayloadDMAError, "QP %#x WQE %d: %v", q.qpn, w.idx, err)
+			r.fail(t, w, dma.Syndrome(err))
+		} else {
+			d.warn(t, CtrPacketizeError, "QP %#x WQE %d: %v", q.qpn, w.idx, err)
+			r.fail(t, w, mlx5.SyndLocalQPOp)
+		}
+		return t, false
+	}
+	return end, true
+}
+
+// reqOps lists, per send opcode, the BTH opcodes of a message's First,
+// Middle, Last and Only packets (rocev2.md §2.1).
+var reqOps = [256][4]roce.Opcode{
+	mlx5.OpSend:         {roce.OpRCSendFirst, roce.OpRCSendMiddle, roce.OpRCSendLast, roce.OpRCSendOnly},
+	mlx5.OpSendImm:      {roce.OpRCSendFirst, roce.OpRCSendMiddle, roce.OpRCSendLastImm, roce.OpRCSendOnlyImm},
+	mlx5.OpRDMAWrite:    {roce.OpRCWriteFirst, roce.OpRCWriteMiddle, roce.OpRCWriteLast, roce.OpRCWriteOnly},
+	mlx5.OpRDMAWriteImm: {roce.OpRCWriteFirst, roce.OpRCWriteMiddle, roce.OpRCWriteLastImm, roce.OpRCWriteOnlyImm},
+}
+
+// reqOpcode is the BTH opcode of packet i of n of a SEND or WRITE.
+func reqOpcode(op mlx5.Opcode, i, n int) roce.Opcode {
+	ops := &reqOps[op]
+	switch {
+	case i == 0 && n == 1:
+		return ops[3]
+	case i == 0:
+		return ops[0]
+	case i == n-1:
+		return ops[2]
+	}
+	return ops[1]
+}
+
+// oldestUnacked is where go-back-N restarts: the first PSN not yet
+// acknowledged, or the next response a READ/atomic at the head awaits.
+func (r *requester) oldestUnacked() roce.PSN {
+	w := r.front()
+	if w == nil {
+		return r.psn
+	}
+	if w.rdAtomic() {
+		return w.readNext
+	}
+	p := r.ackPSN.Next()
+	if p.Before(w.firstPSN) {
+		p = w.firstPSN
+	}
+	return p
+}
+
+// rewind moves the transmit cursor back to PSN p (go-back-N): the WQE
+// holding p is sent again from the packet of p on (a READ from its first
+// missing response), and everything after it follows.
+func (r *requester) rewind(p roce.PSN) {
+	i := 0
+	for ; i < r.count; i++ {
+		w := r.at(i)
+		if w.npkts == 0 || w.responded {
+			continue
+		}
+		if w.rdAtomic() {
+			if !p.After(w.lastPSN()) {
+				break
+			}
+			continue
+		}
+		if !w.lastPSN().Before(p) {
+			break
+		}
+	}
+	// WQEs from i to the old cursor are sent again: READ/atomics among them
+	// are counted again when they are.
+	for j := i; j < r.count && j <= r.cur; j++ {
+		if w := r.at(j); w.counted && !w.responded {
+			w.counted = false
+			r.rdOut--
+		}
+	}
+	r.cur, r.curPkt, r.sinceAck = i, 0, 0
+	if i < r.count {
+		if w := r.at(i); !w.rdAtomic() && p.After(w.firstPSN) {
+			r.curPkt = int(p.Diff(w.firstPSN))
+		}
+	}
+}
+
+// retry restarts transmission at p (go-back-N) after a timeout, a NAK or
+// a gap in READ responses.
+func (r *requester) retry(t sim.Time, p roce.PSN) {
+	if r.q.state != mlx5.QPStateRTS || r.q.dead {
+		return
+	}
+	r.q.d.inc(CtrRoceAdpRetrans)
+	r.timer.Stop()
+	r.rewind(p)
+	r.pump(t)
+}
+
+// useRetry spends one transport retry; false when none is left. retry_cnt
+// 7 is 7 retries (IB spec); Spec.Transport.RetryCnt7Infinite makes it
+// infinite, as rxe does (rocev2.md §4.4).
+func (r *requester) useRetry() bool {
+	if r.q.retryCnt == 7 && r.q.d.spec.Transport.RetryCnt7Infinite {
+		return true
+	}
+	if r.retryLeft == 0 {
+		return false
+	}
+	r.retryLeft--
+	return true
+}
+
+// progress notes forward progress: the retry counters start again and the
+// ACK timer restarts (or stops with nothing in flight).
+func (r *requester) progress(t sim.Time) {
+	r.retryLeft, r.rnrLeft = int(r.q.retryCnt), int(r.q.rnrRetry)
+	if !r.inFlight() {
+		r.timer.Stop()
+		return
+	}
+	if d := r.timeoutDur(); d > 0 {
+		r.timer.Reset(t.Add(d))
+	}
+}
+
+func (r *requester) onTimeout(now sim.Time) {
+	q := r.q
+	if q.state != mlx5.QPStateRTS || q.dead || !r.inFlight() || r.rnrWait {
+		return
+	}
+	d := q.d
+	if !r.useRetry() {
+		w := r.front()
+		d.warn(now, CtrReqTransportRetriesExceeded, "QP %#x WQE %d: no ACK after %d retries (timeout %v each)", q.qpn, w.idx, q.retryCnt, r.timeoutDur())
+		r.fail(now, w, mlx5.SyndTransportRetry)
+		return
+	}
+	d.inc(CtrLocalACKTimeoutErr)
+	d.inc(CtrRoceAdpRetransTo)
+	d.rec.Warnf(d.node, now, "device", CtrLocalACKTimeoutErr, "QP %#x: ACK timeout, resending from PSN %#x", q.qpn, uint32(r.oldestUnacked()))
+	if w := r.front(); w.rdAtomic() {
+		w.rereqOn, w.rereq = true, w.readNext
+	}
+	r.retry(now, r.oldestUnacked())
+}
+
+func (r *requester) onRNR(now sim.Time) {
+	r.rnrWait = false
+	r.retry(now, r.oldestUnacked())
+}
+
+// ack handles a cumulative acknowledgement of every PSN up to psn: WQEs
+// whose packets are all acknowledged complete in order (rocev2.md §4.3),
+// as do answered READs/atomics and NOPs; an acknowledged PSN beyond an
+// unanswered READ/atomic means its responses were lost (implied NAK).
+func (r *requester) ack(t sim.Time, psn roce.PSN) { r.ackFrom(t, psn, false) }
+
+// ackFrom is ack; fromACK says an ACK packet carried psn, which alone can
+// imply a NAK (a re-check after a response never does, and neither does an
+// ACK while a re-request for the READ is under way).
+func (r *requester) ackFrom(t sim.Time, psn roce.PSN, fromACK bool) {
+	q := r.q
+	advanced := psn.After(r.ackPSN)
+	if advanced {
+		r.ackPSN = psn
+	}
+	done := false
+	for w := r.front(); w != nil; w = r.front() {
+		switch {
+		case w.npkts == 0:
+		case w.rdAtomic():
+			if !w.responded {
+				if fromACK && !w.rereqOn && !r.ackPSN.Before(w.lastPSN()) && w.counted {
+					r.regap(t, w)
+				}
+				goto out
+			}
+		case w.lastPSN().After(r.ackPSN):
+			goto out
+		}
+		q.d.complete(t, q, w)
+		r.pop()
+		done = true
+	}
+out:
+	if advanced || done {
+		r.progress(t)
+		r.pump(t)
+	}
+}
+
+// fail completes w with an error CQE (written signalled or not), moves the
+// QP to ERR and flushes the rest in ring order (mlx5.md §6.4).
+func (r *requester) fail(t sim.Time, w *swqe, synd mlx5.Syndrome) {
+	w.errSynd = synd
+	r.q.toError(t)
+}
+
+// flushAll completes every outstanding send WQE: the failed one with its
+// syndrome, the others with WR_FLUSH_ERR.
+func (r *requester) flushAll(t sim.Time) {
+	q := r.q
+	d := q.d
+	for w := r.front(); w != nil; w = r.front() {
+		synd := mlx5.SyndWRFlush
+		if w.errSynd != 0 {
+			synd = w.errSynd
+			d.inc(CtrReqCQEError)
+			d.inc(ctrCQEError(synd))
+		} else {
+			d.inc(CtrWQEFlushed)
+			d.inc(CtrReqCQEFlushError)
+		}
+		w.state = wqeDone
+		if !q.dead {
+			f := mlx5.CQEFields{Opcode: mlx5.CQEReqErr, WQEOpcode: uint8(w.op), QPN: q.qpn, WQECounter: w.idx, Syndrome: synd}
+			d.writeCQE(t, q.scq, &f, w.flow)
+		}
+		r.pop()
+	}
+	r.cur, r.curPkt, r.rdOut = 0, 0, 0
+}
+
+// find returns the outstanding WQE that consumed psn, among those sent.
+func (r *requester) find(psn roce.PSN) *swqe {
+	for i := 0; i < r.count && i <= r.cur; i++ {
+		w := r.at(i)
+		if w.npkts > 0 && psn.InWindow(w.firstPSN, uint32(w.npkts)) {
+			return w
+		}
+	}
+	return nil
+}
+
+// rx handles a response: ACK / NAK / RNR NAK, READ response or atomic ACK.
+func (r *requester) rx(arrive, t sim.Time, p *roce.Packet) {
+	q := r.q
+	d := q.d
+	psn := p.BTH.PSN()
+	if !psn.Before(r.psn) {
+		// Beyond anything sent: not a response to this QP's requests.
+		d.warn(t, CtrACKBadPSN, "QP %#x %v PSN %#x, next PSN to send %#x", q.qpn, p.Opcode, uint32(psn), uint32(r.psn))
+		return
+	}
+	switch p.Info.Operation {
+	case roce.OperationAck:
+		d.rec.Stage(d.node, "device", "ack_rx", arrive, t, 0, 0, q.qpn, 0)
+		d.inc(CtrACKsRcvd)
+		r.ackPacket(t, psn, p.AETH.Syndrome())
+	case roce.OperationReadResponse:
+		r.readResponse(t, p)
+	case roce.OperationAtomicAck:
+		r.atomicAck(t, p)
+	default:
+		d.warn(t, CtrRespUnexpected, "QP %#x: %v", q.qpn, p.Opcode)
+	}
+}
+
+func (r *requester) ackPacket(t sim.Time, psn roce.PSN, synd roce.Syndrome) {
+	q := r.q
+	d := q.d
+	if synd.IsNAK() || synd.IsRNRNAK() {
+		if psn.Before(r.ackPSN.Next()) {
+			d.inc(CtrACKStale)
+			return
+		}
+	} else if !psn.After(r.ackPSN) {
+		d.inc(CtrACKStale)
+		return
+	}
+	switch {
+	case synd.IsACK():
+		r.ackFrom(t, psn, true)
+	case synd.IsRNRNAK():
+		r.ack(t, psn.Sub(1))
+		if q.state != mlx5.QPStateRTS {
+			return
+		}
+		w := r.front()
+		if w == nil || !psn.InWindow(w.firstPSN, uint32(max(w.npkts, 1))) && !w.rdAtomic() {
+			d.inc(CtrACKStale)
+			return
+		}
+		if q.rnrRetry != 7 {
+			if r.rnrLeft == 0 {
+				d.warn(t, CtrReqRNRRetriesExceeded, "QP %#x WQE %d: RNR retries used up", q.qpn, w.idx)
+				r.fail(t, w, mlx5.SyndRNRRetry)
+				return
+			}
+			r.rnrLeft--
+		}
+		d.inc(CtrRNRNakRetryErr)
+		r.timer.Stop()
+		r.rnrWait = true
+		r.rewind(psn)
+		r.rnrTimer.Reset(t.Add(roce.RNRTimer(synd.Value())))
+	case synd.IsNAK():
+		r.ack(t, psn.Sub(1))
+		if q.state != mlx5.QPStateRTS {
+			return
+		}
+		code := synd.Value()
+		if code == nakPSNSeq {
+			d.inc(CtrPacketSeqErr)
+			if !r.useRetry() {
+				w := r.front()
+				if w == nil {
+					return
+				}
+				d.warn(t, CtrReqTransportRetriesExceeded, "QP %#x WQE %d: PSN-sequence NAKs used up %d retries", q.qpn, w.idx, q.retryCnt)
+				r.fail(t, w, mlx5.SyndTransportRetry)
+				return
+			}
+			r.rnrWait = false
+			r.rnrTimer.Stop()
+			r.retry(t, psn)
+			return
+		}
+		w := r.front()
+		if w == nil || w.npkts == 0 || !psn.InWindow(w.firstPSN, uint32(w.npkts)) {
+			// A NAK for a PSN the head does not hold: stale, or an implied
+			// NAK already restarted an earlier READ.
+			d.inc(CtrACKStale)
+			return
+		}
+		s := mlx5.SyndRemoteOp
+		switch code {
+		case nakInvalidReq:
+			s = mlx5.SyndRemoteInvalidReq
+			d.inc(CtrReqRemoteInvalidRequest)
+		case nakRemoteAcc:
+			s = mlx5.SyndRemoteAccess
+			d.inc(CtrReqRemoteAccessErrors)
+		}
+		d.warn(t, CtrRxNAKRcvd, "QP %#x WQE %d: NAK %v", q.qpn, w.idx, synd)
+		r.fail(t, w, s)
+	default:
+		d.warn(t, CtrRxBadAETH, "QP %#x AETH syndrome %v", q.qpn, synd)
+	}
+}
+
+// badResponse fails w: a response arrived that does not fit it.
+func (r *requester) badResponse(t sim.Time, w *swqe, format string, args ...any) {
+	r.q.d.warn(t, CtrRxResponseBadOpcode, format, args...)
+	r.fail(t, w, mlx5.SyndBadResp)
+}
+
+func (r *requester) readResponse(t sim.Time, p *roce.Packet) {
+	q := r.q
+	d := q.d
+	psn := p.BTH.PSN()
+	w := r.find(psn)
+	switch {
+	case w == nil:
+		d.inc(CtrRespDuplicate) // for a WQE completed already
+		return
+	case w.op != mlx5.OpRDMARead:
+		r.badResponse(t, w, "QP %#x WQE %d (%v): %v PSN %#x", q.qpn, w.idx, w.op, p.Opcode, uint32(psn))
+		return
+	case w.responded || psn.Before(w.readNext):
+		d.inc(CtrRespDuplicate)
+		return
+	}
+	// A response acknowledges every request before the READ.
+	r.ack(t, w.firstPSN.Sub(1))
+	if q.state != mlx5.QPStateRTS {
+		return
+	}
+	if psn.After(w.readNext) {
+		d.inc(CtrReadRespOOO)
+		r.regap(t, w)
+		return
+	}
+	n := uint64(len(p.Payload))
+	pos := p.Info.Pos
+	mtu := uint64(q.mtu)
+	left := w.length - w.readGot
+	switch {
+	case n > left, n > mtu, !pos.Last() && n != mtu, pos.Last() && n != left, pos.Last() && !pos.First() && n == 0:
+		d.warn(t, CtrRxResponseLength, "QP %#x READ WQE %d: %v of %d bytes with %d of %d left", q.qpn, w.idx, p.Opcode, n, left, w.length)
+		r.fail(t, w, mlx5.SyndBadResp)
+		return
+	}
+	done := t
+	if n > 0 {
+		dn, tlps, _, err := d.sgeCopy(t, q.pdn, w.sges[:w.nsge], w.readGot, p.Payload, dma.LocalWrite)
+		if err != nil {
+			d.warn(t, CtrReadScatterProt, "QP %#x READ WQE %d: %v", q.qpn, w.idx, err)
+			r.fail(t, w, dma.Syndrome(err))
+			return
+		}
+		d.rec.Stage(d.node, "dma", "read_scatter", t, dn, int(n), tlps, q.qpn, w.flow)
+		done = dn
+	}
+	w.readGot += n
+	w.readNext = w.readNext.Next()
+	if pos.Last() {
+		r.answered(w)
+	}
+	r.progress(done)
+	r.ack(done, r.ackPSN)
+	r.pump(done)
+}
+
+// regap handles responses of READ/atomic w that are missing although
+// later PSNs were answered (an implied NAK, or READ responses out of
+// order): ask again for the rest, once per gap; if that request is lost
+// too, the ACK timer asks again.
+func (r *requester) regap(t sim.Time, w *swqe) {
+	if w.rereqOn && w.rereq == w.readNext {
+		return
+	}
+	r.q.d.inc(CtrImpliedNAKSeqErr)
+	w.rereqOn, w.rereq = true, w.readNext
+	if r.useRetry() {
+		r.retry(t, w.readNext)
+	} else {
+		r.fail(t, w, mlx5.SyndTransportRetry)
+	}
+}
+
+// answered marks a READ/atomic as fully answered.
+func (r *requester) answered(w *swqe) {
+	w.responded = true
+	if w.counted {
+		w.counted = false
+		r.rdOut--
+	}
+}
+
+func (r *requester) atomicAck(t sim.Time, p *roce.Packet) {
+	q := r.q
+	d := q.d
+	psn := p.BTH.PSN()
+	w := r.find(psn)
+	switch {
+	case w == nil || w.responded:
+		d.inc(CtrRespDuplicate)
+		return
+	case w.op != mlx5.OpAtomicCS && w.op != mlx5.OpAtomicFA:
+		r.badResponse(t, w, "QP %#x WQE %d (%v): atomic ACK PSN %#x", q.qpn, w.idx, w.op, uint32(psn))
+		return
+	}
+	r.ack(t, w.firstPSN.Sub(1))
+	if q.state != mlx5.QPStateRTS {
+		return
+	}
+	// The original value travels big-endian (AtomicAckETH); it lands in
+	// the local buffer as a host-order (little-endian) 64-bit word, as rxe
+	// stores it.
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], p.AtomicAckETH.OrigData())
+	done, _, _, err := d.sgeCopy(t, q.pdn, w.sges[:w.nsge], 0, b[:], dma.LocalWrite)
+	if err != nil {
+		d.warn(t, CtrAtomicResultProt, "QP %#x atomic WQE %d: %v", q.qpn, w.idx, err)
+		r.fail(t, w, dma.Syndrome(err))
+		return
+	}
+	w.readNext = w.readNext.Next()
+	r.answered(w)
+	r.progress(done)
+	r.ack(done, r.ackPSN)
+	r.pump(done)
+}

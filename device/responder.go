@@ -1,0 +1,554 @@
+package device
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/softnic/softnic/dma"
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/sim"
+)
+
+// responder is the receive side of an RC QP: the expected PSN, the message
+// being received, and the resources that let duplicate READs and atomics
+// be answered again without executing them twice (rocev2.md §4.5).
+type responder struct {
+	q       *qp
+	ePSN    roce.PSN // expected PSN
+	msn     uint32
+	nakSent bool     // a PSN-sequence or RNR NAK for ePSN is outstanding
+	oooMax  roce.PSN // highest out-of-sequence PSN seen since that NAK
+
+	recv struct { // a SEND (or WRITE with immediate) being placed
+		active bool
+		wqe    recvWQE
+		off    uint64
+	}
+	wr struct { // an RDMA WRITE being received
+		active bool
+		va     uint64
+		rkey   uint32
+		left   uint64
+		total  uint32
+	}
+
+	res     []rdRes // READ/atomic resources, a ring of max_dest_rd_atomic (power of two)
+	resNext int
+}
+
+// rdRes is what the responder keeps of an executed READ or atomic.
+type rdRes struct {
+	valid  bool
+	atomic bool
+	first  roce.PSN
+	npkts  int
+	va     uint64
+	rkey   uint32
+	length uint64
+	orig   uint64   // atomic: the original value returned
+	txEnd  sim.Time // when its last response leaves the packetizer
+}
+
+func (r *responder) reset() {
+	r.ePSN, r.msn, r.nakSent = 0, 0, false
+	r.abort()
+	clear(r.res)
+	r.resNext = 0
+}
+
+// abort forgets the message in progress (QP to ERR or RESET).
+func (r *responder) abort() {
+	r.recv.active = false
+	r.wr.active = false
+}
+
+// setMaxDestRd sizes the resource ring (max_dest_rd_atomic rounded up to a
+// power of two, as rxe does).
+func (r *responder) setMaxDestRd(n uint8) {
+	size := 1
+	for size < int(n) {
+		size <<= 1
+	}
+	if len(r.res) != size {
+		r.res = make([]rdRes, size)
+		r.resNext = 0
+	}
+}
+
+// busyRd counts READ/atomic resources whose responses are still being sent
+// at t: the ones the responder is working on.
+func (r *responder) busyRd(t sim.Time) int {
+	n := 0
+	for i := range r.res {
+		if r.res[i].valid && r.res[i].txEnd > t {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *responder) newRes() *rdRes {
+	e := &r.res[r.resNext]
+	r.resNext = (r.resNext + 1) % len(r.res)
+	return e
+}
+
+// rx handles a request packet (SEND, WRITE, READ request, atomic).
+func (r *responder) rx(arrive, t sim.Time, p *roce.Packet) {
+	q := r.q
+	d := q.d
+	psn := p.BTH.PSN()
+	op := p.Info.Operation
+	diff := psn.Diff(r.ePSN)
+	if diff < 0 {
+		d.inc(CtrDuplicateRequest)
+		switch op {
+		case roce.OperationReadRequest:
+			r.replayRead(t, p)
+		case roce.OperationCmpSwap, roce.OperationFetchAdd:
+			r.replayAtomic(t, p)
+		default:
+			// Re-ACK with the last accepted PSN, nothing re-executed
+			// (rocev2.md §4.5); packets that asked for no ACK get none.
+			if p.BTH.AckReq() {
+				d.sendAck(t, q, r.ePSN.Sub(1), roce.ACKSyndrome(0x1f))
+			}
+		}
+		return
+	}
+	if diff > 0 {
+		d.inc(CtrOutOfSequence)
+		// NAK once per gap; again when the requester is seen to retransmit
+		// (a PSN at or before one already seen) and the gap is still there.
+		if !r.nakSent || !psn.After(r.oooMax) {
+			r.nakSent, r.oooMax = true, psn
+			d.sendAck(t, q, r.ePSN, roce.NAKSyndrome(nakPSNSeq))
+		} else {
+			r.oooMax = psn
+		}
+		return
+	}
+	r.nakSent = false
+	switch op {
+	case roce.OperationSend:
+		r.rxSend(arrive, t, p)
+	case roce.OperationWrite:
+		r.rxWrite(arrive, t, p)
+	case roce.OperationReadRequest:
+		r.rxRead(arrive, t, p)
+	case roce.OperationCmpSwap, roce.OperationFetchAdd:
+		r.rxAtomic(arrive, t, p)
+	default:
+		d.warn(t, CtrRxUnsupportedOp, "QP %#x: %v not supported", q.qpn, p.Opcode)
+		r.error(t, psn, nakInvalidReq, 0)
+	}
+}
+
+// error NAKs a request and moves the QP to ERR; a non-zero syndrome also
+// completes the receive WQE in use with it (rocev2.md §4.6).
+func (r *responder) error(t sim.Time, psn roce.PSN, code uint8, synd mlx5.Syndrome) {
+	q := r.q
+	d := q.d
+	d.sendAck(t, q, psn, roce.NAKSyndrome(code))
+	switch code {
+	case nakInvalidReq:
+		d.inc(CtrRespRemoteInvalidRequest)
+	case nakRemoteAcc:
+		d.inc(CtrRespRemoteAccessErrors)
+	}
+	if synd != 0 && r.recv.active {
+		d.inc(CtrRespCQEError)
+		d.inc(ctrCQEError(synd))
+		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.recv.wqe.index, Syndrome: synd}
+		d.writeCQE(t, q.rcq, &f, 0)
+		r.recv.active = false
+	}
+	q.toError(t)
+}
+
+// rnr answers a request that needs a receive WQE when none is posted: an
+// RNR NAK, no state change; later packets of the message are dropped
+// quietly until the requester comes back to psn.
+func (r *responder) rnr(t sim.Time, psn roce.PSN) {
+	q := r.q
+	d := q.d
+	d.inc(CtrOutOfBuffer)
+	d.rec.Warnf(d.node, t, "device", CtrOutOfBuffer, "QP %#x PSN %#x: no receive WQE posted, RNR NAK", q.qpn, uint32(psn))
+	r.nakSent, r.oooMax = true, psn
+	d.sendAck(t, q, psn, roce.RNRNAKSyndrome(q.minRNR))
+}
+
+// scatter writes src at offset off of the receive WQE in use.
+func (r *responder) scatter(t sim.Time, off uint64, src []byte) (sim.Time, int, error) {
+	w := &r.recv.wqe
+	done, tlps, left, err := r.q.d.sgeCopy(t, r.q.pdn, w.sges[:w.nsge], off, src, dma.LocalWrite)
+	if err == nil && left > 0 {
+		err = errRecvTooSmall
+	}
+	return done, tlps, err
+}
+
+var errRecvTooSmall = errors.New("device: message larger than the receive WQE's buffers")
+
+func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
+	q := r.q
+	d := q.d
+	psn := p.BTH.PSN()
+	pos := p.Info.Pos
+	if pos.First() {
+		if r.recv.active || r.wr.active {
+			d.warn(t, CtrRxMissingLast, "QP %#x: %v while a message is open", q.qpn, p.Opcode)
+			r.error(t, psn, nakInvalidReq, mlx5.SyndRemoteInvalidReq)
+			return
+		}
+		done, ok := q.rq.take(t, &r.recv.wqe)
+		t = done
+		q.rxBusy = max(q.rxBusy, done)
+		if !ok {
+			r.rnr(t, psn)
+			return
+		}
+		r.recv.active, r.recv.off = true, 0
+	} else if !r.recv.active {
+		d.warn(t, CtrRxMissingFirst, "QP %#x: %v without a First", q.qpn, p.Opcode)
+		r.error(t, psn, nakInvalidReq, 0)
+		return
+	}
+	if !payloadOK(pos, len(p.Payload), q.mtu) {
+		d.warn(t, CtrRxBadLength, "QP %#x: %v with %d payload bytes at MTU %d", q.qpn, p.Opcode, len(p.Payload), q.mtu)
+		r.error(t, psn, nakInvalidReq, mlx5.SyndRemoteInvalidReq)
+		return
+	}
+	done, tlps, err := r.scatter(t, r.recv.off, p.Payload)
+	if err != nil {
+		if errors.Is(err, errRecvTooSmall) {
+			d.warn(t, CtrRxRecvTooSmall, "QP %#x: %v", q.qpn, err)
+			d.inc(CtrRespLocalLengthError)
+			r.error(t, psn, nakInvalidReq, mlx5.SyndLocalLength)
+		} else {
+			d.warn(t, CtrRxRecvProt, "QP %#x receive WQE %d: %v", q.qpn, r.recv.wqe.index, err)
+			r.error(t, psn, nakRemoteOp, mlx5.SyndLocalProt)
+		}
+		return
+	}
+	q.rxBusy = max(q.rxBusy, done)
+	r.recv.off += uint64(len(p.Payload))
+	r.ePSN = r.ePSN.Next()
+	d.rec.Stage(d.node, "device", "responder", arrive, done, len(p.Payload), tlps, q.qpn, 0)
+	if pos.Last() {
+		r.msn++
+		f := mlx5.CQEFields{Opcode: mlx5.CQERespSend, QPN: q.qpn, WQECounter: r.recv.wqe.index,
+			ByteCnt: uint32(r.recv.off), SE: p.BTH.SE(), FlagsRQPN: 2 << 24}
+		if p.Info.HasImm() {
+			f.Opcode = mlx5.CQERespSendImm
+			f.Imm = p.ImmDt.Imm()
+		}
+		r.recv.active = false
+		d.writeCQE(done, q.rcq, &f, 0)
+	}
+	if p.BTH.AckReq() {
+		d.sendAck(done, q, psn, roce.ACKSyndrome(0x1f))
+	}
+}
+
+func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
+	q := r.q
+	d := q.d
+	psn := p.BTH.PSN()
+	pos := p.Info.Pos
+	if pos.First() {
+		if r.recv.active || r.wr.active {
+			d.warn(t, CtrRxMissingLast, "QP %#x: %v while a message is open", q.qpn, p.Opcode)
+			r.error(t, psn, nakInvalidReq, 0)
+			return
+		}
+		if q.access&mlx5.AccessRemoteWrite == 0 {
+			d.warn(t, CtrRxWriteNotAllowed, "QP %#x has no remote-write access", q.qpn)
+			r.error(t, psn, nakInvalidReq, 0)
+			return
+		}
+		va, rkey, n := p.RETH.VA(), p.RETH.RKey(), p.RETH.DMALen()
+		if n > 0 { // zero-length: R_Key and VA are not checked (C9-88)
+			if _, err := d.keys.Check(rkey, q.pdn, va, uint64(n), dma.RemoteWrite); err != nil {
+				d.warn(t, CtrRxWriteRKey, "QP %#x WRITE va %#x len %d rkey %#x: %v", q.qpn, va, n, rkey, err)
+				r.error(t, psn, nakRemoteAcc, 0)
+				return
+			}
+		}
+		d.inc(CtrRxWriteRequests)
+		r.wr.active, r.wr.va, r.wr.rkey, r.wr.left, r.wr.total = true, va, rkey, uint64(n), n
+	} else if !r.wr.active {
+		d.warn(t, CtrRxMissingFirst, "QP %#x: %v without a First", q.qpn, p.Opcode)
+		r.error(t, psn, nakInvalidReq, 0)
+		return
+	}
+	n := uint64(len(p.Payload))
+	if !payloadOK(pos, len(p.Payload), q.mtu) || n > r.wr.left || (pos.Last() && n != r.wr.left) {
+		d.warn(t, CtrRxBadLength, "QP %#x: %v with %d bytes, %d of the RETH length left", q.qpn, p.Opcode, n, r.wr.left)
+		r.error(t, psn, nakInvalidReq, 0)
+		return
+	}
+	// WRITE with immediate consumes a receive WQE: take it before placing
+	// data so that an RNR NAK leaves nothing half done.
+	imm := pos.Last() && p.Info.HasImm()
+	if imm {
+		done, ok := q.rq.take(t, &r.recv.wqe)
+		t = done
+		q.rxBusy = max(q.rxBusy, done)
+		if !ok {
+			r.rnr(t, psn)
+			return
+		}
+		r.recv.active = true
+	}
+	done := t
+	tlps := 0
+	if n > 0 {
+		// Every packet is checked against the rkey, so that a DeregMR (or
+		// a destroyed QP) fences out the rest of a WRITE under way.
+		host, err := d.keys.Check(r.wr.rkey, q.pdn, r.wr.va, n, dma.RemoteWrite)
+		if err != nil {
+			d.warn(t, CtrRxWriteRKey, "QP %#x WRITE packet PSN %#x va %#x len %d rkey %#x: %v", q.qpn, uint32(psn), r.wr.va, n, r.wr.rkey, err)
+			r.error(t, psn, nakRemoteAcc, mlx5.SyndRemoteAccess)
+			return
+		}
+		dn, st, err := d.dma.Write(t, host, p.Payload)
+		if err != nil {
+			d.warn(t, CtrRxWriteDMA, "QP %#x: %v", q.qpn, err)
+			r.error(t, psn, nakRemoteOp, 0)
+			return
+		}
+		done, tlps = dn, st.TLPs()
+	}
+	q.rxBusy = max(q.rxBusy, done)
+	r.wr.va += n
+	r.wr.left -= n
+	r.ePSN = r.ePSN.Next()
+	d.rec.Stage(d.node, "device", "responder", arrive, done, int(n), tlps, q.qpn, 0)
+	if pos.Last() {
+		r.msn++
+		r.wr.active = false
+		if imm {
+			f := mlx5.CQEFields{Opcode: mlx5.CQERespWrImm, QPN: q.qpn, WQECounter: r.recv.wqe.index,
+				ByteCnt: r.wr.total, Imm: p.ImmDt.Imm(), SE: p.BTH.SE(), FlagsRQPN: 2 << 24}
+			r.recv.active = false
+			d.writeCQE(done, q.rcq, &f, 0)
+		}
+	}
+	if p.BTH.AckReq() {
+		d.sendAck(done, q, psn, roce.ACKSyndrome(0x1f))
+	}
+}
+
+// rdAtomicAllowed applies the checks every READ and atomic passes first:
+// the QP's access, max_dest_rd_atomic, and how many are being answered.
+func (r *responder) rdAtomicAllowed(t sim.Time, p *roce.Packet, access uint32, ctr string) bool {
+	q := r.q
+	d := q.d
+	psn := p.BTH.PSN()
+	if q.access&access == 0 || q.maxDestRd == 0 {
+		d.warn(t, ctr, "QP %#x: %v not enabled (access %#x, max_dest_rd_atomic %d)", q.qpn, p.Opcode, q.access, q.maxDestRd)
+		r.error(t, psn, nakInvalidReq, 0)
+		return false
+	}
+	if n := r.busyRd(t); n >= int(q.maxDestRd) {
+		d.warn(t, CtrRxReadTooMany, "QP %#x: %v with %d READs/atomics still being answered (max_dest_rd_atomic %d)", q.qpn, p.Opcode, n, q.maxDestRd)
+		r.error(t, psn, nakInvalidReq, 0)
+		return false
+	}
+	return true
+}
+
+// rxRead executes an RDMA READ request: READ RESPONSE packets from the MR.
+func (r *responder) rxRead(arrive, t sim.Time, p *roce.Packet) {
+	q := r.q
+	d := q.d
+	psn := p.BTH.PSN()
+	if !r.rdAtomicAllowed(t, p, mlx5.AccessRemoteRead, CtrRxReadNotAllowed) {
+		return
+	}
+	va, rkey, n := p.RETH.VA(), p.RETH.RKey(), uint64(p.RETH.DMALen())
+	var host uint64
+	if n > 0 {
+		h, err := d.keys.Check(rkey, q.pdn, va, n, dma.RemoteRead)
+		if err != nil {
+			d.warn(t, CtrRxReadRKey, "QP %#x READ va %#x len %d rkey %#x: %v", q.qpn, va, n, rkey, err)
+			r.error(t, psn, nakRemoteAcc, 0)
+			return
+		}
+		host = h
+	}
+	mtu := uint64(q.mtu)
+	pkts := max(1, int((n+mtu-1)/mtu))
+	r.ePSN = psn.Add(pkts)
+	r.msn++
+	d.inc(CtrRxReadRequests)
+	res := r.newRes()
+	*res = rdRes{valid: true, first: psn, npkts: pkts, va: va, rkey: rkey, length: n}
+	t = t.Add(d.cyc(d.spec.Core.ResponderCycles))
+	res.txEnd = r.readResponses(arrive, t, psn, host, n)
+}
+
+// readResponses sends the READ RESPONSE packets for n bytes at host,
+// numbered from psn, and returns when the last one leaves.
+func (r *responder) readResponses(arrive, t sim.Time, psn roce.PSN, host, n uint64) sim.Time {
+	q := r.q
+	d := q.d
+	mtu := uint64(q.mtu)
+	pkts := max(1, int((n+mtu-1)/mtu))
+	last := t
+	for i := 0; i < pkts; i++ {
+		off := uint64(i) * mtu
+		sz := min(n-off, mtu)
+		fp := &d.fp
+		d.frameHeader(q, fp)
+		switch {
+		case pkts == 1:
+			fp.BTH.Opcode = roce.OpRCReadResponseOnly
+		case i == 0:
+			fp.BTH.Opcode = roce.OpRCReadResponseFirst
+		case i == pkts-1:
+			fp.BTH.Opcode = roce.OpRCReadResponseLast
+		default:
+			fp.BTH.Opcode = roce.OpRCReadResponseMiddle
+		}
+		fp.BTH.PSN = psn.Add(i)
+		fp.AETH = roce.AETHFields{Syndrome: roce.ACKSyndrome(0x1f), MSN: r.msn & 0xffffff}
+		pl := payload{n: int(sz), host: host + off, isHost: true}
+		end, err := d.packetize(t, q, &pl, 0)
+		if err != nil {
+			d.warn(t, CtrRxReadDMA, "QP %#x READ response PSN %#x: %v", q.qpn, uint32(fp.BTH.PSN), err)
+			r.error(t, psn, nakRemoteOp, 0)
+			return last
+		}
+		last = end
+	}
+	d.rec.Stage(d.node, "device", "responder", arrive, last, int(n), 0, q.qpn, 0)
+	return last
+}
+
+// replayRead answers a duplicate READ from the resource whose PSN range
+// holds it, if the request asks for part of what that READ covered with
+// the same rkey; otherwise the duplicate is dropped (rocev2.md §4.5).
+func (r *responder) replayRead(t sim.Time, p *roce.Packet) {
+	q := r.q
+	d := q.d
+	psn := p.BTH.PSN()
+	va, rkey, n := p.RETH.VA(), p.RETH.RKey(), uint64(p.RETH.DMALen())
+	for i := range r.res {
+		e := &r.res[i]
+		if !e.valid || e.atomic || !psn.InWindow(e.first, uint32(e.npkts)) {
+			continue
+		}
+		off := uint64(psn.Diff(e.first)) * uint64(q.mtu)
+		if rkey != e.rkey || va != e.va+off || va+n != e.va+e.length {
+			break
+		}
+		var host uint64
+		if n > 0 {
+			h, err := d.keys.Check(rkey, q.pdn, va, n, dma.RemoteRead)
+			if err != nil {
+				break // the MR is gone: nothing to replay
+			}
+			host = h
+		}
+		d.inc(CtrReplayRead)
+		e.txEnd = r.readResponses(t, t.Add(d.cyc(d.spec.Core.ResponderCycles)), psn, host, n)
+		return
+	}
+	d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x matches no READ resource", q.qpn, p.Opcode, uint32(psn))
+}
+
+// rxAtomic executes CMP_SWAP or FETCH_ADD on an 8-byte, 8-byte-aligned
+// word and answers with the original value. The word is a host-order
+// (little-endian) 64-bit integer, as rxe reads it.
+func (r *responder) rxAtomic(arrive, t sim.Time, p *roce.Packet) {
+	q := r.q
+	d := q.d
+	psn := p.BTH.PSN()
+	if !r.rdAtomicAllowed(t, p, mlx5.AccessRemoteAtomic, CtrRxAtomicNotAllowed) {
+		return
+	}
+	a := p.AtomicETH
+	va, rkey := a.VA(), a.RKey()
+	if va&7 != 0 {
+		d.warn(t, CtrRxAtomicMisaligned, "QP %#x: %v at va %#x, not 8-byte aligned", q.qpn, p.Opcode, va)
+		r.error(t, psn, nakInvalidReq, 0)
+		return
+	}
+	host, err := d.keys.Check(rkey, q.pdn, va, 8, dma.RemoteAtomic)
+	if err != nil {
+		d.warn(t, CtrRxAtomicRKey, "QP %#x %v va %#x rkey %#x: %v", q.qpn, p.Opcode, va, rkey, err)
+		r.error(t, psn, nakRemoteAcc, 0)
+		return
+	}
+	b := d.atomBuf[:]
+	done, _, err := d.dma.Read(t, host, b)
+	if err == nil {
+		orig := binary.LittleEndian.Uint64(b)
+		val := orig + a.SwapAdd()
+		if p.Info.Operation == roce.OperationCmpSwap {
+			val = orig
+			if orig == a.Compare() {
+				val = a.SwapAdd()
+			}
+		}
+		binary.LittleEndian.PutUint64(b, val)
+		var dn sim.Time
+		if dn, _, err = d.dma.Write(done, host, b); err == nil {
+			done = dn
+		}
+		binary.LittleEndian.PutUint64(b, orig)
+	}
+	if err != nil {
+		d.warn(t, CtrRxAtomicDMA, "QP %#x %v: %v", q.qpn, p.Opcode, err)
+		r.error(t, psn, nakRemoteOp, 0)
+		return
+	}
+	orig := binary.LittleEndian.Uint64(b)
+	r.ePSN = psn.Next()
+	r.msn++
+	d.inc(CtrRxAtomicRequests)
+	res := r.newRes()
+	*res = rdRes{valid: true, atomic: true, first: psn, npkts: 1, va: va, rkey: rkey, length: 8, orig: orig}
+	res.txEnd = r.atomicAck(done, psn, orig)
+	q.rxBusy = max(q.rxBusy, done)
+	d.rec.Stage(d.node, "device", "responder", arrive, res.txEnd, 8, 0, q.qpn, 0)
+}
+
+// atomicAck sends the ATOMIC ACKNOWLEDGE for psn carrying orig.
+func (r *responder) atomicAck(t sim.Time, psn roce.PSN, orig uint64) sim.Time {
+	q := r.q
+	d := q.d
+	fp := &d.fp
+	d.frameHeader(q, fp)
+	fp.BTH.Opcode = roce.OpRCAtomicAck
+	fp.BTH.PSN = psn
+	fp.AETH = roce.AETHFields{Syndrome: roce.ACKSyndrome(0x1f), MSN: r.msn & 0xffffff}
+	fp.AtomicAckETH = roce.AtomicAckETHFields{OrigData: orig}
+	var pl payload
+	end, err := d.packetize(t, q, &pl, 0)
+	if err != nil {
+		d.warn(t, CtrPacketizeError, "QP %#x atomic ACK: %v", q.qpn, err)
+		return t
+	}
+	return end
+}
+
+// replayAtomic answers a duplicate atomic with the saved original value;
+// it is never executed twice. Without a resource it is dropped.
+func (r *responder) replayAtomic(t sim.Time, p *roce.Packet) {
+	q := r.q
+	d := q.d
+	psn := p.BTH.PSN()
+	for i := range r.res {
+		e := &r.res[i]
+		if e.valid && e.atomic && e.first == psn && e.va == p.AtomicETH.VA() && e.rkey == p.AtomicETH.RKey() {
+			d.inc(CtrReplayAtomic)
+			e.txEnd = r.atomicAck(t.Add(d.cyc(d.spec.Core.ResponderCycles)), psn, e.orig)
+			return
+		}
+	}
+	d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x matches no atomic resource", q.qpn, p.Opcode, uint32(psn))
+}
