@@ -137,6 +137,11 @@ type Link struct {
 	psPerByte float64
 	down, up  lane
 	tot       Totals
+	// Posted writes never pass posted writes (PCIe ordering rules): each
+	// MWr starts on its lane no earlier than the previous one in the same
+	// direction did, even when an earlier gap in the booked wire time
+	// would fit it.
+	lastDownMWr, lastUpMWr sim.Time
 }
 
 // NewLink returns a link for spec. It panics if spec is invalid: profiles
@@ -164,6 +169,15 @@ func (l *Link) send(ln *lane, t sim.Time, p, h int) sim.Time {
 	return ln.reserve(t, d).Add(d + l.spec.FlightLatency)
 }
 
+// sendPosted is send for a posted write: it starts no earlier than the
+// previous posted write on the lane (*last), which it then moves up.
+func (l *Link) sendPosted(ln *lane, last *sim.Time, t sim.Time, p, h int) sim.Time {
+	d := l.ser(p + h)
+	start := ln.reserve(max(t, *last), d)
+	*last = start
+	return start.Add(d + l.spec.FlightLatency)
+}
+
 func (l *Link) count(dir, class *Stats, s *Stats, mwr, mrd, cpld, payload, wire int) {
 	d := Stats{MWr: mwr, MRd: mrd, CplD: cpld, PayloadBytes: payload, WireBytes: wire}
 	dir.Add(d)
@@ -179,7 +193,7 @@ func (l *Link) HostWrite(at sim.Time, addr uint64, n int) (arrive sim.Time, s St
 	arrive = at
 	for n > 0 {
 		c := chunk(addr, n, l.spec.MPS)
-		arrive = max(arrive, l.send(&l.down, at, c, l.spec.HdrMWr))
+		arrive = max(arrive, l.sendPosted(&l.down, &l.lastDownMWr, at, c, l.spec.HdrMWr))
 		l.count(&l.tot.Down, &l.tot.HostMWr, &s, 1, 0, 0, c, c+l.spec.HdrMWr)
 		addr += uint64(c)
 		n -= c
@@ -217,7 +231,7 @@ func (l *Link) DeviceWrite(at sim.Time, addr uint64, n int) (done sim.Time, s St
 	done = at
 	for n > 0 {
 		c := chunk(addr, n, l.spec.MPS)
-		done = max(done, l.send(&l.up, at, c, l.spec.HdrMWr))
+		done = max(done, l.sendPosted(&l.up, &l.lastUpMWr, at, c, l.spec.HdrMWr))
 		l.count(&l.tot.Up, &l.tot.DeviceMWr, &s, 1, 0, 0, c, c+l.spec.HdrMWr)
 		addr += uint64(c)
 		n -= c
