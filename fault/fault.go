@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 
 	"github.com/softnic/softnic/sim"
@@ -57,6 +59,10 @@ func (p Point) index() int {
 // Valid reports whether p is one of the known hook points.
 func (p Point) Valid() bool { return p.index() >= 0 }
 
+// framePoint reports whether events at p are frames, whose hooks fill
+// Event.Opcode and Event.PSN.
+func (p Point) framePoint() bool { return p == WireTx || p == WireRx }
+
 // Action is what a fired rule asks the hook to do. What each action means
 // at a given point is the hook owner's business (documented there); e.g. on
 // the wire Tear is meaningless, on the WC buffer it emits a partial line.
@@ -104,14 +110,241 @@ func (a *Action) UnmarshalText(b []byte) error {
 	return fmt.Errorf("unknown action %q (want one of %s)", string(b), strings.Join(actionNames[1:], ", "))
 }
 
-// Match narrows a rule to some events. Nil fields match everything.
-type Match struct {
-	Node *int    `json:"node,omitempty"` // only events of this node
-	QPN  *uint32 `json:"qpn,omitempty"`  // only events of this QP (hooks pass 0 when unknown)
+// Event is what a hook owner knows about one event when it calls Decide.
+// Fields a hook cannot fill take their "unknown" value: QPN 0, Opcode and
+// PSN Unknown (-1). Build one with NewEvent so that a forgotten field reads
+// as unknown rather than as opcode 0 / PSN 0.
+type Event struct {
+	Node   int    // the node that owns the hook (for Match.Node)
+	QPN    uint32 // the event's QP; 0 if unknown. On the wire: the frame's BTH DestQP
+	Opcode int16  // the BTH opcode (0..0xff) of a RoCE frame, or Unknown
+	PSN    int32  // the BTH PSN (0..0xffffff) of a RoCE frame, or Unknown
 }
 
-func (m *Match) matches(node int, qpn uint32) bool {
-	return (m.Node == nil || *m.Node == node) && (m.QPN == nil || *m.QPN == qpn)
+// Unknown is the Opcode and PSN of an Event that has none (a TLP, a non-RoCE
+// frame, ...).
+const Unknown = -1
+
+// NewEvent is an Event of node and qpn with no opcode and no PSN.
+func NewEvent(node int, qpn uint32) Event {
+	return Event{Node: node, QPN: qpn, Opcode: Unknown, PSN: Unknown}
+}
+
+// MaxPSN is the largest 24-bit packet sequence number.
+const MaxPSN = 0xFFFFFF
+
+// maxQPN is the largest 24-bit QP number.
+const maxQPN = 0xFFFFFF
+
+// Match narrows a rule to some events. Nil fields match everything; a set
+// field must equal the event's (Opcode, PSN and the PSN range never match
+// an event whose opcode or PSN is Unknown).
+//
+// In JSON, qpn, psn, psn_from and psn_to take a number or a string holding
+// a decimal or 0x-prefixed hex number ("0x100"); opcode also takes a BTH
+// opcode name such as "RC_SEND_ONLY" or "UD_SEND_ONLY" (see opcodeNames).
+type Match struct {
+	Node   *int    `json:"node,omitempty"`   // only events of this node
+	QPN    *uint32 `json:"qpn,omitempty"`    // only events of this QP (hooks pass 0 when unknown)
+	Opcode *uint8  `json:"opcode,omitempty"` // only RoCE frames with this BTH opcode (wire points)
+	PSN    *uint32 `json:"psn,omitempty"`    // only RoCE frames with this PSN (wire points)
+	// PSNFrom and PSNTo bound the PSN, inclusive (wire points); either may
+	// be omitted (0 and MaxPSN). No 24-bit wrap: from <= to. Not with PSN.
+	PSNFrom *uint32 `json:"psn_from,omitempty"`
+	PSNTo   *uint32 `json:"psn_to,omitempty"`
+}
+
+// UnmarshalJSON decodes a match, accepting numbers, number strings and
+// opcode names, and rejecting unknown fields.
+func (m *Match) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		return nil
+	}
+	var v struct {
+		Node    *int     `json:"node"`
+		QPN     *flexNum `json:"qpn"`
+		Opcode  *flexNum `json:"opcode"`
+		PSN     *flexNum `json:"psn"`
+		PSNFrom *flexNum `json:"psn_from"`
+		PSNTo   *flexNum `json:"psn_to"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	var out Match
+	out.Node = v.Node
+	u32 := func(name string, f *flexNum, max uint64) (*uint32, error) {
+		if f == nil {
+			return nil, nil
+		}
+		if f.op {
+			return nil, fmt.Errorf("match.%s: %q is not a number", name, f.name)
+		}
+		if f.n > max {
+			return nil, fmt.Errorf("match.%s %#x exceeds %#x", name, f.n, max)
+		}
+		x := uint32(f.n)
+		return &x, nil
+	}
+	var err error
+	if out.QPN, err = u32("qpn", v.QPN, maxQPN); err != nil {
+		return err
+	}
+	if out.PSN, err = u32("psn", v.PSN, MaxPSN); err != nil {
+		return err
+	}
+	if out.PSNFrom, err = u32("psn_from", v.PSNFrom, MaxPSN); err != nil {
+		return err
+	}
+	if out.PSNTo, err = u32("psn_to", v.PSNTo, MaxPSN); err != nil {
+		return err
+	}
+	if f := v.Opcode; f != nil {
+		if f.n > 0xFF {
+			return fmt.Errorf("match.opcode %#x exceeds 0xff", f.n)
+		}
+		op := uint8(f.n)
+		out.Opcode = &op
+	}
+	*m = out
+	return nil
+}
+
+// flexNum is a JSON number, or a string with a decimal or 0x-hex number or
+// (op set) an opcode name.
+type flexNum struct {
+	n    uint64
+	op   bool   // parsed from an opcode name
+	name string // the name, for errors
+}
+
+func (f *flexNum) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		if n, ok := parseNum(s); ok {
+			f.n = n
+			return nil
+		}
+		if op, ok := parseOpcodeName(s); ok {
+			*f = flexNum{n: uint64(op), op: true, name: s}
+			return nil
+		}
+		return fmt.Errorf("%q: want a number, 0x-hex or an opcode name like RC_SEND_ONLY", s)
+	}
+	n, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s: want a non-negative integer", b)
+	}
+	f.n = n
+	return nil
+}
+
+// parseNum parses "123" or "0x7b" (no sign, no octal, no underscores).
+func parseNum(s string) (uint64, bool) {
+	base := 10
+	if len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		s, base = s[2:], 16
+	}
+	if s == "" || s[0] == '+' || s[0] == '-' || strings.IndexByte(s, '_') >= 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, base, 64)
+	return n, err == nil
+}
+
+// Match flags of a compiled matcher.
+const (
+	mNode uint8 = 1 << iota
+	mQPN
+	mOpcode
+	mPSN
+)
+
+// matcher is a Match compiled for Decide: no pointers to chase and no
+// aliasing with the caller's Plan.
+type matcher struct {
+	flags        uint8
+	opcode       uint8
+	qpn          uint32
+	node         int
+	psnLo, psnHi int32
+}
+
+func compile(m *Match) matcher {
+	var c matcher
+	if m.Node != nil {
+		c.flags |= mNode
+		c.node = *m.Node
+	}
+	if m.QPN != nil {
+		c.flags |= mQPN
+		c.qpn = *m.QPN
+	}
+	if m.Opcode != nil {
+		c.flags |= mOpcode
+		c.opcode = *m.Opcode
+	}
+	// An unvalidated PSN above MaxPSN clamps to MaxPSN+1: no event has it.
+	clamp := func(v uint32) int32 { return int32(min(v, MaxPSN+1)) }
+	switch {
+	case m.PSN != nil:
+		c.flags |= mPSN
+		c.psnLo, c.psnHi = clamp(*m.PSN), clamp(*m.PSN)
+	case m.PSNFrom != nil || m.PSNTo != nil:
+		c.flags |= mPSN
+		lo, hi := psnBounds(m)
+		c.psnLo, c.psnHi = clamp(lo), clamp(hi)
+	}
+	return c
+}
+
+func (c *matcher) matches(ev *Event) bool {
+	if c.flags == 0 {
+		return true
+	}
+	if c.flags&mNode != 0 && ev.Node != c.node {
+		return false
+	}
+	if c.flags&mQPN != 0 && ev.QPN != c.qpn {
+		return false
+	}
+	if c.flags&mOpcode != 0 && ev.Opcode != int16(c.opcode) {
+		return false // also Unknown
+	}
+	if c.flags&mPSN != 0 && (ev.PSN < c.psnLo || ev.PSN > c.psnHi) {
+		return false // psnLo >= 0, so also Unknown
+	}
+	return true
+}
+
+// packetMatch reports whether m uses the frame-only fields.
+func (m *Match) packetMatch() bool {
+	return m.Opcode != nil || m.PSN != nil || m.PSNFrom != nil || m.PSNTo != nil
+}
+
+func (m *Match) validate(pt Point) error {
+	for _, f := range [...]struct {
+		name string
+		v    *uint32
+	}{{"qpn", m.QPN}, {"psn", m.PSN}, {"psn_from", m.PSNFrom}, {"psn_to", m.PSNTo}} {
+		if f.v != nil && *f.v > MaxPSN {
+			return fmt.Errorf("match.%s %#x exceeds %#x", f.name, *f.v, MaxPSN)
+		}
+	}
+	switch {
+	case m.PSN != nil && (m.PSNFrom != nil || m.PSNTo != nil):
+		return errors.New("set match.psn or match.psn_from/psn_to, not both")
+	case m.PSNFrom != nil && m.PSNTo != nil && *m.PSNFrom > *m.PSNTo:
+		return fmt.Errorf("match.psn_from %d > psn_to %d (no 24-bit wrap)", *m.PSNFrom, *m.PSNTo)
+	case m.packetMatch() && !pt.framePoint():
+		return fmt.Errorf("match.opcode and match.psn apply to frames (%s, %s), not %s", WireTx, WireRx, pt)
+	}
+	return nil
 }
 
 // Rule is one line of a fault plan.
@@ -172,7 +405,36 @@ func (r *Rule) String() string {
 	if r.Count != 0 {
 		fmt.Fprintf(&sb, " count=%d", r.Count)
 	}
+	m := &r.Match
+	if m.Node != nil {
+		fmt.Fprintf(&sb, " node=%d", *m.Node)
+	}
+	if m.QPN != nil {
+		fmt.Fprintf(&sb, " qpn=%#x", *m.QPN)
+	}
+	if m.Opcode != nil {
+		fmt.Fprintf(&sb, " opcode=0x%02x", *m.Opcode)
+	}
+	if m.PSN != nil {
+		fmt.Fprintf(&sb, " psn=%d", *m.PSN)
+	}
+	if m.PSNFrom != nil || m.PSNTo != nil {
+		lo, hi := psnBounds(m)
+		fmt.Fprintf(&sb, " psn=%d..%d", lo, hi)
+	}
 	return sb.String()
+}
+
+// psnBounds is the inclusive PSN range of m's psn_from/psn_to.
+func psnBounds(m *Match) (lo, hi uint32) {
+	lo, hi = 0, MaxPSN
+	if m.PSNFrom != nil {
+		lo = *m.PSNFrom
+	}
+	if m.PSNTo != nil {
+		hi = *m.PSNTo
+	}
+	return lo, hi
 }
 
 // Plan is a seeded list of rules. The zero Plan injects nothing.
@@ -195,16 +457,40 @@ var ErrInvalidPlan = errors.New("invalid fault plan")
 // Unknown fields are rejected so that a misspelt trigger cannot silently
 // turn into "always".
 func Parse(data []byte) (*Plan, error) {
+	p, err := parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("fault: %w", err)
+	}
+	return p, nil
+}
+
+// Load reads and parses the plan in the file at path. Errors name the path
+// and wrap ErrInvalidPlan (a bad plan) or the read error (fs.ErrNotExist,
+// ...).
+func Load(path string) (*Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("fault: load plan: %w", err) // a PathError names path
+	}
+	p, err := parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("fault: %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// parse is Parse without the package prefix on errors.
+func parse(data []byte) (*Plan, error) {
 	var p Plan
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("fault: %w: %w", ErrInvalidPlan, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidPlan, err)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("fault: %w: trailing data after the plan", ErrInvalidPlan)
+		return nil, fmt.Errorf("%w: trailing data after the plan", ErrInvalidPlan)
 	}
-	if err := p.Validate(); err != nil {
+	if err := p.validate(); err != nil {
 		return nil, err
 	}
 	return &p, nil
@@ -212,9 +498,16 @@ func Parse(data []byte) (*Plan, error) {
 
 // Validate checks every rule and names the first bad one.
 func (p *Plan) Validate() error {
+	if err := p.validate(); err != nil {
+		return fmt.Errorf("fault: %w", err)
+	}
+	return nil
+}
+
+func (p *Plan) validate() error {
 	for i := range p.Rules {
 		if err := p.Rules[i].validate(); err != nil {
-			return fmt.Errorf("fault: %w: rule %d (%s): %s", ErrInvalidPlan, i, p.Rules[i].String(), err)
+			return fmt.Errorf("%w: rule %d (%s): %s", ErrInvalidPlan, i, p.Rules[i].String(), err)
 		}
 	}
 	return nil
@@ -237,7 +530,7 @@ func (r *Rule) validate() error {
 	case r.Byte < -1:
 		return fmt.Errorf("byte %d: want an offset >= 0 or -1 (random)", r.Byte)
 	}
-	return nil
+	return r.Match.validate(r.Point)
 }
 
 // Decision is the Injector's answer at one event. The zero Decision (Action
@@ -286,6 +579,7 @@ type Stat struct {
 
 type ruleState struct {
 	rule    Rule
+	match   matcher
 	matched uint64
 	fired   uint64
 }
@@ -315,6 +609,7 @@ func NewInjector(p *Plan) *Injector {
 	in := &Injector{seed: p.Seed, rules: make([]ruleState, len(p.Rules))}
 	for i, r := range p.Rules {
 		in.rules[i].rule = r
+		in.rules[i].match = compile(&r.Match)
 		if k := r.Point.index(); k >= 0 {
 			in.points[k].rules = append(in.points[k].rules, i)
 		}
@@ -337,12 +632,13 @@ func fnv64a(s string) uint64 {
 	return h
 }
 
-// Decide is called by the owner of hook point pt once per event, with the
-// event's node and QPN (0 if unknown). It returns the first rule at pt (in
-// plan order) that fires, or a None decision. Every rule at pt sees the
-// event (its match counter and random draw advance) whether or not an
-// earlier rule fired, so one rule's trigger does not shift another's.
-func (in *Injector) Decide(pt Point, node int, qpn uint32) Decision {
+// Decide is called by the owner of hook point pt once per event, with what
+// it knows of the event (see Event; NewEvent for hooks that know no opcode
+// or PSN). It returns the first rule at pt (in plan order) that fires, or a
+// None decision. Every rule at pt sees the event (its match counter and
+// random draw advance) whether or not an earlier rule fired, so one rule's
+// trigger does not shift another's. It does not allocate.
+func (in *Injector) Decide(pt Point, ev Event) Decision {
 	if in == nil {
 		return Decision{}
 	}
@@ -356,7 +652,7 @@ func (in *Injector) Decide(pt Point, node int, qpn uint32) Decision {
 	for _, ri := range ps.rules {
 		rs := &in.rules[ri]
 		r := &rs.rule
-		if !r.Match.matches(node, qpn) {
+		if !rs.match.matches(&ev) {
 			continue
 		}
 		rs.matched++

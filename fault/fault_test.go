@@ -15,7 +15,7 @@ func ptr[T any](v T) *T { return &v }
 func fires(in *Injector, pt Point, n int, node int, qpn uint32) []int {
 	var got []int
 	for i := 1; i <= n; i++ {
-		if in.Decide(pt, node, qpn).Action != None {
+		if in.Decide(pt, NewEvent(node, qpn)).Action != None {
 			got = append(got, i)
 		}
 	}
@@ -62,11 +62,11 @@ func TestMatch(t *testing.T) {
 		{Point: WireTx, Action: Drop, Nth: 2, Match: Match{Node: ptr(1), QPN: ptr(uint32(7))}},
 	}})
 	// Events of other nodes/QPs are not counted towards nth.
-	require.Equal(t, None, in.Decide(WireTx, 0, 7).Action)
-	require.Equal(t, None, in.Decide(WireTx, 1, 8).Action)
-	require.Equal(t, None, in.Decide(WireTx, 1, 7).Action) // 1st match
-	require.Equal(t, None, in.Decide(WireTx, 0, 7).Action)
-	require.Equal(t, Drop, in.Decide(WireTx, 1, 7).Action) // 2nd match
+	require.Equal(t, None, in.Decide(WireTx, NewEvent(0, 7)).Action)
+	require.Equal(t, None, in.Decide(WireTx, NewEvent(1, 8)).Action)
+	require.Equal(t, None, in.Decide(WireTx, NewEvent(1, 7)).Action) // 1st match
+	require.Equal(t, None, in.Decide(WireTx, NewEvent(0, 7)).Action)
+	require.Equal(t, Drop, in.Decide(WireTx, NewEvent(1, 7)).Action) // 2nd match
 	require.Equal(t, uint64(5), in.Events(WireTx))
 	require.Equal(t, uint64(2), in.Fired()[0].Matched)
 }
@@ -76,10 +76,10 @@ func TestFirstRuleWinsOthersStillCount(t *testing.T) {
 		{Point: CQ, Action: Drop, Nth: 2},
 		{Point: CQ, Action: Delay, Every: 2, Delay: 5 * sim.Nanosecond},
 	}})
-	require.Equal(t, None, in.Decide(CQ, 0, 0).Action)
-	require.Equal(t, Drop, in.Decide(CQ, 0, 0).Action) // both trigger; rule 0 wins
-	require.Equal(t, None, in.Decide(CQ, 0, 0).Action)
-	d := in.Decide(CQ, 0, 0)
+	require.Equal(t, None, in.Decide(CQ, NewEvent(0, 0)).Action)
+	require.Equal(t, Drop, in.Decide(CQ, NewEvent(0, 0)).Action) // both trigger; rule 0 wins
+	require.Equal(t, None, in.Decide(CQ, NewEvent(0, 0)).Action)
+	d := in.Decide(CQ, NewEvent(0, 0))
 	require.Equal(t, Delay, d.Action)
 	require.Equal(t, 5*sim.Nanosecond, d.Delay)
 	require.Equal(t, 1, d.Rule)
@@ -93,7 +93,7 @@ func TestFirstRuleWinsOthersStillCount(t *testing.T) {
 func decisions(in *Injector, pt Point, n int) []Decision {
 	out := make([]Decision, n)
 	for i := range out {
-		out[i] = in.Decide(pt, i%2, uint32(i%3))
+		out[i] = in.Decide(pt, NewEvent(i%2, uint32(i%3)))
 	}
 	return out
 }
@@ -113,8 +113,8 @@ func TestDeterminism(t *testing.T) {
 	in2 := NewInjector(plan2)
 	var c []Decision
 	for i := 0; i < 500; i++ {
-		in2.Decide(DMAWrite, 0, 0)
-		d := in2.Decide(WireTx, i%2, uint32(i%3))
+		in2.Decide(DMAWrite, NewEvent(0, 0))
+		d := in2.Decide(WireTx, NewEvent(i%2, uint32(i%3)))
 		if d.Action != None {
 			d.Rule-- // rules shifted by one in plan2
 		}
@@ -130,14 +130,14 @@ func TestDeterminism(t *testing.T) {
 
 func TestNilSafety(t *testing.T) {
 	var in *Injector
-	require.Equal(t, Decision{}, in.Decide(WireTx, 0, 0))
+	require.Equal(t, Decision{}, in.Decide(WireTx, NewEvent(0, 0)))
 	require.Nil(t, in.Fired())
 	require.Zero(t, in.Events(WireTx))
 	require.Nil(t, NewInjector(nil))
 	require.Nil(t, NewInjector(&Plan{Seed: 3}))
 	// Unknown point on a real injector.
 	in = NewInjector(&Plan{Rules: []Rule{{Point: WireTx, Action: Drop}}})
-	require.Equal(t, Decision{}, in.Decide("bogus", 0, 0))
+	require.Equal(t, Decision{}, in.Decide("bogus", NewEvent(0, 0)))
 }
 
 func TestDecisionOffsetMask(t *testing.T) {
@@ -234,7 +234,7 @@ func TestDecideAllocs(t *testing.T) {
 		{Point: WireTx, Action: Drop, Prob: 0.5},
 		{Point: WireTx, Action: Corrupt, Every: 3, Byte: -1, Match: Match{QPN: ptr(uint32(9))}},
 	}})
-	allocs := testing.AllocsPerRun(1000, func() { in.Decide(WireTx, 0, 9) })
+	allocs := testing.AllocsPerRun(1000, func() { in.Decide(WireTx, NewEvent(0, 9)) })
 	require.Zero(t, allocs)
 }
 
@@ -245,6 +245,6 @@ func BenchmarkDecide(b *testing.B) {
 	}})
 	b.ReportAllocs()
 	for b.Loop() {
-		in.Decide(WireTx, 0, 9)
+		in.Decide(WireTx, NewEvent(0, 9))
 	}
 }

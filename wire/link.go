@@ -86,7 +86,6 @@ type packet struct {
 	link      *Link
 	dir       *direction
 	buf       []byte
-	qpn       uint32
 	refs      int  // scheduled engine events that will fire this packet
 	delivered bool // handed to the receiver (or dropped at rx)
 	rxDone    bool // the rx fault hook has been consulted
@@ -226,41 +225,45 @@ func (p *Port) SendFlow(t sim.Time, frame []byte, flow uint64) sim.Time {
 	}
 	l.ctr.Inc(CtrTxFrames)
 	l.ctr.Add(CtrTxBytes, uint64(n))
-	qpn := PeekQPN(frame)
+	// Wire rules match on the frame's BTH: Match.QPN is the frame's
+	// destination QP (BTH DestQP), also for ACKs and READ responses, which
+	// carry the requester's QPN.
+	ev := FrameEvent(p.node, frame)
+	qpn := ev.QPN
 
-	dec := l.inj.Decide(fault.WireTx, p.node, qpn)
+	dec := l.inj.Decide(fault.WireTx, ev)
 	var pk *packet
 	switch dec.Action {
 	case fault.None:
-		pk = l.schedule(d, frame, qpn, arrive)
+		pk = l.schedule(d, frame, arrive)
 	case fault.Drop:
 		l.ctr.Inc(CtrFaultDrop)
 		l.rec.Warnf(p.node, start, Component, CtrFaultDrop, "tx: frame of %d B (qpn %#x) dropped by fault rule %d", n, qpn, dec.Rule)
 	case fault.Corrupt:
-		pk = l.schedule(d, frame, qpn, arrive)
+		pk = l.schedule(d, frame, arrive)
 		off := corrupt(pk.buf, dec)
 		l.ctr.Inc(CtrFaultCorrupt)
 		l.rec.Warnf(p.node, start, Component, CtrFaultCorrupt, "tx: frame of %d B (qpn %#x): byte %d flipped by fault rule %d", n, qpn, off, dec.Rule)
 	case fault.Duplicate:
-		pk = l.schedule(d, frame, qpn, arrive)
-		l.schedule(d, frame, qpn, arrive)
+		pk = l.schedule(d, frame, arrive)
+		l.schedule(d, frame, arrive)
 		l.ctr.Inc(CtrFaultDuplicate)
 		l.rec.Warnf(p.node, start, Component, CtrFaultDuplicate, "tx: frame of %d B (qpn %#x) duplicated by fault rule %d", n, qpn, dec.Rule)
 	case fault.Delay:
 		arrive = arrive.Add(dec.Delay)
-		pk = l.schedule(d, frame, qpn, arrive)
+		pk = l.schedule(d, frame, arrive)
 		l.ctr.Inc(CtrFaultDelay)
 		l.rec.Warnf(p.node, start, Component, CtrFaultDelay, "tx: frame of %d B (qpn %#x) delayed %v by fault rule %d", n, qpn, dec.Delay, dec.Rule)
 	case fault.Reorder:
 		if d.held != nil { // two reorders in a row: the older one goes first
 			l.release(d, arrive)
 		}
-		pk = l.schedule(d, frame, qpn, arrive.Add(l.spec.ReorderWindow))
+		pk = l.schedule(d, frame, arrive.Add(l.spec.ReorderWindow))
 		d.held = pk
 		l.ctr.Inc(CtrFaultReorder)
 		l.rec.Warnf(p.node, start, Component, CtrFaultReorder, "tx: frame of %d B (qpn %#x) held behind the next frame by fault rule %d", n, qpn, dec.Rule)
 	default:
-		pk = l.schedule(d, frame, qpn, arrive)
+		pk = l.schedule(d, frame, arrive)
 		l.ctr.Inc(CtrFaultUnsupported)
 		l.rec.Warnf(p.node, start, Component, CtrFaultUnsupported, "tx: fault action %s (rule %d) does not apply to the wire; ignored", dec.Action, dec.Rule)
 	}
@@ -274,9 +277,9 @@ func (p *Port) SendFlow(t sim.Time, frame []byte, flow uint64) sim.Time {
 }
 
 // schedule copies frame into a pooled packet due at arrive.
-func (l *Link) schedule(d *direction, frame []byte, qpn uint32, arrive sim.Time) *packet {
+func (l *Link) schedule(d *direction, frame []byte, arrive sim.Time) *packet {
 	pk := l.get(frame)
-	pk.dir, pk.qpn = d, qpn
+	pk.dir = d
 	pk.refs++
 	l.eng.At(arrive, pk)
 	return pk
@@ -328,30 +331,33 @@ func (l *Link) arrive(pk *packet, now sim.Time) {
 	to := pk.dir.to
 	n := len(pk.buf)
 	copies := 1
+	// The rx hook sees the frame as it arrives (after any tx corruption).
+	ev := FrameEvent(to.node, pk.buf)
+	qpn := ev.QPN
 	if !pk.rxDone {
 		pk.rxDone = true
-		dec := l.inj.Decide(fault.WireRx, to.node, pk.qpn)
+		dec := l.inj.Decide(fault.WireRx, ev)
 		switch dec.Action {
 		case fault.None:
 		case fault.Drop:
 			l.ctr.Inc(CtrFaultDrop)
-			l.rec.Warnf(to.node, now, Component, CtrFaultDrop, "rx: frame of %d B (qpn %#x) dropped by fault rule %d", n, pk.qpn, dec.Rule)
+			l.rec.Warnf(to.node, now, Component, CtrFaultDrop, "rx: frame of %d B (qpn %#x) dropped by fault rule %d", n, qpn, dec.Rule)
 			return
 		case fault.Corrupt:
 			off := corrupt(pk.buf, dec)
 			l.ctr.Inc(CtrFaultCorrupt)
-			l.rec.Warnf(to.node, now, Component, CtrFaultCorrupt, "rx: frame of %d B (qpn %#x): byte %d flipped by fault rule %d", n, pk.qpn, off, dec.Rule)
+			l.rec.Warnf(to.node, now, Component, CtrFaultCorrupt, "rx: frame of %d B (qpn %#x): byte %d flipped by fault rule %d", n, qpn, off, dec.Rule)
 		case fault.Duplicate:
 			copies = 2
 			l.ctr.Inc(CtrFaultDuplicate)
-			l.rec.Warnf(to.node, now, Component, CtrFaultDuplicate, "rx: frame of %d B (qpn %#x) duplicated by fault rule %d", n, pk.qpn, dec.Rule)
+			l.rec.Warnf(to.node, now, Component, CtrFaultDuplicate, "rx: frame of %d B (qpn %#x) duplicated by fault rule %d", n, qpn, dec.Rule)
 		case fault.Delay:
 			// Hand a copy over later; it has passed the rx hook already.
 			late := l.get(pk.buf)
-			late.dir, late.qpn, late.rxDone, late.refs = pk.dir, pk.qpn, true, 1
+			late.dir, late.rxDone, late.refs = pk.dir, true, 1
 			l.eng.At(now.Add(dec.Delay), late)
 			l.ctr.Inc(CtrFaultDelay)
-			l.rec.Warnf(to.node, now, Component, CtrFaultDelay, "rx: frame of %d B (qpn %#x) delayed %v by fault rule %d", n, pk.qpn, dec.Delay, dec.Rule)
+			l.rec.Warnf(to.node, now, Component, CtrFaultDelay, "rx: frame of %d B (qpn %#x) delayed %v by fault rule %d", n, qpn, dec.Delay, dec.Rule)
 			return
 		default:
 			l.ctr.Inc(CtrFaultUnsupported)
@@ -361,7 +367,7 @@ func (l *Link) arrive(pk *packet, now sim.Time) {
 	for range copies {
 		if to.recv == nil {
 			l.ctr.Inc(CtrDropNoReceiver)
-			l.rec.Warnf(to.node, now, Component, CtrDropNoReceiver, "frame of %d B (qpn %#x) arrived at a port with no receiver", n, pk.qpn)
+			l.rec.Warnf(to.node, now, Component, CtrDropNoReceiver, "frame of %d B (qpn %#x) arrived at a port with no receiver", n, qpn)
 			continue
 		}
 		l.ctr.Inc(CtrRxFrames)
@@ -388,41 +394,74 @@ func corrupt(frame []byte, dec fault.Decision) int {
 // only fixed offsets and never fails; the wire uses it for trace events and
 // fault matching, not for delivery.
 func PeekQPN(frame []byte) uint32 {
+	if at := bthOffset(frame); at >= 0 {
+		return binary.BigEndian.Uint32(frame[at+bthDestQPAt:]) & 0xFFFFFF
+	}
+	return 0
+}
+
+// FrameEvent is the fault event of a frame at node: for a RoCEv2 frame the
+// BTH's destination QP, opcode and PSN; for anything else QPN 0 and an
+// Unknown opcode and PSN (so rules matching an opcode or a PSN skip it).
+// It reads only fixed offsets, never fails and does not allocate.
+func FrameEvent(node int, frame []byte) fault.Event {
+	at := bthOffset(frame)
+	if at < 0 {
+		return fault.NewEvent(node, 0)
+	}
+	return fault.Event{
+		Node:   node,
+		QPN:    binary.BigEndian.Uint32(frame[at+bthDestQPAt:]) & 0xFFFFFF,
+		Opcode: int16(frame[at]),
+		PSN:    int32(binary.BigEndian.Uint32(frame[at+bthPSNAt:]) & 0xFFFFFF),
+	}
+}
+
+// Offsets within the BTH (rocev2.md §1.4): byte 0 opcode, bytes 5-7 DestQP
+// (byte 4 reserved), bytes 9-11 PSN (byte 8 AckReq + reserved).
+const (
+	bthLen      = 12
+	bthDestQPAt = 4 // the 32-bit word whose low 24 bits are DestQP
+	bthPSNAt    = 8 // the 32-bit word whose low 24 bits are the PSN
+)
+
+// bthOffset returns where the BTH of a RoCEv2 frame starts (Ethernet
+// without VLAN tag, IPv4 with its IHL or IPv6 without extension headers,
+// UDP destination port 4791, a whole BTH within the frame), or -1.
+func bthOffset(frame []byte) int {
 	const (
-		udpLen      = 8
-		bthLen      = 12
-		rocePort    = 4791
-		protoUDP    = 17
-		etherIPv4   = 0x0800
-		etherIPv6   = 0x86DD
-		ipv6HdrLen  = 40
-		ipv4MinHdr  = 20
-		bthDestQPAt = 4
+		udpLen     = 8
+		rocePort   = 4791
+		protoUDP   = 17
+		etherIPv4  = 0x0800
+		etherIPv6  = 0x86DD
+		ipv6HdrLen = 40
+		ipv4MinHdr = 20
 	)
 	if len(frame) < EthHeaderLen {
-		return 0
+		return -1
 	}
 	var l4 int
 	switch binary.BigEndian.Uint16(frame[12:]) {
 	case etherIPv4:
 		if len(frame) < EthHeaderLen+ipv4MinHdr || frame[EthHeaderLen+9] != protoUDP {
-			return 0
+			return -1
 		}
 		ihl := int(frame[EthHeaderLen]&0x0F) * 4
 		if ihl < ipv4MinHdr {
-			return 0
+			return -1
 		}
 		l4 = EthHeaderLen + ihl
 	case etherIPv6:
 		if len(frame) < EthHeaderLen+ipv6HdrLen || frame[EthHeaderLen+6] != protoUDP {
-			return 0
+			return -1
 		}
 		l4 = EthHeaderLen + ipv6HdrLen
 	default:
-		return 0
+		return -1
 	}
 	if len(frame) < l4+udpLen+bthLen || binary.BigEndian.Uint16(frame[l4+2:]) != rocePort {
-		return 0
+		return -1
 	}
-	return binary.BigEndian.Uint32(frame[l4+udpLen+bthDestQPAt:]) & 0xFFFFFF
+	return l4 + udpLen
 }

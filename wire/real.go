@@ -7,7 +7,8 @@ package wire
 // pulls frames from Frames() and hands them to a port, stamped with the
 // engine's time. Nothing here touches an engine, a recorder or a
 // trace.Counters (those are single-goroutine); the statistics below are
-// atomics.
+// atomics. A fault plan acts at a real port through FaultyTransport, whose
+// decisions are all taken on the owner's goroutine.
 
 import (
 	"errors"
@@ -49,6 +50,19 @@ type RealStats struct {
 	RxQueueFull       uint64 // frames dropped because the queue was full
 	RxForeign         uint64 // udp: datagrams from an address other than PEER, dropped
 	RxErrors          uint64 // read errors other than the final one at Close
+	// RxKernelDrops (udp) is the socket's drop counter as the kernel last
+	// reported it (SO_RXQ_OVFL): datagrams lost before the reader saw them,
+	// mostly to a full receive buffer. The kernel reports it with the next
+	// datagram received, so drops after the last one show up late.
+	RxKernelDrops uint64
+	// RxSockBuf and TxSockBuf (udp) are the socket buffer sizes in effect,
+	// as getsockopt(SO_RCVBUF / SO_SNDBUF) reads them back (Linux doubles
+	// the requested size for its bookkeeping).
+	RxSockBuf, TxSockBuf uint64
+	// Faults applied at the port by a FaultyTransport (tx and rx together).
+	FaultDrop, FaultCorrupt, FaultDuplicate uint64
+	FaultDelay, FaultReorder                uint64 // tx only
+	FaultUnsupported                        uint64 // rx delay/reorder, tear: not applied
 }
 
 // Map returns the statistics as named counters (the names used in reports
@@ -58,14 +72,21 @@ func (s RealStats) Map() map[string]uint64 {
 		"real_tx_frames": s.TxFrames, "real_tx_bytes": s.TxBytes, "real_tx_errors": s.TxErrors,
 		"real_rx_frames": s.RxFrames, "real_rx_bytes": s.RxBytes, "real_rx_queue_full": s.RxQueueFull,
 		"real_rx_foreign": s.RxForeign, "real_rx_errors": s.RxErrors,
+		"real_rx_kernel_drops":  s.RxKernelDrops,
+		"real_rx_sockbuf_bytes": s.RxSockBuf, "real_tx_sockbuf_bytes": s.TxSockBuf,
+		"real_fault_drop": s.FaultDrop, "real_fault_corrupt": s.FaultCorrupt, "real_fault_duplicate": s.FaultDuplicate,
+		"real_fault_delay": s.FaultDelay, "real_fault_reorder": s.FaultReorder, "real_fault_unsupported": s.FaultUnsupported,
 	}
 }
 
 // Limits of real transports.
 const (
 	// DefaultQueueLen is the number of received frames a transport buffers
-	// before it drops (and counts) new ones.
-	DefaultQueueLen = 4096
+	// before it drops (and counts) new ones. A 4 MiB RDMA WRITE at PMTU 1024
+	// is 4096 frames arriving back to back, and the simulation may be busy
+	// (or paced behind the wall clock) for all of them: 16384 holds four
+	// such bursts. Only queued frames take memory (the queue holds slices).
+	DefaultQueueLen = 16384
 	// MaxRealFrame is the largest frame a real transport sends or accepts:
 	// the largest UDP payload over IPv4 (65535 - 20 - 8).
 	MaxRealFrame = 65507
@@ -148,6 +169,8 @@ type realStats struct {
 	txFrames, txBytes, txErrors atomic.Uint64
 	rxFrames, rxBytes, rxFull   atomic.Uint64
 	rxForeign, rxErrors         atomic.Uint64
+	rxKernelDrops               atomic.Uint64
+	rxSockBuf, txSockBuf        atomic.Uint64
 }
 
 func (s *realStats) snapshot() RealStats {
@@ -155,6 +178,8 @@ func (s *realStats) snapshot() RealStats {
 		TxFrames: s.txFrames.Load(), TxBytes: s.txBytes.Load(), TxErrors: s.txErrors.Load(),
 		RxFrames: s.rxFrames.Load(), RxBytes: s.rxBytes.Load(), RxQueueFull: s.rxFull.Load(),
 		RxForeign: s.rxForeign.Load(), RxErrors: s.rxErrors.Load(),
+		RxKernelDrops: s.rxKernelDrops.Load(),
+		RxSockBuf:     s.rxSockBuf.Load(), TxSockBuf: s.txSockBuf.Load(),
 	}
 }
 

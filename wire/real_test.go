@@ -51,9 +51,14 @@ func TestParseWireSpec(t *testing.T) {
 }
 
 func TestRealStatsMap(t *testing.T) {
-	m := wire.RealStats{TxFrames: 1, RxForeign: 2, RxQueueFull: 3}.Map()
-	require.Equal(t, uint64(1), m["real_tx_frames"])
-	require.Equal(t, uint64(2), m["real_rx_foreign"])
-	require.Equal(t, uint64(3), m["real_rx_queue_full"])
-	require.Len(t, m, 8)
+	m := wire.RealStats{TxFrames: 1, RxForeign: 2, RxQueueFull: 3, RxKernelDrops: 4, RxSockBuf: 5, TxSockBuf: 6,
+		FaultDrop: 7, FaultCorrupt: 8, FaultDuplicate: 9, FaultDelay: 10, FaultReorder: 11, FaultUnsupported: 12}.Map()
+	for name, want := range map[string]uint64{
+		"real_tx_frames": 1, "real_rx_foreign": 2, "real_rx_queue_full": 3, "real_rx_kernel_drops": 4,
+		"real_rx_sockbuf_bytes": 5, "real_tx_sockbuf_bytes": 6, "real_fault_drop": 7, "real_fault_corrupt": 8,
+		"real_fault_duplicate": 9, "real_fault_delay": 10, "real_fault_reorder": 11, "real_fault_unsupported": 12,
+	} {
+		require.Equal(t, want, m[name], name)
+	}
+	require.Len(t, m, 17)
 }

@@ -1,0 +1,220 @@
+package fault
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/softnic/softnic/sim"
+)
+
+// opOps names the operation (BTH opcode bits 4-0) of RC opcodes; UC uses
+// the same names for 0x00-0x0B, UD for 0x04 and 0x05 (IBTA vol. 1 §9.2,
+// rocev2.md §2.1). The fault package cannot import roce, so the names live
+// here, spelt as the kernel's ib_pack.h spells them (without IB_OPCODE_).
+var opOps = [32]string{
+	0x00: "SEND_FIRST",
+	0x01: "SEND_MIDDLE",
+	0x02: "SEND_LAST",
+	0x03: "SEND_LAST_WITH_IMMEDIATE",
+	0x04: "SEND_ONLY",
+	0x05: "SEND_ONLY_WITH_IMMEDIATE",
+	0x06: "RDMA_WRITE_FIRST",
+	0x07: "RDMA_WRITE_MIDDLE",
+	0x08: "RDMA_WRITE_LAST",
+	0x09: "RDMA_WRITE_LAST_WITH_IMMEDIATE",
+	0x0A: "RDMA_WRITE_ONLY",
+	0x0B: "RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+	0x0C: "RDMA_READ_REQUEST",
+	0x0D: "RDMA_READ_RESPONSE_FIRST",
+	0x0E: "RDMA_READ_RESPONSE_MIDDLE",
+	0x0F: "RDMA_READ_RESPONSE_LAST",
+	0x10: "RDMA_READ_RESPONSE_ONLY",
+	0x11: "ACKNOWLEDGE",
+	0x12: "ATOMIC_ACKNOWLEDGE",
+	0x13: "COMPARE_SWAP",
+	0x14: "FETCH_ADD",
+	0x16: "SEND_LAST_WITH_INVALIDATE",
+	0x17: "SEND_ONLY_WITH_INVALIDATE",
+	0x1C: "FLUSH",
+	0x1D: "ATOMIC_WRITE",
+}
+
+// opcodeCNP is the RoCEv2 congestion notification packet.
+const opcodeCNP = 0x81
+
+// opcodeName returns the name of a BTH opcode ("RC_SEND_ONLY"), or "" for
+// a reserved or unnamed one.
+func opcodeName(op uint8) string {
+	if op == opcodeCNP {
+		return "CNP"
+	}
+	low := op & 0x1F
+	name := opOps[low]
+	if name == "" {
+		return ""
+	}
+	switch op >> 5 {
+	case 0:
+		return "RC_" + name
+	case 1:
+		if low <= 0x0B {
+			return "UC_" + name
+		}
+	case 3:
+		if low == 0x04 || low == 0x05 {
+			return "UD_" + name
+		}
+	}
+	return ""
+}
+
+// parseOpcodeName parses an opcode name, case-insensitive, with or without
+// an "IB_OPCODE_" prefix.
+func parseOpcodeName(s string) (uint8, bool) {
+	s = strings.ToUpper(s)
+	s = strings.TrimPrefix(s, "IB_OPCODE_")
+	if s == "CNP" {
+		return opcodeCNP, true
+	}
+	var hi uint8
+	switch {
+	case strings.HasPrefix(s, "RC_"):
+		hi = 0x00
+	case strings.HasPrefix(s, "UC_"):
+		hi = 0x20
+	case strings.HasPrefix(s, "UD_"):
+		hi = 0x60
+	default:
+		return 0, false
+	}
+	for low, n := range opOps {
+		if n != "" && n == s[3:] {
+			op := hi | uint8(low)
+			return op, opcodeName(op) != ""
+		}
+	}
+	return 0, false
+}
+
+// pointNouns names one event at each point, for Explain.
+var pointNouns = [len(Points)]string{"frame", "frame", "TLP", "line", "read", "write", "doorbell", "CQE"}
+
+// Explain describes the plan in words, one line per rule, e.g.
+//
+//	seed 7
+//	rule 0: wire.tx: drop the 3rd frame of QP 0x100 with opcode 0x0a (RC_RDMA_WRITE_ONLY)
+//	rule 1: wire.rx: corrupt each frame with probability 0.5% (byte chosen at random)
+//
+// The text depends only on the plan.
+func (p *Plan) Explain() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "seed %d\n", p.Seed)
+	if len(p.Rules) == 0 {
+		sb.WriteString("no rules: nothing is injected\n")
+	}
+	for i := range p.Rules {
+		fmt.Fprintf(&sb, "rule %d: %s\n", i, p.Rules[i].Explain())
+	}
+	return sb.String()
+}
+
+// Explain describes one rule in words (see Plan.Explain).
+func (r *Rule) Explain() string {
+	noun := "event"
+	if k := r.Point.index(); k >= 0 {
+		noun = pointNouns[k]
+	}
+	var sb strings.Builder
+	sb.WriteString(string(r.Point))
+	sb.WriteString(": ")
+	sb.WriteString(r.Action.String())
+	sb.WriteByte(' ')
+	switch {
+	case r.Nth != 0:
+		fmt.Fprintf(&sb, "the %s %s", ordinal(r.Nth), noun)
+	case r.Every > 1:
+		fmt.Fprintf(&sb, "every %s %s", ordinal(r.Every), noun)
+	case r.Prob != 0:
+		fmt.Fprintf(&sb, "each %s with probability %s%%", noun, strconv.FormatFloat(r.Prob*100, 'g', 6, 64))
+	case r.Count == 1: // always, once: the first matching event
+		fmt.Fprintf(&sb, "the first %s", noun)
+	case r.Count > 1:
+		fmt.Fprintf(&sb, "the first %d %ss", r.Count, noun)
+	default:
+		fmt.Fprintf(&sb, "every %s", noun)
+	}
+	always := r.Nth == 0 && r.Every <= 1 && r.Prob == 0
+	m := &r.Match
+	if m.Node != nil {
+		fmt.Fprintf(&sb, " on node %d", *m.Node)
+	}
+	if m.QPN != nil {
+		fmt.Fprintf(&sb, " of QP %#x", *m.QPN)
+	}
+	if m.Opcode != nil {
+		fmt.Fprintf(&sb, " with opcode 0x%02x", *m.Opcode)
+		if n := opcodeName(*m.Opcode); n != "" {
+			fmt.Fprintf(&sb, " (%s)", n)
+		}
+	}
+	if m.PSN != nil {
+		fmt.Fprintf(&sb, " with PSN %d", *m.PSN)
+	}
+	if m.PSNFrom != nil || m.PSNTo != nil {
+		lo, hi := psnBounds(m)
+		fmt.Fprintf(&sb, " with PSN %d..%d", lo, hi)
+	}
+	switch r.Action {
+	case Delay:
+		sb.WriteString(" by ")
+		sb.WriteString(formatDuration(r.Delay))
+	case Corrupt:
+		if r.Byte < 0 {
+			sb.WriteString(" (byte chosen at random)")
+		} else {
+			fmt.Fprintf(&sb, " (byte %d, or a random one if the %s is shorter)", r.Byte, noun)
+		}
+	case Reorder:
+		sb.WriteString(" (held behind the next one)")
+	}
+	switch {
+	case r.Count == 0 || always || r.Nth != 0: // said above, or fires once anyway
+	case r.Count == 1:
+		sb.WriteString(", once")
+	default:
+		fmt.Fprintf(&sb, ", at most %d times", r.Count)
+	}
+	return sb.String()
+}
+
+// ordinal is "1st", "2nd", "3rd", "4th", "11th", "21st", ...
+func ordinal(n uint64) string {
+	suf := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suf = "st"
+		case 2:
+			suf = "nd"
+		case 3:
+			suf = "rd"
+		}
+	}
+	return strconv.FormatUint(n, 10) + suf
+}
+
+// formatDuration prints d in the largest unit that keeps it >= 1: "50µs",
+// "2ns", "1.5ns", "300ps".
+func formatDuration(d sim.Duration) string {
+	units := [...]struct {
+		name string
+		ps   sim.Duration
+	}{{"s", 1e12}, {"ms", 1e9}, {"µs", 1e6}, {"ns", 1e3}}
+	for _, u := range units {
+		if d >= u.ps || -d >= u.ps {
+			return strconv.FormatFloat(float64(d)/float64(u.ps), 'g', 6, 64) + u.name
+		}
+	}
+	return strconv.FormatInt(int64(d), 10) + "ps"
+}
