@@ -287,7 +287,7 @@ func (r *requester) pump(t sim.Time) {
 		if w.rdAtomic() {
 			psn = w.readNext
 		}
-		if psn.Diff(r.ackPSN.Next()) >= maxUnackedPSNs {
+		if psn.Diff(r.oldestUnacked()) >= maxUnackedPSNs {
 			q.d.inc(CtrWindowStall)
 			break
 		}
@@ -311,8 +311,13 @@ func (r *requester) pump(t sim.Time) {
 			r.curPkt = 0
 		}
 	}
-	if sent && !r.timer.Armed() {
+	if !r.timer.Armed() && r.count > 0 {
+		// Armed whenever WQEs are outstanding, so that whatever holds the
+		// queue up ends in a retry or an error, never in silence.
 		if d := r.timeoutDur(); d > 0 {
+			if !sent {
+				last = t
+			}
 			r.timer.Reset(last.Add(d))
 		}
 	}
@@ -487,7 +492,7 @@ func (r *requester) useRetry() bool {
 // ACK timer restarts (or stops with nothing in flight).
 func (r *requester) progress(t sim.Time) {
 	r.retryLeft, r.rnrLeft = int(r.q.retryCnt), int(r.q.rnrRetry)
-	if !r.inFlight() {
+	if r.count == 0 {
 		r.timer.Stop()
 		return
 	}
@@ -498,7 +503,7 @@ func (r *requester) progress(t sim.Time) {
 
 func (r *requester) onTimeout(now sim.Time) {
 	q := r.q
-	if q.state != mlx5.QPStateRTS || q.dead || !r.inFlight() || r.rnrWait {
+	if q.state != mlx5.QPStateRTS || q.dead || r.count == 0 || r.rnrWait {
 		return
 	}
 	d := q.d

@@ -18,7 +18,7 @@ type responder struct {
 	ePSN    roce.PSN // expected PSN
 	msn     uint32
 	nakSent bool     // a PSN-sequence or RNR NAK for ePSN is outstanding
-	oooMax  roce.PSN // highest out-of-sequence PSN seen since that NAK
+	nakTrig roce.PSN // the PSN that drew it
 
 	recv struct { // a SEND (or WRITE with immediate) being placed
 		active bool
@@ -119,13 +119,12 @@ func (r *responder) rx(arrive, t sim.Time, p *roce.Packet) {
 	}
 	if diff > 0 {
 		d.inc(CtrOutOfSequence)
-		// NAK once per gap; again when the requester is seen to retransmit
-		// (a PSN at or before one already seen) and the gap is still there.
-		if !r.nakSent || !psn.After(r.oooMax) {
-			r.nakSent, r.oooMax = true, psn
+		// NAK once per gap; again when the requester is seen to have gone
+		// back (a PSN at or before the one that drew the NAK) and the gap
+		// is still there. Later packets overtaking each other draw nothing.
+		if !r.nakSent || !psn.After(r.nakTrig) {
+			r.nakSent, r.nakTrig = true, psn
 			d.sendAck(t, q, r.ePSN, roce.NAKSyndrome(nakPSNSeq))
-		} else {
-			r.oooMax = psn
 		}
 		return
 	}
@@ -175,7 +174,7 @@ func (r *responder) rnr(t sim.Time, psn roce.PSN) {
 	d := q.d
 	d.inc(CtrOutOfBuffer)
 	d.rec.Warnf(d.node, t, "device", CtrOutOfBuffer, "QP %#x PSN %#x: no receive WQE posted, RNR NAK", q.qpn, uint32(psn))
-	r.nakSent, r.oooMax = true, psn
+	r.nakSent, r.nakTrig = true, psn
 	d.sendAck(t, q, psn, roce.RNRNAKSyndrome(q.minRNR))
 }
 
@@ -453,8 +452,10 @@ func (r *responder) replayRead(t sim.Time, p *roce.Packet) {
 			}
 			host = h
 		}
+		// A replay does not count against max_dest_rd_atomic: only first
+		// executions are the requester's outstanding READs.
 		d.inc(CtrReplayRead)
-		e.txEnd = r.readResponses(t, t.Add(d.cyc(d.spec.Core.ResponderCycles)), psn, host, n)
+		r.readResponses(t, t.Add(d.cyc(d.spec.Core.ResponderCycles)), psn, host, n)
 		return
 	}
 	d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x matches no READ resource", q.qpn, p.Opcode, uint32(psn))
@@ -546,7 +547,7 @@ func (r *responder) replayAtomic(t sim.Time, p *roce.Packet) {
 		e := &r.res[i]
 		if e.valid && e.atomic && e.first == psn && e.va == p.AtomicETH.VA() && e.rkey == p.AtomicETH.RKey() {
 			d.inc(CtrReplayAtomic)
-			e.txEnd = r.atomicAck(t.Add(d.cyc(d.spec.Core.ResponderCycles)), psn, e.orig)
+			r.atomicAck(t.Add(d.cyc(d.spec.Core.ResponderCycles)), psn, e.orig)
 			return
 		}
 	}
