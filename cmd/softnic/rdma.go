@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,13 +39,22 @@ Commands, one per line:
   write RADDR RKEY LEN SEED   fill MR[0,LEN) from SEED, RDMA WRITE it to RADDR
   read RADDR RKEY LEN         RDMA READ LEN bytes from RADDR into MR[0,LEN)
   send LEN SEED               fill MR[0,LEN) from SEED, SEND it
+  fadd RADDR RKEY ADD         8-byte FETCH_ADD at RADDR, the original value into MR[0,8)
+  cas RADDR RKEY COMPARE SWAP 8-byte CMP_SWAP at RADDR, the original value into MR[0,8)
+                              (both: a WC line, then on success
+                               ORIG 0x<16 hex digits>, MR[0,8) as a little-endian uint64)
   recv N                      wait for N receive completions
   sum OFF LEN                 -> SUM <off> <len> <crc>  (zlib crc32 of MR[OFF,OFF+LEN), %08x)
   mr                          -> MR <addr> <rkey> <len>
-  counters                    -> COUNTERS name=value ...  (device, port, transport)
+  counters                    -> COUNTERS name=value ...  (non-zero only: the device's hw
+                                 counters, port, transport, and with --faults
+                                 fault_ruleN_matched / fault_ruleN_fired)
   quit                        (or end of input)
-Every work completion prints   WC <status> <opcode> <byte_len> <imm>
-  (byte_len decimal, imm hex); a command that cannot run prints ERR <reason>.
+Every work completion prints   WC <wr_id> <status> <opcode> <byte_len> <imm>
+  (byte_len decimal, wr_id and imm hex). Each posted WR has its own wr_id (a
+  counter); a command waits for its own. A completion of an earlier command's
+  WR (one that timed out) prints LATE WC <wr_id> ...; a timeout prints
+  ERR timed out ... wr_id <wr_id> ...; a command that cannot run, ERR <reason>.
 Seed generator: state = SEED (0 means 0x9E3779B9); per byte: state ^= state<<13;
   state ^= state>>17; state ^= state<<5 (uint32); byte = state & 0xff.
 Receives: --recv-depth receive WQEs, each covering MR[recv-off, mr-size), are
@@ -121,7 +131,8 @@ type rdmaEP struct {
 	mr     *provider.MR
 	psn    uint32
 	wait   time.Duration
-	nextID uint64
+	nextID uint64            // the last wr_id given out (send and receive WRs alike)
+	posted map[uint64]string // WRs not completed yet: wr_id -> the opcode it completes with (ibv name)
 }
 
 // line is one line read from stdin by the reader goroutine.
@@ -208,7 +219,8 @@ func doRDMA(o rdmaOpts, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	defer rt.Close()
 	defer func() { fmt.Fprintln(stderr, "softnic rdma: counters:", rt.counterLine()) }()
-	ep := &rdmaEP{o: o, rt: rt, out: stdout, psn: psn, wait: time.Duration(o.waitMS) * time.Millisecond}
+	ep := &rdmaEP{o: o, rt: rt, out: stdout, psn: psn, wait: time.Duration(o.waitMS) * time.Millisecond,
+		posted: map[uint64]string{}}
 	if err := ep.setup(); err != nil {
 		return err
 	}
@@ -275,10 +287,21 @@ func (ep *rdmaEP) setup() error {
 	return nil
 }
 
+// newWRID gives out the next wr_id for a WR that completes with opcode op.
+func (ep *rdmaEP) newWRID(op provider.WCOpcode) uint64 {
+	ep.nextID++
+	ep.posted[ep.nextID] = op.String()
+	return ep.nextID
+}
+
 // postRecv posts one receive covering the receive area.
 func (ep *rdmaEP) postRecv() error {
 	off := uint64(ep.o.recvOff)
-	_, err := ep.qp.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{ep.mr.SGE(off, uint32(ep.o.mrSize-off))}}})
+	id := ep.newWRID(provider.WCRecv)
+	_, err := ep.qp.PostRecv([]provider.RecvWR{{WRID: id, SGL: []provider.SGE{ep.mr.SGE(off, uint32(ep.o.mrSize-off))}}})
+	if err != nil {
+		delete(ep.posted, id)
+	}
 	return err
 }
 
@@ -388,6 +411,14 @@ func (ep *rdmaEP) command(f []string) bool {
 		if v, ok := nums(2, "send LEN SEED"); ok {
 			ep.rdma(provider.WRSend, 0, 0, v[0], v[1])
 		}
+	case "fadd":
+		if v, ok := nums(3, "fadd RADDR RKEY ADD"); ok {
+			ep.atomic(false, v[0], v[1], v[2], 0)
+		}
+	case "cas":
+		if v, ok := nums(4, "cas RADDR RKEY COMPARE SWAP"); ok {
+			ep.atomic(true, v[0], v[1], v[2], v[3])
+		}
 	case "recv":
 		if v, ok := nums(1, "recv N"); ok {
 			ep.recv(v[0])
@@ -422,6 +453,21 @@ func fillSeed(p []byte, seed uint32) {
 	}
 }
 
+// wcOpcodeOf is the completion opcode of a send WR opcode.
+func wcOpcodeOf(op provider.WROpcode) provider.WCOpcode {
+	switch op {
+	case provider.WRRDMAWrite, provider.WRRDMAWriteImm:
+		return provider.WCRDMAWrite
+	case provider.WRRDMARead:
+		return provider.WCRDMARead
+	case provider.WRAtomicCmpSwp:
+		return provider.WCCompSwap
+	case provider.WRAtomicFetchAdd:
+		return provider.WCFetchAdd
+	}
+	return provider.WCSend
+}
+
 // rdma posts one signalled WRITE, READ or SEND from MR[0, n) and prints its
 // completion.
 func (ep *rdmaEP) rdma(op provider.WROpcode, raddr, rkey, n, seed uint64) {
@@ -436,34 +482,112 @@ func (ep *rdmaEP) rdma(op provider.WROpcode, raddr, rkey, n, seed uint64) {
 	if op != provider.WRRDMARead {
 		fillSeed(ep.buf.Bytes[:n], uint32(seed))
 	}
-	ep.nextID++
-	wr := provider.SendWR{WRID: ep.nextID, Opcode: op, Flags: provider.SendSignaled, RemoteAddr: raddr, RKey: uint32(rkey)}
+	wr := provider.SendWR{Opcode: op, Flags: provider.SendSignaled, RemoteAddr: raddr, RKey: uint32(rkey)}
 	if n > 0 {
 		wr.SGL = []provider.SGE{ep.mr.SGE(0, uint32(n))}
 	}
-	ep.rt.syncClock()
-	if _, err := ep.qp.PostSend([]provider.SendWR{wr}); err != nil {
-		fmt.Fprintln(ep.out, "ERR post_send", err)
-		return
-	}
-	var wcs [1]provider.WC
-	if _, err := ep.rt.pollCQ(ep.scq, wcs[:], ep.wait, func() string { return op.String() + " completion" }); err != nil {
-		fmt.Fprintln(ep.out, "ERR", err)
-		return
-	}
-	ep.printWC(&wcs[0])
+	ep.postAndWait(wr)
 }
 
-// recv waits for n receive completions, printing and re-posting each.
+// atomic posts one 8-byte CMP_SWAP (cas) or FETCH_ADD whose result buffer
+// is MR[0,8), prints its completion and, if it succeeded, the original
+// remote value.
+//
+// Byte order: the responder returns the original value big-endian in the
+// AtomicAckETH (IBTA, rocev2.md); the requesting HCA stores it into the
+// local buffer as a uint64 in host order (Linux rxe: atmack_orig() is
+// be64_to_cpu, then the u64 is copied into the SGE, rxe_comp.c do_atomic;
+// the responder likewise operates on the target as a host-order uint64,
+// rxe_resp.c). softnic emulates an x86 host, so MR[0,8) is read as a
+// little-endian uint64, and so is the remote target — `write` of 8 seeded
+// bytes there seeds the value binary.LittleEndian.Uint64(bytes).
+func (ep *rdmaEP) atomic(cas bool, raddr, rkey, cmpAdd, swap uint64) {
+	if rkey > 0xffffffff {
+		fmt.Fprintln(ep.out, "ERR RKEY is 32-bit")
+		return
+	}
+	if ep.o.recvOff < 8 {
+		fmt.Fprintf(ep.out, "ERR the result buffer MR[0,8) overlaps the receive area %#x\n", ep.o.recvOff)
+		return
+	}
+	wr := provider.SendWR{Opcode: provider.WRAtomicFetchAdd, RemoteAddr: raddr, RKey: uint32(rkey), CompareAdd: cmpAdd,
+		SGL: []provider.SGE{ep.mr.SGE(0, 8)}}
+	if cas {
+		wr.Opcode, wr.Swap = provider.WRAtomicCmpSwp, swap
+	}
+	if wc, ok := ep.postAndWait(wr); ok && wc.Status == provider.WCSuccess {
+		fmt.Fprintf(ep.out, "ORIG 0x%016x\n", binary.LittleEndian.Uint64(ep.buf.Bytes[:8]))
+	}
+}
+
+// postAndWait gives wr a fresh wr_id, posts it signalled and waits for ITS
+// completion, which it prints; completions of earlier WRs that arrive
+// meanwhile (their command timed out) are printed as LATE lines. ok is
+// false when nothing was posted or the wait gave up (an ERR line says why).
+func (ep *rdmaEP) postAndWait(wr provider.SendWR) (provider.WC, bool) {
+	op := wcOpcodeOf(wr.Opcode)
+	wr.WRID = ep.newWRID(op)
+	wr.Flags |= provider.SendSignaled
+	ep.rt.syncClock()
+	if _, err := ep.qp.PostSend([]provider.SendWR{wr}); err != nil {
+		delete(ep.posted, wr.WRID)
+		fmt.Fprintln(ep.out, "ERR post_send", err)
+		return provider.WC{}, false
+	}
+	start := time.Now()
+	var wcs [1]provider.WC
+	for {
+		what := func() string { return fmt.Sprintf("the %s completion of wr_id %x", op, wr.WRID) }
+		if _, err := ep.rt.pollCQSince(ep.scq, wcs[:], start, ep.wait, what); err != nil {
+			fmt.Fprintln(ep.out, "ERR", err)
+			return provider.WC{}, false
+		}
+		if wcs[0].WRID != wr.WRID {
+			ep.printWC("LATE ", &wcs[0])
+			continue
+		}
+		ep.printWC("", &wcs[0])
+		return wcs[0], true
+	}
+}
+
+// drainLate prints, as LATE lines, the send completions already waiting
+// (after at most one pump of the network).
+func (ep *rdmaEP) drainLate() error {
+	var wcs [4]provider.WC
+	for {
+		ep.rt.sliceEnd = time.Now() // one pump at most
+		n, err := ep.scq.Poll(wcs[:])
+		if err != nil || n == 0 {
+			return err
+		}
+		for i := range wcs[:n] {
+			ep.printWC("LATE ", &wcs[i])
+		}
+	}
+}
+
+// recv waits for n receive completions, printing and re-posting each. Send
+// completions of earlier commands that arrive meanwhile print as LATE.
 func (ep *rdmaEP) recv(n uint64) {
 	var wcs [1]provider.WC
-	for i := uint64(0); i < n; i++ {
+	start := time.Now()
+	for i := uint64(0); i < n; {
+		if err := ep.drainLate(); err != nil {
+			fmt.Fprintln(ep.out, "ERR poll_cq", err)
+			return
+		}
 		what := func() string { return fmt.Sprintf("receive completion %d of %d", i+1, n) }
-		if _, err := ep.rt.pollCQ(ep.rcq, wcs[:], ep.wait, what); err != nil {
+		got, err := ep.rt.pollOnce(ep.rcq, wcs[:], start, ep.wait, what)
+		if err != nil {
 			fmt.Fprintln(ep.out, "ERR", err)
 			return
 		}
-		ep.printWC(&wcs[0])
+		if got == 0 {
+			continue
+		}
+		i++
+		ep.printWC("", &wcs[0])
 		if wcs[0].Status == provider.WCSuccess {
 			if err := ep.postRecv(); err != nil {
 				fmt.Fprintln(ep.rt.stderr, "softnic rdma: re-posting a receive failed:", err)
@@ -472,15 +596,23 @@ func (ep *rdmaEP) recv(n uint64) {
 	}
 }
 
-func (ep *rdmaEP) printWC(wc *provider.WC) {
+// printWC prints one completion (prefix "" or "LATE ") and forgets its WR.
+// An error completion's opcode is not defined by verbs: the opcode printed
+// is the one the WR was posted with, as verbs_peer does.
+func (ep *rdmaEP) printWC(prefix string, wc *provider.WC) {
 	imm := uint32(0)
 	if wc.Flags&provider.WCFlagWithImm != 0 {
 		imm = wc.Imm
 	}
-	fmt.Fprintf(ep.out, "WC %s %s %d %x\n", wc.Status, wc.Opcode, wc.ByteLen, imm)
+	op := wc.Opcode.String()
+	if posted, ok := ep.posted[wc.WRID]; ok && wc.Status != provider.WCSuccess {
+		op = posted
+	}
+	delete(ep.posted, wc.WRID)
+	fmt.Fprintf(ep.out, "%sWC %x %s %s %d %x\n", prefix, wc.WRID, wc.Status, op, wc.ByteLen, imm)
 	if wc.Status != provider.WCSuccess {
-		fmt.Fprintf(ep.rt.stderr, "softnic rdma: completion %s vendor_err %#x qp %#x; counters: %s\n",
-			wc.Status, wc.VendorErr, wc.QPNum, ep.rt.counterLine())
+		fmt.Fprintf(ep.rt.stderr, "softnic rdma: completion wr_id %#x %s vendor_err %#x qp %#x; counters: %s\n",
+			wc.WRID, wc.Status, wc.VendorErr, wc.QPNum, ep.rt.counterLine())
 	}
 }
 

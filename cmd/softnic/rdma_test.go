@@ -113,13 +113,14 @@ func TestRDMACommandsInProcess(t *testing.T) {
 		"counters",
 		"write 7f0000000000 1 100 1",
 		"recv 1",
+		"fadd 7f0000000008 1 5",
 		"quit",
 		"sum 0 1", // after quit: never run
 	}, "\n")
 	out, _, err := runRDMAInProcess(t, script, "psn", "abc")
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 12, "nothing runs after quit; output:\n%s", out)
+	require.Len(t, lines, 13, "nothing runs after quit; output:\n%s", out)
 	require.Equal(t, "LOCAL 000100 000abc 00000000000000000000ffffc0000201", lines[0])
 	require.Regexp(t, `^MR 7f[0-9a-f]+ [0-9a-f]+ 10000$`, lines[1])
 	require.Equal(t, fmt.Sprintf("SUM 0 10 %08x", crc32.ChecksumIEEE(make([]byte, 16))), lines[2])
@@ -129,13 +130,45 @@ func TestRDMACommandsInProcess(t *testing.T) {
 	require.Equal(t, "ERR usage: write RADDR RKEY LEN SEED", lines[6])
 	require.True(t, strings.HasPrefix(lines[7], "ERR usage: read RADDR RKEY LEN"), lines[7])
 	require.Equal(t, "ERR length 0x8001 beyond the send area 0x8000", lines[8])
-	require.Equal(t, "COUNTERS", lines[9], "nothing counted before any traffic")
+	require.Regexp(t, `^COUNTERS( real_[rt]x_sockbuf_bytes=\d+)*$`, lines[9], "nothing counted before any traffic (the socket buffer sizes are settings)")
 	// Nobody answers: the WRITE's completion never comes, and the error
-	// names what was awaited and the counters (tx_packets shows the frame
+	// names what was awaited — the WR by its wr_id: the 4 receives posted
+	// at start took 1..4 — and the counters (tx_packets shows the frame
 	// left).
-	require.Contains(t, lines[10], "ERR timed out after 100ms waiting for RDMA_WRITE completion")
+	require.Contains(t, lines[10], "ERR timed out after 100ms waiting for the RDMA_WRITE completion of wr_id 5 (counters:")
 	require.Contains(t, lines[10], "tx_packets=1")
 	require.Contains(t, lines[11], "ERR timed out after 100ms waiting for receive completion 1 of 1")
+	require.Contains(t, lines[12], "ERR timed out after 100ms waiting for the FETCH_ADD completion of wr_id 6 (counters:",
+		"each WR has its own wr_id")
+}
+
+// The fadd and cas commands parse like the others (hex, RKEY 32-bit) and
+// refuse what they cannot run before posting anything.
+func TestRDMAAtomicCommandParsing(t *testing.T) {
+	tests := []struct {
+		name, cmd, want string
+	}{
+		{"fadd too few", "fadd 1 2", "ERR usage: fadd RADDR RKEY ADD"},
+		{"fadd too many", "fadd 1 2 3 4", "ERR usage: fadd RADDR RKEY ADD"},
+		{"fadd not hex", "fadd 1 2 xyz", `ERR usage: fadd RADDR RKEY ADD ("xyz" is not a 64-bit hex number)`},
+		{"fadd 65-bit add", "fadd 1 2 10000000000000000", `ERR usage: fadd RADDR RKEY ADD ("10000000000000000" is not a 64-bit hex number)`},
+		{"fadd wide rkey", "fadd 7f0000000000 100000000 1", "ERR RKEY is 32-bit"},
+		{"cas too few", "cas 1 2 3", "ERR usage: cas RADDR RKEY COMPARE SWAP"},
+		{"cas too many", "cas 1 2 3 4 5", "ERR usage: cas RADDR RKEY COMPARE SWAP"},
+		{"cas bad swap", "cas 1 2 3 0xg", `ERR usage: cas RADDR RKEY COMPARE SWAP ("0xg" is not a 64-bit hex number)`},
+		{"cas wide rkey", "cas 7f0000000000 0x100000000 1 2", "ERR RKEY is 32-bit"},
+	}
+	var script []string
+	for _, tc := range tests {
+		script = append(script, tc.cmd)
+	}
+	out, _, err := runRDMAInProcess(t, "REMOTE 11 0\n"+strings.Join(script, "\n")+"\n")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out), "\n")[1:] // after LOCAL
+	require.Len(t, lines, len(tests), "output:\n%s", out)
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { require.Equal(t, tc.want, lines[i]) })
+	}
 }
 
 func TestRDMARemoteFromFlagsAndErrors(t *testing.T) {

@@ -203,14 +203,16 @@ func seedCRC(seed uint32, n int) string {
 	return fmt.Sprintf("%08x", crc32.ChecksumIEEE(b))
 }
 
+// wantWC reads a `WC <wr_id> <status> <opcode> <byte_len> <imm>` line.
 func (s *rdmaSide) wantWC(t *testing.T, opcode string, byteLen int) {
 	t.Helper()
 	f := s.expect(t, "WC")
-	require.Len(t, f, 5, "%v", f)
-	require.Equal(t, "SUCCESS", f[1], "%s: %v", s.name, f)
-	require.Equal(t, opcode, f[2], "%s: %v", s.name, f)
+	require.Len(t, f, 6, "%v", f)
+	hexArg(t, f, 1) // the wr_id
+	require.Equal(t, "SUCCESS", f[2], "%s: %v", s.name, f)
+	require.Equal(t, opcode, f[3], "%s: %v", s.name, f)
 	if byteLen >= 0 {
-		require.Equal(t, strconv.Itoa(byteLen), f[3], "%s: %v", s.name, f)
+		require.Equal(t, strconv.Itoa(byteLen), f[4], "%s: %v", s.name, f)
 	}
 }
 
@@ -427,6 +429,104 @@ func TestRDMAOverTAP(t *testing.T) {
 	}
 }
 
+// counterMap parses a COUNTERS line.
+func counterMap(t *testing.T, f []string) map[string]uint64 {
+	t.Helper()
+	m := map[string]uint64{}
+	for _, kv := range f[1:] {
+		k, v, ok := strings.Cut(kv, "=")
+		require.True(t, ok, kv)
+		n, err := strconv.ParseUint(v, 10, 64)
+		require.NoError(t, err, kv)
+		m[k] = n
+	}
+	return m
+}
+
+// TestRDMAFaultsOverUDP: softnic rdma with --faults loses frames at its
+// real wire; RC retransmission delivers the data all the same, and the
+// counters name the rule that fired and the recovery.
+func TestRDMAFaultsOverUDP(t *testing.T) {
+	bin := softnicBin(t)
+	tests := []struct {
+		name   string
+		planA  string
+		wantA  []string // counters of A that must be non-zero
+		wantB  []string // counters of B that must be non-zero
+		timeoA string   // A's --timeout exponent
+	}{
+		{name: "A drops its WRITE MIDDLE (NAK, go back N)",
+			planA: `{"seed": 1, "rules": [{"point": "wire.tx", "action": "drop", "nth": 1, "match": {"opcode": "RC_RDMA_WRITE_MIDDLE"}}]}`,
+			wantA: []string{"fault_rule0_fired", "packet_seq_err", "retransmitted_pkts"}, wantB: []string{"out_of_sequence"}},
+		{name: "A loses an ACK on receive (local ACK timeout)",
+			planA:  `{"seed": 1, "rules": [{"point": "wire.rx", "action": "drop", "nth": 1, "match": {"opcode": "RC_ACKNOWLEDGE"}}]}`,
+			wantA:  []string{"fault_rule0_fired", "local_ack_timeout_err", "retransmitted_pkts"},
+			wantB:  []string{"duplicate_request"},
+			timeoA: "10"},
+		{name: "A loses a READ response on receive",
+			planA:  `{"seed": 1, "rules": [{"point": "wire.rx", "action": "drop", "nth": 1, "match": {"opcode": "RC_RDMA_READ_RESPONSE_MIDDLE"}}]}`,
+			wantA:  []string{"fault_rule0_fired"},
+			timeoA: "10"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			dir := t.TempDir()
+			plan := filepath.Join(dir, "plan.json")
+			require.NoError(t, os.WriteFile(plan, []byte(tc.planA), 0o644))
+			pa, pb := freeUDPPort(t), freeUDPPort(t)
+			argv := func(listen, peer int, ip, rip string, extra ...string) []string {
+				return append([]string{bin, "rdma", "--mr-size", "0x100000", "--wait-ms", "10000",
+					"--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", listen, peer), "--ip", ip, "--remote-ip", rip}, extra...)
+			}
+			extraA := []string{"--faults", plan}
+			if tc.timeoA != "" {
+				extraA = append(extraA, "--timeout", tc.timeoA)
+			}
+			a := &rdmaSide{proc: startProc(t, ctx, "A", argv(pa, pb, "192.0.2.1", "192.0.2.2", extraA...)...)}
+			b := &rdmaSide{proc: startProc(t, ctx, "B", argv(pb, pa, "192.0.2.2", "192.0.2.1")...)}
+			for _, s := range []*rdmaSide{a, b} {
+				f := s.expect(t, "LOCAL")
+				s.qpn, s.psn = hexArg(t, f, 1), hexArg(t, f, 2)
+			}
+			a.send(t, "REMOTE %x %x", b.qpn, b.psn)
+			b.send(t, "REMOTE %x %x", a.qpn, a.psn)
+			b.send(t, "mr")
+			f := b.expect(t, "MR")
+			b.addr, b.rkey = hexArg(t, f, 1), hexArg(t, f, 2)
+			const n, off, off2 = 5000, 0x10000, 0x20000
+			for _, seed := range []uint32{0x51, 0x52} {
+				a.send(t, "write %x %x %x %x", b.addr+off, b.rkey, n, seed)
+				a.wantWC(t, "RDMA_WRITE", -1)
+				b.wantSum(t, off, n, seed)
+				// Overwrite A's MR[0,n) (the source of a WRITE elsewhere):
+				// the READ must bring the first bytes back.
+				a.send(t, "write %x %x %x %x", b.addr+off2, b.rkey, n, seed+100)
+				a.wantWC(t, "RDMA_WRITE", -1)
+				a.send(t, "read %x %x %x", b.addr+off, b.rkey, n)
+				a.wantWC(t, "RDMA_READ", n)
+				a.wantSum(t, 0, n, seed)
+			}
+			for _, c := range []struct {
+				s    *rdmaSide
+				want []string
+			}{{a, tc.wantA}, {b, tc.wantB}} {
+				c.s.send(t, "counters")
+				m := counterMap(t, c.s.expect(t, "COUNTERS"))
+				for _, name := range c.want {
+					require.NotZero(t, m[name], "%s: counter %s in %v", c.s.name, name, m)
+				}
+			}
+			for _, s := range []*rdmaSide{a, b} {
+				s.send(t, "quit")
+				s.wait(t)
+			}
+			require.Contains(t, a.stderr.String(), "softnic: fault plan "+plan+": rule 0: ")
+		})
+	}
+}
+
 var (
 	ppLocalRe  = regexp.MustCompile(`^  local address:  LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ::ffff:192\.0\.2\.[12]$`)
 	ppRemoteRe = regexp.MustCompile(`^  remote address: LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ::ffff:192\.0\.2\.[12]$`)
@@ -441,10 +541,19 @@ var (
 func TestRCPingpongOverUDP(t *testing.T) {
 	bin := softnicBin(t)
 	for _, tc := range []struct {
+		name        string
 		size, iters int
-		clientFirst bool // the client retries until the server listens
-	}{{4096, 100, false}, {16, 200, true}} {
-		t.Run(strconv.Itoa(tc.size), func(t *testing.T) {
+		clientFirst bool   // the client retries until the server listens
+		faults      string // the client's --faults plan
+	}{
+		{"4096", 4096, 100, false, ""},
+		{"16", 16, 200, true, ""},
+		// The client loses one of its SEND MIDDLE packets at its wire: the
+		// server NAKs the sequence error, the client goes back N.
+		{"4096 with a lost frame", 4096, 50, false, `{"seed": 1, "rules": [{"point": "wire.tx", "action": "drop",
+			"nth": 5, "match": {"opcode": "RC_SEND_MIDDLE"}}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			dir := t.TempDir()
@@ -456,9 +565,14 @@ func TestRCPingpongOverUDP(t *testing.T) {
 					"--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", pa, pb), "--ip", "192.0.2.1",
 					"--neigh", "192.0.2.2="+macString(ethport.DefaultMAC(netip.MustParseAddr("192.0.2.2"))), "--pcap", srvCap)...)
 			}
+			cliArgs := []string{"--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", pb, pa), "--ip", "192.0.2.2", "--pcap", cliCap}
+			if tc.faults != "" {
+				plan := filepath.Join(dir, "faults.json")
+				require.NoError(t, os.WriteFile(plan, []byte(tc.faults), 0o644))
+				cliArgs = append(cliArgs, "--faults", plan)
+			}
 			startCli := func() *proc {
-				return startProc(t, ctx, "client", append(append([]string{bin, "rc_pingpong", "127.0.0.1"}, common...),
-					"--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", pb, pa), "--ip", "192.0.2.2", "--pcap", cliCap)...)
+				return startProc(t, ctx, "client", append(append([]string{bin, "rc_pingpong", "127.0.0.1"}, common...), cliArgs...)...)
 			}
 			var srv, cli *proc
 			if tc.clientFirst {
@@ -490,7 +604,14 @@ func TestRCPingpongOverUDP(t *testing.T) {
 			require.GreaterOrEqual(t, nroce, 2*tc.iters*(pkts+1), "each message and its ACK, both ways")
 			require.Equal(t, 2, narp, "the client resolved the server (request + reply)")
 			n2, narp2 := checkCapture(t, srvCap)
-			require.Equal(t, nroce, n2, "both ends saw the same RoCE frames")
+			if tc.faults == "" {
+				require.Equal(t, nroce, n2, "both ends saw the same RoCE frames")
+			} else {
+				// The client's capture (taken at its port, above the fault)
+				// has the lost frame; the server never saw it.
+				require.Equal(t, nroce, n2+1, "exactly one frame lost on the way")
+				require.Contains(t, cli.stderr.String(), "softnic: fault plan ", "the plan is explained on stderr")
+			}
 			require.Equal(t, 2, narp2)
 			tsharkDecodes(t, cliCap, nroce)
 		})

@@ -51,6 +51,7 @@ import (
 
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/ethport"
+	"github.com/softnic/softnic/fault"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/shm"
 	"github.com/softnic/softnic/sim"
@@ -100,6 +101,7 @@ type netOpts struct {
 	lead    time.Duration
 	memSize int
 	quiet   bool
+	faults  string
 }
 
 func (o *netOpts) register(fs *flag.FlagSet) {
@@ -111,19 +113,25 @@ func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.lead, "lead", defaultLead, "how far virtual time may run ahead of the wall clock")
 	fs.IntVar(&o.memSize, "mem", 0, "host memory in bytes (default: enough for the buffers)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not echo device and port warnings to stderr")
+	fs.StringVar(&o.faults, "faults", "", "fault plan JSON applied where the port meets the real wire (wire.tx: frames sent, wire.rx: frames received; see softnic faults --explain)")
 }
 
 // realNet is one emulated NIC on a real network plus its driver.
 type realNet struct {
-	eng   *sim.Engine
-	rec   *trace.Recorder
-	mem   *shm.Region
-	dev   *device.Device
-	port  *ethport.Port
-	tr    wire.RealTransport
-	rx    <-chan []byte // nil once the transport has closed it
-	ctx   *provider.Context
-	ident device.Identity
+	eng        *sim.Engine
+	rec        *trace.Recorder
+	mem        *shm.Region
+	dev        *device.Device
+	port       *ethport.Port
+	tr         wire.RealTransport
+	rx         <-chan []byte // nil once the transport has closed it
+	ctx        *provider.Context
+	ident      device.Identity
+	inj        *fault.Injector       // --faults at the real wire, or nil
+	plan       *fault.Plan           // the --faults plan, or nil
+	faulty     *wire.FaultyTransport // tr's fault wrapper (tr itself), or nil
+	faultTimer *sim.Timer            // fires when faulty next releases a held frame
+	rxOut      [][]byte              // Filter's output, reused
 
 	start    time.Time
 	lead     sim.Duration
@@ -194,10 +202,22 @@ func (o *netOpts) identity() (netip.Addr, [6]byte, error) {
 
 // newRealNet builds host memory, the device, the port and the provider
 // around an open transport, which it owns from then on (Close closes it).
+// A --faults plan is applied between the port and the transport.
 func newRealNet(o netOpts, memNeed int, tr wire.RealTransport, stderr io.Writer) (*realNet, error) {
 	ip, mac, err := o.identity()
 	if err != nil {
 		return nil, err
+	}
+	plan, err := loadFaults(o.faults)
+	if err != nil {
+		return nil, err
+	}
+	var inj *fault.Injector
+	var faulty *wire.FaultyTransport
+	if plan != nil {
+		inj = fault.NewInjector(plan)
+		faulty = wire.NewFaultyTransport(tr, inj, 0)
+		tr = faulty
 	}
 	if o.lead < 0 {
 		return nil, fmt.Errorf("--lead %v is negative", o.lead)
@@ -210,10 +230,12 @@ func newRealNet(o netOpts, memNeed int, tr wire.RealTransport, stderr io.Writer)
 		return nil, fmt.Errorf("--mem %d is smaller than the %d bytes the buffers need", memSize, memNeed)
 	}
 	r := &realNet{eng: sim.NewEngine(), rec: trace.NewRecorder(), lead: sim.Duration(o.lead.Nanoseconds()) * sim.Nanosecond,
-		stderr: stderr, quiet: o.quiet, ident: device.Identity{Node: 0, MAC: mac, IP: ip}, tr: tr, rx: tr.Frames()}
+		stderr: stderr, quiet: o.quiet, ident: device.Identity{Node: 0, MAC: mac, IP: ip}, tr: tr, rx: tr.Frames(),
+		inj: inj, plan: plan, faulty: faulty}
 	r.rec.Sinks = append(r.rec.Sinks, r.echoWarning)
+	r.faultTimer = r.eng.NewTimer(sim.HandlerFunc(func(sim.Time) { r.pollFaults() }))
 	fail := func(err error) (*realNet, error) {
-		r.tr = nil // the caller closes it
+		r.tr = nil // the caller closes it (the fault wrapper holds nothing of its own yet)
 		r.Close()
 		return nil, err
 	}
@@ -243,6 +265,11 @@ func newRealNet(o netOpts, memNeed int, tr wire.RealTransport, stderr io.Writer)
 		MMIO: r.dev.MMIO(), Mem: r.mem})
 	if err != nil {
 		return fail(err)
+	}
+	if plan != nil {
+		for _, l := range strings.Split(strings.TrimRight(plan.Explain(), "\n"), "\n") {
+			fmt.Fprintf(stderr, "softnic: fault plan %s: %s\n", o.faults, l)
+		}
 	}
 	r.start = time.Now()
 	r.timer = time.NewTimer(time.Hour)
@@ -315,11 +342,40 @@ func (r *realNet) syncClock() bool {
 	if w := r.wall(); r.eng.Now() < w {
 		r.eng.RunUntil(w)
 	}
+	r.pollFaults()
 	return r.eng.Fired() != before
 }
 
-// deliver hands one received frame to the port.
-func (r *realNet) deliver(f []byte) { r.port.ReceiveFrame(r.eng.Now(), f) }
+// pollFaults tells the fault wrapper the virtual time, so that the frames
+// a Delay or Reorder rule holds go out when they are due, and arms a timer
+// for the next one (an engine event: the pump wakes for it like for any
+// other).
+func (r *realNet) pollFaults() {
+	if r.faulty == nil {
+		return
+	}
+	_ = r.faulty.Poll(r.eng.Now()) // a failed send is counted (real_tx_errors)
+	switch due := r.faulty.NextDue(); {
+	case due == sim.Never:
+		r.faultTimer.Stop()
+	case !r.faultTimer.Armed() || r.faultTimer.When() != due:
+		r.faultTimer.Reset(due)
+	}
+}
+
+// deliver hands one received frame to the port, through the wire.rx rules
+// of --faults.
+func (r *realNet) deliver(f []byte) {
+	if r.faulty == nil {
+		r.port.ReceiveFrame(r.eng.Now(), f)
+		return
+	}
+	r.rxOut = r.faulty.Filter(f, r.rxOut[:0])
+	for _, g := range r.rxOut {
+		r.port.ReceiveFrame(r.eng.Now(), g)
+	}
+	clear(r.rxOut)
+}
 
 // pump is one round of the driver: catch the clock up, deliver queued
 // frames (at most 64), run up to maxSteps events that are due (at or before
@@ -350,6 +406,7 @@ drain:
 		did = true
 	}
 	if did {
+		r.pollFaults()
 		r.lastWork = time.Now()
 		return true
 	}
@@ -426,20 +483,36 @@ var errTransportClosed = errors.New("the transport closed (socket or TAP device 
 // is empty, for at most timeout (0: no limit). what names the awaited
 // completion for the error.
 func (r *realNet) pollCQ(cq *provider.CQ, wcs []provider.WC, timeout time.Duration, what func() string) (int, error) {
-	start := time.Now()
+	return r.pollCQSince(cq, wcs, time.Now(), timeout, what)
+}
+
+// pollCQSince is pollCQ for a wait that began at start (a command that
+// polls several times shares one budget).
+func (r *realNet) pollCQSince(cq *provider.CQ, wcs []provider.WC, start time.Time, timeout time.Duration, what func() string) (int, error) {
 	for {
-		r.sliceEnd = time.Now().Add(pollSlice)
-		n, err := cq.Poll(wcs)
+		n, err := r.pollOnce(cq, wcs, start, timeout, what)
 		if err != nil || n > 0 {
 			return n, err
 		}
-		if r.rxClosed && r.eng.Pending() == 0 {
-			return 0, fmt.Errorf("waiting for %s: %w", what(), errTransportClosed)
-		}
-		if timeout > 0 && time.Since(start) >= timeout {
-			return 0, fmt.Errorf("%w after %v waiting for %s (counters: %s)", errTimeout, timeout, what(), r.counterLine())
-		}
 	}
+}
+
+// pollOnce is one provider Poll of cq (driving the network for at most one
+// time slice while it is empty); n may be 0. It fails once the wait that
+// began at start has lasted timeout (0: no limit) or the transport closed.
+func (r *realNet) pollOnce(cq *provider.CQ, wcs []provider.WC, start time.Time, timeout time.Duration, what func() string) (int, error) {
+	r.sliceEnd = time.Now().Add(pollSlice)
+	n, err := cq.Poll(wcs)
+	if err != nil || n > 0 {
+		return n, err
+	}
+	if r.rxClosed && r.eng.Pending() == 0 {
+		return 0, fmt.Errorf("waiting for %s: %w", what(), errTransportClosed)
+	}
+	if timeout > 0 && time.Since(start) >= timeout {
+		return 0, fmt.Errorf("%w after %v waiting for %s (counters: %s)", errTimeout, timeout, what(), r.counterLine())
+	}
+	return 0, nil
 }
 
 // await waits for a value on ch while driving the network (so that ARP
@@ -498,13 +571,30 @@ func (r *realNet) counters() []counter {
 			}
 		}
 	}
-	add(r.dev.Counters().Snapshot())
+	add(r.hwCounters())
 	add(r.port.Counters().Snapshot())
 	if r.tr != nil {
 		add(r.tr.Stats().Map())
 	}
+	for _, st := range r.inj.Fired() {
+		add(map[string]uint64{fmt.Sprintf("fault_rule%d_matched", st.Rule): st.Matched,
+			fmt.Sprintf("fault_rule%d_fired", st.Rule): st.Fired})
+	}
 	slices.SortFunc(out, func(a, b counter) int { return cmp.Compare(a.name, b.name) })
 	return out
+}
+
+// hwCounters are the device's hw counters (Linux hw_counter names for the
+// transport, softnic's own for the rest), read through the provider as an
+// application would (ibv_read_counters / rdma statistic), or from the
+// device itself if the provider cannot.
+func (r *realNet) hwCounters() map[string]uint64 {
+	if r.ctx != nil {
+		if m, err := r.ctx.Counters(); err == nil {
+			return m
+		}
+	}
+	return r.dev.HWCounters()
 }
 
 type counter struct {

@@ -25,9 +25,9 @@ func init() {
 }
 
 type traceOpts struct {
-	op, profile, pcap, chrome string
-	size, mtu, batch          int
-	inline, noBF, json, hex   bool
+	op, profile, pcap, chrome, faults string
+	size, mtu, batch                  int
+	inline, noBF, json, hex, counters bool
 }
 
 // stageJSON is one line of the walk in --json output.
@@ -70,6 +70,11 @@ type traceJSON struct {
 	Warnings []stageJSON       `json:"warnings"`
 	Counters map[string]uint64 `json:"counters"`
 	DataOK   bool              `json:"data_ok"`
+	// AllCounters (with --counters): every non-zero counter by owner,
+	// "node0", "node1" (the devices) and "wire" (the link).
+	AllCounters map[string]map[string]uint64 `json:"all_counters,omitempty"`
+	// Faults (with --faults): the plan in words.
+	Faults string `json:"faults,omitempty"`
 }
 
 var traceOps = map[string]provider.WROpcode{
@@ -92,7 +97,16 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.pcap, "pcap", "", "write every wire frame to this pcap file")
 	fs.StringVar(&o.chrome, "chrome-trace", "", "write Chrome trace JSON (opens in Perfetto) to this file")
 	fs.StringVar(&o.profile, "profile", "", "device profile JSON (default: built-in cx5-gen3x16)")
+	fs.StringVar(&o.faults, "faults", "", "fault plan JSON applied to the simulated wire (see softnic faults --explain)")
+	fs.BoolVar(&o.counters, "counters", false, "after the walk, print every non-zero counter of both devices and the wire")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "softnic trace: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
 	if err := doTrace(o, stdout); err != nil {
@@ -117,14 +131,19 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		return fmt.Errorf("--mtu %d is not one of 256, 512, 1024, 2048, 4096", o.mtu)
 	}
 	cfg := testbed.DefaultConfig()
+	var err error
 	if o.profile != "" {
-		b, err := os.ReadFile(o.profile)
+		var b []byte
+		b, err = os.ReadFile(o.profile)
 		if err != nil {
 			return err
 		}
 		if cfg.Device, err = device.ParseSpec(b); err != nil {
 			return err
 		}
+	}
+	if cfg.Faults, err = loadFaults(o.faults); err != nil {
+		return err
 	}
 	cfg.Trace = true
 	if need := 2*o.size*o.batch + (8 << 20); need > cfg.MemSize {
@@ -192,6 +211,13 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 	total := w.Eng.Now().Sub(t0)
 	for _, wc := range wcs {
 		if wc.Status != provider.WCSuccess {
+			if o.counters && !o.json {
+				// What went wrong is in the counters (a fault plan that
+				// outlasts the retries, say): show them anyway.
+				w.Settle(0)
+				fmt.Fprintln(stdout, "counters (non-zero):")
+				writeCounterLines(stdout, worldCounters(w))
+			}
 			return fmt.Errorf("WR %d completed with %v", wc.WRID, wc.Status)
 		}
 	}
@@ -251,18 +277,33 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 	if o.noBF || o.batch > 1 {
 		path = "doorbell"
 	}
+	var all map[string]map[string]uint64
+	if o.counters {
+		all = worldCounters(w)
+	}
+	explained := ""
+	if cfg.Faults != nil {
+		explained = cfg.Faults.Explain()
+	}
 	if o.json {
 		ctr := w.Hosts[0].Dev.Counters().Snapshot()
 		for k, v := range w.Hosts[1].Dev.Counters().Snapshot() {
 			ctr["peer."+k] = v
 		}
 		out := traceJSON{Profile: cfg.Device.Name, Op: o.op, Size: o.size, MTU: o.mtu, Path: path, Batch: o.batch,
-			Stages: stages, TotalNS: total.NS(), WQEs: wqes, Warnings: warns, Counters: ctr, DataOK: dataOK}
+			Stages: stages, TotalNS: total.NS(), WQEs: wqes, Warnings: warns, Counters: ctr, DataOK: dataOK,
+			AllCounters: all, Faults: explained}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
 	fmt.Fprintf(stdout, "softnic trace: %s %d B x%d, %s path, MTU %d, profile %s\n", strings.ToUpper(o.op), o.size, o.batch, path, o.mtu, cfg.Device.Name)
+	if explained != "" {
+		fmt.Fprintf(stdout, "fault plan %s:\n", o.faults)
+		for _, l := range strings.Split(strings.TrimRight(explained, "\n"), "\n") {
+			fmt.Fprintf(stdout, "  %s\n", l)
+		}
+	}
 	fmt.Fprintf(stdout, "%3s  %-14s %-9s %4s %12s %12s %10s %7s %5s\n", "#", "stage", "component", "node", "start_ns", "end_ns", "dur_ns", "bytes", "tlps")
 	for i, s := range stages {
 		fmt.Fprintf(stdout, "%3d  %-14s %-9s %4d %12.3f %12.3f %10.3f %7d %5d\n", i+1, s.Name, s.Component, s.Node, s.StartNS, s.EndNS, s.EndNS-s.StartNS, s.Bytes, s.TLPs)
@@ -284,10 +325,56 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "\nrequester CQE %d:\n%s", i, annotateCQE(req.SendCQ.CQE(uint32(i))))
 		}
 	}
+	if all != nil {
+		fmt.Fprintln(stdout, "\ncounters (non-zero):")
+		writeCounterLines(stdout, all)
+	}
 	if !dataOK {
 		return errors.New("data mismatch between requester and responder buffers")
 	}
 	return nil
+}
+
+// worldCounters is every non-zero counter of the world by owner: "node0"
+// and "node1" (each device's hw counters: its engines and transport) and
+// "wire" (the link, fault actions included).
+func worldCounters(w *testbed.World) map[string]map[string]uint64 {
+	nonZero := func(m map[string]uint64) map[string]uint64 {
+		out := map[string]uint64{}
+		for k, v := range m {
+			if v != 0 {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	all := map[string]map[string]uint64{"wire": nonZero(w.Wire.Snapshot())}
+	for i, h := range w.Hosts {
+		if h != nil && (i == 0 || h != w.Hosts[0]) {
+			all[fmt.Sprintf("node%d", h.Node)] = nonZero(h.Dev.HWCounters())
+		}
+	}
+	return all
+}
+
+// writeCounterLines prints "<owner> <name> <value>" lines, sorted by owner
+// then name.
+func writeCounterLines(out io.Writer, all map[string]map[string]uint64) {
+	owners := make([]string, 0, len(all))
+	for o := range all {
+		owners = append(owners, o)
+	}
+	sort.Strings(owners)
+	for _, o := range owners {
+		names := make([]string, 0, len(all[o]))
+		for n := range all[o] {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintf(out, "%s %s %d\n", o, n, all[o][n])
+		}
+	}
 }
 
 // fill writes a deterministic pattern.

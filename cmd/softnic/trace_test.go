@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -136,4 +138,157 @@ func TestTraceOptionsAndOutputs(t *testing.T) {
 		require.Equal(t, 1, run(append([]string{"trace"}, bad...), &out, &errb), "%v", bad)
 		require.True(t, strings.HasPrefix(errb.String(), "softnic trace:"))
 	}
+}
+
+// counterLine is one line of `trace --counters`: "<owner> <name> <value>".
+var counterLineRe = regexp.MustCompile(`^(node[01]|wire) [A-Za-z0-9_.]+ [1-9][0-9]*$`)
+
+// parseCounterLines returns the counters printed after "counters
+// (non-zero):", checking their format and order.
+func parseCounterLines(t *testing.T, text string) map[string]map[string]uint64 {
+	t.Helper()
+	_, tail, ok := strings.Cut(text, "\ncounters (non-zero):\n")
+	require.True(t, ok, "no counters section in\n%s", text)
+	all := map[string]map[string]uint64{}
+	var prev string
+	for _, l := range strings.Split(strings.TrimRight(tail, "\n"), "\n") {
+		require.Regexp(t, counterLineRe, l)
+		f := strings.Fields(l)
+		key := f[0] + " " + f[1]
+		require.Less(t, prev, key, "sorted by owner, then name")
+		prev = key
+		v, err := strconv.ParseUint(f[2], 10, 64)
+		require.NoError(t, err)
+		if all[f[0]] == nil {
+			all[f[0]] = map[string]uint64{}
+		}
+		all[f[0]][f[1]] = v
+	}
+	return all
+}
+
+// --counters prints every non-zero counter of both devices and the wire,
+// sorted, after the walk; --json carries the same as all_counters.
+func TestTraceCounters(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		// counters that must be there (a value of 0: any non-zero value)
+		want map[string]map[string]uint64
+	}{
+		{name: "write", args: []string{"--op", "write", "--size", "3000"},
+			want: map[string]map[string]uint64{"node0": {"tx_packets": 3, "blueflame_writes": 1}, "node1": {"rx_packets": 3},
+				"wire": {"wire_tx_frames": 0, "wire_rx_frames": 0}}},
+		{name: "read", args: []string{"--op", "read", "--size", "64"},
+			want: map[string]map[string]uint64{"node0": {"tx_packets": 1}, "node1": {"tx_packets": 1}}},
+		{name: "send batch", args: []string{"--op", "send", "--batch", "2", "--no-bf"},
+			want: map[string]map[string]uint64{"node0": {"tx_packets": 2, "doorbells": 1}, "node1": {"rx_packets": 2}}},
+	}
+	check := func(t *testing.T, got, want map[string]map[string]uint64) {
+		t.Helper()
+		for owner, m := range want {
+			for name, v := range m {
+				require.Contains(t, got[owner], name, "%s counter %s", owner, name)
+				if v != 0 {
+					require.Equal(t, v, got[owner][name], "%s counter %s", owner, name)
+				}
+			}
+		}
+		for owner, m := range got {
+			for name, v := range m {
+				require.NotZero(t, v, "%s %s: only non-zero counters", owner, name)
+			}
+		}
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			require.Equal(t, 0, run(append([]string{"trace", "--counters"}, tc.args...), &out, &errb), errb.String())
+			require.Contains(t, out.String(), "data verified")
+			text := parseCounterLines(t, out.String())
+			check(t, text, tc.want)
+
+			j := runTraceJSON(t, append([]string{"--counters"}, tc.args...)...)
+			check(t, j.AllCounters, tc.want)
+			require.Equal(t, text, j.AllCounters, "text and JSON show the same counters")
+		})
+	}
+	j := runTraceJSON(t)
+	require.Nil(t, j.AllCounters, "without --counters")
+}
+
+// --faults applies a plan to the simulated wire; RC retransmission still
+// delivers the data (the trace completes and verifies it), and the
+// counters show the fault and the recovery.
+//
+// This needs the device's RC retransmission (go-back-N on NAK and on the
+// local ACK timer).
+func TestTraceFaults(t *testing.T) {
+	tests := []struct {
+		name, plan string
+		args       []string
+		want       map[string][]string // non-zero counters by owner
+	}{
+		{name: "drop a WRITE MIDDLE packet (NAK sequence error)", plan: dropMiddle,
+			args: []string{"--op", "write", "--size", "5000"},
+			want: map[string][]string{"wire": {"wire_fault_drop"}, "node0": {"packet_seq_err", "retransmitted_pkts"},
+				"node1": {"out_of_sequence"}}},
+		{name: "drop the ACK (local ACK timeout)", plan: dropFirstACK,
+			args: []string{"--op", "write", "--size", "64"},
+			want: map[string][]string{"wire": {"wire_fault_drop"}, "node0": {"local_ack_timeout_err", "retransmitted_pkts"},
+				"node1": {"duplicate_request"}}},
+		{name: "drop the READ response", args: []string{"--op", "read", "--size", "64"},
+			plan: `{"seed": 2, "rules": [{"point": "wire.tx", "action": "drop", "nth": 1,
+				"match": {"node": 1, "opcode": "RC_RDMA_READ_RESPONSE_ONLY"}}]}`,
+			want: map[string][]string{"wire": {"wire_fault_drop"}, "node0": {"local_ack_timeout_err"}, "node1": {"duplicate_request"}}},
+		{name: "drop a SEND", args: []string{"--op", "send", "--size", "64"},
+			plan: `{"seed": 2, "rules": [{"point": "wire.rx", "action": "drop", "nth": 1, "match": {"node": 1}}]}`,
+			want: map[string][]string{"wire": {"wire_fault_drop"}, "node0": {"local_ack_timeout_err"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := writePlan(t, "plan.json", tc.plan)
+			var out, errb bytes.Buffer
+			code := run(append([]string{"trace", "--faults", plan, "--counters"}, tc.args...), &out, &errb)
+			require.Equal(t, 0, code, "the trace completes despite the lost frame\nstdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+			text := out.String()
+			require.Contains(t, text, "fault plan "+plan+":\n  seed ")
+			require.Contains(t, text, "data verified")
+			got := parseCounterLines(t, text)
+			for owner, names := range tc.want {
+				for _, n := range names {
+					require.NotZero(t, got[owner][n], "%s %s", owner, n)
+				}
+			}
+			require.Equal(t, uint64(1), got["wire"]["wire_fault_drop"], "exactly one frame lost")
+
+			j := runTraceJSON(t, append([]string{"--faults", plan, "--counters"}, tc.args...)...)
+			require.Contains(t, j.Faults, "rule 0: ")
+			require.Equal(t, uint64(1), j.AllCounters["wire"]["wire_fault_drop"])
+		})
+	}
+	// The same plan gives the same walk, bit for bit.
+	plan := writePlan(t, "plan.json", dropMiddle)
+	var a, b bytes.Buffer
+	require.Equal(t, 0, run([]string{"trace", "--json", "--counters", "--faults", plan, "--size", "5000"}, &a, os.Stderr))
+	require.Equal(t, 0, run([]string{"trace", "--json", "--counters", "--faults", plan, "--size", "5000"}, &b, os.Stderr))
+	require.Equal(t, a.String(), b.String())
+
+	// A link that stays down outlasts the retries: the trace fails with
+	// the requester's RETRY_EXC_ERR, and --counters still shows why.
+	down := writePlan(t, "down.json", `{"seed": 1, "rules": [{"point": "wire.tx", "action": "drop", "match": {"node": 0}}]}`)
+	var out, errb bytes.Buffer
+	require.Equal(t, 1, run([]string{"trace", "--faults", down, "--counters"}, &out, &errb))
+	require.Contains(t, errb.String(), "softnic trace: WR 1 completed with RETRY_EXC_ERR")
+	got := parseCounterLines(t, "\n"+out.String())
+	require.Equal(t, uint64(8), got["wire"]["wire_fault_drop"], "the first try and 7 retries (retry_cnt 7), all lost")
+	require.NotZero(t, got["node0"]["req_transport_retries_exceeded"])
+
+	// A bad plan is refused before anything runs.
+	out.Reset()
+	errb.Reset()
+	bad := writePlan(t, "bad.json", `{"rules": [{"point": "wire.tx", "action": "explode"}]}`)
+	require.Equal(t, 1, run([]string{"trace", "--faults", bad}, &out, &errb))
+	require.Contains(t, errb.String(), "softnic trace: --faults: fault:")
+	require.Empty(t, out.String())
 }

@@ -3,6 +3,7 @@ package interop
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -29,6 +30,11 @@ const (
 	// below the receive area (verbs_peer: the MR's second half).
 	writeOff   = 64 << 10
 	scratchOff = 128 << 10
+	// atomicOff is the 8-byte word the atomics work on (8-byte aligned).
+	atomicOff = 192 << 10
+	// fetchAddend is what FETCH_ADD adds: every byte differs, so a byte
+	// order mistake shows.
+	fetchAddend = 0x1122334455667788
 	// How long one command may take: rxe under TCG answers in milliseconds,
 	// but a lost frame costs a retransmission timeout (verbs_peer: ~270 ms
 	// times 6 retries).
@@ -78,6 +84,8 @@ func TestInterop(t *testing.T) {
 	t.Run("rdma", func(t *testing.T) { testRdma(t, g, bin, dir, m) })
 	t.Run("rc_pingpong", func(t *testing.T) { testPingpong(t, g, bin, dir, m) })
 	t.Run("rdma_errors", func(t *testing.T) { testRdmaErrors(t, g, bin, dir, m) })
+	t.Run("rdma_atomics", func(t *testing.T) { testRdmaAtomics(t, g, bin, dir, m) })
+	t.Run("rdma_faults", func(t *testing.T) { testRdmaFaults(t, g, bin, dir, m) })
 	// What rxe counted while it talked to softnic: drops and retries show
 	// up here (out_of_seq_request, duplicate_request, rcvd_seq_err,
 	// completer_retry_err, retry_exceeded_err, ...).
@@ -262,6 +270,111 @@ func checkSend(req, rsp *side, n uint64, seed uint32) error {
 	return wantSum(rsp, rsp.recvOff, n, seed)
 }
 
+// seedWord is the 8-byte word `write RADDR RKEY 8 SEED` puts at RADDR, as
+// the atomics read it: a little-endian uint64 (both stacks run on x86 and
+// operate on the remote word in host order, as rxe_resp.c does).
+func seedWord(seed uint32) uint64 {
+	return binary.LittleEndian.Uint64(seedBytes(seed, 8))
+}
+
+// wantWord checks that rsp's MR holds v (little-endian) at off.
+func wantWord(s *side, off, v uint64) error {
+	got, err := s.p.sum(off, 8, opTimeout)
+	if err != nil {
+		return err
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	if want := crc32.ChecksumIEEE(b[:]); got != want {
+		return fmt.Errorf("%s: MR[%#x, +8) does not hold %#016x (crc32 %08x, want %08x)", s.name, off, v, got, want)
+	}
+	return nil
+}
+
+// wantAtomic reads an atomic's WC (SUCCESS, opcode, 8 bytes) and its ORIG
+// line, which must be orig.
+func wantAtomic(s *side, opcode string, orig uint64) error {
+	if err := wantWC(s, opcode, 8); err != nil {
+		return err
+	}
+	got, err := s.p.orig(opTimeout)
+	if err != nil {
+		return err
+	}
+	if got != orig {
+		return fmt.Errorf("%s: %s returned ORIG %#016x, want %#016x", s.name, opcode, got, orig)
+	}
+	return nil
+}
+
+// seedAtomicWord has req WRITE the seed's 8 bytes into rsp's atomic word.
+func seedAtomicWord(req, rsp *side, seed uint32) (uint64, error) {
+	if err := req.p.write(rsp.mr.addr+atomicOff, rsp.mr.rkey, 8, seed); err != nil {
+		return 0, err
+	}
+	if err := wantWC(req, "RDMA_WRITE", -1); err != nil {
+		return 0, fmt.Errorf("seeding the atomic word: %w", err)
+	}
+	return seedWord(seed), nil
+}
+
+// checkFetchAdd: req FETCH_ADDs fetchAddend to a seeded word of rsp's MR:
+// ORIG is the seeded value; a second FETCH_ADD of 0 returns the sum, which
+// rsp's memory holds.
+func checkFetchAdd(req, rsp *side, seed uint32) error {
+	v0, err := seedAtomicWord(req, rsp, seed)
+	if err != nil {
+		return err
+	}
+	raddr := rsp.mr.addr + atomicOff
+	if err := req.p.fetchAdd(raddr, rsp.mr.rkey, fetchAddend); err != nil {
+		return err
+	}
+	if err := wantAtomic(req, "FETCH_ADD", v0); err != nil {
+		return err
+	}
+	v1 := v0 + fetchAddend
+	if err := req.p.fetchAdd(raddr, rsp.mr.rkey, 0); err != nil {
+		return err
+	}
+	if err := wantAtomic(req, "FETCH_ADD", v1); err != nil {
+		return fmt.Errorf("reading the sum back: %w", err)
+	}
+	return wantWord(rsp, atomicOff, v1)
+}
+
+// checkCmpSwap: req CMP_SWAPs a seeded word of rsp's MR, with the right
+// compare value (match: the word becomes the swap value) or a wrong one
+// (the word stays). ORIG is the seeded value either way.
+func checkCmpSwap(req, rsp *side, seed uint32, match bool) error {
+	v0, err := seedAtomicWord(req, rsp, seed)
+	if err != nil {
+		return err
+	}
+	swap := ^v0 ^ fetchAddend
+	compare, want := v0, swap
+	if !match {
+		compare, want = v0^1, v0
+	}
+	if err := req.p.cmpSwap(rsp.mr.addr+atomicOff, rsp.mr.rkey, compare, swap); err != nil {
+		return err
+	}
+	if err := wantAtomic(req, "COMP_SWAP", v0); err != nil {
+		return err
+	}
+	return wantWord(rsp, atomicOff, want)
+}
+
+// atomicChecks are the atomic rows: name, check.
+var atomicChecks = []struct {
+	op    string
+	check func(req, rsp *side, seed uint32) error
+}{
+	{"FETCH_ADD", checkFetchAdd},
+	{"CMP_SWAP (swap)", func(req, rsp *side, seed uint32) error { return checkCmpSwap(req, rsp, seed, true) }},
+	{"CMP_SWAP (compare fails)", func(req, rsp *side, seed uint32) error { return checkCmpSwap(req, rsp, seed, false) }},
+}
+
 // verbsPeer starts verbs_peer in the guest on serial channel ch.
 func verbsPeer(g *guest, ch int, args string) (*side, func() string, error) {
 	conn, err := g.openChannel(ch)
@@ -325,6 +438,14 @@ func testLoopback(t *testing.T, g *guest, m *matrix) {
 				require.NoError(t, err)
 			})
 		}
+	}
+	for _, c := range atomicChecks {
+		seed++
+		t.Run(c.op, func(t *testing.T) {
+			err := c.check(a, b, seed)
+			m.add(c.op, dir, 8, err, "")
+			require.NoError(t, err)
+		})
 	}
 }
 
@@ -505,8 +626,14 @@ type session struct {
 // serial channel 1; connect() then joins them. beforePeer runs once softnic
 // is on the wire and before verbs_peer resolves it (the ARP check).
 func openSession(t *testing.T, m *matrix, g *guest, bin, pcap string, beforePeer func()) *session {
+	return openSessionArgs(t, m, g, bin, pcap, beforePeer)
+}
+
+// openSessionArgs is openSession with extra flags for softnic rdma.
+func openSessionArgs(t *testing.T, m *matrix, g *guest, bin, pcap string, beforePeer func(), extra ...string) *session {
 	s := &session{t: t, m: m, g: g, bin: bin, pcap: pcap, before: parseCounters(g.counters())}
 	args := append(wireArgs(g, pcap), "--remote-ip", guestIP, "--mtu", fmt.Sprint(pathMTU))
+	args = append(args, extra...)
 	var err error
 	s.r, err = startRdma(bin, args)
 	require.NoError(t, err)
@@ -676,6 +803,71 @@ func testRdmaErrors(t *testing.T, g *guest, bin, dir string, m *matrix) {
 				}
 				if want := crc32.ChecksumIEEE(make([]byte, n)); sum != want {
 					return fmt.Errorf("%s: target range changed by a refused WRITE (crc32 %08x, want %08x)", rsp.name, sum, want)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// testRdmaAtomics runs FETCH_ADD and CMP_SWAP (a swap and a failing
+// compare) between softnic rdma and verbs_peer, each side as requester.
+// Each direction has its own session: an atomic the other side does not
+// support moves both QPs to Error.
+func testRdmaAtomics(t *testing.T, g *guest, bin, dir string, m *matrix) {
+	for _, c := range []struct {
+		name, dir  string
+		softnicReq bool
+	}{{"softnic_requester", "softnic ⇒ rxe", true}, {"rxe_requester", "rxe ⇒ softnic", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := openSession(t, m, g, bin, filepath.Join(dir, "rdma-atomics-"+c.name+".pcap"), nil)
+			req, rsp := s.v, s.sn
+			if c.softnicReq {
+				req, rsp = s.sn, s.v
+			}
+			seed := uint32(0x7000)
+			for _, a := range atomicChecks {
+				seed++
+				t.Run(a.op, func(t *testing.T) {
+					s.row(t, m, a.op, c.dir, 8, func() error { return a.check(req, rsp, seed) })
+				})
+			}
+		})
+	}
+}
+
+// testRdmaFaults has softnic lose one frame at its real wire (--faults)
+// in the middle of a multi-packet WRITE, each way: as requester softnic
+// drops its own WRITE MIDDLE packet (rxe NAKs the sequence error, softnic
+// goes back N); as responder it drops rxe's (softnic NAKs, rxe resends).
+// The data must arrive intact all the same.
+func testRdmaFaults(t *testing.T, g *guest, bin, dir string, m *matrix) {
+	const n = 4096
+	for _, c := range []struct {
+		name, dir, plan string
+		softnicReq      bool
+	}{
+		{"softnic_requester", "softnic ⇒ rxe, softnic drops its WRITE MIDDLE", `{"seed": 1, "rules": [{"point": "wire.tx",
+			"action": "drop", "nth": 1, "match": {"opcode": "RC_RDMA_WRITE_MIDDLE"}}]}`, true},
+		{"rxe_requester", "rxe ⇒ softnic, softnic drops rxe's WRITE MIDDLE", `{"seed": 1, "rules": [{"point": "wire.rx",
+			"action": "drop", "nth": 1, "match": {"opcode": "RC_RDMA_WRITE_MIDDLE"}}]}`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plan := filepath.Join(dir, "faults-"+c.name+".json")
+			require.NoError(t, os.WriteFile(plan, []byte(c.plan), 0o644))
+			s := openSessionArgs(t, m, g, bin, filepath.Join(dir, "rdma-faults-"+c.name+".pcap"), nil,
+				"--faults", plan)
+			req, rsp := s.v, s.sn
+			if c.softnicReq {
+				req, rsp = s.sn, s.v
+			}
+			s.row(t, m, "RDMA_WRITE, one frame lost", c.dir, n, func() error {
+				if err := checkWrite(req, rsp, n, 0x8001); err != nil {
+					return err
+				}
+				line := s.softnicCounters()
+				if !strings.Contains(line, "fault_rule0_fired=1") {
+					return fmt.Errorf("softnic's fault rule did not fire: %s", line)
 				}
 				return nil
 			})

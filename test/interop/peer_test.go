@@ -20,11 +20,12 @@ type linePeer struct {
 
 	mu         sync.Mutex
 	transcript strings.Builder // "> " commands and "< " replies, for failure messages
+	late       []string        // LATE lines seen (completions of earlier commands' WRs)
 }
 
 // protocolWords start the lines a peer answers with; anything else it
 // prints (log noise) goes to the transcript only.
-var protocolWords = []string{"LOCAL ", "WC ", "SUM ", "MR ", "ERR", "COUNTERS"}
+var protocolWords = []string{"LOCAL ", "WC ", "LATE ", "ORIG ", "SUM ", "MR ", "ERR", "COUNTERS"}
 
 func newLinePeer(name string, r io.Reader, w io.Writer) *linePeer {
 	p := &linePeer{name: name, w: w, lines: make(chan string, 256)}
@@ -151,33 +152,74 @@ func (p *linePeer) mr(timeout time.Duration) (mrInfo, error) {
 	return mrInfo{addr: addr, rkey: uint32(rkey), size: size}, nil
 }
 
-// wc is one work completion line.
+// wc is one work completion line: WC <wr_id> <status> <opcode> <byte_len> <imm>.
 type wc struct {
+	wrID           uint64
 	status, opcode string
 	byteLen        uint64
 	imm            uint64
 }
 
 func (w wc) String() string {
-	return fmt.Sprintf("WC %s %s %d %x", w.status, w.opcode, w.byteLen, w.imm)
+	return fmt.Sprintf("WC %x %s %s %d %x", w.wrID, w.status, w.opcode, w.byteLen, w.imm)
 }
 
-// completion reads one WC line (an ERR line is an error).
+// parseWC parses the fields of a WC line (without a LATE prefix).
+func parseWC(f []string) (wc, error) {
+	if len(f) != 6 || f[0] != "WC" {
+		return wc{}, fmt.Errorf("want WC <wr_id> <status> <opcode> <byte_len> <imm>, got %q", strings.Join(f, " "))
+	}
+	id, err1 := hexField(f, 1)
+	n, err2 := strconv.ParseUint(f[4], 10, 64)
+	imm, err3 := hexField(f, 5)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return wc{}, fmt.Errorf("bad WC line %q: %w", strings.Join(f, " "), err)
+	}
+	return wc{wrID: id, status: f[2], opcode: f[3], byteLen: n, imm: imm}, nil
+}
+
+// completion reads the completion of the command just sent (an ERR line is
+// an error). LATE lines — completions of an earlier command's WR — are
+// kept aside (Late), never taken for this command's.
 func (p *linePeer) completion(timeout time.Duration) (wc, error) {
-	line, err := p.next(timeout)
+	deadline := time.Now().Add(timeout)
+	for {
+		line, err := p.next(time.Until(deadline))
+		if err != nil {
+			return wc{}, err
+		}
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == "LATE" {
+			p.mu.Lock()
+			p.late = append(p.late, line)
+			p.mu.Unlock()
+			continue
+		}
+		w, err := parseWC(f)
+		if err != nil {
+			return wc{}, fmt.Errorf("%s: %w", p.name, err)
+		}
+		return w, nil
+	}
+}
+
+// Late returns the LATE lines seen so far.
+func (p *linePeer) Late() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.late...)
+}
+
+// orig reads the ORIG line an atomic prints after its successful WC.
+func (p *linePeer) orig(timeout time.Duration) (uint64, error) {
+	f, err := p.expect("ORIG", timeout)
 	if err != nil {
-		return wc{}, err
+		return 0, err
 	}
-	f := strings.Fields(line)
-	if len(f) != 5 || f[0] != "WC" {
-		return wc{}, fmt.Errorf("%s: want a WC line, got %q", p.name, line)
+	if len(f) != 2 || !strings.HasPrefix(f[1], "0x") || len(f[1]) != 18 {
+		return 0, fmt.Errorf("%s: want ORIG 0x<16 hex digits>, got %q", p.name, strings.Join(f, " "))
 	}
-	n, err1 := strconv.ParseUint(f[3], 10, 64)
-	imm, err2 := hexField(f, 4)
-	if err := errors.Join(err1, err2); err != nil {
-		return wc{}, fmt.Errorf("%s: bad WC line %q: %w", p.name, line, err)
-	}
-	return wc{status: f[1], opcode: f[2], byteLen: n, imm: imm}, nil
+	return hexField(f, 1)
 }
 
 // sum asks for the crc32 of the peer's MR range [off, off+n).
@@ -206,6 +248,14 @@ func (p *linePeer) read(raddr uint64, rkey uint32, n uint64) error {
 }
 
 func (p *linePeer) sendMsg(n uint64, seed uint32) error { return p.send("send %x %x", n, seed) }
+
+func (p *linePeer) fetchAdd(raddr uint64, rkey uint32, add uint64) error {
+	return p.send("fadd %x %x %x", raddr, rkey, add)
+}
+
+func (p *linePeer) cmpSwap(raddr uint64, rkey uint32, compare, swap uint64) error {
+	return p.send("cas %x %x %x %x", raddr, rkey, compare, swap)
+}
 
 func (p *linePeer) recv(n int) error { return p.send("recv %x", n) }
 

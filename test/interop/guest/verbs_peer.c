@@ -14,11 +14,19 @@
  *     read RADDR RKEY LEN        RDMA READ into MR[0,LEN)
  *     send LEN SEED              fill MR[0,LEN) from SEED, SEND it
  *     recv N                     wait for N receive completions
+ *     fadd RADDR RKEY ADD        8-byte FETCH_ADD, result in MR[0,8) -> WC, ORIG
+ *     cas RADDR RKEY CMP SWAP    8-byte CMP_SWAP, result in MR[0,8)  -> WC, ORIG
  *     sum OFF LEN                -> SUM OFF LEN CRC (zlib crc32 of MR[OFF,OFF+LEN))
  *     mr                         -> MR <addr> <rkey> <len>
  *     quit
- *   every work completion prints  WC <status> <opcode> <byte_len> <imm>
+ *   every work completion prints  WC <wr_id> <status> <opcode> <byte_len> <imm>
+ *   a completion of an earlier command's WR (one that timed out) prints
+ *                                 LATE WC <wr_id> <status> <opcode> <byte_len> <imm>
+ *   an atomic that succeeded then prints  ORIG 0x<16 hex digits>
  *   a command that cannot run prints  ERR <reason>
+ *
+ * Every posted WR gets its own wr_id from one counter (1, 2, 3, ...), so a
+ * command waits for its own completion and never mistakes an earlier one's.
  *
  * Number formats follow softnic rdma (see NUM_BASE / the printf formats
  * below; both are described in docs/howto-interop.md).
@@ -148,13 +156,43 @@ static const char *status_name(enum ibv_wc_status s)
 	}
 }
 
-/* Opcode of a completion. An error completion's opcode is not valid in
- * libibverbs; the WR id carries the opcode we posted, so use that. */
-static const char *opcode_name(const struct ibv_wc *wc)
+/* Work requests in flight: wr_id -> the ibv_wc_opcode it completes with.
+ * An error completion's opcode is not valid in libibverbs, so the opcode
+ * printed is the one recorded when the WR was posted. At most the SQ depth
+ * plus the receive depth are outstanding. */
+#define MAX_PENDING (64 + 4096 + 64)
+static struct { uint64_t id; int op; } pending[MAX_PENDING];
+static int pending_n;
+static uint64_t next_wrid;
+
+/* A fresh wr_id for a WR that completes with opcode op. */
+static uint64_t new_wrid(enum ibv_wc_opcode op)
 {
-	int op = wc->opcode;
-	if (wc->status != IBV_WC_SUCCESS)
-		op = (int)(wc->wr_id >> 32);
+	uint64_t id = ++next_wrid;
+	if (pending_n < MAX_PENDING) {
+		pending[pending_n].id = id;
+		pending[pending_n].op = (int)op;
+		pending_n++;
+	}
+	return id;
+}
+
+/* The opcode a WR was posted with (-1: unknown); forget it if done. */
+static int wrid_op(uint64_t id, int done)
+{
+	for (int i = 0; i < pending_n; i++) {
+		if (pending[i].id != id)
+			continue;
+		int op = pending[i].op;
+		if (done)
+			pending[i] = pending[--pending_n];
+		return op;
+	}
+	return -1;
+}
+
+static const char *wc_opcode_name(int op)
+{
 	switch (op) {
 	case IBV_WC_SEND: return "SEND";
 	case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
@@ -169,22 +207,24 @@ static const char *opcode_name(const struct ibv_wc *wc)
 	}
 }
 
-static void print_wc(const struct ibv_wc *wc)
+/* Whether a completion is a receive's (by the opcode its WR was posted with). */
+static int is_recv(const struct ibv_wc *wc)
 {
-	uint32_t imm = (wc->wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc->imm_data) : 0;
-	printf("WC %s %s %u %x\n", status_name(wc->status), opcode_name(wc),
-	       wc->byte_len, imm);
-	if (wc->status != IBV_WC_SUCCESS)
-		fprintf(stderr, "verbs_peer: completion %s vendor_err 0x%x qp 0x%x\n",
-			status_name(wc->status), wc->vendor_err, wc->qp_num);
+	int op = wrid_op(wc->wr_id, 0);
+	return op == IBV_WC_RECV || (op < 0 && wc->status == IBV_WC_SUCCESS && (wc->opcode & IBV_WC_RECV));
 }
 
-/* WR ids: high 32 bits = the ibv_wc_opcode we expect, low bits = a kind tag. */
-#define WRID_RECV 1u
-#define WRID_SEND 2u
-static uint64_t wrid(enum ibv_wc_opcode op, uint32_t kind)
+/* Print a completion; prefix is "" or "LATE ". It forgets the WR. */
+static void print_wc(const char *prefix, const struct ibv_wc *wc)
 {
-	return ((uint64_t)op << 32) | kind;
+	uint32_t imm = (wc->wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc->imm_data) : 0;
+	int posted = wrid_op(wc->wr_id, 1);
+	int op = wc->status == IBV_WC_SUCCESS ? (int)wc->opcode : posted;
+	printf("%sWC %" PRIx64 " %s %s %u %x\n", prefix, wc->wr_id, status_name(wc->status),
+	       wc_opcode_name(op), wc->byte_len, imm);
+	if (wc->status != IBV_WC_SUCCESS)
+		fprintf(stderr, "verbs_peer: completion wr_id 0x%" PRIx64 " %s vendor_err 0x%x qp 0x%x\n",
+			wc->wr_id, status_name(wc->status), wc->vendor_err, wc->qp_num);
 }
 
 static int post_recv_one(void)
@@ -195,11 +235,14 @@ static int post_recv_one(void)
 		.lkey = mr->lkey,
 	};
 	struct ibv_recv_wr wr = {
-		.wr_id = wrid(IBV_WC_RECV, WRID_RECV),
+		.wr_id = new_wrid(IBV_WC_RECV),
 		.sg_list = &sge,
 		.num_sge = 1,
 	}, *bad;
-	return ibv_post_recv(qp, &wr, &bad);
+	int err = ibv_post_recv(qp, &wr, &bad);
+	if (err)
+		wrid_op(wr.wr_id, 1);
+	return err;
 }
 
 /* Poll one completion, sleeping on the completion channel between polls.
@@ -239,34 +282,42 @@ static int next_wc(struct ibv_wc *wc, int timeout_ms)
 /* Report a receive completion and give the RQ its WQE back. */
 static void finish_recv(const struct ibv_wc *wc)
 {
-	print_wc(wc);
+	print_wc("", wc);
 	if (wc->status == IBV_WC_SUCCESS && post_recv_one())
 		fprintf(stderr, "verbs_peer: re-posting a receive failed\n");
 }
 
-/* Post one send-queue work request and wait for its completion, parking
- * receive completions that arrive meanwhile. */
-static void run_sq(struct ibv_send_wr *wr)
+/* Post one send-queue work request and wait for its own completion,
+ * parking receive completions that arrive meanwhile and reporting those of
+ * earlier WRs (whose command timed out) as LATE. Returns 1 if the WR
+ * completed successfully. */
+static int run_sq(struct ibv_send_wr *wr, const char *what)
 {
 	struct ibv_send_wr *bad;
 	int err = ibv_post_send(qp, wr, &bad);
 	if (err) {
+		wrid_op(wr->wr_id, 1);
 		printf("ERR post_send %s\n", strerror(err));
-		return;
+		return 0;
 	}
 	struct ibv_wc wc;
 	for (;;) {
 		if (!next_wc(&wc, opt.wait_ms)) {
-			printf("ERR timeout\n");
-			return;
+			printf("ERR timed out after %dms waiting for the %s completion of wr_id %" PRIx64 "\n",
+			       opt.wait_ms, what, wr->wr_id);
+			return 0;
 		}
-		if ((uint32_t)wc.wr_id == WRID_RECV) {
+		if (is_recv(&wc)) {
 			if (backlog_n < RQ_BACKLOG)
 				backlog[backlog_n++] = wc;
 			continue;
 		}
-		print_wc(&wc);
-		return;
+		if (wc.wr_id != wr->wr_id) {
+			print_wc("LATE ", &wc);
+			continue;
+		}
+		print_wc("", &wc);
+		return wc.status == IBV_WC_SUCCESS;
 	}
 }
 
@@ -298,14 +349,14 @@ static void cmd_rdma(int write, char **a, int n)
 		fill_seed(buf, len, (uint32_t)seed);
 	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = (uint32_t)len, .lkey = mr->lkey };
 	struct ibv_send_wr wr = {
-		.wr_id = wrid(write ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ, WRID_SEND),
+		.wr_id = new_wrid(write ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ),
 		.sg_list = &sge,
 		.num_sge = 1,
 		.opcode = write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ,
 		.send_flags = IBV_SEND_SIGNALED,
 		.wr.rdma = { .remote_addr = raddr, .rkey = (uint32_t)rkey },
 	};
-	run_sq(&wr);
+	run_sq(&wr, write ? "RDMA_WRITE" : "RDMA_READ");
 }
 
 static void cmd_send(char **a, int n)
@@ -322,13 +373,51 @@ static void cmd_send(char **a, int n)
 	fill_seed(buf, len, (uint32_t)seed);
 	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = (uint32_t)len, .lkey = mr->lkey };
 	struct ibv_send_wr wr = {
-		.wr_id = wrid(IBV_WC_SEND, WRID_SEND),
+		.wr_id = new_wrid(IBV_WC_SEND),
 		.sg_list = &sge,
 		.num_sge = 1,
 		.opcode = IBV_WR_SEND,
 		.send_flags = IBV_SEND_SIGNALED,
 	};
-	run_sq(&wr);
+	run_sq(&wr, "SEND");
+}
+
+/* fadd RADDR RKEY ADD / cas RADDR RKEY COMPARE SWAP: one 8-byte atomic on
+ * the peer's memory whose result (the original remote value) lands in
+ * MR[0,8). The responder sends the original value big-endian in the
+ * AtomicAckETH; the requesting HCA stores it into the local buffer as a
+ * uint64 in host order (rxe: atmack_orig() is be64_to_cpu, then the u64 is
+ * copied into the SGE), so MR[0,8) is read as a native uint64. */
+static void cmd_atomic(int cas, char **a, int n)
+{
+	uint64_t raddr, rkey, cmp_add, swap = 0;
+	if (n != (cas ? 5 : 4) || parse_num(a[1], &raddr) || parse_num(a[2], &rkey) ||
+	    parse_num(a[3], &cmp_add) || (cas && parse_num(a[4], &swap))) {
+		printf("ERR usage: %s\n", cas ? "cas RADDR RKEY COMPARE SWAP" : "fadd RADDR RKEY ADD");
+		return;
+	}
+	if (rkey > UINT32_MAX) {
+		printf("ERR RKEY is 32-bit\n");
+		return;
+	}
+	if (opt.recv_off < 8) {
+		printf("ERR the result buffer MR[0,8) overlaps the receive area 0x%zx\n", opt.recv_off);
+		return;
+	}
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = new_wrid(cas ? IBV_WC_COMP_SWAP : IBV_WC_FETCH_ADD),
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = cas ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.atomic = { .remote_addr = raddr, .compare_add = cmp_add, .swap = swap, .rkey = (uint32_t)rkey },
+	};
+	if (run_sq(&wr, cas ? "COMP_SWAP" : "FETCH_ADD")) {
+		uint64_t orig;
+		memcpy(&orig, buf, sizeof orig);
+		printf("ORIG 0x%016" PRIx64 "\n", orig);
+	}
 }
 
 static void cmd_recv(char **a, int n)
@@ -338,6 +427,7 @@ static void cmd_recv(char **a, int n)
 		printf("ERR usage: recv N\n");
 		return;
 	}
+	uint64_t total = want;
 	while (want > 0 && backlog_n > 0) {
 		finish_recv(&backlog[0]);
 		memmove(backlog, backlog + 1, (size_t)(--backlog_n) * sizeof backlog[0]);
@@ -346,12 +436,13 @@ static void cmd_recv(char **a, int n)
 	struct ibv_wc wc;
 	while (want > 0) {
 		if (!next_wc(&wc, opt.wait_ms)) {
-			printf("ERR timeout\n");
+			printf("ERR timed out after %dms waiting for receive completion %" PRIu64 " of %" PRIu64 "\n",
+			       opt.wait_ms, total - want + 1, total);
 			return;
 		}
-		if ((uint32_t)wc.wr_id != WRID_RECV) {
-			/* A send-side completion nobody waits for: report it. */
-			print_wc(&wc);
+		if (!is_recv(&wc)) {
+			/* A send-side completion of an earlier command. */
+			print_wc("LATE ", &wc);
 			continue;
 		}
 		finish_recv(&wc);
@@ -504,7 +595,7 @@ static void usage(void)
 		"  --mtu N             path MTU (1024)\n"
 		"  --mr-size N         MR bytes (1048576)\n"
 		"  --recv-off N        offset of the receive area (mr-size/2)\n"
-		"  --recv-depth N      receives kept posted (16)\n"
+		"  --recv-depth N      receives kept posted (16, at most 4096)\n"
 		"  --psn HEX           own initial PSN (random)\n"
 		"  --remote-ip A.B.C.D peer IPv4 (its GID ::ffff:A.B.C.D)\n"
 		"  --remote-qpn HEX, --remote-psn HEX  skip the REMOTE line\n"
@@ -555,7 +646,7 @@ int main(int argc, char **argv)
 		default: usage();
 		}
 	}
-	if (optind != argc || opt.mr_size < 8192 || opt.recv_depth < 1)
+	if (optind != argc || opt.mr_size < 8192 || opt.recv_depth < 1 || opt.recv_depth > 4096)
 		usage();
 	if (opt.recv_off == (size_t)-1)
 		opt.recv_off = opt.mr_size / 2;
@@ -624,6 +715,10 @@ int main(int argc, char **argv)
 			cmd_rdma(0, a, n);
 		else if (!strcmp(a[0], "send"))
 			cmd_send(a, n);
+		else if (!strcmp(a[0], "fadd"))
+			cmd_atomic(0, a, n);
+		else if (!strcmp(a[0], "cas"))
+			cmd_atomic(1, a, n);
 		else if (!strcmp(a[0], "recv"))
 			cmd_recv(a, n);
 		else if (!strcmp(a[0], "sum"))

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/softnic/softnic/fault"
+)
+
+func init() {
+	register("faults", "check a fault plan (JSON) and explain it in words", runFaults)
+}
+
+const faultsHelp = `usage: softnic faults [--explain] FILE
+
+Loads the fault plan FILE (the JSON that --faults of trace, rdma and
+rc_pingpong takes) and checks it. With --explain it prints the plan in
+words, one line per rule; without, one line saying it is valid. A bad plan
+prints the error and exits 1.
+
+Flags:
+`
+
+func runFaults(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("faults", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	explain := fs.Bool("explain", false, "print the plan in words")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, faultsHelp)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	// Go's flag package stops at the first argument: accept the flag after
+	// the file too (softnic faults FILE --explain).
+	rest := fs.Args()
+	if len(rest) == 2 && (rest[1] == "--explain" || rest[1] == "-explain") {
+		*explain, rest = true, rest[:1]
+	}
+	if len(rest) != 1 {
+		fs.Usage()
+		return 2
+	}
+	p, err := fault.Load(rest[0])
+	if err != nil {
+		fmt.Fprintln(stderr, "softnic faults:", err)
+		return 1
+	}
+	if *explain {
+		fmt.Fprint(stdout, p.Explain())
+		return 0
+	}
+	fmt.Fprintf(stdout, "%s: valid fault plan, seed %d, %d rules\n", rest[0], p.Seed, len(p.Rules))
+	return 0
+}
+
+// loadFaults loads the plan named by a --faults flag ("" = none).
+func loadFaults(path string) (*fault.Plan, error) {
+	if path == "" {
+		return nil, nil
+	}
+	p, err := fault.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("--faults: %w", err)
+	}
+	return p, nil
+}

@@ -1,0 +1,62 @@
+package interop
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The harness's reading of the line protocol (it runs without the guest):
+// WC lines carry the wr_id, LATE lines are set aside rather than taken for
+// the awaited completion, ORIG carries 16 hex digits.
+func TestLineProtocolParsing(t *testing.T) {
+	tests := []struct {
+		name    string
+		output  string
+		want    wc
+		late    []string
+		orig    uint64
+		wantErr string
+	}{
+		{name: "plain", output: "WC 5 SUCCESS RDMA_WRITE 0 0\n",
+			want: wc{wrID: 5, status: "SUCCESS", opcode: "RDMA_WRITE"}},
+		{name: "receive with length and imm", output: "WC 1a SUCCESS RECV 1025 1234abcd\n",
+			want: wc{wrID: 0x1a, status: "SUCCESS", opcode: "RECV", byteLen: 1025, imm: 0x1234abcd}},
+		{name: "late lines skipped", output: "LATE WC 5 SUCCESS RDMA_WRITE 0 0\nLATE WC 6 WR_FLUSH_ERR SEND 0 0\nWC 7 SUCCESS FETCH_ADD 8 0\nORIG 0x1122334455667788\n",
+			want: wc{wrID: 7, status: "SUCCESS", opcode: "FETCH_ADD", byteLen: 8},
+			late: []string{"LATE WC 5 SUCCESS RDMA_WRITE 0 0", "LATE WC 6 WR_FLUSH_ERR SEND 0 0"}, orig: 0x1122334455667788},
+		{name: "noise between", output: "verbs_peer: hello\nWC 2 REM_ACCESS_ERR RDMA_WRITE 0 0\n",
+			want: wc{wrID: 2, status: "REM_ACCESS_ERR", opcode: "RDMA_WRITE"}},
+		{name: "old five-field WC", output: "WC SUCCESS RDMA_WRITE 0 0\n", wantErr: "want WC <wr_id>"},
+		{name: "timeout", output: "ERR timed out after 20000ms waiting for the RDMA_WRITE completion of wr_id 9\n", wantErr: "want WC"},
+		{name: "bad wr_id", output: "WC zz SUCCESS SEND 0 0\n", wantErr: "bad WC line"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newLinePeer("peer", strings.NewReader(tc.output), io.Discard)
+			got, err := p.completion(time.Second)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.late, p.Late())
+			if tc.orig != 0 {
+				o, err := p.orig(time.Second)
+				require.NoError(t, err)
+				require.Equal(t, tc.orig, o)
+			}
+		})
+	}
+	for name, line := range map[string]string{"no 0x": "ORIG 1122334455667788", "short": "ORIG 0x11", "two": "ORIG 0x0000000000000001 2"} {
+		t.Run("orig "+name, func(t *testing.T) {
+			_, err := newLinePeer("peer", strings.NewReader(line+"\n"), io.Discard).orig(time.Second)
+			require.Error(t, err)
+		})
+	}
+	require.Equal(t, uint64(0xb21ad0d14fc50121), seedWord(1), "seed 1's first 8 bytes, little-endian")
+}
