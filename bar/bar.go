@@ -3,6 +3,7 @@ package bar
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/softnic/softnic/env"
 	"math/bits"
 
 	"github.com/softnic/softnic/mlx5"
@@ -82,17 +83,16 @@ type BAR0 struct {
 	active []int  // indexes of posts with stores not yet fenced
 }
 
-// New returns BAR0 for cfg, attached to link, delivering to h. rec may be
-// nil; a nil ctr gets a private counter set. New calls Reset. It panics on
-// an invalid cfg (check user configs with Validate).
-func New(eng *sim.Engine, link *pcie.Link, h Handler, cfg Config, rec *trace.Recorder, node int, ctr *trace.Counters) *BAR0 {
+// New returns BAR0 for cfg, attached to link, delivering to h, in the
+// environment ev (a nil ev.Ctr gets a private counter set). New calls
+// Reset. It panics on an invalid cfg (check user configs with Validate).
+func New(ev env.Env, link *pcie.Link, h Handler, cfg Config) *BAR0 {
 	if err := cfg.Validate(); err != nil {
 		panic(fmt.Sprintf("bar.New: %v", err))
 	}
 	cfg = cfg.withDefaults()
-	if ctr == nil {
-		ctr = &trace.Counters{}
-	}
+	ev = ev.WithDefaults()
+	eng, rec, node, ctr := ev.Eng, ev.Rec, ev.Node, ev.Ctr
 	if h == nil {
 		h = nopHandler{}
 	}

@@ -2,6 +2,7 @@ package bar
 
 import (
 	"encoding/binary"
+	"github.com/softnic/softnic/env"
 	"math/bits"
 	"testing"
 
@@ -60,7 +61,7 @@ func newRig(t testing.TB, mut func(*Config)) *rig {
 		mut(&cfg)
 	}
 	r := &rig{eng: sim.NewEngine(), link: pcie.NewLink(pcie.Gen3x8()), h: &recHandler{}, rec: trace.NewRecorder(), ctr: &trace.Counters{}}
-	r.b = New(r.eng, r.link, r.h, cfg, r.rec, 0, r.ctr)
+	r.b = New(env.Env{Eng: r.eng, Rec: r.rec, Ctr: r.ctr}, r.link, r.h, cfg)
 	return r
 }
 
@@ -530,7 +531,7 @@ func TestConfigValidate(t *testing.T) {
 			c := DefaultConfig()
 			tc.mut(&c)
 			require.ErrorIs(t, c.Validate(), ErrConfig)
-			require.Panics(t, func() { New(sim.NewEngine(), pcie.NewLink(pcie.Gen3x8()), nil, c, nil, 0, nil) })
+			require.Panics(t, func() { New(env.Env{Eng: sim.NewEngine()}, pcie.NewLink(pcie.Gen3x8()), nil, c) })
 		})
 	}
 }
@@ -538,7 +539,7 @@ func TestConfigValidate(t *testing.T) {
 // A nil handler, recorder and counter set still work.
 func TestNilCollaborators(t *testing.T) {
 	eng := sim.NewEngine()
-	b := New(eng, pcie.NewLink(pcie.Gen3x8()), nil, DefaultConfig(), nil, 0, nil)
+	b := New(env.Env{Eng: eng}, pcie.NewLink(pcie.Gen3x8()), nil, DefaultConfig())
 	b.Store64(b.BFRegOffset(DefaultFirstUAR, 0), 1)
 	b.Flush()
 	b.Load32(0x8)
@@ -549,7 +550,7 @@ func TestNilCollaborators(t *testing.T) {
 
 func TestZeroAllocs(t *testing.T) {
 	r := newRig(t, nil)
-	r.b = New(r.eng, r.link, nopHandler{}, DefaultConfig(), nil, 0, r.ctr)
+	r.b = New(env.Env{Eng: r.eng, Ctr: r.ctr}, r.link, nopHandler{}, DefaultConfig())
 	r.eng.Advance(20 * sim.Microsecond)
 	w := wqe(0x42, 0, 4)
 	off := r.bfOff(DefaultFirstUAR, 0, 0)
@@ -570,7 +571,7 @@ func TestZeroAllocs(t *testing.T) {
 // and the engine run that delivers it.
 func BenchmarkBlueFlamePost64(b *testing.B) {
 	eng := sim.NewEngine()
-	bar := New(eng, pcie.NewLink(pcie.Gen3x8()), nopHandler{}, DefaultConfig(), nil, 0, nil)
+	bar := New(env.Env{Eng: eng}, pcie.NewLink(pcie.Gen3x8()), nopHandler{}, DefaultConfig())
 	w := wqe(0x42, 0, 4)
 	off := bar.BFRegOffset(DefaultFirstUAR, 0)
 	var words [8]uint64

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"github.com/softnic/softnic/env"
 	"os"
 	"path/filepath"
 	"testing"
@@ -114,7 +115,7 @@ func FuzzMMIO(f *testing.F) {
 		link := pcie.NewLink(pcie.Gen3x8())
 		h := &checkingHandler{t: t, cfg: cfg}
 		ctr := &trace.Counters{}
-		b := New(eng, link, h, cfg, trace.NewRecorder(), 0, ctr)
+		b := New(env.Env{Eng: eng, Rec: trace.NewRecorder(), Ctr: ctr}, link, h, cfg)
 		stored := 0
 		for len(data) > 0 {
 			op := data[0] % fzOps

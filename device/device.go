@@ -1,6 +1,7 @@
 package device
 
 import (
+	"github.com/softnic/softnic/env"
 	"net/netip"
 
 	"github.com/softnic/softnic/bar"
@@ -35,6 +36,7 @@ type Identity struct {
 // and its timers (events on the engine), and the control plane. It reaches
 // the world only through its DMA engine and its port.
 type Device struct {
+	env  env.Env // what every engine of this device is given
 	eng  *sim.Engine
 	spec Spec
 	id   Identity
@@ -82,10 +84,11 @@ func New(eng *sim.Engine, spec Spec, id Identity, mem *shm.Region, rec *trace.Re
 		d.nextQPN = 2
 	}
 	d.link = pcie.NewLink(spec.PCIe)
-	d.bar = bar.New(eng, d.link, d, spec.BAR, rec, id.Node, &d.ctr)
-	d.dma = dma.New(eng, d.link, mem, spec.DMA, rec, id.Node, &d.ctr)
+	d.env = env.Env{Eng: eng, Rec: rec, Ctr: &d.ctr, Node: id.Node}
+	d.bar = bar.New(d.env, d.link, d, spec.BAR)
+	d.dma = dma.New(d.env, d.link, mem, spec.DMA)
 	d.keys = dma.NewKeys()
-	d.fetch = wqefetch.New(eng, d.dma, d, rec, &d.ctr, id.Node)
+	d.fetch = wqefetch.New(d.env, d.dma, d)
 	d.nextUAR = spec.BAR.FirstUAR
 	d.bar.Reset()
 	return d

@@ -2,6 +2,7 @@ package dma
 
 import (
 	"errors"
+	"github.com/softnic/softnic/env"
 
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/pcie"
@@ -48,15 +49,14 @@ type Engine struct {
 	landings *landing // free list of deferred writes
 }
 
-// New returns an engine on link and mem. rec may be nil; a nil ctr gets a
-// private counter set.
-func New(eng *sim.Engine, link *pcie.Link, mem *shm.Region, cfg Config, rec *trace.Recorder, node int, ctr *trace.Counters) *Engine {
+// New returns an engine on link and mem in the environment ev (ev.Rec may
+// be nil; a nil ev.Ctr gets a private counter set).
+func New(ev env.Env, link *pcie.Link, mem *shm.Region, cfg Config) *Engine {
 	if cfg.MaxReadTags <= 0 {
 		cfg.MaxReadTags = DefaultReadTags
 	}
-	if ctr == nil {
-		ctr = &trace.Counters{}
-	}
+	ev = ev.WithDefaults()
+	eng, rec, node, ctr := ev.Eng, ev.Rec, ev.Node, ev.Ctr
 	return &Engine{eng: eng, link: link, mem: mem, cfg: cfg, rec: rec, node: node, ctr: ctr,
 		tagFree: make([]sim.Time, cfg.MaxReadTags), picked: make([]int, 0, cfg.MaxReadTags)}
 }

@@ -2,6 +2,7 @@ package dma
 
 import (
 	"bytes"
+	"github.com/softnic/softnic/env"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -29,7 +30,7 @@ func newRig(t testing.TB, cfg Config) *rig {
 	require.NoError(t, err)
 	t.Cleanup(func() { mem.Close() })
 	r := &rig{eng: sim.NewEngine(), link: pcie.NewLink(pcie.Gen3x8()), mem: mem, rec: trace.NewRecorder(), ctr: &trace.Counters{}}
-	r.dma = New(r.eng, r.link, mem, cfg, r.rec, 0, r.ctr)
+	r.dma = New(env.Env{Eng: r.eng, Rec: r.rec, Ctr: r.ctr}, r.link, mem, cfg)
 	return r
 }
 
@@ -292,7 +293,7 @@ func TestScatter(t *testing.T) {
 func TestZeroAllocs(t *testing.T) {
 	r := newRig(t, Config{})
 	r.rec = nil
-	r.dma = New(r.eng, r.link, r.mem, Config{}, nil, 0, r.ctr)
+	r.dma = New(env.Env{Eng: r.eng, Ctr: r.ctr}, r.link, r.mem, Config{})
 	keys := gsKeys(t)
 	sges := []mlx5.DataFields{{ByteCount: 64, LKey: 0x100100, Addr: memBase + 0x1000}, {ByteCount: 64, LKey: 0x100100, Addr: memBase + 0x1800}}
 	buf := make([]byte, 128)
@@ -312,7 +313,7 @@ func TestZeroAllocs(t *testing.T) {
 
 func BenchmarkRead64(b *testing.B) {
 	r := newRig(b, Config{})
-	e := New(r.eng, r.link, r.mem, Config{}, nil, 0, r.ctr)
+	e := New(env.Env{Eng: r.eng, Ctr: r.ctr}, r.link, r.mem, Config{})
 	buf := make([]byte, 64)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
@@ -322,7 +323,7 @@ func BenchmarkRead64(b *testing.B) {
 
 func BenchmarkGather2x256(b *testing.B) {
 	r := newRig(b, Config{})
-	e := New(r.eng, r.link, r.mem, Config{}, nil, 0, r.ctr)
+	e := New(env.Env{Eng: r.eng, Ctr: r.ctr}, r.link, r.mem, Config{})
 	keys := NewKeys()
 	keys.Add(MR{Key: 0x100100, PDN: 3, Addr: memBase, Length: 0x10000, HCAVA: memBase})
 	sges := []mlx5.DataFields{{ByteCount: 256, LKey: 0x100100, Addr: memBase}, {ByteCount: 256, LKey: 0x100100, Addr: memBase + 0x1000}}
@@ -335,7 +336,7 @@ func BenchmarkGather2x256(b *testing.B) {
 
 func BenchmarkWriteVisible64(b *testing.B) {
 	r := newRig(b, Config{})
-	e := New(r.eng, r.link, r.mem, Config{}, nil, 0, r.ctr)
+	e := New(env.Env{Eng: r.eng, Ctr: r.ctr}, r.link, r.mem, Config{})
 	buf := make([]byte, 64)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

@@ -33,10 +33,11 @@ var moduleGraph = map[string]importRule{
 	"wire":            {allow: []string{"sim", "trace", "fault", "internal/tuntap"}}, // real transports: TAP ioctls
 	"internal/tuntap": {},
 	"ethport":         {allow: []string{"sim", "trace", "roce", "wire"}},
-	"bar":             {allow: []string{"pcie", "mlx5", "sim", "trace"}},
-	"dma":             {allow: []string{"pcie", "shm", "sim", "trace", "fault", "mlx5"}}, // mlx5: access bits, data segments, syndromes (DESIGN.md §3 amended)
-	"wqefetch":        {allow: []string{"dma", "mlx5", "sim", "trace", "fault"}},
-	"device":          {allow: []string{"sim", "mlx5", "shm", "trace", "fault", "pcie", "roce", "wire", "bar", "dma", "wqefetch"}},
+	"env":             {allow: []string{"sim", "trace", "fault"}}, // the one environment of a device's engines
+	"bar":             {allow: []string{"pcie", "mlx5", "sim", "trace", "env"}},
+	"dma":             {allow: []string{"pcie", "shm", "sim", "trace", "fault", "mlx5", "env"}}, // mlx5: access bits, data segments, syndromes (DESIGN.md §3 amended)
+	"wqefetch":        {allow: []string{"dma", "mlx5", "sim", "trace", "fault", "env"}},
+	"device":          {allow: []string{"sim", "mlx5", "shm", "trace", "fault", "pcie", "roce", "wire", "bar", "dma", "wqefetch", "env"}},
 	"provider":        {allow: []string{"mlx5", "shm", "pcie"}, uses: map[string][]string{"pcie": {"MMIO"}}},
 	"testbed":         {any: true, deny: []string{"cmd"}}, // assembles worlds for cmd and test
 	"cmd/softnic":     {any: true},

@@ -1,6 +1,7 @@
 package wqefetch
 
 import (
+	"github.com/softnic/softnic/env"
 	"testing"
 
 	"github.com/softnic/softnic/dma"
@@ -39,8 +40,8 @@ func newHotEnv(tb testing.TB, size int) *hotEnv {
 	require.NoError(tb, err)
 	h := &hotEnv{eng: sim.NewEngine(), ring: ring, s: &countSink{}}
 	ctr := &trace.Counters{}
-	d := dma.New(h.eng, pcie.NewLink(pcie.Gen3x8()), mem, dma.Config{}, nil, 0, ctr)
-	h.e = New(h.eng, d, h.s, nil, ctr, 0)
+	d := dma.New(env.Env{Eng: h.eng, Ctr: ctr}, pcie.NewLink(pcie.Gen3x8()), mem, dma.Config{})
+	h.e = New(env.Env{Eng: h.eng, Ctr: ctr}, d, h.s)
 	h.q = NewQueue(qpn, base, size, 0)
 	return h
 }

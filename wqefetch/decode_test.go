@@ -12,7 +12,7 @@ import (
 // decodeOne builds one WQE at counter 0, rings its doorbell (a correct
 // doorbell whatever the edit did to the ring copy) and returns what the
 // sink got.
-func decodeOne(t *testing.T, op mlx5.Opcode, ds int, edit func(b []byte)) *env {
+func decodeOne(t *testing.T, op mlx5.Opcode, ds int, edit func(b []byte)) *rig {
 	t.Helper()
 	v := newEnv(t, 32)
 	db := v.put(0, op, ds, edit)

@@ -275,20 +275,20 @@ func TestResetAndCloseDropInFlightFetches(t *testing.T) {
 		dss []int
 		// act runs at time when (ends are the fetch completion times).
 		when      func(ends []sim.Time) sim.Time
-		act       func(v *env)
+		act       func(v *rig)
 		stale     uint64
 		delivered int // WQEs of the old generation delivered before act
 	}{
 		{"reset before two fetches complete", []int{3, 3}, func([]sim.Time) sim.Time { return 1 * ns },
-			func(v *env) { v.q.Reset(0) }, 2, 0},
+			func(v *rig) { v.q.Reset(0) }, 2, 0},
 		{"reset while a later fetch waits for an earlier one", []int{63, 2},
-			func(ends []sim.Time) sim.Time { return ends[1] + 1 }, func(v *env) { v.q.Reset(0) }, 2, 0},
+			func(ends []sim.Time) sim.Time { return ends[1] + 1 }, func(v *rig) { v.q.Reset(0) }, 2, 0},
 		{"reset after the first of three fetches", []int{2, 63, 2},
-			func(ends []sim.Time) sim.Time { return max(ends[0], ends[2]) + 1 }, func(v *env) { v.q.Reset(0) }, 2, 1},
+			func(ends []sim.Time) sim.Time { return max(ends[0], ends[2]) + 1 }, func(v *rig) { v.q.Reset(0) }, 2, 1},
 		{"close before two fetches complete", []int{3, 3}, func([]sim.Time) sim.Time { return 1 * ns },
-			func(v *env) { v.q.Close() }, 2, 0},
+			func(v *rig) { v.q.Close() }, 2, 0},
 		{"close while a later fetch waits for an earlier one", []int{63, 2},
-			func(ends []sim.Time) sim.Time { return ends[1] + 1 }, func(v *env) { v.q.Close() }, 2, 0},
+			func(ends []sim.Time) sim.Time { return ends[1] + 1 }, func(v *rig) { v.q.Close() }, 2, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/softnic/softnic/env"
 
 	"github.com/softnic/softnic/dma"
 	"github.com/softnic/softnic/mlx5"
@@ -251,12 +252,10 @@ type Engine struct {
 }
 
 // New returns a fetch engine that DMA-reads through d and hands WQEs to s.
-// rec may be nil; a nil ctr gets a private counter set.
-func New(eng *sim.Engine, d *dma.Engine, s Sink, rec *trace.Recorder, ctr *trace.Counters, node int) *Engine {
-	if ctr == nil {
-		ctr = &trace.Counters{}
-	}
-	return &Engine{eng: eng, dma: d, sink: s, rec: rec, ctr: ctr, node: node}
+// ev.Rec may be nil; a nil ev.Ctr gets a private counter set.
+func New(ev env.Env, d *dma.Engine, s Sink) *Engine {
+	ev = ev.WithDefaults()
+	return &Engine{eng: ev.Eng, dma: d, sink: s, rec: ev.Rec, ctr: ev.Ctr, node: ev.Node}
 }
 
 // fetchDone is the event at which a DMA fetch's data is in the device.

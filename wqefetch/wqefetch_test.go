@@ -3,6 +3,7 @@ package wqefetch
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/softnic/softnic/env"
 	"testing"
 
 	"github.com/softnic/softnic/dma"
@@ -30,7 +31,7 @@ func (s *sink) WQEReady(t sim.Time, q *Queue, w *WQE) {
 	s.got = append(s.got, got{t: t, w: c, err: w.Err})
 }
 
-type env struct {
+type rig struct {
 	eng  *sim.Engine
 	mem  *shm.Region
 	e    *Engine
@@ -43,13 +44,13 @@ type env struct {
 
 const qpn = 0x123
 
-func newEnv(t *testing.T, size int) *env {
+func newEnv(t *testing.T, size int) *rig {
 	t.Helper()
 	return newEnvCfg(t, size, dma.Config{})
 }
 
 // newEnvCfg is newEnv with a DMA configuration (e.g. fewer read tags).
-func newEnvCfg(t *testing.T, size int, cfg dma.Config) *env {
+func newEnvCfg(t *testing.T, size int, cfg dma.Config) *rig {
 	t.Helper()
 	mem, err := shm.New("wqefetch", 1<<20, 0x20000000)
 	require.NoError(t, err)
@@ -57,16 +58,16 @@ func newEnvCfg(t *testing.T, size int, cfg dma.Config) *env {
 	base, err := mem.Alloc(size*64, 4096)
 	require.NoError(t, err)
 	ring, _ := mem.Slice(base, size*64)
-	v := &env{eng: sim.NewEngine(), mem: mem, s: &sink{}, ring: ring, rec: trace.NewRecorder()}
-	d := dma.New(v.eng, pcie.NewLink(pcie.Gen3x8()), mem, cfg, v.rec, 0, &v.ctr)
-	v.e = New(v.eng, d, v.s, v.rec, &v.ctr, 0)
+	v := &rig{eng: sim.NewEngine(), mem: mem, s: &sink{}, ring: ring, rec: trace.NewRecorder()}
+	d := dma.New(env.Env{Eng: v.eng, Rec: v.rec, Ctr: &v.ctr}, pcie.NewLink(pcie.Gen3x8()), mem, cfg)
+	v.e = New(env.Env{Eng: v.eng, Rec: v.rec, Ctr: &v.ctr}, d, v.s)
 	v.q = NewQueue(qpn, base, size, 0)
 	return v
 }
 
 // put writes a WQE of the given opcode and DS at WQEBB counter idx (ring
 // wrap included) and returns its first 8 bytes (the doorbell).
-func (v *env) put(idx uint16, op mlx5.Opcode, ds int, fill func(b []byte)) [8]byte {
+func (v *rig) put(idx uint16, op mlx5.Opcode, ds int, fill func(b []byte)) [8]byte {
 	b := make([]byte, mlx5.WQEBBs(ds)*64)
 	mlx5.CtrlSeg(b).Encode(&mlx5.CtrlFields{WQEIndex: idx, Opcode: op, QPN: qpn, DS: uint8(ds), FMCESE: mlx5.CECQUpdate})
 	if fill != nil {
@@ -247,9 +248,9 @@ func FuzzDecode(f *testing.F) {
 		defer mem.Close()
 		eng := sim.NewEngine()
 		var ctr trace.Counters
-		d := dma.New(eng, pcie.NewLink(pcie.Gen3x8()), mem, dma.Config{}, nil, 0, &ctr)
+		d := dma.New(env.Env{Eng: eng, Ctr: &ctr}, pcie.NewLink(pcie.Gen3x8()), mem, dma.Config{})
 		s := &sink{}
-		e := New(eng, d, s, nil, &ctr, 0)
+		e := New(env.Env{Eng: eng, Ctr: &ctr}, d, s)
 		q := NewQueue(qpn, 0x30000000, 4, 0)
 		copy(mem.Bytes(), ring)
 		var db [8]byte
