@@ -217,18 +217,21 @@ func (d *Device) CQArm(t sim.Time, uar uint32, db [8]byte) {
 // The transmit path -------------------------------------------------------
 
 // txEvent hands one built frame to the port at its ready time, unless its
-// QP has been destroyed meanwhile.
+// QP has been destroyed or has gone to ERR (or RESET) since the frame was
+// built: a QP in error sends nothing more.
 type txEvent struct {
-	d   *Device
-	q   *qp
-	buf []byte
-	n   int
+	d    *Device
+	q    *qp
+	gen  uint32 // q.txGen when built
+	resp bool   // a READ response: the responder may build the next one
+	buf  []byte
+	n    int
 }
 
 func (e *txEvent) Fire(now sim.Time) {
-	d := e.d
+	d, q := e.d, e.q
 	switch {
-	case e.q != nil && e.q.dead:
+	case q != nil && (q.dead || e.gen != q.txGen):
 		d.inc(CtrTxDropDestroyed)
 	case d.port != nil:
 		d.port.Send(now, e.buf[:e.n])
@@ -236,8 +239,12 @@ func (e *txEvent) Fire(now sim.Time) {
 		d.inc(CtrTxNoPort)
 	}
 	d.frames = append(d.frames, e.buf)
+	resp, live := e.resp, q != nil && !q.dead && e.gen == q.txGen
 	e.buf, e.q = nil, nil
 	d.txFree = append(d.txFree, e)
+	if resp && live {
+		q.resp.sent(now)
+	}
 }
 
 func (d *Device) frameBuf() []byte {
@@ -253,8 +260,8 @@ func (d *Device) frameBuf() []byte {
 // is ready: not before the QP's previous frame (packets of a QP leave in
 // order) and after cost has been spent building it. It returns when the
 // build started and ended and the frame length; on a build error buf goes
-// back to the pool.
-func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Duration) (start, end sim.Time, n int, err error) {
+// back to the pool. resp marks a READ response (see responder.sent).
+func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Duration, resp bool) (start, end sim.Time, n int, err error) {
 	start = max(ready, q.txReady)
 	end = start.Add(cost)
 	if n, err = roce.BuildFrame(buf, &d.fp, payload); err != nil {
@@ -269,7 +276,7 @@ func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Durat
 	} else {
 		e = &txEvent{d: d}
 	}
-	e.q, e.buf, e.n = q, buf, n
+	e.q, e.gen, e.resp, e.buf, e.n = q, q.txGen, resp, buf, n
 	d.eng.At(end, e)
 	d.inc(CtrSentPkts)
 	return start, end, n, nil

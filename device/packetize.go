@@ -21,6 +21,7 @@ type payload struct {
 	off    uint64 // offset of the packet's bytes in the gather list
 	host   uint64 // READ response: host address of the bytes
 	isHost bool
+	resp   bool // a READ response (the responder paces them by what left)
 }
 
 var errPacketize = errors.New("device: frame build failed")
@@ -58,7 +59,7 @@ func (d *Device) packetize(t sim.Time, q *qp, pl *payload, flow uint64) (sim.Tim
 		}
 		ready = done
 	}
-	start, end, n, err := d.emit(q, buf, data, ready, d.cyc(d.spec.Core.PacketizeCycles))
+	start, end, n, err := d.emit(q, buf, data, ready, d.cyc(d.spec.Core.PacketizeCycles), pl.resp)
 	if err != nil {
 		return t, errPacketize
 	}
@@ -118,7 +119,7 @@ func (d *Device) sendAck(t sim.Time, q *qp, psn roce.PSN, synd roce.Syndrome) {
 	fp.BTH.Opcode = roce.OpRCAck
 	fp.BTH.PSN = psn
 	fp.AETH = roce.AETHFields{Syndrome: synd, MSN: q.resp.msn & 0xffffff}
-	start, end, n, err := d.emit(q, buf, nil, t, d.cyc(d.spec.Core.AckCycles))
+	start, end, n, err := d.emit(q, buf, nil, t, d.cyc(d.spec.Core.AckCycles), false)
 	if err != nil {
 		d.warn(t, CtrPacketizeError, "QP %#x ACK: %v", q.qpn, err)
 		return

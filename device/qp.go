@@ -39,6 +39,7 @@ type qp struct {
 
 	txReady sim.Time // when the QP's last frame is built: packets leave in order
 	rxBusy  sim.Time // when the QP's receive pipeline is done with its last packet
+	txGen   uint32   // bumped on ERR and RESET: frames built before are not sent
 
 	req  requester
 	resp responder
@@ -48,6 +49,7 @@ type qp struct {
 // reset is MODIFY_QP to RESET: every role forgets its state, timers stop.
 func (q *qp) reset() {
 	q.setState(q.d.eng.Now(), mlx5.QPStateRST)
+	q.txGen++
 	q.req.reset()
 	q.resp.reset()
 	q.rq.reset()
@@ -77,6 +79,7 @@ func (q *qp) toError(t sim.Time) {
 	if q.state != mlx5.QPStateERR {
 		d.rec.Warnf(d.node, t, "device", CtrQPToError, "QP %#x %v → ERR", q.qpn, q.state)
 		d.inc(CtrQPToError)
+		q.txGen++ // frames built but not yet sent never leave
 	}
 	q.setState(t, mlx5.QPStateERR)
 	q.req.stopTimers()

@@ -35,6 +35,30 @@ type responder struct {
 
 	res     []rdRes // READ/atomic resources, a ring of max_dest_rd_atomic (power of two)
 	resNext int
+
+	// READ responses are built a few at a time, as earlier ones leave
+	// (rxe builds one per pass of its responder), not all at once: a 64
+	// MiB READ holds a handful of frames, not 65536, and a re-request of a
+	// READ being answered restarts its stream instead of queueing a
+	// second copy behind the first.
+	streams []respStream // in PSN order; streams[0] is being sent
+	queued  int          // response frames built and not yet on the wire
+}
+
+// respAhead is how many READ response frames a QP keeps built ahead of the
+// wire: enough to cover the DMA read latency at line rate.
+const respAhead = 16
+
+// respStream is a READ (or a replay of one) being answered.
+type respStream struct {
+	res    *rdRes
+	replay bool     // a duplicate's replay (does not count against max_dest_rd_atomic)
+	psn    roce.PSN // PSN of the next response packet
+	host   uint64   // host address of its bytes
+	left   uint64   // bytes still to send
+	i, n   int      // packet i of n of this stream
+	arrive sim.Time // when the request arrived (trace)
+	bytes  uint64
 }
 
 // rdRes is what the responder keeps of an executed READ or atomic.
@@ -47,7 +71,7 @@ type rdRes struct {
 	rkey   uint32
 	length uint64
 	orig   uint64   // atomic: the original value returned
-	txEnd  sim.Time // when its last response leaves the packetizer
+	txEnd  sim.Time // atomic: when its ACK leaves the packetizer
 }
 
 func (r *responder) reset() {
@@ -57,10 +81,13 @@ func (r *responder) reset() {
 	r.resNext = 0
 }
 
-// abort forgets the message in progress (QP to ERR or RESET).
+// abort forgets the message in progress and the READ responses not yet
+// built (QP to ERR or RESET).
 func (r *responder) abort() {
 	r.recv.active = false
 	r.wr.active = false
+	r.streams = r.streams[:0]
+	r.queued = 0
 }
 
 // setMaxDestRd sizes the resource ring (max_dest_rd_atomic rounded up to a
@@ -76,12 +103,17 @@ func (r *responder) setMaxDestRd(n uint8) {
 	}
 }
 
-// busyRd counts READ/atomic resources whose responses are still being sent
-// at t: the ones the responder is working on.
+// busyRd counts the READs and atomics the responder is still answering
+// at t (first executions only: a replay is not a new outstanding request).
 func (r *responder) busyRd(t sim.Time) int {
 	n := 0
+	for i := range r.streams {
+		if !r.streams[i].replay {
+			n++
+		}
+	}
 	for i := range r.res {
-		if r.res[i].valid && r.res[i].txEnd > t {
+		if e := &r.res[i]; e.valid && e.atomic && e.txEnd > t {
 			n++
 		}
 	}
@@ -149,7 +181,6 @@ func (r *responder) rx(arrive, t sim.Time, p *roce.Packet) {
 func (r *responder) error(t sim.Time, psn roce.PSN, code uint8, synd mlx5.Syndrome) {
 	q := r.q
 	d := q.d
-	d.sendAck(t, q, psn, roce.NAKSyndrome(code))
 	switch code {
 	case nakInvalidReq:
 		d.inc(CtrRespRemoteInvalidRequest)
@@ -164,6 +195,7 @@ func (r *responder) error(t sim.Time, psn roce.PSN, code uint8, synd mlx5.Syndro
 		r.recv.active = false
 	}
 	q.toError(t)
+	d.sendAck(t, q, psn, roce.NAKSyndrome(code)) // after: a QP in ERR drops what it built before
 }
 
 // rnr answers a request that needs a receive WQE when none is posted: an
@@ -385,46 +417,56 @@ func (r *responder) rxRead(arrive, t sim.Time, p *roce.Packet) {
 	d.inc(CtrRxReadRequests)
 	res := r.newRes()
 	*res = rdRes{valid: true, first: psn, npkts: pkts, va: va, rkey: rkey, length: n}
-	t = t.Add(d.cyc(d.spec.Core.ResponderCycles))
-	res.txEnd = r.readResponses(arrive, t, psn, host, n)
+	r.streams = append(r.streams, respStream{res: res, psn: psn, host: host, left: n, n: pkts, arrive: arrive, bytes: n})
+	r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
 }
 
-// readResponses sends the READ RESPONSE packets for n bytes at host,
-// numbered from psn, and returns when the last one leaves.
-func (r *responder) readResponses(arrive, t sim.Time, psn roce.PSN, host, n uint64) sim.Time {
+// pump builds READ response packets, in stream order, until respAhead
+// are waiting for the wire.
+func (r *responder) pump(t sim.Time) {
 	q := r.q
 	d := q.d
-	mtu := uint64(q.mtu)
-	pkts := max(1, int((n+mtu-1)/mtu))
-	last := t
-	for i := 0; i < pkts; i++ {
-		off := uint64(i) * mtu
-		sz := min(n-off, mtu)
+	for r.queued < respAhead && len(r.streams) > 0 && q.state != mlx5.QPStateERR && !q.dead {
+		s := &r.streams[0]
+		sz := min(s.left, uint64(q.mtu))
 		fp := &d.fp
 		d.frameHeader(q, fp)
 		switch {
-		case pkts == 1:
+		case s.n == 1:
 			fp.BTH.Opcode = roce.OpRCReadResponseOnly
-		case i == 0:
+		case s.i == 0:
 			fp.BTH.Opcode = roce.OpRCReadResponseFirst
-		case i == pkts-1:
+		case s.i == s.n-1:
 			fp.BTH.Opcode = roce.OpRCReadResponseLast
 		default:
 			fp.BTH.Opcode = roce.OpRCReadResponseMiddle
 		}
-		fp.BTH.PSN = psn.Add(i)
+		fp.BTH.PSN = s.psn
 		fp.AETH = roce.AETHFields{Syndrome: roce.ACKSyndrome(0x1f), MSN: r.msn & 0xffffff}
-		pl := payload{n: int(sz), host: host + off, isHost: true}
+		pl := payload{n: int(sz), host: s.host, isHost: true, resp: true}
 		end, err := d.packetize(t, q, &pl, 0)
 		if err != nil {
 			d.warn(t, CtrRxReadDMA, "QP %#x READ response PSN %#x: %v", q.qpn, uint32(fp.BTH.PSN), err)
-			r.error(t, psn, nakRemoteOp, 0)
-			return last
+			r.error(t, s.res.first, nakRemoteOp, 0)
+			return
 		}
-		last = end
+		r.queued++
+		s.psn, s.host, s.left = s.psn.Next(), s.host+sz, s.left-sz
+		s.i++
+		if s.i == s.n {
+			d.rec.Stage(d.node, "device", "responder", s.arrive, end, int(s.bytes), 0, q.qpn, 0)
+			r.streams = append(r.streams[:0], r.streams[1:]...)
+		}
 	}
-	d.rec.Stage(d.node, "device", "responder", arrive, last, int(n), 0, q.qpn, 0)
-	return last
+}
+
+// sent is called when one of the QP's READ response frames has left: the
+// next ones can be built.
+func (r *responder) sent(t sim.Time) {
+	if r.queued > 0 {
+		r.queued--
+	}
+	r.pump(t)
 }
 
 // replayRead answers a duplicate READ from the resource whose PSN range
@@ -452,10 +494,23 @@ func (r *responder) replayRead(t sim.Time, p *roce.Packet) {
 			}
 			host = h
 		}
+		d.inc(CtrReplayRead)
+		mtu := uint64(q.mtu)
+		st := respStream{res: e, replay: true, psn: psn, host: host, left: n, n: max(1, int((n+mtu-1)/mtu)), arrive: t, bytes: n}
+		for k := range r.streams {
+			if r.streams[k].res == e {
+				// That READ is being answered: start its stream again from
+				// where the requester asks (what is queued already goes out).
+				st.replay = r.streams[k].replay
+				r.streams[k] = st
+				r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
+				return
+			}
+		}
 		// A replay does not count against max_dest_rd_atomic: only first
 		// executions are the requester's outstanding READs.
-		d.inc(CtrReplayRead)
-		r.readResponses(t, t.Add(d.cyc(d.spec.Core.ResponderCycles)), psn, host, n)
+		r.streams = append(r.streams, st)
+		r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
 		return
 	}
 	d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x matches no READ resource", q.qpn, p.Opcode, uint32(psn))
