@@ -30,11 +30,11 @@ var seqOps = []roce.Opcode{
 // must not be left wedged: probe WRs in both directions afterwards
 // complete, successfully or with an error.
 func FuzzReceiveSequence(f *testing.F) {
-	f.Add([]byte{0x04, 0, 8, 0, 0, 0x1f, 0, 0})                                 // SEND ONLY
-	f.Add([]byte{0x06, 0, 0xff, 0, 0, 0, 0, 0, 0x07, 1, 0xff, 0, 0, 0, 0, 0})     // WRITE FIRST, MIDDLE
-	f.Add([]byte{0x0c, 0, 0x40, 0, 0, 0, 0, 0, 0x0c, 0xff, 0x40, 0, 0, 0, 0, 0})  // READ, duplicate READ
-	f.Add([]byte{0x0e, 0, 8, 0, 0, 0, 0, 0, 0x8f, 2, 8, 0, 0, 0x1f, 0, 0})        // at the requester: responses
-	f.Add([]byte{0x93, 0, 0, 0, 0, 0x60, 0, 0, 0x93, 0, 0, 0, 0, 0x20, 0, 0})     // NAK, RNR NAK at the requester
+	f.Add([]byte{0x04, 0, 8, 0, 0, 0x1f, 0, 0})                                  // SEND ONLY
+	f.Add([]byte{0x06, 0, 0xff, 0, 0, 0, 0, 0, 0x07, 1, 0xff, 0, 0, 0, 0, 0})    // WRITE FIRST, MIDDLE
+	f.Add([]byte{0x0c, 0, 0x40, 0, 0, 0, 0, 0, 0x0c, 0xff, 0x40, 0, 0, 0, 0, 0}) // READ, duplicate READ
+	f.Add([]byte{0x0e, 0, 8, 0, 0, 0, 0, 0, 0x8f, 2, 8, 0, 0, 0x1f, 0, 0})       // at the requester: responses
+	f.Add([]byte{0x93, 0, 0, 0, 0, 0x60, 0, 0, 0x93, 0, 0, 0, 0, 0x20, 0, 0})    // NAK, RNR NAK at the requester
 	f.Add([]byte{0x0d, 0, 0, 0, 3, 0, 0, 0, 0x0e, 0x05, 0, 0, 0x80, 0x61, 0, 0}) // atomics, bad key
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 8*256 {
