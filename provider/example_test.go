@@ -1,7 +1,9 @@
 package provider_test
 
 import (
+	"encoding/binary"
 	"fmt"
+	"github.com/softnic/softnic/fault"
 
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/mlx5"
@@ -176,23 +178,53 @@ func ExampleQP_PostSend_atomic() {
 		ctrl, a, d := mlx5.CtrlSeg(wqe), mlx5.AtomicSeg(wqe[32:48]), mlx5.DataSeg(wqe[48:])
 		fmt.Println(ctrl.Opcode(), ctrl.DS(), a.SwapAdd(), a.Compare(), d.ByteCount())
 	}
-	// Output:
-	// ATOMIC_CS 4 42 0 8
-	// ATOMIC_FA 4 5 0 8
-}
-
-func ExampleContext_Counters() {
-	// Any device whose control object is a provider.CounterSource has
-	// counters; here the provider's test device stands in for one. On
-	// other devices Counters fails with ErrNotSupported.
-	e, err := provider.NewEnvErr(provider.EnvOpts{Progress: true})
+	binary.LittleEndian.PutUint64(rsp.Buf.Bytes[8:], 100) // the word FETCH_ADD adds to
+	wcs, err := testbed.Wait(req.SendCQ, 2)
 	if err != nil {
 		panic(err)
 	}
-	defer e.Mem.Close()
-	e.Dev.HW = map[string]uint64{"out_of_sequence": 2, "duplicate_request": 1}
+	for _, wc := range wcs {
+		fmt.Println(wc.WRID, wc.Status, wc.Opcode, wc.ByteLen)
+	}
+	// The original values, host-order words in the local buffer; the
+	// peer's words after the operations.
+	fmt.Println(binary.LittleEndian.Uint64(req.Buf.Bytes[0:]), binary.LittleEndian.Uint64(req.Buf.Bytes[8:]))
+	fmt.Println(binary.LittleEndian.Uint64(rsp.Buf.Bytes[0:]), binary.LittleEndian.Uint64(rsp.Buf.Bytes[8:]))
+	// Output:
+	// ATOMIC_CS 4 42 0 8
+	// ATOMIC_FA 4 5 0 8
+	// 1 SUCCESS COMP_SWAP 8
+	// 2 SUCCESS FETCH_ADD 8
+	// 0 100
+	// 42 105
+}
 
-	c, err := e.Ctx.Counters()
-	fmt.Println(c["out_of_sequence"], c["duplicate_request"], err)
-	// Output: 2 1 <nil>
+func ExampleContext_Counters() {
+	// The emulated device's hw_counters carry the Linux mlx5/rxe names.
+	// Here the responder's first packet is lost on the wire: the requester's
+	// ACK timer expires once and it sends the WRITE again.
+	cfg := testbed.DefaultConfig()
+	node0 := 0
+	cfg.Faults = &fault.Plan{Rules: []fault.Rule{{Point: fault.WireTx, Action: fault.Drop, Nth: 1, Match: fault.Match{Node: &node0}}}}
+	w, err := testbed.New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer w.Close()
+	eps, err := w.ConnectRC(testbed.ConnOpts{Timeout: 8})
+	if err != nil {
+		panic(err)
+	}
+	req, rsp := eps[0], eps[1]
+	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, 64)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := testbed.Wait(req.SendCQ, 1); err != nil {
+		panic(err)
+	}
+	c, err := req.Host.Ctx.Counters()
+	fmt.Println(c["local_ack_timeout_err"], c["retransmitted_pkts"], err)
+	// Output: 1 1 <nil>
 }
