@@ -191,8 +191,8 @@ func (b *BAR0) emit(now sim.Time, off uint64, p []byte) {
 	}
 	m.off, m.n = off, copy(m.data[:], p)
 	b.eng.At(arrive, m)
-	b.ctr.Add("pcie_mmio_tlps", uint64(s.TLPs()))
-	b.ctr.Add("pcie_mmio_bytes", uint64(s.WireBytes))
+	b.ctr.Add(CtrPcieMmioTlps, uint64(s.TLPs()))
+	b.ctr.Add(CtrPcieMmioBytes, uint64(s.WireBytes))
 	if b.rec.On() {
 		qpn, flow := b.flowAt(off)
 		b.rec.Stage(b.node, "pcie", "pcie_tlp", now, arrive, s.WireBytes, s.TLPs(), qpn, flow)
@@ -225,8 +225,8 @@ func (b *BAR0) isUAR(off uint64) bool {
 func (b *BAR0) store(off uint64, p []byte) {
 	now := b.eng.Now()
 	if off%uint64(len(p)) != 0 {
-		b.ctr.Inc("bar_misaligned_store")
-		b.rec.Warnf(b.node, now, "bar", "bar_misaligned_store", "%d-byte store at BAR0 %#x is not naturally aligned; dropped", len(p), off)
+		b.ctr.Inc(CtrBarMisalignedStore)
+		b.rec.Warnf(b.node, now, "bar", CtrBarMisalignedStore, "%d-byte store at BAR0 %#x is not naturally aligned; dropped", len(p), off)
 		b.eng.Advance(b.cfg.StoreCost)
 		return
 	}
@@ -253,12 +253,12 @@ func (b *BAR0) Load32(off uint64) uint32 {
 	b.flushWC(now, "uc")
 	b.closePosts()
 	arrive, done, s := b.link.HostRead(now, off, 4)
-	b.ctr.Add("pcie_mmio_tlps", uint64(s.TLPs()))
-	b.ctr.Add("pcie_mmio_bytes", uint64(s.WireBytes))
+	b.ctr.Add(CtrPcieMmioTlps, uint64(s.TLPs()))
+	b.ctr.Add(CtrPcieMmioBytes, uint64(s.WireBytes))
 	b.eng.RunUntil(arrive)
 	var v uint32
 	if off%4 != 0 {
-		b.bad(arrive, "bar_bad_width", off, 4, false)
+		b.bad(arrive, CtrBarBadWidth, off, 4, false)
 		v = unknownValue
 	} else {
 		v = bits.ReverseBytes32(b.dispatch(arrive, off, 4, nil))
@@ -291,8 +291,8 @@ type wcLine struct {
 // the timer was set has a later deadline and is left alone.
 func (l *wcLine) Fire(now sim.Time) {
 	if l.active && now >= l.alloc.Add(l.b.cfg.WCDrain) {
-		l.b.ctr.Inc("wc_late_drain")
-		l.b.rec.Warnf(l.b.node, now, "bar", "wc_late_drain", "WC line at BAR0 %#x drained %v after its first store without a fence", l.addr, l.b.cfg.WCDrain)
+		l.b.ctr.Inc(CtrWcLateDrain)
+		l.b.rec.Warnf(l.b.node, now, "bar", CtrWcLateDrain, "WC line at BAR0 %#x drained %v after its first store without a fence", l.addr, l.b.cfg.WCDrain)
 		l.b.emitLine(now, l, "drain")
 	}
 }
@@ -340,7 +340,7 @@ func (b *BAR0) wcAlloc(now sim.Time) *wcLine {
 			old = l
 		}
 	}
-	b.ctr.Inc("wc_evict")
+	b.ctr.Inc(CtrWcEvict)
 	b.emitLine(now, old, "evict")
 	return old
 }

@@ -152,18 +152,18 @@ func (b *BAR0) dispatch(t sim.Time, off uint64, width int, data []byte) uint32 {
 	}
 	i := find(table, rel)
 	if i < 0 {
-		b.bad(t, "bar_unknown_access", off, width, write)
+		b.bad(t, CtrBarUnknownAccess, off, width, write)
 		return unknownValue
 	}
 	r := &table[i]
 	a.Reg, a.Rel = i, rel-r.Offset
 	if r.Width != 0 && (width != r.Width || a.Rel%uint64(width) != 0) || a.Rel+uint64(width) > r.Size {
-		b.bad(t, "bar_bad_width", off, width, write)
+		b.bad(t, CtrBarBadWidth, off, width, write)
 		return unknownValue
 	}
 	if !write {
 		if r.Access == WO {
-			b.bad(t, "bar_wo_read", off, width, write)
+			b.bad(t, CtrBarWoRead, off, width, write)
 			return 0
 		}
 		if r.OnRead != nil {
@@ -176,7 +176,7 @@ func (b *BAR0) dispatch(t sim.Time, off uint64, width int, data []byte) uint32 {
 	}
 	switch r.Access {
 	case RO:
-		b.bad(t, "bar_ro_write", off, width, write)
+		b.bad(t, CtrBarRoWrite, off, width, write)
 		return 0
 	case RW:
 		if vals != nil {
@@ -230,7 +230,7 @@ func writeCmdqL(b *BAR0, a *Acc) {
 }
 
 func writeCmdDbell(b *BAR0, a *Acc) {
-	b.ctr.Inc("bar_cmd_dbell")
+	b.ctr.Inc(CtrBarCmdDbell)
 	if b.ctl != nil {
 		b.ctl.CmdDoorbell(a.T, a.Value)
 	}
@@ -273,12 +273,12 @@ func readRealTimeL(_ *BAR0, a *Acc) uint32 {
 func writeCQArm(b *BAR0, a *Acc) {
 	var db [8]byte
 	copy(db[:], a.Data)
-	b.ctr.Inc("bar_cq_arm")
+	b.ctr.Inc(CtrBarCqArm)
 	b.h.CQArm(a.T, a.UAR, db)
 }
 
 func writeEQ(b *BAR0, a *Acc) {
-	b.ctr.Inc("bar_eq_doorbell")
+	b.ctr.Inc(CtrBarEqDoorbell)
 	if b.ctl != nil {
 		var db [4]byte
 		copy(db[:], a.Data)
@@ -294,7 +294,7 @@ func writeDBSlot(b *BAR0, a *Acc) {
 func (b *BAR0) doorbell(t sim.Time, uar uint32, bfreg int, data []byte) {
 	var ctrl [8]byte
 	copy(ctrl[:], data)
-	b.ctr.Inc("bar_doorbell")
+	b.ctr.Inc(CtrBarDoorbell)
 	b.h.Doorbell(t, uar, bfreg, ctrl)
 }
 
@@ -306,7 +306,7 @@ func writeBF(b *BAR0, a *Acc) {
 	buf := int(a.Rel / half)
 	rel := a.Rel % half
 	if rel+uint64(len(a.Data)) > half {
-		b.bad(a.T, "bar_bad_width", uint64(a.UAR)*mlx5.UARPageSize+b.uarRegs[a.Reg].Offset+a.Rel, len(a.Data), true)
+		b.bad(a.T, CtrBarBadWidth, uint64(a.UAR)*mlx5.UARPageSize+b.uarRegs[a.Reg].Offset+a.Rel, len(a.Data), true)
 		return
 	}
 	idx := int(a.UAR-b.cfg.FirstUAR)*bufsPerUAR + 2*k + buf
@@ -346,7 +346,7 @@ func (s *bfAsm) write(t sim.Time, uar uint32, bfreg int, rel uint64, data []byte
 		return
 	}
 	if rel%4 != 0 || len(data)%4 != 0 {
-		b.bad(t, "bar_bad_width", uint64(uar)*mlx5.UARPageSize+rel, len(data), true)
+		b.bad(t, CtrBarBadWidth, uint64(uar)*mlx5.UARPageSize+rel, len(data), true)
 		return
 	}
 	if rel == 0 && s.pending {
@@ -362,15 +362,15 @@ func (s *bfAsm) write(t sim.Time, uar uint32, bfreg int, rel uint64, data []byte
 		ds := int(s.buf[7] & 0x3f)
 		need := (ds*mlx5.DSSize + mlx5.WQEBBSize - 1) &^ (mlx5.WQEBBSize - 1)
 		if ds == 0 || need > b.bfBuf {
-			b.ctr.Inc("bf_bad_ds")
-			b.rec.Warnf(b.node, t, "bar", "bf_bad_ds", "UAR %d bfreg %d: BlueFlame ctrl has ds %d (buffer %d B); ringing as a doorbell", uar, bfreg, ds, b.bfBuf)
+			b.ctr.Inc(CtrBfBadDs)
+			b.rec.Warnf(b.node, t, "bar", CtrBfBadDs, "UAR %d bfreg %d: BlueFlame ctrl has ds %d (buffer %d B); ringing as a doorbell", uar, bfreg, ds, b.bfBuf)
 			s.pending = false
 			b.doorbell(t, uar, bfreg, s.buf[:8])
 			return
 		}
 		if want := dwordMask(0, need); s.mask&want == want {
 			s.pending = false
-			b.ctr.Inc("bar_blueflame")
+			b.ctr.Inc(CtrBarBlueflame)
 			b.h.BlueFlame(t, uar, bfreg, s.buf[:need])
 			return
 		}
@@ -390,11 +390,11 @@ func (s *bfAsm) Fire(now sim.Time) {
 func (s *bfAsm) torn(t sim.Time, why string) {
 	b := s.b
 	s.pending = false
-	b.ctr.Inc("bf_torn")
+	b.ctr.Inc(CtrBfTorn)
 	if s.mask&3 != 3 {
-		b.rec.Warnf(b.node, t, "bar", "bf_torn", "UAR %d bfreg %d: torn BlueFlame WQE without its ctrl segment dropped (%s)", s.uar, s.bfreg, why)
+		b.rec.Warnf(b.node, t, "bar", CtrBfTorn, "UAR %d bfreg %d: torn BlueFlame WQE without its ctrl segment dropped (%s)", s.uar, s.bfreg, why)
 		return
 	}
-	b.rec.Warnf(b.node, t, "bar", "bf_torn", "UAR %d bfreg %d: torn BlueFlame WQE (%s); falling back to a doorbell", s.uar, s.bfreg, why)
+	b.rec.Warnf(b.node, t, "bar", CtrBfTorn, "UAR %d bfreg %d: torn BlueFlame WQE (%s); falling back to a doorbell", s.uar, s.bfreg, why)
 	b.doorbell(t, s.uar, s.bfreg, s.buf[:8])
 }

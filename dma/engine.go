@@ -128,8 +128,8 @@ func (e *Engine) InFlightReads(t sim.Time) int {
 }
 
 func (e *Engine) rangeError(at sim.Time, op string, err error) {
-	e.ctr.Inc("dma_range_error")
-	e.rec.Warnf(e.node, at, "dma", "dma_range_error", "%s: %v", op, err)
+	e.ctr.Inc(CtrDmaRangeError)
+	e.rec.Warnf(e.node, at, "dma", CtrDmaRangeError, "%s: %v", op, err)
 }
 
 // Read copies len(dst) bytes of host memory at addr into dst. The data is
@@ -147,15 +147,15 @@ func (e *Engine) Read(at sim.Time, addr uint64, dst []byte) (done sim.Time, s pc
 	}
 	start := e.acquire(at, requests(addr, len(dst), e.link.Spec().MRRS))
 	if start > at {
-		e.ctr.Inc("dma_tag_stall")
+		e.ctr.Inc(CtrDmaTagStall)
 		e.rec.Stage(e.node, "dma", "dma_tag_wait", at, start, 0, 0, e.qpn, e.flow)
 	}
 	done, s = e.link.DeviceRead(start, addr, len(dst))
 	e.release(done)
-	e.ctr.Inc("dma_reads")
-	e.ctr.Add("dma_read_bytes", uint64(len(dst)))
-	e.ctr.Add("pcie_dma_tlps", uint64(s.TLPs()))
-	e.ctr.Add("pcie_dma_bytes", uint64(s.WireBytes))
+	e.ctr.Inc(CtrDmaReads)
+	e.ctr.Add(CtrDmaReadBytes, uint64(len(dst)))
+	e.ctr.Add(CtrPcieDmaTlps, uint64(s.TLPs()))
+	e.ctr.Add(CtrPcieDmaBytes, uint64(s.WireBytes))
 	e.rec.Stage(e.node, "dma", "dma_read", start, done, len(dst), s.TLPs(), e.qpn, e.flow)
 	return done, s, nil
 }
@@ -179,10 +179,10 @@ func (e *Engine) timeWrite(at sim.Time, addr uint64, n int) (sim.Time, pcie.Stat
 		return at, pcie.Stats{}
 	}
 	done, s := e.link.DeviceWrite(at, addr, n)
-	e.ctr.Inc("dma_writes")
-	e.ctr.Add("dma_write_bytes", uint64(n))
-	e.ctr.Add("pcie_dma_tlps", uint64(s.TLPs()))
-	e.ctr.Add("pcie_dma_bytes", uint64(s.WireBytes))
+	e.ctr.Inc(CtrDmaWrites)
+	e.ctr.Add(CtrDmaWriteBytes, uint64(n))
+	e.ctr.Add(CtrPcieDmaTlps, uint64(s.TLPs()))
+	e.ctr.Add(CtrPcieDmaBytes, uint64(s.WireBytes))
 	e.rec.Stage(e.node, "dma", "dma_write", at, done, n, s.TLPs(), e.qpn, e.flow)
 	return done, s
 }
@@ -316,18 +316,18 @@ func (e *Engine) Scatter(at sim.Time, pdn uint32, sges []mlx5.DataFields, keys *
 
 // fail counts and traces a key or length error and returns it.
 func (e *Engine) fail(at sim.Time, op string, err error) error {
-	name := "dma_key_error"
+	name := CtrDmaKeyError
 	switch {
 	case errors.Is(err, ErrLength):
-		name = "dma_length_error"
+		name = CtrDmaLengthError
 	case errors.Is(err, ErrBadKey):
-		name = "dma_bad_key"
+		name = CtrDmaBadKey
 	case errors.Is(err, ErrPDMismatch):
-		name = "dma_pd_mismatch"
+		name = CtrDmaPdMismatch
 	case errors.Is(err, ErrBounds):
-		name = "dma_bounds"
+		name = CtrDmaBounds
 	case errors.Is(err, ErrAccess):
-		name = "dma_access"
+		name = CtrDmaAccess
 	}
 	e.ctr.Inc(name)
 	e.rec.Warnf(e.node, at, "dma", name, "%s: %v", op, err)
