@@ -108,7 +108,8 @@ type CreateQPCmd struct {
 	RQWQEShift   int    // log2 of the RQ stride in bytes
 	MaxInline    int
 	SigAll       bool
-	BFRegIndex   int // requested bfreg (-1: let the device choose)
+	SRQN         uint32 // receives come from this SRQ (0: the QP's own RQ)
+	BFRegIndex   int    // requested bfreg (-1: let the device choose)
 	UARIndexHint uint32
 }
 
