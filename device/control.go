@@ -148,8 +148,12 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 	scq, rcq := d.cqs[c.SendCQN], d.cqs[c.RecvCQN]
 	rqBytes := c.RQWQECnt << c.RQWQEShift
 	switch {
-	case c.Type != mlx5.QPTypeRC:
-		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadParam, "QP type %d not supported (RC only)", c.Type)
+	case c.Type != mlx5.QPTypeRC && c.Type != mlx5.QPTypeUC && c.Type != mlx5.QPTypeUD:
+		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadParam, "QP type %d not supported (RC, UC, UD)", c.Type)
+	case c.SRQN != 0 && d.srqs[c.SRQN] == nil:
+		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadResource, "SRQ %d does not exist", c.SRQN)
+	case c.SRQN != 0 && c.RQWQECnt != 0:
+		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadParam, "a QP on SRQ %d has no RQ of its own (%d WQEs asked)", c.SRQN, c.RQWQECnt)
 	case !d.pds[c.PDN]:
 		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadResource, "PD %d does not exist", c.PDN)
 	case scq == nil || rcq == nil:
@@ -180,9 +184,15 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 	}
 	uar := d.spec.BAR.FirstUAR + uint32(n/2%nu)
 	bfreg := n % 2
-	q := &qp{d: d, qpn: qpn, pdn: c.PDN, scq: scq, rcq: rcq, state: mlx5.QPStateRST, sigAll: c.SigAll}
-	q.rq = &rqRing{d: d, qpn: qpn, base: c.BufAddr, dbr: c.DBAddr, cnt: uint32(c.RQWQECnt), stride: 1 << c.RQWQEShift}
+	q := &qp{d: d, qpn: qpn, typ: c.Type, pdn: c.PDN, scq: scq, rcq: rcq, state: mlx5.QPStateRST, sigAll: c.SigAll}
+	if s := d.srqs[c.SRQN]; s != nil {
+		q.srq, q.rq = s, s
+		s.users++
+	} else {
+		q.rq = &rqRing{d: d, qpn: qpn, pdn: c.PDN, base: c.BufAddr, dbr: c.DBAddr, cnt: uint32(c.RQWQECnt), stride: 1 << c.RQWQEShift}
+	}
 	sq := wqefetch.NewQueue(qpn, c.BufAddr+uint64(rqBytes), c.SQWQECnt, d.node)
+	sq.Datagram = c.Type == mlx5.QPTypeUD
 	q.req.init(q, sq, c.SQWQECnt)
 	q.resp.q = q
 	q.resp.setMaxDestRd(0)
@@ -206,6 +216,9 @@ func (d *Device) DestroyQP(qpn uint32) error {
 		return cmdErr("DESTROY_QP", mlx5.StatusBadResource, "QP %#x does not exist", qpn)
 	}
 	q.destroy(d.eng.Now())
+	if q.srq != nil {
+		q.srq.users--
+	}
 	delete(d.qps, qpn)
 	return nil
 }
@@ -230,6 +243,29 @@ var rcTransitions = map[[2]mlx5.QPState]struct{ req, opt uint32 }{
 	{mlx5.QPStateRTR, mlx5.QPStateRTS}: {mlx5.AttrTimeout | mlx5.AttrRetryCnt | mlx5.AttrRNRRetry | mlx5.AttrSQPSN | mlx5.AttrMaxQPRdAtomic,
 		mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPathMigState | mlx5.AttrMinRNRTimer},
 	{mlx5.QPStateRTS, mlx5.QPStateRTS}: {0, mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPathMigState | mlx5.AttrMinRNRTimer},
+}
+
+// UC and UD transitions (the same IB-spec table, mlx5.md §7.3).
+var ucTransitions = map[[2]mlx5.QPState]struct{ req, opt uint32 }{
+	{mlx5.QPStateRST, mlx5.QPStateINIT}:  {mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags, 0},
+	{mlx5.QPStateINIT, mlx5.QPStateINIT}: {0, mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags},
+	{mlx5.QPStateINIT, mlx5.QPStateRTR}: {mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN,
+		mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPKeyIndex},
+	{mlx5.QPStateRTR, mlx5.QPStateRTS}: {mlx5.AttrSQPSN, mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPathMigState},
+	{mlx5.QPStateRTS, mlx5.QPStateRTS}: {0, mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPathMigState},
+}
+
+var udTransitions = map[[2]mlx5.QPState]struct{ req, opt uint32 }{
+	{mlx5.QPStateRST, mlx5.QPStateINIT}:  {mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrQKey, 0},
+	{mlx5.QPStateINIT, mlx5.QPStateINIT}: {0, mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrQKey},
+	{mlx5.QPStateINIT, mlx5.QPStateRTR}:  {0, mlx5.AttrPKeyIndex | mlx5.AttrQKey},
+	{mlx5.QPStateRTR, mlx5.QPStateRTS}:   {mlx5.AttrSQPSN, mlx5.AttrQKey},
+	{mlx5.QPStateRTS, mlx5.QPStateRTS}:   {0, mlx5.AttrQKey},
+	{mlx5.QPStateSQER, mlx5.QPStateRTS}:  {0, mlx5.AttrQKey},
+}
+
+var transitions = map[mlx5.QPType]map[[2]mlx5.QPState]struct{ req, opt uint32 }{
+	mlx5.QPTypeRC: rcTransitions, mlx5.QPTypeUC: ucTransitions, mlx5.QPTypeUD: udTransitions,
 }
 
 // ModifyQP moves a QP through RESET → INIT → RTR → RTS (and ERR / RESET
@@ -259,7 +295,7 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 		q.toError(now)
 		return nil
 	}
-	tr, ok := rcTransitions[[2]mlx5.QPState{q.state, to}]
+	tr, ok := transitions[q.typ][[2]mlx5.QPState{q.state, to}]
 	if !ok {
 		return cmdErr("MODIFY_QP", mlx5.StatusBadQPState, "QP %#x cannot go from %v to %v", q.qpn, q.state, to)
 	}
@@ -311,6 +347,9 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 	if attrs&mlx5.AttrAccessFlags != 0 {
 		q.access = c.AccessFlags
 	}
+	if attrs&mlx5.AttrQKey != 0 {
+		q.qkey = c.QKey
+	}
 	if attrs&mlx5.AttrAV != 0 {
 		q.av = c.AV
 		q.dstIP = dst
@@ -348,7 +387,9 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 	if attrs&mlx5.AttrMaxQPRdAtomic != 0 {
 		q.maxRd = c.MaxQPRdAtomic
 	}
-	if to == mlx5.QPStateRTR {
+	if to == mlx5.QPStateRTR && q.typ == mlx5.QPTypeUD {
+		q.sport = roce.QPSourcePort(q.qpn)
+	} else if to == mlx5.QPStateRTR {
 		sp := c.AV.UDPSPort
 		if sp == 0 {
 			sp = roce.UDPSourcePort(c.AV.FlowLabel, q.qpn, q.destQPN)

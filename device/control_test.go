@@ -71,7 +71,8 @@ func TestControlErrors(t *testing.T) {
 			_, e := d.CreateCQ(mlx5.CreateCQCmd{Entries: 64, CQESize: 64, BufAddr: 0x40, DBAddr: dbr})
 			return e
 		}, mlx5.StatusBadParam},
-		{"qp type UD", func() error { c := good; c.Type = mlx5.QPTypeUD; _, e := d.CreateQP(c); return e }, mlx5.StatusBadParam},
+		{"qp type XRC (not modelled)", func() error { c := good; c.Type = 3; _, e := d.CreateQP(c); return e }, mlx5.StatusBadParam},
+		{"qp unknown srq", func() error { c := good; c.SRQN = 9; _, e := d.CreateQP(c); return e }, mlx5.StatusBadResource},
 		{"qp unknown cq", func() error { c := good; c.SendCQN = 77; _, e := d.CreateQP(c); return e }, mlx5.StatusBadResource},
 		{"qp unknown pd", func() error { c := good; c.PDN = 77; _, e := d.CreateQP(c); return e }, mlx5.StatusBadResource},
 		{"qp sq not a power of two", func() error { c := good; c.SQWQECnt = 48; _, e := d.CreateQP(c); return e }, mlx5.StatusBadParam},

@@ -58,6 +58,8 @@ type Device struct {
 	nextCQN uint32
 	qps     map[uint32]*qp
 	nextQPN uint32
+	srqs     map[uint32]*srq
+	nextSRQN uint32
 	nextMR  uint32
 	nextUAR uint32
 	nQPs    int

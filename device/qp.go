@@ -16,6 +16,7 @@ import (
 type qp struct {
 	d      *Device
 	qpn    uint32
+	typ    mlx5.QPType // RC, UC or UD
 	pdn    uint32
 	scq    *cq
 	rcq    *cq
@@ -25,6 +26,7 @@ type qp struct {
 
 	// attributes
 	access    uint32
+	qkey      uint32 // UD
 	av        mlx5.AV
 	dstIP     netip.Addr
 	mtu       int
@@ -43,7 +45,19 @@ type qp struct {
 
 	req  requester
 	resp responder
-	rq   recvQueue
+	rq   recvQueue // the QP's own RQ, or its SRQ
+	srq  *srq      // non-nil: receives come from this shared queue
+}
+
+// transport is the BTH transport the QP's packets carry.
+func (q *qp) transport() roce.Transport {
+	switch q.typ {
+	case mlx5.QPTypeUC:
+		return roce.TransportUC
+	case mlx5.QPTypeUD:
+		return roce.TransportUD
+	}
+	return roce.TransportRC
 }
 
 // reset is MODIFY_QP to RESET: every role forgets its state, timers stop.
@@ -58,7 +72,7 @@ func (q *qp) reset() {
 // setState changes the QP state and keeps the device's count of QPs whose
 // receive queue must be watched for flushing (in ERR with an RQ).
 func (q *qp) setState(t sim.Time, s mlx5.QPState) {
-	watch := func(st mlx5.QPState) bool { return st == mlx5.QPStateERR && q.rq.size() > 0 && !q.dead }
+	watch := func(st mlx5.QPState) bool { return st == mlx5.QPStateERR && q.srq == nil && q.rq.size() > 0 && !q.dead }
 	was := watch(q.state)
 	q.state = s
 	if now := watch(s); now != was {
@@ -84,13 +98,40 @@ func (q *qp) toError(t sim.Time) {
 	q.setState(t, mlx5.QPStateERR)
 	q.req.stopTimers()
 	q.req.flushAll(t)
-	q.resp.abort()
 	q.flushRecvs(t)
+	q.resp.abort()
 }
 
-// flushRecvs completes every posted receive WQE with WR_FLUSH_ERR.
+// toSQE moves a UD QP to SQE (send queue error): its send WQEs are flushed,
+// the failed one with its own syndrome, while it keeps receiving
+// (a send error does not take down a datagram QP's receive side).
+func (q *qp) toSQE(t sim.Time) {
+	d := q.d
+	d.rec.Warnf(d.node, t, "device", CtrQPToError, "QP %#x %v → SQE", q.qpn, q.state)
+	d.inc(CtrQPToError)
+	q.setState(t, mlx5.QPStateSQER)
+	q.req.flushAll(t)
+}
+
+// flushRecvs completes every posted receive WQE with WR_FLUSH_ERR: first
+// the one a message in progress had taken, then the rest of the RQ. A QP
+// on an SRQ flushes only the one it had taken (the others belong to the
+// SRQ) and reports "last WQE reached".
 func (q *qp) flushRecvs(t sim.Time) {
-	if q.rq.size() == 0 || q.dead {
+	if q.dead {
+		return
+	}
+	if r := &q.resp.recv; r.active || r.held {
+		r.active, r.held = false, false
+		q.d.inc(CtrRespCQEFlushError)
+		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.wqe.index, Syndrome: mlx5.SyndWRFlush}
+		q.d.writeCQE(t, q.rcq, &f, 0)
+	}
+	if q.srq != nil {
+		q.d.asyncEvent(t, mlx5.EventQPLastWQEReached, q.qpn)
+		return
+	}
+	if q.rq.size() == 0 {
 		return
 	}
 	t = q.rq.refresh(t)

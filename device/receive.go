@@ -48,16 +48,16 @@ func (d *Device) ReceiveFrame(t sim.Time, frame []byte) {
 	case q == nil || q.dead:
 		d.warn(t, CtrRxDropNoQP, "%v PSN %d for QP %#x, which does not exist", p.Opcode, p.BTH.PSN(), qpn)
 		return
-	case p.Opcode.Transport() != roce.TransportRC:
-		d.warn(t, CtrRxDropBadTransport, "%v for RC QP %#x", p.Opcode, qpn)
+	case p.Opcode.Transport() != q.transport():
+		d.warn(t, CtrRxDropBadTransport, "%v for %v QP %#x", p.Opcode, q.typ, qpn)
 		return
 	case p.BTH.PKey()&0x7fff != 0x7fff:
 		d.warn(t, CtrRxDropBadPKey, "P_Key %#x on QP %#x", p.BTH.PKey(), qpn)
 		return
-	case q.state != mlx5.QPStateRTR && q.state != mlx5.QPStateRTS:
+	case q.state != mlx5.QPStateRTR && q.state != mlx5.QPStateRTS && !(q.typ == mlx5.QPTypeUD && q.state == mlx5.QPStateSQER):
 		d.warn(t, CtrRxDropQPState, "%v PSN %d for QP %#x in state %v", p.Opcode, p.BTH.PSN(), qpn, q.state)
 		return
-	case p.SrcIP.Unmap() != q.dstIP:
+	case q.typ != mlx5.QPTypeUD && p.SrcIP.Unmap() != q.dstIP:
 		d.warn(t, CtrRxDropBadSrc, "%v from %v for QP %#x connected to %v", p.Opcode, p.SrcIP, qpn, q.dstIP)
 		return
 	}

@@ -30,6 +30,8 @@ type recvQueue interface {
 	flushOne() (idx uint16, ok bool)
 	// reset forgets every posted WQE (QP to RESET).
 	reset()
+	// pd is the protection domain the WQEs' lkeys must belong to.
+	pd() uint32
 }
 
 // rqRing is a QP's own receive queue: a ring of fixed-stride WQEs in host
@@ -38,6 +40,7 @@ type recvQueue interface {
 type rqRing struct {
 	d      *Device
 	qpn    uint32
+	pdn    uint32
 	base   uint64
 	dbr    uint64
 	cnt    uint32
@@ -47,6 +50,8 @@ type rqRing struct {
 }
 
 func (r *rqRing) size() int { return int(r.cnt) }
+
+func (r *rqRing) pd() uint32 { return r.pdn }
 
 func (r *rqRing) reset() { r.head, r.tail = 0, 0 }
 

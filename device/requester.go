@@ -2,6 +2,7 @@ package device
 
 import (
 	"encoding/binary"
+	"net/netip"
 
 	"github.com/softnic/softnic/dma"
 	"github.com/softnic/softnic/mlx5"
@@ -36,7 +37,8 @@ type swqe struct {
 	imm       uint32
 	raddr     uint64
 	rkey      uint32
-	swapAdd   uint64 // atomics: swap (CMP_SWAP) or add (FETCH_ADD) value
+	av        wqefetch.Datagram // UD: where the datagram goes
+	swapAdd   uint64            // atomics: swap (CMP_SWAP) or add (FETCH_ADD) value
 	compare   uint64 // CMP_SWAP: compare value
 	sges      [wqefetch.MaxSGE]mlx5.DataFields
 	nsge      int
@@ -196,6 +198,7 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 	}
 	e.raddr, e.rkey = w.Raddr.RAddr, w.Raddr.RKey
 	e.swapAdd, e.compare = w.Atomic.SwapAdd, w.Atomic.Compare
+	e.av = w.AV
 	e.length = w.Length
 	e.isInline = w.IsInline
 	if w.IsInline {
@@ -210,6 +213,22 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 		return
 	}
 	switch {
+	case q.typ == mlx5.QPTypeUC && (e.rdAtomic()):
+		d.warn(t, CtrWQEBadOpcodeForQP, "UC QP %#x WQE %d: %v is not a UC operation", q.qpn, w.Index, e.op)
+		r.fail(t, e, mlx5.SyndLocalQPOp)
+		return
+	case q.typ == mlx5.QPTypeUD && int(e.length) > d.spec.Caps.ActiveMTU:
+		// A ConnectX completes a UD send larger than the MTU with a local
+		// length error (documented inference: mlx5 forum reports; the PRM
+		// is not public). rxe instead "completes" it successfully without
+		// sending anything (rocev2.md §2.2, C10-93.1.1).
+		d.warn(t, CtrUDOversize, "UD QP %#x WQE %d: %d bytes over the port MTU %d", q.qpn, w.Index, e.length, d.spec.Caps.ActiveMTU)
+		r.fail(t, e, mlx5.SyndLocalLength)
+		return
+	case q.typ == mlx5.QPTypeUD && !netip.AddrFrom16(e.av.DGID).Unmap().Is4():
+		d.warn(t, CtrWQEMalformed, "UD QP %#x WQE %d: destination GID %v is not an IPv4-mapped RoCEv2 GID", q.qpn, w.Index, netip.AddrFrom16(e.av.DGID))
+		r.fail(t, e, mlx5.SyndLocalQPOp)
+		return
 	case e.length > d.spec.Caps.MaxMsgSize || e.isInline && int(e.length) > d.spec.Caps.MaxInline:
 		d.warn(t, CtrWQELocalLength, "QP %#x WQE %d: message of %d bytes", q.qpn, w.Index, e.length)
 		r.fail(t, e, mlx5.SyndLocalLength)
@@ -244,7 +263,7 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 		}
 	}
 	e.npkts = 1
-	if e.op != mlx5.OpAtomicCS && e.op != mlx5.OpAtomicFA {
+	if e.op != mlx5.OpAtomicCS && e.op != mlx5.OpAtomicFA && q.typ != mlx5.QPTypeUD {
 		mtu := uint64(q.mtu)
 		e.npkts = max(1, int((e.length+mtu-1)/mtu))
 	}
@@ -262,6 +281,10 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 func (r *requester) pump(t sim.Time) {
 	q := r.q
 	if q.state != mlx5.QPStateRTS || r.rnrWait || q.dead {
+		return
+	}
+	if q.typ != mlx5.QPTypeRC {
+		r.pumpUnreliable(t)
 		return
 	}
 	sent := false
@@ -323,6 +346,25 @@ func (r *requester) pump(t sim.Time) {
 	}
 }
 
+// pumpUnreliable sends UC and UD WQEs: no window, no timers, no ACKs. A
+// WQE completes as soon as its last packet has left.
+func (r *requester) pumpUnreliable(t sim.Time) {
+	q := r.q
+	for w := r.front(); w != nil && q.state == mlx5.QPStateRTS; w = r.front() {
+		end := t
+		for r.curPkt < w.npkts {
+			e, ok := r.transmit(t, w, r.curPkt, w.firstPSN.Add(r.curPkt))
+			if !ok {
+				return
+			}
+			end = e
+			r.curPkt++
+		}
+		q.d.complete(end, q, w)
+		r.pop()
+	}
+}
+
 // transmit builds and sends packet i (PSN psn) of w and returns when it
 // leaves the packetizer; ok is false when the WQE failed instead.
 func (r *requester) transmit(t sim.Time, w *swqe, i int, psn roce.PSN) (sim.Time, bool) {
@@ -348,13 +390,36 @@ func (r *requester) transmit(t sim.Time, w *swqe, i int, psn roce.PSN) (sim.Time
 		fp.AtomicETH = roce.AtomicETHFields{VA: w.raddr, RKey: w.rkey, SwapAdd: w.swapAdd, Compare: w.compare}
 	default:
 		mtu := uint64(q.mtu)
+		if q.typ == mlx5.QPTypeUD {
+			mtu = max(w.length, 1)
+		}
 		off := uint64(i) * mtu
 		n := min(w.length-off, mtu)
 		last := i == w.npkts-1
 		fp.BTH.Opcode = reqOpcode(w.op, i, w.npkts)
 		fp.BTH.SE = last && w.se && (w.op == mlx5.OpSend || w.op == mlx5.OpSendImm || w.op == mlx5.OpRDMAWriteImm)
+		switch q.typ {
+		case mlx5.QPTypeUC:
+			fp.BTH.Opcode += roce.OpUCSendFirst // UC opcodes are the RC ones + 0x20
+		case mlx5.QPTypeUD:
+			fp.BTH.Opcode = roce.OpUDSendOnly
+			if w.op == mlx5.OpSendImm {
+				fp.BTH.Opcode = roce.OpUDSendOnlyImm
+			}
+			a := &w.av
+			fp.DstMAC, fp.DstIP = a.DMAC, netip.AddrFrom16(a.DGID).Unmap()
+			fp.TOS, fp.TTL = a.TClass, a.HopLimit
+			if fp.TTL == 0 {
+				fp.TTL = 64
+			}
+			if a.UDPSPort != 0 {
+				fp.SrcPort = a.UDPSPort
+			}
+			fp.BTH.DestQP = a.DestQPN
+			fp.DETH = roce.DETHFields{QKey: a.QKey, SrcQP: q.qpn}
+		}
 		r.sinceAck++
-		fp.BTH.AckReq = last || r.sinceAck >= maxPktsPerAckReq
+		fp.BTH.AckReq = q.typ == mlx5.QPTypeRC && (last || r.sinceAck >= maxPktsPerAckReq)
 		fp.RETH = roce.RETHFields{VA: w.raddr, RKey: w.rkey, DMALen: uint32(w.length)}
 		fp.Imm = w.imm
 		pl.n = int(n)
@@ -571,6 +636,10 @@ out:
 // QP to ERR and flushes the rest in ring order (mlx5.md §6.4).
 func (r *requester) fail(t sim.Time, w *swqe, synd mlx5.Syndrome) {
 	w.errSynd = synd
+	if r.q.typ == mlx5.QPTypeUD {
+		r.q.toSQE(t) // a send error leaves a UD QP's receive side alone
+		return
+	}
 	r.q.toError(t)
 }
 

@@ -22,6 +22,7 @@ type responder struct {
 
 	recv struct { // a SEND (or WRITE with immediate) being placed
 		active bool
+		held   bool // UC: a receive WQE taken by a message that was dropped, kept for the next one
 		wqe    recvWQE
 		off    uint64
 	}
@@ -128,6 +129,14 @@ func (r *responder) newRes() *rdRes {
 
 // rx handles a request packet (SEND, WRITE, READ request, atomic).
 func (r *responder) rx(arrive, t sim.Time, p *roce.Packet) {
+	switch r.q.typ {
+	case mlx5.QPTypeUD:
+		r.rxUD(arrive, t, p)
+		return
+	case mlx5.QPTypeUC:
+		r.rxUC(arrive, t, p)
+		return
+	}
 	q := r.q
 	d := q.d
 	psn := p.BTH.PSN()
@@ -181,6 +190,13 @@ func (r *responder) rx(arrive, t sim.Time, p *roce.Packet) {
 func (r *responder) error(t sim.Time, psn roce.PSN, code uint8, synd mlx5.Syndrome) {
 	q := r.q
 	d := q.d
+	if q.typ != mlx5.QPTypeRC {
+		// UC (and UD) never NAK: the message is dropped and counted, the
+		// QP carries on (rocev2.md §4.6).
+		d.inc(CtrRxUCError)
+		r.dropMessage()
+		return
+	}
 	switch code {
 	case nakInvalidReq:
 		d.inc(CtrRespRemoteInvalidRequest)
@@ -205,6 +221,10 @@ func (r *responder) rnr(t sim.Time, psn roce.PSN) {
 	q := r.q
 	d := q.d
 	d.inc(CtrOutOfBuffer)
+	if q.typ != mlx5.QPTypeRC {
+		r.dropMessage() // no RNR NAK on UC: the message is lost
+		return
+	}
 	d.rec.Warnf(d.node, t, "device", CtrOutOfBuffer, "QP %#x PSN %#x: no receive WQE posted, RNR NAK", q.qpn, uint32(psn))
 	r.nakSent, r.nakTrig = true, psn
 	d.sendAck(t, q, psn, roce.RNRNAKSyndrome(q.minRNR))
@@ -213,7 +233,7 @@ func (r *responder) rnr(t sim.Time, psn roce.PSN) {
 // scatter writes src at offset off of the receive WQE in use.
 func (r *responder) scatter(t sim.Time, off uint64, src []byte) (sim.Time, int, error) {
 	w := &r.recv.wqe
-	done, tlps, left, err := r.q.d.sgeCopy(t, r.q.pdn, w.sges[:w.nsge], off, src, dma.LocalWrite)
+	done, tlps, left, err := r.q.d.sgeCopy(t, r.q.rq.pd(), w.sges[:w.nsge], off, src, dma.LocalWrite)
 	if err == nil && left > 0 {
 		err = errRecvTooSmall
 	}
@@ -233,14 +253,16 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 			r.error(t, psn, nakInvalidReq, mlx5.SyndRemoteInvalidReq)
 			return
 		}
-		done, ok := q.rq.take(t, &r.recv.wqe)
-		t = done
-		q.rxBusy = max(q.rxBusy, done)
-		if !ok {
-			r.rnr(t, psn)
-			return
+		if !r.recv.held {
+			done, ok := q.rq.take(t, &r.recv.wqe)
+			t = done
+			q.rxBusy = max(q.rxBusy, done)
+			if !ok {
+				r.rnr(t, psn)
+				return
+			}
 		}
-		r.recv.active, r.recv.off = true, 0
+		r.recv.active, r.recv.held, r.recv.off = true, false, 0
 	} else if !r.recv.active {
 		d.warn(t, CtrRxMissingFirst, "QP %#x: %v without a First", q.qpn, p.Opcode)
 		r.error(t, psn, nakInvalidReq, 0)
@@ -278,9 +300,18 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 		r.recv.active = false
 		d.writeCQE(done, q.rcq, &f, 0)
 	}
-	if p.BTH.AckReq() {
+	if p.BTH.AckReq() && q.typ == mlx5.QPTypeRC {
 		d.sendAck(done, q, psn, roce.ACKSyndrome(0x1f))
 	}
+}
+
+// dropMessage abandons the message in progress (UC): a receive WQE it had
+// taken is kept for the next message, as rxe and the IB spec keep it.
+func (r *responder) dropMessage() {
+	if r.recv.active {
+		r.recv.active, r.recv.held = false, true
+	}
+	r.wr.active = false
 }
 
 func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
@@ -324,14 +355,16 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 	// data so that an RNR NAK leaves nothing half done.
 	imm := pos.Last() && p.Info.HasImm()
 	if imm {
-		done, ok := q.rq.take(t, &r.recv.wqe)
-		t = done
-		q.rxBusy = max(q.rxBusy, done)
-		if !ok {
-			r.rnr(t, psn)
-			return
+		if !r.recv.held {
+			done, ok := q.rq.take(t, &r.recv.wqe)
+			t = done
+			q.rxBusy = max(q.rxBusy, done)
+			if !ok {
+				r.rnr(t, psn)
+				return
+			}
 		}
-		r.recv.active = true
+		r.recv.active, r.recv.held = true, false
 	}
 	done := t
 	tlps := 0
@@ -367,7 +400,7 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 			d.writeCQE(done, q.rcq, &f, 0)
 		}
 	}
-	if p.BTH.AckReq() {
+	if p.BTH.AckReq() && q.typ == mlx5.QPTypeRC {
 		d.sendAck(done, q, psn, roce.ACKSyndrome(0x1f))
 	}
 }
@@ -607,4 +640,117 @@ func (r *responder) replayAtomic(t sim.Time, p *roce.Packet) {
 		}
 	}
 	d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x matches no atomic resource", q.qpn, p.Opcode, uint32(psn))
+}
+
+// rxUC handles a UC request packet. There are no ACKs, NAKs or
+// duplicates: a packet out of sequence means the message in progress lost
+// a packet, so that message is dropped (counted) and reception resumes at
+// the next FIRST or ONLY, which always starts a new message (IB spec; rxe
+// also drops the first whole message after a loss, rocev2.md §1.5).
+func (r *responder) rxUC(arrive, t sim.Time, p *roce.Packet) {
+	q := r.q
+	d := q.d
+	psn := p.BTH.PSN()
+	inSeq := psn == r.ePSN
+	open := r.recv.active || r.wr.active
+	if p.Info.Pos.First() {
+		if open {
+			d.inc(CtrRxUCDropped)
+			r.dropMessage()
+		}
+	} else if !inSeq || !open {
+		if open {
+			d.inc(CtrRxUCDropped)
+			r.dropMessage()
+		} else {
+			d.inc(CtrRxUCError)
+		}
+		if !inSeq {
+			d.inc(CtrOutOfSequence)
+		}
+		r.ePSN = psn.Next()
+		return
+	}
+	r.ePSN = psn // rxSend / rxWrite move it past the packet
+	switch p.Info.Operation {
+	case roce.OperationSend:
+		r.rxSend(arrive, t, p)
+	case roce.OperationWrite:
+		r.rxWrite(arrive, t, p)
+	default:
+		d.warn(t, CtrRxUnsupportedOp, "UC QP %#x: %v not supported", q.qpn, p.Opcode)
+	}
+	r.ePSN = psn.Next()
+}
+
+// rxUD handles a UD SEND: Q_Key check, a receive WQE (none: dropped, UD
+// has no RNR), then a 40-byte GRH area and the payload. The GRH area is
+// filled as rxe and a ConnectX fill it for RoCEv2: for IPv4, 20 zero bytes
+// then the IPv4 header as it was on the wire; for IPv6, the IPv6 header
+// (rocev2.md §1.5, §2.2). byte_len counts the 40 bytes.
+func (r *responder) rxUD(arrive, t sim.Time, p *roce.Packet) {
+	q := r.q
+	d := q.d
+	if p.Info.Operation != roce.OperationSend || !p.Info.Pos.First() || !p.Info.Pos.Last() {
+		d.warn(t, CtrRxUnsupportedOp, "UD QP %#x: %v", q.qpn, p.Opcode)
+		return
+	}
+	if qk := p.DETH.QKey(); qk != q.qkey {
+		d.warn(t, CtrRxDropBadQKey, "UD QP %#x: Q_Key %#x, the QP's is %#x", q.qpn, qk, q.qkey)
+		return
+	}
+	if len(p.Payload) > d.spec.Caps.ActiveMTU {
+		d.warn(t, CtrRxBadLength, "UD QP %#x: %d payload bytes over the port MTU %d", q.qpn, len(p.Payload), d.spec.Caps.ActiveMTU)
+		return
+	}
+	w := &r.recv.wqe
+	done, ok := q.rq.take(t, w)
+	q.rxBusy = max(q.rxBusy, done)
+	if !ok {
+		d.inc(CtrOutOfBuffer)
+		d.warn(done, CtrRxUDNoRecv, "UD QP %#x: no receive WQE posted; %v dropped", q.qpn, p.Opcode)
+		return
+	}
+	var grh [40]byte
+	l3 := uint32(1) // IPv6
+	if len(p.IPHeader) == 20 {
+		copy(grh[20:], p.IPHeader)
+		l3 = 2 // IPv4 (MLX5_CQE_ROCE_L3_HEADER_TYPE_IPV4)
+	} else {
+		copy(grh[:], p.IPHeader)
+	}
+	t = done
+	dn1, tlps1, left1, err := d.sgeCopy(t, q.rq.pd(), w.sges[:w.nsge], 0, grh[:], dma.LocalWrite)
+	var dn2 sim.Time
+	var tlps2, left2 int
+	if err == nil && left1 == 0 {
+		dn2, tlps2, left2, err = d.sgeCopy(t, q.rq.pd(), w.sges[:w.nsge], 40, p.Payload, dma.LocalWrite)
+	}
+	f := mlx5.CQEFields{QPN: q.qpn, WQECounter: w.index}
+	switch {
+	case err != nil:
+		d.warn(t, CtrRxRecvProt, "UD QP %#x receive WQE %d: %v", q.qpn, w.index, err)
+		f.Opcode, f.Syndrome = mlx5.CQERespErr, mlx5.SyndLocalProt
+	case left1 > 0 || left2 > 0:
+		d.warn(t, CtrRxUDTooLong, "UD QP %#x: %d bytes + 40 of GRH do not fit receive WQE %d", q.qpn, len(p.Payload), w.index)
+		f.Opcode, f.Syndrome = mlx5.CQERespErr, mlx5.SyndLocalLength
+	default:
+		f.Opcode = mlx5.CQERespSend
+		f.ByteCnt = uint32(40 + len(p.Payload))
+		f.SE = p.BTH.SE()
+		// flags_rqpn: GRH present (bit 28, read by libmlx5 as IBV_WC_GRH),
+		// RoCE L3 type [25:24], source QPN [23:0].
+		f.FlagsRQPN = 1<<28 | l3<<24 | p.DETH.SrcQP()
+		if p.Info.HasImm() {
+			f.Opcode, f.Imm = mlx5.CQERespSendImm, p.ImmDt.Imm()
+		}
+	}
+	if f.Opcode == mlx5.CQERespErr {
+		d.inc(CtrRespCQEError)
+		d.inc(ctrCQEError(f.Syndrome))
+	}
+	done = max(done, dn1, dn2)
+	q.rxBusy = max(q.rxBusy, done)
+	d.rec.Stage(d.node, "device", "responder", arrive, done, len(p.Payload), tlps1+tlps2, q.qpn, 0)
+	d.writeCQE(done, q.rcq, &f, 0)
 }

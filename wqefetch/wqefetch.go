@@ -119,6 +119,8 @@ type WQE struct {
 	Raddr     mlx5.RaddrFields
 	HasAtomic bool       // ATOMIC_CS / ATOMIC_FA: Atomic holds the atomic segment
 	Atomic    AtomicArgs // valid when HasAtomic
+	HasAV     bool       // a UD WQE: AV holds its datagram segment
+	AV        Datagram   // valid when HasAV
 	SGEs      []mlx5.DataFields
 	Inline    []byte // inline payload, nil when none
 	IsInline  bool
@@ -128,6 +130,41 @@ type WQE struct {
 	Err       error    // set when State == StateInvalid
 	Announced sim.Time // the doorbell (or BlueFlame write) that covered it
 	Fetched   sim.Time // its bytes were in the device and it was decoded
+}
+
+// Datagram is the decoded 48-byte datagram (address-vector) segment of a
+// UD WQE (mlx5.md §4.5): key @0, dqp_dct @8 (bit 31 extended AV, [23:0]
+// destination QPN), stat_rate_sl @0xC, rlid / RoCEv2 UDP source port
+// @0xE, rmac @0x14, tclass @0x1A, hop_limit @0x1B, grh_gid_fl @0x1C (sgid
+// index [27:20], flow label [19:0]), rgid @0x20.
+type Datagram struct {
+	QKey      uint32
+	DestQPN   uint32
+	Extended  bool
+	UDPSPort  uint16
+	DMAC      [6]byte
+	TClass    uint8
+	HopLimit  uint8
+	SGIDIndex uint8
+	FlowLabel uint32
+	DGID      [16]byte
+}
+
+// DatagramSegSize is the size of the UD datagram segment.
+const DatagramSegSize = 48
+
+func decodeDatagram(b []byte) Datagram {
+	var a Datagram
+	a.QKey = binary.BigEndian.Uint32(b[0:])
+	dq := binary.BigEndian.Uint32(b[8:])
+	a.DestQPN, a.Extended = dq&0xffffff, dq&0x80000000 != 0
+	a.UDPSPort = binary.BigEndian.Uint16(b[0x0e:])
+	copy(a.DMAC[:], b[0x14:0x1a])
+	a.TClass, a.HopLimit = b[0x1a], b[0x1b]
+	g := binary.BigEndian.Uint32(b[0x1c:])
+	a.SGIDIndex, a.FlowLabel = uint8(g>>20), g&0xfffff
+	copy(a.DGID[:], b[0x20:0x30])
+	return a
 }
 
 // fetchRange is one doorbell fetch of a queue: WQEBBs [from, to), requested
@@ -150,19 +187,22 @@ type fetchRange struct {
 // Reset and Close start a new generation: a fetch issued before completes
 // later as stale (counted wqe_fetch_stale, dropped, never delivered).
 type Queue struct {
-	QPN    uint32
-	Base   uint64 // IOVA of WQEBB 0
-	Size   int    // WQEBBs, a power of two
-	Node   int
-	next   mlx5.WQECounter // next WQEBB the device will parse
-	issued mlx5.WQECounter // fetch requested up to here
-	stage  []byte          // device-side copy of the ring
-	gen    uint32          // bumped by Reset and Close; captured by each fetch
-	closed bool
-	ranges []fetchRange // in-flight fetches, ring of Size entries, issue order
-	head   uint32       // first in-flight fetch (ranges[head&(Size-1)])
-	tail   uint32       // one past the last
-	owner  *Engine      // the engine that fetched for this queue last (for counters on Reset/Close)
+	QPN  uint32
+	Base uint64 // IOVA of WQEBB 0
+	Size int    // WQEBBs, a power of two
+	Node int
+	// Datagram: every WQE carries the 48-byte datagram segment after its
+	// control segment (a UD queue, mlx5.md §4.6).
+	Datagram bool
+	next     mlx5.WQECounter // next WQEBB the device will parse
+	issued   mlx5.WQECounter // fetch requested up to here
+	stage    []byte          // device-side copy of the ring
+	gen      uint32          // bumped by Reset and Close; captured by each fetch
+	closed   bool
+	ranges   []fetchRange // in-flight fetches, ring of Size entries, issue order
+	head     uint32       // first in-flight fetch (ranges[head&(Size-1)])
+	tail     uint32       // one past the last
+	owner    *Engine      // the engine that fetched for this queue last (for counters on Reset/Close)
 	// Stats
 	Fetches    uint64
 	FetchBytes uint64
@@ -517,6 +557,17 @@ func (e *Engine) decode(q *Queue, idx, to mlx5.WQECounter, w *WQE) int {
 	op := w.Ctrl.Opcode
 	inlineOK := true // may the data be an inline segment
 	atomic := false
+	if q.Datagram && op != mlx5.OpNOP {
+		if op != mlx5.OpSend && op != mlx5.OpSendImm {
+			return failBBs(w, bbs, e, ErrBadOpcode, fmt.Sprintf("opcode %v on a UD queue", op))
+		}
+		if len(segs) < DatagramSegSize {
+			return failBBs(w, bbs, e, ErrBadDS, fmt.Sprintf("UD %v needs a datagram segment, DS %d", op, ds))
+		}
+		w.HasAV = true
+		w.AV = decodeDatagram(segs)
+		segs = segs[DatagramSegSize:]
+	}
 	switch op {
 	case mlx5.OpRDMAWrite, mlx5.OpRDMAWriteImm, mlx5.OpRDMARead:
 		if len(segs) < mlx5.RaddrSegSize {
