@@ -1,6 +1,7 @@
 package device
 
 import (
+	"encoding/binary"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/sim"
 )
@@ -60,21 +61,31 @@ func (r *rqRing) refresh(t sim.Time) sim.Time {
 	if r.cnt == 0 {
 		return t
 	}
-	var b [4]byte
-	done, _, err := d.dma.Read(t, r.dbr, b[:])
-	if err != nil {
-		d.warn(t, CtrRQDBRReadError, "QP %#x: %v", r.qpn, err)
-		return t
+	done, posted, ok := d.readProducer(t, r.dbr, r.tail, r.cnt, "QP", r.qpn, CtrRQDBRReadError, CtrRQDBRBad)
+	if ok {
+		r.head = posted
 	}
-	c16 := uint16(uint32(b[2])<<8 | uint32(b[3]))
-	// Extend the 16-bit counter relative to the tail.
-	ahead := uint32(c16 - uint16(r.tail))
-	if ahead > r.cnt {
-		d.warn(t, CtrRQDBRBad, "QP %#x RQ doorbell record %d is %d ahead of the tail %d (RQ has %d)", r.qpn, c16, ahead, uint16(r.tail), r.cnt)
-		return done
-	}
-	r.head = r.tail + ahead
 	return done
+}
+
+// readProducer reads a receive queue's doorbell record (word 0: the
+// 16-bit count of WQEs posted, big-endian) by DMA and extends it relative
+// to consumed. A count more than size ahead of consumed is a provider bug:
+// counted (bad) and ignored. It returns when the value is in the device.
+func (d *Device) readProducer(t sim.Time, dbr uint64, consumed, size uint32, what string, id uint32, readErr, bad string) (sim.Time, uint32, bool) {
+	var b [4]byte
+	done, _, err := d.dma.Read(t, dbr, b[:])
+	if err != nil {
+		d.warn(t, readErr, "%s %#x: %v", what, id, err)
+		return t, 0, false
+	}
+	c16 := uint16(binary.BigEndian.Uint32(b[:]))
+	ahead := uint32(c16 - uint16(consumed))
+	if ahead > size {
+		d.warn(t, bad, "%s %#x doorbell record %d is %d ahead of the %d consumed (queue of %d)", what, id, c16, ahead, uint16(consumed), size)
+		return done, 0, false
+	}
+	return done, consumed + ahead, true
 }
 
 func (r *rqRing) take(t sim.Time, w *recvWQE) (sim.Time, bool) {

@@ -42,20 +42,10 @@ func (s *srq) reset() {}
 func (s *srq) flushOne() (uint16, bool) { return 0, false }
 
 func (s *srq) refresh(t sim.Time) sim.Time {
-	d := s.d
-	var b [4]byte
-	done, _, err := d.dma.Read(t, s.dbr, b[:])
-	if err != nil {
-		d.warn(t, CtrSRQDBRReadError, "SRQ %#x: %v", s.srqn, err)
-		return t
+	done, posted, ok := s.d.readProducer(t, s.dbr, s.taken, s.cnt, "SRQ", s.srqn, CtrSRQDBRReadError, CtrSRQDBRBad)
+	if ok {
+		s.posted = posted
 	}
-	c16 := uint16(binary.BigEndian.Uint32(b[:]))
-	ahead := uint32(c16 - uint16(s.taken))
-	if ahead > s.cnt {
-		d.warn(t, CtrSRQDBRBad, "SRQ %#x doorbell record %d is %d ahead of the %d WQEs consumed (SRQ has %d)", s.srqn, c16, ahead, uint16(s.taken), s.cnt)
-		return done
-	}
-	s.posted = s.taken + ahead
 	return done
 }
 
