@@ -177,6 +177,42 @@ func (r *Region) Alloc(size, align int) (uint64, error) {
 	return 0, fmt.Errorf("%w: %d bytes (align %d), %d of %d in use", ErrNoSpace, size, align, r.inUse, len(r.mem))
 }
 
+// AllocTop is Alloc from the highest free addresses: for memory a device
+// keeps for itself (its event queues), out of the way of what the
+// application allocates from the bottom, so that those addresses do not
+// depend on it.
+func (r *Region) AllocTop(size, align int) (uint64, error) {
+	if size <= 0 || align <= 0 || align&(align-1) != 0 {
+		return 0, fmt.Errorf("%w: alloc size %d align %d", ErrBadArg, size, align)
+	}
+	if align < 8 {
+		align = 8
+	}
+	size = (size + 7) &^ 7
+	for i := len(r.free) - 1; i >= 0; i-- {
+		s := r.free[i]
+		end := s.off + s.size
+		a := int((r.base+uint64(end-size))&^uint64(align-1) - r.base)
+		if a < s.off {
+			continue
+		}
+		var rest []span
+		if a > s.off {
+			rest = append(rest, span{s.off, a - s.off})
+		}
+		if a+size < end {
+			rest = append(rest, span{a + size, end - a - size})
+		}
+		r.free = append(r.free[:i], append(rest, r.free[i+1:]...)...)
+		clear(r.mem[a : a+size])
+		addr := r.base + uint64(a)
+		r.used[addr] = size
+		r.inUse += size
+		return addr, nil
+	}
+	return 0, fmt.Errorf("%w: %d bytes (align %d), %d of %d in use", ErrNoSpace, size, align, r.inUse, len(r.mem))
+}
+
 // Free releases an allocation made by Alloc.
 func (r *Region) Free(addr uint64) error {
 	size, ok := r.used[addr]

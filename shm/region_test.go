@@ -78,3 +78,24 @@ func TestRegionNaturalBase(t *testing.T) {
 	require.Equal(t, uint64(uintptrOf(r.Bytes())), r.Base())
 	require.GreaterOrEqual(t, r.Fd(), 0, "memfd should be available on Linux")
 }
+
+func TestAllocTop(t *testing.T) {
+	r, err := New("alloctop", 1<<20, 0x100000)
+	require.NoError(t, err)
+	defer r.Close()
+	top, err := r.AllocTop(16<<10, 4096)
+	require.NoError(t, err)
+	require.Equal(t, uint64(0x100000+1<<20-16<<10), top, "at the very top")
+	low, err := r.Alloc(4096, 4096)
+	require.NoError(t, err)
+	require.Equal(t, uint64(0x100000), low, "the bottom is untouched")
+	odd, err := r.AllocTop(100, 64)
+	require.NoError(t, err)
+	require.Zero(t, odd%64)
+	require.Less(t, odd, top)
+	_, err = r.AllocTop(2<<20, 8)
+	require.ErrorIs(t, err, ErrNoSpace)
+	_, err = r.AllocTop(8, 3)
+	require.ErrorIs(t, err, ErrBadArg)
+	require.NoError(t, r.Free(top))
+}
