@@ -34,7 +34,7 @@ type CQEFields struct {
 	Opcode        CQEOpcode
 	Owner         bool
 	SE            bool
-	FlagsRQPN     uint32 // [25:24] RoCE L3 type, [23:0] source QPN (UD)
+	FlagsRQPN     uint32 // [29:28] GRH, [25:24] RoCE L3 type, [23:0] source QPN (UD)
 	SRQN          uint32
 	Imm           uint32 // raw big-endian immediate / invalidated rkey
 	ByteCnt       uint32
@@ -88,6 +88,47 @@ func (c CQE64) Timestamp() uint64 { return binary.BigEndian.Uint64(c[CQEOffTimes
 
 // SRQN is srqn_uidx[23:0].
 func (c CQE64) SRQN() uint32 { return binary.BigEndian.Uint32(c[CQEOffSRQN:]) & 0xffffff }
+
+// SrcQPN is flags_rqpn[23:0]: the source QPN of a UD receive (the
+// sender's DETH source QP).
+func (c CQE64) SrcQPN() uint32 { return c.FlagsRQPN() & 0xffffff }
+
+// GRHBits is flags_rqpn[29:28]: non-zero when the receive carried a GRH
+// (RoCE: the network header scattered into the first 40 bytes of a UD
+// receive buffer); libmlx5 and mlx5_ib set IBV_WC_GRH for any non-zero
+// value.
+func (c CQE64) GRHBits() uint8 { return c[CQEOffFlagsRQPN] >> 4 & 3 }
+
+// SL is flags_rqpn[27:24] as libmlx5 reads wc.sl. On a RoCE port its low
+// two bits are the RoCE L3 header type (RoCEL3Type), which libmlx5 reports
+// as part of the SL all the same; mlx5_ib takes the SL from the VLAN PCP.
+func (c CQE64) SL() uint8 { return c[CQEOffFlagsRQPN] & 0xf }
+
+// RoCEL3Type is flags_rqpn[25:24], the network header of a RoCE receive
+// (MLX5_CQE_ROCE_L3_HEADER_TYPE_*: RoCEL3GRH, RoCEL3IPv6, RoCEL3IPv4), from
+// which mlx5_ib sets ib_wc.network_hdr_type.
+func (c CQE64) RoCEL3Type() uint8 { return c[CQEOffFlagsRQPN] & 3 }
+
+// L3HdrType is l4_hdr_type_etc[3:2], the L3 header type of an Ethernet
+// (raw packet) receive (MLX5_CQE_L3_HDR_TYPE_*: L3HdrNone, L3HdrIPv6,
+// L3HdrIPv4); libmlx5 reads it for the IP checksum flag. RoCE receives
+// report their network header in RoCEL3Type instead.
+func (c CQE64) L3HdrType() uint8 { return c[CQEOffL4L3Hdr] >> 2 & 3 }
+
+// RoCE L3 header types, flags_rqpn[25:24] (kernel
+// MLX5_CQE_ROCE_L3_HEADER_TYPE_*; not in mlx5dv.h).
+const (
+	RoCEL3GRH  = 0 // RoCEv1: a GRH
+	RoCEL3IPv6 = 1 // RoCEv2 over IPv6
+	RoCEL3IPv4 = 2 // RoCEv2 over IPv4
+)
+
+// Ethernet L3 header types, l4_hdr_type_etc[3:2] (MLX5_CQE_L3_HDR_TYPE_*).
+const (
+	L3HdrNone = 0
+	L3HdrIPv6 = 1
+	L3HdrIPv4 = 2
+)
 
 // IsError reports an error-CQE opcode.
 func (c CQE64) IsError() bool { op := c.Opcode(); return op == CQEReqErr || op == CQERespErr }

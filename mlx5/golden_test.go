@@ -29,6 +29,7 @@ type goldenCQE struct {
 
 type goldenFile struct {
 	wqe    map[string][]byte
+	srq    map[string][]byte
 	cqe    map[string]goldenCQE
 	db     map[string][]byte
 	off    map[string][2]int // struct.field -> offset, size
@@ -39,7 +40,7 @@ type goldenFile struct {
 // parseGolden reads the generator's line format; comment lines start with '#'.
 func parseGolden(t *testing.T, data []byte) goldenFile {
 	t.Helper()
-	g := goldenFile{wqe: map[string][]byte{}, cqe: map[string]goldenCQE{}, db: map[string][]byte{},
+	g := goldenFile{wqe: map[string][]byte{}, srq: map[string][]byte{}, cqe: map[string]goldenCQE{}, db: map[string][]byte{},
 		off: map[string][2]int{}, size: map[string]int{}, consts: map[string]int64{}}
 	atoi := func(s string) int {
 		n, err := strconv.Atoi(s)
@@ -62,6 +63,8 @@ func parseGolden(t *testing.T, data []byte) goldenFile {
 		switch f[0] {
 		case "wqe":
 			g.wqe[f[1]] = unhex(f[2])
+		case "srq":
+			g.srq[f[1]] = unhex(f[2])
 		case "db":
 			g.db[f[1]] = unhex(f[2])
 		case "cqe":
@@ -189,6 +192,27 @@ var goldenWQEs = []wqeCase{
 			RLID: 0xc123, RMAC: [6]byte{0x02, 0, 0, 0, 0, 0x02}, TClass: 0x10, HopLimit: 64,
 			GRHGIDFL: 1<<20 | 0x12345, RGID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 15: 2}},
 		data: []DataFields{{512, 0x77, 0xa000}}},
+	// UD SENDs through an address handle whose AV mlx5_create_ah built for
+	// RoCEv2: rlid = ibv_flow_label_to_udp_sport(flow label), GRH bit 30
+	// clear, sgid index and flow label in grh_gid_fl.
+	{name: "ud_send_ah",
+		ctrl: CtrlFields{WQEIndex: 0x0009, Opcode: OpSend, QPN: 0x000099, DS: 5, FMCESE: CECQUpdate},
+		av: &DatagramFields{Key: 0x11111111 << 32, DestQPN: 0x000abc, ExtendedAV: true, RLID: 0xe341,
+			RMAC: [6]byte{0x02, 0, 0, 0, 0, 0x02}, TClass: 0x10, HopLimit: 64, GRHGIDFL: 1<<20 | 0x12345,
+			RGID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 15: 2}},
+		data: []DataFields{{512, 0x77, 0xa000}}},
+	{name: "ud_send_ah_imm_inline",
+		ctrl: CtrlFields{WQEIndex: 0x000a, Opcode: OpSendImm, QPN: 0x000099, DS: 6, FMCESE: CECQUpdate, Imm: 0xcafef00d},
+		av: &DatagramFields{Key: 0x7fffffff << 32, DestQPN: 0xffffff, ExtendedAV: true, RLID: 0xffc0,
+			RMAC: [6]byte{0x02, 0, 0, 0, 0, 0x02}, HopLimit: 1, GRHGIDFL: 0xfffff,
+			RGID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 15: 2}},
+		inline: []byte("softnic inline!")},
+	{name: "ud_send_ah_2sge_fence_se",
+		ctrl: CtrlFields{WQEIndex: 0x000b, Opcode: OpSend, QPN: 0x000099, DS: 6, FMCESE: FenceSmallAndFen | SolicitedEvent},
+		av: &DatagramFields{Key: 1 << 32, DestQPN: 1, ExtendedAV: true, RLID: 0xc001,
+			RMAC: [6]byte{0x02, 0, 0, 0, 0, 0x02}, TClass: 0xb8, HopLimit: 255, GRHGIDFL: 1<<20 | 1,
+			RGID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 15: 2}},
+		data: []DataFields{{100, 0x77, 0xb000}, {1000, 0x78, 0xc000}}},
 	{name: "ctrl_ds63", ctrlOnly: true,
 		ctrl: CtrlFields{WQEIndex: 0x1234, Opcode: OpSend, QPN: 0x000001, DS: 63, FMCESE: CECQAndEQ}},
 	{name: "ctrl_small_fence", ctrlOnly: true,
@@ -304,6 +328,48 @@ func TestGoldenRDMACoreWQE(t *testing.T) {
 	}
 }
 
+// goldenSRQs are SRQ receive WQEs: the next segment's next_wqe_index, the
+// number of data segments the stride holds, and the SGEs posted.
+var goldenSRQs = []struct {
+	name  string
+	next  uint16
+	maxGS int
+	sges  []DataFields
+}{
+	{"srq_wqe_2sge", 1, 3, []DataFields{{4096, 0x1111, 0x7f0000001000}, {100, 0x1111, 0x7f0000003000}}},
+	{"srq_wqe_full", 7, 1, []DataFields{{64, 0x2222, 0x7f0000002000}}},
+	{"srq_wqe_empty", 3, 3, nil},
+}
+
+func TestGoldenRDMACoreSRQWQE(t *testing.T) {
+	g := loadGolden(t)
+	require.Len(t, g.srq, len(goldenSRQs), "every golden SRQ WQE has a Go case")
+	for _, c := range goldenSRQs {
+		t.Run(c.name, func(t *testing.T) {
+			want, ok := g.srq[c.name]
+			require.True(t, ok, "vector %q missing", c.name)
+			require.Len(t, want, SRQNextSegSize+c.maxGS*DataSegSize)
+			// Encode: a zeroed WQE (a new SRQ), linked, then posted.
+			got := make([]byte, len(want))
+			SRQNextSeg(got).SetNextWQEIndex(c.next)
+			for i := range c.sges {
+				DataSeg(got[SRQNextSegSize+i*DataSegSize:]).Encode(&c.sges[i])
+			}
+			if len(c.sges) < c.maxGS {
+				DataSeg(got[SRQNextSegSize+len(c.sges)*DataSegSize:]).Encode(&DataFields{LKey: InvalidKey})
+			}
+			require.Equal(t, hex.EncodeToString(want), hex.EncodeToString(got))
+			// Decode.
+			n := SRQNextSeg(want)
+			require.Equal(t, c.next, n.NextWQEIndex())
+			require.Zero(t, n.Signature())
+			for i := range c.sges {
+				require.Equal(t, c.sges[i], DataSeg(want[SRQNextSegSize+i*DataSegSize:]).Fields(), "data seg %d", i)
+			}
+		})
+	}
+}
+
 var goldenCQEs = []struct {
 	name string
 	f    CQEFields
@@ -319,6 +385,10 @@ var goldenCQEs = []struct {
 	{"resp_send_zero_len", CQEFields{Opcode: CQERespSend, FlagsRQPN: 0x02000042, Timestamp: 2, QPN: 0x42, WQECounter: 0xffff}},
 	{"resp_send_inv", CQEFields{Opcode: CQERespSendInv, Owner: true, SE: true, FlagsRQPN: 0x02000042, Imm: 0x00c0ffee,
 		ByteCnt: 64, Timestamp: 3, QPN: 0x42, WQECounter: 5}},
+	{"resp_send_ud_grh_ipv4", CQEFields{Opcode: CQERespSend, Owner: true, FlagsRQPN: 1<<28 | RoCEL3IPv4<<24 | 0xabc,
+		SRQN: 0x21, ByteCnt: 140, Timestamp: 4, QPN: 0x99, WQECounter: 5}},
+	{"resp_send_imm_ud_ipv6", CQEFields{Opcode: CQERespSendImm, FlagsRQPN: 3<<28 | RoCEL3IPv6<<24 | 0xffffff,
+		Imm: 0x01020304, ByteCnt: 1064, Timestamp: 5, QPN: 0x99, WQECounter: 0xfffe}},
 	{"req_err_retry_exceeded", CQEFields{Opcode: CQEReqErr, Owner: true, Syndrome: SyndTransportRetry, VendorErrSynd: 0x81,
 		HWErrSynd: 0x0a, WQEOpcode: uint8(OpSend), QPN: 0x123, WQECounter: 0x42}},
 	{"req_err_remote_access", CQEFields{Opcode: CQEReqErr, Syndrome: SyndRemoteAccess, VendorErrSynd: 0x88,
@@ -351,6 +421,12 @@ func TestGoldenRDMACoreCQE(t *testing.T) {
 			require.Equal(t, want.se == 1, c.SE(), "mlx5dv_get_cqe_se")
 			require.Equal(t, want.format_, int(c.OpOwn()>>2&3), "mlx5dv_get_cqe_format")
 			require.Equal(t, want.opcode == 13 || want.opcode == 14, c.IsError())
+			// flags_rqpn as libmlx5's handle_responder splits it.
+			fr := tc.f.FlagsRQPN
+			require.Equal(t, fr&0xffffff, c.SrcQPN(), "src_qp")
+			require.Equal(t, uint8(fr>>24&0xf), c.SL(), "sl")
+			require.Equal(t, uint8(fr>>28&3), c.GRHBits(), "g")
+			require.Equal(t, uint8(fr>>24&3), c.RoCEL3Type(), "roce l3 type")
 		})
 	}
 }
@@ -441,6 +517,9 @@ var goFields = map[string]goField{
 	// rgid is 16 bytes; the probe checks its first 8 (RGID is also covered by ud_send).
 	"mlx5_wqe_av.rgid": {32, 16, func(b []byte) uint64 { g := DatagramSeg(b).RGID(); return binary.BigEndian.Uint64(g[:8]) }, ^uint64(0)},
 
+	"mlx5_wqe_srq_next_seg.next_wqe_index": {SRQOffNextWQEIndex, 2, func(b []byte) uint64 { return u64(SRQNextSeg(b).NextWQEIndex()) }, 0xffff},
+	"mlx5_wqe_srq_next_seg.signature":      {SRQOffNextSignature, 1, func(b []byte) uint64 { return u64(SRQNextSeg(b).Signature()) }, 0xff},
+
 	"mlx5_cqe64.flags_rqpn":      {CQEOffFlagsRQPN, 4, func(b []byte) uint64 { return u64(CQE64(b).FlagsRQPN()) }, 0xffffffff},
 	"mlx5_cqe64.l4_hdr_type_etc": {CQEOffL4L3Hdr, 1, nil, 0},
 	"mlx5_cqe64.srqn_uidx":       {CQEOffSRQN, 4, func(b []byte) uint64 { return u64(CQE64(b).SRQN()) }, 0xffffff},
@@ -499,7 +578,7 @@ func TestGoldenRDMACoreLayout(t *testing.T) {
 		"mlx5_wqe_ctrl_seg": CtrlSegSize, "mlx5_wqe_raddr_seg": RaddrSegSize, "mlx5_wqe_data_seg": DataSegSize,
 		"mlx5_wqe_atomic_seg": AtomicSegSize, "mlx5_wqe_inl_data_seg": InlineHdrSize,
 		"mlx5_wqe_datagram_seg": DatagramSegSize, "mlx5_wqe_av": DatagramSegSize,
-		"mlx5_cqe64": CQE64Size, "mlx5_err_cqe": CQE64Size,
+		"mlx5_cqe64": CQE64Size, "mlx5_err_cqe": CQE64Size, "mlx5_wqe_srq_next_seg": SRQNextSegSize,
 	}
 	require.Len(t, g.size, len(sizes))
 	for name, want := range g.size {
@@ -515,6 +594,9 @@ func TestGoldenRDMACoreConstants(t *testing.T) {
 		"MLX5_WQE_CTRL_CQ_UPDATE": CECQUpdate, "MLX5_WQE_CTRL_SOLICITED": SolicitedEvent,
 		"MLX5_WQE_CTRL_FENCE": FenceSmallAndFen, "MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE": FenceInitSmall,
 		"MLX5_CQ_DOORBELL": UARCQArmOffset, "MLX5_CQ_DB_REQ_NOT_SOL": CQArmCmdSolicited, "MLX5_CQE_OWNER_MASK": 1,
+		"MLX5_CQE_L3_HDR_TYPE_NONE": L3HdrNone, "MLX5_CQE_L3_HDR_TYPE_IPV6": L3HdrIPv6, "MLX5_CQE_L3_HDR_TYPE_IPV4": L3HdrIPv4,
+		// <infiniband/verbs.h>: the RoCEv2 UDP source-port range and the flow-label mask.
+		"IB_ROCE_UDP_ENCAP_VALID_PORT_MIN": 0xc000, "IB_GRH_FLOWLABEL_MASK": 0xfffff,
 
 		"MLX5_OPCODE_NOP": int64(OpNOP), "MLX5_OPCODE_SEND_INVAL": int64(OpSendInval),
 		"MLX5_OPCODE_RDMA_WRITE": int64(OpRDMAWrite), "MLX5_OPCODE_RDMA_WRITE_IMM": int64(OpRDMAWriteImm),

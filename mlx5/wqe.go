@@ -180,3 +180,19 @@ func RecvWQEStride(maxSGE int) int {
 	}
 	return s
 }
+
+// SRQNextSeg is the 16-byte "next" segment that starts every SRQ WQE
+// (struct mlx5_wqe_srq_next_seg, mlx5.md §5): next_wqe_index BE16 @2 links
+// the free list, signature @4; the rest is reserved. The data segments
+// (DataSeg, terminated by an InvalidKey lkey when not all are used) follow.
+type SRQNextSeg []byte
+
+// NextWQEIndex is the index of the WQE after this one in the list.
+func (s SRQNextSeg) NextWQEIndex() uint16 { return binary.BigEndian.Uint16(s[SRQOffNextWQEIndex:]) }
+
+// SetNextWQEIndex links this WQE to WQE n; the other bytes are left alone,
+// as libmlx5 writes only the index (set_srq_buf_ll, mlx5_free_srq_wqe).
+func (s SRQNextSeg) SetNextWQEIndex(n uint16) { binary.BigEndian.PutUint16(s[SRQOffNextWQEIndex:], n) }
+
+// Signature is the WQE signature byte (0 unless the SRQ has signatures).
+func (s SRQNextSeg) Signature() uint8 { return s[SRQOffNextSignature] }

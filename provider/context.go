@@ -28,16 +28,21 @@ type Context struct {
 	host mlx5.HostModel  // nil unless the device accounts host CPU time
 	ctrs CounterSource   // nil unless the device exposes hardware counters
 
-	maxMsg uint64 // largest send message (maxMsgSize)
+	maxMsg   uint64 // largest send message (maxMsgSize)
+	sportSeq uint32 // AH UDP source ports when the flow label is 0 (nextUDPSPort)
 
 	attr   mlx5.DeviceAttr
 	uctx   mlx5.ContextResp
 	closed bool
 
-	qps map[uint32]*QP // by QPN, for CQE → QP lookup
-	cqs map[uint32]*CQ
-	pds map[uint32]*PD
-	mrs map[uint32]*MR // by LKey
+	qps  map[uint32]*QP // by QPN, for CQE → QP lookup
+	cqs  map[uint32]*CQ
+	pds  map[uint32]*PD
+	mrs  map[uint32]*MR // by LKey
+	srqs map[uint32]*SRQ
+	ahs  map[*AH]struct{}
+
+	ev *ctxEvents // completion channels and async events (events.go), set up on first use
 }
 
 // Open issues GET_CONTEXT and QUERY_DEVICE and checks that the device's
@@ -65,6 +70,7 @@ func Open(dev Device) (*Context, error) {
 	c := &Context{
 		name: dev.Name, ctl: dev.Control, mmio: dev.MMIO, mem: dev.Mem, attr: attr, uctx: uctx,
 		qps: map[uint32]*QP{}, cqs: map[uint32]*CQ{}, pds: map[uint32]*PD{}, mrs: map[uint32]*MR{},
+		srqs: map[uint32]*SRQ{}, ahs: map[*AH]struct{}{},
 	}
 	c.prog, _ = dev.Control.(mlx5.Progressor)
 	c.host, _ = dev.Control.(mlx5.HostModel)
@@ -128,9 +134,9 @@ func (c *Context) Attr() mlx5.DeviceAttr { return c.attr }
 // Mem is the host-memory region the device reaches.
 func (c *Context) Mem() *shm.Region { return c.mem }
 
-// Close destroys every object still open on the context (QPs, CQs, MRs,
-// PDs, in that order) and closes it; later calls return ErrClosed. It
-// returns the first error met but keeps going.
+// Close destroys every object still open on the context (QPs, SRQs, CQs,
+// AHs, MRs, PDs, in that order) and closes it; later calls return
+// ErrClosed. It returns the first error met but keeps going.
 func (c *Context) Close() error {
 	if c.closed {
 		return opErr("close", 0, ErrClosed)
@@ -144,8 +150,15 @@ func (c *Context) Close() error {
 	for _, qpn := range sortedKeys(c.qps) {
 		keep(c.qps[qpn].Destroy())
 	}
+	for _, srqn := range sortedKeys(c.srqs) {
+		keep(c.srqs[srqn].Destroy())
+	}
 	for _, cqn := range sortedKeys(c.cqs) {
 		keep(c.cqs[cqn].Destroy())
+	}
+	c.closeEvents(keep)
+	for ah := range c.ahs { // no commands: the order does not matter
+		keep(ah.Destroy())
 	}
 	for _, k := range sortedKeys(c.mrs) {
 		keep(c.mrs[k].Dereg())
@@ -222,7 +235,7 @@ func (c *Context) allocQueueMem(op string, n, align int) (uint64, []byte, error)
 type PD struct {
 	ctx  *Context
 	pdn  uint32
-	refs int // MRs and QPs created on it
+	refs int // MRs, QPs, SRQs and AHs created on it
 	dead bool
 }
 
@@ -243,13 +256,14 @@ func (c *Context) AllocPD() (*PD, error) {
 // PDN is the protection-domain number.
 func (pd *PD) PDN() uint32 { return pd.pdn }
 
-// Dealloc frees the PD; it fails with ErrBusy while MRs or QPs use it.
+// Dealloc frees the PD; it fails with ErrBusy while MRs, QPs, SRQs or AHs
+// use it.
 func (pd *PD) Dealloc() error {
 	if pd == nil || pd.dead {
 		return opErr("dealloc_pd", 0, ErrClosed)
 	}
 	if pd.refs > 0 {
-		return opErr("dealloc_pd", 0, detail(ErrBusy, "pd %d has %d MRs/QPs", pd.pdn, pd.refs))
+		return opErr("dealloc_pd", 0, detail(ErrBusy, "pd %d has %d MRs/QPs/SRQs/AHs", pd.pdn, pd.refs))
 	}
 	if err := pd.ctx.ctl.DeallocPD(pd.pdn); err != nil {
 		return opErr("dealloc_pd", 0, err)

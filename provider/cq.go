@@ -22,6 +22,12 @@ type CQ struct {
 	refs     int    // QPs using the CQ
 	last     *QP    // last QP looked up (libmlx5 cur_rsc)
 	dead     bool
+
+	// Notification (channel.go).
+	channel    *CompChannel // completion events go here (nil: none)
+	armSN      uint32       // libmlx5 arm_sn: completion events read
+	evReported uint32       // completion events GetCQEvent returned
+	evAcked    uint32       // of those, acknowledged (ibv_ack_cq_events)
 }
 
 // CreateCQ creates a CQ able to hold at least entries completions. As in
@@ -216,7 +222,7 @@ func (cq *CQ) parse(cqe mlx5.CQE64, wc *WC) error {
 		wc.Status = wcStatusFromSyndrome(cqe.Syndrome())
 		wc.VendorErr = uint32(cqe.VendorErrSynd())
 	case mlx5.CQERespWrImm, mlx5.CQERespSend, mlx5.CQERespSendImm, mlx5.CQERespSendInv:
-		if err := qp.rq.consume(wc); err != nil {
+		if err := qp.consumeRecv(cqe, wc); err != nil {
 			return err
 		}
 		wc.ByteLen = cqe.ByteCnt()
@@ -230,13 +236,16 @@ func (cq *CQ) parse(cqe mlx5.CQE64, wc *WC) error {
 		case mlx5.CQERespSendInv:
 			wc.Opcode, wc.Flags, wc.Imm = WCRecv, WCFlagWithInv, cqe.Imm()
 		}
-		rq := cqe.FlagsRQPN()
-		wc.SrcQP = rq & 0xffffff
-		if (rq>>28)&3 != 0 {
+		// handle_responder: src_qp, sl and the GRH flag from flags_rqpn;
+		// the network header type as mlx5_ib reads it on a RoCE port.
+		wc.SrcQP = cqe.SrcQPN()
+		wc.SL = cqe.SL()
+		if cqe.GRHBits() != 0 {
 			wc.Flags |= WCFlagGRH
 		}
+		wc.NetworkHdr = networkHdrFromCQE(cqe.RoCEL3Type())
 	case mlx5.CQERespErr:
-		if err := qp.rq.consume(wc); err != nil {
+		if err := qp.consumeRecv(cqe, wc); err != nil {
 			return err
 		}
 		wc.Opcode = WCRecv
@@ -246,6 +255,16 @@ func (cq *CQ) parse(cqe mlx5.CQE64, wc *WC) error {
 		return detail(ErrBadCQE, "cq %#x: unexpected CQE opcode %v (op_own %#02x)", cq.cqn, op, cqe.OpOwn())
 	}
 	return nil
+}
+
+// consumeRecv retires the receive a responder CQE completes: for a QP on
+// an SRQ the SRQ WQE its wqe_counter names, which goes back to the SRQ's
+// free list (mlx5_free_srq_wqe); otherwise the QP's oldest receive.
+func (qp *QP) consumeRecv(cqe mlx5.CQE64, wc *WC) error {
+	if qp.srq != nil {
+		return qp.srq.complete(cqe.WQECounter(), wc)
+	}
+	return qp.rq.consume(wc)
 }
 
 // goodReq fills opcode, flags and byte_len of a requester completion from

@@ -35,6 +35,12 @@ type EnvOpts struct {
 	// Setup, if set, adjusts the fake device (its Attr, say) before the
 	// context is opened.
 	Setup func(d *FakeDev)
+	// NoSRQ hides the fake's mlx5.SRQControl from the provider.
+	NoSRQ bool
+	// Type is the QP type NewQueues creates (default RC); SRQ, if set, is
+	// the SRQ it attaches the QP to.
+	Type QPType
+	SRQ  *SRQ
 }
 
 // NewEnv builds an Env; the QP is left in RESET. The region is closed
@@ -75,6 +81,9 @@ func newEnv(mem *shm.Region, o EnvOpts) (*Env, error) {
 	if o.Progress {
 		ctl = FakeProgDev{dev}
 	}
+	if o.NoSRQ {
+		ctl = struct{ mlx5.Control }{ctl} // only the Control methods
+	}
 	ctx, err := Open(Device{Name: "fake0", Control: ctl, MMIO: dev, Mem: mem})
 	if err != nil {
 		return nil, err
@@ -110,7 +119,7 @@ func (e *Env) NewQueues(o EnvOpts) error {
 	if o.Cap == (QPCap{}) {
 		o.Cap = QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 256}
 	}
-	qp, err := e.Ctx.CreateQP(e.PD, QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: o.Cap, SigAll: o.SigAll})
+	qp, err := e.Ctx.CreateQP(e.PD, QPInitAttr{Type: o.Type, SendCQ: cq, RecvCQ: cq, SRQ: o.SRQ, Cap: o.Cap, SigAll: o.SigAll})
 	if err != nil {
 		return err
 	}
@@ -166,4 +175,34 @@ func (e *Env) DBR(t testing.TB) mlx5.DBRec {
 	b, err := e.Mem.Slice(e.QP.SQInfo().DBRAddr, 8)
 	require.NoError(t, err)
 	return mlx5.DBRec(b)
+}
+
+// UD and UC attribute sets of the RESET→INIT→RTR→RTS walk, with the masks
+// the IB table requires for each type.
+const (
+	UDQKey     = 0x11111111
+	UDInitMask = mlx5.AttrState | mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrQKey
+	UDRTRMask  = mlx5.AttrState
+	UDRTSMask  = mlx5.AttrState | mlx5.AttrSQPSN
+	UCInitMask = InitMask
+	UCRTRMask  = mlx5.AttrState | mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN
+	UCRTSMask  = mlx5.AttrState | mlx5.AttrSQPSN
+)
+
+// ToRTSAs walks qp of type t to RTS with the minimal attribute sets.
+func ToRTSAs(t testing.TB, typ QPType, qp *QP) {
+	t.Helper()
+	i, r, s := RTSAttrs()
+	switch typ {
+	case QPTypeUD:
+		require.NoError(t, qp.Modify(&QPAttr{QPState: QPStateInit, Port: 1, QKey: UDQKey}, UDInitMask))
+		require.NoError(t, qp.Modify(&QPAttr{QPState: QPStateRTR}, UDRTRMask))
+		require.NoError(t, qp.Modify(&QPAttr{QPState: QPStateRTS, SQPSN: 0x300}, UDRTSMask))
+	case QPTypeUC:
+		require.NoError(t, qp.Modify(i, UCInitMask))
+		require.NoError(t, qp.Modify(r, UCRTRMask))
+		require.NoError(t, qp.Modify(s, UCRTSMask))
+	default:
+		ToRTS(t, qp)
+	}
 }

@@ -42,7 +42,19 @@ type FakeCQ struct {
 	Overrun int    // CQEs that would have overwritten unpolled entries
 }
 
-// FakeDev implements mlx5.Control and pcie.MMIO.
+// FakeSRQ is the device's view of an SRQ: like a ConnectX it keeps the
+// index of the next WQE to consume, starting at 0, and follows each
+// consumed WQE's next_wqe_index.
+type FakeSRQ struct {
+	Cmd   mlx5.CreateSRQCmd
+	SRQN  uint32
+	Limit uint32
+	Cur   uint16 // next WQE to consume
+	Taken uint16 // WQEs consumed (compared with the doorbell record's counter)
+	Users int    // QPs attached
+}
+
+// FakeDev implements mlx5.Control, mlx5.SRQControl and pcie.MMIO.
 type FakeDev struct {
 	Mem       *shm.Region
 	Attr      mlx5.DeviceAttr
@@ -53,12 +65,15 @@ type FakeDev struct {
 	Fail      map[string]error // command name -> error to return once
 	QPs       map[uint32]*FakeQP
 	CQs       map[uint32]*FakeCQ
+	SRQs      map[uint32]*FakeSRQ
+	SRQMods   []mlx5.ModifySRQCmd
 	Ops       []MMIOOp
 	Host      []string          // HostWork calls: "stage qpn bytes"
 	HW        map[string]uint64 // what FakeProgDev.HWCounters returns
 	nextQPN   uint32
 	nextCQN   uint32
 	nextPDN   uint32
+	nextSRQN  uint32
 	nextKey   uint32
 	nQP       int
 	order     []uint32 // QPNs in creation order
@@ -77,7 +92,8 @@ func NewFakeDev(mem *shm.Region) *FakeDev {
 		Fail:      map[string]error{},
 		QPs:       map[uint32]*FakeQP{},
 		CQs:       map[uint32]*FakeCQ{},
-		nextQPN:   0x100, nextCQN: 0x40, nextPDN: 1, nextKey: 0x1000,
+		SRQs:      map[uint32]*FakeSRQ{},
+		nextQPN:   0x100, nextCQN: 0x40, nextPDN: 1, nextSRQN: 0x20, nextKey: 0x1000,
 		RecordOps: true,
 	}
 }
@@ -150,6 +166,16 @@ func (d *FakeDev) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 	if err := d.cmd("create_qp"); err != nil {
 		return mlx5.CreateQPResp{}, err
 	}
+	if c.SRQN != 0 {
+		srq := d.SRQs[c.SRQN]
+		switch {
+		case srq == nil:
+			return mlx5.CreateQPResp{}, &mlx5.CmdError{Cmd: "CREATE_QP", Status: mlx5.StatusBadResource, Reason: "no such SRQ"}
+		case c.RQWQECnt != 0:
+			return mlx5.CreateQPResp{}, &mlx5.CmdError{Cmd: "CREATE_QP", Status: mlx5.StatusBadParam, Reason: "RQ on an SRQ QP"}
+		}
+		srq.Users++
+	}
 	d.nextQPN++
 	uar := uint64(d.UCtx.UARIndex) + uint64(d.nQP/2)
 	bf := uint64(d.nQP % 2)
@@ -194,8 +220,117 @@ func (d *FakeDev) DestroyQP(qpn uint32) error {
 	if err := d.cmd("destroy_qp"); err != nil {
 		return err
 	}
+	if q := d.QPs[qpn]; q != nil && q.Cmd.SRQN != 0 {
+		if srq := d.SRQs[q.Cmd.SRQN]; srq != nil {
+			srq.Users--
+		}
+	}
 	delete(d.QPs, qpn)
+	// Drop it from the Progress order too: a long fuzz run creates and
+	// destroys a QP per input, and Progress walks the order on every step.
+	for i, n := range d.order {
+		if n == qpn {
+			d.order = append(d.order[:i], d.order[i+1:]...)
+			break
+		}
+	}
 	return nil
+}
+
+// CreateSRQ implements mlx5.SRQControl.
+func (d *FakeDev) CreateSRQ(c mlx5.CreateSRQCmd) (mlx5.CreateSRQResp, error) {
+	if err := d.cmd("create_srq"); err != nil {
+		return mlx5.CreateSRQResp{}, err
+	}
+	if c.WQECnt <= 0 || c.WQECnt&(c.WQECnt-1) != 0 || c.WQEShift < 5 {
+		return mlx5.CreateSRQResp{}, &mlx5.CmdError{Cmd: "CREATE_SRQ", Status: mlx5.StatusBadParam, Reason: "bad size"}
+	}
+	d.nextSRQN++
+	d.SRQs[d.nextSRQN] = &FakeSRQ{Cmd: c, SRQN: d.nextSRQN, Limit: c.Limit}
+	return mlx5.CreateSRQResp{SRQN: d.nextSRQN}, nil
+}
+
+// ModifySRQ implements mlx5.SRQControl.
+func (d *FakeDev) ModifySRQ(c mlx5.ModifySRQCmd) error {
+	if err := d.cmd("modify_srq"); err != nil {
+		return err
+	}
+	d.SRQMods = append(d.SRQMods, c)
+	s := d.SRQs[c.SRQN]
+	switch {
+	case s == nil:
+		return &mlx5.CmdError{Cmd: "MODIFY_SRQ", Status: mlx5.StatusBadResource, Reason: "no such SRQ"}
+	case c.Mask&mlx5.SRQAttrMaxWR != 0:
+		return &mlx5.CmdError{Cmd: "MODIFY_SRQ", Status: mlx5.StatusBadParam, Reason: "resize"}
+	}
+	if c.Mask&mlx5.SRQAttrLimit != 0 {
+		s.Limit = c.Limit
+	}
+	return nil
+}
+
+// QuerySRQ implements mlx5.SRQControl: max_wr as mlx5_ib_query_srq
+// reports it (WQEs - 1).
+func (d *FakeDev) QuerySRQ(srqn uint32) (mlx5.SRQAttr, error) {
+	if err := d.cmd("query_srq"); err != nil {
+		return mlx5.SRQAttr{}, err
+	}
+	s := d.SRQs[srqn]
+	if s == nil {
+		return mlx5.SRQAttr{}, &mlx5.CmdError{Cmd: "QUERY_SRQ", Status: mlx5.StatusBadResource, Reason: "no such SRQ"}
+	}
+	return mlx5.SRQAttr{MaxWR: s.Cmd.WQECnt - 1, MaxSGE: (1<<s.Cmd.WQEShift - mlx5.SRQNextSegSize) / mlx5.DataSegSize,
+		Limit: s.Limit}, nil
+}
+
+// DestroySRQ implements mlx5.SRQControl.
+func (d *FakeDev) DestroySRQ(srqn uint32) error {
+	if err := d.cmd("destroy_srq"); err != nil {
+		return err
+	}
+	s := d.SRQs[srqn]
+	switch {
+	case s == nil:
+		return &mlx5.CmdError{Cmd: "DESTROY_SRQ", Status: mlx5.StatusBadResource, Reason: "no such SRQ"}
+	case s.Users > 0:
+		return &mlx5.CmdError{Cmd: "DESTROY_SRQ", Status: mlx5.StatusResourceBusy, Reason: "QPs attached"}
+	}
+	delete(d.SRQs, srqn)
+	return nil
+}
+
+// TakeSRQ consumes the next posted WQE of an SRQ the way a ConnectX does
+// (the WQE at its current index, then that WQE's next_wqe_index) and
+// returns its slot and data segments (up to the InvalidKey terminator).
+func (d *FakeDev) TakeSRQ(srqn uint32) (uint16, []mlx5.DataFields, error) {
+	s := d.SRQs[srqn]
+	if s == nil {
+		return 0, nil, fmt.Errorf("fake: no SRQ %#x", srqn)
+	}
+	dbr, err := d.Mem.Slice(s.Cmd.DBAddr, 8)
+	if err != nil {
+		return 0, nil, err
+	}
+	if uint16(mlx5.DBRec(dbr).Word(mlx5.DBRRecv)) == s.Taken {
+		return 0, nil, fmt.Errorf("fake: SRQ %#x has no receive posted", srqn)
+	}
+	stride := 1 << s.Cmd.WQEShift
+	slot := s.Cur & uint16(s.Cmd.WQECnt-1)
+	wqe, err := d.Mem.Slice(s.Cmd.BufAddr+uint64(slot)*uint64(stride), stride)
+	if err != nil {
+		return 0, nil, err
+	}
+	var sges []mlx5.DataFields
+	for off := mlx5.SRQNextSegSize; off < stride; off += mlx5.DataSegSize {
+		f := mlx5.DataSeg(wqe[off:]).Fields()
+		if f.LKey == mlx5.InvalidKey {
+			break
+		}
+		sges = append(sges, f)
+	}
+	s.Cur = mlx5.SRQNextSeg(wqe).NextWQEIndex()
+	s.Taken++
+	return slot, sges, nil
 }
 
 // qpOfReg finds the QP whose bfreg holds BAR0 offset off.
@@ -262,6 +397,27 @@ func (d *FakeDev) WriteCQE(cqn uint32, f mlx5.CQEFields) error {
 	return nil
 }
 
+// WriteRawCQE writes 64 CQE bytes (a golden vector, say) at the CQ's
+// producer index, with the owner bit that index needs.
+func (d *FakeDev) WriteRawCQE(cqn uint32, raw []byte) error {
+	cq := d.CQs[cqn]
+	if cq == nil || len(raw) != mlx5.CQE64Size {
+		return fmt.Errorf("fake: no CQ %#x or a CQE of %d bytes", cqn, len(raw))
+	}
+	nent := uint32(cq.Cmd.Entries)
+	b, err := d.Mem.Slice(cq.Cmd.BufAddr+uint64(cq.PI&(nent-1))*mlx5.CQE64Size, mlx5.CQE64Size)
+	if err != nil {
+		return err
+	}
+	copy(b, raw)
+	b[mlx5.CQEOffOpOwn] &^= 1
+	if mlx5.CQEOwnerBit(cq.PI, nent) {
+		b[mlx5.CQEOffOpOwn] |= 1
+	}
+	cq.PI++
+	return nil
+}
+
 // sqRing is the SQ ring of q.
 func (d *FakeDev) sqRing(q *FakeQP) ([]byte, error) {
 	rqBytes := uint64(q.Cmd.RQWQECnt) << q.Cmd.RQWQEShift
@@ -311,12 +467,22 @@ func (d *FakeDev) step(q *FakeQP) bool {
 	return true
 }
 
-// Deliver consumes the next RQ WQE of qpn with a responder CQE of the
-// given opcode (the "peer" sent something).
+// Deliver consumes the next RQ WQE of qpn (or, for a QP on an SRQ, the
+// next WQE of the SRQ) with a responder CQE of the given opcode (the
+// "peer" sent something); srcQP is the whole flags_rqpn dword.
 func (d *FakeDev) Deliver(qpn uint32, op mlx5.CQEOpcode, byteCnt, immBE uint32, srcQP uint32) error {
 	q := d.QPs[qpn]
 	if q == nil {
 		return fmt.Errorf("fake: no QP %#x", qpn)
+	}
+	if q.Cmd.SRQN != 0 { // a receive from the QP's SRQ: wqe_counter names the slot
+		slot, _, err := d.TakeSRQ(q.Cmd.SRQN)
+		if err != nil {
+			return err
+		}
+		q.RecvTaken++
+		return d.WriteCQE(q.Cmd.RecvCQN, mlx5.CQEFields{Opcode: op, QPN: qpn, SRQN: q.Cmd.SRQN, WQECounter: slot,
+			ByteCnt: byteCnt, Imm: immBE, FlagsRQPN: srcQP})
 	}
 	dbr, err := d.Mem.Slice(q.Cmd.DBAddr, 8)
 	if err != nil {

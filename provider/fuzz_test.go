@@ -16,7 +16,24 @@ var (
 	fuzzEnv  *provider.Env
 	fuzzErr  error
 	fuzzOpts = provider.EnvOpts{Progress: true, Cap: provider.QPCap{MaxSendWR: 8, MaxRecvWR: 1, MaxSendSGE: 4, MaxInline: 200}}
+	// UD address handles of the fuzz context: a live one and a destroyed one.
+	fuzzAH, fuzzDeadAH *provider.AH
 )
+
+// fuzzType is the QP type an input runs on: bits 7-6 of its first byte
+// (0 and 1: RC, so that ASCII inputs stay RC; 2: UC; 3: UD).
+func fuzzType(data []byte) provider.QPType {
+	if len(data) == 0 {
+		return provider.QPTypeRC
+	}
+	switch data[0] >> 6 {
+	case 2:
+		return provider.QPTypeUC
+	case 3:
+		return provider.QPTypeUD
+	}
+	return provider.QPTypeRC
+}
 
 // fuzzReader hands out bytes of the fuzz input, zeros once it runs out.
 type fuzzReader struct{ b []byte }
@@ -37,8 +54,10 @@ func (r *fuzzReader) u32() uint32 { return uint32(r.u16())<<16 | uint32(r.u16())
 // decodeWRs turns fuzz bytes into a WR list: opcodes including invalid
 // ones, every flag bit plus an unknown one, 0..5 SGEs (the QP allows 4) of
 // 0..1099 bytes, pointing into the registered buffer, outside host memory
-// or across its end.
-func decodeWRs(e *provider.Env, r *fuzzReader) []provider.SendWR {
+// or across its end. For a UD QP each WR also gets an address handle
+// (live, missing or destroyed), a remote QPN (sometimes wider than 24
+// bits) and a remote Q_Key (sometimes with bit 31 set).
+func decodeWRs(e *provider.Env, r *fuzzReader, typ provider.QPType) []provider.SendWR {
 	n := int(r.u8()%8) + 1
 	wrs := make([]provider.SendWR, 0, n)
 	end := e.Mem.Base() + uint64(e.Mem.Size())
@@ -61,6 +80,19 @@ func decodeWRs(e *provider.Env, r *fuzzReader) []provider.SendWR {
 		}
 		wr.Imm, wr.RemoteAddr, wr.RKey = r.u32(), uint64(r.u32()), r.u32()
 		wr.CompareAdd, wr.Swap = uint64(r.u32()), uint64(r.u32())<<32
+		if typ == provider.QPTypeUD {
+			switch sel := r.u8(); {
+			case sel < 200:
+				wr.AH = fuzzAH
+			case sel < 230:
+				wr.AH = fuzzDeadAH
+			} // else: no AH
+			wr.RemoteQPN = r.u32()
+			if wr.RemoteQPN>>24&1 == 0 {
+				wr.RemoteQPN &= 0xffffff
+			}
+			wr.RemoteQKey = r.u32()
+		}
 		wrs = append(wrs, wr)
 	}
 	return wrs
@@ -73,6 +105,19 @@ func FuzzPostSend(f *testing.F) {
 	f.Add([]byte{7, 4, 26, 3, 1, 0, 0, 0, 0, 0, 255, 255, 250})
 	f.Add([]byte{0, 1, 5, 2, 1, 0, 8, 3, 0, 8, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 5, 1, 2, 3, 4, 5, 6, 7, 8}) // CS
 	f.Add([]byte{0, 1, 6, 3, 2, 0, 16, 4, 0, 0, 9, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1})                     // FA, fenced, 2 SGEs
+	// UD (first byte 0xc0..0xff): SEND with one SGE through the AH, QPN
+	// 0x123, Q_Key 0x11111111.
+	f.Add([]byte{0xc0, 0, 2, 2, 1, 0, 64, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0x01, 0x23, 0x11, 0x11, 0x11, 0x11})
+	// UD: SEND_IMM inline, Q_Key with bit 31 (the QP's), then an RDMA WRITE
+	// (refused on UD).
+	f.Add([]byte{0xc1, 1, 3, 8, 1, 0, 20, 9, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 7, 0x80, 0, 0, 0, 0, 1, 0})
+	// UD: no AH, then a QPN wider than 24 bits.
+	f.Add([]byte{0xc0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 240, 0, 0, 0, 1, 0, 0, 0, 0})
+	// UC (first byte 0x80..0xbf): RDMA WRITE_IMM, then RDMA READ (refused).
+	f.Add([]byte{0x80, 1, 1, 2, 1, 0, 100, 3, 0, 0, 0, 1, 0, 0, 0x10, 0, 0, 0, 0, 0x42, 0, 0, 0, 0, 0, 0, 0, 0,
+		4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(fuzzBody)
 }
 
@@ -81,23 +126,39 @@ func FuzzPostSend(f *testing.F) {
 func fuzzBody(t *testing.T, data []byte) {
 	// One context per process (a memfd region per input would make each
 	// execution ~1 ms); a fresh CQ and QP per input.
-	fuzzOnce.Do(func() { fuzzEnv, fuzzErr = provider.NewEnvErr(fuzzOpts) })
+	fuzzOnce.Do(func() {
+		fuzzEnv, fuzzErr = provider.NewEnvErr(fuzzOpts)
+		if fuzzErr != nil {
+			return
+		}
+		ah := provider.AHAttr{DGID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 15: 2}, DMAC: [6]byte{2, 0, 0, 0, 0, 2}, Port: 1, HopLimit: 64}
+		if fuzzAH, fuzzErr = fuzzEnv.PD.CreateAH(ah); fuzzErr != nil {
+			return
+		}
+		if fuzzDeadAH, fuzzErr = fuzzEnv.PD.CreateAH(ah); fuzzErr != nil {
+			return
+		}
+		fuzzErr = fuzzDeadAH.Destroy()
+	})
 	require.NoError(t, fuzzErr)
 	e := fuzzEnv
+	typ := fuzzType(data)
+	opts := fuzzOpts
+	opts.Type = typ
 	inUse := e.Mem.InUse()
-	require.NoError(t, e.NewQueues(fuzzOpts))
+	require.NoError(t, e.NewQueues(opts))
 	defer func() {
 		require.NoError(t, e.DropQueues())
 		require.Equal(t, inUse, e.Mem.InUse(), "queue memory freed")
 	}()
 	{
-		provider.ToRTS(t, e.QP)
+		provider.ToRTSAs(t, typ, e.QP)
 		e.Dev.RecordOps = false
 		r := &fuzzReader{b: data}
 		var wc [16]provider.WC
 		for round := 0; len(r.b) > 0 && round < 16; round++ {
 			e.QP.SetBlueFlame(r.u8()&1 == 0)
-			wrs := decodeWRs(e, r)
+			wrs := decodeWRs(e, r, typ)
 			before := e.QP.SQProducer()
 			bad, err := e.QP.PostSend(wrs)
 			require.GreaterOrEqual(t, bad, 0)
@@ -131,9 +192,28 @@ func fuzzBody(t *testing.T, data []byte) {
 					provider.WRAtomicCmpSwp: mlx5.OpAtomicCS, provider.WRAtomicFetchAdd: mlx5.OpAtomicFA}[wrs[i].Opcode]
 				require.True(t, ok, "opcode %v accepted", wrs[i].Opcode)
 				require.Equal(t, op, c.Opcode())
+				switch typ {
+				case provider.QPTypeUC:
+					require.NotContains(t, []mlx5.Opcode{mlx5.OpRDMARead, mlx5.OpAtomicCS, mlx5.OpAtomicFA}, op, "UC posted %v", op)
+				case provider.QPTypeUD:
+					require.Contains(t, []mlx5.Opcode{mlx5.OpSend, mlx5.OpSendImm}, op, "UD posted %v", op)
+				}
 				atomic := op == mlx5.OpAtomicCS || op == mlx5.OpAtomicFA
 				// Walk the segments: the DS must account for exactly them.
 				o := 16
+				if typ == provider.QPTypeUD {
+					require.Same(t, fuzzAH, wrs[i].AH, "UD posted without the live AH")
+					d := mlx5.DatagramSeg(w[16:64])
+					require.True(t, d.ExtendedAV())
+					require.Equal(t, wrs[i].RemoteQPN, d.DestQPN(), "remote QPN fits 24 bits")
+					qkey := wrs[i].RemoteQKey
+					if qkey&0x80000000 != 0 {
+						qkey = provider.UDQKey
+					}
+					require.Equal(t, qkey, d.QKey())
+					require.Equal(t, fuzzAH.UDPSPort(), d.RLID())
+					o += mlx5.DatagramSegSize
+				}
 				switch {
 				case atomic:
 					o += 32 // raddr + atomic

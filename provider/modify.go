@@ -6,10 +6,11 @@ import (
 	"github.com/softnic/softnic/mlx5"
 )
 
-// transition is one allowed RC state change: the attributes it requires
-// and those it also accepts (IB spec table the kernel enforces in
-// ib_modify_qp_is_ok, mlx5.md §7.3, restricted to the transitions mlx5_ib
-// has a firmware command for, §7.2).
+// transition is one allowed state change: the attributes it requires and
+// those it also accepts (the IB spec table the kernel enforces in
+// ib_modify_qp_is_ok, qp_state_table in drivers/infiniband/core/verbs.c,
+// mlx5.md §7.3, restricted to the transitions mlx5_ib has a firmware
+// command for, §7.2). There is one table per QP type.
 type transition struct {
 	req, opt uint32
 }
@@ -65,6 +66,106 @@ var rcTransitions = map[QPState]map[QPState]transition{
 	},
 }
 
+// ucTransitions[from][to] for UC QPs: no atomics, no retries, no RNR: an
+// RC table without MAX_DEST_RD_ATOMIC, MIN_RNR_TIMER, TIMEOUT, RETRY_CNT,
+// RNR_RETRY and MAX_QP_RD_ATOMIC.
+var ucTransitions = map[QPState]map[QPState]transition{
+	QPStateReset: {
+		QPStateReset: {},
+		QPStateInit:  {req: mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags},
+		QPStateErr:   {},
+	},
+	QPStateInit: {
+		QPStateReset: {},
+		QPStateInit:  {opt: mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags},
+		QPStateRTR: {
+			req: mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN,
+			opt: mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPKeyIndex,
+		},
+		QPStateErr: {},
+	},
+	QPStateRTR: {
+		QPStateReset: {},
+		QPStateRTS:   {req: mlx5.AttrSQPSN, opt: ucRTSOpt},
+		QPStateErr:   {},
+	},
+	QPStateRTS: {
+		QPStateReset: {},
+		QPStateRTS:   {opt: ucRTSOpt},
+		QPStateErr:   {},
+	},
+	QPStateSQD: {
+		QPStateReset: {},
+		QPStateRTS:   {opt: ucRTSOpt},
+		QPStateErr:   {},
+	},
+	QPStateSQE: {
+		QPStateReset: {},
+		QPStateRTS:   {opt: mlx5.AttrCurState | mlx5.AttrAccessFlags},
+		QPStateErr:   {},
+	},
+	QPStateErr: {
+		QPStateReset: {},
+		QPStateErr:   {},
+	},
+}
+
+const ucRTSOpt = mlx5.AttrCurState | mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPathMigState
+
+// udTransitions[from][to] for UD QPs: a Q_Key instead of access flags, no
+// address vector or path (each send names its AH), only an SQ PSN to
+// reach RTS.
+var udTransitions = map[QPState]map[QPState]transition{
+	QPStateReset: {
+		QPStateReset: {},
+		QPStateInit:  {req: mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrQKey},
+		QPStateErr:   {},
+	},
+	QPStateInit: {
+		QPStateReset: {},
+		QPStateInit:  {opt: mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrQKey},
+		QPStateRTR:   {opt: mlx5.AttrPKeyIndex | mlx5.AttrQKey},
+		QPStateErr:   {},
+	},
+	QPStateRTR: {
+		QPStateReset: {},
+		QPStateRTS:   {req: mlx5.AttrSQPSN, opt: udRTSOpt},
+		QPStateErr:   {},
+	},
+	QPStateRTS: {
+		QPStateReset: {},
+		QPStateRTS:   {opt: udRTSOpt},
+		QPStateErr:   {},
+	},
+	QPStateSQD: {
+		QPStateReset: {},
+		QPStateRTS:   {opt: udRTSOpt},
+		QPStateErr:   {},
+	},
+	QPStateSQE: {
+		QPStateReset: {},
+		QPStateRTS:   {opt: udRTSOpt},
+		QPStateErr:   {},
+	},
+	QPStateErr: {
+		QPStateReset: {},
+		QPStateErr:   {},
+	},
+}
+
+const udRTSOpt = mlx5.AttrCurState | mlx5.AttrQKey
+
+// transitions is the table for the QP's type.
+func (qp *QP) transitions() map[QPState]map[QPState]transition {
+	switch qp.typ {
+	case QPTypeUC:
+		return ucTransitions
+	case QPTypeUD:
+		return udTransitions
+	}
+	return rcTransitions
+}
+
 var attrNames = [...]string{
 	0: "STATE", 1: "CUR_STATE", 2: "EN_SQD_ASYNC_NOTIFY", 3: "ACCESS_FLAGS", 4: "PKEY_INDEX", 5: "PORT",
 	6: "QKEY", 7: "AV", 8: "PATH_MTU", 9: "TIMEOUT", 10: "RETRY_CNT", 11: "RNR_RETRY", 12: "RQ_PSN",
@@ -93,7 +194,12 @@ func maskString(m uint32) string {
 
 // Modify changes QP attributes and state (ibv_modify_qp). mask is a set of
 // mlx5.Attr* bits. The transition and the attribute set are checked
-// locally first (ErrBadTransition, ErrInvalidAttr), then MODIFY_QP is sent.
+// locally first against the QP type's table (ErrBadTransition,
+// ErrInvalidAttr), then MODIFY_QP is sent. A UD QP needs PKEY_INDEX, PORT
+// and QKEY for RESET→INIT, nothing for INIT→RTR and SQ_PSN for RTR→RTS; a
+// UC QP needs PKEY_INDEX, PORT and ACCESS_FLAGS, then AV, PATH_MTU,
+// DEST_QPN and RQ_PSN, then SQ_PSN, and takes none of RC's atomic, retry
+// or RNR attributes.
 // Moving to RESET clears the software queue indexes and both doorbell
 // record words and removes the QP's unpolled CQEs, as libmlx5 does.
 func (qp *QP) Modify(attr *QPAttr, mask uint32) error {
@@ -112,11 +218,12 @@ func (qp *QP) Modify(attr *QPAttr, mask uint32) error {
 	if mask&mlx5.AttrState != 0 {
 		next = attr.QPState
 	}
-	from, ok := rcTransitions[cur]
+	table := qp.transitions()
+	from, ok := table[cur]
 	if !ok {
 		return opErr(op, qp.qpn, detail(ErrInvalidAttr, "current state %v", cur))
 	}
-	if _, ok := rcTransitions[next]; !ok {
+	if _, ok := table[next]; !ok {
 		return opErr(op, qp.qpn, detail(ErrInvalidAttr, "target state %v", next))
 	}
 	t, ok := from[next]
@@ -143,6 +250,9 @@ func (qp *QP) Modify(attr *QPAttr, mask uint32) error {
 		return opErr(op, qp.qpn, err)
 	}
 	qp.state = next
+	if mask&mlx5.AttrQKey != 0 {
+		qp.qkey = attr.QKey
+	}
 	if next == QPStateReset && cur != QPStateReset {
 		qp.resetIndexes()
 	}
@@ -188,8 +298,8 @@ func (qp *QP) resetIndexes() {
 	qp.rq.head, qp.rq.tail = 0, 0
 	qp.dbr.SetWord(mlx5.DBRRecv, 0)
 	qp.dbr.SetWord(mlx5.DBRSend, 0)
-	qp.recvCQ.clean(qp.qpn)
+	qp.recvCQ.clean(qp.qpn, qp.srq)
 	if qp.sendCQ != qp.recvCQ {
-		qp.sendCQ.clean(qp.qpn)
+		qp.sendCQ.clean(qp.qpn, qp.srq)
 	}
 }

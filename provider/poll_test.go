@@ -229,7 +229,9 @@ func TestResponderWC(t *testing.T) {
 			require.Equal(t, 2, n)
 			for i := 0; i < 2; i++ {
 				want := provider.WC{WRID: uint64(i + 1), Status: provider.WCSuccess, Opcode: c.wantOp, ByteLen: uint32(1000 + i),
-					QPNum: e.QP.QPN(), SrcQP: 0x000777, Flags: c.flags}
+					QPNum: e.QP.QPN(), SrcQP: 0x000777, Flags: c.flags,
+					// flags_rqpn[25:24] = 2: IPv4, which libmlx5 also reads as SL 2.
+					SL: 2, NetworkHdr: provider.NetHdrIPv4}
 				if c.imm {
 					want.Imm = 0x11223344 // host order of the big-endian bytes
 				}

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"encoding/binary"
+	"strconv"
 
 	"github.com/softnic/softnic/mlx5"
 )
@@ -20,6 +21,26 @@ import (
 // device completes each with WR_FLUSH_ERR. (libmlx5's gate is "moved to
 // RTS since the last RESET", so a QP taken INIT→ERR refuses sends there;
 // here ERR always accepts them.)
+//
+// Opcodes per QP type: RC takes all of them; UC takes SEND, SEND_WITH_IMM,
+// RDMA_WRITE and RDMA_WRITE_WITH_IMM; UD takes SEND and SEND_WITH_IMM. Any
+// other is refused with ErrInvalidArg. (libmlx5 does not check: it would
+// build, say, a UC READ WQE, which the device then fails; ibv_post_send(3)
+// allows READ and atomics on RC only, RDMA WRITE on RC and UC.)
+//
+// A UD WQE is ctrl, the 48-byte datagram segment, then data segments or
+// one inline segment (mlx5.md §4.5, §4.6): the AH's address vector with
+// dqp_dct = RemoteQPN | MLX5_EXTENDED_UD_AV and the Q_Key in its first
+// dword (set_datagram_seg). The AH must be live and of the QP's PD, and
+// RemoteQPN must fit in 24 bits (ErrInvalidArg; libmlx5 checks neither).
+// Q_Key: a RemoteQKey with bit 31 set selects the QP's own Q_Key (IB spec
+// C10-15), and the provider writes that effective Q_Key into the segment.
+// libmlx5 writes remote_qkey as given and a ConnectX applies C10-15 from
+// its QP context, so for such Q_Keys the bytes differ from libmlx5's
+// (the device should apply the rule too, for WQEs built by libmlx5).
+// A UD message longer than the port MTU is posted: libmlx5 does not check
+// and neither does the provider; the device fails it (a ConnectX with an
+// error completion, rxe by completing it successfully without sending).
 func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	const op = "post_send"
 	if qp.dead {
@@ -50,6 +71,32 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 		qp.ringSend(nreq, lastOff, lastDS)
 	}
 	return nreq, err
+}
+
+// opcodeAllowed reports whether a QP of type t may post WQE opcode op.
+func opcodeAllowed(t QPType, op mlx5.Opcode) bool {
+	switch t {
+	case QPTypeRC:
+		return true
+	case QPTypeUC:
+		return op == mlx5.OpSend || op == mlx5.OpSendImm || op == mlx5.OpRDMAWrite || op == mlx5.OpRDMAWriteImm
+	case QPTypeUD:
+		return op == mlx5.OpSend || op == mlx5.OpSendImm
+	}
+	return false
+}
+
+// qpTypeName names a QP type for messages.
+func qpTypeName(t QPType) string {
+	switch t {
+	case QPTypeRC:
+		return "RC"
+	case QPTypeUC:
+		return "UC"
+	case QPTypeUD:
+		return "UD"
+	}
+	return "QP type " + strconv.Itoa(int(t))
 }
 
 // atomicSize is the operand and result size of the 8-byte atomics
@@ -105,8 +152,14 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 	sq := &qp.sq
 	mop, ok := wr.Opcode.mlx5Opcode()
 	switch {
-	case !ok:
-		return 0, 0, detail(ErrInvalidArg, "opcode %v not supported on RC", wr.Opcode)
+	case !ok || !opcodeAllowed(qp.typ, mop):
+		return 0, 0, detail(ErrInvalidArg, "opcode %v not supported on %s", wr.Opcode, qpTypeName(qp.typ))
+	case qp.typ == QPTypeUD && (wr.AH == nil || wr.AH.dead):
+		return 0, 0, detail(ErrInvalidArg, "UD send without a live address handle")
+	case qp.typ == QPTypeUD && wr.AH.pd != qp.pd:
+		return 0, 0, detail(ErrInvalidArg, "address handle of PD %d on a QP of PD %d", wr.AH.pd.pdn, qp.pd.pdn)
+	case qp.typ == QPTypeUD && wr.RemoteQPN > 0xffffff:
+		return 0, 0, detail(ErrInvalidArg, "remote QPN %#x wider than 24 bits", wr.RemoteQPN)
 	case wr.Flags&^sendFlagsKnown != 0:
 		return 0, 0, detail(ErrInvalidArg, "unknown send flags %#x", uint32(wr.Flags&^sendFlagsKnown))
 	case sq.head-sq.tail+uint32(nreq) >= sq.maxPost: // mlx5_wq_overflow
@@ -127,6 +180,24 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 	off := int(sq.curPost&(sq.cnt-1)) * mlx5.WQEBBSize
 	pos := off + mlx5.CtrlSegSize // ctrl, raddr and atomic (48 B) never leave the first WQEBB
 	ds := 1
+	if qp.typ == QPTypeUD {
+		// set_datagram_seg: the AH's address vector, then the destination
+		// QPN with the extended-AV flag and the Q_Key. ctrl + datagram fill
+		// the first WQEBB exactly; what follows may start at the ring start.
+		d := sq.buf[pos : pos+mlx5.DatagramSegSize]
+		copy(d, wr.AH.av[:])
+		qkey := wr.RemoteQKey
+		if qkey&qkeyUseQP != 0 {
+			qkey = qp.qkey
+		}
+		binary.BigEndian.PutUint32(d[0:4], qkey)
+		binary.BigEndian.PutUint32(d[8:12], wr.RemoteQPN|mlx5.ExtendedAVFlag)
+		pos += mlx5.DatagramSegSize
+		ds += mlx5.DatagramSegSize / mlx5.DSSize
+		if pos == qend {
+			pos = 0
+		}
+	}
 	switch mop {
 	case mlx5.OpRDMAWrite, mlx5.OpRDMAWriteImm, mlx5.OpRDMARead:
 		r := mlx5.RaddrSeg(sq.buf[pos : pos+mlx5.RaddrSegSize])
@@ -309,11 +380,17 @@ func (qp *QP) ringSend(nreq, lastOff, lastDS int) {
 // index of the first WR not posted (len(wrs) on success). Receives need no
 // MMIO: only the doorbell record's receive counter is updated. Posting is
 // refused only in RESET (libmlx5: allowed from INIT on); in ERR the device
-// flushes the receives with WR_FLUSH_ERR.
+// flushes the receives with WR_FLUSH_ERR. A QP attached to an SRQ has no
+// receive queue: posting to it is refused with ErrInvalidArg (post to the
+// SRQ; libmlx5 would fail it with ENOMEM on its empty RQ).
 func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
 	const op = "post_recv"
 	if qp.dead {
 		return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: ErrClosed}
+	}
+	if qp.srq != nil && len(wrs) > 0 {
+		return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: detail(ErrInvalidArg,
+			"QP receives from SRQ %#x: post to the SRQ", qp.srq.srqn)}
 	}
 	if qp.state == QPStateReset && len(wrs) > 0 {
 		return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: detail(ErrBadState, "QP is %v", qp.state)}

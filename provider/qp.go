@@ -8,7 +8,21 @@ import (
 // the SQ for: ctrl + raddr + atomic segments (sq_overhead). libmlx5 also
 // reserves room for UMR / bind-MW WQEs on RC QPs; this provider does not
 // build those, so it does not (a deviation that only makes rings smaller).
+// UC QPs get the same overhead: libmlx5's default send_ops for UC are the
+// RC ones, atomics included, even though UC cannot post them.
 const rcSQOverhead = mlx5.CtrlSegSize + mlx5.RaddrSegSize + mlx5.AtomicSegSize
+
+// udSQOverhead is sq_overhead for UD: ctrl + the 48-byte datagram segment
+// (SEND, SEND_WITH_IMM; no underlay Ethernet segment, no TSO).
+const udSQOverhead = mlx5.CtrlSegSize + mlx5.DatagramSegSize
+
+// sqOverhead is the fixed part of a QP type's largest send WQE.
+func sqOverhead(t QPType) int {
+	if t == QPTypeUD {
+		return udSQOverhead
+	}
+	return rcSQOverhead
+}
 
 // sendQueue is the SQ half of a QP (struct mlx5_wq for the SQ plus the
 // per-slot bookkeeping libmlx5 keeps).
@@ -74,9 +88,11 @@ type QP struct {
 	typ    QPType
 	sendCQ *CQ
 	recvCQ *CQ
+	srq    *SRQ // receives come from this SRQ (no RQ of its own)
 	state  QPState
 	sigAll bool
 	cap    QPCap
+	qkey   uint32 // UD: the Q_Key last set by Modify (AttrQKey)
 
 	bufAddr uint64
 	dbr     mlx5.DBRec
@@ -91,7 +107,13 @@ type QP struct {
 	dead      bool
 }
 
-// CreateQP creates a QP in RESET (ibv_create_qp). Only RC is supported.
+// CreateQP creates a QP in RESET (ibv_create_qp): RC, UC or UD, with its
+// own receive queue or attached to an SRQ (attr.SRQ).
+//
+// The send queue is sized as libmlx5's mlx5_calc_send_wqe: the largest WQE
+// is the type's fixed segments (RC and UC: ctrl + raddr + atomic, 48 B;
+// UD: ctrl + datagram, 64 B) plus max_send_sge data segments or one inline
+// segment of max_inline_data bytes, rounded up to whole WQEBBs.
 func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	const op = "create_qp"
 	if c.closed {
@@ -100,19 +122,24 @@ func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	switch {
 	case pd == nil || pd.dead || pd.ctx != c:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "PD missing, destroyed or from another context"))
-	case attr.Type != QPTypeRC:
-		return nil, opErr(op, 0, detail(ErrNotSupported, "QP type %d (only RC)", attr.Type))
+	case attr.Type != QPTypeRC && attr.Type != QPTypeUC && attr.Type != QPTypeUD:
+		return nil, opErr(op, 0, detail(ErrNotSupported, "QP type %d (RC, UC and UD only)", attr.Type))
 	case attr.SendCQ == nil || attr.SendCQ.dead || attr.SendCQ.ctx != c:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "send CQ missing, destroyed or from another context"))
 	case attr.RecvCQ == nil || attr.RecvCQ.dead || attr.RecvCQ.ctx != c:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "recv CQ missing, destroyed or from another context"))
+	case attr.SRQ != nil && (attr.SRQ.dead || attr.SRQ.ctx != c):
+		return nil, opErr(op, 0, detail(ErrInvalidArg, "SRQ destroyed or from another context"))
 	}
-	qp := &QP{ctx: c, pd: pd, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, sigAll: attr.SigAll, bfOn: true}
+	qp := &QP{ctx: c, pd: pd, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ,
+		sigAll: attr.SigAll, bfOn: true}
 	if err := qp.sizeSQ(attr.Cap, &c.attr); err != nil {
 		return nil, opErr(op, 0, err)
 	}
-	if err := qp.sizeRQ(attr.Cap, &c.attr); err != nil {
-		return nil, opErr(op, 0, err)
+	if attr.SRQ == nil { // mlx5_calc_rcv_wqe: no RQ on an SRQ
+		if err := qp.sizeRQ(attr.Cap, &c.attr); err != nil {
+			return nil, opErr(op, 0, err)
+		}
 	}
 
 	// One buffer: RQ at offset 0, SQ right after (both are powers of two of
@@ -136,10 +163,14 @@ func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	qp.rq.buf, qp.rq.addr = buf[:rqBytes:rqBytes], bufAddr
 	qp.sq.buf, qp.sq.addr = buf[rqBytes:rqBytes+sqBytes:rqBytes+sqBytes], bufAddr+uint64(rqBytes)
 
+	var srqn uint32
+	if attr.SRQ != nil {
+		srqn = attr.SRQ.srqn
+	}
 	r, err := c.ctl.CreateQP(mlx5.CreateQPCmd{
 		Type: attr.Type, PDN: pd.pdn, SendCQN: attr.SendCQ.cqn, RecvCQN: attr.RecvCQ.cqn,
 		BufAddr: bufAddr, DBAddr: dbrAddr, SQWQECnt: int(qp.sq.cnt), RQWQECnt: int(qp.rq.cnt),
-		RQWQEShift: qp.rq.shift, MaxInline: qp.sq.maxInl, SigAll: attr.SigAll,
+		RQWQEShift: qp.rq.shift, MaxInline: qp.sq.maxInl, SigAll: attr.SigAll, SRQN: srqn,
 		BFRegIndex: -1, UARIndexHint: c.uctx.UARIndex,
 	})
 	if err != nil {
@@ -159,11 +190,14 @@ func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	pd.refs++
 	qp.sendCQ.refs++
 	qp.recvCQ.refs++
+	if qp.srq != nil {
+		qp.srq.refs++
+	}
 	c.qps[qp.qpn] = qp
 	return qp, nil
 }
 
-// sizeSQ is mlx5_calc_send_wqe + mlx5_calc_sq_size for RC.
+// sizeSQ is mlx5_calc_send_wqe + mlx5_calc_sq_size.
 func (qp *QP) sizeSQ(cp QPCap, a *mlx5.DeviceAttr) error {
 	switch {
 	case cp.MaxSendWR < 0 || cp.MaxSendSGE < 0 || cp.MaxInline < 0:
@@ -180,9 +214,10 @@ func (qp *QP) sizeSQ(cp QPCap, a *mlx5.DeviceAttr) error {
 	if cp.MaxSendWR == 0 {
 		return nil
 	}
-	size := rcSQOverhead + cp.MaxSendSGE*mlx5.DataSegSize
+	overhead := sqOverhead(qp.typ)
+	size := overhead + cp.MaxSendSGE*mlx5.DataSegSize
 	if cp.MaxInline > 0 {
-		size = max(size, rcSQOverhead+mlx5.InlineSegSize(cp.MaxInline))
+		size = max(size, overhead+mlx5.InlineSegSize(cp.MaxInline))
 	}
 	if size > a.MaxSQDescSz {
 		return detail(ErrInvalidArg, "send WQE of %d B for the caps > device max %d", size, a.MaxSQDescSz)
@@ -200,7 +235,11 @@ func (qp *QP) sizeSQ(cp QPCap, a *mlx5.DeviceAttr) error {
 	// device has one (DeviceAttr.MaxInline) and fails a longer inline
 	// segment with LOC_LEN_ERR, so the provider reports and allows the
 	// smaller of the two: a deviation only when the room is larger.
-	qp.sq.maxInl = min(wqeSize-rcSQOverhead-mlx5.InlineHdrSize, a.MaxInline)
+	//
+	// A UD WQE with no room past the datagram segment (no SGEs, no inline)
+	// leaves -4 bytes: libmlx5 stores that (reporting 2^32-4 through the
+	// unsigned cap and refusing every inline post); the provider reports 0.
+	qp.sq.maxInl = max(0, min(wqeSize-overhead-mlx5.InlineHdrSize, a.MaxInline))
 	qp.sq.wrid = make([]uint64, cnt)
 	qp.sq.wqeHead = make([]uint32, cnt)
 	qp.sq.postedAt = make([]uint16, cnt)
@@ -240,6 +279,12 @@ func (qp *QP) sizeRQ(cp QPCap, a *mlx5.DeviceAttr) error {
 // QPN is the QP number.
 func (qp *QP) QPN() uint32 { return qp.qpn }
 
+// Type is the QP's service type.
+func (qp *QP) Type() QPType { return qp.typ }
+
+// SRQ is the shared receive queue the QP is attached to (nil: none).
+func (qp *QP) SRQ() *SRQ { return qp.srq }
+
 // Cap is the actual capacity (what libmlx5 writes back into ibv_qp_cap).
 func (qp *QP) Cap() QPCap { return qp.cap }
 
@@ -276,15 +321,18 @@ func (qp *QP) Destroy() error {
 	if err := c.ctl.DestroyQP(qp.qpn); err != nil {
 		return opErr("destroy_qp", qp.qpn, err)
 	}
-	qp.recvCQ.clean(qp.qpn)
+	qp.recvCQ.clean(qp.qpn, qp.srq)
 	if qp.sendCQ != qp.recvCQ {
-		qp.sendCQ.clean(qp.qpn)
+		qp.sendCQ.clean(qp.qpn, qp.srq)
 	}
 	qp.dead = true
 	delete(c.qps, qp.qpn)
 	qp.pd.refs--
 	qp.sendCQ.refs--
 	qp.recvCQ.refs--
+	if qp.srq != nil {
+		qp.srq.refs--
+	}
 	for _, cq := range [2]*CQ{qp.sendCQ, qp.recvCQ} {
 		if cq.last == qp {
 			cq.last = nil
@@ -298,8 +346,10 @@ func (qp *QP) Destroy() error {
 
 // clean removes the CQEs of qpn that software has not polled yet, sliding
 // older entries up over them (libmlx5 __mlx5_cq_clean), and advances the
-// consumer index by the number removed.
-func (cq *CQ) clean(qpn uint32) {
+// consumer index by the number removed. If the QP takes its receives from
+// srq, the SRQ WQEs its removed responder CQEs name go back to the SRQ's
+// free list (free_res_cqe).
+func (cq *CQ) clean(qpn uint32, srq *SRQ) {
 	if cq.dead {
 		return
 	}
@@ -312,6 +362,9 @@ func (cq *CQ) clean(qpn uint32) {
 		prod--
 		src := cq.entry(prod)
 		if src.QPN() == qpn {
+			if srq != nil && isResponder(src.Opcode()) {
+				srq.free(src.WQECounter())
+			}
 			freed++
 			continue
 		}
@@ -326,6 +379,15 @@ func (cq *CQ) clean(qpn uint32) {
 		cq.ci += freed
 		cq.dbr.SetWord(mlx5.DBRSetCI, cq.ci&0xffffff)
 	}
+}
+
+// isResponder reports a responder CQE opcode (libmlx5 is_responder).
+func isResponder(op mlx5.CQEOpcode) bool {
+	switch op {
+	case mlx5.CQERespWrImm, mlx5.CQERespSend, mlx5.CQERespSendImm, mlx5.CQERespSendInv, mlx5.CQERespErr:
+		return true
+	}
+	return false
 }
 
 // readyAt reports whether software owns the CQE at index ci.

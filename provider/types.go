@@ -9,8 +9,10 @@ import (
 // WROpcode is a send work-request opcode (enum ibv_wr_opcode values).
 type WROpcode uint8
 
-// Send opcodes supported on RC QPs. LOCAL_INV (7), BIND_MW (8) and
-// SEND_WITH_INV (9) are ibv opcodes this provider does not build yet.
+// Send opcodes: all on RC QPs; SEND, SEND_WITH_IMM, RDMA_WRITE and
+// RDMA_WRITE_WITH_IMM on UC; SEND and SEND_WITH_IMM on UD. LOCAL_INV (7),
+// BIND_MW (8) and SEND_WITH_INV (9) are ibv opcodes this provider does not
+// build yet.
 const (
 	WRRDMAWrite      WROpcode = 0
 	WRRDMAWriteImm   WROpcode = 1
@@ -97,7 +99,20 @@ type SendWR struct {
 	// Swap is wr.atomic.swap: the value a compare-and-swap stores when the
 	// remote word equals CompareAdd (unused by fetch-and-add).
 	Swap uint64
+
+	// AH, RemoteQPN and RemoteQKey are ibv_send_wr.wr.ud (UD QPs only):
+	// the address handle of the destination (an AH of the QP's PD), its
+	// QPN (24 bits) and the Q_Key to send. A RemoteQKey with bit 31 set
+	// (0x80000000, IB spec C10-15) means "the QP's own Q_Key" (the one
+	// set by Modify with mlx5.AttrQKey); see QP.PostSend.
+	AH         *AH
+	RemoteQPN  uint32
+	RemoteQKey uint32
 }
+
+// qkeyUseQP is the Q_Key bit that selects the QP's own Q_Key (IB spec
+// C10-15; IB_QP_SET_QKEY in the kernel).
+const qkeyUseQP = 0x80000000
 
 // RecvWR is one receive work request (struct ibv_recv_wr).
 type RecvWR struct {
@@ -266,6 +281,11 @@ func (f WCFlags) String() string {
 }
 
 // WC is a work completion (struct ibv_wc, the fields this provider fills).
+//
+// For successful receives SrcQP, SL, the GRH flag and NetworkHdr come from
+// the CQE's flags_rqpn as libmlx5 (and, for NetworkHdr, mlx5_ib) read them.
+// A UD receive buffer starts with a 40-byte GRH area (for RoCEv2 over IPv4:
+// 20 bytes of zeros, then the IPv4 header) and ByteLen counts it.
 type WC struct {
 	WRID      uint64
 	Status    WCStatus
@@ -274,8 +294,57 @@ type WC struct {
 	ByteLen   uint32
 	Imm       uint32 // host order (WITH_IMM); the invalidated rkey for WITH_INV
 	QPNum     uint32
-	SrcQP     uint32
+	SrcQP     uint32 // receives: flags_rqpn[23:0], the sender's QPN on UD
 	Flags     WCFlags
+	// SL is flags_rqpn[27:24], exactly as libmlx5 fills ibv_wc.sl. On
+	// RoCE that nibble carries the L3 header type in its low two bits (so
+	// an IPv4 receive reads SL 2); mlx5_ib reports the VLAN PCP instead.
+	SL uint8
+	// NetworkHdr is the network header a receive arrived with
+	// (ib_wc.network_hdr_type as mlx5_ib sets it from flags_rqpn[25:24]);
+	// NetHdrNone for send and error completions.
+	NetworkHdr NetworkHdr
+}
+
+// NetworkHdr is the network header type of a received packet, with the
+// values of the kernel's enum rdma_network_type.
+type NetworkHdr uint8
+
+// Network header types. RDMA_NETWORK_IB (0) is never reported on a RoCE
+// port, so 0 stands for "not reported" here.
+const (
+	NetHdrNone   NetworkHdr = 0 // not a successful receive
+	NetHdrRoCEv1 NetworkHdr = 1 // RDMA_NETWORK_ROCE_V1: a GRH (RoCEv1)
+	NetHdrIPv4   NetworkHdr = 2 // RDMA_NETWORK_IPV4: RoCEv2 over IPv4
+	NetHdrIPv6   NetworkHdr = 3 // RDMA_NETWORK_IPV6: RoCEv2 over IPv6
+)
+
+func (h NetworkHdr) String() string {
+	switch h {
+	case NetHdrNone:
+		return "NONE"
+	case NetHdrRoCEv1:
+		return "ROCE_V1"
+	case NetHdrIPv4:
+		return "IPV4"
+	case NetHdrIPv6:
+		return "IPV6"
+	}
+	return "NETWORK_HDR_" + strconv.Itoa(int(h))
+}
+
+// networkHdrFromCQE maps the CQE's RoCE L3 header type to NetworkHdr as
+// mlx5_ib's handle_responder does (an unknown value is not reported).
+func networkHdrFromCQE(l3 uint8) NetworkHdr {
+	switch l3 {
+	case mlx5.RoCEL3GRH:
+		return NetHdrRoCEv1
+	case mlx5.RoCEL3IPv6:
+		return NetHdrIPv6
+	case mlx5.RoCEL3IPv4:
+		return NetHdrIPv4
+	}
+	return NetHdrNone
 }
 
 // Access are memory-region / QP access flags (enum ibv_access_flags values).
@@ -294,7 +363,7 @@ const (
 // QPType is a QP service type.
 type QPType = mlx5.QPType
 
-// QP types (only RC is supported for now).
+// QP types.
 const (
 	QPTypeRC = mlx5.QPTypeRC
 	QPTypeUC = mlx5.QPTypeUC
@@ -334,6 +403,11 @@ type QPInitAttr struct {
 	Type   QPType
 	SendCQ *CQ
 	RecvCQ *CQ
+	// SRQ, if set, is the shared receive queue the QP takes its receive
+	// buffers from: the QP then has no receive queue of its own
+	// (Cap.MaxRecvWR and MaxRecvSGE are ignored and reported as 0) and
+	// PostRecv on it is refused.
+	SRQ    *SRQ
 	Cap    QPCap
 	SigAll bool // every send WQE requests a CQE (sq_sig_all)
 }

@@ -12,6 +12,7 @@
  *
  * Output (stdout), one record per line, '#' lines are comments:
  *   wqe   <name> <hex>                      a whole WQE (or a lone ctrl seg)
+ *   srq   <name> <hex>                      one SRQ receive WQE (next seg + data)
  *   cqe   <name> <hex> owner=N opcode=N se=N format=N   a 64-byte CQE and
  *                                           what rdma-core's accessors read
  *   db    <name> <hex>                      doorbell record / CQ arm bytes
@@ -19,9 +20,17 @@
  *   size  <struct> <size>                   sizeof(struct)
  *   const <NAME> <value>                    an enum value (decimal)
  *
+ * The UD WQEs named ud_send_ah* carry an address vector built field by field
+ * as libmlx5's mlx5_create_ah builds one for a RoCEv2 GID (UDP source port
+ * from ibv_flow_label_to_udp_sport, a header-only helper of <infiniband/verbs.h>),
+ * copied into the datagram segment as set_datagram_seg does. The SRQ WQEs
+ * are filled as mlx5_post_srq_recv fills the WQE at the head of the free
+ * list that mlx5_alloc_srq_buf linked.
+ *
  * The inputs of every vector are repeated in mlx5/golden_test.go, and those
- * of the RC send WQEs (which the provider builds through PostSend) in
- * provider/golden_test.go; keep them in step. Regenerate with gen_golden.sh.
+ * of the send WQEs and SRQ WQEs the provider builds (through PostSend and
+ * SRQ.PostRecv) in provider/golden_test.go; keep them in step. Regenerate
+ * with gen_golden.sh.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -106,6 +115,37 @@ static void *inl(uint8_t *w, const uint8_t *p, uint32_t n)
 	s->byte_count = htobe32(n | MLX5_INLINE_SEG);
 	memcpy(w + sizeof(*s), p, n);
 	return w + total;
+}
+
+/*
+ * Address vector as mlx5_create_ah fills it for a RoCE port and a RoCEv2
+ * GID (is_global set, as RoCE requires): rlid = UDP source port (from the
+ * flow label; libmlx5 picks a random port when the flow label is 0, which
+ * no vector here uses), stat_rate_sl = static rate 0 | (sl & 7) << 1, GRH
+ * bit 30 clear, tclass, hop_limit, sgid index and flow label, rgid, and the
+ * destination MAC the kernel resolved. Everything else stays 0 (calloc).
+ */
+static void roce_v2_av(struct mlx5_wqe_av *av, const uint8_t dgid[16], const uint8_t dmac[6], uint8_t sgid_index,
+		       uint8_t tclass, uint8_t hop_limit, uint32_t flow_label, uint8_t sl)
+{
+	memset(av, 0, sizeof(*av));
+	av->rlid = htobe16(ibv_flow_label_to_udp_sport(flow_label & IB_GRH_FLOWLABEL_MASK));
+	av->stat_rate_sl = (uint8_t)((sl & 0x7) << 1);
+	av->tclass = tclass;
+	av->hop_limit = hop_limit;
+	av->grh_gid_fl = htobe32((0u << 30) | ((uint32_t)sgid_index << 20) | (flow_label & IB_GRH_FLOWLABEL_MASK));
+	memcpy(av->rgid, dgid, 16);
+	memcpy(av->rmac, dmac, 6);
+}
+
+/* set_datagram_seg: copy the AH's AV, then destination QPN and Q_Key. */
+static void *dgram(uint8_t *w, const struct mlx5_wqe_av *av, uint32_t remote_qpn, uint32_t remote_qkey)
+{
+	struct mlx5_wqe_datagram_seg *d = (void *)w;
+	memcpy(&d->av, av, sizeof(d->av));
+	d->av.dqp_dct = htobe32(remote_qpn | MLX5_EXTENDED_UD_AV);
+	d->av.key.qkey.qkey = htobe32(remote_qkey);
+	return w + sizeof(*d);
 }
 
 #define WQE_BUF 1024
@@ -235,6 +275,40 @@ static void wqes(void)
 	p = data(p, 512, 0x77, 0xa000);
 	wqe("ud_send", b, p);
 
+	/*
+	 * UD SENDs through an address handle (AV as mlx5_create_ah builds it
+	 * for RoCEv2 over IPv4, ::ffff:10.0.0.2 behind 02:00:00:00:00:02).
+	 * One SGE, signalled; sgid index 1, tclass 0x10, hop limit 64, flow
+	 * label 0x12345.
+	 */
+	static const uint8_t dgid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2};
+	static const uint8_t dmac[6] = {0x02, 0, 0, 0, 0, 0x02};
+	struct mlx5_wqe_av av;
+	roce_v2_av(&av, dgid, dmac, 1, 0x10, 64, 0x12345, 0);
+	p = ctrl(b, 0x0009, MLX5_OPCODE_SEND, 0, 0x000099, MLX5_WQE_CTRL_CQ_UPDATE, 5, 0, 0);
+	p = dgram(p, &av, 0x000abc, 0x11111111);
+	p = data(p, 512, 0x77, 0xa000);
+	wqe("ud_send_ah", b, p);
+
+	/*
+	 * UD SEND with immediate, 15 bytes inline, to the largest QPN with the
+	 * largest Q_Key whose bit 31 is clear; sgid index 0, tclass 0, hop
+	 * limit 1, the largest flow label.
+	 */
+	roce_v2_av(&av, dgid, dmac, 0, 0, 1, 0xfffff, 0);
+	p = ctrl(b, 0x000a, MLX5_OPCODE_SEND_IMM, 0, 0x000099, MLX5_WQE_CTRL_CQ_UPDATE, 6, 0, 0xcafef00d);
+	p = dgram(p, &av, 0xffffff, 0x7fffffff);
+	p = inl(p, msg, 15);
+	wqe("ud_send_ah_imm_inline", b, p);
+
+	/* UD SEND, fenced and solicited, unsignalled, two SGEs; flow label 1. */
+	roce_v2_av(&av, dgid, dmac, 1, 0xb8, 255, 1, 0);
+	p = ctrl(b, 0x000b, MLX5_OPCODE_SEND, 0, 0x000099, MLX5_WQE_CTRL_FENCE | MLX5_WQE_CTRL_SOLICITED, 6, 0, 0);
+	p = dgram(p, &av, 0x000001, 0x00000001);
+	p = data(p, 100, 0x77, 0xb000);
+	p = data(p, 1000, 0x78, 0xc000);
+	wqe("ud_send_ah_2sge_fence_se", b, p);
+
 	/* Lone control segments: field extremes and fm_ce_se combinations. */
 	p = ctrl(b, 0x1234, MLX5_OPCODE_SEND, 0, 0x000001, 0x0c, 63, 0, 0);
 	wqe("ctrl_ds63", b, p);
@@ -253,6 +327,47 @@ static void wqes(void)
 	/* SEND with invalidate: imm carries the rkey, big-endian. */
 	p = ctrl(b, 0x0025, MLX5_OPCODE_SEND_INVAL, 0, 0x000001, MLX5_WQE_CTRL_CQ_UPDATE, 2, 0, 0x00c0ffee);
 	wqe("ctrl_send_inval", b, p);
+}
+
+/* ---- SRQ receive WQEs ---- */
+
+/*
+ * mlx5_post_srq_recv fills the WQE at the free list's head: every SGE as
+ * given (zero-length ones too), then, if not all max_gs data segments are
+ * used, a terminator (byte_count 0, MLX5_INVALID_LKEY, addr 0). The next
+ * segment keeps the next_wqe_index mlx5_alloc_srq_buf (set_srq_buf_ll)
+ * linked; signature 0.
+ */
+static void srq_wqe(const char *name, uint16_t next, int max_gs, const struct ibv_sge *sg, int n)
+{
+	uint8_t b[16 + 16 * 8];
+	struct mlx5_wqe_srq_next_seg *nseg = (void *)b;
+	struct mlx5_wqe_data_seg *scat = (void *)(nseg + 1);
+	int i;
+
+	memset(b, 0, sizeof(b));
+	nseg->next_wqe_index = htobe16(next);
+	for (i = 0; i < n; i++)
+		mlx5dv_set_data_seg(scat + i, sg[i].length, sg[i].lkey, (uintptr_t)sg[i].addr);
+	if (i < max_gs) {
+		scat[i].byte_count = 0;
+		scat[i].lkey = htobe32(MLX5_INVALID_LKEY);
+		scat[i].addr = 0;
+	}
+	hexline("srq", name, b, sizeof(*nseg) + (size_t)max_gs * sizeof(*scat));
+	printf("\n");
+}
+
+static void srqs(void)
+{
+	/* max_sge 3: stride roundup_pow2(16 + 3*16) = 64, max_gs 3. WQE 0 -> 1. */
+	static const struct ibv_sge two[2] = {{0x7f0000001000ull, 4096, 0x1111}, {0x7f0000003000ull, 100, 0x1111}};
+	srq_wqe("srq_wqe_2sge", 1, 3, two, 2);
+	/* max_sge 1: stride max(32, 32) = 32, max_gs 1: no room for a terminator. WQE 6 -> 7. */
+	static const struct ibv_sge one[1] = {{0x7f0000002000ull, 64, 0x2222}};
+	srq_wqe("srq_wqe_full", 7, 1, one, 1);
+	/* max_sge 2 (stride 64, max_gs 3), no SGE at all: the terminator first. WQE 2 -> 3. */
+	srq_wqe("srq_wqe_empty", 3, 3, NULL, 0);
 }
 
 /* ---- CQEs ---- */
@@ -314,6 +429,16 @@ static void cqes(void)
 	ok_cqe("resp_send_zero_len", MLX5_CQE_RESP_SEND, 0, 0, 0x02000042, 0, 0, 0, 2, 0, 0x000042, 0xffff);
 	ok_cqe("resp_send_inv", MLX5_CQE_RESP_SEND_INV, 1, 1, 0x02000042, 0, 0x00c0ffee, 64, 3, 0,
 	       0x000042, 0x0005);
+	/*
+	 * UD receive on a RoCEv2/IPv4 port through an SRQ: flags_rqpn = GRH
+	 * (bit 28) | RoCE L3 type IPv4 (2 << 24) | source QPN; byte_cnt counts
+	 * the 40-byte GRH area; wqe_counter is the SRQ slot, srqn the SRQ.
+	 */
+	ok_cqe("resp_send_ud_grh_ipv4", MLX5_CQE_RESP_SEND, 1, 0, 1u << 28 | 2u << 24 | 0x000abc, 0x000021, 0, 140, 4,
+	       0, 0x000099, 0x0005);
+	/* UD SEND with immediate, RoCEv2 over IPv6 (1 << 24), GRH bits 3. */
+	ok_cqe("resp_send_imm_ud_ipv6", MLX5_CQE_RESP_SEND_IMM, 0, 0, 3u << 28 | 1u << 24 | 0xffffff, 0, 0x01020304,
+	       1064, 5, 0, 0x000099, 0xfffe);
 	err_cqe("req_err_retry_exceeded", MLX5_CQE_REQ_ERR, 1, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, 0x81,
 		0x0a, 0, MLX5_OPCODE_SEND, 0x000123, 0x0042);
 	err_cqe("req_err_remote_access", MLX5_CQE_REQ_ERR, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0x88, 0, 0,
@@ -401,6 +526,10 @@ static void layout(void)
 	OFF(mlx5_wqe_av, grh_gid_fl);
 	OFF(mlx5_wqe_av, rgid);
 
+	SIZE(mlx5_wqe_srq_next_seg);
+	OFF(mlx5_wqe_srq_next_seg, next_wqe_index);
+	OFF(mlx5_wqe_srq_next_seg, signature);
+
 	SIZE(mlx5_cqe64);
 	OFF(mlx5_cqe64, flags_rqpn);
 	OFF(mlx5_cqe64, l4_hdr_type_etc);
@@ -434,6 +563,11 @@ static void layout(void)
 	CONST(MLX5_CQ_DOORBELL);
 	CONST(MLX5_CQ_DB_REQ_NOT_SOL);
 	CONST(MLX5_CQE_OWNER_MASK);
+	CONST(MLX5_CQE_L3_HDR_TYPE_NONE);
+	CONST(MLX5_CQE_L3_HDR_TYPE_IPV6);
+	CONST(MLX5_CQE_L3_HDR_TYPE_IPV4);
+	CONST(IB_ROCE_UDP_ENCAP_VALID_PORT_MIN);
+	CONST(IB_GRH_FLOWLABEL_MASK);
 
 	CONST(MLX5_OPCODE_NOP);
 	CONST(MLX5_OPCODE_SEND_INVAL);
@@ -482,6 +616,7 @@ int main(void)
 	printf("# rdma-core mlx5dv.h golden vectors for softnic's mlx5 package.\n");
 	printf("# Generated by mlx5/testdata/gen_golden.sh; do not edit.\n");
 	wqes();
+	srqs();
 	cqes();
 	dbs();
 	layout();
