@@ -12,12 +12,26 @@ type cq struct {
 	cqn      uint32
 	buf, dbr uint64
 	nent     uint32
-	pi       uint32 // producer index
-	ci       uint32 // last consumer index read from the doorbell record
-	armed    bool
-	armSN    uint8
+	pi       uint32        // producer index
+	ci       uint32        // last consumer index read from the doorbell record
 	err      bool          // overrun: in error, writes no more CQEs
 	inflight []*cqeLanding // CQEs written but not yet landed, in order
+
+	// Notification (control_cq.go, mlx5.md §6.7): the CQC's arm state,
+	// last_solicit index and moderation.
+	armed      bool
+	armSol     bool   // armed for solicited (SE or error) CQEs only
+	armSN      uint8  // sequence number of the arm
+	armCI      uint32 // consumer index the arm carried (full counter)
+	hasSol     bool   // a solicited or error CQE was written
+	lastSol    uint32 // index of the last one
+	events     uint32 // completion EQEs raised
+	dispatched uint32 // of those, handed to the channel by the kernel side
+	channel    uint32 // completion channel (0: none)
+	modCount   uint16 // cq_max_count (0: none)
+	modPeriod  uint16 // cq_period in µs (0: none)
+	modPending uint32 // qualifying CQEs since the arm, not yet notified
+	modTimer   *sim.Timer
 }
 
 // cqeLanding is a CQE on its way to host memory: the posted write's bytes
@@ -105,19 +119,30 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64) sim
 	mlx5.CQE64(l.buf[:]).Encode(f)
 	c.inflight = append(c.inflight, l)
 	d.eng.At(done, l)
+	if f.SE || f.Opcode == mlx5.CQEReqErr || f.Opcode == mlx5.CQERespErr {
+		c.hasSol, c.lastSol = true, c.pi
+		if c.armed {
+			d.cqNotify(t, c, 1)
+		}
+	} else if c.armed && !c.armSol {
+		d.cqNotify(t, c, 1)
+	}
 	c.pi++
 	d.inc(CtrCQEs)
 	d.rec.Stage(d.node, "device", "cqe_write", t, done, mlx5.CQE64Size, st.TLPs(), f.QPN, flow)
 	return done
 }
 
-// cqOverrun puts c in error and, as its own event, every QP attached to it
-// into ERR (their flushes go to their other CQ, if it has room). The
-// asynchronous CQ_ERR event arrives with event queues.
+// cqOverrun puts c in error, raises CQ_ERR and, as its own event, moves
+// every QP attached to it into ERR (their flushes go to their other CQ, if
+// it has room). A CQ in error raises no more completion events.
 func (d *Device) cqOverrun(t sim.Time, c *cq, qpn uint32) {
 	c.err = true
+	c.armed = false
+	c.modTimer.Stop()
 	d.warn(t, CtrCQOverrun, "CQ %d overrun: producer %d, consumer %d, %d entries; CQE for QP %#x lost, CQ in error",
 		c.cqn, c.pi, c.ci, c.nent, qpn)
+	d.asyncEvent(t, mlx5.EventCQErr, c.cqn)
 	d.eng.At(t, cqErrorEvent{d: d, c: c})
 }
 
@@ -129,7 +154,14 @@ type cqErrorEvent struct {
 func (e cqErrorEvent) Fire(now sim.Time) {
 	for _, q := range e.d.sortedQPs() {
 		if !q.dead && (q.scq == e.c || q.rcq == e.c) && q.state != mlx5.QPStateRST {
+			// The QP can no longer report its completions: a local work
+			// queue catastrophic error (IB spec), QP_FATAL — an
+			// assumption, see docs/events.md.
+			fatal := q.state != mlx5.QPStateERR
 			q.toError(now)
+			if fatal {
+				e.d.asyncEvent(now, mlx5.EventQPFatal, q.qpn)
+			}
 		}
 	}
 }

@@ -119,16 +119,16 @@ const (
 	CtrRxResponseBadOpcode = "rx_response_bad_opcode" // a response of the wrong kind for its WQE: BAD_RESP
 
 	// softnic: UD, UC, SRQ.
-	CtrSRQDBRReadError    = "srq_dbr_read_error"
-	CtrSRQDBRBad          = "srq_dbr_bad"
-	CtrSRQLimit           = "srq_limit_reached"
-	CtrRxDropBadQKey      = "rx_drop_bad_qkey"     // UD: DETH Q_Key differs from the QP's: dropped
-	CtrRxUDNoRecv         = "rx_ud_no_receive"     // UD: no receive WQE: dropped (UD has no RNR)
-	CtrRxUDTooLong        = "rx_ud_too_long"       // UD: payload + GRH larger than the receive buffer
-	CtrRxUCDropped        = "rx_uc_message_dropped" // UC: a message damaged by a lost or reordered packet, dropped
-	CtrRxUCError          = "rx_uc_error"           // UC: a message that failed a check, dropped (UC never NAKs)
-	CtrUDOversize         = "ud_send_over_mtu"      // UD: a SEND larger than the path MTU
-	CtrWQEBadOpcodeForQP  = "wqe_opcode_not_for_qp_type"
+	CtrSRQDBRReadError   = "srq_dbr_read_error"
+	CtrSRQDBRBad         = "srq_dbr_bad"
+	CtrSRQLimit          = "srq_limit_reached"
+	CtrRxDropBadQKey     = "rx_drop_bad_qkey"      // UD: DETH Q_Key differs from the QP's: dropped
+	CtrRxUDNoRecv        = "rx_ud_no_receive"      // UD: no receive WQE: dropped (UD has no RNR)
+	CtrRxUDTooLong       = "rx_ud_too_long"        // UD: payload + GRH larger than the receive buffer
+	CtrRxUCDropped       = "rx_uc_message_dropped" // UC: a message damaged by a lost or reordered packet, dropped
+	CtrRxUCError         = "rx_uc_error"           // UC: a message that failed a check, dropped (UC never NAKs)
+	CtrUDOversize        = "ud_send_over_mtu"      // UD: a SEND larger than the path MTU
+	CtrWQEBadOpcodeForQP = "wqe_opcode_not_for_qp_type"
 
 	// softnic: completions.
 	CtrCQEs              = "cqes"

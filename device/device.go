@@ -52,18 +52,18 @@ type Device struct {
 	fetch *wqefetch.Engine
 	port  Port
 
-	pds     map[uint32]bool
-	nextPD  uint32
-	cqs     map[uint32]*cq
-	nextCQN uint32
-	qps     map[uint32]*qp
-	nextQPN uint32
+	pds      map[uint32]bool
+	nextPD   uint32
+	cqs      map[uint32]*cq
+	nextCQN  uint32
+	qps      map[uint32]*qp
+	nextQPN  uint32
 	srqs     map[uint32]*srq
 	nextSRQN uint32
-	nextMR  uint32
-	nextUAR uint32
-	nQPs    int
-	errQPs  int // QPs in ERR with a receive queue (see scanErrorRQs)
+	nextMR   uint32
+	nextUAR  uint32
+	nQPs     int
+	errQPs   int // QPs in ERR with a receive queue (see scanErrorRQs)
 
 	pkt     roce.Packet
 	fp      roce.FrameParams
@@ -72,6 +72,8 @@ type Device struct {
 	lfree   []*cqeLanding
 	rqbuf   [1024]byte
 	atomBuf [8]byte
+
+	ev eventState // event queues, completion channels, link state (events.go, eq.go)
 }
 
 // New builds a device with profile spec in front of host memory mem. Its
@@ -93,6 +95,7 @@ func New(eng *sim.Engine, spec Spec, id Identity, mem *shm.Region, rec *trace.Re
 	d.fetch = wqefetch.New(d.env, d.dma, d)
 	d.nextUAR = spec.BAR.FirstUAR
 	d.bar.Reset()
+	d.initEQs()
 	return d
 }
 
@@ -202,20 +205,6 @@ func (d *Device) BlueFlame(t sim.Time, uar uint32, bfreg int, wqe []byte) {
 	}
 }
 
-// CQArm is called by BAR0 for a CQ arm doorbell. Completion events (EQs,
-// MSI-X) are not modelled yet: the arm is decoded, checked and counted.
-func (d *Device) CQArm(t sim.Time, uar uint32, db [8]byte) {
-	a := mlx5.ParseCQArm(db[:])
-	c := d.cqs[a.CQN]
-	if c == nil {
-		d.warn(t, CtrCQArmUnknownCQ, "CQ arm on UAR %d for CQ %#x, which does not exist", uar, a.CQN)
-		return
-	}
-	c.armSN = a.SN
-	c.armed = true
-	d.inc(CtrCQArms)
-}
-
 // The transmit path -------------------------------------------------------
 
 // txEvent hands one built frame to the port at its ready time, unless its
@@ -235,6 +224,8 @@ func (e *txEvent) Fire(now sim.Time) {
 	switch {
 	case q != nil && (q.dead || e.gen != q.txGen):
 		d.inc(CtrTxDropDestroyed)
+	case d.ev.linkDown:
+		d.inc(CtrTxDropLinkDown)
 	case d.port != nil:
 		d.port.Send(now, e.buf[:e.n])
 	default:

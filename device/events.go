@@ -1,15 +1,337 @@
 package device
 
 import (
+	"time"
+
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/sim"
 )
 
+// Completion and asynchronous events: the device side (EQEs, eq.go), the
+// kernel side that dispatches them (completion channels and the async
+// queue of the user context, mlx5.EventControl), and the sources of the
+// asynchronous events. docs/events.md has the mapping of device
+// conditions to events and where each comes from.
+
+// Event counters (the catalogue's style: names are what they count).
+const (
+	CtrCQArmsSolicited     = "cq_arms_solicited"      // arms for solicited completions only
+	CtrCQArmSN             = "cq_arm_sn_unexpected"   // arm sequence number ≠ completion events raised mod 4 (mlx5.md §6.7)
+	CtrCQArmBadCI          = "cq_arm_bad_ci"          // arm consumer index not within the ring behind the producer
+	CtrCQArmDBRMismatch    = "cq_arm_dbr_mismatch"    // doorbell record word 1 ≠ the arm doorbell (written after it, or not at all)
+	CtrCQArmInError        = "cq_arm_cq_in_error"     // arm of a CQ in error: no event will come
+	CtrCQArmImmediate      = "cq_arm_fired_at_once"   // arms that found qualifying CQEs beyond their consumer index
+	CtrCQEvents            = "cq_events"              // completion EQEs raised (one per arm)
+	CtrCQModerationTimer   = "cq_moderation_timeouts" // events raised by the cq_period timer
+	CtrCQResizes           = "cq_resizes"
+	CtrEQEs                = "eqes"                     // EQEs written
+	CtrEQOverrun           = "eq_overrun"               // EQEs dropped: the EQ's consumer was a ring behind
+	CtrEQEWriteError       = "eqe_write_error"          // an EQE outside host memory
+	CtrEQNoMemory          = "eq_no_memory"             // no host memory for an EQ ring: its events skip the ring
+	CtrInterrupts          = "msix_interrupts"          // MSI-X messages sent
+	CtrEQDoorbells         = "eq_doorbells"             // EQ doorbells accepted
+	CtrEQDoorbellUnknownEQ = "eq_doorbell_unknown_eq"   // EQ doorbell naming no EQ
+	CtrEQDoorbellWrongUAR  = "eq_doorbell_wrong_uar"    // EQ doorbell on a UAR page other than the EQ's
+	CtrEQDoorbellBadCI     = "eq_doorbell_bad_ci"       // EQ doorbell CI beyond the EQEs written
+	CtrCmdDoorbellIgnored  = "cmd_doorbell_ignored"     // command-interface doorbell (mailboxes not modelled)
+	CtrCompEvents          = "comp_events"              // completion events queued on a channel
+	CtrCompEventsDropped   = "comp_events_dropped"      // channel queue full: event dropped
+	CtrCompEventNoChannel  = "comp_events_no_channel"   // event of a CQ without a channel (uverbs drops it)
+	CtrCompEventStaleCQ    = "comp_events_destroyed_cq" // event of a CQ destroyed meanwhile
+	CtrAsyncEvents         = "async_events"             // asynchronous events queued
+	CtrAsyncEventsDropped  = "async_events_dropped"     // async queue full: event dropped
+	CtrAsyncEventUnmapped  = "async_event_unmapped"     // an event type with no EQE
+	CtrEQEUnknown          = "eqe_not_an_event"         // an EQE the dispatcher does not deliver
+	CtrLinkDown            = "link_down"                // port went down
+	CtrLinkUp              = "link_up"                  // port came (back) up
+	CtrTxDropLinkDown      = "tx_drop_link_down"        // frames not sent: the port is down
+	CtrRxDropLinkDown      = "rx_drop_link_down"        // frames not received: the port is down
+	ctrAsyncEventPrefix    = "async_event_"             // + event name, e.g. async_event_CQ_ERR
+)
+
+// eventState is the device's event machinery.
+type eventState struct {
+	spec      EventSpec
+	kernelUAR uint32
+	async     eq
+	comp      eq
+	eqeFree   []*eqeLanding
+
+	chans  map[uint32]*compChannel
+	nextCh uint32
+	asyncQ fifo[mlx5.AsyncEvent]
+	notify func(ch uint32)
+
+	asyncRaised, asyncDispatched uint32 // sequence numbers (trace flows)
+
+	linkDown bool
+}
+
+// compChannel is a completion channel: a bounded queue of CQ numbers.
+type compChannel struct {
+	id uint32
+	q  fifo[mlx5.CompEvent]
+}
+
+// fifo is a small queue.
+type fifo[T any] struct{ s []T }
+
+func (f *fifo[T]) len() int { return len(f.s) }
+func (f *fifo[T]) push(v T) { f.s = append(f.s, v) }
+func (f *fifo[T]) pop(out []T) int {
+	n := copy(out, f.s)
+	f.s = f.s[:copy(f.s, f.s[n:])]
+	return n
+}
+
+var asyncEventNames = func() (m [256]string) {
+	for i := range m {
+		m[i] = ctrAsyncEventPrefix + mlx5.EventType(i).String()
+	}
+	return m
+}()
+
+// Trace flows of events: 0xEE in the top byte, then the kind, the object
+// and a sequence number, so that cq_arm, eqe_write, msix and event of one
+// notification share a flow.
+func eventFlow(kind uint8, num, seq uint32) uint64 {
+	return 0xEE<<56 | uint64(kind)<<48 | uint64(num&0xffffff)<<24 | uint64(seq&0xffffff)
+}
+
+const (
+	flowComp  = 1
+	flowAsync = 2
+)
+
 // asyncEvent raises an asynchronous event of type typ for object num (a
-// QPN, CQN, SRQN or port). Placeholder: counted only, until event queues
-// deliver them (issue: completion and asynchronous events).
+// QPN, CQN, SRQN or port): an EQE on the async EQ, which the kernel side
+// delivers to the user context's async queue.
 func (d *Device) asyncEvent(t sim.Time, typ mlx5.EventType, num uint32) {
-	d.inc("async_event_" + typ.String())
-	_ = t
-	_ = num
+	d.inc(asyncEventNames[typ])
+	et, sub, ok := mlx5.EQEForEvent(typ)
+	if !ok {
+		d.warn(t, CtrAsyncEventUnmapped, "asynchronous event %v for %#x has no EQE type", typ, num)
+		return
+	}
+	f := mlx5.EQEFields{Type: et, SubType: sub}
+	var qpn uint32
+	switch et.Kind() {
+	case mlx5.EQEKindCQErr:
+		f.CQN, f.Syndrome = num, mlx5.CQErrOverrun
+	case mlx5.EQEKindQPSRQ:
+		f.QueueType, f.Num = mlx5.EventQueueQP, num
+		if et != mlx5.EQESRQRQLimit && et != mlx5.EQESRQCatasError {
+			qpn = num
+		}
+	case mlx5.EQEKindPort:
+		f.Port = uint8(num)
+	}
+	d.ev.asyncRaised++
+	d.writeEQE(t, &d.ev.async, &f, qpn, eventFlow(flowAsync, 0, d.ev.asyncRaised))
+}
+
+// dispatchFlow is the flow of the EQE the handler is about to dispatch:
+// events of one queue are dispatched in the order they were raised.
+func (d *Device) dispatchFlow(f *mlx5.EQEFields) uint64 {
+	if f.Type == mlx5.EQEComp {
+		if c := d.cqs[f.CQN]; c != nil {
+			return eventFlow(flowComp, c.cqn, c.dispatched+1)
+		}
+		return 0
+	}
+	return eventFlow(flowAsync, 0, d.ev.asyncDispatched+1)
+}
+
+// dispatch is the kernel's handling of one EQE, from start to end of the
+// handler's work on it: a completion goes to the CQ's channel (mlx5_ib's
+// CQ completion handler → uverbs' ib_uverbs_comp_handler), an async event
+// to the async queue (mlx5_ib_qp_event / mlx5_ib_cq_event / ... →
+// ib_uverbs_async_handler).
+func (d *Device) dispatch(start, end sim.Time, f *mlx5.EQEFields, flow uint64) {
+	if f.Type == mlx5.EQEComp {
+		c := d.cqs[f.CQN]
+		if c == nil {
+			d.inc(CtrCompEventStaleCQ)
+			return
+		}
+		c.dispatched++
+		ch := d.ev.chans[c.channel]
+		if ch == nil {
+			d.inc(CtrCompEventNoChannel)
+			return
+		}
+		if ch.q.len() >= d.ev.spec.QueueDepth {
+			d.warn(end, CtrCompEventsDropped, "completion channel %d holds %d events; event of CQ %d dropped", ch.id, ch.q.len(), c.cqn)
+			return
+		}
+		ch.q.push(mlx5.CompEvent{CQN: c.cqn})
+		d.inc(CtrCompEvents)
+		d.rec.Stage(d.node, "kernel", "event", start, end, 0, 0, 0, flow)
+		if d.ev.notify != nil {
+			d.ev.notify(ch.id)
+		}
+		return
+	}
+	typ, ok := mlx5.EventForEQE(f.Type, f.SubType)
+	if !ok {
+		d.warn(end, CtrEQEUnknown, "EQE type %v sub-type %d is not a verbs event", f.Type, f.SubType)
+		return
+	}
+	d.ev.asyncDispatched++
+	var num uint32
+	switch f.Type.Kind() {
+	case mlx5.EQEKindCQErr:
+		num = f.CQN
+	case mlx5.EQEKindQPSRQ:
+		num = f.Num
+	case mlx5.EQEKindPort:
+		num = uint32(f.Port)
+	}
+	if d.ev.asyncQ.len() >= d.ev.spec.QueueDepth {
+		d.warn(end, CtrAsyncEventsDropped, "async queue holds %d events; %v for %#x dropped", d.ev.asyncQ.len(), typ, num)
+		return
+	}
+	d.ev.asyncQ.push(mlx5.AsyncEvent{Type: typ, Num: num})
+	d.inc(CtrAsyncEvents)
+	qpn := uint32(0)
+	if f.Type.Kind() == mlx5.EQEKindQPSRQ {
+		qpn = num
+	}
+	d.rec.Stage(d.node, "kernel", "event", start, end, 0, 0, qpn, flow)
+	if d.ev.notify != nil {
+		d.ev.notify(0)
+	}
+}
+
+// The EventControl side of the control plane (mlx5.EventControl).
+
+// CreateCompChannel creates a completion channel.
+func (d *Device) CreateCompChannel() (uint32, error) {
+	if d.ev.chans == nil {
+		d.ev.chans = map[uint32]*compChannel{}
+	}
+	if len(d.ev.chans) >= d.spec.Caps.MaxCQ {
+		return 0, cmdErr("CREATE_COMP_CHANNEL", mlx5.StatusNoResources, "%d channels in use", len(d.ev.chans))
+	}
+	d.ev.nextCh++
+	ch := &compChannel{id: d.ev.nextCh}
+	d.ev.chans[ch.id] = ch
+	return ch.id, nil
+}
+
+// DestroyCompChannel destroys a channel no CQ uses; its queued events go.
+func (d *Device) DestroyCompChannel(id uint32) error {
+	if d.ev.chans[id] == nil {
+		return cmdErr("DESTROY_COMP_CHANNEL", mlx5.StatusBadResource, "channel %d does not exist", id)
+	}
+	for _, c := range d.cqs {
+		if c.channel == id {
+			return cmdErr("DESTROY_COMP_CHANNEL", mlx5.StatusResourceBusy, "channel %d is used by a CQ", id)
+		}
+	}
+	delete(d.ev.chans, id)
+	return nil
+}
+
+// AttachCQ routes CQ cqn's completion events to channel ch (0: none).
+func (d *Device) AttachCQ(cqn, ch uint32) error {
+	c := d.cqs[cqn]
+	switch {
+	case c == nil:
+		return cmdErr("CREATE_CQ", mlx5.StatusBadResource, "CQ %d does not exist", cqn)
+	case ch != 0 && d.ev.chans[ch] == nil:
+		return cmdErr("CREATE_CQ", mlx5.StatusBadResource, "completion channel %d does not exist", ch)
+	}
+	c.channel = ch
+	return nil
+}
+
+// ReadCompEvents moves queued events of channel ch into out.
+func (d *Device) ReadCompEvents(ch uint32, out []mlx5.CompEvent) (int, error) {
+	c := d.ev.chans[ch]
+	if c == nil {
+		return 0, cmdErr("READ_COMP_EVENT", mlx5.StatusBadResource, "channel %d does not exist", ch)
+	}
+	return c.q.pop(out), nil
+}
+
+// ReadAsyncEvents moves queued asynchronous events into out.
+func (d *Device) ReadAsyncEvents(out []mlx5.AsyncEvent) int { return d.ev.asyncQ.pop(out) }
+
+// PendingEvents is the number of events queued on channel ch (0: async).
+func (d *Device) PendingEvents(ch uint32) int {
+	if ch == 0 {
+		return d.ev.asyncQ.len()
+	}
+	if c := d.ev.chans[ch]; c != nil {
+		return c.q.len()
+	}
+	return 0
+}
+
+// SetEventNotify installs the function called for every queued event.
+func (d *Device) SetEventNotify(f func(ch uint32)) { d.ev.notify = f }
+
+// VirtualNow is the simulation's clock (mlx5.VirtualClock).
+func (d *Device) VirtualNow() time.Duration {
+	return time.Duration(d.eng.Now() / sim.Time(sim.Nanosecond))
+}
+
+// Sources of asynchronous events --------------------------------------------
+
+// SetLinkState tells the device whether its port has a link (the wire, a
+// runtime or a test calls it when a cable is pulled or comes back). A
+// change raises PORT_ERR or PORT_ACTIVE for port 1; while the link is down
+// the port sends and receives nothing (counted drops), so connected QPs
+// run into their retry limits as on a real fabric.
+func (d *Device) SetLinkState(up bool) {
+	if up == !d.ev.linkDown {
+		return
+	}
+	now := d.eng.Now()
+	d.ev.linkDown = !up
+	if up {
+		d.rec.Warnf(d.node, now, "device", CtrLinkUp, "port 1: link up")
+		d.inc(CtrLinkUp)
+		d.asyncEvent(now, mlx5.EventPortActive, 1)
+		return
+	}
+	d.rec.Warnf(d.node, now, "device", CtrLinkDown, "port 1: link down")
+	d.inc(CtrLinkDown)
+	d.asyncEvent(now, mlx5.EventPortErr, 1)
+}
+
+// LinkUp reports the port's link state.
+func (d *Device) LinkUp() bool { return !d.ev.linkDown }
+
+// commEst raises COMMUNICATION_ESTABLISHED for the first packet a
+// connected QP accepts while in RTR (IB spec: the responder learns the
+// connection works before the QP is moved to RTS). Once per incarnation
+// of the QP: a RESET bumps txGen.
+func (d *Device) commEst(t sim.Time, q *qp) {
+	if q.state != mlx5.QPStateRTR || q.typ == mlx5.QPTypeUD || q.commEst == q.txGen+1 {
+		return
+	}
+	q.commEst = q.txGen + 1
+	d.asyncEvent(t, mlx5.EventCommEst, q.qpn)
+}
+
+// responderError raises the affiliated event of a responder-detected error
+// (IB spec "invalid request / local access violation work queue error";
+// mlx5 WQ_INVAL_REQ_ERROR / WQ_ACCESS_ERROR → mlx5_ib QP_REQ_ERR /
+// QP_ACCESS_ERR). An error that a CQE on the responder reports (a SEND or
+// WRITE with immediate that had taken a receive WQE) raises none: the
+// error is in the CQE, as for requester errors. code is the NAK sent.
+func (d *Device) responderError(t sim.Time, q *qp, code uint8, inCQE bool) {
+	if inCQE {
+		return
+	}
+	switch code {
+	case nakInvalidReq:
+		d.asyncEvent(t, mlx5.EventQPReqErr, q.qpn)
+	case nakRemoteAcc:
+		d.asyncEvent(t, mlx5.EventQPAccessErr, q.qpn)
+	default: // remote operational error: the responder could not work its queue
+		d.asyncEvent(t, mlx5.EventQPFatal, q.qpn)
+	}
 }

@@ -42,6 +42,7 @@ type qp struct {
 	txReady sim.Time // when the QP's last frame is built: packets leave in order
 	rxBusy  sim.Time // when the QP's receive pipeline is done with its last packet
 	txGen   uint32   // bumped on ERR and RESET: frames built before are not sent
+	commEst uint32   // txGen+1 once COMM_EST was raised (events.go)
 
 	req  requester
 	resp responder

@@ -22,6 +22,10 @@ const (
 // packets one after the other, in arrival order: each starts when the
 // previous one is done.
 func (d *Device) ReceiveFrame(t sim.Time, frame []byte) {
+	if d.ev.linkDown {
+		d.inc(CtrRxDropLinkDown)
+		return
+	}
 	p := &d.pkt
 	if err := roce.ParseFrame(frame, p); err != nil {
 		switch {
@@ -66,6 +70,7 @@ func (d *Device) ReceiveFrame(t sim.Time, frame []byte) {
 	start := max(t, q.rxBusy)
 	t = start.Add(d.cyc(d.spec.Core.RxCycles))
 	q.rxBusy = t
+	d.commEst(t, q)
 	if p.Info.Response {
 		if q.state != mlx5.QPStateRTS {
 			d.warn(t, CtrRxDropQPState, "response %v for QP %#x in state %v", p.Opcode, qpn, q.state)

@@ -39,7 +39,7 @@ type swqe struct {
 	rkey      uint32
 	av        wqefetch.Datagram // UD: where the datagram goes
 	swapAdd   uint64            // atomics: swap (CMP_SWAP) or add (FETCH_ADD) value
-	compare   uint64 // CMP_SWAP: compare value
+	compare   uint64            // CMP_SWAP: compare value
 	sges      [wqefetch.MaxSGE]mlx5.DataFields
 	nsge      int
 	inline    [wqefetch.MaxWQEBytes]byte
@@ -175,6 +175,7 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 		// still outstanding. The QP cannot go on.
 		d.warn(t, CtrSQOverflow, "QP %#x: WQE %d arrived with %d WQEs outstanding in a %d-slot SQ", q.qpn, w.Index, r.count, len(r.wqes))
 		q.toError(t)
+		d.asyncEvent(t, mlx5.EventQPFatal, q.qpn) // no CQE can report it (docs/events.md)
 		return
 	}
 	ce := w.Ctrl.FMCESE & mlx5.CEMask
@@ -416,7 +417,14 @@ func (r *requester) transmit(t sim.Time, w *swqe, i int, psn roce.PSN) (sim.Time
 				fp.SrcPort = a.UDPSPort
 			}
 			fp.BTH.DestQP = a.DestQPN
-			fp.DETH = roce.DETHFields{QKey: a.QKey, SrcQP: q.qpn}
+			// A Q_Key with bit 31 set means the QP's own (IB spec C10-15):
+			// libmlx5 copies remote_qkey into the segment as given, so the
+			// device applies the rule (inferred for a ConnectX).
+			qkey := a.QKey
+			if qkey&0x80000000 != 0 {
+				qkey = q.qkey
+			}
+			fp.DETH = roce.DETHFields{QKey: qkey, SrcQP: q.qpn}
 		}
 		r.sinceAck++
 		fp.BTH.AckReq = q.typ == mlx5.QPTypeRC && (last || r.sinceAck >= maxPktsPerAckReq)

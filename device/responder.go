@@ -197,6 +197,7 @@ func (r *responder) error(t sim.Time, psn roce.PSN, code uint8, synd mlx5.Syndro
 		r.dropMessage()
 		return
 	}
+	d.responderError(t, q, code, synd != 0 && r.recv.active)
 	switch code {
 	case nakInvalidReq:
 		d.inc(CtrRespRemoteInvalidRequest)

@@ -23,6 +23,7 @@ type Spec struct {
 	Caps Caps       `json:"caps"`
 
 	Transport TransportSpec `json:"transport"`
+	Events    EventSpec     `json:"events"`
 }
 
 // TransportSpec holds the transport rules on which a ConnectX and Linux
@@ -100,6 +101,7 @@ func DefaultSpec() Spec {
 			DBRUpdate: sim.NS(2),
 			PollCQE:   sim.NS(10),
 		},
+		Events: DefaultEventSpec(),
 		Caps: Caps{
 			MaxQP: 1 << 16, MaxQPWR: 1 << 15, MaxSGE: 30, MaxCQ: 1 << 16, MaxCQE: 1 << 22,
 			MaxMR: 1 << 16, MaxPD: 1 << 16, MaxInline: 512, MaxMsgSize: 1 << 31, MaxRdAtom: 16,

@@ -140,7 +140,10 @@ func (d *Device) QuerySRQ(srqn uint32) (mlx5.SRQAttr, error) {
 	if s == nil {
 		return mlx5.SRQAttr{}, cmdErr("QUERY_SRQ", mlx5.StatusBadResource, "SRQ %d does not exist", srqn)
 	}
-	return mlx5.SRQAttr{MaxWR: int(s.cnt), MaxSGE: (s.stride - mlx5.SRQNextSegSize) / mlx5.DataSegSize, Limit: s.limit}, nil
+	// max_wr is one less than the ring: libmlx5 keeps one WQE spare to
+	// tell a full free list from an empty one (mlx5_ib_query_srq reports
+	// it the same way).
+	return mlx5.SRQAttr{MaxWR: int(s.cnt) - 1, MaxSGE: (s.stride - mlx5.SRQNextSegSize) / mlx5.DataSegSize, Limit: s.limit}, nil
 }
 
 // DestroySRQ destroys an SRQ no QP uses.

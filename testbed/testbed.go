@@ -113,6 +113,17 @@ func (w *World) Close() {
 	}
 }
 
+// SetLink pulls the cable between the NICs (up false) or plugs it back:
+// both ports learn the link state (device.Device.SetLinkState) and raise
+// PORT_ERR / PORT_ACTIVE.
+func (w *World) SetLink(up bool) {
+	for i, h := range w.Hosts {
+		if h != nil && (i == 0 || h != w.Hosts[0]) {
+			h.Dev.SetLinkState(up)
+		}
+	}
+}
+
 // Settle runs the simulation until nothing is scheduled (or limit events).
 func (w *World) Settle(limit int) int { return w.Eng.Run(limit) }
 
@@ -138,6 +149,21 @@ type ConnOpts struct {
 	// MaxRdAtomic is max_rd_atomic on both QPs (default 16), MaxDestRdAtomic
 	// max_dest_rd_atomic (default 16).
 	MaxRdAtomic, MaxDestRdAtomic int
+	// Type is the QP type (default RC). UC QPs connect like RC ones without
+	// the reliability attributes; UD QPs get QKey and an AH each to the
+	// other QP (Endpoint.AH), and no destination.
+	Type provider.QPType
+	// QKey is the UD Q_Key of both QPs (default 0x11111111).
+	QKey uint32
+	// SRQ: each side's receives come from a shared receive queue of
+	// RQDepth WQEs (Endpoint.SRQ) instead of the QP's own RQ.
+	SRQ bool
+	// UseSRQ attaches side i's QP to an existing SRQ (one SRQ behind the
+	// QPs of several connections).
+	UseSRQ [2]*provider.SRQ
+	// Channel: each side's CQs report their completion events to a
+	// completion channel of its own (Endpoint.Channel).
+	Channel bool
 }
 
 // Endpoint is one side of a connection.
@@ -149,10 +175,17 @@ type Endpoint struct {
 	QP     *provider.QP
 	Buf    provider.Buffer
 	MR     *provider.MR
+	SRQ    *provider.SRQ // with ConnOpts.SRQ
+	AH     *provider.AH  // UD: the address of the other endpoint
+	QKey   uint32        // UD
+	// Channel is the completion channel of SendCQ and RecvCQ (with
+	// ConnOpts.Channel).
+	Channel *provider.CompChannel
 }
 
-// ConnectRC creates a PD, CQs, a registered buffer and an RC QP on each
-// host and brings both QPs to RTS connected to each other.
+// ConnectRC creates a PD, CQs, a registered buffer and a QP (RC unless
+// o.Type says otherwise) on each host and brings both QPs to RTS connected
+// to each other (UD: each with an AH to the other).
 func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) {
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -178,6 +211,9 @@ func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) {
 	if o.RNRRetry == 0 {
 		o.RNRRetry = 7
 	}
+	if o.QKey == 0 {
+		o.QKey = 0x11111111
+	}
 	def(&o.Timeout, 14)
 	def(&o.RetryCnt, 7)
 	def(&o.MaxRdAtomic, 16)
@@ -194,10 +230,15 @@ func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) {
 		if e.PD, err = h.Ctx.AllocPD(); err != nil {
 			return eps, err
 		}
-		if e.SendCQ, err = h.Ctx.CreateCQ(o.CQDepth); err != nil {
+		if o.Channel {
+			if e.Channel, err = h.Ctx.CreateCompChannel(); err != nil {
+				return eps, err
+			}
+		}
+		if e.SendCQ, err = h.Ctx.CreateCQEx(provider.CQInitAttr{Entries: o.CQDepth, Channel: e.Channel}); err != nil {
 			return eps, err
 		}
-		if e.RecvCQ, err = h.Ctx.CreateCQ(o.CQDepth); err != nil {
+		if e.RecvCQ, err = h.Ctx.CreateCQEx(provider.CQInitAttr{Entries: o.CQDepth, Channel: e.Channel}); err != nil {
 			return eps, err
 		}
 		if e.Buf, err = h.Ctx.AllocBuffer(o.BufSize, 4096); err != nil {
@@ -206,14 +247,27 @@ func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) {
 		if e.MR, err = e.PD.RegMR(e.Buf.Addr, uint64(o.BufSize), o.Access); err != nil {
 			return eps, err
 		}
-		e.QP, err = h.Ctx.CreateQP(e.PD, provider.QPInitAttr{Type: provider.QPTypeRC, SendCQ: e.SendCQ, RecvCQ: e.RecvCQ,
+		if o.SRQ {
+			if e.SRQ, err = e.PD.CreateSRQ(provider.SRQInitAttr{MaxWR: o.RQDepth, MaxSGE: o.MaxSGE}); err != nil {
+				return eps, err
+			}
+		}
+		if o.UseSRQ[i] != nil {
+			e.SRQ = o.UseSRQ[i]
+		}
+		e.QP, err = h.Ctx.CreateQP(e.PD, provider.QPInitAttr{Type: o.Type, SendCQ: e.SendCQ, RecvCQ: e.RecvCQ, SRQ: e.SRQ,
 			Cap:    provider.QPCap{MaxSendWR: o.SQDepth, MaxRecvWR: o.RQDepth, MaxSendSGE: o.MaxSGE, MaxRecvSGE: o.MaxSGE, MaxInline: o.MaxInline},
 			SigAll: o.SigAll})
 		if err != nil {
 			return eps, err
 		}
+		e.QKey = o.QKey
 		eps[i] = e
 	}
+	if o.Type == provider.QPTypeUD {
+		return eps, w.connectUD(eps, o)
+	}
+	rc := o.Type == provider.QPTypeRC
 	for i, e := range eps {
 		peer := eps[1-i]
 		pid := peer.Host.Dev.Identity()
@@ -224,18 +278,51 @@ func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) {
 		a = provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mtu, DestQPN: peer.QP.QPN(), RQPSN: o.PSN[1-i],
 			MaxDestRdAtomic: uint8(o.MaxDestRdAtomic), MinRNRTimer: o.MinRNR,
 			AV: provider.AV{DMAC: pid.MAC, DGID: pid.IP.As16(), HopLimit: 64, SGIDIndex: 1}}
-		if err := e.QP.Modify(&a, mlx5.AttrState|mlx5.AttrAV|mlx5.AttrPathMTU|mlx5.AttrDestQPN|mlx5.AttrRQPSN|
-			mlx5.AttrMaxDestRdAtomic|mlx5.AttrMinRNRTimer); err != nil {
+		mask := uint32(mlx5.AttrState | mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN)
+		if rc {
+			mask |= mlx5.AttrMaxDestRdAtomic | mlx5.AttrMinRNRTimer
+		}
+		if err := e.QP.Modify(&a, mask); err != nil {
 			return eps, err
 		}
 	}
 	for i, e := range eps {
 		a := provider.QPAttr{QPState: provider.QPStateRTS, Timeout: timeout, RetryCnt: retry, RNRRetry: o.RNRRetry, SQPSN: o.PSN[i], MaxRdAtomic: uint8(o.MaxRdAtomic)}
-		if err := e.QP.Modify(&a, mlx5.AttrState|mlx5.AttrTimeout|mlx5.AttrRetryCnt|mlx5.AttrRNRRetry|mlx5.AttrSQPSN|mlx5.AttrMaxQPRdAtomic); err != nil {
+		mask := uint32(mlx5.AttrState | mlx5.AttrSQPSN)
+		if rc {
+			mask |= mlx5.AttrTimeout | mlx5.AttrRetryCnt | mlx5.AttrRNRRetry | mlx5.AttrMaxQPRdAtomic
+		}
+		if err := e.QP.Modify(&a, mask); err != nil {
 			return eps, err
 		}
 	}
 	return eps, nil
+}
+
+// connectUD brings both UD QPs to RTS with the Q_Key and gives each an AH
+// to the other.
+func (w *World) connectUD(eps [2]*Endpoint, o ConnOpts) error {
+	for i, e := range eps {
+		pid := eps[1-i].Host.Dev.Identity()
+		var err error
+		if e.AH, err = e.PD.CreateAH(provider.AHAttr{DGID: pid.IP.As16(), DMAC: pid.MAC, Port: 1, SGIDIndex: 1, HopLimit: 64}); err != nil {
+			return err
+		}
+		steps := []struct {
+			a    provider.QPAttr
+			mask uint32
+		}{
+			{provider.QPAttr{QPState: provider.QPStateInit, PKeyIndex: 0, Port: 1, QKey: o.QKey}, mlx5.AttrState | mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrQKey},
+			{provider.QPAttr{QPState: provider.QPStateRTR}, mlx5.AttrState},
+			{provider.QPAttr{QPState: provider.QPStateRTS, SQPSN: o.PSN[i]}, mlx5.AttrState | mlx5.AttrSQPSN},
+		}
+		for _, st := range steps {
+			if err := e.QP.Modify(&st.a, st.mask); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // ErrTimeout is returned when a wait ends with the simulation idle.

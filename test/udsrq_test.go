@@ -1,0 +1,349 @@
+package test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/fault"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/testbed"
+	"github.com/stretchr/testify/require"
+)
+
+// connectType is connect for another QP type (and options).
+func connectType(t *testing.T, o testbed.ConnOpts, rules ...fault.Rule) (*testbed.World, *testbed.Endpoint, *testbed.Endpoint) {
+	t.Helper()
+	return faulty(t, o, rules...)
+}
+
+// countOps counts the frames of each BTH opcode that start on the wire.
+func countOps(w *testbed.World) map[roce.Opcode]int {
+	m := map[roce.Opcode]int{}
+	w.Link.AddTap(func(_ sim.Time, f []byte) {
+		var p roce.Packet
+		if roce.ParseFrame(f, &p) == nil {
+			m[p.Opcode]++
+		}
+	})
+	return m
+}
+
+// TestUDSend: UD SEND and SEND_IMM of 0, 1, MTU-1 and MTU bytes. The
+// receive buffer holds a 40-byte GRH area (20 zero bytes, then the IPv4
+// header as on the wire) and the payload; the WC has byte_len + 40, the
+// sender's QPN, the GRH flag and the IPv4 network header type.
+func TestUDSend(t *testing.T) {
+	const mtu = 4096 // the port's active MTU on the default profile
+	for _, n := range []int{0, 1, mtu - 1, mtu} {
+		for _, op := range []provider.WROpcode{provider.WRSend, provider.WRSendImm} {
+			w, req, rsp := connectType(t, testbed.ConnOpts{Type: provider.QPTypeUD, BufSize: 16 << 10})
+			ops := countOps(w)
+			fill(req.Buf.Bytes[:n], byte(n))
+			_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 5, SGL: []provider.SGE{rsp.MR.SGE(0, mtu+40)}}})
+			require.NoError(t, err)
+			wr := provider.SendWR{WRID: 6, Opcode: op, Flags: provider.SendSignaled, Imm: 0xfeedf00d,
+				AH: req.AH, RemoteQPN: rsp.QP.QPN(), RemoteQKey: rsp.QKey}
+			if n > 0 {
+				wr.SGL = []provider.SGE{req.MR.SGE(0, uint32(n))}
+			}
+			_, err = req.QP.PostSend([]provider.SendWR{wr})
+			require.NoError(t, err)
+			wc := waitOne(t, req.SendCQ)
+			require.Equal(t, provider.WCSuccess, wc.Status)
+			rwc := waitOne(t, rsp.RecvCQ)
+			require.Equal(t, provider.WCSuccess, rwc.Status, "n=%d", n)
+			require.Equal(t, uint64(5), rwc.WRID)
+			require.Equal(t, uint32(n+40), rwc.ByteLen)
+			require.Equal(t, req.QP.QPN(), rwc.SrcQP)
+			require.NotZero(t, rwc.Flags&provider.WCFlagGRH)
+			require.Equal(t, provider.NetHdrIPv4, rwc.NetworkHdr)
+			if op == provider.WRSendImm {
+				require.NotZero(t, rwc.Flags&provider.WCFlagWithImm)
+				require.Equal(t, uint32(0xfeedf00d), rwc.Imm)
+			}
+			grh := rsp.Buf.Bytes[:40]
+			require.Equal(t, make([]byte, 20), grh[:20], "20 zero bytes")
+			require.Equal(t, byte(0x45), grh[20], "IPv4, IHL 5")
+			require.Equal(t, byte(17), grh[29], "protocol UDP")
+			require.Equal(t, testbed.IPs[0].AsSlice(), grh[32:36], "source address")
+			require.Equal(t, testbed.IPs[1].AsSlice(), grh[36:40], "destination address")
+			require.Equal(t, uint16(20+8+12+8+n+roce.PadLen(n)+4+4*btoi(op == provider.WRSendImm)), binary.BigEndian.Uint16(grh[22:24]), "IP total length")
+			require.True(t, bytes.Equal(req.Buf.Bytes[:n], rsp.Buf.Bytes[40:40+n]))
+			want := roce.OpUDSendOnly
+			if op == provider.WRSendImm {
+				want = roce.OpUDSendOnlyImm
+			}
+			require.Equal(t, 1, ops[want])
+			require.Equal(t, 1, len(ops), "no ACK on UD")
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestUDOversize: a UD SEND over the port MTU fails as a ConnectX fails it:
+// LOC_LEN_ERR, nothing on the wire, the QP in SQE (its send queue in
+// error) and still receiving.
+func TestUDOversize(t *testing.T) {
+	w, req, rsp := connectType(t, testbed.ConnOpts{Type: provider.QPTypeUD, BufSize: 16 << 10})
+	ops := countOps(w)
+	_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, 4097)}, AH: req.AH, RemoteQPN: rsp.QP.QPN(), RemoteQKey: rsp.QKey}})
+	require.NoError(t, err)
+	wc := waitOne(t, req.SendCQ)
+	require.Equal(t, provider.WCLocLenErr, wc.Status)
+	require.Empty(t, ops)
+	require.Equal(t, provider.QPStateSQE, qpState(t, req.QP))
+	require.Equal(t, uint64(1), ctr(w, 0, device.CtrUDOversize))
+	// It still receives.
+	_, err = req.QP.PostRecv([]provider.RecvWR{{WRID: 2, SGL: []provider.SGE{req.MR.SGE(8192, 1000)}}})
+	require.NoError(t, err)
+	_, err = rsp.QP.PostSend([]provider.SendWR{{WRID: 3, Opcode: provider.WRSend, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{rsp.MR.SGE(0, 100)}, AH: rsp.AH, RemoteQPN: req.QP.QPN(), RemoteQKey: req.QKey}})
+	require.NoError(t, err)
+	rwc := waitOne(t, req.RecvCQ)
+	require.Equal(t, provider.WCSuccess, rwc.Status)
+	require.Equal(t, uint32(140), rwc.ByteLen)
+}
+
+// TestUDQKey: a SEND with the wrong Q_Key is dropped silently (counted);
+// a RemoteQKey with bit 31 set sends the QP's own Q_Key.
+func TestUDQKey(t *testing.T) {
+	w, req, rsp := connectType(t, testbed.ConnOpts{Type: provider.QPTypeUD})
+	_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{rsp.MR.SGE(0, 1024)}}})
+	require.NoError(t, err)
+	send := func(qkey uint32) {
+		_, err := req.QP.PostSend([]provider.SendWR{{WRID: 2, Opcode: provider.WRSend, Flags: provider.SendSignaled,
+			SGL: []provider.SGE{req.MR.SGE(0, 10)}, AH: req.AH, RemoteQPN: rsp.QP.QPN(), RemoteQKey: qkey}})
+		require.NoError(t, err)
+		require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status, "the sender does not know")
+	}
+	send(rsp.QKey + 1)
+	w.Settle(0)
+	n, err := rsp.RecvCQ.Poll(make([]provider.WC, 1))
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Equal(t, uint64(1), ctr(w, 1, device.CtrRxDropBadQKey))
+	send(0x80000000) // the QP's own Q_Key, which both sides share here
+	require.Equal(t, provider.WCSuccess, waitOne(t, rsp.RecvCQ).Status)
+}
+
+// TestUDManyDestinations: one UD QP sends to 8 UD QPs on the peer, one AH
+// each; every receiver gets its own message with the right src_qp.
+func TestUDManyDestinations(t *testing.T) {
+	w, req, _ := connectType(t, testbed.ConnOpts{Type: provider.QPTypeUD})
+	h := w.Hosts[1]
+	pd, err := h.Ctx.AllocPD()
+	require.NoError(t, err)
+	buf, err := h.Ctx.AllocBuffer(64<<10, 4096)
+	require.NoError(t, err)
+	mr, err := pd.RegMR(buf.Addr, uint64(len(buf.Bytes)), provider.AccessLocalWrite)
+	require.NoError(t, err)
+	pid := h.Dev.Identity()
+	type dst struct {
+		qp *provider.QP
+		cq *provider.CQ
+		ah *provider.AH
+	}
+	dsts := make([]dst, 8)
+	for i := range dsts {
+		cq, err := h.Ctx.CreateCQ(16)
+		require.NoError(t, err)
+		qp, err := h.Ctx.CreateQP(pd, provider.QPInitAttr{Type: provider.QPTypeUD, SendCQ: cq, RecvCQ: cq,
+			Cap: provider.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		require.NoError(t, err)
+		for _, st := range []struct {
+			a    provider.QPAttr
+			mask uint32
+		}{
+			{provider.QPAttr{QPState: provider.QPStateInit, Port: 1, QKey: 0x1234}, 1 | 1<<4 | 1<<5 | 1<<6},
+			{provider.QPAttr{QPState: provider.QPStateRTR}, 1},
+			{provider.QPAttr{QPState: provider.QPStateRTS}, 1 | 1<<16},
+		} {
+			require.NoError(t, qp.Modify(&st.a, st.mask))
+		}
+		_, err = qp.PostRecv([]provider.RecvWR{{WRID: uint64(i), SGL: []provider.SGE{mr.SGE(uint64(i)*4096, 4096)}}})
+		require.NoError(t, err)
+		ah, err := req.PD.CreateAH(provider.AHAttr{DGID: pid.IP.As16(), DMAC: pid.MAC, Port: 1, SGIDIndex: 1, HopLimit: 64})
+		require.NoError(t, err)
+		dsts[i] = dst{qp, cq, ah}
+	}
+	for i, d := range dsts {
+		req.Buf.Bytes[i] = byte(0xa0 + i)
+		_, err := req.QP.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled,
+			SGL: []provider.SGE{req.MR.SGE(uint64(i), 1)}, AH: d.ah, RemoteQPN: d.qp.QPN(), RemoteQKey: 0x1234}})
+		require.NoError(t, err)
+	}
+	_, err = testbed.Wait(req.SendCQ, 8)
+	require.NoError(t, err)
+	for i, d := range dsts {
+		wc := waitOne(t, d.cq)
+		require.Equal(t, provider.WCSuccess, wc.Status)
+		require.Equal(t, uint64(i), wc.WRID)
+		require.Equal(t, req.QP.QPN(), wc.SrcQP)
+		require.Equal(t, byte(0xa0+i), buf.Bytes[i*4096+40], "QP %d got its own message", i)
+	}
+}
+
+// TestUCOperations: UC SEND, WRITE and WRITE_IMM at 0, 1, MTU-1 and MTU
+// bytes: data lands, the requester completes with no ACK on the wire.
+func TestUCOperations(t *testing.T) {
+	const mtu = 1024
+	for _, op := range []provider.WROpcode{provider.WRSend, provider.WRRDMAWrite, provider.WRRDMAWriteImm} {
+		for _, n := range []int{0, 1, mtu - 1, mtu, 3*mtu + 5} {
+			w, req, rsp := connectType(t, testbed.ConnOpts{Type: provider.QPTypeUC, MTU: mtu})
+			ops := countOps(w)
+			fill(req.Buf.Bytes[:n], byte(n+1))
+			recv := op != provider.WRRDMAWrite
+			if recv {
+				_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 9, SGL: []provider.SGE{rsp.MR.SGE(0, 8192)}}})
+				require.NoError(t, err)
+			}
+			wr := provider.SendWR{WRID: 1, Opcode: op, Flags: provider.SendSignaled, Imm: 7, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}
+			if n > 0 {
+				wr.SGL = []provider.SGE{req.MR.SGE(0, uint32(n))}
+			}
+			_, err := req.QP.PostSend([]provider.SendWR{wr})
+			require.NoError(t, err)
+			require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
+			if recv {
+				rwc := waitOne(t, rsp.RecvCQ)
+				require.Equal(t, provider.WCSuccess, rwc.Status)
+				require.Equal(t, uint32(n), rwc.ByteLen)
+			}
+			w.Settle(0)
+			require.True(t, bytes.Equal(req.Buf.Bytes[:n], rsp.Buf.Bytes[:n]), "%v %d bytes", op, n)
+			for o := range ops {
+				require.Equal(t, roce.TransportUC, o.Transport(), "only UC frames, no ACK: %v", o)
+			}
+		}
+	}
+}
+
+// TestUCLoss: a lost or reordered packet drops the UC message being
+// received (counted); the next message arrives whole.
+func TestUCLoss(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		rule fault.Rule
+	}{
+		{"middle packet lost", fault.Rule{Point: fault.WireTx, Action: fault.Drop, Nth: 1, Match: fault.Match{Node: node(0), Opcode: opc(roce.OpUCSendMiddle)}}},
+		{"middle packet reordered", fault.Rule{Point: fault.WireTx, Action: fault.Reorder, Nth: 1, Match: fault.Match{Node: node(0), Opcode: opc(roce.OpUCSendMiddle)}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, req, rsp := connectType(t, testbed.ConnOpts{Type: provider.QPTypeUC, MTU: 1024}, c.rule)
+			fill(req.Buf.Bytes[:8192], 0x3c)
+			_, err := rsp.QP.PostRecv([]provider.RecvWR{
+				{WRID: 1, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}},
+				{WRID: 2, SGL: []provider.SGE{rsp.MR.SGE(4096, 4096)}}})
+			require.NoError(t, err)
+			_, err = req.QP.PostSend([]provider.SendWR{
+				{WRID: 10, Opcode: provider.WRSend, SGL: []provider.SGE{req.MR.SGE(0, 3000)}},
+				{WRID: 11, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(4096, 2500)}}})
+			require.NoError(t, err)
+			require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status, "UC completes once sent")
+			rwc := waitOne(t, rsp.RecvCQ)
+			require.Equal(t, provider.WCSuccess, rwc.Status)
+			require.Equal(t, uint32(2500), rwc.ByteLen, "the damaged message is gone, the next is whole")
+			require.Equal(t, uint64(1), rwc.WRID, "it used the receive the dropped message had taken")
+			require.True(t, bytes.Equal(req.Buf.Bytes[4096:4096+2500], rsp.Buf.Bytes[:2500]))
+			require.Equal(t, uint64(1), ctr(w, 1, device.CtrRxUCDropped), "one message dropped")
+		})
+	}
+}
+
+// TestSRQShared: one SRQ behind 4 RC QPs under load. The limit event
+// fires exactly when fewer than srq_limit WQEs are left, and only once per
+// arming; an empty SRQ is RNR-NAKed, and the SENDs complete once receives
+// are posted again.
+func TestSRQShared(t *testing.T) {
+	w, err := testbed.New(testbed.DefaultConfig())
+	require.NoError(t, err)
+	defer w.Close()
+	h := w.Hosts[1]
+	pd, err := h.Ctx.AllocPD()
+	require.NoError(t, err)
+	srq, err := pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 64, MaxSGE: 1})
+	require.NoError(t, err)
+	buf, err := h.Ctx.AllocBuffer(256<<10, 4096)
+	require.NoError(t, err)
+	mr, err := pd.RegMR(buf.Addr, uint64(len(buf.Bytes)), provider.AccessLocalWrite)
+	require.NoError(t, err)
+	pairs := make([][2]*testbed.Endpoint, 4)
+	for i := range pairs {
+		pairs[i], err = w.ConnectRC(testbed.ConnOpts{UseSRQ: [2]*provider.SRQ{nil, srq}, MinRNR: 1})
+		require.NoError(t, err)
+	}
+	posted := 0
+	post := func(n int) {
+		wrs := make([]provider.RecvWR, n)
+		for i := range wrs {
+			wrs[i] = provider.RecvWR{WRID: uint64(posted), SGL: []provider.SGE{mr.SGE(uint64(posted%64)*4096, 4096)}}
+			posted++
+		}
+		k, err := srq.PostRecv(wrs)
+		require.NoError(t, err)
+		require.Equal(t, n, k)
+	}
+	limits := func() uint64 { return w.Hosts[1].Dev.Counters().Get(device.CtrSRQLimit) }
+	post(8)
+	require.NoError(t, srq.Modify(provider.SRQAttr{SRQLimit: 4}, provider.SRQAttrLimit))
+	sent := 0
+	send := func(pair int) {
+		req := pairs[pair][0]
+		_, err := req.QP.PostSend([]provider.SendWR{{WRID: uint64(sent), Opcode: provider.WRSend, Flags: provider.SendSignaled,
+			SGL: []provider.SGE{req.MR.SGE(0, 100)}}})
+		require.NoError(t, err)
+		sent++
+		require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
+	}
+	for i := 0; i < 8; i++ {
+		send(i % 4)
+		// 8 posted, i+1 taken: fewer than 4 left from the 5th SEND on.
+		want := uint64(0)
+		if i >= 4 {
+			want = 1
+		}
+		require.Equal(t, want, limits(), "after %d SENDs", i+1)
+	}
+	a, err := srq.Query()
+	require.NoError(t, err)
+	require.Zero(t, a.SRQLimit, "the limit disarms when it fires")
+	// Receives on the SRQ's CQs: each QP's recv CQ got its own.
+	got := 0
+	for _, p := range pairs {
+		for {
+			n, err := p[1].RecvCQ.Poll(make([]provider.WC, 8))
+			require.NoError(t, err)
+			if n == 0 {
+				break
+			}
+			got += n
+		}
+	}
+	require.Equal(t, 8, got)
+	// Empty: the next SEND is RNR-NAKed until receives come.
+	req := pairs[2][0]
+	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 99, Opcode: provider.WRSend, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, 100)}}})
+	require.NoError(t, err)
+	for i := 0; i < 2000 && w.Hosts[1].Dev.Counters().Get(device.CtrRNRNAKsSent) == 0; i++ {
+		w.Eng.Step()
+	}
+	require.NotZero(t, w.Hosts[1].Dev.Counters().Get(device.CtrRNRNAKsSent))
+	post(4)
+	require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
+	rwc := waitOne(t, pairs[2][1].RecvCQ)
+	require.Equal(t, provider.WCSuccess, rwc.Status)
+	require.Equal(t, uint64(8), rwc.WRID, "the first receive posted after the SRQ ran dry")
+	require.Error(t, srq.Destroy(), "busy while QPs use it")
+}
