@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,38 +21,53 @@ import (
 )
 
 func init() {
-	register("rdma", "scriptable RC endpoint on a real network (udp:/tap:): commands on stdin", runRDMA)
+	register("rdma", "scriptable RC, UC or UD endpoint on a real network (udp:/tap:): commands on stdin", runRDMA)
 }
 
 const rdmaHelp = `usage: softnic rdma --wire SPEC --ip A.B.C.D [flags]
 
-One emulated NIC with one RC QP and one MR on a real network, driven by a
-line protocol on stdin/stdout (the same as test/interop's verbs_peer, see
-docs/howto-interop.md). Numbers are hex (a 0x prefix is accepted).
+One emulated NIC with one QP (--qp-type rc, uc or ud) and one MR on a real
+network, driven by a line protocol on stdin/stdout (the same as
+test/interop's verbs_peer, see docs/howto-interop.md). Numbers are hex (a 0x
+prefix is accepted).
 
 Start: prints   LOCAL <qpn> <psn> <gid>     (%06x %06x, GID as 32 hex digits)
+                LOCAL <qpn> <psn> <gid> <qkey>        (UD: its Q_Key, %08x)
   then, unless --remote-qpn is given, reads one stdin line
                 REMOTE <qpn> <psn> [<gid>]  (the GID, if given, names the
                                              peer's IPv4 as ::ffff:A.B.C.D;
                                              else --remote-ip does)
-  resolves the peer's MAC (--neigh, or ARP) and brings the QP to RTS.
+                REMOTE <qpn> <psn> [<gid> [<qkey>]]   (UD: the peer's Q_Key,
+                                             default --remote-qkey, else own)
+  resolves the peer's MAC (--neigh, or ARP) and brings the QP to RTS (UD:
+  and creates the address handle of the peer).
 Commands, one per line:
-  write RADDR RKEY LEN SEED   fill MR[0,LEN) from SEED, RDMA WRITE it to RADDR
-  read RADDR RKEY LEN         RDMA READ LEN bytes from RADDR into MR[0,LEN)
+  write RADDR RKEY LEN SEED   fill MR[0,LEN) from SEED, RDMA WRITE it to RADDR (RC, UC)
+  read RADDR RKEY LEN         RDMA READ LEN bytes from RADDR into MR[0,LEN) (RC)
   send LEN SEED               fill MR[0,LEN) from SEED, SEND it
-  fadd RADDR RKEY ADD         8-byte FETCH_ADD at RADDR, the original value into MR[0,8)
-  cas RADDR RKEY COMPARE SWAP 8-byte CMP_SWAP at RADDR, the original value into MR[0,8)
+  send LEN SEED [QKEY]        (UD: through the AH to the REMOTE QPN, with the
+                               REMOTE Q_Key or QKEY in the DETH)
+  fadd RADDR RKEY ADD         8-byte FETCH_ADD at RADDR, the original value into MR[0,8) (RC)
+  cas RADDR RKEY COMPARE SWAP 8-byte CMP_SWAP at RADDR, the original value into MR[0,8) (RC)
                               (both: a WC line, then on success
                                ORIG 0x<16 hex digits>, MR[0,8) as a little-endian uint64)
   recv N                      wait for N receive completions
   sum OFF LEN                 -> SUM <off> <len> <crc>  (zlib crc32 of MR[OFF,OFF+LEN), %08x)
+  dump OFF LEN                -> DUMP <off> <len> <hex bytes>  (MR[OFF,OFF+LEN), LEN <= 1000;
+                                 "-" for none: a UD receive's GRH area, say)
   mr                          -> MR <addr> <rkey> <len>
   counters                    -> COUNTERS name=value ...  (non-zero only: the device's hw
                                  counters, port, transport, and with --faults
                                  fault_ruleN_matched / fault_ruleN_fired)
   quit                        (or end of input)
 Every work completion prints   WC <wr_id> <status> <opcode> <byte_len> <imm>
-  (byte_len decimal, wr_id and imm hex). Each posted WR has its own wr_id (a
+  (byte_len decimal, wr_id and imm hex); on a UD QP a receive completion adds
+  the sender's QPN and the GRH flag:
+                               WC <wr_id> <status> RECV <byte_len> <imm> src_qp=<%06x> grh=<0|1>
+  (byte_len counts the 40-byte GRH area: 20 zero bytes, then the IPv4 header
+  of the packet; the payload follows at recv-off + 0x28). A command the QP
+  type has no operation for prints ERR <cmd> is not supported on a <type> QP
+  (UD: write, read, fadd, cas; UC: read, fadd, cas). Each posted WR has its own wr_id (a
   counter); a command waits for its own. A completion of an earlier command's
   WR (one that timed out) prints LATE WC <wr_id> ...; a timeout prints
   ERR timed out ... wr_id <wr_id> ...; a command that cannot run, ERR <reason>.
@@ -65,20 +81,23 @@ Flags:
 `
 
 type rdmaOpts struct {
-	net       netOpts
-	remoteIP  string
-	remoteQPN string
-	remotePSN string
-	psn       string
-	gidIndex  int
-	mtu       int
-	mrSize    uint64
-	recvOff   int64
-	recvDepth int
-	timeout   int
-	retryCnt  int
-	rnrRetry  int
-	waitMS    int
+	net        netOpts
+	qpType     string // rc, uc or ud
+	qkey       string // own Q_Key (UD), hex
+	remoteQKey string // the peer's (UD, with --remote-qpn), hex
+	remoteIP   string
+	remoteQPN  string
+	remotePSN  string
+	psn        string
+	gidIndex   int
+	mtu        int
+	mrSize     uint64
+	recvOff    int64
+	recvDepth  int
+	timeout    int
+	retryCnt   int
+	rnrRetry   int
+	waitMS     int
 }
 
 func runRDMA(args []string, stdout, stderr io.Writer) int {
@@ -99,6 +118,9 @@ func runRDMA(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.retryCnt, "retry-cnt", 6, "QP retry count")
 	fs.IntVar(&o.rnrRetry, "rnr-retry", 6, "QP RNR retry count (7 = infinite)")
 	fs.IntVar(&o.waitMS, "wait-ms", 20000, "how long a command waits for its completions, in ms")
+	fs.StringVar(&o.qpType, "qp-type", "rc", "QP type: rc, uc or ud")
+	fs.StringVar(&o.qkey, "qkey", fmt.Sprintf("%x", defaultQKey), "own Q_Key in hex (UD)")
+	fs.StringVar(&o.remoteQKey, "remote-qkey", "", "the peer's Q_Key in hex (UD, with --remote-qpn; default: own)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, rdmaHelp)
 		fs.PrintDefaults()
@@ -118,9 +140,13 @@ func runRDMA(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// rdmaEP is the one RC endpoint of `softnic rdma`.
+// rdmaEP is the one endpoint of `softnic rdma`.
 type rdmaEP struct {
 	o      rdmaOpts
+	typ    provider.QPType
+	qkey   uint32       // own Q_Key (UD)
+	ah     *provider.AH // UD: the peer
+	peer   remoteInfo   // UD: where sends go
 	rt     *realNet
 	out    io.Writer
 	pd     *provider.PD
@@ -170,7 +196,52 @@ func parseHex(s string, bits int) (uint64, error) {
 	return v, nil
 }
 
+// defaultQKey is a UD QP's Q_Key unless --qkey says otherwise
+// (ibv_ud_pingpong's).
+const defaultQKey = 0x11111111
+
+// qpTypes are the --qp-type values.
+var qpTypes = map[string]provider.QPType{"rc": provider.QPTypeRC, "uc": provider.QPTypeUC, "ud": provider.QPTypeUD}
+
+// qpTypeName is the name the protocol's refusals use (RC, UC, UD).
+func qpTypeName(t provider.QPType) string {
+	for k, v := range qpTypes {
+		if v == t {
+			return strings.ToUpper(k)
+		}
+	}
+	return fmt.Sprint(t)
+}
+
+// parsed returns the QP type and the own Q_Key of the flags (and checks
+// --remote-qkey).
+func (o *rdmaOpts) parsed() (typ provider.QPType, qkey uint32, err error) {
+	typ, ok := provider.QPTypeRC, true
+	if o.qpType != "" {
+		typ, ok = qpTypes[strings.ToLower(o.qpType)]
+	}
+	if !ok {
+		return typ, 0, fmt.Errorf("--qp-type %q: want rc, uc or ud", o.qpType)
+	}
+	q := uint64(defaultQKey)
+	if o.qkey != "" {
+		var err error
+		if q, err = parseHex(o.qkey, 32); err != nil {
+			return typ, 0, fmt.Errorf("--qkey: %w", err)
+		}
+	}
+	if o.remoteQKey != "" {
+		if _, err := parseHex(o.remoteQKey, 32); err != nil {
+			return typ, 0, fmt.Errorf("--remote-qkey: %w", err)
+		}
+	}
+	return typ, uint32(q), nil
+}
+
 func (o *rdmaOpts) validate() error {
+	if _, _, err := o.parsed(); err != nil {
+		return err
+	}
 	switch {
 	case mlx5.MTUFromBytes(o.mtu) == 0:
 		return fmt.Errorf("--mtu %d is not one of 256, 512, 1024, 2048, 4096", o.mtu)
@@ -219,20 +290,25 @@ func doRDMA(o rdmaOpts, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	defer rt.Close()
 	defer func() { fmt.Fprintln(stderr, "softnic rdma: counters:", rt.counterLine()) }()
-	ep := &rdmaEP{o: o, rt: rt, out: stdout, psn: psn, wait: time.Duration(o.waitMS) * time.Millisecond,
+	typ, qkey, _ := o.parsed()
+	ep := &rdmaEP{o: o, typ: typ, qkey: qkey, rt: rt, out: stdout, psn: psn, wait: time.Duration(o.waitMS) * time.Millisecond,
 		posted: map[uint64]string{}}
 	if err := ep.setup(); err != nil {
 		return err
 	}
 	g := rt.GID()
-	fmt.Fprintf(stdout, "LOCAL %06x %06x %s\n", ep.qp.QPN(), psn, gidHex(g))
+	if typ == provider.QPTypeUD {
+		fmt.Fprintf(stdout, "LOCAL %06x %06x %s %08x\n", ep.qp.QPN(), psn, gidHex(g), qkey)
+	} else {
+		fmt.Fprintf(stdout, "LOCAL %06x %06x %s\n", ep.qp.QPN(), psn, gidHex(g))
+	}
 
 	lines := readLines(stdin)
-	rqpn, rpsn, rip, err := ep.remote(lines)
+	peer, err := ep.remote(lines)
 	if err != nil {
 		return err
 	}
-	if err := ep.connect(rqpn, rpsn, rip); err != nil {
+	if err := ep.connect(peer); err != nil {
 		return err
 	}
 	for {
@@ -270,13 +346,26 @@ func (ep *rdmaEP) setup() error {
 	if ep.rcq, err = ctx.CreateCQ(2*ep.o.recvDepth + 64); err != nil {
 		return err
 	}
-	ep.qp, err = ctx.CreateQP(ep.pd, provider.QPInitAttr{Type: provider.QPTypeRC, SendCQ: ep.scq, RecvCQ: ep.rcq,
+	ep.qp, err = ctx.CreateQP(ep.pd, provider.QPInitAttr{Type: ep.typ, SendCQ: ep.scq, RecvCQ: ep.rcq,
 		Cap: provider.QPCap{MaxSendWR: 64, MaxRecvWR: ep.o.recvDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		return err
 	}
-	a := provider.QPAttr{QPState: provider.QPStateInit, Port: 1, AccessFlags: access}
-	if err := ep.qp.Modify(&a, mlx5.AttrState|mlx5.AttrPKeyIndex|mlx5.AttrPort|mlx5.AttrAccessFlags); err != nil {
+	// What each QP type takes to INIT (the IB transition table): RC the
+	// access for remote write, read and atomics; UC remote write only; UD
+	// a Q_Key.
+	a := provider.QPAttr{QPState: provider.QPStateInit, Port: 1, AccessFlags: access, QKey: ep.qkey}
+	mask := uint32(mlx5.AttrState | mlx5.AttrPKeyIndex | mlx5.AttrPort)
+	switch ep.typ {
+	case provider.QPTypeUD:
+		mask |= mlx5.AttrQKey
+	case provider.QPTypeUC:
+		a.AccessFlags = provider.AccessLocalWrite | provider.AccessRemoteWrite
+		mask |= mlx5.AttrAccessFlags
+	default:
+		mask |= mlx5.AttrAccessFlags
+	}
+	if err := ep.qp.Modify(&a, mask); err != nil {
 		return err
 	}
 	for i := 0; i < ep.o.recvDepth; i++ {
@@ -305,68 +394,131 @@ func (ep *rdmaEP) postRecv() error {
 	return err
 }
 
-// remote returns the peer's QPN, PSN and IPv4 address from the flags or
-// the REMOTE line.
-func (ep *rdmaEP) remote(lines <-chan line) (qpn, psn uint32, ip netip.Addr, err error) {
+// remoteInfo is the peer as the flags or the REMOTE line give it.
+type remoteInfo struct {
+	qpn, psn uint32
+	ip       netip.Addr
+	qkey     uint32 // UD: the Q_Key its sends carry
+}
+
+// remote returns the peer's QPN, PSN, IPv4 address and (UD) Q_Key from the
+// flags or the REMOTE line.
+func (ep *rdmaEP) remote(lines <-chan line) (remoteInfo, error) {
+	r := remoteInfo{qkey: ep.qkey}
+	ud := ep.typ == provider.QPTypeUD
+	var err error
 	if ep.o.remoteIP != "" {
-		if ip, err = netip.ParseAddr(ep.o.remoteIP); err != nil || !ip.Is4() {
-			return 0, 0, ip, fmt.Errorf("--remote-ip %q: need an IPv4 address", ep.o.remoteIP)
+		if r.ip, err = netip.ParseAddr(ep.o.remoteIP); err != nil || !r.ip.Is4() {
+			return r, fmt.Errorf("--remote-ip %q: need an IPv4 address", ep.o.remoteIP)
 		}
+	}
+	if ep.o.remoteQKey != "" {
+		v, err := parseHex(ep.o.remoteQKey, 32)
+		if err != nil {
+			return r, fmt.Errorf("--remote-qkey: %w", err)
+		}
+		r.qkey = uint32(v)
 	}
 	if ep.o.remoteQPN != "" {
 		v, err := parseHex(ep.o.remoteQPN, 24)
 		if err != nil {
-			return 0, 0, ip, fmt.Errorf("--remote-qpn: %w", err)
+			return r, fmt.Errorf("--remote-qpn: %w", err)
 		}
-		qpn = uint32(v)
+		r.qpn = uint32(v)
 		if ep.o.remotePSN != "" {
 			if v, err = parseHex(ep.o.remotePSN, 24); err != nil {
-				return 0, 0, ip, fmt.Errorf("--remote-psn: %w", err)
+				return r, fmt.Errorf("--remote-psn: %w", err)
 			}
-			psn = uint32(v)
+			r.psn = uint32(v)
 		}
 	} else {
 		l, _ := await(ep.rt, lines, 0, "the REMOTE line on stdin")
 		if l.err != nil {
-			return 0, 0, ip, fmt.Errorf("no REMOTE line on stdin: %w", l.err)
+			return r, fmt.Errorf("no REMOTE line on stdin: %w", l.err)
 		}
-		f := strings.Fields(l.text)
-		if len(f) < 3 || len(f) > 4 || f[0] != "REMOTE" {
-			return 0, 0, ip, fmt.Errorf("expected REMOTE <qpn> <psn> [<gid>], got %q", l.text)
-		}
-		q, err1 := parseHex(f[1], 32)
-		p, err2 := parseHex(f[2], 32)
-		if err := errors.Join(err1, err2); err != nil {
-			return 0, 0, ip, fmt.Errorf("REMOTE line %q: %w", l.text, err)
-		}
-		qpn, psn = uint32(q)&0xffffff, uint32(p)&0xffffff
-		if len(f) == 4 {
-			g, err := parseGIDHex(f[3])
-			if err != nil {
-				return 0, 0, ip, fmt.Errorf("REMOTE line: %w", err)
-			}
-			a, ok := gidIPv4(g)
-			if !ok {
-				return 0, 0, ip, fmt.Errorf("REMOTE line: GID %s is not an IPv4-mapped RoCEv2 GID", f[3])
-			}
-			ip = a
+		if err := r.parseLine(l.text, ud); err != nil {
+			return r, err
 		}
 	}
-	if !ip.IsValid() {
-		return 0, 0, ip, errors.New("the peer's address is unknown: give --remote-ip or a GID in the REMOTE line")
+	if !r.ip.IsValid() {
+		return r, errors.New("the peer's address is unknown: give --remote-ip or a GID in the REMOTE line")
 	}
-	return qpn, psn, ip, nil
+	return r, nil
 }
 
-// connect resolves the peer's MAC and brings the QP to RTR and RTS.
-func (ep *rdmaEP) connect(rqpn, rpsn uint32, rip netip.Addr) error {
-	mac, err := ep.rt.resolve(rip)
+// parseLine parses REMOTE <qpn> <psn> [<gid>] (UD: [<gid> [<qkey>]]) into
+// r; what the line leaves out keeps its value.
+func (r *remoteInfo) parseLine(text string, ud bool) error {
+	f := strings.Fields(text)
+	maxFields := 4
+	want := "REMOTE <qpn> <psn> [<gid>]"
+	if ud {
+		maxFields, want = 5, "REMOTE <qpn> <psn> [<gid> [<qkey>]]"
+	}
+	if len(f) < 3 || len(f) > maxFields || f[0] != "REMOTE" {
+		return fmt.Errorf("expected %s, got %q", want, text)
+	}
+	q, err1 := parseHex(f[1], 32)
+	p, err2 := parseHex(f[2], 32)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("REMOTE line %q: %w", text, err)
+	}
+	r.qpn, r.psn = uint32(q)&0xffffff, uint32(p)&0xffffff
+	if len(f) >= 4 {
+		g, err := parseGIDHex(f[3])
+		if err != nil {
+			return fmt.Errorf("REMOTE line: %w", err)
+		}
+		a, ok := gidIPv4(g)
+		if !ok {
+			return fmt.Errorf("REMOTE line: GID %s is not an IPv4-mapped RoCEv2 GID", f[3])
+		}
+		r.ip = a
+	}
+	if len(f) == 5 {
+		k, err := parseHex(f[4], 32)
+		if err != nil {
+			return fmt.Errorf("REMOTE line: Q_Key: %w", err)
+		}
+		r.qkey = uint32(k)
+	}
+	return nil
+}
+
+// connect resolves the peer's MAC and brings the QP to RTR and RTS; for UD
+// it creates the address handle sends go through instead of connecting.
+func (ep *rdmaEP) connect(r remoteInfo) error {
+	mac, err := ep.rt.resolve(r.ip)
 	if err != nil {
 		return err
 	}
-	a := provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mlx5.MTUFromBytes(ep.o.mtu), DestQPN: rqpn, RQPSN: rpsn,
+	switch ep.typ {
+	case provider.QPTypeUD:
+		a := provider.QPAttr{QPState: provider.QPStateRTR}
+		if err := ep.qp.Modify(&a, mlx5.AttrState); err != nil {
+			return err
+		}
+		a = provider.QPAttr{QPState: provider.QPStateRTS, SQPSN: ep.psn}
+		if err := ep.qp.Modify(&a, mlx5.AttrState|mlx5.AttrSQPSN); err != nil {
+			return err
+		}
+		ep.ah, err = ep.pd.CreateAH(provider.AHAttr{DGID: r.ip.As16(), DMAC: mac, Port: 1,
+			SGIDIndex: uint8(ep.o.gidIndex), HopLimit: 64})
+		ep.peer = r
+		return err
+	case provider.QPTypeUC:
+		// No ACKs: no responder resources, RNR, timeout or retries.
+		a := provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mlx5.MTUFromBytes(ep.o.mtu), DestQPN: r.qpn, RQPSN: r.psn,
+			AV: provider.AV{DMAC: mac, DGID: r.ip.As16(), HopLimit: 64, SGIDIndex: uint8(ep.o.gidIndex)}}
+		if err := ep.qp.Modify(&a, mlx5.AttrState|mlx5.AttrAV|mlx5.AttrPathMTU|mlx5.AttrDestQPN|mlx5.AttrRQPSN); err != nil {
+			return err
+		}
+		a = provider.QPAttr{QPState: provider.QPStateRTS, SQPSN: ep.psn}
+		return ep.qp.Modify(&a, mlx5.AttrState|mlx5.AttrSQPSN)
+	}
+	a := provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mlx5.MTUFromBytes(ep.o.mtu), DestQPN: r.qpn, RQPSN: r.psn,
 		MaxDestRdAtomic: 16, MinRNRTimer: 12,
-		AV: provider.AV{DMAC: mac, DGID: rip.As16(), HopLimit: 64, SGIDIndex: uint8(ep.o.gidIndex)}}
+		AV: provider.AV{DMAC: mac, DGID: r.ip.As16(), HopLimit: 64, SGIDIndex: uint8(ep.o.gidIndex)}}
 	if err := ep.qp.Modify(&a, mlx5.AttrState|mlx5.AttrAV|mlx5.AttrPathMTU|mlx5.AttrDestQPN|mlx5.AttrRQPSN|
 		mlx5.AttrMaxDestRdAtomic|mlx5.AttrMinRNRTimer); err != nil {
 		return err
@@ -374,6 +526,22 @@ func (ep *rdmaEP) connect(rqpn, rpsn uint32, rip netip.Addr) error {
 	a = provider.QPAttr{QPState: provider.QPStateRTS, Timeout: uint8(ep.o.timeout), RetryCnt: uint8(ep.o.retryCnt),
 		RNRRetry: uint8(ep.o.rnrRetry), SQPSN: ep.psn, MaxRdAtomic: 16}
 	return ep.qp.Modify(&a, mlx5.AttrState|mlx5.AttrTimeout|mlx5.AttrRetryCnt|mlx5.AttrRNRRetry|mlx5.AttrSQPSN|mlx5.AttrMaxQPRdAtomic)
+}
+
+// supports reports whether the QP type has an operation for cmd; if not,
+// it prints the refusal (the same words as verbs_peer).
+func (ep *rdmaEP) supports(cmd string) bool {
+	ok := true
+	switch cmd {
+	case "write":
+		ok = ep.typ != provider.QPTypeUD
+	case "read", "fadd", "cas":
+		ok = ep.typ == provider.QPTypeRC
+	}
+	if !ok {
+		fmt.Fprintf(ep.out, "ERR %s is not supported on a %s QP\n", cmd, qpTypeName(ep.typ))
+	}
+	return ok
 }
 
 // command runs one stdin command; it reports whether to quit.
@@ -399,6 +567,12 @@ func (ep *rdmaEP) command(f []string) bool {
 		return v, true
 	}
 	switch f[0] {
+	case "write", "read", "fadd", "cas":
+		if !ep.supports(f[0]) {
+			return false
+		}
+	}
+	switch f[0] {
 	case "write":
 		if v, ok := nums(4, "write RADDR RKEY LEN SEED"); ok {
 			ep.rdma(provider.WRRDMAWrite, v[0], v[1], v[2], v[3])
@@ -408,7 +582,15 @@ func (ep *rdmaEP) command(f []string) bool {
 			ep.rdma(provider.WRRDMARead, v[0], v[1], v[2], 0)
 		}
 	case "send":
-		if v, ok := nums(2, "send LEN SEED"); ok {
+		if ep.typ == provider.QPTypeUD {
+			if len(f) == 4 {
+				if v, ok := nums(3, "send LEN SEED [QKEY]"); ok {
+					ep.sendUD(v[0], v[1], v[2])
+				}
+			} else if v, ok := nums(2, "send LEN SEED [QKEY]"); ok {
+				ep.sendUD(v[0], v[1], uint64(ep.peer.qkey))
+			}
+		} else if v, ok := nums(2, "send LEN SEED"); ok {
 			ep.rdma(provider.WRSend, 0, 0, v[0], v[1])
 		}
 	case "fadd":
@@ -426,6 +608,10 @@ func (ep *rdmaEP) command(f []string) bool {
 	case "sum":
 		if v, ok := nums(2, "sum OFF LEN"); ok {
 			ep.sum(v[0], v[1])
+		}
+	case "dump":
+		if v, ok := nums(2, "dump OFF LEN"); ok {
+			ep.dump(v[0], v[1])
 		}
 	case "mr":
 		fmt.Fprintf(out, "MR %x %x %x\n", ep.mr.Addr, ep.mr.RKey, ep.mr.Length)
@@ -471,6 +657,23 @@ func wcOpcodeOf(op provider.WROpcode) provider.WCOpcode {
 // rdma posts one signalled WRITE, READ or SEND from MR[0, n) and prints its
 // completion.
 func (ep *rdmaEP) rdma(op provider.WROpcode, raddr, rkey, n, seed uint64) {
+	ep.post(provider.SendWR{Opcode: op, RemoteAddr: raddr, RKey: uint32(rkey)}, rkey, n, seed)
+}
+
+// sendUD posts one signalled UD SEND of MR[0, n) through the AH to the
+// peer's QPN with Q_Key qkey, and prints its completion.
+func (ep *rdmaEP) sendUD(n, seed, qkey uint64) {
+	if qkey > 0xffffffff {
+		fmt.Fprintln(ep.out, "ERR QKEY is 32-bit")
+		return
+	}
+	ep.post(provider.SendWR{Opcode: provider.WRSend, AH: ep.ah, RemoteQPN: ep.peer.qpn, RemoteQKey: uint32(qkey)}, 0, n, seed)
+}
+
+// post fills MR[0, n) from seed (unless wr is a READ), points wr at it and
+// posts it (postAndWait).
+func (ep *rdmaEP) post(wr provider.SendWR, rkey, n, seed uint64) {
+	op := wr.Opcode
 	if n > uint64(ep.o.recvOff) {
 		fmt.Fprintf(ep.out, "ERR length %#x beyond the send area %#x\n", n, ep.o.recvOff)
 		return
@@ -482,7 +685,7 @@ func (ep *rdmaEP) rdma(op provider.WROpcode, raddr, rkey, n, seed uint64) {
 	if op != provider.WRRDMARead {
 		fillSeed(ep.buf.Bytes[:n], uint32(seed))
 	}
-	wr := provider.SendWR{Opcode: op, Flags: provider.SendSignaled, RemoteAddr: raddr, RKey: uint32(rkey)}
+	wr.Flags |= provider.SendSignaled
 	if n > 0 {
 		wr.SGL = []provider.SGE{ep.mr.SGE(0, uint32(n))}
 	}
@@ -605,15 +808,51 @@ func (ep *rdmaEP) printWC(prefix string, wc *provider.WC) {
 		imm = wc.Imm
 	}
 	op := wc.Opcode.String()
-	if posted, ok := ep.posted[wc.WRID]; ok && wc.Status != provider.WCSuccess {
+	posted, known := ep.posted[wc.WRID]
+	if known && wc.Status != provider.WCSuccess {
 		op = posted
 	}
 	delete(ep.posted, wc.WRID)
-	fmt.Fprintf(ep.out, "%sWC %x %s %s %d %x\n", prefix, wc.WRID, wc.Status, op, wc.ByteLen, imm)
+	fmt.Fprint(ep.out, wcLine(prefix, wc, op, imm, ep.typ == provider.QPTypeUD && posted == provider.WCRecv.String()))
 	if wc.Status != provider.WCSuccess {
 		fmt.Fprintf(ep.rt.stderr, "softnic rdma: completion wr_id %#x %s vendor_err %#x qp %#x; counters: %s\n",
 			wc.WRID, wc.Status, wc.VendorErr, wc.QPNum, ep.rt.counterLine())
 	}
+}
+
+// wcLine formats one completion: prefix WC <wr_id> <status> <opcode>
+// <byte_len> <imm>, and for a receive on a UD QP (udRecv) src_qp=<qpn>
+// grh=<0|1> as well.
+func wcLine(prefix string, wc *provider.WC, op string, imm uint32, udRecv bool) string {
+	s := fmt.Sprintf("%sWC %x %s %s %d %x", prefix, wc.WRID, wc.Status, op, wc.ByteLen, imm)
+	if udRecv {
+		grh := 0
+		if wc.Flags&provider.WCFlagGRH != 0 {
+			grh = 1
+		}
+		s += fmt.Sprintf(" src_qp=%06x grh=%d", wc.SrcQP&0xffffff, grh)
+	}
+	return s + "\n"
+}
+
+// maxDump is the most bytes one dump command prints.
+const maxDump = 0x1000
+
+// dump prints MR[off, off+n) in hex.
+func (ep *rdmaEP) dump(off, n uint64) {
+	if n > maxDump {
+		fmt.Fprintf(ep.out, "ERR dump of %#x bytes: at most %#x\n", n, maxDump)
+		return
+	}
+	if off > ep.o.mrSize || n > ep.o.mrSize-off {
+		fmt.Fprintf(ep.out, "ERR range beyond the MR (%#x bytes)\n", ep.o.mrSize)
+		return
+	}
+	h := hex.EncodeToString(ep.buf.Bytes[off : off+n])
+	if h == "" {
+		h = "-"
+	}
+	fmt.Fprintf(ep.out, "DUMP %x %x %s\n", off, n, h)
 }
 
 // sum prints the zlib crc32 of MR[off, off+n).

@@ -38,7 +38,7 @@ func newTestEP(t *testing.T, wait time.Duration) (*rdmaEP, *fakeTransport, *byte
 	require.NoError(t, o.validate())
 	ep := &rdmaEP{o: o, rt: r, out: &out, psn: ownPSN, wait: wait, posted: map[uint64]string{}}
 	require.NoError(t, ep.setup())
-	require.NoError(t, ep.connect(fakePeerQPN, fakePeerPSN, testPeer))
+	require.NoError(t, ep.connect(remoteInfo{qpn: fakePeerQPN, psn: fakePeerPSN, ip: testPeer}))
 	return ep, tr, &out
 }
 

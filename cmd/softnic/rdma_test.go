@@ -91,6 +91,12 @@ func runRDMAInProcess(t *testing.T, script string, extra ...string) (string, str
 			o.psn = extra[i+1]
 		case "remote-ip":
 			o.remoteIP = extra[i+1]
+		case "qp-type":
+			o.qpType = extra[i+1]
+		case "qkey":
+			o.qkey = extra[i+1]
+		case "remote-qkey":
+			o.remoteQKey = extra[i+1]
 		}
 	}
 	var stdout, stderr bytes.Buffer

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"sort"
 	"strings"
@@ -28,6 +29,7 @@ type traceOpts struct {
 	op, profile, pcap, chrome, faults string
 	size, mtu, batch                  int
 	inline, noBF, json, hex, counters bool
+	srq, events                       bool
 }
 
 // stageJSON is one line of the walk in --json output.
@@ -55,6 +57,10 @@ type wqeJSON struct {
 	LKey     uint32 `json:"lkey"`
 	LAddr    uint64 `json:"laddr"`
 	Length   uint32 `json:"length"`
+	// DestQPN and QKey (UD) are the datagram segment's destination QPN
+	// and Q_Key.
+	DestQPN uint32 `json:"dest_qpn,omitempty"`
+	QKey    uint32 `json:"qkey,omitempty"`
 }
 
 type traceJSON struct {
@@ -75,18 +81,75 @@ type traceJSON struct {
 	AllCounters map[string]map[string]uint64 `json:"all_counters,omitempty"`
 	// Faults (with --faults): the plan in words.
 	Faults string `json:"faults,omitempty"`
+	// QPType is the QP type of both endpoints: RC, UC or UD.
+	QPType string `json:"qp_type"`
+	// SRQ (with --srq): the responder's receives came from a shared
+	// receive queue.
+	SRQ bool `json:"srq,omitempty"`
+	// Recv are the responder's receive completions (operations that
+	// consume a receive).
+	Recv []recvJSON `json:"recv,omitempty"`
+	// GRHHex (UD) is the GRH area of the first receive buffer: 20 zero
+	// bytes, then the IPv4 header of the packet.
+	GRHHex string `json:"grh_hex,omitempty"`
+	// Events (with --events): each armed CQ's walk from the arm to the
+	// completion event.
+	Events []eventJSON `json:"events,omitempty"`
+	// Problems lists what failed verification (empty when data_ok).
+	Problems []string `json:"problems,omitempty"`
 }
 
-var traceOps = map[string]provider.WROpcode{
-	"send": provider.WRSend, "send_imm": provider.WRSendImm, "write": provider.WRRDMAWrite,
-	"write_imm": provider.WRRDMAWriteImm, "read": provider.WRRDMARead,
+// recvJSON is one receive completion at the responder.
+type recvJSON struct {
+	WRID       uint64 `json:"wr_id"`
+	Status     string `json:"status"`
+	Opcode     string `json:"opcode"`
+	ByteLen    uint32 `json:"byte_len"`
+	SrcQP      uint32 `json:"src_qp"`
+	GRH        bool   `json:"grh"`
+	NetworkHdr string `json:"network_hdr"`
+	Imm        uint32 `json:"imm,omitempty"`
 }
+
+// eventJSON is one armed CQ's completion event (--events): when the arm
+// was rung, when the EQE was written and when the event reached the
+// channel, relative to the post like the stages.
+type eventJSON struct {
+	Node      int     `json:"node"`
+	CQN       uint32  `json:"cqn"`
+	ArmNS     float64 `json:"arm_ns"`
+	EQENS     float64 `json:"eqe_ns"`
+	EventNS   float64 `json:"event_ns"`
+	LatencyNS float64 `json:"arm_to_event_ns"`
+	// ReqNotifyNS is when the provider's ReqNotify began (before the arm
+	// doorbell reached the device), MSIXNS when the interrupt was sent.
+	ReqNotifyNS *float64 `json:"req_notify_ns,omitempty"`
+	MSIXNS      *float64 `json:"msix_ns,omitempty"`
+}
+
+// traceOp is what an --op names: a WR opcode on a QP type.
+type traceOp struct {
+	wr  provider.WROpcode
+	typ provider.QPType
+}
+
+var traceOps = map[string]traceOp{
+	"send": {provider.WRSend, provider.QPTypeRC}, "send_imm": {provider.WRSendImm, provider.QPTypeRC},
+	"write": {provider.WRRDMAWrite, provider.QPTypeRC}, "write_imm": {provider.WRRDMAWriteImm, provider.QPTypeRC},
+	"read":    {provider.WRRDMARead, provider.QPTypeRC},
+	"ud_send": {provider.WRSend, provider.QPTypeUD}, "ud_send_imm": {provider.WRSendImm, provider.QPTypeUD},
+	"uc_send": {provider.WRSend, provider.QPTypeUC}, "uc_send_imm": {provider.WRSendImm, provider.QPTypeUC},
+	"uc_write": {provider.WRRDMAWrite, provider.QPTypeUC}, "uc_write_imm": {provider.WRRDMAWriteImm, provider.QPTypeUC},
+}
+
+// traceOpNames is the --op list for the help.
+const traceOpNames = "send|send_imm|write|write_imm|read (RC), uc_send|uc_send_imm|uc_write|uc_write_imm (UC), ud_send|ud_send_imm (UD)"
 
 func runTrace(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o traceOpts
-	fs.StringVar(&o.op, "op", "write", "operation: send|send_imm|write|write_imm|read")
+	fs.StringVar(&o.op, "op", "write", "operation: "+traceOpNames)
 	fs.IntVar(&o.size, "size", 64, "message size in bytes")
 	fs.IntVar(&o.mtu, "mtu", 1024, "path MTU (256..4096)")
 	fs.IntVar(&o.batch, "batch", 1, "post a list of N WQEs with one doorbell")
@@ -99,14 +162,30 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.profile, "profile", "", "device profile JSON (default: built-in cx5-gen3x16)")
 	fs.StringVar(&o.faults, "faults", "", "fault plan JSON applied to the simulated wire (see softnic faults --explain)")
 	fs.BoolVar(&o.counters, "counters", false, "after the walk, print every non-zero counter of both devices and the wire")
-	if err := fs.Parse(args); err != nil {
+	fs.BoolVar(&o.srq, "srq", false, "the responder's receives come from a shared receive queue")
+	fs.BoolVar(&o.events, "events", false, "arm the CQs before posting and take the completion events: the walk shows cq_arm → eqe_write → event")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "softnic trace: unexpected argument %q\n", fs.Arg(0))
+	// The operation may also be a word of its own, before or among the
+	// flags: softnic trace ud_send --srq.
+	if len(pos) == 1 {
+		if _, ok := traceOps[pos[0]]; ok {
+			opSet := false
+			fs.Visit(func(f *flag.Flag) { opSet = opSet || f.Name == "op" })
+			if opSet && o.op != pos[0] {
+				fmt.Fprintf(stderr, "softnic trace: operation %q and --op %q disagree\n", pos[0], o.op)
+				return 2
+			}
+			o.op, pos = pos[0], nil
+		}
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "softnic trace: unexpected argument %q\n", pos[0])
 		return 2
 	}
 	if err := doTrace(o, stdout); err != nil {
@@ -116,11 +195,33 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func doTrace(o traceOpts, stdout io.Writer) error {
-	wrOp, ok := traceOps[o.op]
-	if !ok {
-		return fmt.Errorf("unknown --op %q", o.op)
+// parseInterspersed parses flags wherever they are among the arguments
+// (Go's flag package stops at the first non-flag) and returns the other
+// arguments in order; "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) > 0 && len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil // everything after "--" is positional
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
 	}
+}
+
+func doTrace(o traceOpts, stdout io.Writer) error {
+	spec, ok := traceOps[o.op]
+	if !ok {
+		return fmt.Errorf("unknown --op %q (%s)", o.op, traceOpNames)
+	}
+	wrOp, ud := spec.wr, spec.typ == provider.QPTypeUD
 	if o.size < 0 || o.size > 1<<30 {
 		return fmt.Errorf("--size %d out of range", o.size)
 	}
@@ -129,6 +230,9 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 	}
 	if mlx5.MTUFromBytes(o.mtu) == 0 {
 		return fmt.Errorf("--mtu %d is not one of 256, 512, 1024, 2048, 4096", o.mtu)
+	}
+	if ud && o.size > o.mtu {
+		return fmt.Errorf("--size %d: a UD SEND is one packet, at most the MTU (--mtu %d)", o.size, o.mtu)
 	}
 	cfg := testbed.DefaultConfig()
 	var err error
@@ -146,7 +250,14 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		return err
 	}
 	cfg.Trace = true
-	if need := 2*o.size*o.batch + (8 << 20); need > cfg.MemSize {
+	// Each receive buffer at the responder: the message, after the GRH
+	// area on UD.
+	grh := 0
+	if ud {
+		grh = grhArea
+	}
+	slot := o.size + grh
+	if need := 2*slot*o.batch + (8 << 20); need > cfg.MemSize {
 		cfg.MemSize = need
 	}
 	w, err := testbed.New(cfg)
@@ -166,31 +277,55 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		}
 		w.Link.AddTap(func(t sim.Time, f []byte) { _ = pw.WriteFrame(t, f) })
 	}
-	bufSize := o.size*o.batch + 4096
-	eps, err := w.ConnectRC(testbed.ConnOpts{MTU: o.mtu, BufSize: bufSize, SQDepth: o.batch + 8, RQDepth: o.batch + 8, MaxInline: 512})
-	if err != nil {
-		return err
+	bufSize := slot*o.batch + 4096
+	var treq, trsp *traceEP
+	if spec.typ != provider.QPTypeRC || o.srq || o.events {
+		eps, err := connectTrace(w, traceConn{typ: spec.typ, srq: o.srq, events: o.events, mtu: o.mtu, bufSize: bufSize,
+			sqDepth: o.batch + 8, rqDepth: o.batch + 8, maxInline: 512})
+		if err != nil {
+			return err
+		}
+		treq, trsp = eps[0], eps[1]
+	} else {
+		eps, err := w.ConnectRC(testbed.ConnOpts{MTU: o.mtu, BufSize: bufSize, SQDepth: o.batch + 8, RQDepth: o.batch + 8, MaxInline: 512})
+		if err != nil {
+			return err
+		}
+		treq, trsp = &traceEP{Endpoint: eps[0]}, &traceEP{Endpoint: eps[1]}
 	}
-	req, rsp := eps[0], eps[1]
+	req, rsp := treq.Endpoint, trsp.Endpoint
 	fill(req.Buf.Bytes[:o.size*o.batch], 1)
-	fill(rsp.Buf.Bytes[:o.size*o.batch], 101)
+	fill(rsp.Buf.Bytes[:slot*o.batch], 101)
 	consumesRecv := wrOp == provider.WRSend || wrOp == provider.WRSendImm || wrOp == provider.WRRDMAWriteImm
 	if consumesRecv {
 		rwrs := make([]provider.RecvWR, o.batch)
 		for i := range rwrs {
-			rwrs[i] = provider.RecvWR{WRID: uint64(1000 + i), SGL: []provider.SGE{rsp.MR.SGE(uint64(i*o.size), uint32(o.size))}}
+			rwrs[i] = provider.RecvWR{WRID: uint64(1000 + i), SGL: []provider.SGE{rsp.MR.SGE(uint64(i*slot), uint32(slot))}}
 		}
-		if _, err := rsp.QP.PostRecv(rwrs); err != nil {
+		if err := trsp.postRecv(rwrs); err != nil {
 			return err
 		}
 	}
 	w.Settle(0)
 	w.Rec.Reset()
 	req.QP.SetBlueFlame(!o.noBF)
+	var armed []armedCQ
+	if o.events {
+		// Arm before the post, as an application that sleeps on the
+		// channel does: the requester's send CQ, and the responder's
+		// receive CQ when a receive completes there.
+		if armed, err = armCQs(treq, trsp, consumesRecv); err != nil {
+			return err
+		}
+	}
 	wrs := make([]provider.SendWR, o.batch)
 	for i := range wrs {
 		wr := provider.SendWR{WRID: uint64(i + 1), Opcode: wrOp, Flags: provider.SendSignaled, Imm: 0x1234abcd,
 			RemoteAddr: rsp.MR.Addr + uint64(i*o.size), RKey: rsp.MR.RKey}
+		if ud {
+			wr.RemoteAddr, wr.RKey = 0, 0
+			wr.AH, wr.RemoteQPN, wr.RemoteQKey = treq.AH, rsp.QP.QPN(), traceQKey
+		}
 		if o.size > 0 {
 			wr.SGL = []provider.SGE{req.MR.SGE(uint64(i*o.size), uint32(o.size))}
 		}
@@ -200,6 +335,7 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		wrs[i] = wr
 	}
 	first := req.QP.SQProducer()
+	// Stage times count from the post (an arm before it is negative).
 	t0 := w.Eng.Now()
 	if _, err := req.QP.PostSend(wrs); err != nil {
 		return err
@@ -221,14 +357,19 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 			return fmt.Errorf("WR %d completed with %v", wc.WRID, wc.Status)
 		}
 	}
+	var rwcs []provider.WC
 	if consumesRecv {
-		if _, err := testbed.Wait(rsp.RecvCQ, o.batch); err != nil {
+		if rwcs, err = testbed.Wait(rsp.RecvCQ, o.batch); err != nil {
 			return fmt.Errorf("waiting for the responder CQE: %w", err)
 		}
 	}
+	if err := takeEvents(w, armed); err != nil {
+		return err
+	}
 	w.Settle(0)
 	n := o.size * o.batch
-	dataOK := bytes.Equal(req.Buf.Bytes[:n], rsp.Buf.Bytes[:n])
+	problems := verifyTrace(o, spec, req, rsp, rwcs, slot, grh)
+	dataOK := len(problems) == 0
 
 	events := append([]trace.Event(nil), w.Rec.Events()...)
 	sort.SliceStable(events, func(i, j int) bool {
@@ -250,6 +391,11 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 			stages = append(stages, s)
 		}
 	}
+	evs := eventLatencies(armed, stages)
+	if o.events && len(evs) < len(armed) {
+		problems = append(problems, fmt.Sprintf("%d CQs armed, %d arm → EQE → event walks in the trace", len(armed), len(evs)))
+		dataOK = false
+	}
 	var wqes []wqeJSON
 	idx := first
 	for i := 0; i < o.batch; i++ {
@@ -257,7 +403,7 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		wqes = append(wqes, describeWQE(b))
+		wqes = append(wqes, describeWQE(b, ud))
 		idx += uint16(mlx5.WQEBBs(int(mlx5.CtrlSeg(b).DS())))
 	}
 	if o.chrome != "" {
@@ -285,6 +431,15 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 	if cfg.Faults != nil {
 		explained = cfg.Faults.Explain()
 	}
+	var recvs []recvJSON
+	for _, wc := range rwcs {
+		recvs = append(recvs, recvJSON{WRID: wc.WRID, Status: wc.Status.String(), Opcode: wc.Opcode.String(), ByteLen: wc.ByteLen,
+			SrcQP: wc.SrcQP, GRH: wc.Flags&provider.WCFlagGRH != 0, NetworkHdr: wc.NetworkHdr.String(), Imm: wc.Imm})
+	}
+	grhHex := ""
+	if ud && consumesRecv {
+		grhHex = hex.EncodeToString(rsp.Buf.Bytes[:grhArea])
+	}
 	if o.json {
 		ctr := w.Hosts[0].Dev.Counters().Snapshot()
 		for k, v := range w.Hosts[1].Dev.Counters().Snapshot() {
@@ -292,12 +447,14 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		}
 		out := traceJSON{Profile: cfg.Device.Name, Op: o.op, Size: o.size, MTU: o.mtu, Path: path, Batch: o.batch,
 			Stages: stages, TotalNS: total.NS(), WQEs: wqes, Warnings: warns, Counters: ctr, DataOK: dataOK,
-			AllCounters: all, Faults: explained}
+			AllCounters: all, Faults: explained, QPType: qpTypeName(spec.typ), SRQ: o.srq, Recv: recvs, GRHHex: grhHex,
+			Events: evs, Problems: problems}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	fmt.Fprintf(stdout, "softnic trace: %s %d B x%d, %s path, MTU %d, profile %s\n", strings.ToUpper(o.op), o.size, o.batch, path, o.mtu, cfg.Device.Name)
+	fmt.Fprintf(stdout, "softnic trace: %s %d B x%d, %s path, MTU %d, profile %s%s\n", strings.ToUpper(o.op), o.size, o.batch, path, o.mtu,
+		cfg.Device.Name, traceVariant(spec, trsp, o.events))
 	if explained != "" {
 		fmt.Fprintf(stdout, "fault plan %s:\n", o.faults)
 		for _, l := range strings.Split(strings.TrimRight(explained, "\n"), "\n") {
@@ -311,15 +468,42 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 	for _, s := range warns {
 		fmt.Fprintf(stdout, "WARN %s %s node %d @%.3f ns: %s\n", s.Component, s.Name, s.Node, s.StartNS, s.Detail)
 	}
+	if spec.typ != provider.QPTypeRC || o.srq || o.events {
+		for _, r := range recvs {
+			fmt.Fprintf(stdout, "responder receive wr_id %d: %s %s byte_len %d", r.WRID, r.Status, r.Opcode, r.ByteLen)
+			if ud {
+				fmt.Fprintf(stdout, " (%d-byte GRH area + %d payload), src_qp %#06x, wc_flags %v, network header %s", grhArea, o.size, r.SrcQP, rwcsFlags(rwcs, r.WRID), r.NetworkHdr)
+			}
+			fmt.Fprintln(stdout)
+		}
+		if grhHex != "" {
+			fmt.Fprintf(stdout, "receive buffer of wr_id %d (GRH area, then the payload):\n%s", rwcs[0].WRID, describeGRH(rsp.Buf.Bytes[:slot], o.size))
+		}
+	}
+	for _, p := range problems {
+		fmt.Fprintf(stdout, "PROBLEM %s\n", p)
+	}
 	verdict := "data verified"
 	if !dataOK {
 		verdict = "DATA MISMATCH"
 	}
 	fmt.Fprintf(stdout, "total post → CQE: %.3f ns (%s, %d bytes)\n", total.NS(), verdict, n)
+	for _, e := range evs {
+		walk := ""
+		if e.ReqNotifyNS != nil {
+			walk = fmt.Sprintf("req_notify @%.3f ns → ", *e.ReqNotifyNS)
+		}
+		walk += fmt.Sprintf("cq_arm @%.3f ns → eqe_write @%.3f ns", e.ArmNS, e.EQENS)
+		if e.MSIXNS != nil {
+			walk += fmt.Sprintf(" → msix @%.3f ns", *e.MSIXNS)
+		}
+		fmt.Fprintf(stdout, "arm → event, node %d CQ %#x: %.3f ns (%s → event done @%.3f ns)\n",
+			e.Node, e.CQN, e.LatencyNS, walk, e.EventNS)
+	}
 	if o.hex {
 		for i, b := range wqes {
 			raw, _ := hex.DecodeString(b.WQEHex)
-			fmt.Fprintf(stdout, "\nWQE %d (wqe_index %d):\n%s", i, b.WQEIndex, annotateWQE(raw))
+			fmt.Fprintf(stdout, "\nWQE %d (wqe_index %d):\n%s", i, b.WQEIndex, annotateWQE(raw, ud))
 		}
 		for i := 0; i < o.batch; i++ {
 			fmt.Fprintf(stdout, "\nrequester CQE %d:\n%s", i, annotateCQE(req.SendCQ.CQE(uint32(i))))
@@ -333,6 +517,63 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		return errors.New("data mismatch between requester and responder buffers")
 	}
 	return nil
+}
+
+// traceVariant is what the header adds for a walk that is not plain RC:
+// the QP type, where receives come from, whether the CQs were armed.
+func traceVariant(spec traceOp, rsp *traceEP, events bool) string {
+	s := ""
+	if spec.typ != provider.QPTypeRC {
+		s += ", " + qpTypeName(spec.typ) + " QPs"
+		if spec.typ == provider.QPTypeUD {
+			s += fmt.Sprintf(" (Q_Key %#x)", traceQKey)
+		} else {
+			s += " (no ACKs)"
+		}
+	}
+	if rsp.SRQ != nil {
+		s += fmt.Sprintf(", responder receives from SRQ %#x", rsp.SRQ.SRQN())
+	}
+	if events {
+		s += ", CQs armed (completion events)"
+	}
+	return s
+}
+
+// verifyTrace compares what arrived with what was sent: the payload of each
+// WR (after the GRH area on UD), the GRH area itself, and the responder's
+// receive completions (status, byte_len of a SEND with the GRH area counted,
+// immediate, and on UD the GRH flag and the sender's QPN). It returns what
+// is wrong.
+func verifyTrace(o traceOpts, spec traceOp, req, rsp *testbed.Endpoint, rwcs []provider.WC, slot, grh int) []string {
+	var problems []string
+	for i := 0; i < o.batch; i++ {
+		src := req.Buf.Bytes[i*o.size : (i+1)*o.size]
+		dst := rsp.Buf.Bytes[i*slot+grh : i*slot+grh+o.size]
+		if !bytes.Equal(src, dst) {
+			problems = append(problems, fmt.Sprintf("WR %d: the %d bytes at the responder differ from the requester's", i+1, o.size))
+		}
+		if spec.typ == provider.QPTypeUD {
+			if p := checkGRHArea(rsp.Buf.Bytes[i*slot:i*slot+grhArea], testbed.IPs[0], testbed.IPs[1]); p != "" {
+				problems = append(problems, fmt.Sprintf("receive %d: %s", i+1, p))
+			}
+		}
+	}
+	send := spec.wr == provider.WRSend || spec.wr == provider.WRSendImm
+	imm := spec.wr == provider.WRSendImm || spec.wr == provider.WRRDMAWriteImm
+	for i, wc := range rwcs {
+		switch {
+		case wc.Status != provider.WCSuccess:
+			problems = append(problems, fmt.Sprintf("receive %d completed with %v", i+1, wc.Status))
+		case send && wc.ByteLen != uint32(o.size+grh):
+			problems = append(problems, fmt.Sprintf("receive %d: byte_len %d, want %d", i+1, wc.ByteLen, o.size+grh))
+		case imm && (wc.Flags&provider.WCFlagWithImm == 0 || wc.Imm != 0x1234abcd):
+			problems = append(problems, fmt.Sprintf("receive %d: immediate %#x (flags %v), want 0x1234abcd", i+1, wc.Imm, wc.Flags))
+		case spec.typ == provider.QPTypeUD && (wc.Flags&provider.WCFlagGRH == 0 || wc.SrcQP != req.QP.QPN()):
+			problems = append(problems, fmt.Sprintf("receive %d: flags %v src_qp %#x, want GRH and src_qp %#x", i+1, wc.Flags, wc.SrcQP, req.QP.QPN()))
+		}
+	}
+	return problems
 }
 
 // worldCounters is every non-zero counter of the world by owner: "node0"
@@ -384,10 +625,15 @@ func fill(b []byte, seed byte) {
 	}
 }
 
-func describeWQE(b []byte) wqeJSON {
+func describeWQE(b []byte, ud bool) wqeJSON {
 	c := mlx5.CtrlSeg(b)
 	j := wqeJSON{WQEHex: hex.EncodeToString(b), Opcode: uint8(c.Opcode()), WQEIndex: c.WQEIndex(), QPN: c.QPN(), DS: c.DS(), FMCESE: c.FMCESE()}
 	segs := b[mlx5.CtrlSegSize:]
+	if ud && len(segs) >= mlx5.DatagramSegSize {
+		d := mlx5.DatagramSeg(segs)
+		j.DestQPN, j.QKey = d.DestQPN(), d.QKey()
+		segs = segs[mlx5.DatagramSegSize:]
+	}
 	switch c.Opcode() {
 	case mlx5.OpRDMAWrite, mlx5.OpRDMAWriteImm, mlx5.OpRDMARead:
 		if len(segs) >= mlx5.RaddrSegSize {
@@ -414,13 +660,22 @@ func hexLine(b []byte) string {
 	return s.String()
 }
 
-func annotateWQE(b []byte) string {
+func annotateWQE(b []byte, ud bool) string {
 	var s strings.Builder
 	c := mlx5.CtrlSeg(b)
 	f := c.Fields()
 	fmt.Fprintf(&s, "  ctrl   %s  opcode %v(%#x) wqe_index %d qpn %#x ds %d fm_ce_se %#02x imm %#x\n",
 		hexLine(b[:16]), f.Opcode, uint8(f.Opcode), f.WQEIndex, f.QPN, f.DS, f.FMCESE, f.Imm)
 	segs := b[16:]
+	if ud && len(segs) >= mlx5.DatagramSegSize {
+		d := mlx5.DatagramSeg(segs)
+		fmt.Fprintf(&s, "  dgram  %s  qkey %#x dest_qpn %#x udp_sport %#x\n", hexLine(segs[:16]), d.QKey(), d.DestQPN(), d.RLID())
+		fmt.Fprintf(&s, "         %s  rmac %s tclass %d hop_limit %d sgid_index %d flow_label %#x\n", hexLine(segs[16:32]),
+			macString(d.RMAC()), d.TClass(), d.HopLimit(), d.SGIDIndex(), d.FlowLabel())
+		g := d.RGID()
+		fmt.Fprintf(&s, "         %s  rgid %v\n", hexLine(segs[32:48]), netip.AddrFrom16(g))
+		segs = segs[mlx5.DatagramSegSize:]
+	}
 	if f.Opcode == mlx5.OpRDMAWrite || f.Opcode == mlx5.OpRDMAWriteImm || f.Opcode == mlx5.OpRDMARead {
 		r := mlx5.RaddrSeg(segs)
 		fmt.Fprintf(&s, "  raddr  %s  raddr %#x rkey %#x\n", hexLine(segs[:16]), r.RAddr(), r.RKey())
@@ -467,8 +722,9 @@ func annotateCQE(b []byte) string {
 
 // walkOrder is the order of the stages of one post_send (DESIGN.md §2); it
 // breaks ties between stages that start at the same instant.
-var walkOrder = []string{"wqe_build", "dbr_update", "bf_mmio", "doorbell_mmio", "wc_flush", "pcie_tlp", "wqe_fetch",
-	"payload_dma", "packetize", "wire", "responder", "ack", "ack_rx", "cqe_write", "poll"}
+var walkOrder = []string{"req_notify", "cq_arm", "wqe_build", "dbr_update", "bf_mmio", "doorbell_mmio", "wc_flush", "pcie_tlp", "wqe_fetch",
+	"rq_wqe_fetch", "srq_wqe_fetch", "payload_dma", "packetize", "wire", "responder", "ack", "ack_rx", "cqe_write", "eqe_write", "msix",
+	"event", "get_cq_event", "poll"}
 
 func stageRank(name string) int {
 	for i, n := range walkOrder {

@@ -66,6 +66,9 @@ func TestInterop(t *testing.T) {
 
 	t.Run("loopback", func(t *testing.T) { testLoopback(t, g, m) })
 	t.Run("loopback_pingpong", func(t *testing.T) { testLoopbackPingpong(t, g, m) })
+	t.Run("loopback_ud", func(t *testing.T) { testLoopbackUD(t, g, m) })
+	t.Run("loopback_uc", func(t *testing.T) { testLoopbackUC(t, g, m) })
+	t.Run("loopback_events", func(t *testing.T) { testLoopbackEvents(t, g, m) })
 
 	// Captures and the softnic binary go to a temporary directory, or to
 	// SOFTNIC_INTEROP_ARTIFACTS to keep them for inspection.
@@ -86,6 +89,10 @@ func TestInterop(t *testing.T) {
 	t.Run("rdma_errors", func(t *testing.T) { testRdmaErrors(t, g, bin, dir, m) })
 	t.Run("rdma_atomics", func(t *testing.T) { testRdmaAtomics(t, g, bin, dir, m) })
 	t.Run("rdma_faults", func(t *testing.T) { testRdmaFaults(t, g, bin, dir, m) })
+	t.Run("rdma_ud", func(t *testing.T) { testRdmaUD(t, g, bin, dir, m) })
+	t.Run("rdma_uc", func(t *testing.T) { testRdmaUC(t, g, bin, dir, m) })
+	t.Run("rdma_uc_loss", func(t *testing.T) { testRdmaUCLoss(t, g, bin, dir, m) })
+	t.Run("rdma_events", func(t *testing.T) { testRdmaEvents(t, g, bin, dir, m) })
 	// What rxe counted while it talked to softnic: drops and retries show
 	// up here (out_of_seq_request, duplicate_request, rcvd_seq_err,
 	// completer_retry_err, retry_exceeded_err, ...).
@@ -158,17 +165,21 @@ func (m *matrix) String() string {
 	return b.String()
 }
 
-// side is one connected endpoint of an RC pair driven by the line protocol.
+// side is one connected endpoint of an RC, UC or UD pair driven by the
+// line protocol.
 type side struct {
 	name    string
 	p       *linePeer
 	mr      mrInfo
-	recvOff uint64 // where its receives land in its MR
+	recvOff uint64   // where its receives land in its MR
+	ep      endpoint // what its LOCAL line said
+	ip      string   // its IPv4 address
 }
 
 // connect exchanges LOCAL/REMOTE between a and b (each must already have
 // printed LOCAL, given here) and reads both MRs.
 func connect(a, b *side, la, lb endpoint) error {
+	a.ep, b.ep = la, lb
 	if err := a.p.remote(lb); err != nil {
 		return err
 	}
@@ -401,29 +412,44 @@ func verbsPeer(g *guest, ch int, args string) (*side, func() string, error) {
 	return s, stop, nil
 }
 
-// testLoopback runs two verbs_peers against each other over rxe0 inside the
-// guest: the C peer and the serial harness on their own, without softnic.
-func testLoopback(t *testing.T, g *guest, m *matrix) {
-	const dir = "rxe→rxe (guest loopback)"
+// loopbackDir labels the guest-only rows.
+const loopbackDir = "rxe→rxe (guest loopback)"
+
+// loopbackPair starts two verbs_peers in the guest (serial channels 1 and
+// 2, extra flags argsA and argsB each) and connects them over rxe0: the C
+// peer and the serial harness on their own, without softnic. Both stop when
+// the test ends, logging what they said if it failed.
+func loopbackPair(t *testing.T, g *guest, argsA, argsB string) (a, b *side) {
 	args := fmt.Sprintf("--remote-ip %s --mtu %d", guestIP, pathMTU)
-	a, stopA, err := verbsPeer(g, 1, args)
+	a, stopA, err := verbsPeer(g, 1, args+" "+argsA)
 	require.NoError(t, err)
-	b, stopB, err := verbsPeer(g, 2, args)
+	b, stopB, err := verbsPeer(g, 2, args+" "+argsB)
+	if err != nil {
+		stopA()
+	}
 	require.NoError(t, err)
-	var logs []string
-	defer func() {
-		logs = append(logs, stopA(), stopB())
+	t.Cleanup(func() {
+		logs := []string{stopA(), stopB()}
 		if t.Failed() {
 			t.Logf("peer stderr:\n%s\ntranscripts:\n%s\n%s\nrxe0 counters:\n%s",
 				strings.Join(logs, "\n"), a.p.Transcript(), b.p.Transcript(), g.counters())
 		}
-	}()
+	})
 	la, err := a.p.local(opTimeout)
 	require.NoError(t, err)
 	lb, err := b.p.local(opTimeout)
 	require.NoError(t, err)
 	a.recvOff, b.recvOff = 512<<10, 512<<10
+	a.ip, b.ip = guestIP, guestIP
 	require.NoError(t, connect(a, b, la, lb))
+	return a, b
+}
+
+// testLoopback runs two RC verbs_peers against each other over rxe0 inside
+// the guest.
+func testLoopback(t *testing.T, g *guest, m *matrix) {
+	const dir = loopbackDir
+	a, b := loopbackPair(t, g, "", "")
 
 	seed := uint32(0x1000)
 	for _, n := range sizes {
@@ -626,14 +652,28 @@ type session struct {
 // serial channel 1; connect() then joins them. beforePeer runs once softnic
 // is on the wire and before verbs_peer resolves it (the ARP check).
 func openSession(t *testing.T, m *matrix, g *guest, bin, pcap string, beforePeer func()) *session {
-	return openSessionArgs(t, m, g, bin, pcap, beforePeer)
+	return openSessionOpts(t, m, g, bin, pcap, sessionOpts{beforePeer: beforePeer})
 }
 
 // openSessionArgs is openSession with extra flags for softnic rdma.
 func openSessionArgs(t *testing.T, m *matrix, g *guest, bin, pcap string, beforePeer func(), extra ...string) *session {
+	return openSessionOpts(t, m, g, bin, pcap, sessionOpts{beforePeer: beforePeer, softnicArgs: extra})
+}
+
+// sessionOpts shape a session: extra flags for each peer (the QP type, a
+// Q_Key, --faults, --events) and the ARP check's hook.
+type sessionOpts struct {
+	beforePeer  func()
+	softnicArgs []string // softnic rdma
+	peerArgs    string   // verbs_peer
+}
+
+// openSessionOpts is openSession with sessionOpts.
+func openSessionOpts(t *testing.T, m *matrix, g *guest, bin, pcap string, o sessionOpts) *session {
+	beforePeer := o.beforePeer
 	s := &session{t: t, m: m, g: g, bin: bin, pcap: pcap, before: parseCounters(g.counters())}
 	args := append(wireArgs(g, pcap), "--remote-ip", guestIP, "--mtu", fmt.Sprint(pathMTU))
-	args = append(args, extra...)
+	args = append(args, o.softnicArgs...)
 	var err error
 	s.r, err = startRdma(bin, args)
 	require.NoError(t, err)
@@ -644,10 +684,11 @@ func openSessionArgs(t *testing.T, m *matrix, g *guest, bin, pcap string, before
 	if beforePeer != nil {
 		beforePeer()
 	}
-	s.v, s.stopV, err = verbsPeer(g, 1, fmt.Sprintf("--remote-ip %s --mtu %d", softnicIP, pathMTU))
+	s.v, s.stopV, err = verbsPeer(g, 1, fmt.Sprintf("--remote-ip %s --mtu %d %s", softnicIP, pathMTU, o.peerArgs))
 	require.NoError(t, err)
 	lv, err := s.v.p.local(opTimeout)
 	require.NoError(t, err)
+	s.sn.ip, s.v.ip = softnicIP, guestIP
 	require.NoError(t, connect(s.sn, s.v, ls, lv))
 	s.v.recvOff = s.v.mr.size / 2
 	s.sn.recvOff = s.sn.mr.size / 2 // docs/howto-interop.md: receives land in the MR's second half

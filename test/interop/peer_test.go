@@ -2,6 +2,7 @@ package interop
 
 import (
 	"bufio"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +26,7 @@ type linePeer struct {
 
 // protocolWords start the lines a peer answers with; anything else it
 // prints (log noise) goes to the transcript only.
-var protocolWords = []string{"LOCAL ", "WC ", "LATE ", "ORIG ", "SUM ", "MR ", "ERR", "COUNTERS"}
+var protocolWords = []string{"LOCAL ", "WC ", "LATE ", "ORIG ", "SUM ", "MR ", "ERR", "COUNTERS", "DUMP ", "EVENTS "}
 
 func newLinePeer(name string, r io.Reader, w io.Writer) *linePeer {
 	p := &linePeer{name: name, w: w, lines: make(chan string, 256)}
@@ -104,10 +105,13 @@ func hexField(f []string, i int) (uint64, error) {
 	return strconv.ParseUint(strings.TrimPrefix(f[i], "0x"), 16, 64)
 }
 
-// endpoint is what LOCAL announces.
+// endpoint is what LOCAL announces: LOCAL <qpn> <psn> <gid>, and on a UD
+// QP also <qkey>.
 type endpoint struct {
 	qpn, psn uint32
 	gid      string
+	qkey     uint32
+	hasQKey  bool // a UD endpoint
 }
 
 func (p *linePeer) local(timeout time.Duration) (endpoint, error) {
@@ -115,17 +119,38 @@ func (p *linePeer) local(timeout time.Duration) (endpoint, error) {
 	if err != nil {
 		return endpoint{}, err
 	}
-	qpn, err1 := hexField(f, 1)
-	psn, err2 := hexField(f, 2)
-	if err := errors.Join(err1, err2); err != nil || len(f) < 4 {
-		return endpoint{}, fmt.Errorf("%s: bad LOCAL line %q: %v", p.name, strings.Join(f, " "), err)
-	}
-	return endpoint{qpn: uint32(qpn), psn: uint32(psn), gid: f[3]}, nil
+	return parseLocal(p.name, f)
 }
 
-// remote tells the peer the other side's QPN and PSN.
+// parseLocal parses the fields of a LOCAL line.
+func parseLocal(name string, f []string) (endpoint, error) {
+	qpn, err1 := hexField(f, 1)
+	psn, err2 := hexField(f, 2)
+	if err := errors.Join(err1, err2); err != nil || len(f) < 4 || len(f) > 5 || len(f[3]) != 32 {
+		return endpoint{}, fmt.Errorf("%s: bad LOCAL line %q: %v", name, strings.Join(f, " "), err)
+	}
+	e := endpoint{qpn: uint32(qpn), psn: uint32(psn), gid: f[3]}
+	if len(f) == 5 {
+		q, err := hexField(f, 4)
+		if err != nil || q > 0xffffffff {
+			return endpoint{}, fmt.Errorf("%s: bad Q_Key in LOCAL line %q", name, strings.Join(f, " "))
+		}
+		e.qkey, e.hasQKey = uint32(q), true
+	}
+	return e, nil
+}
+
+// remote tells the peer the other side's QPN and PSN; for a UD peer also
+// its GID (the AH's destination) and Q_Key: REMOTE <qpn> <psn> <gid> <qkey>.
 func (p *linePeer) remote(e endpoint) error {
-	return p.send("REMOTE %x %x", e.qpn, e.psn)
+	return p.send("%s", remoteLine(e))
+}
+
+func remoteLine(e endpoint) string {
+	if e.hasQKey {
+		return fmt.Sprintf("REMOTE %x %x %s %x", e.qpn, e.psn, e.gid, e.qkey)
+	}
+	return fmt.Sprintf("REMOTE %x %x", e.qpn, e.psn)
 }
 
 // mrInfo is the reply to `mr`.
@@ -152,22 +177,34 @@ func (p *linePeer) mr(timeout time.Duration) (mrInfo, error) {
 	return mrInfo{addr: addr, rkey: uint32(rkey), size: size}, nil
 }
 
-// wc is one work completion line: WC <wr_id> <status> <opcode> <byte_len> <imm>.
+// wc is one work completion line: WC <wr_id> <status> <opcode> <byte_len>
+// <imm>, and for a receive on a UD QP also src_qp=<qpn> grh=<0|1>.
 type wc struct {
 	wrID           uint64
 	status, opcode string
 	byteLen        uint64
 	imm            uint64
+	ud             bool // the UD form: srcQP and grh are set
+	srcQP          uint32
+	grh            bool
 }
 
 func (w wc) String() string {
-	return fmt.Sprintf("WC %x %s %s %d %x", w.wrID, w.status, w.opcode, w.byteLen, w.imm)
+	s := fmt.Sprintf("WC %x %s %s %d %x", w.wrID, w.status, w.opcode, w.byteLen, w.imm)
+	if w.ud {
+		g := 0
+		if w.grh {
+			g = 1
+		}
+		s += fmt.Sprintf(" src_qp=%06x grh=%d", w.srcQP, g)
+	}
+	return s
 }
 
 // parseWC parses the fields of a WC line (without a LATE prefix).
 func parseWC(f []string) (wc, error) {
-	if len(f) != 6 || f[0] != "WC" {
-		return wc{}, fmt.Errorf("want WC <wr_id> <status> <opcode> <byte_len> <imm>, got %q", strings.Join(f, " "))
+	if (len(f) != 6 && len(f) != 8) || f[0] != "WC" {
+		return wc{}, fmt.Errorf("want WC <wr_id> <status> <opcode> <byte_len> <imm> [src_qp=<qpn> grh=<0|1>], got %q", strings.Join(f, " "))
 	}
 	id, err1 := hexField(f, 1)
 	n, err2 := strconv.ParseUint(f[4], 10, 64)
@@ -175,7 +212,17 @@ func parseWC(f []string) (wc, error) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return wc{}, fmt.Errorf("bad WC line %q: %w", strings.Join(f, " "), err)
 	}
-	return wc{wrID: id, status: f[2], opcode: f[3], byteLen: n, imm: imm}, nil
+	w := wc{wrID: id, status: f[2], opcode: f[3], byteLen: n, imm: imm}
+	if len(f) == 8 {
+		src, ok1 := strings.CutPrefix(f[6], "src_qp=")
+		grh, ok2 := strings.CutPrefix(f[7], "grh=")
+		q, err := strconv.ParseUint(src, 16, 24)
+		if !ok1 || !ok2 || err != nil || (grh != "0" && grh != "1") {
+			return wc{}, fmt.Errorf("bad UD fields in WC line %q", strings.Join(f, " "))
+		}
+		w.ud, w.srcQP, w.grh = true, uint32(q), grh == "1"
+	}
+	return w, nil
 }
 
 // completion reads the completion of the command just sent (an ERR line is
@@ -238,6 +285,65 @@ func (p *linePeer) sum(off, n uint64, timeout time.Duration) (uint32, error) {
 	return uint32(c), nil
 }
 
+// dump returns the bytes of the peer's MR range [off, off+n) (n <= 0x1000).
+func (p *linePeer) dump(off, n uint64, timeout time.Duration) ([]byte, error) {
+	if err := p.send("dump %x %x", off, n); err != nil {
+		return nil, err
+	}
+	f, err := p.expect("DUMP", timeout)
+	if err != nil {
+		return nil, err
+	}
+	if len(f) != 4 {
+		return nil, fmt.Errorf("%s: bad DUMP line %q", p.name, strings.Join(f, " "))
+	}
+	if f[3] == "-" {
+		f[3] = ""
+	}
+	b, err := hex.DecodeString(f[3])
+	if err != nil || uint64(len(b)) != n {
+		return nil, fmt.Errorf("%s: bad DUMP line %q (want %d bytes)", p.name, strings.Join(f, " "), n)
+	}
+	return b, nil
+}
+
+// cqEvents is what verbs_peer's `events` reports: CQ events received and
+// acked, and how often a wait went to sleep on the completion channel.
+type cqEvents struct{ events, acked, sleeps uint64 }
+
+func (p *linePeer) events(timeout time.Duration) (cqEvents, error) {
+	if err := p.send("events"); err != nil {
+		return cqEvents{}, err
+	}
+	f, err := p.expect("EVENTS", timeout)
+	if err != nil {
+		return cqEvents{}, err
+	}
+	e, err1 := hexField(f, 1)
+	a, err2 := hexField(f, 2)
+	s, err3 := hexField(f, 3)
+	if err := errors.Join(err1, err2, err3); err != nil || len(f) != 4 {
+		return cqEvents{}, fmt.Errorf("%s: bad EVENTS line %q", p.name, strings.Join(f, " "))
+	}
+	return cqEvents{events: e, acked: a, sleeps: s}, nil
+}
+
+// refused sends a command the peer must refuse; the reply must be an ERR
+// line containing want.
+func (p *linePeer) refused(cmd, want string, timeout time.Duration) error {
+	if err := p.send("%s", cmd); err != nil {
+		return err
+	}
+	line, err := p.next(timeout)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "ERR") || !strings.Contains(line, want) {
+		return fmt.Errorf("%s: %q answered %q, want ERR … %s", p.name, cmd, line, want)
+	}
+	return nil
+}
+
 // Commands whose completions the caller reads with completion().
 func (p *linePeer) write(raddr uint64, rkey uint32, n uint64, seed uint32) error {
 	return p.send("write %x %x %x %x", raddr, rkey, n, seed)
@@ -248,6 +354,11 @@ func (p *linePeer) read(raddr uint64, rkey uint32, n uint64) error {
 }
 
 func (p *linePeer) sendMsg(n uint64, seed uint32) error { return p.send("send %x %x", n, seed) }
+
+// sendQKey is a UD SEND with an explicit DETH Q_Key.
+func (p *linePeer) sendQKey(n uint64, seed, qkey uint32) error {
+	return p.send("send %x %x %x", n, seed, qkey)
+}
 
 func (p *linePeer) fetchAdd(raddr uint64, rkey uint32, add uint64) error {
 	return p.send("fadd %x %x %x", raddr, rkey, add)

@@ -30,6 +30,13 @@ func TestLineProtocolParsing(t *testing.T) {
 			late: []string{"LATE WC 5 SUCCESS RDMA_WRITE 0 0", "LATE WC 6 WR_FLUSH_ERR SEND 0 0"}, orig: 0x1122334455667788},
 		{name: "noise between", output: "verbs_peer: hello\nWC 2 REM_ACCESS_ERR RDMA_WRITE 0 0\n",
 			want: wc{wrID: 2, status: "REM_ACCESS_ERR", opcode: "RDMA_WRITE"}},
+		{name: "UD receive", output: "WC 3 SUCCESS RECV 140 0 src_qp=000011 grh=1\n",
+			want: wc{wrID: 3, status: "SUCCESS", opcode: "RECV", byteLen: 140, ud: true, srcQP: 0x11, grh: true}},
+		{name: "UD receive without GRH", output: "WC 3 WR_FLUSH_ERR RECV 0 0 src_qp=000000 grh=0\n",
+			want: wc{wrID: 3, status: "WR_FLUSH_ERR", opcode: "RECV", ud: true}},
+		{name: "UD fields misspelt", output: "WC 3 SUCCESS RECV 140 0 srcqp=11 grh=1\n", wantErr: "bad UD fields"},
+		{name: "UD grh not a flag", output: "WC 3 SUCCESS RECV 140 0 src_qp=11 grh=yes\n", wantErr: "bad UD fields"},
+		{name: "seven fields", output: "WC 3 SUCCESS RECV 140 0 src_qp=11\n", wantErr: "want WC <wr_id>"},
 		{name: "old five-field WC", output: "WC SUCCESS RDMA_WRITE 0 0\n", wantErr: "want WC <wr_id>"},
 		{name: "timeout", output: "ERR timed out after 20000ms waiting for the RDMA_WRITE completion of wr_id 9\n", wantErr: "want WC"},
 		{name: "bad wr_id", output: "WC zz SUCCESS SEND 0 0\n", wantErr: "bad WC line"},
@@ -59,4 +66,47 @@ func TestLineProtocolParsing(t *testing.T) {
 		})
 	}
 	require.Equal(t, uint64(0xb21ad0d14fc50121), seedWord(1), "seed 1's first 8 bytes, little-endian")
+}
+
+// LOCAL carries a Q_Key on UD, REMOTE passes it on with the GID; DUMP and
+// EVENTS replies parse.
+func TestLineProtocolUDAndEvents(t *testing.T) {
+	const gid = "00000000000000000000ffffc0000202"
+	for _, tc := range []struct {
+		line string
+		want endpoint
+		err  bool
+	}{
+		{line: "LOCAL 000011 00abcd " + gid, want: endpoint{qpn: 0x11, psn: 0xabcd, gid: gid}},
+		{line: "LOCAL 000011 00abcd " + gid + " 22220001", want: endpoint{qpn: 0x11, psn: 0xabcd, gid: gid, qkey: 0x22220001, hasQKey: true}},
+		{line: "LOCAL 000011 00abcd " + gid + " 122220001", err: true},
+		{line: "LOCAL 000011 00abcd " + gid + " 1 2", err: true},
+		{line: "LOCAL 000011 00abcd ffff", err: true},
+	} {
+		e, err := parseLocal("peer", strings.Fields(tc.line))
+		if tc.err {
+			require.Error(t, err, tc.line)
+			continue
+		}
+		require.NoError(t, err, tc.line)
+		require.Equal(t, tc.want, e)
+	}
+	require.Equal(t, "REMOTE 11 abcd", remoteLine(endpoint{qpn: 0x11, psn: 0xabcd, gid: gid}))
+	require.Equal(t, "REMOTE 11 abcd "+gid+" 22220001", remoteLine(endpoint{qpn: 0x11, psn: 0xabcd, gid: gid, qkey: 0x22220001, hasQKey: true}))
+
+	var sent strings.Builder
+	p := newLinePeer("peer", strings.NewReader("DUMP 80000 4 00004500\nDUMP 0 0 -\nEVENTS 3 3 5\nERR read is not supported on a UD QP\nDUMP 0 2 00\n"), &sent)
+	b, err := p.dump(0x80000, 4, time.Second)
+	require.NoError(t, err)
+	require.Equal(t, []byte{0, 0, 0x45, 0}, b)
+	b, err = p.dump(0, 0, time.Second)
+	require.NoError(t, err)
+	require.Empty(t, b)
+	ev, err := p.events(time.Second)
+	require.NoError(t, err)
+	require.Equal(t, cqEvents{events: 3, acked: 3, sleeps: 5}, ev)
+	require.NoError(t, p.refused("read 0 0 8", "not supported on a UD QP", time.Second))
+	_, err = p.dump(0, 2, time.Second)
+	require.ErrorContains(t, err, "want 2 bytes")
+	require.Equal(t, "dump 80000 4\ndump 0 0\nevents\nread 0 0 8\ndump 0 2\n", sent.String())
 }

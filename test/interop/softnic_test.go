@@ -218,7 +218,7 @@ func (c counterSet) unusual(before counterSet) string {
 	var parts []string
 	for _, line := range strings.Split(c.delta(before), "\n") {
 		f := strings.Fields(line)
-		if len(f) == 2 && !trafficCounters[f[0]] {
+		if len(f) == 2 && !trafficCounters[f[0]] && line != "(no change)" {
 			parts = append(parts, f[0]+" "+f[1])
 		}
 	}

@@ -1,25 +1,33 @@
 /*
- * verbs_peer: a scriptable RC peer for the softnic interop test, written
- * against libibverbs so that it runs on any verbs device (here: Linux
- * Soft-RoCE, rxe0, inside a qemu guest).
+ * verbs_peer: a scriptable RC, UC or UD peer for the softnic interop test,
+ * written against libibverbs so that it runs on any verbs device (here:
+ * Linux Soft-RoCE, rxe0, inside a qemu guest).
  *
  * It speaks the same line protocol on stdin/stdout as `softnic rdma`
  * (docs/howto-interop.md):
  *
  *   start:   prints  LOCAL <qpn> <psn> <gid>        (hex; gid = 32 hex digits)
- *            reads   REMOTE <qpn> <psn> [<gid>]     (unless --remote-qpn given)
- *            then brings the QP to RTS.
+ *                    LOCAL <qpn> <psn> <gid> <qkey> (UD: its Q_Key, %08x)
+ *            reads   REMOTE <qpn> <psn> [<gid> [<qkey>]]  (unless --remote-qpn given)
+ *            then brings the QP to RTS (UD: and creates the AH to the peer).
  *   commands, one per line:
- *     write RADDR RKEY LEN SEED  fill MR[0,LEN) from SEED, RDMA WRITE it
- *     read RADDR RKEY LEN        RDMA READ into MR[0,LEN)
- *     send LEN SEED              fill MR[0,LEN) from SEED, SEND it
+ *     write RADDR RKEY LEN SEED  fill MR[0,LEN) from SEED, RDMA WRITE it (RC, UC)
+ *     read RADDR RKEY LEN        RDMA READ into MR[0,LEN) (RC)
+ *     send LEN SEED [QKEY]       fill MR[0,LEN) from SEED, SEND it (UD: through the
+ *                                AH to the REMOTE QPN with the REMOTE Q_Key, or QKEY)
  *     recv N                     wait for N receive completions
- *     fadd RADDR RKEY ADD        8-byte FETCH_ADD, result in MR[0,8) -> WC, ORIG
- *     cas RADDR RKEY CMP SWAP    8-byte CMP_SWAP, result in MR[0,8)  -> WC, ORIG
+ *     fadd RADDR RKEY ADD        8-byte FETCH_ADD, result in MR[0,8) -> WC, ORIG (RC)
+ *     cas RADDR RKEY CMP SWAP    8-byte CMP_SWAP, result in MR[0,8)  -> WC, ORIG (RC)
  *     sum OFF LEN                -> SUM OFF LEN CRC (zlib crc32 of MR[OFF,OFF+LEN))
+ *     dump OFF LEN               -> DUMP OFF LEN HEX (the bytes of MR[OFF,OFF+LEN), LEN <= 1000)
  *     mr                         -> MR <addr> <rkey> <len>
+ *     events                     -> EVENTS <cq_events> <acked> <sleeps> (see --events)
  *     quit
+ *   a command the QP type cannot run prints  ERR <cmd> is not supported on a <type> QP
  *   every work completion prints  WC <wr_id> <status> <opcode> <byte_len> <imm>
+ *   and, on a UD QP, a receive completion
+ *                                 WC <wr_id> <status> RECV <byte_len> <imm> src_qp=<qpn> grh=<0|1>
+ *   (byte_len counts the 40-byte GRH area a UD receive buffer starts with)
  *   a completion of an earlier command's WR (one that timed out) prints
  *                                 LATE WC <wr_id> <status> <opcode> <byte_len> <imm>
  *   an atomic that succeeded then prints  ORIG 0x<16 hex digits>
@@ -34,7 +42,16 @@
  * Receives: --recv-depth receive WQEs are posted at start, each covering
  * MR[recv_off, mr_size) (recv_off defaults to mr_size/2), and each one is
  * re-posted as soon as its completion has been reported. So after the peer
- * SENDs LEN bytes, `sum RECV_OFF LEN` here equals the sender's `sum 0 LEN`.
+ * SENDs LEN bytes, `sum RECV_OFF LEN` here equals the sender's `sum 0 LEN`
+ * (UD: the payload lands after the 40-byte GRH area, at RECV_OFF + 0x28).
+ *
+ * Waiting for completions: by default a command polls its CQ and, when it is
+ * empty, arms it and sleeps on the completion channel. With --events it
+ * never polls before sleeping: every wait arms the CQ first
+ * (ibv_req_notify_cq), polls once for what landed before the arm, then
+ * sleeps in the channel (poll(2) on its fd, then ibv_get_cq_event) and acks
+ * each event (ibv_ack_cq_events); `events` reports the counts, so a harness
+ * can tell that a completion woke a sleeping peer.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -55,6 +72,13 @@
  * the LOCAL/REMOTE/MR lines. A 0x prefix is accepted too. */
 #define NUM_BASE 16
 
+/* A UD receive buffer starts with a 40-byte GRH area (IPv4 on rxe: 20 zero
+ * bytes, then the IPv4 header of the packet). */
+#define GRH_BYTES 40
+
+/* Default Q_Key of a UD QP (ibv_ud_pingpong's). */
+#define DEFAULT_QKEY 0x11111111u
+
 static struct {
 	const char *dev;
 	int port;
@@ -72,6 +96,10 @@ static struct {
 	int retry_cnt;
 	int rnr_retry;
 	int wait_ms;   /* how long a command waits for its completion */
+	enum ibv_qp_type qp_type;
+	uint32_t qkey;         /* own Q_Key (UD) */
+	long long remote_qkey; /* the peer's (UD; -1: from REMOTE, else own) */
+	int events;            /* --events: always sleep on the completion channel */
 } opt = {
 	.dev = "rxe0",
 	.port = 1,
@@ -86,6 +114,9 @@ static struct {
 	.retry_cnt = 6,
 	.rnr_retry = 6,
 	.wait_ms = 20000,
+	.qp_type = IBV_QPT_RC,
+	.qkey = DEFAULT_QKEY,
+	.remote_qkey = -1,
 };
 
 static struct ibv_context *ctx;
@@ -95,12 +126,30 @@ static struct ibv_comp_channel *chan;
 static struct ibv_cq *cq;
 static struct ibv_qp *qp;
 static uint8_t *buf;
+static struct ibv_ah *ah;     /* UD: the address handle of the peer */
+static uint32_t peer_qpn;     /* UD: the REMOTE QPN */
+static uint32_t peer_qkey;    /* UD: the REMOTE Q_Key */
+
+/* --events accounting: CQ events received and acked, and how often a wait
+ * went to sleep on the channel. */
+static uint64_t n_events, n_acked, n_sleeps;
+static int cq_armed;
 
 /* Receive completions that arrived while a command was waiting for its own
  * send-side completion; `recv N` reports them first. */
 #define RQ_BACKLOG 1024
 static struct ibv_wc backlog[RQ_BACKLOG];
 static int backlog_n;
+
+static const char *qp_type_name(enum ibv_qp_type t)
+{
+	switch (t) {
+	case IBV_QPT_RC: return "RC";
+	case IBV_QPT_UC: return "UC";
+	case IBV_QPT_UD: return "UD";
+	default: return "?";
+	}
+}
 
 static void die(const char *fmt, ...)
 {
@@ -220,8 +269,12 @@ static void print_wc(const char *prefix, const struct ibv_wc *wc)
 	uint32_t imm = (wc->wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc->imm_data) : 0;
 	int posted = wrid_op(wc->wr_id, 1);
 	int op = wc->status == IBV_WC_SUCCESS ? (int)wc->opcode : posted;
-	printf("%sWC %" PRIx64 " %s %s %u %x\n", prefix, wc->wr_id, status_name(wc->status),
+	printf("%sWC %" PRIx64 " %s %s %u %x", prefix, wc->wr_id, status_name(wc->status),
 	       wc_opcode_name(op), wc->byte_len, imm);
+	/* UD receives also name the sender's QPN and whether a GRH is there. */
+	if (opt.qp_type == IBV_QPT_UD && posted == IBV_WC_RECV)
+		printf(" src_qp=%06x grh=%d", wc->src_qp & 0xffffff, (wc->wc_flags & IBV_WC_GRH) ? 1 : 0);
+	printf("\n");
 	if (wc->status != IBV_WC_SUCCESS)
 		fprintf(stderr, "verbs_peer: completion wr_id 0x%" PRIx64 " %s vendor_err 0x%x qp 0x%x\n",
 			wc->wr_id, status_name(wc->status), wc->vendor_err, wc->qp_num);
@@ -245,10 +298,58 @@ static int post_recv_one(void)
 	return err;
 }
 
+/* Sleep on the completion channel for at most timeout_ms; returns 1 after
+ * an event (received and acked), 0 on timeout. */
+static int sleep_event(int timeout_ms)
+{
+	for (;;) {
+		struct pollfd pfd = { .fd = chan->fd, .events = POLLIN };
+		n_sleeps++;
+		int r = poll(&pfd, 1, timeout_ms);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			die("poll: %s", strerror(errno));
+		if (r == 0)
+			return 0;
+		struct ibv_cq *ev_cq;
+		void *ev_ctx;
+		if (ibv_get_cq_event(chan, &ev_cq, &ev_ctx))
+			die("ibv_get_cq_event failed");
+		n_events++;
+		ibv_ack_cq_events(ev_cq, 1);
+		n_acked++;
+		cq_armed = 0;
+		return 1;
+	}
+}
+
+/* --events: arm first, poll once for what landed before the arm, then
+ * sleep until the channel delivers an event. */
+static int next_wc_events(struct ibv_wc *wc, int timeout_ms)
+{
+	for (;;) {
+		if (!cq_armed) {
+			if (ibv_req_notify_cq(cq, 0))
+				die("ibv_req_notify_cq failed");
+			cq_armed = 1;
+		}
+		int n = ibv_poll_cq(cq, 1, wc);
+		if (n < 0)
+			die("ibv_poll_cq failed");
+		if (n == 1)
+			return 1;
+		if (!sleep_event(timeout_ms))
+			return 0;
+	}
+}
+
 /* Poll one completion, sleeping on the completion channel between polls.
  * Returns 1 with *wc filled, 0 on timeout. */
 static int next_wc(struct ibv_wc *wc, int timeout_ms)
 {
+	if (opt.events)
+		return next_wc_events(wc, timeout_ms);
 	for (;;) {
 		int n = ibv_poll_cq(cq, 1, wc);
 		if (n < 0)
@@ -263,20 +364,19 @@ static int next_wc(struct ibv_wc *wc, int timeout_ms)
 			die("ibv_poll_cq failed");
 		if (n == 1)
 			return 1;
-		struct pollfd pfd = { .fd = chan->fd, .events = POLLIN };
-		int r = poll(&pfd, 1, timeout_ms);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			die("poll: %s", strerror(errno));
-		if (r == 0)
+		if (!sleep_event(timeout_ms))
 			return 0;
-		struct ibv_cq *ev_cq;
-		void *ev_ctx;
-		if (ibv_get_cq_event(chan, &ev_cq, &ev_ctx))
-			die("ibv_get_cq_event failed");
-		ibv_ack_cq_events(ev_cq, 1);
 	}
+}
+
+/* Whether the QP type can run cmd; if not, says so with an ERR line. */
+static int supported(const char *cmd, int rc_only, int not_ud)
+{
+	if ((rc_only && opt.qp_type != IBV_QPT_RC) || (not_ud && opt.qp_type == IBV_QPT_UD)) {
+		printf("ERR %s is not supported on a %s QP\n", cmd, qp_type_name(opt.qp_type));
+		return 0;
+	}
+	return 1;
 }
 
 /* Report a receive completion and give the RQ its WQE back. */
@@ -336,6 +436,8 @@ static int parse_num(const char *s, uint64_t *v)
 static void cmd_rdma(int write, char **a, int n)
 {
 	uint64_t raddr, rkey, len, seed = 0;
+	if (!supported(a[0], !write, 1))
+		return;
 	if (n != (write ? 5 : 4) || parse_num(a[1], &raddr) || parse_num(a[2], &rkey) ||
 	    parse_num(a[3], &len) || (write && parse_num(a[4], &seed))) {
 		printf("ERR usage: %s\n", write ? "write RADDR RKEY LEN SEED" : "read RADDR RKEY LEN");
@@ -361,9 +463,11 @@ static void cmd_rdma(int write, char **a, int n)
 
 static void cmd_send(char **a, int n)
 {
-	uint64_t len, seed;
-	if (n != 3 || parse_num(a[1], &len) || parse_num(a[2], &seed)) {
-		printf("ERR usage: send LEN SEED\n");
+	uint64_t len, seed, qkey = peer_qkey;
+	int ud = opt.qp_type == IBV_QPT_UD;
+	if ((n != 3 && !(ud && n == 4)) || parse_num(a[1], &len) || parse_num(a[2], &seed) ||
+	    (n == 4 && (parse_num(a[3], &qkey) || qkey > UINT32_MAX))) {
+		printf("ERR usage: %s\n", ud ? "send LEN SEED [QKEY]" : "send LEN SEED");
 		return;
 	}
 	if (len > opt.recv_off) {
@@ -379,6 +483,11 @@ static void cmd_send(char **a, int n)
 		.opcode = IBV_WR_SEND,
 		.send_flags = IBV_SEND_SIGNALED,
 	};
+	if (ud) {
+		wr.wr.ud.ah = ah;
+		wr.wr.ud.remote_qpn = peer_qpn;
+		wr.wr.ud.remote_qkey = (uint32_t)qkey;
+	}
 	run_sq(&wr, "SEND");
 }
 
@@ -391,6 +500,8 @@ static void cmd_send(char **a, int n)
 static void cmd_atomic(int cas, char **a, int n)
 {
 	uint64_t raddr, rkey, cmp_add, swap = 0;
+	if (!supported(a[0], 1, 1))
+		return;
 	if (n != (cas ? 5 : 4) || parse_num(a[1], &raddr) || parse_num(a[2], &rkey) ||
 	    parse_num(a[3], &cmp_add) || (cas && parse_num(a[4], &swap))) {
 		printf("ERR usage: %s\n", cas ? "cas RADDR RKEY COMPARE SWAP" : "fadd RADDR RKEY ADD");
@@ -471,6 +582,28 @@ static void cmd_sum(char **a, int n)
 	printf("SUM %" PRIx64 " %" PRIx64 " %08lx\n", off, len, c);
 }
 
+/* dump OFF LEN: the bytes of MR[OFF,OFF+LEN) in hex (a UD receive's GRH area). */
+static void cmd_dump(char **a, int n)
+{
+	uint64_t off, len;
+	if (n != 3 || parse_num(a[1], &off) || parse_num(a[2], &len)) {
+		printf("ERR usage: dump OFF LEN\n");
+		return;
+	}
+	if (len > 0x1000) {
+		printf("ERR dump of 0x%" PRIx64 " bytes: at most 0x1000\n", len);
+		return;
+	}
+	if (off > opt.mr_size || len > opt.mr_size - off) {
+		printf("ERR range beyond the MR (0x%zx bytes)\n", opt.mr_size);
+		return;
+	}
+	printf("DUMP %" PRIx64 " %" PRIx64 " ", off, len);
+	for (uint64_t i = 0; i < len; i++)
+		printf("%02x", buf[off + i]);
+	printf("%s\n", len ? "" : "-");
+}
+
 static void gid_hex(const union ibv_gid *g, char *out)
 {
 	for (int i = 0; i < 16; i++)
@@ -534,27 +667,68 @@ static void setup(void)
 		.recv_cq = cq,
 		.cap = { .max_send_wr = 64, .max_recv_wr = (uint32_t)opt.recv_depth,
 			 .max_send_sge = 1, .max_recv_sge = 1 },
-		.qp_type = IBV_QPT_RC,
+		.qp_type = opt.qp_type,
 		.sq_sig_all = 0,
 	};
 	if (!(qp = ibv_create_qp(pd, &ia)))
 		die("ibv_create_qp: %s", strerror(errno));
+	/* The attributes each QP type takes to INIT (IBTA; the kernel's
+	 * ib_modify_qp_is_ok refuses any other): RC access flags for remote
+	 * write, read and atomics; UC remote write only; UD a Q_Key. */
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT,
 		.pkey_index = 0,
 		.port_num = (uint8_t)opt.port,
 		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 				   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC,
+		.qkey = opt.qkey,
 	};
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+	switch (opt.qp_type) {
+	case IBV_QPT_UD:
+		mask |= IBV_QP_QKEY;
+		break;
+	case IBV_QPT_UC:
+		a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+		mask |= IBV_QP_ACCESS_FLAGS;
+		break;
+	default:
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	if (ibv_modify_qp(qp, &a, mask))
 		die("modify_qp INIT: %s", strerror(errno));
 	for (int i = 0; i < opt.recv_depth; i++)
 		if (post_recv_one())
 			die("ibv_post_recv failed");
 }
 
+/* UD: the QP needs no peer to reach RTS; the peer is an address handle
+ * (rxe resolves its MAC in ibv_create_ah, as in modify_qp(RTR) for RC). */
+static void connect_ud(uint32_t rqpn, uint32_t rqkey, const union ibv_gid *dgid)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR };
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		die("modify_qp RTR: %s", strerror(errno));
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = opt.psn;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		die("modify_qp RTS: %s", strerror(errno));
+	struct ibv_ah_attr aa = {
+		.is_global = 1,
+		.grh = { .dgid = *dgid, .sgid_index = (uint8_t)opt.gid_index, .hop_limit = 64 },
+		.sl = 0,
+		.port_num = (uint8_t)opt.port,
+	};
+	if (!(ah = ibv_create_ah(pd, &aa)))
+		die("ibv_create_ah: %s (ARP for the peer answered?)", strerror(errno));
+	peer_qpn = rqpn;
+	peer_qkey = rqkey;
+}
+
 static void connect_qp(uint32_t rqpn, uint32_t rpsn, const union ibv_gid *dgid)
 {
+	int uc = opt.qp_type == IBV_QPT_UC;
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR,
 		.path_mtu = mtu_enum(opt.mtu),
@@ -570,8 +744,11 @@ static void connect_qp(uint32_t rqpn, uint32_t rpsn, const union ibv_gid *dgid)
 			.port_num = (uint8_t)opt.port,
 		},
 	};
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+	/* UC has no responder resources and no RNR: those attributes are RC's. */
+	int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+	if (!uc)
+		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	if (ibv_modify_qp(qp, &a, mask))
 		die("modify_qp RTR: %s (ARP for the peer answered?)", strerror(errno));
 	memset(&a, 0, sizeof a);
 	a.qp_state = IBV_QPS_RTS;
@@ -580,8 +757,11 @@ static void connect_qp(uint32_t rqpn, uint32_t rpsn, const union ibv_gid *dgid)
 	a.rnr_retry = (uint8_t)opt.rnr_retry;
 	a.sq_psn = opt.psn;
 	a.max_rd_atomic = 16;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+	/* UC: no ACKs, so no timeout, retries or outstanding READs/atomics. */
+	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (!uc)
+		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+	if (ibv_modify_qp(qp, &a, mask))
 		die("modify_qp RTS: %s", strerror(errno));
 }
 
@@ -599,8 +779,12 @@ static void usage(void)
 		"  --psn HEX           own initial PSN (random)\n"
 		"  --remote-ip A.B.C.D peer IPv4 (its GID ::ffff:A.B.C.D)\n"
 		"  --remote-qpn HEX, --remote-psn HEX  skip the REMOTE line\n"
-		"  --timeout N, --retry-cnt N, --rnr-retry N  QP retry attributes (16, 6, 6)\n"
-		"  --wait-ms N         how long a command waits for completions (20000)\n");
+		"  --timeout N, --retry-cnt N, --rnr-retry N  QP retry attributes (16, 6, 6; RC)\n"
+		"  --wait-ms N         how long a command waits for completions (20000)\n"
+		"  -t, --qp-type T     rc, uc or ud (rc)\n"
+		"  --qkey HEX          own Q_Key (UD; 11111111)\n"
+		"  --remote-qkey HEX   the peer's Q_Key (UD; with --remote-qpn, default: own)\n"
+		"  --events            always sleep on the completion channel (arm, poll, sleep)\n");
 	exit(2);
 }
 
@@ -618,7 +802,11 @@ int main(int argc, char **argv)
 		{ "remote-ip", required_argument, 0, 'r' },
 		{ "remote-qpn", required_argument, 0, 'Q' },
 		{ "remote-psn", required_argument, 0, 'P' },
-		{ "timeout", required_argument, 0, 't' },
+		{ "timeout", required_argument, 0, 'T' },
+		{ "qp-type", required_argument, 0, 't' },
+		{ "qkey", required_argument, 0, 'k' },
+		{ "remote-qkey", required_argument, 0, 'K' },
+		{ "events", no_argument, 0, 'e' },
 		{ "retry-cnt", required_argument, 0, 'c' },
 		{ "rnr-retry", required_argument, 0, 'R' },
 		{ "wait-ms", required_argument, 0, 'w' },
@@ -626,7 +814,7 @@ int main(int argc, char **argv)
 		{ 0, 0, 0, 0 },
 	};
 	int c;
-	while ((c = getopt_long(argc, argv, "d:i:g:m:s:o:n:p:r:Q:P:t:c:R:w:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:i:g:m:s:o:n:p:r:Q:P:t:c:R:w:eh", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd': opt.dev = optarg; break;
 		case 'i': opt.port = atoi(optarg); break;
@@ -639,7 +827,20 @@ int main(int argc, char **argv)
 		case 'r': opt.remote_ip = optarg; break;
 		case 'Q': opt.remote_qpn = strtol(optarg, NULL, 16); break;
 		case 'P': opt.remote_psn = strtol(optarg, NULL, 16); break;
-		case 't': opt.timeout = atoi(optarg); break;
+		case 'T': opt.timeout = atoi(optarg); break;
+		case 't':
+			if (!strcasecmp(optarg, "rc"))
+				opt.qp_type = IBV_QPT_RC;
+			else if (!strcasecmp(optarg, "uc"))
+				opt.qp_type = IBV_QPT_UC;
+			else if (!strcasecmp(optarg, "ud"))
+				opt.qp_type = IBV_QPT_UD;
+			else
+				usage();
+			break;
+		case 'k': opt.qkey = (uint32_t)strtoul(optarg, NULL, 16); break;
+		case 'K': opt.remote_qkey = (long long)strtoul(optarg, NULL, 16) & 0xffffffffLL; break;
+		case 'e': opt.events = 1; break;
 		case 'c': opt.retry_cnt = atoi(optarg); break;
 		case 'R': opt.rnr_retry = atoi(optarg); break;
 		case 'w': opt.wait_ms = atoi(optarg); break;
@@ -667,7 +868,10 @@ int main(int argc, char **argv)
 		die("ibv_query_gid %d failed", opt.gid_index);
 	char hex[33];
 	gid_hex(&lgid, hex);
-	printf("LOCAL %06x %06x %s\n", qp->qp_num, opt.psn, hex);
+	if (opt.qp_type == IBV_QPT_UD)
+		printf("LOCAL %06x %06x %s %08x\n", qp->qp_num, opt.psn, hex, opt.qkey);
+	else
+		printf("LOCAL %06x %06x %s\n", qp->qp_num, opt.psn, hex);
 
 	union ibv_gid dgid;
 	memset(&dgid, 0, sizeof dgid);
@@ -681,26 +885,33 @@ int main(int argc, char **argv)
 		have_dgid = 1;
 	}
 	char line[1024];
-	uint32_t rqpn, rpsn;
+	uint32_t rqpn, rpsn, rqkey = opt.remote_qkey >= 0 ? (uint32_t)opt.remote_qkey : opt.qkey;
 	if (opt.remote_qpn >= 0) {
 		rqpn = (uint32_t)opt.remote_qpn;
 		rpsn = (uint32_t)(opt.remote_psn >= 0 ? opt.remote_psn : 0);
 	} else {
 		if (!fgets(line, sizeof line, stdin))
 			die("no REMOTE line on stdin");
-		char gid[64] = "";
-		int n = sscanf(line, "REMOTE %x %x %63s", &rqpn, &rpsn, gid);
-		if (n < 2)
-			die("expected REMOTE <qpn> <psn> [<gid>], got: %s", line);
-		if (n == 3) {
+		char gid[64] = "", extra[16] = "";
+		unsigned qk;
+		int n = sscanf(line, "REMOTE %x %x %63s %x %15s", &rqpn, &rpsn, gid, &qk, extra);
+		if (n < 2 || n > 4 || (n == 4 && opt.qp_type != IBV_QPT_UD))
+			die("expected REMOTE <qpn> <psn> [<gid>%s], got: %s",
+			    opt.qp_type == IBV_QPT_UD ? " [<qkey>]" : "", line);
+		if (n >= 3) {
 			if (parse_gid(gid, &dgid))
 				die("bad gid in REMOTE line: %s", gid);
 			have_dgid = 1;
 		}
+		if (n == 4)
+			rqkey = qk;
 	}
 	if (!have_dgid)
 		die("the peer's address is unknown: give --remote-ip or a gid in the REMOTE line");
-	connect_qp(rqpn & 0xffffff, rpsn & 0xffffff, &dgid);
+	if (opt.qp_type == IBV_QPT_UD)
+		connect_ud(rqpn & 0xffffff, rqkey, &dgid);
+	else
+		connect_qp(rqpn & 0xffffff, rpsn & 0xffffff, &dgid);
 
 	while (fgets(line, sizeof line, stdin)) {
 		char *a[8];
@@ -723,6 +934,10 @@ int main(int argc, char **argv)
 			cmd_recv(a, n);
 		else if (!strcmp(a[0], "sum"))
 			cmd_sum(a, n);
+		else if (!strcmp(a[0], "dump"))
+			cmd_dump(a, n);
+		else if (!strcmp(a[0], "events"))
+			printf("EVENTS %" PRIx64 " %" PRIx64 " %" PRIx64 "\n", n_events, n_acked, n_sleeps);
 		else if (!strcmp(a[0], "mr"))
 			printf("MR %" PRIxPTR " %x %zx\n", (uintptr_t)buf, mr->rkey, opt.mr_size);
 		else if (!strcmp(a[0], "quit"))
@@ -731,6 +946,8 @@ int main(int argc, char **argv)
 			printf("ERR unknown command %s\n", a[0]);
 	}
 	ibv_destroy_qp(qp);
+	if (ah)
+		ibv_destroy_ah(ah);
 	ibv_destroy_cq(cq);
 	ibv_destroy_comp_channel(chan);
 	ibv_dereg_mr(mr);
