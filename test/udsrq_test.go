@@ -261,7 +261,7 @@ func TestUCLoss(t *testing.T) {
 	}
 }
 
-// TestSRQShared: one SRQ behind 4 RC QPs under load. The limit event
+// TestSRQShared: one SRQ behind 4 RC QPs and a UD QP. The limit event
 // fires exactly when fewer than srq_limit WQEs are left, and only once per
 // arming; an empty SRQ is RNR-NAKed, and the SENDs complete once receives
 // are posted again.
@@ -345,5 +345,16 @@ func TestSRQShared(t *testing.T) {
 	rwc := waitOne(t, pairs[2][1].RecvCQ)
 	require.Equal(t, provider.WCSuccess, rwc.Status)
 	require.Equal(t, uint64(8), rwc.WRID, "the first receive posted after the SRQ ran dry")
+	// A UD QP takes its receives from the same SRQ.
+	ud, err := w.ConnectRC(testbed.ConnOpts{Type: provider.QPTypeUD, UseSRQ: [2]*provider.SRQ{nil, srq}})
+	require.NoError(t, err)
+	_, err = ud[0].QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{ud[0].MR.SGE(0, 64)}, AH: ud[0].AH, RemoteQPN: ud[1].QP.QPN(), RemoteQKey: ud[1].QKey}})
+	require.NoError(t, err)
+	require.Equal(t, provider.WCSuccess, waitOne(t, ud[0].SendCQ).Status)
+	uwc := waitOne(t, ud[1].RecvCQ)
+	require.Equal(t, provider.WCSuccess, uwc.Status)
+	require.Equal(t, uint32(64+40), uwc.ByteLen)
+	require.Equal(t, uint64(9), uwc.WRID, "the next SRQ receive, shared with the RC QPs")
 	require.Error(t, srq.Destroy(), "busy while QPs use it")
 }
