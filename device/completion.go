@@ -99,6 +99,7 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64) sim
 			return t
 		}
 	}
+	d.rec.Stage(d.node, "device", "cqe_build", t, t.Add(d.cyc(d.spec.Core.CQECycles)), 0, 0, f.QPN, flow)
 	t = t.Add(d.cyc(d.spec.Core.CQECycles))
 	f.Owner = mlx5.CQEOwnerBit(c.pi, c.nent)
 	f.Timestamp = uint64(t / 1000) // HCA clock in ns

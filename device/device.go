@@ -171,6 +171,7 @@ func (d *Device) Doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte) {
 		return
 	}
 	d.inc(CtrDoorbells)
+	d.rec.Stage(d.node, "device", "doorbell_decode", t, t.Add(d.cyc(d.spec.Core.DoorbellCycles)), 8, 0, q.qpn, wqefetch.FlowID(q.qpn, c.WQEIndex()))
 	t = t.Add(d.cyc(d.spec.Core.DoorbellCycles))
 	if q.state == mlx5.QPStateRST || q.state == mlx5.QPStateINIT {
 		d.warn(t, CtrDBBadState, "doorbell on QP %#x in state %v ignored", q.qpn, q.state)
@@ -190,6 +191,7 @@ func (d *Device) BlueFlame(t sim.Time, uar uint32, bfreg int, wqe []byte) {
 		return
 	}
 	d.inc(CtrBlueFlameWrites)
+	d.rec.Stage(d.node, "device", "bf_decode", t, t.Add(d.cyc(d.spec.Core.DoorbellCycles)), len(wqe), 0, q.qpn, wqefetch.FlowID(q.qpn, c.WQEIndex()))
 	t = t.Add(d.cyc(d.spec.Core.DoorbellCycles))
 	if q.state == mlx5.QPStateRST || q.state == mlx5.QPStateINIT {
 		d.warn(t, CtrDBBadState, "BlueFlame on QP %#x in state %v ignored", q.qpn, q.state)

@@ -168,6 +168,7 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 		return
 	}
 	r := &q.req
+	d.rec.Stage(d.node, "device", "wqe_parse", t, t.Add(d.cyc(d.spec.Core.WQEParseCycles)), len(w.Bytes), 0, q.qpn, wqefetch.FlowID(q.qpn, w.Index))
 	t = t.Add(d.cyc(d.spec.Core.WQEParseCycles))
 	e := r.push()
 	if e == nil {

@@ -325,3 +325,117 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	return append(b, '"')
 }
+
+// LinkFlows returns a copy of events in which the stages of the peer and
+// of the wire carry the flow of the WQE they serve, so that one flow runs
+// from wqe_build to poll across both nodes. The devices record those
+// stages without a flow (the responder does not know the requester's WQE
+// index); the rule, exact for a walk without loss or retransmission:
+//
+//   - the k-th wire stage of a node carries the k-th frame that node
+//     built (its packetize and ack stages, in start order);
+//   - the k-th responder stage of a node serves the k-th frame the other
+//     node put on the wire;
+//   - an ack, or a packetize without a flow (a READ response), belongs to
+//     the responder stage of its node that ended when it started, else to
+//     the latest one that started before it;
+//   - an ack_rx belongs to the wire stage that ended when it started.
+//
+// Events that already have a flow keep it.
+func LinkFlows(events []Event) []Event {
+	out := append([]Event(nil), events...)
+	order := timeline(out)
+	pick := func(node int, match func(e *Event) bool) []int {
+		var r []int
+		for _, i := range order {
+			if e := &out[i]; e.Node == node && e.Level == Info && match(e) {
+				r = append(r, i)
+			}
+		}
+		return r
+	}
+	isFrame := func(e *Event) bool { return e.Component == "roce" && (e.Name == "packetize" || e.Name == "ack") }
+	isWire := func(e *Event) bool { return e.Name == "wire" }
+	isResp := func(e *Event) bool { return e.Name == "responder" }
+	set := func(i int, f uint64) {
+		if out[i].Flow == 0 {
+			out[i].Flow = f
+		}
+	}
+	nodes := map[int]bool{}
+	for _, e := range out {
+		nodes[e.Node] = true
+	}
+	wireOf := func(n int) {
+		frames, wires := pick(n, isFrame), pick(n, isWire)
+		for k := 0; k < len(frames) && k < len(wires); k++ {
+			set(wires[k], out[frames[k]].Flow)
+		}
+	}
+	// Requester frames and wires first (node 0), then the peer's stages
+	// from them, then the peer's frames and wires.
+	for _, n := range []int{0, 1} {
+		if !nodes[n] {
+			continue
+		}
+		wireOf(n)
+		peer := 1 - n
+		wires, resp := pick(n, isWire), pick(peer, isResp)
+		for k := 0; k < len(wires) && k < len(resp); k++ {
+			set(resp[k], out[wires[k]].Flow)
+		}
+		for _, i := range pick(peer, isFrame) {
+			best := -1 // the one that ended as it started, else the latest before it
+			for _, r := range resp {
+				if out[r].End == out[i].Start {
+					best = r
+					break
+				}
+				if out[r].Start <= out[i].Start {
+					best = r
+				}
+			}
+			if best >= 0 {
+				set(i, out[best].Flow)
+			}
+		}
+	}
+	for _, n := range []int{0, 1} {
+		if nodes[n] {
+			wireOf(n)
+		}
+	}
+	// The provider's stages: the k-th wqe_build is the k-th parsed WQE,
+	// the k-th poll reads the k-th CQE of its node, a dbr_update rings for
+	// the wqe_build before it.
+	for n := range nodes {
+		pair := func(a, b string) {
+			as, bs := pick(n, func(e *Event) bool { return e.Name == a }), pick(n, func(e *Event) bool { return e.Name == b })
+			for k := 0; k < len(as) && k < len(bs); k++ {
+				set(as[k], out[bs[k]].Flow)
+			}
+		}
+		pair("wqe_build", "wqe_parse")
+		pair("poll", "cqe_write")
+		var last uint64
+		for _, i := range order {
+			if e := &out[i]; e.Node == n && e.Name == "wqe_build" {
+				last = e.Flow
+			} else if e.Node == n && e.Name == "dbr_update" {
+				set(i, last)
+			}
+		}
+	}
+	for _, i := range order {
+		e := &out[i]
+		if e.Name != "ack_rx" || e.Flow != 0 {
+			continue
+		}
+		for _, j := range pick(1-e.Node, isWire) {
+			if out[j].End == e.Start {
+				e.Flow = out[j].Flow
+			}
+		}
+	}
+	return out
+}

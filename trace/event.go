@@ -136,3 +136,44 @@ func (c *Counters) Snapshot() map[string]uint64 {
 	}
 	return s
 }
+
+// StageInfo explains one named stage of the walk of a post_send.
+type StageInfo struct {
+	Summary   string // what happens during the stage
+	Reference string // where it is specified (PRM section, IB spec, libmlx5 or kernel function, DESIGN.md)
+	Arrow     string // what travels into the stage from the one before (the HTML view's arrows)
+}
+
+// Stages documents every stage name the walk records: the one table behind
+// `softnic trace --explain` and the HTML view. Keys are Event.Name.
+var Stages = map[string]StageInfo{
+	"req_notify":      {"The application arms the CQ (ibv_req_notify_cq): the provider writes the arm sequence into the CQ doorbell record and rings the CQ doorbell in the UAR.", "libmlx5 mlx5_arm_cq; mlx5.md §6", "call"},
+	"cq_arm":          {"The device sees the CQ arm doorbell and will write an EQE and raise an interrupt on the next completion.", "mlx5.md §6 (CQ arm doorbell)", "MWr TLP"},
+	"wqe_build":       {"The provider writes the WQE into the send queue ring in host memory: a control segment (opcode, WQE index, QPN, DS count, fence/completion flags), then the remote-address, datagram, data-pointer or inline segments.", "libmlx5 mlx5_post_send; mlx5.md §4.2", "call"},
+	"dbr_update":      {"The provider bumps the send counter in the QP's doorbell record (host memory, big-endian) after a write barrier, so the device can tell how far the producer is.", "libmlx5 mlx5_post_send (qp->db[MLX5_SND_DBR]); mlx5.md §4.7", "store"},
+	"bf_mmio":         {"BlueFlame: a single small WQE is copied with 64-byte write-combined stores straight into the UAR's current BlueFlame buffer, so the device gets the WQE itself with the doorbell.", "libmlx5 mlx5_bf_copy; mlx5.md §4.8", "MMIO stores"},
+	"doorbell_mmio":   {"Doorbell: one 8-byte store of the control segment's first 8 bytes to UAR+0x800 tells the device the new producer index; the device must then read the WQE from host memory.", "libmlx5 mlx5_write64 / mmio_write64_be; mlx5.md §4.7", "MMIO store"},
+	"wc_flush":        {"The CPU's write-combining buffer merges the stores into 64-byte lines and emits them on a fence (sfence), a full line or an eviction; a missing fence shows as a late or torn write.", "Intel SDM Vol. 3 §11.3 (write-combining memory type)", "WC line"},
+	"pcie_tlp":        {"Each MMIO write leaves the root complex as a posted Memory Write TLP: header, payload and link overheads serialised at the PCIe generation and width, plus link latency.", "PCIe Base Spec §2 (posted MWr TLPs)", "MWr TLP"},
+	"wqe_fetch":       {"On a doorbell the WQE fetch engine DMA-reads the new WQEBBs from the send queue ring (MRd requests, CplD completions), copies and validates them. BlueFlame skips this read.", "mlx5.md §4.9", "MRd/CplD"},
+	"rq_wqe_fetch":    {"The responder reads the next receive WQE (scatter list) from its receive queue ring by DMA.", "mlx5.md §5 (receive queue)", "MRd/CplD"},
+	"srq_wqe_fetch":   {"The responder reads the next receive WQE from the shared receive queue by DMA.", "mlx5.md §5 (SRQ)", "MRd/CplD"},
+	"payload_dma":     {"The DMA engine gathers the payload of each data segment after the lkey/PD/bounds checks: Memory Read requests split by MRRS, completions (CplD) split by RCB and MPS.", "PCIe Base Spec §2 (MRd/CplD); mlx5.md §4.3", "MRd/CplD"},
+	"read_scatter":    {"The requester scatters an RDMA READ response's payload into the local buffer by DMA writes.", "rocev2.md §4 (READ response); PCIe posted MWr", "frame"},
+	"packetize":       {"The packetizer cuts the message by path MTU into RoCEv2 packets: Ethernet, IPv4, UDP port 4791, BTH (opcode, PSN, dest QPN), RETH/AETH/ImmDt/DETH as the opcode needs, payload and ICRC.", "IBTA RoCEv2 Annex A17; rocev2.md §1", "payload"},
+	"wire":            {"The frame is serialised at the link rate and propagates to the peer port (or loops back).", "IEEE 802.3; rocev2.md §1", "frame"},
+	"responder":       {"The peer NIC depacketizes and checks the packet (ICRC, QPN, PSN, rkey), writes the payload into the memory region or consumes a receive WQE, and schedules the ACK / READ response / NAK.", "IBTA Vol. 1 §9.7 (responder); rocev2.md §4", "frame"},
+	"ack":             {"The responder builds an ACK (BTH + AETH with the MSN and credits) for the PSNs it has accepted.", "rocev2.md §4.3; IBTA Vol. 1 §9.7.5", "—"},
+	"ack_rx":          {"The requester receives the ACK, retires the acknowledged WQEs and schedules their completions.", "rocev2.md §4.3; IBTA Vol. 1 §9.7.5", "frame"},
+	"cqe_write":       {"The device DMA-writes a 64-byte CQE (opcode, owner bit, WQE counter, QPN, byte count) into the CQ ring: a posted MWr.", "mlx5.md §6.1", "CQE DMA"},
+	"eqe_write":       {"The device writes an event queue entry naming the CQ that completed.", "mlx5.md §6 (EQE)", "EQE DMA"},
+	"msix":            {"The device raises the EQ's MSI-X interrupt: a posted write to the interrupt address.", "PCIe Base Spec §6.1.4 (MSI-X)", "MWr TLP"},
+	"event":           {"The kernel's interrupt handler reads the EQ and delivers the completion event to the completion channel.", "Linux mlx5_ib / ib_uverbs completion events", "interrupt"},
+	"get_cq_event":    {"The application takes the completion event from the channel (ibv_get_cq_event).", "libibverbs ibv_get_cq_event", "event"},
+	"poll":            {"The provider polls the CQ: it sees the CQE's owner bit flip, reads the CQE and returns a work completion.", "libmlx5 mlx5_poll_cq; mlx5.md §6.1", "CQE"},
+	"dma_tag_wait":    {"The DMA engine waits for a free read tag (the outstanding-read limit).", "PCIe Base Spec §2.2.6 (tags)", "—"},
+	"doorbell_decode": {"The device decodes the 8-byte doorbell and schedules the send queue (doorbell_cycles).", "device/device.go Doorbell; spec core.doorbell_cycles", "—"},
+	"bf_decode":       {"The device decodes the BlueFlame write and takes the WQE from the BF buffer (doorbell_cycles).", "device/device.go BlueFlame; spec core.doorbell_cycles", "—"},
+	"wqe_parse":       {"The device validates and decodes one WQE (wqe_parse_cycles).", "device/requester.go WQEReady; spec core.wqe_parse_cycles", "—"},
+	"cqe_build":       {"The device builds the CQE: owner bit, counters, timestamp (cqe_cycles).", "device/completion.go; spec core.cqe_cycles", "—"},
+}

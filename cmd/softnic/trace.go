@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -27,9 +28,14 @@ func init() {
 
 type traceOpts struct {
 	op, profile, pcap, chrome, faults string
+	html                              string
 	size, mtu, batch                  int
 	inline, noBF, json, hex, counters bool
 	srq, events                       bool
+	explain                           bool
+	// noCompare: do not run the walk the other way for the closing line
+	// (set on that second run).
+	noCompare bool
 }
 
 // stageJSON is one line of the walk in --json output.
@@ -42,6 +48,9 @@ type stageJSON struct {
 	Bytes     int     `json:"bytes"`
 	TLPs      int     `json:"tlps"`
 	Detail    string  `json:"detail,omitempty"`
+	// QPN and Flow (qpn<<16 | wqe index) tie a stage to its WQE.
+	QPN  uint32 `json:"qpn,omitempty"`
+	Flow uint64 `json:"flow,omitempty"`
 }
 
 // wqeJSON describes one posted WQE in --json output.
@@ -97,6 +106,8 @@ type traceJSON struct {
 	Events []eventJSON `json:"events,omitempty"`
 	// Problems lists what failed verification (empty when data_ok).
 	Problems []string `json:"problems,omitempty"`
+	// CQEHex are the requester's CQEs, one per WQE.
+	CQEHex []string `json:"cqe_hex,omitempty"`
 }
 
 // recvJSON is one receive completion at the responder.
@@ -156,13 +167,15 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.inline, "inline", false, "send the payload inline in the WQE")
 	fs.BoolVar(&o.noBF, "no-bf", false, "ring the 8-byte doorbell instead of BlueFlame")
 	fs.BoolVar(&o.json, "json", false, "print the walk as one JSON object")
-	fs.BoolVar(&o.hex, "hexdump", false, "print each WQE and CQE as annotated hex")
+	fs.BoolVar(&o.hex, "hexdump", false, "print each WQE and CQE, the doorbell record and the doorbell / BlueFlame bytes as annotated hex")
+	fs.BoolVar(&o.explain, "explain", false, "add one sentence per stage saying what happens in it")
 	fs.StringVar(&o.pcap, "pcap", "", "write every wire frame to this pcap file")
 	fs.StringVar(&o.chrome, "chrome-trace", "", "write Chrome trace JSON (opens in Perfetto) to this file")
 	fs.StringVar(&o.profile, "profile", "", "device profile JSON (default: built-in cx5-gen3x16)")
 	fs.StringVar(&o.faults, "faults", "", "fault plan JSON applied to the simulated wire (see softnic faults --explain)")
 	fs.BoolVar(&o.counters, "counters", false, "after the walk, print every non-zero counter of both devices and the wire")
 	fs.BoolVar(&o.srq, "srq", false, "the responder's receives come from a shared receive queue")
+	fs.StringVar(&o.html, "html", "", "write the walk as one self-contained HTML page to this file (- for stdout)")
 	fs.BoolVar(&o.events, "events", false, "arm the CQs before posting and take the completion events: the walk shows cq_arm → eqe_write → event")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -384,7 +397,7 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 			continue // the DMA engine's own record of a transfer a named stage already shows
 		}
 		s := stageJSON{Name: e.Name, Component: e.Component, Node: e.Node, StartNS: e.Start.Sub(t0).NS(), EndNS: e.End.Sub(t0).NS(),
-			Bytes: e.Bytes, TLPs: e.TLPs, Detail: e.Detail}
+			Bytes: e.Bytes, TLPs: e.TLPs, Detail: e.Detail, QPN: e.QPN, Flow: e.Flow}
 		if e.Level == trace.Warn {
 			warns = append(warns, s)
 		} else {
@@ -411,7 +424,13 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := trace.WriteChrome(f, events); err != nil {
+		// Time zero is the post, as in the table; the flows run across
+		// both nodes.
+		cev := trace.LinkFlows(events)
+		for i := range cev {
+			cev[i].Start, cev[i].End = sim.Time(cev[i].Start.Sub(t0)), sim.Time(cev[i].End.Sub(t0))
+		}
+		if err := trace.WriteChrome(f, cev); err != nil {
 			f.Close()
 			return err
 		}
@@ -419,9 +438,17 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 			return err
 		}
 	}
-	path := "blueflame"
-	if o.noBF || o.batch > 1 {
-		path = "doorbell"
+	// The path is what happened: a bf_mmio stage on the requester.
+	path := "doorbell"
+	for _, e := range events {
+		if e.Node == 0 && e.Name == "bf_mmio" {
+			path = "blueflame"
+			break
+		}
+	}
+	pathWhy := ""
+	if path == "doorbell" {
+		pathWhy = doorbellReason(o, req.QP.SQInfo().BFBufSize, wqes)
 	}
 	var all map[string]map[string]uint64
 	if o.counters {
@@ -440,7 +467,7 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 	if ud && consumesRecv {
 		grhHex = hex.EncodeToString(rsp.Buf.Bytes[:grhArea])
 	}
-	if o.json {
+	if o.json || o.html != "" {
 		ctr := w.Hosts[0].Dev.Counters().Snapshot()
 		for k, v := range w.Hosts[1].Dev.Counters().Snapshot() {
 			ctr["peer."+k] = v
@@ -449,11 +476,25 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 			Stages: stages, TotalNS: total.NS(), WQEs: wqes, Warnings: warns, Counters: ctr, DataOK: dataOK,
 			AllCounters: all, Faults: explained, QPType: qpTypeName(spec.typ), SRQ: o.srq, Recv: recvs, GRHHex: grhHex,
 			Events: evs, Problems: problems}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		for i := 0; i < o.batch; i++ {
+			out.CQEHex = append(out.CQEHex, hex.EncodeToString(req.SendCQ.CQE(uint32(i))))
+		}
+		if o.html != "" {
+			if err := writeWalkHTML(o.html, stdout, out); err != nil || o.html == "-" {
+				return err
+			}
+		}
+		if o.json {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(out)
+		}
 	}
-	fmt.Fprintf(stdout, "softnic trace: %s %d B x%d, %s path, MTU %d, profile %s%s\n", strings.ToUpper(o.op), o.size, o.batch, path, o.mtu,
+	pathDesc := path + " path"
+	if pathWhy != "" {
+		pathDesc += " (" + pathWhy + ")"
+	}
+	fmt.Fprintf(stdout, "softnic trace: %s %d B x%d, %s, MTU %d, profile %s%s\n", strings.ToUpper(o.op), o.size, o.batch, pathDesc, o.mtu,
 		cfg.Device.Name, traceVariant(spec, trsp, o.events))
 	if explained != "" {
 		fmt.Fprintf(stdout, "fault plan %s:\n", o.faults)
@@ -464,6 +505,11 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "%3s  %-14s %-9s %4s %12s %12s %10s %7s %5s\n", "#", "stage", "component", "node", "start_ns", "end_ns", "dur_ns", "bytes", "tlps")
 	for i, s := range stages {
 		fmt.Fprintf(stdout, "%3d  %-14s %-9s %4d %12.3f %12.3f %10.3f %7d %5d\n", i+1, s.Name, s.Component, s.Node, s.StartNS, s.EndNS, s.EndNS-s.StartNS, s.Bytes, s.TLPs)
+		if o.explain {
+			if d, ok := trace.Stages[s.Name]; ok {
+				fmt.Fprintf(stdout, "     %s\n", d.Summary)
+			}
+		}
 	}
 	for _, s := range warns {
 		fmt.Fprintf(stdout, "WARN %s %s node %d @%.3f ns: %s\n", s.Component, s.Name, s.Node, s.StartNS, s.Detail)
@@ -488,6 +534,11 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		verdict = "DATA MISMATCH"
 	}
 	fmt.Fprintf(stdout, "total post → CQE: %.3f ns (%s, %d bytes)\n", total.NS(), verdict, n)
+	if !o.noCompare {
+		if l := comparePath(o, path, pathWhy, total); l != "" {
+			fmt.Fprintln(stdout, l)
+		}
+	}
 	for _, e := range evs {
 		walk := ""
 		if e.ReqNotifyNS != nil {
@@ -508,6 +559,13 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		for i := 0; i < o.batch; i++ {
 			fmt.Fprintf(stdout, "\nrequester CQE %d:\n%s", i, annotateCQE(req.SendCQ.CQE(uint32(i))))
 		}
+		var last []byte
+		if len(wqes) > 0 {
+			last, _ = hex.DecodeString(wqes[len(wqes)-1].WQEHex)
+		}
+		var dbr [4]byte
+		_ = w.Hosts[0].Mem.Read(req.QP.SQInfo().DBRAddr+4*mlx5.DBRSend, dbr[:])
+		fmt.Fprintf(stdout, "\n%s", annotateDoorbell(dbr, path, last))
 	}
 	if all != nil {
 		fmt.Fprintln(stdout, "\ncounters (non-zero):")
@@ -722,8 +780,8 @@ func annotateCQE(b []byte) string {
 
 // walkOrder is the order of the stages of one post_send (DESIGN.md §2); it
 // breaks ties between stages that start at the same instant.
-var walkOrder = []string{"req_notify", "cq_arm", "wqe_build", "dbr_update", "bf_mmio", "doorbell_mmio", "wc_flush", "pcie_tlp", "wqe_fetch",
-	"rq_wqe_fetch", "srq_wqe_fetch", "payload_dma", "packetize", "wire", "responder", "ack", "ack_rx", "cqe_write", "eqe_write", "msix",
+var walkOrder = []string{"req_notify", "cq_arm", "wqe_build", "dbr_update", "bf_mmio", "doorbell_mmio", "wc_flush", "pcie_tlp", "doorbell_decode", "bf_decode", "wqe_fetch", "wqe_parse",
+	"rq_wqe_fetch", "srq_wqe_fetch", "payload_dma", "packetize", "wire", "responder", "ack", "ack_rx", "cqe_build", "cqe_write", "eqe_write", "msix",
 	"event", "get_cq_event", "poll"}
 
 func stageRank(name string) int {
@@ -733,4 +791,94 @@ func stageRank(name string) int {
 		}
 	}
 	return len(walkOrder)
+}
+
+// doorbellReason says why a walk went by the doorbell rather than
+// BlueFlame (the provider's rule: one WQE, BlueFlame on, a buffer, more
+// than the ctrl segment, and no larger than the buffer).
+func doorbellReason(o traceOpts, bfBuf int, wqes []wqeJSON) string {
+	switch {
+	case o.noBF:
+		return "--no-bf"
+	case o.batch > 1:
+		return fmt.Sprintf("a post list of %d WQEs rings one doorbell", o.batch)
+	case bfBuf == 0:
+		return "the profile has no BlueFlame buffer, bf_reg_size 0"
+	case len(wqes) == 0:
+		return ""
+	}
+	size := int(wqes[0].DS) * mlx5.DSSize
+	switch {
+	case size > bfBuf:
+		return fmt.Sprintf("WQE of %d B larger than the %d-B BlueFlame buffer", size, bfBuf)
+	case wqes[0].DS <= 1:
+		return "a ctrl-only WQE goes by the doorbell"
+	}
+	return ""
+}
+
+// comparePath runs the same walk the other way in-process (BlueFlame off
+// for a BlueFlame walk, on for a --no-bf walk) and says what the path
+// saved or cost. Both runs are deterministic, so the line is too.
+func comparePath(o traceOpts, path, why string, total sim.Duration) string {
+	if path == "doorbell" && !o.noBF {
+		return "doorbell: BlueFlame does not apply here (" + why + ")"
+	}
+	alt := o
+	alt.noBF, alt.noCompare, alt.json = !o.noBF, true, true
+	alt.html = ""
+	alt.pcap, alt.chrome, alt.hex, alt.counters, alt.explain = "", "", false, false, false
+	alt.html = ""
+	var buf bytes.Buffer
+	if err := doTrace(alt, &buf); err != nil {
+		return ""
+	}
+	var j traceJSON
+	if json.Unmarshal(buf.Bytes(), &j) != nil {
+		return ""
+	}
+	diff := total.NS() - j.TotalNS
+	if path == "blueflame" {
+		return fmt.Sprintf("BlueFlame: no WQE fetch (%+.3f ns against the doorbell path, %.3f ns)", diff, j.TotalNS)
+	}
+	if j.Path != "blueflame" {
+		return "doorbell: BlueFlame would not apply either"
+	}
+	return fmt.Sprintf("doorbell: WQE fetched by DMA (%+.3f ns against the BlueFlame path, %.3f ns)", diff, j.TotalNS)
+}
+
+// annotateDoorbell shows what the provider wrote to ring the device: the
+// doorbell record's send counter (DBR[1], big endian) and either the
+// 8-byte doorbell (the first 8 bytes of the last WQE's ctrl segment) or
+// the BlueFlame lines (the WQE in 64-byte stores, zero padded).
+func annotateDoorbell(dbr [4]byte, path string, wqe []byte) string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "doorbell record DBR[1] (SQ send counter, BE):\n  %s  sq cur_post %d\n", hexLine(dbr[:]), binary.BigEndian.Uint32(dbr[:])&0xffff)
+	if len(wqe) < 8 {
+		return s.String()
+	}
+	c := mlx5.CtrlSeg(wqe)
+	if path == "blueflame" {
+		n := (len(wqe) + 63) / 64 * 64
+		line := make([]byte, n)
+		copy(line, wqe)
+		fmt.Fprintf(&s, "BlueFlame stores (%d-byte line%s to the BF buffer):\n", 64, plural(n/64))
+		for off := 0; off < n; off += 16 {
+			note := ""
+			if off%64 == 0 {
+				note = fmt.Sprintf("  line %d", off/64)
+			}
+			fmt.Fprintf(&s, "  +%02x  %s%s\n", off, hexLine(line[off:off+16]), note)
+		}
+		return s.String()
+	}
+	fmt.Fprintf(&s, "doorbell (8 bytes to UAR+0x800):\n  %s  opcode %v wqe_index %d qpn %#x ds %d\n", hexLine(wqe[:8]), c.Opcode(), c.WQEIndex(), c.QPN(), c.DS())
+	return s.String()
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

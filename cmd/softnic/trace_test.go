@@ -292,3 +292,149 @@ func TestTraceFaults(t *testing.T) {
 	require.Contains(t, errb.String(), "softnic trace: --faults: fault:")
 	require.Empty(t, out.String())
 }
+
+// chromeFlows runs the trace with --chrome-trace and returns, per flow id
+// in the args, the stage names in time order, after checking that the
+// flow arrows chain every stage of a flow.
+func chromeFlows(t *testing.T, args ...string) map[uint64][]string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "c.json")
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run(append([]string{"trace", "--chrome-trace", path}, args...), &out, &errb), errb.String())
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var doc struct {
+		TraceEvents []struct {
+			Name string  `json:"name"`
+			Ph   string  `json:"ph"`
+			TS   float64 `json:"ts"`
+			Args struct {
+				Flow uint64 `json:"flow"`
+			} `json:"args"`
+		} `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	flows := map[uint64][]string{}
+	arrows := 0
+	minTS := 1e18
+	for _, e := range doc.TraceEvents {
+		if e.Ph == "X" {
+			minTS = min(minTS, e.TS)
+			if e.Args.Flow != 0 {
+				flows[e.Args.Flow] = append(flows[e.Args.Flow], e.Name)
+			}
+		}
+		if e.Ph == "s" {
+			arrows++
+		}
+	}
+	require.Equal(t, 0.0, minTS, "time zero is the post")
+	n := 0
+	for _, st := range flows {
+		n += len(st) - 1
+	}
+	require.Equal(t, n, arrows, "one arrow between consecutive stages of each flow")
+	return flows
+}
+
+// TestTraceChromeFlows: every WQE's flow runs from wqe_build through the
+// wire, the peer, the ACK and the CQE to the poll.
+func TestTraceChromeFlows(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		wqes  int
+		stage []string // stages each flow must contain, in this order
+	}{
+		{nil, 1, []string{"wqe_build", "bf_mmio", "bf_decode", "wqe_parse", "payload_dma", "packetize", "wire", "responder", "ack", "wire", "ack_rx", "cqe_build", "cqe_write", "poll"}},
+		{[]string{"--no-bf"}, 1, []string{"wqe_build", "doorbell_mmio", "doorbell_decode", "wqe_fetch", "wqe_parse", "payload_dma", "packetize", "wire", "responder", "ack", "wire", "ack_rx", "cqe_write", "poll"}},
+		{[]string{"--batch", "4"}, 4, []string{"wqe_build", "wqe_parse", "payload_dma", "packetize", "wire", "responder", "ack", "wire", "ack_rx", "cqe_write", "poll"}},
+		{[]string{"--op", "read", "--size", "3000"}, 1, []string{"wqe_build", "wqe_parse", "packetize", "wire", "responder", "packetize", "wire", "read_scatter", "cqe_write", "poll"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			flows := chromeFlows(t, tc.args...)
+			reach := 0
+			for f, st := range flows {
+				j := 0
+				for _, s := range st {
+					if j < len(tc.stage) && s == tc.stage[j] {
+						j++
+					}
+				}
+				if j == len(tc.stage) {
+					reach++
+				} else {
+					t.Logf("flow %d: %v", f, st)
+				}
+			}
+			require.Equal(t, tc.wqes, reach, "WQE flows from wqe_build to poll")
+		})
+	}
+}
+
+// coverage: on the critical path every picosecond between the post and
+// the CQE seen by poll belongs to a named stage (the union of the stage
+// intervals of the requester's WQE covers [0, total]).
+func TestTraceNoGaps(t *testing.T) {
+	for _, args := range [][]string{nil, {"--no-bf"}, {"--op", "read", "--size", "3000"}, {"--op", "send"}} {
+		j := runTraceJSON(t, args...)
+		type iv struct{ s, e float64 }
+		var ivs []iv
+		for _, s := range j.Stages {
+			ivs = append(ivs, iv{s.StartNS, s.EndNS})
+		}
+		covered := 0.0
+		for covered < j.TotalNS-1e-6 {
+			next := covered
+			for _, v := range ivs {
+				if v.s <= covered+1e-6 && v.e > next {
+					next = v.e
+				}
+			}
+			require.Greater(t, next, covered, "%v: gap at %.3f ns (no stage covers it)", args, covered)
+			covered = next
+		}
+	}
+}
+
+// The header names the path that was taken, and why a doorbell; the
+// closing line says what BlueFlame saved against the same walk by doorbell.
+func TestTracePathAndClosingLine(t *testing.T) {
+	for _, tc := range []struct {
+		args         []string
+		header, last string
+	}{
+		{nil, "blueflame path,", "BlueFlame: no WQE fetch (-528.740 ns against the doorbell path, 1672.836 ns)"},
+		{[]string{"--no-bf"}, "doorbell path (--no-bf),", "doorbell: WQE fetched by DMA (+528.740 ns against the BlueFlame path, 1144.096 ns)"},
+		{[]string{"--op", "send", "--size", "0"}, "doorbell path (a ctrl-only WQE goes by the doorbell),", "doorbell: BlueFlame does not apply here"},
+		{[]string{"--inline", "--size", "400"}, "doorbell path (WQE of 448 B larger than the 256-B BlueFlame buffer),", "doorbell: BlueFlame does not apply here"},
+		{[]string{"--batch", "4"}, "doorbell path (a post list of 4 WQEs rings one doorbell),", "doorbell: BlueFlame does not apply here"},
+	} {
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, run(append([]string{"trace"}, tc.args...), &out, &errb), errb.String())
+		lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+		require.Contains(t, lines[0], tc.header, "%v", tc.args)
+		require.Contains(t, lines[len(lines)-1], tc.last, "%v", tc.args)
+	}
+	j := runTraceJSON(t, "--inline", "--size", "400")
+	require.Equal(t, "doorbell", j.Path)
+}
+
+func TestTraceExplainAndHexdump(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--explain"}, []string{trace.Stages["bf_decode"].Summary, trace.Stages["cqe_build"].Summary, trace.Stages["poll"].Summary}},
+		{[]string{"--hexdump"}, []string{"doorbell record DBR[1] (SQ send counter, BE):\n  00000001  sq cur_post 1", "BlueFlame stores (64-byte line to the BF buffer):", "line 0"}},
+		{[]string{"--hexdump", "--no-bf"}, []string{"  00000001  sq cur_post 1", "doorbell (8 bytes to UAR+0x800):\n  00000008 00010003  opcode RDMA_WRITE wqe_index 0"}},
+	} {
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, run(append([]string{"trace"}, tc.args...), &out, &errb), errb.String())
+		for _, w := range tc.want {
+			require.Contains(t, out.String(), w, "%v", tc.args)
+		}
+	}
+	for name := range trace.Stages {
+		require.NotEmpty(t, trace.Stages[name].Summary)
+	}
+}

@@ -1,0 +1,166 @@
+package main
+
+// softnic view: a walk saved with `trace --json` (or two, compared) as one
+// self-contained HTML page; `trace --html FILE` writes the same page.
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/trace"
+)
+
+func init() {
+	register("view", "render walks saved with `trace --json` as a self-contained HTML page", runView)
+}
+
+func runView(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("view", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	compare := fs.String("compare", "", "a second walk JSON to show beside the first, with the difference per stage")
+	outFile := fs.String("o", "-", "write the HTML to this file (- for stdout)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stderr, "usage: softnic view WALK.json [--compare OTHER.json] [-o FILE]")
+		return 2
+	}
+	files := []string{pos[0]}
+	if *compare != "" {
+		files = append(files, *compare)
+	}
+	var walks []traceJSON
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			fmt.Fprintln(stderr, "softnic view:", err)
+			return 1
+		}
+		var j traceJSON
+		if err := json.Unmarshal(b, &j); err != nil {
+			fmt.Fprintf(stderr, "softnic view: %s: %v\n", f, err)
+			return 1
+		}
+		if len(j.Stages) == 0 {
+			fmt.Fprintf(stderr, "softnic view: %s: no stages (is it `softnic trace --json` output?)\n", f)
+			return 1
+		}
+		walks = append(walks, j)
+	}
+	if err := writeWalkHTML(*outFile, stdout, walks...); err != nil {
+		fmt.Fprintln(stderr, "softnic view:", err)
+		return 1
+	}
+	return 0
+}
+
+// writeWalkHTML writes the page for one or two walks to file ("-": out).
+func writeWalkHTML(file string, out io.Writer, walks ...traceJSON) error {
+	hw := make([]trace.Walk, len(walks))
+	for i, j := range walks {
+		hw[i] = htmlWalk(j)
+	}
+	if file == "-" {
+		return trace.WriteHTML(out, hw...)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := trace.WriteHTML(f, hw...); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// htmlWalk turns a --json walk into the HTML view's model, attaching the
+// bytes the walk carries to the stages that moved them: each WQE to its
+// wqe_build (and to the wqe_fetch that read it), the BlueFlame copy and
+// the doorbell store (both come from the WQE), each CQE to its cqe_write
+// and poll.
+func htmlWalk(j traceJSON) trace.Walk {
+	w := trace.Walk{Title: fmt.Sprintf("%s %d B x%d, %s path, MTU %d", strings.ToUpper(j.Op), j.Size, max(j.Batch, 1), j.Path, j.MTU),
+		Path: j.Path, TotalNS: j.TotalNS}
+	ud := strings.HasPrefix(j.Op, "ud_")
+	wqes := make([][]byte, len(j.WQEs))
+	for i, q := range j.WQEs {
+		wqes[i], _ = hex.DecodeString(q.WQEHex)
+	}
+	var cqes [][]byte
+	for _, c := range j.CQEHex {
+		b, _ := hex.DecodeString(c)
+		cqes = append(cqes, b)
+	}
+	// The WQE a stage belongs to: by flow (qpn<<16 | wqe index), else by
+	// occurrence.
+	byIndex := map[uint16]int{}
+	for i, q := range j.WQEs {
+		byIndex[q.WQEIndex] = i
+	}
+	wqeOf := func(s stageJSON, k int) int {
+		if s.Flow != 0 {
+			if i, ok := byIndex[uint16(s.Flow&0xffff)]; ok {
+				return i
+			}
+		}
+		if k < len(wqes) {
+			return k
+		}
+		return -1
+	}
+	seen := map[string]int{}
+	for _, s := range j.Stages {
+		k := seen[s.Name]
+		seen[s.Name]++
+		ws := trace.WalkStage{Name: s.Name, Component: s.Component, Node: s.Node, StartNS: s.StartNS, EndNS: s.EndNS,
+			Bytes: s.Bytes, TLPs: s.TLPs, QPN: s.QPN, Flow: s.Flow, Detail: s.Detail}
+		switch s.Name {
+		case "wqe_build":
+			if i := wqeOf(s, k); i >= 0 && len(wqes[i]) >= mlx5.CtrlSegSize {
+				ws.Hex = annotateWQE(wqes[i], ud)
+				ws.HexNote = fmt.Sprintf("WQE %d (wqe_index %d) as written into the SQ ring (same as trace --hexdump):", i, j.WQEs[i].WQEIndex)
+			}
+		case "wqe_fetch":
+			var b strings.Builder
+			for i, q := range wqes {
+				if len(q) >= mlx5.CtrlSegSize && s.Node == 0 {
+					fmt.Fprintf(&b, "WQE %d (wqe_index %d):\n%s", i, j.WQEs[i].WQEIndex, annotateWQE(q, ud))
+				}
+			}
+			ws.Hex, ws.HexNote = b.String(), "The WQEBBs the fetch engine read from the SQ ring:"
+		case "bf_mmio":
+			if i := wqeOf(s, k); i >= 0 && len(wqes[i]) > 0 {
+				var b strings.Builder
+				for off := 0; off < len(wqes[i]); off += 16 {
+					fmt.Fprintf(&b, "  +%02x  %s\n", off, hexLine(wqes[i][off:min(off+16, len(wqes[i]))]))
+				}
+				ws.Hex, ws.HexNote = b.String(), "BlueFlame copies the WQE itself into the BF buffer in 64-byte write-combined stores (bytes from the WQE):"
+			}
+		case "doorbell_mmio":
+			if i := wqeOf(s, k); i >= 0 && len(wqes[i]) >= 8 {
+				// A post list rings once, with the last WQE's control segment.
+				if s.Flow == 0 && len(wqes) > 1 {
+					i = len(wqes) - 1
+				}
+				ws.Hex = fmt.Sprintf("  UAR+0x800  %s  first 8 bytes of WQE %d's ctrl segment\n", hexLine(wqes[i][:8]), i)
+				ws.HexNote = "The doorbell is one 8-byte store of the control segment's first 8 bytes (bytes from the WQE):"
+			}
+		case "cqe_write", "poll":
+			if k < len(cqes) && len(cqes[k]) == mlx5.CQE64Size && s.Node == 0 {
+				ws.Hex = annotateCQE(cqes[k])
+				ws.HexNote = fmt.Sprintf("Requester CQE %d (same as trace --hexdump):", k)
+			}
+		}
+		w.Stages = append(w.Stages, ws)
+	}
+	return w
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"html"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"context"
+
+	"github.com/softnic/softnic/trace"
+	"github.com/stretchr/testify/require"
+)
+
+// walkHTML runs trace --html - with args and returns the page and the walk.
+func walkHTML(t *testing.T, args ...string) (string, traceJSON) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run(append([]string{"trace", "--html", "-"}, args...), &out, &errb), errb.String())
+	return out.String(), runTraceJSON(t, args...)
+}
+
+// checkPage: well formed, nothing external, a lane per component and node
+// of the walk, a box and an arrow per stage.
+func checkPage(t *testing.T, page string, walks ...traceJSON) {
+	t.Helper()
+	require.True(t, strings.HasPrefix(page, "<!DOCTYPE html>"))
+	require.Contains(t, page, `content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"`)
+	require.NotRegexp(t, `(?i)(src|href)\s*=\s*["']?\s*(https?:)?//`, page)
+	require.NotContains(t, page, "http://")
+	require.NotContains(t, page, "https://")
+	// Well formed: the SVG and tables parse as XML once the void/bool HTML bits are gone.
+	for _, m := range regexp.MustCompile(`(?s)<svg .*?</svg>`).FindAllString(page, -1) {
+		d := xml.NewDecoder(strings.NewReader(m))
+		for {
+			_, err := d.Token()
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err, "svg is not well formed")
+		}
+	}
+	require.Equal(t, len(walks), strings.Count(page, `<section class="walk"`))
+	total := 0
+	for _, j := range walks {
+		total += len(j.Stages)
+		for _, s := range j.Stages {
+			id := trace.LaneID(trace.WalkStage{Name: s.Name, Component: s.Component, Node: s.Node})
+			require.Contains(t, page, `class="lane" data-lane="`+id+`"`, "lane of %s", s.Name)
+		}
+	}
+	require.Equal(t, total, strings.Count(page, `<path class="arrow"`), "an arrow per stage")
+	require.Equal(t, total, strings.Count(page, `<g class="stage"`), "a box per stage")
+}
+
+func TestTraceHTML(t *testing.T) {
+	page, j := walkHTML(t)
+	checkPage(t, page, j)
+	require.Contains(t, page, "mlx5_bf_copy")
+	// A post list of multi-packet messages: a row per WQE and per packet.
+	page, j = walkHTML(t, "--batch", "3", "--size", "2048")
+	checkPage(t, page, j)
+	require.Equal(t, 3, strings.Count(page, "<td>WQE index "), "a row per WQE")
+	require.GreaterOrEqual(t, strings.Count(page, `<tr class="packet"`), 6, "a row per packet")
+}
+
+func TestViewCompare(t *testing.T) {
+	dir := t.TempDir()
+	bf, db := filepath.Join(dir, "bf.json"), filepath.Join(dir, "db.json")
+	for f, args := range map[string][]string{bf: {"trace", "--json"}, db: {"trace", "--json", "--no-bf"}} {
+		var out bytes.Buffer
+		require.Equal(t, 0, run(args, &out, os.Stderr))
+		require.NoError(t, os.WriteFile(f, out.Bytes(), 0o644))
+	}
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"view", bf, "--compare", db}, &out, &errb), errb.String())
+	var a, b traceJSON
+	ab, _ := os.ReadFile(bf)
+	bb, _ := os.ReadFile(db)
+	require.NoError(t, json.Unmarshal(ab, &a))
+	require.NoError(t, json.Unmarshal(bb, &b))
+	page := out.String()
+	checkPage(t, page, a, b)
+	require.True(t, strings.Contains(page, `<tr class="diff" data-key="wqe_fetch#0" data-status="only in B">`), "doorbell's wqe_fetch only in B")
+	require.True(t, strings.Contains(page, `<strong id="totaldelta">delta &#43;`), "total delta")
+	require.Equal(t, 2, run([]string{"view"}, io.Discard, io.Discard))
+}
+
+// TestHTMLChromium loads the pages from disk in headless Chromium and
+// checks the DOM: the self-check (lanes, a box and an arrow per stage, no
+// JS errors), the WQE hex panel against --hexdump, and the comparison.
+func TestHTMLChromium(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium not on PATH")
+	}
+	dir := t.TempDir()
+	bfHTML, cmpHTML := filepath.Join(dir, "bf.html"), filepath.Join(dir, "cmp.html")
+	bf, db := filepath.Join(dir, "bf.json"), filepath.Join(dir, "db.json")
+	require.Equal(t, 0, run([]string{"trace", "--html", bfHTML}, io.Discard, os.Stderr))
+	for f, args := range map[string][]string{bf: {"trace", "--json"}, db: {"trace", "--json", "--no-bf"}} {
+		var out bytes.Buffer
+		require.Equal(t, 0, run(args, &out, os.Stderr))
+		require.NoError(t, os.WriteFile(f, out.Bytes(), 0o644))
+	}
+	require.Equal(t, 0, run([]string{"view", bf, "--compare", db, "-o", cmpHTML}, io.Discard, os.Stderr))
+	dump := func(url string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, chromium, "--headless", "--disable-gpu", "--no-sandbox", "--user-data-dir="+filepath.Join(dir, "profile"),
+			"--dump-dom", url)
+		out, err := cmd.Output()
+		require.NoError(t, err)
+		return string(out)
+	}
+	status := regexp.MustCompile(`<div id="selfcheck" data-status="(\w+)">([^<]*)</div>`)
+	hexRe := regexp.MustCompile(`(?s)<pre id="hex">(.*?)</pre>`)
+
+	dom := dump("file://" + bfHTML + "#select=wqe_build")
+	m := status.FindStringSubmatch(dom)
+	require.NotNil(t, m, "no self-check in the DOM")
+	require.Equal(t, "ok", m[1], m[2])
+	require.Contains(t, dom, `<ul id="jserrors"></ul>`, "JS errors")
+	require.Contains(t, m[2], "wire")
+	var txt bytes.Buffer
+	require.Equal(t, 0, run([]string{"trace", "--hexdump"}, &txt, os.Stderr))
+	want := regexp.MustCompile(`(?s)WQE 0 \(wqe_index 0\):\n(.*?)\n\n`).FindStringSubmatch(txt.String())
+	require.NotNil(t, want)
+	h := hexRe.FindStringSubmatch(dom)
+	require.NotNil(t, h)
+	got := html.UnescapeString(h[1])
+	for _, l := range strings.Split(want[1], "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "ctrl") || strings.HasPrefix(strings.TrimSpace(l), "raddr") || strings.HasPrefix(strings.TrimSpace(l), "data") {
+			require.Contains(t, got, l, "hex panel differs from --hexdump")
+		}
+	}
+
+	dom = dump("file://" + cmpHTML + "#select=wqe_fetch&w=1")
+	m = status.FindStringSubmatch(dom)
+	require.NotNil(t, m)
+	require.Equal(t, "ok", m[1], m[2])
+	require.Contains(t, dom, `data-selected="1:`, "wqe_fetch of walk B selected")
+	require.Contains(t, dom, `data-key="wqe_fetch#0" data-status="only in B"`)
+	require.Contains(t, dom, `<ul id="jserrors"></ul>`)
+}
