@@ -378,7 +378,7 @@ func (b *BAR0) emitLine(now sim.Time, l *wcLine, reason string) {
 	if b.rec.On() {
 		qpn, flow := b.flowAt(l.addr)
 		b.rec.Record(trace.Event{Name: "wc_flush", Component: "bar", Node: b.node, Start: l.alloc, End: now,
-			Bytes: bits.OnesCount64(l.mask), QPN: qpn, Flow: flow, Detail: reason})
+			Bytes: bits.OnesCount64(l.mask), QPN: qpn, Flow: flow, PSN: trace.NoPSN, Detail: reason})
 	}
 	l.active = false
 }

@@ -79,7 +79,11 @@ func (d *Device) landAll(c *cq) {
 // it lands. A CQ with no free entry (after re-reading the consumer index
 // from its doorbell record) overruns: it goes to error, every QP that uses
 // it goes to ERR, and later CQEs for it are dropped and counted.
-func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64) sim.Time {
+//
+// psn is the PSN of the packet that completed a receive (noPSN for
+// the requester's CQEs, which carry the WQE's flow, and for flushes): the
+// trace ties the responder's CQE to the sender's WQE by it.
+func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64, psn int32) sim.Time {
 	if c.err {
 		d.warn(t, CtrCQEDroppedOverrun, "CQ %d is in error (overrun); CQE for QP %#x dropped", c.cqn, f.QPN)
 		return t
@@ -99,7 +103,7 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64) sim
 			return t
 		}
 	}
-	d.rec.Stage(d.node, "device", "cqe_build", t, t.Add(d.cyc(d.spec.Core.CQECycles)), 0, 0, f.QPN, flow)
+	d.rec.StagePSN(d.node, "device", "cqe_build", t, t.Add(d.cyc(d.spec.Core.CQECycles)), 0, 0, f.QPN, flow, psn)
 	t = t.Add(d.cyc(d.spec.Core.CQECycles))
 	f.Owner = mlx5.CQEOwnerBit(c.pi, c.nent)
 	f.Timestamp = uint64(t / 1000) // HCA clock in ns
@@ -130,7 +134,7 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64) sim
 	}
 	c.pi++
 	d.inc(CtrCQEs)
-	d.rec.Stage(d.node, "device", "cqe_write", t, done, mlx5.CQE64Size, st.TLPs(), f.QPN, flow)
+	d.rec.StagePSN(d.node, "device", "cqe_write", t, done, mlx5.CQE64Size, st.TLPs(), f.QPN, flow, psn)
 	return done
 }
 
@@ -181,5 +185,5 @@ func (d *Device) complete(t sim.Time, q *qp, w *swqe) {
 	case mlx5.OpAtomicCS, mlx5.OpAtomicFA:
 		f.ByteCnt = 8
 	}
-	d.writeCQE(t, q.scq, &f, w.flow)
+	d.writeCQE(t, q.scq, &f, w.flow, noPSN)
 }

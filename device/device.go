@@ -151,6 +151,9 @@ func (d *Device) HostWork(stage string, qpn uint32, bytes int) {
 	d.rec.Stage(d.node, "provider", stage, start, d.eng.Now(), bytes, 0, qpn, 0)
 }
 
+// noPSN is the PSN of a trace stage that handles no packet.
+const noPSN = trace.NoPSN
+
 func (d *Device) cyc(n int64) sim.Duration { return d.spec.Core.cycles(n) }
 
 // inc counts one event of name.

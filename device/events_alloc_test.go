@@ -59,7 +59,7 @@ func (b *cqeBench) step(armed bool) {
 	if armed {
 		b.arm()
 	}
-	b.d.writeCQE(b.d.eng.Now(), b.c, &b.f, 0)
+	b.d.writeCQE(b.d.eng.Now(), b.c, &b.f, 0, noPSN)
 	b.d.eng.Run(0)
 	binary.BigEndian.PutUint32(b.dbr[0:], b.c.pi&0xffffff) // set_ci: polled
 	if armed {

@@ -32,6 +32,7 @@ var errPacketize = errors.New("device: frame build failed")
 // previous frame. It returns when the frame leaves the packetizer.
 func (d *Device) packetize(t sim.Time, q *qp, pl *payload, flow uint64) (sim.Time, error) {
 	buf := d.frameBuf()
+	psn := int32(d.fp.BTH.PSN & 0xffffff) // the caller set the headers
 	hdr := roce.HeaderLen(&d.fp)
 	data := buf[hdr : hdr+pl.n] // placed where BuildFrame wants it: its copy is a no-op
 	ready := t
@@ -55,7 +56,7 @@ func (d *Device) packetize(t sim.Time, q *qp, pl *payload, flow uint64) (sim.Tim
 			return t, err
 		}
 		if pl.inline == nil {
-			d.rec.Stage(d.node, "dma", "payload_dma", t, done, pl.n, tlps, q.qpn, flow)
+			d.rec.StagePSN(d.node, "dma", "payload_dma", t, done, pl.n, tlps, q.qpn, flow, psn)
 		}
 		ready = done
 	}
@@ -63,7 +64,7 @@ func (d *Device) packetize(t sim.Time, q *qp, pl *payload, flow uint64) (sim.Tim
 	if err != nil {
 		return t, errPacketize
 	}
-	d.rec.Stage(d.node, "roce", "packetize", start, end, n, 0, q.qpn, flow)
+	d.rec.StagePSN(d.node, "roce", "packetize", start, end, n, 0, q.qpn, flow, psn)
 	d.inc(CtrTxPackets)
 	return end, nil
 }
@@ -132,5 +133,5 @@ func (d *Device) sendAck(t sim.Time, q *qp, psn roce.PSN, synd roce.Syndrome) {
 	default:
 		d.inc(CtrNAKsSent)
 	}
-	d.rec.Stage(d.node, "roce", "ack", start, end, n, 0, q.qpn, 0)
+	d.rec.StagePSN(d.node, "roce", "ack", start, end, n, 0, q.qpn, 0, int32(psn&0xffffff))
 }

@@ -126,7 +126,7 @@ func (q *qp) flushRecvs(t sim.Time) {
 		r.active, r.held = false, false
 		q.d.inc(CtrRespCQEFlushError)
 		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.wqe.index, Syndrome: mlx5.SyndWRFlush}
-		q.d.writeCQE(t, q.rcq, &f, 0)
+		q.d.writeCQE(t, q.rcq, &f, 0, noPSN)
 	}
 	if q.srq != nil {
 		q.d.asyncEvent(t, mlx5.EventQPLastWQEReached, q.qpn)
@@ -143,7 +143,7 @@ func (q *qp) flushRecvs(t sim.Time) {
 		}
 		q.d.inc(CtrRespCQEFlushError)
 		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: idx, Syndrome: mlx5.SyndWRFlush}
-		q.d.writeCQE(t, q.rcq, &f, 0)
+		q.d.writeCQE(t, q.rcq, &f, 0, noPSN)
 	}
 }
 

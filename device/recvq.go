@@ -25,7 +25,8 @@ type recvQueue interface {
 	refresh(t sim.Time) sim.Time
 	// take consumes the next posted WQE into w, reading it by DMA, and
 	// returns when it is in the device; ok is false when none is posted.
-	take(t sim.Time, w *recvWQE) (done sim.Time, ok bool)
+	// psn is the PSN of the packet that needs it (for the trace).
+	take(t sim.Time, w *recvWQE, psn int32) (done sim.Time, ok bool)
 	// flushOne retires the oldest posted WQE without data (for a flush)
 	// and returns its counter; ok is false when none is left.
 	flushOne() (idx uint16, ok bool)
@@ -88,7 +89,7 @@ func (d *Device) readProducer(t sim.Time, dbr uint64, consumed, size uint32, wha
 	return done, consumed + ahead, true
 }
 
-func (r *rqRing) take(t sim.Time, w *recvWQE) (sim.Time, bool) {
+func (r *rqRing) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 	d := r.d
 	if r.cnt == 0 {
 		return t, false
@@ -107,7 +108,7 @@ func (r *rqRing) take(t sim.Time, w *recvWQE) (sim.Time, bool) {
 		d.warn(t, CtrRQReadError, "QP %#x RQ WQE %d: %v", r.qpn, r.tail, err)
 		return t, false
 	}
-	d.rec.Stage(d.node, "dma", "rq_wqe_fetch", t, done, len(buf), st.TLPs(), r.qpn, 0)
+	d.rec.StagePSN(d.node, "dma", "rq_wqe_fetch", t, done, len(buf), st.TLPs(), r.qpn, 0, psn)
 	w.index = uint16(r.tail)
 	w.nsge = 0
 	for off := 0; off+mlx5.DataSegSize <= len(buf) && w.nsge < len(w.sges); off += mlx5.DataSegSize {

@@ -670,7 +670,7 @@ func (r *requester) flushAll(t sim.Time) {
 		w.state = wqeDone
 		if !q.dead {
 			f := mlx5.CQEFields{Opcode: mlx5.CQEReqErr, WQEOpcode: uint8(w.op), QPN: q.qpn, WQECounter: w.idx, Syndrome: synd}
-			d.writeCQE(t, q.scq, &f, w.flow)
+			d.writeCQE(t, q.scq, &f, w.flow, noPSN)
 		}
 		r.pop()
 	}
@@ -700,7 +700,7 @@ func (r *requester) rx(arrive, t sim.Time, p *roce.Packet) {
 	}
 	switch p.Info.Operation {
 	case roce.OperationAck:
-		d.rec.Stage(d.node, "device", "ack_rx", arrive, t, 0, 0, q.qpn, 0)
+		d.rec.StagePSN(d.node, "device", "ack_rx", arrive, t, 0, 0, q.qpn, 0, int32(psn&0xffffff))
 		d.inc(CtrACKsRcvd)
 		r.ackPacket(t, psn, p.AETH.Syndrome())
 	case roce.OperationReadResponse:

@@ -208,7 +208,7 @@ func (r *responder) error(t sim.Time, psn roce.PSN, code uint8, synd mlx5.Syndro
 		d.inc(CtrRespCQEError)
 		d.inc(ctrCQEError(synd))
 		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.recv.wqe.index, Syndrome: synd}
-		d.writeCQE(t, q.rcq, &f, 0)
+		d.writeCQE(t, q.rcq, &f, 0, int32(psn&0xffffff))
 		r.recv.active = false
 	}
 	q.toError(t)
@@ -255,7 +255,7 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 			return
 		}
 		if !r.recv.held {
-			done, ok := q.rq.take(t, &r.recv.wqe)
+			done, ok := q.rq.take(t, &r.recv.wqe, int32(psn&0xffffff))
 			t = done
 			q.rxBusy = max(q.rxBusy, done)
 			if !ok {
@@ -289,7 +289,7 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 	q.rxBusy = max(q.rxBusy, done)
 	r.recv.off += uint64(len(p.Payload))
 	r.ePSN = r.ePSN.Next()
-	d.rec.Stage(d.node, "device", "responder", arrive, done, len(p.Payload), tlps, q.qpn, 0)
+	d.rec.StagePSN(d.node, "device", "responder", arrive, done, len(p.Payload), tlps, q.qpn, 0, int32(psn&0xffffff))
 	if pos.Last() {
 		r.msn++
 		f := mlx5.CQEFields{Opcode: mlx5.CQERespSend, QPN: q.qpn, WQECounter: r.recv.wqe.index,
@@ -299,7 +299,7 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 			f.Imm = p.ImmDt.Imm()
 		}
 		r.recv.active = false
-		d.writeCQE(done, q.rcq, &f, 0)
+		d.writeCQE(done, q.rcq, &f, 0, int32(psn&0xffffff))
 	}
 	if p.BTH.AckReq() && q.typ == mlx5.QPTypeRC {
 		d.sendAck(done, q, psn, roce.ACKSyndrome(0x1f))
@@ -357,7 +357,7 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 	imm := pos.Last() && p.Info.HasImm()
 	if imm {
 		if !r.recv.held {
-			done, ok := q.rq.take(t, &r.recv.wqe)
+			done, ok := q.rq.take(t, &r.recv.wqe, int32(psn&0xffffff))
 			t = done
 			q.rxBusy = max(q.rxBusy, done)
 			if !ok {
@@ -390,7 +390,7 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 	r.wr.va += n
 	r.wr.left -= n
 	r.ePSN = r.ePSN.Next()
-	d.rec.Stage(d.node, "device", "responder", arrive, done, int(n), tlps, q.qpn, 0)
+	d.rec.StagePSN(d.node, "device", "responder", arrive, done, int(n), tlps, q.qpn, 0, int32(psn&0xffffff))
 	if pos.Last() {
 		r.msn++
 		r.wr.active = false
@@ -398,7 +398,7 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 			f := mlx5.CQEFields{Opcode: mlx5.CQERespWrImm, QPN: q.qpn, WQECounter: r.recv.wqe.index,
 				ByteCnt: r.wr.total, Imm: p.ImmDt.Imm(), SE: p.BTH.SE(), FlagsRQPN: 2 << 24}
 			r.recv.active = false
-			d.writeCQE(done, q.rcq, &f, 0)
+			d.writeCQE(done, q.rcq, &f, 0, int32(psn&0xffffff))
 		}
 	}
 	if p.BTH.AckReq() && q.typ == mlx5.QPTypeRC {
@@ -488,7 +488,7 @@ func (r *responder) pump(t sim.Time) {
 		s.psn, s.host, s.left = s.psn.Next(), s.host+sz, s.left-sz
 		s.i++
 		if s.i == s.n {
-			d.rec.Stage(d.node, "device", "responder", s.arrive, end, int(s.bytes), 0, q.qpn, 0)
+			d.rec.StagePSN(d.node, "device", "responder", s.arrive, end, int(s.bytes), 0, q.qpn, 0, int32(s.res.first&0xffffff))
 			r.streams = append(r.streams[:0], r.streams[1:]...)
 		}
 	}
@@ -604,7 +604,7 @@ func (r *responder) rxAtomic(arrive, t sim.Time, p *roce.Packet) {
 	*res = rdRes{valid: true, atomic: true, first: psn, npkts: 1, va: va, rkey: rkey, length: 8, orig: orig}
 	res.txEnd = r.atomicAck(done, psn, orig)
 	q.rxBusy = max(q.rxBusy, done)
-	d.rec.Stage(d.node, "device", "responder", arrive, res.txEnd, 8, 0, q.qpn, 0)
+	d.rec.StagePSN(d.node, "device", "responder", arrive, res.txEnd, 8, 0, q.qpn, 0, int32(psn&0xffffff))
 }
 
 // atomicAck sends the ATOMIC ACKNOWLEDGE for psn carrying orig.
@@ -705,7 +705,7 @@ func (r *responder) rxUD(arrive, t sim.Time, p *roce.Packet) {
 		return
 	}
 	w := &r.recv.wqe
-	done, ok := q.rq.take(t, w)
+	done, ok := q.rq.take(t, w, int32(p.BTH.PSN()&0xffffff))
 	q.rxBusy = max(q.rxBusy, done)
 	if !ok {
 		d.inc(CtrOutOfBuffer)
@@ -752,6 +752,6 @@ func (r *responder) rxUD(arrive, t sim.Time, p *roce.Packet) {
 	}
 	done = max(done, dn1, dn2)
 	q.rxBusy = max(q.rxBusy, done)
-	d.rec.Stage(d.node, "device", "responder", arrive, done, len(p.Payload), tlps1+tlps2, q.qpn, 0)
-	d.writeCQE(done, q.rcq, &f, 0)
+	d.rec.StagePSN(d.node, "device", "responder", arrive, done, len(p.Payload), tlps1+tlps2, q.qpn, 0, int32(p.BTH.PSN()&0xffffff))
+	d.writeCQE(done, q.rcq, &f, 0, int32(p.BTH.PSN()&0xffffff))
 }

@@ -49,7 +49,7 @@ func (s *srq) refresh(t sim.Time) sim.Time {
 	return done
 }
 
-func (s *srq) take(t sim.Time, w *recvWQE) (sim.Time, bool) {
+func (s *srq) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 	d := s.d
 	if s.taken == s.posted {
 		t = s.refresh(t)
@@ -65,7 +65,7 @@ func (s *srq) take(t sim.Time, w *recvWQE) (sim.Time, bool) {
 		d.warn(t, CtrRQReadError, "SRQ %#x WQE %d: %v", s.srqn, slot, err)
 		return t, false
 	}
-	d.rec.Stage(d.node, "dma", "srq_wqe_fetch", t, done, len(buf), st.TLPs(), 0, 0)
+	d.rec.StagePSN(d.node, "dma", "srq_wqe_fetch", t, done, len(buf), st.TLPs(), 0, 0, psn)
 	w.index = uint16(slot)
 	w.nsge = 0
 	for off := mlx5.SRQNextSegSize; off+mlx5.DataSegSize <= len(buf) && w.nsge < len(w.sges); off += mlx5.DataSegSize {

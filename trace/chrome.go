@@ -124,9 +124,12 @@ func layoutChrome(events []Event) *chromeLayout {
 //     overlap without nesting go on extra tracks ("dma #2", "dma #3"), since
 //     slices on one track must nest strictly;
 //   - stages are complete events (ph "X"), warnings instant events (ph "i",
-//     thread scope); args carry bytes, tlps, qpn, flow and detail;
-//   - events sharing a non-zero Flow are chained in time order by flow
-//     arrows: a ph "s" at the source slice's start and a ph "f" with
+//     thread scope); args carry bytes, tlps, qpn, flow, flows (the
+//     further flows of a shared stage) and detail;
+//   - events sharing a non-zero flow (Flow or one of Flows) are chained
+//     in time order by flow arrows, so a stage shared by a post list has
+//     an arrow into the next stage of each of its WQEs (two stages that
+//     follow each other in several flows get one arrow): a ph "s" at the source slice's start and a ph "f" with
 //     "bp":"e" at the target slice's start, both binding to the enclosing
 //     slice. Each flow event is written right after its slice, so for
 //     equal timestamps the slice it belongs to is already open;
@@ -143,21 +146,30 @@ func WriteChrome(w io.Writer, events []Event) error {
 	var flowIDs []uint64
 	for _, i := range lay.order {
 		ev := &events[i]
-		if ev.Flow == 0 || ev.Level == Warn {
+		if ev.Level == Warn {
 			continue
 		}
-		if _, ok := flows[ev.Flow]; !ok {
-			flowIDs = append(flowIDs, ev.Flow)
+		for _, f := range ev.AllFlows() {
+			if _, ok := flows[f]; !ok {
+				flowIDs = append(flowIDs, f)
+			}
+			flows[f] = append(flows[f], i)
 		}
-		flows[ev.Flow] = append(flows[ev.Flow], i)
 	}
 	slices.Sort(flowIDs)
 	out := map[int][]arrow{} // arrows leaving an event
 	in := map[int][]arrow{}  // arrows arriving at an event
 	id := 0
+	type pair struct{ from, to int }
+	drawn := map[pair]bool{} // shared stages of several flows: one arrow between two of them
 	for _, f := range flowIDs {
 		evs := flows[f]
 		for j := 1; j < len(evs); j++ {
+			p := pair{evs[j-1], evs[j]}
+			if drawn[p] {
+				continue
+			}
+			drawn[p] = true
 			id++
 			a := arrow{id: id, from: evs[j-1], to: evs[j]}
 			out[a.from] = append(out[a.from], a)
@@ -225,6 +237,16 @@ func WriteChrome(w io.Writer, events []Event) error {
 		if ev.Flow != 0 {
 			b = append(b, `,"flow":`...)
 			b = strconv.AppendUint(b, ev.Flow, 10)
+		}
+		if len(ev.Flows) > 0 {
+			b = append(b, `,"flows":[`...)
+			for k, f := range ev.Flows {
+				if k > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendUint(b, f, 10)
+			}
+			b = append(b, ']')
 		}
 		if ev.Detail != "" {
 			b = append(b, `,"detail":`...)
@@ -328,35 +350,40 @@ func appendJSONString(b []byte, s string) []byte {
 
 // LinkFlows returns a copy of events in which the stages of the peer and
 // of the wire carry the flow of the WQE they serve, so that one flow runs
-// from wqe_build to poll across both nodes. The devices record those
+// from wqe_build to poll across both nodes, and in which the stages a post
+// list shares belong to all of its WQEs. The devices record the peer's
 // stages without a flow (the responder does not know the requester's WQE
-// index); the rule, exact for a walk without loss or retransmission:
+// index) but with the PSN of their packet; the matching is by PSN, so it
+// holds with loss and retransmission (a packet sent again keeps its PSN,
+// and its stages join the same flow):
 //
-//   - the k-th wire stage of a node carries the k-th frame that node
-//     built (its packetize and ack stages, in start order);
-//   - the k-th responder stage of a node serves the k-th frame the other
-//     node put on the wire;
-//   - an ack, or a packetize without a flow (a READ response), belongs to
-//     the responder stage of its node that ended when it started, else to
-//     the latest one that started before it;
-//   - an ack_rx belongs to the wire stage that ended when it started.
+//   - a requester's packetize (node A, QPN qa, PSN p, flow F) is packet p
+//     of the PSN space (A, qa): a request (READ requests included);
+//   - a wire stage from node n names the destination QP qd (the BTH's);
+//     the QP of node n that sends to qd is the one whose frames share the
+//     most PSNs with those wires. It carries the request p of that QP's
+//     space, else, as a response (an ACK, a READ response), the flow of
+//     the requester (peer, qd) as below;
+//   - the responder's stages of packet p (responder, rq_wqe_fetch,
+//     srq_wqe_fetch, and the receive's cqe_build / cqe_write, which carry
+//     the PSN of the packet that completed it) carry request p of the
+//     space of the QP that sends to them;
+//   - a response (an ack, a packetize and its payload_dma without a flow
+//     — a READ response or an atomic ACK — and the requester's ack_rx) of
+//     PSN x carries the
+//     flow of the request with the closest PSN at or before x (modulo
+//     2^24): an ACK names the PSN of a packet, READ response k of a READ
+//     whose request is PSN p has PSN p+k.
 //
-// Events that already have a flow keep it.
+// Then, per node: the k-th wqe_build of a QP is its k-th wqe_parse, the
+// k-th poll reads the k-th CQE; the WQEs built since the previous
+// dbr_update of a QP form a post list, and its dbr_update, doorbell_mmio,
+// bf_mmio, wc_flush, pcie_tlp, doorbell_decode, bf_decode and wqe_fetch
+// (each recorded with the flow of one WQE of the list) get the flows of
+// the others in Flows. Events that already have a flow keep it.
 func LinkFlows(events []Event) []Event {
 	out := append([]Event(nil), events...)
 	order := timeline(out)
-	pick := func(node int, match func(e *Event) bool) []int {
-		var r []int
-		for _, i := range order {
-			if e := &out[i]; e.Node == node && e.Level == Info && match(e) {
-				r = append(r, i)
-			}
-		}
-		return r
-	}
-	isFrame := func(e *Event) bool { return e.Component == "roce" && (e.Name == "packetize" || e.Name == "ack") }
-	isWire := func(e *Event) bool { return e.Name == "wire" }
-	isResp := func(e *Event) bool { return e.Name == "responder" }
 	set := func(i int, f uint64) {
 		if out[i].Flow == 0 {
 			out[i].Flow = f
@@ -366,74 +393,206 @@ func LinkFlows(events []Event) []Event {
 	for _, e := range out {
 		nodes[e.Node] = true
 	}
-	wireOf := func(n int) {
-		frames, wires := pick(n, isFrame), pick(n, isWire)
-		for k := 0; k < len(frames) && k < len(wires); k++ {
-			set(wires[k], out[frames[k]].Flow)
+	// peer is the node at the other end of node n's link: the other of two
+	// nodes, n itself on a loopback walk.
+	peer := func(n int) int {
+		if len(nodes) < 2 {
+			return n
+		}
+		for m := range nodes {
+			if m != n && len(nodes) == 2 {
+				return m
+			}
+		}
+		return n ^ 1
+	}
+	type qpKey struct {
+		node int
+		qpn  uint32
+	}
+	const psnMask = 0xffffff
+	info := func(e *Event) bool { return e.Level == Info && e.PSN >= 0 }
+
+	// The requests of each PSN space.
+	reqs := map[qpKey]map[int32]uint64{}
+	for i := range out {
+		if e := &out[i]; info(e) && e.Name == "packetize" && e.Flow != 0 {
+			k := qpKey{e.Node, e.QPN}
+			if reqs[k] == nil {
+				reqs[k] = map[int32]uint64{}
+			}
+			reqs[k][e.PSN] = e.Flow
 		}
 	}
-	// Requester frames and wires first (node 0), then the peer's stages
-	// from them, then the peer's frames and wires.
-	for _, n := range []int{0, 1} {
-		if !nodes[n] {
+	request := func(k qpKey, psn int32) uint64 { return reqs[k][psn] }
+	response := func(k qpKey, psn int32) uint64 {
+		best, bestD := uint64(0), int32(psnMask/2)
+		for p, f := range reqs[k] {
+			d := (psn - p) & psnMask
+			if d < bestD || d == bestD && f < best {
+				best, bestD = f, d
+			}
+		}
+		return best
+	}
+
+	// Which local QP sends to a destination QP: the one whose frames share
+	// the most PSNs with the wire stages to it.
+	type psnKey struct {
+		qpKey
+		psn int32
+	}
+	framesAt := map[psnKey][]uint32{} // (node, PSN) -> local QPNs that built a frame
+	for i := range out {
+		if e := &out[i]; info(e) && e.Component == "roce" && (e.Name == "packetize" || e.Name == "ack") {
+			k := psnKey{qpKey{e.Node, 0}, e.PSN}
+			if !slices.Contains(framesAt[k], e.QPN) {
+				framesAt[k] = append(framesAt[k], e.QPN)
+			}
+		}
+	}
+	overlap := map[qpKey]map[uint32]int{} // (node, dest QPN) -> local QPN -> PSNs in common
+	seenWire := map[psnKey]bool{}
+	for i := range out {
+		e := &out[i]
+		if !info(e) || e.Name != "wire" {
 			continue
 		}
-		wireOf(n)
-		peer := 1 - n
-		wires, resp := pick(n, isWire), pick(peer, isResp)
-		for k := 0; k < len(wires) && k < len(resp); k++ {
-			set(resp[k], out[wires[k]].Flow)
+		wk := psnKey{qpKey{e.Node, e.QPN}, e.PSN}
+		if seenWire[wk] {
+			continue // a retransmission: count each PSN once
 		}
-		for _, i := range pick(peer, isFrame) {
-			best := -1 // the one that ended as it started, else the latest before it
-			for _, r := range resp {
-				if out[r].End == out[i].Start {
-					best = r
-					break
-				}
-				if out[r].Start <= out[i].Start {
-					best = r
+		seenWire[wk] = true
+		d := qpKey{e.Node, e.QPN}
+		for _, q := range framesAt[psnKey{qpKey{e.Node, 0}, e.PSN}] {
+			if overlap[d] == nil {
+				overlap[d] = map[uint32]int{}
+			}
+			overlap[d][q]++
+		}
+	}
+	sender := map[qpKey]uint32{} // (node, dest QPN) -> local QPN
+	for d, m := range overlap {
+		best, n := uint32(0), 0
+		for q, c := range m {
+			if c > n || c == n && q < best {
+				best, n = q, c
+			}
+		}
+		sender[d] = best
+	}
+	// requester is the PSN space served by QP qpn of node n as a
+	// responder: the peer's QP that sends to it.
+	requester := func(n int, qpn uint32) (qpKey, bool) {
+		p := peer(n)
+		q, ok := sender[qpKey{p, qpn}]
+		return qpKey{p, q}, ok
+	}
+
+	for i := range out {
+		e := &out[i]
+		if !info(e) || e.Flow != 0 {
+			continue
+		}
+		switch e.Name {
+		case "wire":
+			if q, ok := sender[qpKey{e.Node, e.QPN}]; ok {
+				if f := request(qpKey{e.Node, q}, e.PSN); f != 0 {
+					e.Flow = f
+					continue
 				}
 			}
-			if best >= 0 {
-				set(i, out[best].Flow)
+			e.Flow = response(qpKey{peer(e.Node), e.QPN}, e.PSN)
+		case "responder", "rq_wqe_fetch", "srq_wqe_fetch", "cqe_build", "cqe_write":
+			if k, ok := requester(e.Node, e.QPN); ok {
+				e.Flow = request(k, e.PSN)
+			}
+		case "ack", "packetize", "payload_dma":
+			if k, ok := requester(e.Node, e.QPN); ok {
+				e.Flow = response(k, e.PSN)
+			}
+		case "ack_rx":
+			e.Flow = response(qpKey{e.Node, e.QPN}, e.PSN)
+		}
+	}
+	// A shared receive queue's WQE fetch names no QP: it takes the flow of
+	// the packet of that PSN the node's responder handled.
+	for i := range out {
+		e := &out[i]
+		if !info(e) || e.Flow != 0 || e.Name != "srq_wqe_fetch" {
+			continue
+		}
+		for _, j := range order {
+			if r := &out[j]; r.Node == e.Node && r.Name == "responder" && r.PSN == e.PSN && r.Flow != 0 {
+				e.Flow = r.Flow
+				break
 			}
 		}
 	}
-	for _, n := range []int{0, 1} {
-		if nodes[n] {
-			wireOf(n)
-		}
-	}
-	// The provider's stages: the k-th wqe_build is the k-th parsed WQE,
-	// the k-th poll reads the k-th CQE of its node, a dbr_update rings for
-	// the wqe_build before it.
+
+	// The provider's stages.
 	for n := range nodes {
-		pair := func(a, b string) {
-			as, bs := pick(n, func(e *Event) bool { return e.Name == a }), pick(n, func(e *Event) bool { return e.Name == b })
+		pick := func(name string, qpn uint32, anyQP bool) []int {
+			var r []int
+			for _, i := range order {
+				if e := &out[i]; e.Node == n && e.Level == Info && e.Name == name && (anyQP || e.QPN == qpn) {
+					r = append(r, i)
+				}
+			}
+			return r
+		}
+		qps := map[uint32]bool{}
+		for _, i := range order {
+			if e := &out[i]; e.Node == n && e.Name == "wqe_build" {
+				qps[e.QPN] = true
+			}
+		}
+		for q := range qps {
+			as, bs := pick("wqe_build", q, false), pick("wqe_parse", q, false)
 			for k := 0; k < len(as) && k < len(bs); k++ {
 				set(as[k], out[bs[k]].Flow)
 			}
 		}
-		pair("wqe_build", "wqe_parse")
-		pair("poll", "cqe_write")
-		var last uint64
+		as, bs := pick("poll", 0, true), pick("cqe_write", 0, true)
+		for k := 0; k < len(as) && k < len(bs); k++ {
+			set(as[k], out[bs[k]].Flow)
+		}
+		// Post lists: the WQEs of a QP built since its previous dbr_update.
+		lists := map[uint64][]uint64{} // flow -> the flows of its post list
+		building := map[uint32][]uint64{}
 		for _, i := range order {
-			if e := &out[i]; e.Node == n && e.Name == "wqe_build" {
-				last = e.Flow
-			} else if e.Node == n && e.Name == "dbr_update" {
-				set(i, last)
+			e := &out[i]
+			if e.Node != n || e.Level != Info {
+				continue
+			}
+			switch e.Name {
+			case "wqe_build":
+				if e.Flow != 0 {
+					building[e.QPN] = append(building[e.QPN], e.Flow)
+				}
+			case "dbr_update":
+				l := building[e.QPN]
+				delete(building, e.QPN)
+				if len(l) > 0 {
+					set(i, l[len(l)-1])
+				}
+				for _, f := range l {
+					lists[f] = l
+				}
 			}
 		}
-	}
-	for _, i := range order {
-		e := &out[i]
-		if e.Name != "ack_rx" || e.Flow != 0 {
-			continue
-		}
-		for _, j := range pick(1-e.Node, isWire) {
-			if out[j].End == e.Start {
-				e.Flow = out[j].Flow
+		for i := range out {
+			e := &out[i]
+			if e.Node != n || e.Level != Info || e.Flow == 0 || e.Flows != nil {
+				continue
+			}
+			switch e.Name {
+			case "dbr_update", "doorbell_mmio", "bf_mmio", "wc_flush", "pcie_tlp", "doorbell_decode", "bf_decode", "wqe_fetch":
+				for _, f := range lists[e.Flow] {
+					if f != e.Flow {
+						e.Flows = append(e.Flows, f)
+					}
+				}
 			}
 		}
 	}

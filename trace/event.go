@@ -27,8 +27,16 @@ type Event struct {
 	TLPs      int
 	QPN       uint32
 	Flow      uint64 // links the stages of one WQE (0: none)
-	Level     Level
-	Detail    string
+	// PSN is the BTH PSN of the packet the stage handles (packetize,
+	// wire, responder, ack, ack_rx), or NoPSN. Stage records NoPSN, so a
+	// PSN of 0 is always a real one from StagePSN.
+	PSN int32
+	// Flows are further flows the stage belongs to besides Flow: a stage
+	// shared by the WQEs of a post list (the doorbell, its TLPs, the WQE
+	// fetch). Nil when recorded; LinkFlows sets it.
+	Flows  []uint64
+	Level  Level
+	Detail string
 }
 
 // Recorder collects events. A nil *Recorder records nothing, so components
@@ -56,12 +64,52 @@ func (r *Recorder) Record(ev Event) {
 	}
 }
 
-// Stage records an Info event.
+// NoPSN is the PSN of an event that handles no packet.
+const NoPSN int32 = -1
+
+// Stage records an Info event without a PSN.
 func (r *Recorder) Stage(node int, component, name string, start, end sim.Time, bytes, tlps int, qpn uint32, flow uint64) {
 	if r == nil {
 		return
 	}
-	r.Record(Event{Name: name, Component: component, Node: node, Start: start, End: end, Bytes: bytes, TLPs: tlps, QPN: qpn, Flow: flow})
+	r.Record(Event{Name: name, Component: component, Node: node, Start: start, End: end, Bytes: bytes, TLPs: tlps, QPN: qpn, Flow: flow, PSN: NoPSN})
+}
+
+// StagePSN records an Info event of the packet with BTH PSN psn (NoPSN:
+// none).
+func (r *Recorder) StagePSN(node int, component, name string, start, end sim.Time, bytes, tlps int, qpn uint32, flow uint64, psn int32) {
+	if r == nil {
+		return
+	}
+	r.Record(Event{Name: name, Component: component, Node: node, Start: start, End: end, Bytes: bytes, TLPs: tlps, QPN: qpn, Flow: flow, PSN: psn})
+}
+
+// HasFlow reports whether the event belongs to flow f (its Flow or one
+// of its Flows); f 0 is no flow.
+func (e *Event) HasFlow(f uint64) bool {
+	if f == 0 {
+		return false
+	}
+	if e.Flow == f {
+		return true
+	}
+	for _, x := range e.Flows {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// AllFlows returns Flow (if any) followed by Flows.
+func (e *Event) AllFlows() []uint64 {
+	if e.Flow == 0 {
+		return e.Flows
+	}
+	if len(e.Flows) == 0 {
+		return []uint64{e.Flow}
+	}
+	return append([]uint64{e.Flow}, e.Flows...)
 }
 
 // Warnf records a warning at time t.
@@ -69,7 +117,7 @@ func (r *Recorder) Warnf(node int, t sim.Time, component, name string, format st
 	if r == nil {
 		return
 	}
-	r.Record(Event{Name: name, Component: component, Node: node, Start: t, End: t, Level: Warn, Detail: fmt.Sprintf(format, args...)})
+	r.Record(Event{Name: name, Component: component, Node: node, Start: t, End: t, PSN: NoPSN, Level: Warn, Detail: fmt.Sprintf(format, args...)})
 }
 
 // Events returns the recorded events in recording order.

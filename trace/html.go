@@ -28,8 +28,10 @@ type WalkStage struct {
 	TLPs      int     `json:"tlps"`
 	QPN       uint32  `json:"qpn,omitempty"`
 	Flow      uint64  `json:"flow,omitempty"`
-	PSN       *uint32 `json:"psn,omitempty"`
-	Detail    string  `json:"detail,omitempty"`
+	// Flows are the further flows of a stage shared by several WQEs.
+	Flows  []uint64 `json:"flows,omitempty"`
+	PSN    *uint32  `json:"psn,omitempty"`
+	Detail string   `json:"detail,omitempty"`
 	// Hex is the stage's bytes as annotated hex (as --hexdump prints
 	// them), HexNote where they come from; empty when the walk has none.
 	Hex     string `json:"hex,omitempty"`
@@ -104,7 +106,23 @@ type htmlStage struct {
 	Label     string
 	ShowLabel bool
 	Doc       htmlDoc
-	Pkt       int // packet number within its flow for packetize/wire (1-based), 0 otherwise
+}
+
+// flowsOf is every flow s belongs to (Flow, then Flows); {0} for none.
+func flowsOf(s WalkStage) []uint64 {
+	if s.Flow == 0 && len(s.Flows) == 0 {
+		return []uint64{0}
+	}
+	var f []uint64
+	if s.Flow != 0 {
+		f = append(f, s.Flow)
+	}
+	for _, x := range s.Flows {
+		if x != 0 && x != s.Flow {
+			f = append(f, x)
+		}
+	}
+	return f
 }
 
 type htmlArrow struct {
@@ -318,7 +336,6 @@ func layoutWalk(wi int, wk Walk, px, maxNS float64) htmlWalk {
 	hw.Height = htmlTop + float64(len(order))*htmlLaneH + 8
 	x := func(t float64) float64 { return htmlLabelW + t*px }
 	seen := map[string]int{}
-	pkts := map[string]int{}
 	for i, s := range wk.Stages {
 		k := seen[s.Name]
 		seen[s.Name]++
@@ -328,18 +345,15 @@ func layoutWalk(wi int, wk Walk, px, maxNS float64) htmlWalk {
 		hs.Y = laneY[hs.Lane] + 5
 		hs.Label = s.Name
 		hs.ShowLabel = hs.Wd >= float64(len(s.Name))*6.6+6
-		if s.Name == "packetize" || s.Name == "wire" {
-			pk := fmt.Sprintf("%s/%d/%d", s.Name, s.Flow, s.Node)
-			pkts[pk]++
-			hs.Pkt = pkts[pk]
-		}
 		if hs.Doc.Text == "" {
 			hs.Doc = stageDoc(s.Name, s.Component)
 		}
 		hw.Stages = append(hw.Stages, hs)
 	}
-	// One arrow into every stage: from the previous stage of the same flow,
-	// else from the stage before it in the walk, else from the call.
+	// One arrow into every stage: from the previous stage of its flow
+	// (a stage shared by a post list is the previous stage of each of its
+	// WQEs' flows), else from the stage before it in the walk, else from
+	// the call.
 	lastOfFlow := map[uint64]int{}
 	for i := range hw.Stages {
 		s := &hw.Stages[i]
@@ -348,7 +362,11 @@ func layoutWalk(wi int, wk Walk, px, maxNS float64) htmlWalk {
 			if j, ok := lastOfFlow[s.Flow]; ok {
 				from = j
 			}
-			lastOfFlow[s.Flow] = i
+		}
+		for _, f := range flowsOf(s.WalkStage) {
+			if f != 0 {
+				lastOfFlow[f] = i
+			}
 		}
 		a := htmlArrow{To: i, From: from, Kind: s.Doc.Arrow, ToLane: s.Lane, ToLabel: s.Name}
 		a.S2, a.X2, a.Y2 = s.StartNS, s.X, s.Y+12
@@ -379,62 +397,102 @@ func ticks(maxNS, px float64) []htmlTick {
 	return t
 }
 
-// flowRows is one row per WQE (flow) and under it one row per packet.
+// flowRows is one row per WQE (flow) and under it one row per packet of
+// that WQE, by PSN: the frame built (packetize, or ack for an ACK/NAK) and
+// put on the wire by one node with one PSN. A stage shared by a post list
+// counts in the row of each of its WQEs; a packet sent again (same PSN)
+// stays one row.
 func flowRows(st []htmlStage) []htmlFlowRow {
 	var flows []uint64
 	by := map[uint64][]int{}
 	for i, s := range st {
-		if _, ok := by[s.Flow]; !ok {
-			flows = append(flows, s.Flow)
+		for _, f := range flowsOf(s.WalkStage) {
+			if _, ok := by[f]; !ok {
+				flows = append(flows, f)
+			}
+			by[f] = append(by[f], i)
 		}
-		by[s.Flow] = append(by[s.Flow], i)
 	}
 	var rows []htmlFlowRow
 	for _, f := range flows {
 		idx := by[f]
 		h := htmlFlowRow{Head: true, Stages: len(idx), StartNS: st[idx[0]].StartNS, First: idx[0]}
 		if f == 0 {
-			h.Label = "not tied to one WQE (responder, ACK, ...)"
+			h.Label = "not tied to one WQE"
 		} else {
 			h.Label = fmt.Sprintf("WQE index %d · QPN %#x", f&0xffff, f>>16)
 		}
-		type pkt struct{ p, w int }
-		var ps []pkt
+		type key struct {
+			node int
+			psn  uint32
+		}
+		type pkt struct {
+			key
+			built, wire int // first packetize / ack, first wire stage (-1: none)
+			ack         bool
+			sent        int // wire stages (more than one: sent again)
+		}
+		var ps []*pkt
+		byKey := map[key]*pkt{}
+		reqNode := -1 // the node of the WQE's first packet: its requests
 		for _, i := range idx {
 			s := st[i]
+			h.StartNS = math.Min(h.StartNS, s.StartNS)
 			h.EndNS = math.Max(h.EndNS, s.EndNS)
-			if s.Pkt > 0 {
-				for len(ps) < s.Pkt {
-					ps = append(ps, pkt{-1, -1})
+			if f == 0 || s.PSN == nil || (s.Name != "packetize" && s.Name != "ack" && s.Name != "wire") {
+				continue
+			}
+			k := key{s.Node, *s.PSN}
+			p := byKey[k]
+			if p == nil {
+				p = &pkt{key: k, built: -1, wire: -1}
+				byKey[k] = p
+				ps = append(ps, p)
+			}
+			switch s.Name {
+			case "wire":
+				if p.wire < 0 {
+					p.wire = i
 				}
-				if s.Name == "packetize" {
-					ps[s.Pkt-1].p = i
-				} else {
-					ps[s.Pkt-1].w = i
+				p.sent++
+			default:
+				if p.built < 0 {
+					p.built, p.ack = i, s.Name == "ack"
 				}
+			}
+			if reqNode < 0 && s.Name == "packetize" {
+				reqNode = s.Node
 			}
 		}
 		rows = append(rows, h)
-		for n, p := range ps {
-			r := htmlFlowRow{Label: fmt.Sprintf("packet %d", n+1), PSN: "—", First: -1}
-			if p.p >= 0 {
-				s := st[p.p]
-				r.First, r.StartNS, r.EndNS, r.Bytes = p.p, s.StartNS, s.EndNS, s.Bytes
-				r.PacketizeNS = fmt.Sprintf("%.3f–%.3f", s.StartNS, s.EndNS)
-				if s.PSN != nil {
-					r.PSN = fmt.Sprintf("%d", *s.PSN)
-				}
+		nReq, nResp := 0, 0
+		for _, p := range ps {
+			r := htmlFlowRow{PSN: fmt.Sprintf("%d", p.psn), First: -1}
+			switch {
+			case p.ack:
+				r.Label = "ACK"
+			case p.node == reqNode || reqNode < 0:
+				nReq++
+				r.Label = fmt.Sprintf("packet %d", nReq)
+			default:
+				nResp++
+				r.Label = fmt.Sprintf("response %d", nResp)
 			}
-			if p.w >= 0 {
-				s := st[p.w]
+			if p.sent > 1 {
+				r.Label += fmt.Sprintf(" (sent %d times)", p.sent)
+			}
+			if p.built >= 0 {
+				s := st[p.built]
+				r.First, r.StartNS, r.EndNS, r.Bytes = p.built, s.StartNS, s.EndNS, s.Bytes
+				r.PacketizeNS = fmt.Sprintf("%.3f–%.3f", s.StartNS, s.EndNS)
+			}
+			if p.wire >= 0 {
+				s := st[p.wire]
 				if r.First < 0 {
-					r.First, r.StartNS, r.Bytes = p.w, s.StartNS, s.Bytes
+					r.First, r.StartNS, r.Bytes = p.wire, s.StartNS, s.Bytes
 				}
 				r.EndNS = math.Max(r.EndNS, s.EndNS)
 				r.WireNS = fmt.Sprintf("%.3f–%.3f", s.StartNS, s.EndNS)
-				if s.PSN != nil {
-					r.PSN = fmt.Sprintf("%d", *s.PSN)
-				}
 			}
 			rows = append(rows, r)
 		}

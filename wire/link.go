@@ -272,7 +272,7 @@ func (p *Port) SendFlow(t sim.Time, frame []byte, flow uint64) sim.Time {
 	if d.held != nil && d.held != pk {
 		l.release(d, arrive)
 	}
-	l.rec.Stage(p.node, Component, Component, start, arrive, n, 0, qpn, flow)
+	l.rec.StagePSN(p.node, Component, Component, start, arrive, n, 0, qpn, flow, ev.PSN)
 	return end
 }
 

@@ -348,9 +348,9 @@ func TestTraceAndTap(t *testing.T) {
 	d1 := Spec{}.FrameTime(n1)
 	require.Equal(t, []tap{{0, f1}, {sim.Time(d1), frame(60, 2)}, {5, frame(60, 3)}}, taps)
 	require.Equal(t, []trace.Event{
-		{Name: "wire", Component: "wire", Node: 0, Start: 0, End: sim.Time(d1 + DefaultPropagation), Bytes: n1, QPN: 0x123456, Flow: 77},
-		{Name: "wire", Component: "wire", Node: 0, Start: sim.Time(d1), End: sim.Time(d1 + 6720 + DefaultPropagation), Bytes: 60},
-		{Name: "wire", Component: "wire", Node: 1, Start: 5, End: 5 + 6720 + sim.Time(DefaultPropagation), Bytes: 60},
+		{Name: "wire", Component: "wire", Node: 0, Start: 0, End: sim.Time(d1 + DefaultPropagation), Bytes: n1, QPN: 0x123456, Flow: 77, PSN: 0}, // the BTH's PSN
+		{Name: "wire", Component: "wire", Node: 0, Start: sim.Time(d1), End: sim.Time(d1 + 6720 + DefaultPropagation), Bytes: 60, PSN: trace.NoPSN},
+		{Name: "wire", Component: "wire", Node: 1, Start: 5, End: 5 + 6720 + sim.Time(DefaultPropagation), Bytes: 60, PSN: trace.NoPSN},
 	}, e.rec.Events())
 }
 

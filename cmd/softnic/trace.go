@@ -51,6 +51,12 @@ type stageJSON struct {
 	// QPN and Flow (qpn<<16 | wqe index) tie a stage to its WQE.
 	QPN  uint32 `json:"qpn,omitempty"`
 	Flow uint64 `json:"flow,omitempty"`
+	// Flows are the other WQEs a shared stage serves (the doorbell of a
+	// post list, its TLPs, the WQE fetch).
+	Flows []uint64 `json:"flows,omitempty"`
+	// PSN is the BTH PSN of the packet the stage handles (packetize,
+	// wire, responder, ack, ack_rx).
+	PSN *uint32 `json:"psn,omitempty"`
 }
 
 // wqeJSON describes one posted WQE in --json output.
@@ -385,6 +391,9 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 	dataOK := len(problems) == 0
 
 	events := append([]trace.Event(nil), w.Rec.Events()...)
+	// The flows run across both nodes (the peer's stages, the wire) and
+	// into the stages a post list shares.
+	events = trace.LinkFlows(events)
 	sort.SliceStable(events, func(i, j int) bool {
 		if events[i].Start != events[j].Start {
 			return events[i].Start < events[j].Start
@@ -397,7 +406,11 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 			continue // the DMA engine's own record of a transfer a named stage already shows
 		}
 		s := stageJSON{Name: e.Name, Component: e.Component, Node: e.Node, StartNS: e.Start.Sub(t0).NS(), EndNS: e.End.Sub(t0).NS(),
-			Bytes: e.Bytes, TLPs: e.TLPs, Detail: e.Detail, QPN: e.QPN, Flow: e.Flow}
+			Bytes: e.Bytes, TLPs: e.TLPs, Detail: e.Detail, QPN: e.QPN, Flow: e.Flow, Flows: e.Flows}
+		if e.PSN >= 0 {
+			p := uint32(e.PSN)
+			s.PSN = &p
+		}
 		if e.Level == trace.Warn {
 			warns = append(warns, s)
 		} else {
@@ -424,9 +437,8 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		// Time zero is the post, as in the table; the flows run across
-		// both nodes.
-		cev := trace.LinkFlows(events)
+		// Time zero is the post, as in the table.
+		cev := append([]trace.Event(nil), events...)
 		for i := range cev {
 			cev[i].Start, cev[i].End = sim.Time(cev[i].Start.Sub(t0)), sim.Time(cev[i].End.Sub(t0))
 		}

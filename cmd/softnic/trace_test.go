@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -293,10 +296,19 @@ func TestTraceFaults(t *testing.T) {
 	require.Empty(t, out.String())
 }
 
-// chromeFlows runs the trace with --chrome-trace and returns, per flow id
-// in the args, the stage names in time order, after checking that the
-// flow arrows chain every stage of a flow.
-func chromeFlows(t *testing.T, args ...string) map[uint64][]string {
+// chromeStage is one slice of a Chrome trace.
+type chromeStage struct {
+	Name string
+	Pid  int
+	TS   float64
+}
+
+// chromeTrace runs the trace with --chrome-trace and returns, per flow id
+// in the args (flow and flows), the slices in time order, after checking
+// that the flow arrows chain every stage of a flow: one arrow between two
+// consecutive stages of a flow, one only where they follow each other in
+// several flows (the shared stages of a post list).
+func chromeTrace(t *testing.T, args ...string) map[uint64][]chromeStage {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "c.json")
 	var out, errb bytes.Buffer
@@ -307,21 +319,27 @@ func chromeFlows(t *testing.T, args ...string) map[uint64][]string {
 		TraceEvents []struct {
 			Name string  `json:"name"`
 			Ph   string  `json:"ph"`
+			Pid  int     `json:"pid"`
 			TS   float64 `json:"ts"`
 			Args struct {
-				Flow uint64 `json:"flow"`
+				Flow  uint64   `json:"flow"`
+				Flows []uint64 `json:"flows"`
 			} `json:"args"`
 		} `json:"traceEvents"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &doc))
-	flows := map[uint64][]string{}
+	flows := map[uint64][]chromeStage{}
+	at := map[uint64][]int{} // flow -> slice numbers
 	arrows := 0
 	minTS := 1e18
-	for _, e := range doc.TraceEvents {
+	for k, e := range doc.TraceEvents {
 		if e.Ph == "X" {
 			minTS = min(minTS, e.TS)
-			if e.Args.Flow != 0 {
-				flows[e.Args.Flow] = append(flows[e.Args.Flow], e.Name)
+			for _, f := range append([]uint64{e.Args.Flow}, e.Args.Flows...) {
+				if f != 0 {
+					flows[f] = append(flows[f], chromeStage{e.Name, e.Pid, e.TS})
+					at[f] = append(at[f], k)
+				}
 			}
 		}
 		if e.Ph == "s" {
@@ -329,31 +347,63 @@ func chromeFlows(t *testing.T, args ...string) map[uint64][]string {
 		}
 	}
 	require.Equal(t, 0.0, minTS, "time zero is the post")
-	n := 0
-	for _, st := range flows {
-		n += len(st) - 1
+	pairs := map[[2]int]bool{}
+	for _, ks := range at {
+		for j := 1; j < len(ks); j++ {
+			pairs[[2]int{ks[j-1], ks[j]}] = true
+		}
 	}
-	require.Equal(t, n, arrows, "one arrow between consecutive stages of each flow")
+	require.Equal(t, len(pairs), arrows, "one arrow between consecutive stages of each flow")
 	return flows
 }
 
+// chromeFlows is chromeTrace with the stage names only.
+func chromeFlows(t *testing.T, args ...string) map[uint64][]string {
+	t.Helper()
+	names := map[uint64][]string{}
+	for f, st := range chromeTrace(t, args...) {
+		for _, s := range st {
+			names[f] = append(names[f], s.Name)
+		}
+	}
+	return names
+}
+
 // TestTraceChromeFlows: every WQE's flow runs from wqe_build through the
-// wire, the peer, the ACK and the CQE to the poll.
+// wire, the peer, the ACK and the CQE to the poll; the stages a post list
+// shares belong to each of its WQEs.
 func TestTraceChromeFlows(t *testing.T) {
+	loss := writePlan(t, "drop-middle.json", dropMiddle)
+	lostACK := writePlan(t, "drop-ack.json", dropFirstACK)
 	for _, tc := range []struct {
-		args  []string
-		wqes  int
-		stage []string // stages each flow must contain, in this order
+		args   []string
+		wqes   int
+		stage  []string // stages each flow must contain, in this order
+		shared []string // stages each of the flows must contain (a post list's)
 	}{
-		{nil, 1, []string{"wqe_build", "bf_mmio", "bf_decode", "wqe_parse", "payload_dma", "packetize", "wire", "responder", "ack", "wire", "ack_rx", "cqe_build", "cqe_write", "poll"}},
-		{[]string{"--no-bf"}, 1, []string{"wqe_build", "doorbell_mmio", "doorbell_decode", "wqe_fetch", "wqe_parse", "payload_dma", "packetize", "wire", "responder", "ack", "wire", "ack_rx", "cqe_write", "poll"}},
-		{[]string{"--batch", "4"}, 4, []string{"wqe_build", "wqe_parse", "payload_dma", "packetize", "wire", "responder", "ack", "wire", "ack_rx", "cqe_write", "poll"}},
-		{[]string{"--op", "read", "--size", "3000"}, 1, []string{"wqe_build", "wqe_parse", "packetize", "wire", "responder", "packetize", "wire", "read_scatter", "cqe_write", "poll"}},
+		{nil, 1, []string{"wqe_build", "bf_mmio", "bf_decode", "wqe_parse", "payload_dma", "packetize", "wire", "responder", "ack", "wire", "ack_rx", "cqe_build", "cqe_write", "poll"}, nil},
+		{[]string{"--no-bf"}, 1, []string{"wqe_build", "doorbell_mmio", "doorbell_decode", "wqe_fetch", "wqe_parse", "payload_dma", "packetize", "wire", "responder", "ack", "wire", "ack_rx", "cqe_write", "poll"}, nil},
+		{[]string{"--batch", "4"}, 4, []string{"wqe_build", "dbr_update", "doorbell_mmio", "wc_flush", "pcie_tlp", "doorbell_decode", "wqe_fetch", "wqe_parse", "payload_dma", "packetize", "wire", "responder", "ack", "wire", "ack_rx", "cqe_write", "poll"},
+			[]string{"dbr_update", "doorbell_mmio", "wc_flush", "pcie_tlp", "doorbell_decode", "wqe_fetch"}},
+		{[]string{"--op", "read", "--size", "3000"}, 1, []string{"wqe_build", "wqe_parse", "packetize", "wire", "responder", "payload_dma", "packetize", "wire", "packetize", "packetize", "wire", "read_scatter", "wire", "read_scatter", "read_scatter", "cqe_write", "poll"}, nil},
+		{[]string{"--op", "send", "--size", "3000"}, 1, []string{"wqe_build", "wqe_parse", "packetize", "wire", "responder", "rq_wqe_fetch", "responder", "responder", "ack", "cqe_write", "wire", "ack_rx", "cqe_write", "poll", "poll"}, nil},
+		// A lost WRITE MIDDLE packet: the NAK, the retransmitted packets
+		// and their wire and responder stages join the WQE's flow.
+		{[]string{"--faults", loss, "--size", "5000"}, 1, []string{"wqe_build", "packetize", "wire", "wire", "responder", "ack", "wire", "ack_rx",
+			"packetize", "wire", "responder", "ack", "wire", "ack_rx", "cqe_write", "poll"}, nil},
+		// A lost ACK: the packet sent again after the timeout is the same
+		// PSN, in the same flow, and so is the ACK of the duplicate.
+		{[]string{"--faults", lostACK}, 1, []string{"wqe_build", "packetize", "wire", "responder", "ack", "wire", "packetize", "wire", "ack", "wire", "ack_rx", "cqe_write", "poll"}, nil},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			flows := chromeFlows(t, tc.args...)
-			reach := 0
+			reach, builds := 0, 0
 			for f, st := range flows {
+				if !slices.Contains(st, "wqe_build") {
+					continue
+				}
+				builds++
+				require.Equal(t, "poll", st[len(st)-1], "flow %#x ends at its poll: %v", f, st)
 				j := 0
 				for _, s := range st {
 					if j < len(tc.stage) && s == tc.stage[j] {
@@ -363,12 +413,86 @@ func TestTraceChromeFlows(t *testing.T) {
 				if j == len(tc.stage) {
 					reach++
 				} else {
-					t.Logf("flow %d: %v", f, st)
+					t.Logf("flow %#x: %v (missing %s)", f, st, tc.stage[j])
+				}
+				for _, s := range tc.shared {
+					require.Contains(t, st, s, "flow %#x: the post list's %s", f, s)
 				}
 			}
+			require.Equal(t, tc.wqes, builds, "a flow per WQE")
 			require.Equal(t, tc.wqes, reach, "WQE flows from wqe_build to poll")
 		})
 	}
+}
+
+// TestTraceFlowsByPSN: in the walk JSON every stage of a packet carries its
+// PSN and a flow, with loss too; a packet sent again keeps its PSN and its
+// flow.
+func TestTraceFlowsByPSN(t *testing.T) {
+	loss := writePlan(t, "drop-middle.json", dropMiddle)
+	for _, args := range [][]string{nil, {"--batch", "4"}, {"--op", "read", "--size", "3000"}, {"--op", "send", "--size", "3000"}, {"--faults", loss, "--size", "5000"}} {
+		j := runTraceJSON(t, args...)
+		type key struct {
+			name string
+			node int
+			psn  uint32
+		}
+		flowOf := map[key]uint64{}
+		sent := 0
+		for _, s := range j.Stages {
+			switch s.Name {
+			case "packetize", "wire", "responder", "ack", "ack_rx":
+				require.NotNil(t, s.PSN, "%v: %s @%.3f has no PSN", args, s.Name, s.StartNS)
+				require.NotZero(t, s.Flow, "%v: %s PSN %d has no flow", args, s.Name, *s.PSN)
+				k := key{s.Name, s.Node, *s.PSN}
+				if f, ok := flowOf[k]; ok {
+					require.Equal(t, f, s.Flow, "%v: %s PSN %d sent again in another flow", args, s.Name, *s.PSN)
+					sent++
+				}
+				flowOf[k] = s.Flow
+			case "wqe_build", "poll", "doorbell_mmio", "wqe_parse":
+				require.Nil(t, s.PSN, "%v: %s", args, s.Name)
+			}
+		}
+		if len(args) > 0 && args[0] == "--faults" {
+			require.NotZero(t, sent, "the lost packet was sent again")
+		}
+	}
+}
+
+// update rewrites the golden files under testdata/:
+//
+//	go test ./cmd/softnic -run TestTraceChromeGolden -update
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+// TestTraceChromeGolden: the flows of `softnic trace --batch 4
+// --chrome-trace`, one line per flow and stage, against
+// testdata/chrome_flows_batch4.txt.
+func TestTraceChromeGolden(t *testing.T) {
+	flows := chromeTrace(t, "--batch", "4")
+	ids := make([]uint64, 0, len(flows))
+	for f := range flows {
+		ids = append(ids, f)
+	}
+	slices.Sort(ids)
+	var b strings.Builder
+	b.WriteString("# softnic trace --batch 4 --chrome-trace: per flow (args flow/flows), its slices in time order: node, name, ts (us).\n")
+	b.WriteString("# regenerate: go test ./cmd/softnic -run TestTraceChromeGolden -update\n")
+	for _, f := range ids {
+		fmt.Fprintf(&b, "flow %#x (WQE index %d)\n", f, f&0xffff)
+		for _, s := range flows[f] {
+			fmt.Fprintf(&b, "  nic%d %-16s %10.6f\n", s.Pid, s.Name, s.TS)
+		}
+	}
+	path := filepath.Join("testdata", "chrome_flows_batch4.txt")
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "missing golden file; run go test ./cmd/softnic -run TestTraceChromeGolden -update")
+	require.Equal(t, string(want), b.String(), "flows differ from %s; if intended, run go test ./cmd/softnic -run TestTraceChromeGolden -update", path)
 }
 
 // coverage: on the critical path every picosecond between the post and

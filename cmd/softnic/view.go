@@ -122,7 +122,7 @@ func htmlWalk(j traceJSON) trace.Walk {
 		k := seen[s.Name]
 		seen[s.Name]++
 		ws := trace.WalkStage{Name: s.Name, Component: s.Component, Node: s.Node, StartNS: s.StartNS, EndNS: s.EndNS,
-			Bytes: s.Bytes, TLPs: s.TLPs, QPN: s.QPN, Flow: s.Flow, Detail: s.Detail}
+			Bytes: s.Bytes, TLPs: s.TLPs, QPN: s.QPN, Flow: s.Flow, Flows: s.Flows, PSN: s.PSN, Detail: s.Detail}
 		switch s.Name {
 		case "wqe_build":
 			if i := wqeOf(s, k); i >= 0 && len(wqes[i]) >= mlx5.CtrlSegSize {

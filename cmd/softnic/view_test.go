@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,62 @@ func TestTraceHTML(t *testing.T) {
 	checkPage(t, page, j)
 	require.Equal(t, 3, strings.Count(page, "<td>WQE index "), "a row per WQE")
 	require.GreaterOrEqual(t, strings.Count(page, `<tr class="packet"`), 6, "a row per packet")
+}
+
+// TestTraceHTMLFlows: on a clean walk every stage belongs to a WQE (no
+// "not tied to one WQE" group), each packet row sits under its WQE with
+// the PSN of its stages, and a stage a post list shares counts in each
+// WQE's row.
+func TestTraceHTMLFlows(t *testing.T) {
+	row := regexp.MustCompile(`(?s)<tr class="(flowhead|packet)"[^>]*><td>([^<]*)</td><td class="num">([^<]*)</td>.*?<td>([^<]*)</td></tr>`)
+	for _, args := range [][]string{nil, {"--no-bf"}, {"--batch", "4"}, {"--op", "read", "--size", "3000"}, {"--op", "send", "--size", "3000"}} {
+		page, j := walkHTML(t, args...)
+		checkPage(t, page, j)
+		require.NotContains(t, page, "not tied to one WQE", "%v: stages without a WQE", args)
+		rows := row.FindAllStringSubmatch(page, -1)
+		require.NotEmpty(t, rows)
+		heads, packets := 0, 0
+		for _, r := range rows {
+			if r[1] == "flowhead" {
+				heads++
+				require.Contains(t, r[2], "WQE index ", "%v", args)
+				continue
+			}
+			require.Greater(t, heads, 0, "%v: packet row %q before any WQE", args, r[2])
+			packets++
+			_, err := strconv.Atoi(r[4])
+			require.NoError(t, err, "%v: packet row %q has PSN %q", args, r[2], r[4])
+		}
+		require.Equal(t, max(1, len(j.WQEs)), heads, "%v: a row per WQE", args)
+		require.Greater(t, packets, 0)
+		if len(args) == 2 && args[0] == "--batch" {
+			// Each WQE's row counts the shared doorbell stages.
+			var n []string
+			for _, r := range rows {
+				if r[1] == "flowhead" {
+					n = append(n, r[3])
+				}
+			}
+			shared := 0
+			for _, s := range j.Stages {
+				if len(s.Flows) > 0 {
+					shared++
+					require.Len(t, s.Flows, 3, "%s serves the other 3 WQEs", s.Name)
+				}
+			}
+			require.GreaterOrEqual(t, shared, 5, "dbr_update, doorbell_mmio, wc_flush, pcie_tlp, doorbell_decode, wqe_fetch")
+			own := map[uint64]int{}
+			for _, s := range j.Stages {
+				own[s.Flow]++
+				for _, f := range s.Flows {
+					own[f]++
+				}
+			}
+			for k, q := range j.WQEs {
+				require.Equal(t, strconv.Itoa(own[uint64(q.QPN)<<16|uint64(q.WQEIndex)]), n[k], "WQE %d's stages", k)
+			}
+		}
+	}
 }
 
 func TestViewCompare(t *testing.T) {
