@@ -160,21 +160,27 @@ func (r *Region) Alloc(size, align int) (uint64, error) {
 		if a+size > s.off+s.size {
 			continue
 		}
-		var rest []span
-		if a > s.off {
-			rest = append(rest, span{s.off, a - s.off})
-		}
-		if end := s.off + s.size; a+size < end {
-			rest = append(rest, span{a + size, end - a - size})
-		}
-		r.free = append(r.free[:i], append(rest, r.free[i+1:]...)...)
-		clear(r.mem[a : a+size])
-		addr := r.base + uint64(a)
-		r.used[addr] = size
-		r.inUse += size
-		return addr, nil
+		return r.carve(i, a, size), nil
 	}
 	return 0, fmt.Errorf("%w: %d bytes (align %d), %d of %d in use", ErrNoSpace, size, align, r.inUse, len(r.mem))
+}
+
+// carve takes [a, a+size) out of free span i, zeroes it and records it.
+func (r *Region) carve(i, a, size int) uint64 {
+	s := r.free[i]
+	var rest []span
+	if a > s.off {
+		rest = append(rest, span{s.off, a - s.off})
+	}
+	if end := s.off + s.size; a+size < end {
+		rest = append(rest, span{a + size, end - a - size})
+	}
+	r.free = append(r.free[:i], append(rest, r.free[i+1:]...)...)
+	clear(r.mem[a : a+size])
+	addr := r.base + uint64(a)
+	r.used[addr] = size
+	r.inUse += size
+	return addr
 }
 
 // AllocTop is Alloc from the highest free addresses: for memory a device
@@ -196,19 +202,7 @@ func (r *Region) AllocTop(size, align int) (uint64, error) {
 		if a < s.off {
 			continue
 		}
-		var rest []span
-		if a > s.off {
-			rest = append(rest, span{s.off, a - s.off})
-		}
-		if a+size < end {
-			rest = append(rest, span{a + size, end - a - size})
-		}
-		r.free = append(r.free[:i], append(rest, r.free[i+1:]...)...)
-		clear(r.mem[a : a+size])
-		addr := r.base + uint64(a)
-		r.used[addr] = size
-		r.inUse += size
-		return addr, nil
+		return r.carve(i, a, size), nil
 	}
 	return 0, fmt.Errorf("%w: %d bytes (align %d), %d of %d in use", ErrNoSpace, size, align, r.inUse, len(r.mem))
 }
