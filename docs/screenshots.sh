@@ -2,6 +2,7 @@
 # Regenerates the screenshots docs/teaching.md shows, with headless chromium:
 #   docs/walk-blueflame.png       softnic trace --html (BlueFlame WRITE 64 B)
 #   docs/compare-bf-doorbell.png  softnic view bf.json --compare db.json
+#   docs/walk-frame.png           the RoCEv2 frame of the WRITE, layer by layer
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -18,4 +19,5 @@ shot() { # out.png height url
 }
 shot docs/walk-blueflame.png 1100 "file://$tmp/bf.html#select=wqe_build"
 shot docs/compare-bf-doorbell.png 1500 "file://$tmp/cmp.html#select=wqe_fetch&w=1"
-echo "wrote docs/walk-blueflame.png docs/compare-bf-doorbell.png"
+shot docs/walk-frame.png 1400 "file://$tmp/bf.html#select=packetize"
+echo "wrote docs/walk-blueflame.png docs/compare-bf-doorbell.png docs/walk-frame.png"

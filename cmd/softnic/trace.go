@@ -17,6 +17,7 @@ import (
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/roce"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/testbed"
 	"github.com/softnic/softnic/trace"
@@ -57,6 +58,12 @@ type stageJSON struct {
 	// PSN is the BTH PSN of the packet the stage handles (packetize,
 	// wire, responder, ack, ack_rx).
 	PSN *uint32 `json:"psn,omitempty"`
+	// FrameHex is the RoCE frame a packetize, ack or wire stage built or
+	// sent, as the link tap captured it (matched by node and PSN).
+	FrameHex string `json:"frame_hex,omitempty"`
+	// TLPAddr is the address of the stage's (first) TLP: the BAR0 offset of
+	// an MMIO write, the host IOVA of a DMA.
+	TLPAddr *uint64 `json:"tlp_addr,omitempty"`
 }
 
 // wqeJSON describes one posted WQE in --json output.
@@ -114,6 +121,9 @@ type traceJSON struct {
 	Problems []string `json:"problems,omitempty"`
 	// CQEHex are the requester's CQEs, one per WQE.
 	CQEHex []string `json:"cqe_hex,omitempty"`
+	// DBRHex is the requester's doorbell record DBR[1] (the SQ send
+	// counter, big endian) after the post.
+	DBRHex string `json:"dbr_hex,omitempty"`
 }
 
 // recvJSON is one receive completion at the responder.
@@ -296,6 +306,14 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		}
 		w.Link.AddTap(func(t sim.Time, f []byte) { _ = pw.WriteFrame(t, f) })
 	}
+	// Every frame of the walk, for the stages that built or sent it.
+	var frames []capturedFrame
+	w.Link.AddTap(func(t sim.Time, f []byte) {
+		var p roce.Packet
+		if err := roce.ParseFrame(f, &p); err == nil || p.BTH != nil {
+			frames = append(frames, capturedFrame{src: p.SrcIP, psn: uint32(p.BTH.PSN()), frame: append([]byte(nil), f...)})
+		}
+	})
 	bufSize := slot*o.batch + 4096
 	var treq, trsp *traceEP
 	if spec.typ != provider.QPTypeRC || o.srq || o.events {
@@ -354,6 +372,10 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		wrs[i] = wr
 	}
 	first := req.QP.SQProducer()
+	// Where the post's MMIO goes: the current BlueFlame buffer of the bfreg.
+	sqInfo := req.QP.SQInfo()
+	mmioAddr := sqInfo.BFRegOffset + uint64(sqInfo.BFOffset)
+	cqRing := req.SendCQ.Info().RingAddr
 	// Stage times count from the post (an arm before it is negative).
 	t0 := w.Eng.Now()
 	if _, err := req.QP.PostSend(wrs); err != nil {
@@ -401,6 +423,8 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		return stageRank(events[i].Name) < stageRank(events[j].Name)
 	})
 	var stages, warns []stageJSON
+	taken := map[string]map[int]bool{}
+	nCQE := 0
 	for _, e := range events {
 		if e.Component == "dma" && (e.Name == "dma_read" || e.Name == "dma_write") {
 			continue // the DMA engine's own record of a transfer a named stage already shows
@@ -410,6 +434,28 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		if e.PSN >= 0 {
 			p := uint32(e.PSN)
 			s.PSN = &p
+			if (e.Name == "packetize" || e.Name == "ack" || e.Name == "wire") && e.Node >= 0 && e.Node < len(testbed.IPs) {
+				if f := frameFor(frames, taken, e.Name, testbed.IPs[e.Node], p); f != nil {
+					s.FrameHex = hex.EncodeToString(f)
+				}
+			}
+		}
+		if e.Node == 0 && e.Level != trace.Warn {
+			addr, ok := uint64(0), true
+			switch e.Name {
+			case "pcie_tlp":
+				addr = mmioAddr
+			case "wqe_fetch":
+				addr = sqInfo.Addr + uint64(first)%uint64(max(sqInfo.WQEBBs, 1))*64
+			case "cqe_write":
+				addr = cqRing + uint64(nCQE%max(req.SendCQ.Info().Entries, 1))*64
+				nCQE++
+			default:
+				ok = false
+			}
+			if ok {
+				s.TLPAddr = &addr
+			}
 		}
 		if e.Level == trace.Warn {
 			warns = append(warns, s)
@@ -490,6 +536,10 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 			Events: evs, Problems: problems}
 		for i := 0; i < o.batch; i++ {
 			out.CQEHex = append(out.CQEHex, hex.EncodeToString(req.SendCQ.CQE(uint32(i))))
+		}
+		var dbr [4]byte
+		if w.Hosts[0].Mem.Read(req.QP.SQInfo().DBRAddr+4*mlx5.DBRSend, dbr[:]) == nil {
+			out.DBRHex = hex.EncodeToString(dbr[:])
 		}
 		if o.html != "" {
 			if err := writeWalkHTML(o.html, stdout, out); err != nil || o.html == "-" {

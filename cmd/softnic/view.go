@@ -159,6 +159,51 @@ func htmlWalk(j traceJSON) trace.Walk {
 				ws.Hex = annotateCQE(cqes[k])
 				ws.HexNote = fmt.Sprintf("Requester CQE %d (same as trace --hexdump):", k)
 			}
+			if s.Name == "cqe_write" && s.TLPAddr != nil {
+				ws.Hex += fmt.Sprintf("\nPCIe MWr TLP header carrying it to host IOVA %#x, %s\n%s", *s.TLPAddr, tlpNote, annotateTLP(tlpMWr, *s.TLPAddr, mlx5.CQE64Size, 0))
+			}
+		case "dbr_update":
+			if b, err := hex.DecodeString(j.DBRHex); err == nil && len(b) == 4 && s.Node == 0 {
+				ws.Hex = annotateDBR(b)
+				ws.HexNote = "The doorbell record's send counter, DBR[1], as the provider left it in host memory (same as trace --hexdump):"
+			}
+		case "pcie_tlp":
+			if s.TLPAddr != nil && s.Node == 0 {
+				n, what := 8, "the 8-byte doorbell"
+				if j.Path == "blueflame" {
+					if i := wqeOf(s, k); i >= 0 {
+						n, what = (len(wqes[i])+63)/64*64, "the BlueFlame copy"
+					}
+				}
+				tlps := max(s.TLPs, 1)
+				per := (n + tlps - 1) / tlps
+				var b strings.Builder
+				for t := 0; t < tlps && t < 4; t++ {
+					a := *s.TLPAddr + uint64(t*per)
+					fmt.Fprintf(&b, "MWr %d of %d: %d bytes to BAR0+%#x\n%s", t+1, tlps, min(per, n-t*per), a, annotateTLP(tlpMWr, a, min(per, n-t*per), 0))
+				}
+				ws.Hex = b.String()
+				ws.HexNote = fmt.Sprintf("PCIe TLP header of %s (address: BAR0 offset of the bfreg buffer), %s", what, tlpNote)
+			}
+		case "payload_dma":
+			if i := wqeOf(s, k); i >= 0 && s.Node == 0 && j.Op != "read" && j.WQEs[i].Length > 0 {
+				q := j.WQEs[i]
+				ws.Hex = fmt.Sprintf("MRd (device → host), %d bytes at host IOVA %#x\n%s", q.Length, q.LAddr, annotateTLP(tlpMRd, q.LAddr, int(q.Length), 0)) +
+					fmt.Sprintf("CplD (host → device), first completion\n%s", annotateTLP(tlpCplD, q.LAddr, int(q.Length), 0))
+				ws.HexNote = "PCIe TLP headers of the payload read (address from the WQE's data segment), " + tlpNote
+			}
+		case "packetize", "ack", "wire":
+			if f, err := hex.DecodeString(s.FrameHex); err == nil && len(f) > 0 {
+				ws.Hex = annotateFrame(f)
+				ws.HexNote = fmt.Sprintf("The RoCEv2 frame (%d bytes, as the link tap captured it), layer by layer:", len(f))
+			}
+		}
+		if s.Name == "wqe_fetch" && s.TLPAddr != nil && s.Node == 0 && ws.Hex != "" {
+			n := 0
+			for _, q := range wqes {
+				n += (len(q) + 63) / 64 * 64
+			}
+			ws.Hex += fmt.Sprintf("\nPCIe MRd TLP header of the fetch, %d bytes at host IOVA %#x, %s\n%s", n, *s.TLPAddr, tlpNote, annotateTLP(tlpMRd, *s.TLPAddr, n, 0))
 		}
 		w.Stages = append(w.Stages, ws)
 	}

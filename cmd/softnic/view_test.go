@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"html"
 	"io"
 	"os"
@@ -66,6 +67,49 @@ func TestTraceHTML(t *testing.T) {
 	page, j := walkHTML(t)
 	checkPage(t, page, j)
 	require.Contains(t, page, "mlx5_bf_copy")
+	// The detail panel's bytes beyond WQE and CQE: the doorbell record, the
+	// implied TLP header, the frames layer by layer.
+	hexOf := func(name string, node int) []string {
+		var out []string
+		for _, m := range regexp.MustCompile(`(?s)<script type="application/json" class="stagedata"[^>]*>(.*?)</script>`).FindAllStringSubmatch(page, -1) {
+			var st []trace.WalkStage
+			require.NoError(t, json.Unmarshal([]byte(m[1]), &st))
+			for _, s := range st {
+				if s.Name == name && s.Node == node {
+					out = append(out, s.Hex)
+				}
+			}
+		}
+		require.NotEmpty(t, out, "%s on node %d", name, node)
+		return out
+	}
+	require.Contains(t, hexOf("dbr_update", 0)[0], "  DBR[1]  00000001  send counter = 1")
+	tlp := hexOf("pcie_tlp", 0)[0]
+	require.Regexp(t, `DW0  60000010  Fmt 011 Type 00000 = MWr .* Length 16 DW`, tlp)
+	require.Contains(t, tlp, "last BE 1111, first BE 1111")
+	require.Contains(t, hexOf("payload_dma", 0)[0], "MRd (4-DW header")
+	require.Contains(t, hexOf("cqe_write", 0)[0], "Fmt 011 Type 00000 = MWr")
+	var psn uint32
+	for _, s := range j.Stages {
+		if s.Name == "packetize" {
+			require.NotNil(t, s.PSN)
+			psn = *s.PSN
+			require.NotEmpty(t, s.FrameHex)
+		}
+	}
+	bth := fmt.Sprintf("AckReq 1, PSN %d", psn)
+	for _, h := range append(hexOf("packetize", 0), hexOf("wire", 0)...) {
+		require.Regexp(t, `BTH\n  \+02a  0a00ffff [0-9a-f ]+opcode RC_RDMA_WRITE_ONLY \(0x0a\).*`+bth, h)
+		for _, l := range []string{"Ethernet", "IPv4", "total length 124", "UDP", "dst port 4791", "RETH", "DMA length 64", "payload (64 bytes)", " …", "ICRC", "(ok)"} {
+			require.Contains(t, h, l)
+		}
+	}
+	ack := fmt.Sprintf("AckReq 0, PSN %d", psn)
+	for _, h := range append(hexOf("ack", 1), hexOf("wire", 1)...) {
+		require.Regexp(t, `opcode RC_ACKNOWLEDGE \(0x11\).*`+ack, h)
+		require.Contains(t, h, "AETH")
+		require.Contains(t, h, "syndrome ACK")
+	}
 	// A post list of multi-packet messages: a row per WQE and per packet.
 	page, j = walkHTML(t, "--batch", "3", "--size", "2048")
 	checkPage(t, page, j)
@@ -199,6 +243,15 @@ func TestHTMLChromium(t *testing.T) {
 			require.Contains(t, got, l, "hex panel differs from --hexdump")
 		}
 	}
+
+	dom = dump("file://" + bfHTML + "#select=packetize")
+	require.Contains(t, dom, `data-selected="0:`)
+	h = hexRe.FindStringSubmatch(dom)
+	require.NotNil(t, h)
+	got = html.UnescapeString(h[1])
+	require.Contains(t, got, "BTH")
+	require.Contains(t, got, "opcode RC_RDMA_WRITE_ONLY")
+	require.Contains(t, dom, `<ul id="jserrors"></ul>`)
 
 	dom = dump("file://" + cmpHTML + "#select=wqe_fetch&w=1")
 	m = status.FindStringSubmatch(dom)
