@@ -39,25 +39,10 @@ type traceOpts struct {
 	noCompare bool
 }
 
-// stageJSON is one line of the walk in --json output.
+// stageJSON is one line of the walk in --json output: the stage as the
+// HTML view reads it (trace.WalkStage) and the bytes it handled.
 type stageJSON struct {
-	Name      string  `json:"name"`
-	Component string  `json:"component"`
-	Node      int     `json:"node"`
-	StartNS   float64 `json:"start_ns"`
-	EndNS     float64 `json:"end_ns"`
-	Bytes     int     `json:"bytes"`
-	TLPs      int     `json:"tlps"`
-	Detail    string  `json:"detail,omitempty"`
-	// QPN and Flow (qpn<<16 | wqe index) tie a stage to its WQE.
-	QPN  uint32 `json:"qpn,omitempty"`
-	Flow uint64 `json:"flow,omitempty"`
-	// Flows are the other WQEs a shared stage serves (the doorbell of a
-	// post list, its TLPs, the WQE fetch).
-	Flows []uint64 `json:"flows,omitempty"`
-	// PSN is the BTH PSN of the packet the stage handles (packetize,
-	// wire, responder, ack, ack_rx).
-	PSN *uint32 `json:"psn,omitempty"`
+	trace.WalkStage
 	// FrameHex is the RoCE frame a packetize, ack or wire stage built or
 	// sent, as the link tap captured it (matched by node and PSN).
 	FrameHex string `json:"frame_hex,omitempty"`
@@ -429,8 +414,8 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		if e.Component == "dma" && (e.Name == "dma_read" || e.Name == "dma_write") {
 			continue // the DMA engine's own record of a transfer a named stage already shows
 		}
-		s := stageJSON{Name: e.Name, Component: e.Component, Node: e.Node, StartNS: e.Start.Sub(t0).NS(), EndNS: e.End.Sub(t0).NS(),
-			Bytes: e.Bytes, TLPs: e.TLPs, Detail: e.Detail, QPN: e.QPN, Flow: e.Flow, Flows: e.Flows}
+		s := stageJSON{WalkStage: trace.WalkStage{Name: e.Name, Component: e.Component, Node: e.Node, StartNS: e.Start.Sub(t0).NS(), EndNS: e.End.Sub(t0).NS(),
+			Bytes: e.Bytes, TLPs: e.TLPs, Detail: e.Detail, QPN: e.QPN, Flow: e.Flow, Flows: e.Flows}}
 		if e.PSN >= 0 {
 			p := uint32(e.PSN)
 			s.PSN = &p
