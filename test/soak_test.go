@@ -24,7 +24,7 @@ import (
 // byte, READs must return what the image held when they were posted, and
 // every atomic must run exactly once. Deterministic for a seed.
 //
-//	SOFTNIC_SOAK_MESSAGES=1000000 go test -run TestSoak -timeout 60m ./test
+//	SOFTNIC_SOAK_MESSAGES=1000000 SOFTNIC_SOAK_SEED=7 go test -run TestSoak -timeout 60m ./test
 //
 // SOFTNIC_SOAK_TRACE=1 records the run and logs the device warnings when it
 // fails.
@@ -85,7 +85,13 @@ func soakMessages(t *testing.T) int {
 
 func TestSoak(t *testing.T) {
 	total := soakMessages(t)
-	st, w := runSoak(t, 0x50a4, total)
+	seed := uint64(0x50a4)
+	if v := os.Getenv("SOFTNIC_SOAK_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 0, 64)
+		require.NoError(t, err, "SOFTNIC_SOAK_SEED")
+		seed = n
+	}
+	st, w := runSoak(t, seed, total)
 	t.Logf("soak: %d messages (%d bytes; SEND %d, WRITE %d, READ %d, CMP_SWAP %d, FETCH_ADD %d; %d post lists) in %v virtual",
 		st.msgs, st.bytes, st.byOp[provider.WRSend], st.byOp[provider.WRRDMAWrite], st.byOp[provider.WRRDMARead],
 		st.byOp[provider.WRAtomicCmpSwp], st.byOp[provider.WRAtomicFetchAdd], st.lists, w)
