@@ -186,8 +186,8 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 		se:       w.Ctrl.FMCESE&mlx5.SolicitedEvent != 0,
 		fence:    w.Ctrl.FMCESE&mlx5.FenceSmallAndFen != 0}
 	switch {
-	case q.state == mlx5.QPStateERR:
-		r.flushAll(t)
+	case q.state == mlx5.QPStateERR || q.state == mlx5.QPStateSQER:
+		r.flushAll(t) // posted to a queue in error: flushed
 		return
 	case w.State == wqefetch.StateInvalid:
 		d.warn(t, CtrWQEMalformed, "QP %#x WQE %d: %v", q.qpn, w.Index, w.Err)

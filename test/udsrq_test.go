@@ -104,6 +104,13 @@ func TestUDOversize(t *testing.T) {
 	require.Empty(t, ops)
 	require.Equal(t, provider.QPStateSQE, qpState(t, req.QP))
 	require.Equal(t, uint64(1), ctr(w, 0, device.CtrUDOversize))
+	// A send posted to the queue in error is flushed.
+	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 4, Opcode: provider.WRSend, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, 10)}, AH: req.AH, RemoteQPN: rsp.QP.QPN(), RemoteQKey: rsp.QKey}})
+	require.NoError(t, err)
+	fwc := waitOne(t, req.SendCQ)
+	require.Equal(t, provider.WCWRFlushErr, fwc.Status)
+	require.Equal(t, uint64(4), fwc.WRID)
 	// It still receives.
 	_, err = req.QP.PostRecv([]provider.RecvWR{{WRID: 2, SGL: []provider.SGE{req.MR.SGE(8192, 1000)}}})
 	require.NoError(t, err)
