@@ -9,6 +9,7 @@ package trace
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -101,6 +102,102 @@ func (f PcapFrame) VirtualTime() (sim.Time, bool) {
 type PcapReader struct {
 	pcap *pcapgo.Reader
 	ng   *pcapgo.NgReader
+	trk  *recordTracker
+}
+
+// ErrTruncated is returned (wrapped) when the capture ends in the middle of
+// a pcap record or a pcapng block: the file was cut, it is not complete.
+var ErrTruncated = errors.New("trace: capture truncated")
+
+// recordTracker follows the record (pcap) or block (pcapng) structure of
+// the bytes read through it, so that the end of the input can be told to
+// fall on a boundary or inside a record. pcapgo reports an input cut
+// inside a pcapng block, or right after a pcap record header, as a plain
+// io.EOF.
+type recordTracker struct {
+	r      io.Reader
+	ng     bool
+	big    bool     // byte order of the lengths (pcap: the file's; pcapng: the section's)
+	skip   uint64   // bytes left in the current record or block body
+	hdr    [16]byte // the header being read
+	hdrN   int
+	inHdr  bool // reading the classic file header
+	offset int64
+}
+
+func (t *recordTracker) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	t.feed(p[:n])
+	return n, err
+}
+
+func (t *recordTracker) feed(b []byte) {
+	t.offset += int64(len(b))
+	for len(b) > 0 {
+		if t.skip > 0 {
+			k := uint64(len(b))
+			if k > t.skip {
+				k = t.skip
+			}
+			t.skip -= k
+			b = b[k:]
+			continue
+		}
+		need := t.headerLen()
+		c := copy(t.hdr[t.hdrN:need], b)
+		t.hdrN += c
+		b = b[c:]
+		if t.hdrN == t.headerLen() { // an SHB's header grows once its type is known
+			t.endHeader()
+		}
+	}
+}
+
+// headerLen is how many bytes of the current header to collect.
+func (t *recordTracker) headerLen() int {
+	switch {
+	case t.inHdr:
+		return 4 // the rest of the file header is skipped by length
+	case !t.ng:
+		return 16 // ts_sec, ts_frac, incl_len, orig_len
+	case t.hdrN >= 4 && binary.BigEndian.Uint32(t.hdr[:4]) == pcapngMagic:
+		return 12 // type, total length, byte-order magic
+	}
+	return 8 // type, total length
+}
+
+func (t *recordTracker) order() binary.ByteOrder {
+	if t.big {
+		return binary.BigEndian
+	}
+	return binary.LittleEndian
+}
+
+func (t *recordTracker) endHeader() {
+	n := t.hdrN
+	t.hdrN = 0
+	switch {
+	case t.inHdr:
+		m := binary.BigEndian.Uint32(t.hdr[:4])
+		t.big = m == pcapMagicMicros || m == pcapMagicNanos
+		t.inHdr = false
+		t.skip = 20
+	case !t.ng:
+		t.skip = uint64(t.order().Uint32(t.hdr[8:12]))
+	default:
+		if binary.BigEndian.Uint32(t.hdr[:4]) == pcapngMagic {
+			t.big = binary.BigEndian.Uint32(t.hdr[8:12]) == 0x1a2b3c4d
+		}
+		if l := uint64(t.order().Uint32(t.hdr[4:8])); l > uint64(n) {
+			t.skip = l - uint64(n)
+		}
+	}
+}
+
+// atBoundary says whether the bytes read so far end on a record or block
+// boundary (after the file header for classic pcap).
+func (t *recordTracker) atBoundary() bool {
+	return t.skip == 0 && t.hdrN == 0 && !t.inHdr
 }
 
 // Magic numbers of the supported formats.
@@ -116,25 +213,28 @@ var ErrUnknownFormat = errors.New("trace: not a pcap or pcapng file")
 // NewPcapReader sniffs the format from the first four bytes and reads the
 // file header.
 func NewPcapReader(r io.Reader) (*PcapReader, error) {
-	br := bufio.NewReader(r)
-	magic, err := br.Peek(4)
-	if err != nil {
+	var magic [4]byte
+	if _, err := io.ReadFull(r, magic[:]); err != nil {
 		return nil, fmt.Errorf("trace: reading capture magic: %w", err)
 	}
-	be, le := binary.BigEndian.Uint32(magic), binary.LittleEndian.Uint32(magic)
+	be, le := binary.BigEndian.Uint32(magic[:]), binary.LittleEndian.Uint32(magic[:])
+	trk := &recordTracker{r: io.MultiReader(bytes.NewReader(magic[:]), r)}
+	br := bufio.NewReader(trk)
 	switch {
 	case be == pcapngMagic:
+		trk.ng = true
 		ng, err := pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
 		if err != nil {
 			return nil, fmt.Errorf("trace: pcapng: %w", err)
 		}
-		return &PcapReader{ng: ng}, nil
+		return &PcapReader{ng: ng, trk: trk}, nil
 	case be == pcapMagicMicros || le == pcapMagicMicros || be == pcapMagicNanos || le == pcapMagicNanos:
+		trk.inHdr = true
 		p, err := pcapgo.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("trace: pcap: %w", err)
 		}
-		return &PcapReader{pcap: p}, nil
+		return &PcapReader{pcap: p, trk: trk}, nil
 	}
 	return nil, ErrUnknownFormat
 }
@@ -168,8 +268,11 @@ func (r *PcapReader) ReadFrame() (PcapFrame, error) {
 		lt = r.pcap.LinkType()
 	}
 	if err != nil {
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) && r.trk.atBoundary() {
 			return PcapFrame{}, io.EOF
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return PcapFrame{}, fmt.Errorf("%w: the input ends inside a record or block, at byte %d", ErrTruncated, r.trk.offset)
 		}
 		return PcapFrame{}, fmt.Errorf("trace: reading capture: %w", err)
 	}

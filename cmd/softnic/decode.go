@@ -26,7 +26,10 @@ package main
 // Frames that are not RoCEv2 (not UDP port 4791, other EtherTypes or link
 // types) are skipped and counted. Exit status: 0 when every RoCEv2 frame
 // parsed with a good ICRC, 1 when any had a bad ICRC or was malformed, 2 on
-// usage or file errors.
+// usage or file errors. A capture that ends inside a record (pcap) or a
+// block (pcapng) is such an error: the frames before the cut are printed,
+// the summary ends in ", TRUNCATED" and an error line on stderr says where
+// the input stopped.
 
 import (
 	"encoding/binary"
@@ -97,6 +100,13 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 			break
 		}
 		if err != nil {
+			if errors.Is(err, trace.ErrTruncated) {
+				// What was read is shown, but the capture is not
+				// complete: say so and fail.
+				s.printSummary(*jsonOut, stdout, stderr, ", TRUNCATED")
+				fmt.Fprintf(stderr, "softnic decode: after frame %d: %v\n", s.frames, err)
+				return 2
+			}
 			fmt.Fprintln(stderr, "softnic decode:", err)
 			return 2
 		}
@@ -127,17 +137,23 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, frameText(s.frames, ts, &pkt))
 		}
 	}
-	sum := fmt.Sprintf("%d frames: %d roce (%d bad icrc, %d malformed), %d skipped",
-		s.frames, s.roce, s.badICRC, s.malformed, s.skipped)
-	if *jsonOut {
-		fmt.Fprintln(stderr, sum)
-	} else {
-		fmt.Fprintln(stdout, sum)
-	}
+	s.printSummary(*jsonOut, stdout, stderr, "")
 	if s.badICRC > 0 || s.malformed > 0 {
 		return 1
 	}
 	return 0
+}
+
+// printSummary prints the closing line: on stdout in text mode, on stderr
+// with --json.
+func (s decodeSummary) printSummary(jsonOut bool, stdout, stderr io.Writer, note string) {
+	sum := fmt.Sprintf("%d frames: %d roce (%d bad icrc, %d malformed), %d skipped%s",
+		s.frames, s.roce, s.badICRC, s.malformed, s.skipped, note)
+	if jsonOut {
+		fmt.Fprintln(stderr, sum)
+	} else {
+		fmt.Fprintln(stdout, sum)
+	}
 }
 
 // parseCaptured parses one captured frame by link type. ok is false when the

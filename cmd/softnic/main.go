@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"sort"
 )
 
@@ -39,11 +40,93 @@ func usage(w io.Writer) {
 	}
 }
 
+// errWriter passes writes through and keeps the first error; once a write
+// failed it drops the rest (a closed pipe or a full disk does not heal).
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		e.err = err
+	}
+	return n, err
+}
+
+// versionLine is what --version prints: the module version the binary was
+// built from, or "devel" and the VCS revision (with "-dirty" for a modified
+// tree) of a build from a checkout.
+func versionLine() string {
+	v := "devel"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "softnic " + v
+	}
+	if mv := bi.Main.Version; mv != "" && mv != "(devel)" {
+		return "softnic " + mv
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev != "" {
+		v += " " + rev
+		if dirty {
+			v += "-dirty"
+		}
+	}
+	return "softnic " + v
+}
+
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] != "-h" && args[0] != "--help" {
+		fmt.Fprintf(stderr, "softnic version: unexpected argument %q\n", args[0])
+		return 2
+	}
+	fmt.Fprintln(stdout, versionLine())
+	return 0
+}
+
+func init() {
+	register("version", "print the version of softnic (also: softnic --version)", runVersion)
+}
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run dispatches to the subcommand. Every write to stdout is checked: a
+// command whose output could not be written (stdout on a full disk, a
+// closed pipe) fails with status 1 even if it did its work.
 func run(args []string, stdout, stderr io.Writer) int {
+	out := &errWriter{w: stdout}
+	code := dispatch(args, out, stderr)
+	if out.err != nil {
+		fmt.Fprintln(stderr, "softnic: writing standard output:", out.err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version" || args[0] == "-V") {
+		return runVersion(nil, stdout, stderr)
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
 		if len(args) == 0 {

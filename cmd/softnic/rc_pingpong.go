@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,6 +36,45 @@ const ppMsgLen = len("0000:000000:000000:00000000000000000000000000000000") + 1
 
 // ppDone is what the client writes once it has the server's address.
 const ppDone = "done\x00"
+
+// ppRefused starts what a softnic server sends in place of its address
+// when it refuses the client: "ERR:" and a reason, NUL-terminated, always
+// shorter than the 52-byte address so that ibv_rc_pingpong as the client
+// sees a short read ("Couldn't read remote address") as it would for a
+// closed connection. ppRefusedGID is the reason for a client that sent no
+// RoCEv2 GID (it ran without -g, or with another GID index).
+const (
+	ppRefused    = "ERR:"
+	ppRefusedGID = "gid-index"
+)
+
+// errRefused is returned by a client whose server refused it.
+var errRefused = errors.New("the server refused the connection")
+
+// refusalMsg is the message for reason, cut to fit below ppMsgLen.
+func refusalMsg(reason string) []byte {
+	m := ppRefused + reason
+	if len(m) > ppMsgLen-2 {
+		m = m[:ppMsgLen-2]
+	}
+	return append([]byte(m), 0)
+}
+
+// readServerReply reads the server's 52-byte address, or its refusal.
+func readServerReply(c net.Conn, timeout time.Duration) ([]byte, error) {
+	b, err := readMsg(c, ppMsgLen, timeout)
+	if bytes.HasPrefix(b, []byte(ppRefused)) {
+		reason := string(b[len(ppRefused):])
+		if i := strings.IndexByte(reason, 0); i >= 0 {
+			reason = reason[:i]
+		}
+		if reason == ppRefusedGID {
+			return nil, fmt.Errorf("%w: GID index mismatch: the server runs with -g and this client sent no RoCEv2 GID: run both sides with -g 1", errRefused)
+		}
+		return nil, fmt.Errorf("%w: %s", errRefused, reason)
+	}
+	return b, err
+}
 
 const rcPingpongHelp = `usage:
   softnic rc_pingpong --wire SPEC --ip A.B.C.D [flags]           start a server and wait for connection
@@ -87,7 +127,7 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 	both("g", "gid-idx", func(n string) { fs.IntVar(&o.gidIdx, n, -1, "local port gid index (0 and 1: the IPv4-mapped GID)") })
 	both("o", "odp", func(n string) { fs.BoolVar(&o.odp, n, false, "use on demand paging (not supported)") })
 	both("t", "ts", func(n string) { fs.BoolVar(&o.ts, n, false, "get CQE with timestamp (not supported)") })
-	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up when the peer or a completion keeps us waiting this long (softnic only)")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up when the peer or a completion keeps us waiting this long; the server too when no client connects in this time (softnic only)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, rcPingpongHelp)
 		fs.PrintDefaults()
@@ -428,7 +468,10 @@ func (pp *pingpong) clientTry(addr string, my ppDest) (msg []byte, retry bool, e
 	if _, err := conn.Write(my.encode()); err != nil {
 		return nil, true, fmt.Errorf("couldn't send local address: %w", err)
 	}
-	msg, err = awaitIO(pp.rt, bg(func() ([]byte, error) { return readMsg(conn, ppMsgLen, t) }), 2*t, "the server's address")
+	msg, err = awaitIO(pp.rt, bg(func() ([]byte, error) { return readServerReply(conn, t) }), 2*t, "the server's address")
+	if errors.Is(err, errRefused) {
+		return nil, false, err
+	}
 	if err != nil {
 		// EOF before a single byte: nobody served the connection.
 		return nil, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET),
@@ -448,24 +491,36 @@ func (pp *pingpong) serverExchange(my ppDest) (ppDest, error) {
 	if err != nil {
 		return ppDest{}, fmt.Errorf("couldn't listen to port %d: %w", pp.o.port, err)
 	}
-	// The server waits for its client as long as it takes, like
-	// ibv_rc_pingpong.
-	conn, err := awaitIO(pp.rt, bg(ln.Accept), 0, "a client")
+	// Unlike ibv_rc_pingpong, which waits for ever, the server gives up
+	// when no client connects within --timeout.
+	t := pp.o.timeout
+	conn, err := awaitIO(pp.rt, bg(ln.Accept), t, "a client")
 	ln.Close()
+	if errors.Is(err, errTimeout) {
+		return ppDest{}, fmt.Errorf("no client connected to port %d within --timeout %v", pp.o.port, t)
+	}
 	if err != nil {
 		return ppDest{}, fmt.Errorf("accept() failed: %w", err)
 	}
 	defer conn.Close()
-	t := pp.o.timeout
 	msg, err := awaitIO(pp.rt, bg(func() ([]byte, error) { return readMsg(conn, ppMsgLen, t) }), 2*t, "the client's address")
 	if err != nil {
 		return ppDest{}, fmt.Errorf("couldn't read remote address: %w", err)
 	}
+	// A refusal tells the client why before the connection closes.
+	refuse := func(reason string) { _, _ = conn.Write(refusalMsg(reason)) }
 	rem, err := parsePPDest(msg)
 	if err != nil {
+		refuse("bad address message")
 		return ppDest{}, err
 	}
+	if _, ok := gidIPv4(rem.gid); !ok {
+		refuse(ppRefusedGID)
+		return ppDest{}, fmt.Errorf("couldn't connect to remote QP: the client's GID %v is not an IPv4-mapped RoCEv2 GID: run it with -g 1 (told the client)",
+			netip.AddrFrom16(rem.gid))
+	}
 	if err := pp.connect(my.psn, rem); err != nil {
+		refuse(err.Error())
 		return ppDest{}, fmt.Errorf("couldn't connect to remote QP: %w", err)
 	}
 	if _, err := conn.Write(my.encode()); err != nil {

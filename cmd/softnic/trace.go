@@ -170,8 +170,8 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.json, "json", false, "print the walk as one JSON object")
 	fs.BoolVar(&o.hex, "hexdump", false, "print each WQE and CQE, the doorbell record and the doorbell / BlueFlame bytes as annotated hex")
 	fs.BoolVar(&o.explain, "explain", false, "add one sentence per stage saying what happens in it")
-	fs.StringVar(&o.pcap, "pcap", "", "write every wire frame to this pcap file")
-	fs.StringVar(&o.chrome, "chrome-trace", "", "write Chrome trace JSON (opens in Perfetto) to this file")
+	fs.StringVar(&o.pcap, "pcap", "", "write every wire frame to this pcap file (- for stdout: the text table then goes to stderr)")
+	fs.StringVar(&o.chrome, "chrome-trace", "", "write Chrome trace JSON (opens in Perfetto) to this file (- for stdout: the text table then goes to stderr)")
 	fs.StringVar(&o.profile, "profile", "", "device profile JSON (default: built-in cx5-gen3x16)")
 	fs.StringVar(&o.faults, "faults", "", "fault plan JSON applied to the simulated wire (see softnic faults --explain)")
 	fs.BoolVar(&o.counters, "counters", false, "after the walk, print every non-zero counter of both devices and the wire")
@@ -202,7 +202,11 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softnic trace: unexpected argument %q\n", pos[0])
 		return 2
 	}
-	if err := doTrace(o, stdout); err != nil {
+	if err := checkStdoutOutputs(o); err != nil {
+		fmt.Fprintln(stderr, "softnic trace:", err)
+		return 2
+	}
+	if err := doTrace(o, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "softnic trace:", err)
 		return 1
 	}
@@ -230,7 +234,32 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func doTrace(o traceOpts, stdout io.Writer) error {
+// checkStdoutOutputs refuses two outputs on stdout at once: --pcap -,
+// --chrome-trace -, --html - and --json each want all of it.
+func checkStdoutOutputs(o traceOpts) error {
+	var on []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"--pcap -", o.pcap == "-"}, {"--chrome-trace -", o.chrome == "-"}, {"--html -", o.html == "-"}, {"--json", o.json}} {
+		if f.set {
+			on = append(on, f.name)
+		}
+	}
+	if len(on) > 1 {
+		return fmt.Errorf("%s all write to stdout: send all but one to a file", strings.Join(on, " and "))
+	}
+	return nil
+}
+
+// doTrace runs the walk. The human text (the table and what follows it)
+// goes to stdout, or to stderr when --pcap - or --chrome-trace - puts a
+// capture or a trace file there.
+func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
+	text := stdout
+	if o.pcap == "-" || o.chrome == "-" {
+		text = stderr
+	}
 	spec, ok := traceOps[o.op]
 	if !ok {
 		return fmt.Errorf("unknown --op %q (%s)", o.op, traceOpNames)
@@ -249,7 +278,6 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		return fmt.Errorf("--size %d: a UD SEND is one packet, at most the MTU (--mtu %d)", o.size, o.mtu)
 	}
 	cfg := testbed.DefaultConfig()
-	var err error
 	if o.profile != "" {
 		var b []byte
 		b, err = os.ReadFile(o.profile)
@@ -279,17 +307,37 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		return err
 	}
 	defer w.Close()
-	var pcapOut *os.File
+	// pcapErr is the first failure writing the capture: the walk goes on,
+	// the command fails at the end.
+	var pcapErr error
 	if o.pcap != "" {
-		if pcapOut, err = os.Create(o.pcap); err != nil {
-			return err
+		var pcapOut io.Writer = stdout
+		if o.pcap != "-" {
+			f, err := os.Create(o.pcap)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				if cerr := f.Close(); err == nil && cerr != nil {
+					err = cerr
+				}
+			}()
+			pcapOut = f
 		}
-		defer pcapOut.Close()
 		pw, err := trace.NewPcapWriter(pcapOut)
 		if err != nil {
 			return err
 		}
-		w.Link.AddTap(func(t sim.Time, f []byte) { _ = pw.WriteFrame(t, f) })
+		w.Link.AddTap(func(t sim.Time, f []byte) {
+			if pcapErr == nil {
+				pcapErr = pw.WriteFrame(t, f)
+			}
+		})
+		defer func() {
+			if err == nil && pcapErr != nil {
+				err = fmt.Errorf("writing the capture: %w", pcapErr)
+			}
+		}()
 	}
 	// Every frame of the walk, for the stages that built or sent it.
 	var frames []capturedFrame
@@ -377,8 +425,8 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 				// What went wrong is in the counters (a fault plan that
 				// outlasts the retries, say): show them anyway.
 				w.Settle(0)
-				fmt.Fprintln(stdout, "counters (non-zero):")
-				writeCounterLines(stdout, worldCounters(w))
+				fmt.Fprintln(text, "counters (non-zero):")
+				writeCounterLines(text, worldCounters(w))
 			}
 			return fmt.Errorf("WR %d completed with %v", wc.WRID, wc.Status)
 		}
@@ -464,20 +512,16 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		idx += uint16(mlx5.WQEBBs(int(mlx5.CtrlSeg(b).DS())))
 	}
 	if o.chrome != "" {
-		f, err := os.Create(o.chrome)
-		if err != nil {
-			return err
-		}
 		// Time zero is the post, as in the table.
 		cev := append([]trace.Event(nil), events...)
 		for i := range cev {
 			cev[i].Start, cev[i].End = sim.Time(cev[i].Start.Sub(t0)), sim.Time(cev[i].End.Sub(t0))
 		}
-		if err := trace.WriteChrome(f, cev); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
+		if o.chrome == "-" {
+			if err := trace.WriteChrome(stdout, cev); err != nil {
+				return err
+			}
+		} else if err := writeChromeFile(o.chrome, cev); err != nil {
 			return err
 		}
 	}
@@ -541,49 +585,49 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 	if pathWhy != "" {
 		pathDesc += " (" + pathWhy + ")"
 	}
-	fmt.Fprintf(stdout, "softnic trace: %s %d B x%d, %s, MTU %d, profile %s%s\n", strings.ToUpper(o.op), o.size, o.batch, pathDesc, o.mtu,
+	fmt.Fprintf(text, "softnic trace: %s %d B x%d, %s, MTU %d, profile %s%s\n", strings.ToUpper(o.op), o.size, o.batch, pathDesc, o.mtu,
 		cfg.Device.Name, traceVariant(spec, trsp, o.events))
 	if explained != "" {
-		fmt.Fprintf(stdout, "fault plan %s:\n", o.faults)
+		fmt.Fprintf(text, "fault plan %s:\n", o.faults)
 		for _, l := range strings.Split(strings.TrimRight(explained, "\n"), "\n") {
-			fmt.Fprintf(stdout, "  %s\n", l)
+			fmt.Fprintf(text, "  %s\n", l)
 		}
 	}
-	fmt.Fprintf(stdout, "%3s  %-14s %-9s %4s %12s %12s %10s %7s %5s\n", "#", "stage", "component", "node", "start_ns", "end_ns", "dur_ns", "bytes", "tlps")
+	fmt.Fprintf(text, "%3s  %-14s %-9s %4s %12s %12s %10s %7s %5s\n", "#", "stage", "component", "node", "start_ns", "end_ns", "dur_ns", "bytes", "tlps")
 	for i, s := range stages {
-		fmt.Fprintf(stdout, "%3d  %-14s %-9s %4d %12.3f %12.3f %10.3f %7d %5d\n", i+1, s.Name, s.Component, s.Node, s.StartNS, s.EndNS, s.EndNS-s.StartNS, s.Bytes, s.TLPs)
+		fmt.Fprintf(text, "%3d  %-14s %-9s %4d %12.3f %12.3f %10.3f %7d %5d\n", i+1, s.Name, s.Component, s.Node, s.StartNS, s.EndNS, s.EndNS-s.StartNS, s.Bytes, s.TLPs)
 		if o.explain {
 			if d, ok := trace.Stages[s.Name]; ok {
-				fmt.Fprintf(stdout, "     %s\n", d.Summary)
+				fmt.Fprintf(text, "     %s\n", d.Summary)
 			}
 		}
 	}
 	for _, s := range warns {
-		fmt.Fprintf(stdout, "WARN %s %s node %d @%.3f ns: %s\n", s.Component, s.Name, s.Node, s.StartNS, s.Detail)
+		fmt.Fprintf(text, "WARN %s %s node %d @%.3f ns: %s\n", s.Component, s.Name, s.Node, s.StartNS, s.Detail)
 	}
 	if spec.typ != provider.QPTypeRC || o.srq || o.events {
 		for _, r := range recvs {
-			fmt.Fprintf(stdout, "responder receive wr_id %d: %s %s byte_len %d", r.WRID, r.Status, r.Opcode, r.ByteLen)
+			fmt.Fprintf(text, "responder receive wr_id %d: %s %s byte_len %d", r.WRID, r.Status, r.Opcode, r.ByteLen)
 			if ud {
-				fmt.Fprintf(stdout, " (%d-byte GRH area + %d payload), src_qp %#06x, wc_flags %v, network header %s", grhArea, o.size, r.SrcQP, rwcsFlags(rwcs, r.WRID), r.NetworkHdr)
+				fmt.Fprintf(text, " (%d-byte GRH area + %d payload), src_qp %#06x, wc_flags %v, network header %s", grhArea, o.size, r.SrcQP, rwcsFlags(rwcs, r.WRID), r.NetworkHdr)
 			}
-			fmt.Fprintln(stdout)
+			fmt.Fprintln(text)
 		}
 		if grhHex != "" {
-			fmt.Fprintf(stdout, "receive buffer of wr_id %d (GRH area, then the payload):\n%s", rwcs[0].WRID, describeGRH(rsp.Buf.Bytes[:slot], o.size))
+			fmt.Fprintf(text, "receive buffer of wr_id %d (GRH area, then the payload):\n%s", rwcs[0].WRID, describeGRH(rsp.Buf.Bytes[:slot], o.size))
 		}
 	}
 	for _, p := range problems {
-		fmt.Fprintf(stdout, "PROBLEM %s\n", p)
+		fmt.Fprintf(text, "PROBLEM %s\n", p)
 	}
 	verdict := "data verified"
 	if !dataOK {
 		verdict = "DATA MISMATCH"
 	}
-	fmt.Fprintf(stdout, "total post → CQE: %.3f ns (%s, %d bytes)\n", total.NS(), verdict, n)
+	fmt.Fprintf(text, "total post → CQE: %.3f ns (%s, %d bytes)\n", total.NS(), verdict, n)
 	if !o.noCompare {
 		if l := comparePath(o, path, pathWhy, total); l != "" {
-			fmt.Fprintln(stdout, l)
+			fmt.Fprintln(text, l)
 		}
 	}
 	for _, e := range evs {
@@ -595,16 +639,16 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		if e.MSIXNS != nil {
 			walk += fmt.Sprintf(" → msix @%.3f ns", *e.MSIXNS)
 		}
-		fmt.Fprintf(stdout, "arm → event, node %d CQ %#x: %.3f ns (%s → event done @%.3f ns)\n",
+		fmt.Fprintf(text, "arm → event, node %d CQ %#x: %.3f ns (%s → event done @%.3f ns)\n",
 			e.Node, e.CQN, e.LatencyNS, walk, e.EventNS)
 	}
 	if o.hex {
 		for i, b := range wqes {
 			raw, _ := hex.DecodeString(b.WQEHex)
-			fmt.Fprintf(stdout, "\nWQE %d (wqe_index %d):\n%s", i, b.WQEIndex, annotateWQE(raw, ud))
+			fmt.Fprintf(text, "\nWQE %d (wqe_index %d):\n%s", i, b.WQEIndex, annotateWQE(raw, ud))
 		}
 		for i := 0; i < o.batch; i++ {
-			fmt.Fprintf(stdout, "\nrequester CQE %d:\n%s", i, annotateCQE(req.SendCQ.CQE(uint32(i))))
+			fmt.Fprintf(text, "\nrequester CQE %d:\n%s", i, annotateCQE(req.SendCQ.CQE(uint32(i))))
 		}
 		var last []byte
 		if len(wqes) > 0 {
@@ -612,11 +656,11 @@ func doTrace(o traceOpts, stdout io.Writer) error {
 		}
 		var dbr [4]byte
 		_ = w.Hosts[0].Mem.Read(req.QP.SQInfo().DBRAddr+4*mlx5.DBRSend, dbr[:])
-		fmt.Fprintf(stdout, "\n%s", annotateDoorbell(dbr, path, last))
+		fmt.Fprintf(text, "\n%s", annotateDoorbell(dbr, path, last))
 	}
 	if all != nil {
-		fmt.Fprintln(stdout, "\ncounters (non-zero):")
-		writeCounterLines(stdout, all)
+		fmt.Fprintln(text, "\ncounters (non-zero):")
+		writeCounterLines(text, all)
 	}
 	if !dataOK {
 		return errors.New("data mismatch between requester and responder buffers")
@@ -877,7 +921,7 @@ func comparePath(o traceOpts, path, why string, total sim.Duration) string {
 	alt.pcap, alt.chrome, alt.hex, alt.counters, alt.explain = "", "", false, false, false
 	alt.html = ""
 	var buf bytes.Buffer
-	if err := doTrace(alt, &buf); err != nil {
+	if err := doTrace(alt, &buf, io.Discard); err != nil {
 		return ""
 	}
 	var j traceJSON
@@ -921,6 +965,18 @@ func annotateDoorbell(dbr [4]byte, path string, wqe []byte) string {
 	}
 	fmt.Fprintf(&s, "doorbell (8 bytes to UAR+0x800):\n  %s  opcode %v wqe_index %d qpn %#x ds %d\n", hexLine(wqe[:8]), c.Opcode(), c.WQEIndex(), c.QPN(), c.DS())
 	return s.String()
+}
+
+func writeChromeFile(name string, cev []trace.Event) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := trace.WriteChrome(f, cev); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func plural(n int) string {

@@ -6,6 +6,7 @@ package main
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,6 +28,9 @@ func runView(args []string, stdout, stderr io.Writer) int {
 	outFile := fs.String("o", "-", "write the HTML to this file (- for stdout)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if len(pos) != 1 {

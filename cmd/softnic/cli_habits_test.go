@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTraceStdoutOutputs: --pcap - and --chrome-trace - write to stdout
+// and move the text to stderr; two outputs on stdout are refused.
+func TestTraceStdoutOutputs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		code    int
+		check   func(t *testing.T, stdout []byte)
+		errText string
+	}{
+		{"pcap to stdout", []string{"trace", "--pcap", "-"}, 0, func(t *testing.T, out []byte) {
+			r, err := pcapgo.NewReader(bytes.NewReader(out))
+			require.NoError(t, err, "stdout is a pcap file")
+			_, _, err = r.ReadPacketData()
+			require.NoError(t, err)
+		}, "total post → CQE"},
+		{"chrome trace to stdout", []string{"trace", "--chrome-trace", "-"}, 0, func(t *testing.T, out []byte) {
+			var v any
+			require.NoError(t, json.Unmarshal(out, &v), "stdout is JSON only")
+		}, "total post → CQE"},
+		{"pcap and json refused", []string{"trace", "--pcap", "-", "--json"}, 2, nil, "all write to stdout"},
+		{"chrome and html refused", []string{"trace", "--chrome-trace", "-", "--html", "-"}, 2, nil, "all write to stdout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			require.Equal(t, tc.code, run(tc.args, &stdout, &stderr), stderr.String())
+			require.Contains(t, stderr.String(), tc.errText)
+			if tc.check != nil {
+				require.NotContains(t, stdout.String(), "total post", "no text in the binary output")
+				tc.check(t, stdout.Bytes())
+			}
+		})
+	}
+}
+
+type failWriter struct{ after int }
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	if f.after <= 0 {
+		return 0, errors.New("no space left on device")
+	}
+	f.after--
+	return len(p), nil
+}
+
+// TestStdoutWriteErrors: a command whose stdout fails exits non-zero.
+func TestStdoutWriteErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		after int // writes that succeed first
+	}{
+		{"trace text", []string{"trace"}, 0},
+		{"trace text fails late", []string{"trace"}, 5},
+		{"trace json", []string{"trace", "--json"}, 0},
+		{"trace pcap to stdout", []string{"trace", "--pcap", "-"}, 1},
+		{"version", []string{"version"}, 0},
+		{"top-level help", []string{"--help"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			code := run(tc.args, &failWriter{after: tc.after}, &stderr)
+			require.NotEqual(t, 0, code)
+			require.Contains(t, stderr.String(), "no space left on device")
+		})
+	}
+}
+
+// TestStdoutDevFull runs the built binary with stdout on /dev/full.
+func TestStdoutDevFull(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("/dev/full is Linux")
+	}
+	bin := softnicBin(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"trace", []string{"trace"}},
+		{"trace json", []string{"trace", "--json"}},
+		{"trace pcap to stdout", []string{"trace", "--pcap", "-"}},
+		{"version", []string{"--version"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+			if err != nil {
+				t.Skip(err)
+			}
+			defer full.Close()
+			cmd := exec.Command(bin, tc.args...)
+			var stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = full, &stderr
+			err = cmd.Run()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, stderr.String())
+			require.NotEqual(t, 0, ee.ExitCode())
+			require.Contains(t, stderr.String(), "writing standard output")
+		})
+	}
+}
+
+// TestVersionAndHelp: --version and version print a line; every
+// subcommand's --help exits 0.
+func TestVersionAndHelp(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		version bool
+	}{
+		{"--version", []string{"--version"}, true},
+		{"version", []string{"version"}, true},
+		{"help", []string{"--help"}, false},
+		{"trace --help", []string{"trace", "--help"}, false},
+		{"decode --help", []string{"decode", "--help"}, false},
+		{"rdma --help", []string{"rdma", "--help"}, false},
+		{"rc_pingpong --help", []string{"rc_pingpong", "--help"}, false},
+		{"faults --help", []string{"faults", "--help"}, false},
+		{"view --help", []string{"view", "--help"}, false},
+		{"view -h", []string{"view", "-h"}, false},
+		{"version --help", []string{"version", "--help"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			require.Equal(t, 0, run(tc.args, &stdout, &stderr), stderr.String())
+			if tc.version {
+				require.Regexp(t, `^softnic (devel( [0-9a-f]+(-dirty)?)?|v\S+)\n$`, stdout.String())
+			}
+		})
+	}
+	for name := range commands {
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, 0, run([]string{name, "--help"}, &stdout, &stderr), "%s --help: %s", name, stderr.String())
+	}
+}
+
+// captureFiles writes the frames of one trace as pcap and as pcapng.
+func captureFiles(t *testing.T) (pcapFile, ngFile string) {
+	dir := t.TempDir()
+	pcapFile = filepath.Join(dir, "walk.pcap")
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, run([]string{"trace", "--size", "3000", "--pcap", pcapFile}, &stdout, &stderr), stderr.String())
+	f, err := os.Open(pcapFile)
+	require.NoError(t, err)
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	require.NoError(t, err)
+	var ng bytes.Buffer
+	w, err := pcapgo.NewNgWriter(&ng, layers.LinkTypeEthernet)
+	require.NoError(t, err)
+	n := 0
+	for {
+		data, ci, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		ci.InterfaceIndex = 0
+		require.NoError(t, w.WritePacket(gopacket.CaptureInfo{Timestamp: ci.Timestamp, CaptureLength: len(data), Length: ci.Length}, data))
+		n++
+	}
+	require.Greater(t, n, 2)
+	require.NoError(t, w.Flush())
+	ngFile = filepath.Join(dir, "walk.pcapng")
+	require.NoError(t, os.WriteFile(ngFile, ng.Bytes(), 0o644))
+	return pcapFile, ngFile
+}
+
+// TestDecodeTruncated: a capture cut inside a record or block is reported,
+// not decoded as complete.
+func TestDecodeTruncated(t *testing.T) {
+	pcapFile, ngFile := captureFiles(t)
+	pcapBytes, err := os.ReadFile(pcapFile)
+	require.NoError(t, err)
+	ngBytes, err := os.ReadFile(ngFile)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name      string
+		data      []byte
+		truncated bool
+	}{
+		{"pcap complete", pcapBytes, false},
+		{"pcap cut in a record's data", pcapBytes[:len(pcapBytes)-7], true},
+		{"pcap cut after the first record header", pcapBytes[:24+16], true},
+		{"pcap cut in a record header", pcapBytes[:24+9], true},
+		{"pcapng complete", ngBytes, false},
+		{"pcapng cut in the middle of a block", ngBytes[:len(ngBytes)/2+3], true},
+		{"pcapng cut in the last block's trailer", ngBytes[:len(ngBytes)-2], true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(dir, "c")
+			require.NoError(t, os.WriteFile(f, tc.data, 0o644))
+			var stdout, stderr bytes.Buffer
+			code := run([]string{"decode", f}, &stdout, &stderr)
+			if !tc.truncated {
+				require.Equal(t, 0, code, stderr.String())
+				require.NotContains(t, stdout.String(), "TRUNCATED")
+				return
+			}
+			require.NotEqual(t, 0, code)
+			require.Contains(t, stderr.String(), "capture truncated")
+			require.Contains(t, stdout.String(), "TRUNCATED")
+		})
+	}
+}
+
+// TestPingpongServerReply: the client reads the server's address, or the
+// reason the server refused it.
+func TestPingpongServerReply(t *testing.T) {
+	addr := ppDest{qpn: 0x11, psn: 0x22}.encode()
+	for _, tc := range []struct {
+		name    string
+		sent    []byte
+		refused string // "" when the reply is an address
+	}{
+		{"address", addr, ""},
+		{"gid index refusal", refusalMsg(ppRefusedGID), "GID index mismatch"},
+		{"other refusal", refusalMsg("failed to modify QP to RTR: no route"), "failed to modify QP to RTR"},
+		{"long refusal is cut", refusalMsg(string(bytes.Repeat([]byte("x"), 200))), "xxxx"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Less(t, len(tc.sent), ppMsgLen+1)
+			if tc.refused != "" {
+				require.Less(t, len(tc.sent), ppMsgLen, "ibv_rc_pingpong sees a short read")
+			}
+			a, b := net.Pipe()
+			go func() { a.Write(tc.sent); a.Close() }()
+			got, err := readServerReply(b, time.Second)
+			if tc.refused == "" {
+				require.NoError(t, err)
+				require.Equal(t, addr, got)
+				return
+			}
+			require.ErrorIs(t, err, errRefused)
+			require.ErrorContains(t, err, tc.refused)
+		})
+	}
+}
+
+// TestPingpongServerTimeoutAndRefusal runs the built binary: a server no
+// client reaches gives up after --timeout; a client without -g facing a
+// server with -g 1 is told why it was refused.
+func TestPingpongServerTimeoutAndRefusal(t *testing.T) {
+	bin := softnicBin(t)
+	for _, tc := range []struct {
+		name      string
+		client    bool
+		srvErr    string
+		clientErr string
+	}{
+		{"server timeout", false, "no client connected", ""},
+		{"gid index mismatch", true, "not an IPv4-mapped RoCEv2 GID", "GID index mismatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			pa, pb, tcp := freeUDPPort(t), freeUDPPort(t), freeTCPPort(t)
+			srv := exec.CommandContext(ctx, bin, "rc_pingpong", "-g", "1", "-p", strconv.Itoa(tcp), "--timeout", "1s",
+				"--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", pa, pb), "--ip", "192.0.2.1")
+			var srvErr bytes.Buffer
+			srv.Stderr = &srvErr
+			start := time.Now()
+			require.NoError(t, srv.Start())
+			var cliErr bytes.Buffer
+			var cliRun error
+			if tc.client {
+				cli := exec.CommandContext(ctx, bin, "rc_pingpong", "127.0.0.1", "-p", strconv.Itoa(tcp), "--timeout", "3s",
+					"--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", pb, pa), "--ip", "192.0.2.2")
+				cli.Stderr = &cliErr
+				cliRun = cli.Run()
+			}
+			err := srv.Wait()
+			require.Error(t, err, "server exits non-zero")
+			require.Less(t, time.Since(start), 15*time.Second)
+			require.Contains(t, srvErr.String(), tc.srvErr)
+			if tc.client {
+				require.Error(t, cliRun, "client exits non-zero")
+				require.Contains(t, cliErr.String(), tc.clientErr)
+			}
+		})
+	}
+}
