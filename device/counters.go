@@ -57,7 +57,7 @@ const (
 	CtrWQEUnsignaled     = "wqe_unsignaled"       // WQEs completed without a CQE
 	CtrWQEFlushed        = "wqe_flushed"          // send WQEs flushed
 	CtrQPToError         = "qp_to_error"          // QP state changes to ERR
-	CtrTxDropDestroyed   = "tx_drop_destroyed_qp" // frames of a destroyed QP not sent
+	CtrTxDropDestroyed   = "tx_drop_destroyed_qp" // frames built before their QP was destroyed or went to ERR/RESET: not sent
 	CtrTxNoPort          = "tx_no_port"
 	CtrPacketizeError    = "packetize_error"
 	CtrTxPackets         = "tx_packets"
@@ -114,8 +114,7 @@ const (
 	CtrRQReadError         = "rq_read_error"
 	CtrRQDBRReadError      = "rq_dbr_read_error"
 	CtrRQDBRBad            = "rq_dbr_bad"
-	CtrRQFlushedInErr      = "rq_flushed_in_error" // receives posted to a QP in ERR, flushed
-	CtrRxDropDestroyed     = "rx_drop_destroyed_qp"
+	CtrRQFlushedInErr      = "rq_flushed_in_error"    // receives posted to a QP in ERR, flushed
 	CtrRxResponseBadOpcode = "rx_response_bad_opcode" // a response of the wrong kind for its WQE: BAD_RESP
 
 	// softnic: UD, UC, SRQ.

@@ -82,12 +82,12 @@ func FuzzReceiveSequence(f *testing.F) {
 			if toReq {
 				dst, src = 0, 1
 			}
-			// The PSN the target expects next, offset by the fuzzer.
-			var base uint32 = 0x1000
+			// Near the PSN the target expects next: node 1's responder is
+			// 3 requests into node 0's sends, node 0's requester awaits
+			// answers from 0x1000 on.
+			base := uint32(0x1000 + 3)
 			if toReq {
 				base = 0x1000
-			} else {
-				base = 0x1000 + 3
 			}
 			psn := roce.PSN(base + uint32(int8(r[1])))
 			n := int(r[2]) + int(r[3]&1)<<8

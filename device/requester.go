@@ -156,9 +156,6 @@ func (r *requester) timeoutDur() sim.Duration {
 	return 4096 * sim.Nanosecond << r.q.timeout
 }
 
-// inFlight reports whether packets were sent that are not yet answered.
-func (r *requester) inFlight() bool { return r.count > 0 && (r.cur > 0 || r.curPkt > 0) }
-
 // WQEReady is called by the fetch engine for each decoded WQE, in ring
 // order (wqefetch.Sink).
 func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {

@@ -14,12 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// connectType is connect for another QP type (and options).
-func connectType(t *testing.T, o testbed.ConnOpts, rules ...fault.Rule) (*testbed.World, *testbed.Endpoint, *testbed.Endpoint) {
-	t.Helper()
-	return faulty(t, o, rules...)
-}
-
 // countOps counts the frames of each BTH opcode that start on the wire.
 func countOps(w *testbed.World) map[roce.Opcode]int {
 	m := map[roce.Opcode]int{}
@@ -40,7 +34,7 @@ func TestUDSend(t *testing.T) {
 	const mtu = 4096 // the port's active MTU on the default profile
 	for _, n := range []int{0, 1, mtu - 1, mtu} {
 		for _, op := range []provider.WROpcode{provider.WRSend, provider.WRSendImm} {
-			w, req, rsp := connectType(t, testbed.ConnOpts{Type: provider.QPTypeUD, BufSize: 16 << 10})
+			w, req, rsp := faulty(t, testbed.ConnOpts{Type: provider.QPTypeUD, BufSize: 16 << 10})
 			ops := countOps(w)
 			fill(req.Buf.Bytes[:n], byte(n))
 			_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 5, SGL: []provider.SGE{rsp.MR.SGE(0, mtu+40)}}})
@@ -94,7 +88,7 @@ func btoi(b bool) int {
 // LOC_LEN_ERR, nothing on the wire, the QP in SQE (its send queue in
 // error) and still receiving.
 func TestUDOversize(t *testing.T) {
-	w, req, rsp := connectType(t, testbed.ConnOpts{Type: provider.QPTypeUD, BufSize: 16 << 10})
+	w, req, rsp := faulty(t, testbed.ConnOpts{Type: provider.QPTypeUD, BufSize: 16 << 10})
 	ops := countOps(w)
 	_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, Flags: provider.SendSignaled,
 		SGL: []provider.SGE{req.MR.SGE(0, 4097)}, AH: req.AH, RemoteQPN: rsp.QP.QPN(), RemoteQKey: rsp.QKey}})
@@ -125,7 +119,7 @@ func TestUDOversize(t *testing.T) {
 // TestUDQKey: a SEND with the wrong Q_Key is dropped silently (counted);
 // a RemoteQKey with bit 31 set sends the QP's own Q_Key.
 func TestUDQKey(t *testing.T) {
-	w, req, rsp := connectType(t, testbed.ConnOpts{Type: provider.QPTypeUD})
+	w, req, rsp := faulty(t, testbed.ConnOpts{Type: provider.QPTypeUD})
 	_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{rsp.MR.SGE(0, 1024)}}})
 	require.NoError(t, err)
 	send := func(qkey uint32) {
@@ -147,7 +141,7 @@ func TestUDQKey(t *testing.T) {
 // TestUDManyDestinations: one UD QP sends to 8 UD QPs on the peer, one AH
 // each; every receiver gets its own message with the right src_qp.
 func TestUDManyDestinations(t *testing.T) {
-	w, req, _ := connectType(t, testbed.ConnOpts{Type: provider.QPTypeUD})
+	w, req, _ := faulty(t, testbed.ConnOpts{Type: provider.QPTypeUD})
 	h := w.Hosts[1]
 	pd, err := h.Ctx.AllocPD()
 	require.NoError(t, err)
@@ -207,7 +201,7 @@ func TestUCOperations(t *testing.T) {
 	const mtu = 1024
 	for _, op := range []provider.WROpcode{provider.WRSend, provider.WRRDMAWrite, provider.WRRDMAWriteImm} {
 		for _, n := range []int{0, 1, mtu - 1, mtu, 3*mtu + 5} {
-			w, req, rsp := connectType(t, testbed.ConnOpts{Type: provider.QPTypeUC, MTU: mtu})
+			w, req, rsp := faulty(t, testbed.ConnOpts{Type: provider.QPTypeUC, MTU: mtu})
 			ops := countOps(w)
 			fill(req.Buf.Bytes[:n], byte(n+1))
 			recv := op != provider.WRRDMAWrite
@@ -247,7 +241,7 @@ func TestUCLoss(t *testing.T) {
 		{"middle packet reordered", fault.Rule{Point: fault.WireTx, Action: fault.Reorder, Nth: 1, Match: fault.Match{Node: node(0), Opcode: opc(roce.OpUCSendMiddle)}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w, req, rsp := connectType(t, testbed.ConnOpts{Type: provider.QPTypeUC, MTU: 1024}, c.rule)
+			w, req, rsp := faulty(t, testbed.ConnOpts{Type: provider.QPTypeUC, MTU: 1024}, c.rule)
 			fill(req.Buf.Bytes[:8192], 0x3c)
 			_, err := rsp.QP.PostRecv([]provider.RecvWR{
 				{WRID: 1, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}},
