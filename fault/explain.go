@@ -98,7 +98,7 @@ func parseOpcodeName(s string) (uint8, bool) {
 }
 
 // pointNouns names one event at each point, for Explain.
-var pointNouns = [len(Points)]string{"frame", "frame", "TLP", "line", "read", "write", "doorbell", "CQE"}
+var pointNouns = [len(Points)]string{"frame", "frame", "TLP", "line", "read", "write", "doorbell", "CQE", "EQE", "port", "device"}
 
 // Explain describes the plan in words, one line per rule, e.g.
 //
@@ -115,12 +115,18 @@ func (p *Plan) Explain() string {
 	}
 	for i := range p.Rules {
 		fmt.Fprintf(&sb, "rule %d: %s\n", i, p.Rules[i].Explain())
+		if c := p.Rules[i].Consequence(); c != "" {
+			fmt.Fprintf(&sb, "        → %s\n", c)
+		}
 	}
 	return sb.String()
 }
 
 // Explain describes one rule in words (see Plan.Explain).
 func (r *Rule) Explain() string {
+	if r.Point.Timed() {
+		return r.explainTimed()
+	}
 	noun := "event"
 	if k := r.Point.index(); k >= 0 {
 		noun = pointNouns[k]
@@ -165,18 +171,37 @@ func (r *Rule) Explain() string {
 		lo, hi := psnBounds(m)
 		fmt.Fprintf(&sb, " with PSN %d..%d", lo, hi)
 	}
+	if m.WQE != nil {
+		fmt.Fprintf(&sb, " with wqe_index %d", *m.WQE)
+	}
+	if m.AddrFrom != nil || m.AddrTo != nil {
+		lo, hi := addrBounds(m)
+		fmt.Fprintf(&sb, " touching %#x..%#x", lo, hi)
+	}
+	if m.TLP != "" {
+		fmt.Fprintf(&sb, " of type %s", m.TLP)
+	}
+	if m.Target != "" {
+		fmt.Fprintf(&sb, " of a %s", targetWords[m.Target])
+	}
 	switch r.Action {
 	case Delay:
 		sb.WriteString(" by ")
 		sb.WriteString(formatDuration(r.Delay))
 	case Corrupt:
 		if r.Byte < 0 {
-			sb.WriteString(" (byte chosen at random)")
+			sb.WriteString(" (byte chosen at random")
 		} else {
-			fmt.Fprintf(&sb, " (byte %d, or a random one if the %s is shorter)", r.Byte, noun)
+			fmt.Fprintf(&sb, " (byte %d, or a random one if the %s is shorter", r.Byte, noun)
 		}
+		if r.Mask != 0 {
+			fmt.Fprintf(&sb, ", bits %#02x flipped", r.Mask)
+		}
+		sb.WriteString(")")
 	case Reorder:
 		sb.WriteString(" (held behind the next one)")
+	case Jump:
+		fmt.Fprintf(&sb, " (by %d WQEBBs)", max(r.Value, 1))
 	}
 	switch {
 	case r.Count == 0 || always || r.Nth != 0: // said above, or fires once anyway
@@ -217,4 +242,114 @@ func formatDuration(d sim.Duration) string {
 		}
 	}
 	return strconv.FormatInt(int64(d), 10) + "ps"
+}
+
+var targetWords = map[string]string{"data": "data buffer", "wqe": "WQE", "dbr": "doorbell record", "cqe": "CQE", "eqe": "EQE"}
+
+// explainTimed describes a port or device rule.
+func (r *Rule) explainTimed() string {
+	var sb strings.Builder
+	sb.WriteString(string(r.Point))
+	sb.WriteString(": ")
+	switch r.Action {
+	case Down:
+		fmt.Fprintf(&sb, "take the link down at %s", formatDuration(sim.Duration(r.At)))
+		if r.For > 0 {
+			fmt.Fprintf(&sb, " for %s", formatDuration(r.For))
+		}
+	case Fatal:
+		fmt.Fprintf(&sb, "firmware fatal error (health syndrome %#x) at %s", healthSynd(r.Value), formatDuration(sim.Duration(r.At)))
+	case LinkLoss:
+		fmt.Fprintf(&sb, "lose the PCIe link at %s", formatDuration(sim.Duration(r.At)))
+	default:
+		fmt.Fprintf(&sb, "%s at %s", r.Action, formatDuration(sim.Duration(r.At)))
+	}
+	if m := &r.Match; m.Node != nil {
+		fmt.Fprintf(&sb, " on node %d", *m.Node)
+	}
+	return sb.String()
+}
+
+// Consequence says what the device does when the rule fires (empty for the
+// wire, where the frame's fate is the whole story).
+func (r *Rule) Consequence() string { return consequence(r.Point, r.Action) }
+
+// healthSynd is a fatal rule's health syndrome (default 0x8, unrecoverable
+// HW error).
+func healthSynd(v uint64) uint64 {
+	if v == 0 {
+		return 0x8
+	}
+	return v
+}
+
+// HealthSyndrome is the health-buffer syndrome a fatal rule's Value
+// names (default 0x8).
+func HealthSyndrome(v uint64) uint8 { return uint8(healthSynd(v)) }
+
+// consequence is what the device does when a rule of action a fires at p
+// (docs/faults.md has the table with its sources).
+func consequence(p Point, a Action) string {
+	switch p {
+	case Doorbell:
+		switch a {
+		case Drop:
+			return "the SQ stalls silently until a later doorbell's counter covers the WQE"
+		case Stale:
+			return "the device sees an older counter and ignores it (the SQ stalls like a lost doorbell)"
+		case Jump:
+			return "the device fetches WQEBBs nobody wrote; the control segment fails validation: syndrome 0x02, QP to ERR, flush"
+		case Early:
+			return "the doorbell overtakes the doorbell record (checked mode reports R1; profile switch Faults.DoorbellReadsRecord decides whether the device waits)"
+		case Duplicate, Reorder:
+			return "the device ignores the doorbell that announces nothing new"
+		}
+	case WCBuffer:
+		switch a {
+		case Tear, Drop, Reorder:
+			return "the BlueFlame WQE does not arrive whole and in order: the device falls back to the doorbell and fetches the WQE from memory"
+		case Delay:
+			return "the line stays in the WC buffer as if unflushed, and leaves by eviction or drain"
+		}
+	case DMARead, DMAWrite:
+		switch a {
+		case Delay:
+			return "a latency spike, nothing else"
+		case Corrupt:
+			return "the bytes are changed in flight, undetected"
+		default:
+			return "data: requester error CQE 0x04/0x51 or responder NAK; wqe: 0x04/0x51 on the QP; dbr: QP or CQ error; cqe: CQ error (CQ_ERR)"
+		}
+	case PCIeTLP:
+		switch a {
+		case UR:
+			return "an MMIO read completes with UR and reads all ones"
+		case Drop:
+			return "a posted MMIO write is lost"
+		}
+	case CQ:
+		switch a {
+		case Drop:
+			return "the CQE is lost (its wr_id never completes)"
+		case Delay:
+			return "the CQE lands later"
+		case Overrun:
+			return "CQ error: EQE 0x04, IBV_EVENT_CQ_ERR, QPs to ERR (not with overrun-ignore)"
+		}
+	case EQ:
+		switch a {
+		case Drop:
+			return "the EQE is lost"
+		case Overrun:
+			return "async EQ: device fatal (health syndrome 0xc); completion EQ: frozen, no more interrupts"
+		}
+	case Port:
+		return "PORT_ERR; RC requesters retry and report RETRY_EXC_ERR (0x15/0x81) unless the link is back in time (PORT_ACTIVE)"
+	case Dev:
+		if a == LinkLoss {
+			return "BAR0 reads all ones; the driver sees fw_ver 0xffffffff and enters the error state (device fatal)"
+		}
+		return "health syndrome in BAR0, health counter frozen, commands fail, IBV_EVENT_DEVICE_FATAL, outstanding work flushed (vendor_err 5)"
+	}
+	return ""
 }

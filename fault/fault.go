@@ -28,10 +28,13 @@ const (
 	DMAWrite Point = "dma.write" // the device writes host memory
 	Doorbell Point = "doorbell"  // a doorbell or BlueFlame store reaches the UAR
 	CQ       Point = "cq"        // the device writes a CQE
+	EQ       Point = "eq"        // the device writes an EQE
+	Port     Point = "port"      // the Ethernet port (timed rules: at_ps)
+	Dev      Point = "device"    // the device as a whole (timed rules: at_ps)
 )
 
 // Points lists every hook point in a fixed order.
-var Points = [...]Point{WireTx, WireRx, PCIeTLP, WCBuffer, DMARead, DMAWrite, Doorbell, CQ}
+var Points = [...]Point{WireTx, WireRx, PCIeTLP, WCBuffer, DMARead, DMAWrite, Doorbell, CQ, EQ, Port, Dev}
 
 // index returns the position of p in Points, or -1.
 func (p Point) index() int {
@@ -52,6 +55,12 @@ func (p Point) index() int {
 		return 6
 	case CQ:
 		return 7
+	case EQ:
+		return 8
+	case Port:
+		return 9
+	case Dev:
+		return 10
 	}
 	return -1
 }
@@ -77,10 +86,53 @@ const (
 	Delay                   // deliver the event Decision.Delay later
 	Reorder                 // hold the event and release it after the next one
 	Tear                    // split the event (e.g. a torn 64-byte WC line)
+
+	// Point-specific actions (see pointActions for where each applies).
+	Timeout  // dma.*: the completion never comes (completion timeout)
+	Abort    // dma.*: completer abort
+	UR       // dma.*, pcie.tlp (MRd): unsupported request
+	Poison   // dma.*: a poisoned TLP (EP bit set)
+	IOMMU    // dma.*: IOMMU translation fault
+	Stale    // doorbell: the previous doorbell's counter arrives instead
+	Jump     // doorbell: the counter jumps Value WQEBBs (default 1) past the WQEs written
+	Early    // doorbell: it reaches the device before the doorbell record is visible
+	Overrun  // cq, eq: the queue overruns now
+	Down     // port: the link goes down at at_ps (back up after for_ps, if set)
+	Fatal    // device: firmware fatal error at at_ps (health syndrome Value, default 0x8)
+	LinkLoss // device: the PCIe link is lost at at_ps (BAR0 reads all ones)
 	numActions
 )
 
-var actionNames = [numActions]string{"none", "drop", "corrupt", "duplicate", "delay", "reorder", "tear"}
+var actionNames = [numActions]string{"none", "drop", "corrupt", "duplicate", "delay", "reorder", "tear",
+	"timeout", "abort", "ur", "poison", "iommu", "stale", "jump", "early", "overrun", "down", "fatal", "link_loss"}
+
+// pointActions is the set of actions each point's owner implements, as a
+// bit mask of 1<<Action; a plan naming another is refused.
+var pointActions = func() (m [len(Points)]uint32) {
+	bits := func(as ...Action) (v uint32) {
+		for _, a := range as {
+			v |= 1 << a
+		}
+		return v
+	}
+	generic := bits(Drop, Corrupt, Duplicate, Delay, Reorder)
+	m[0] = generic // wire.tx
+	m[1] = generic // wire.rx
+	m[2] = bits(Drop, Corrupt, Duplicate, Delay, UR)
+	m[3] = bits(Drop, Corrupt, Duplicate, Delay, Reorder, Tear)
+	m[4] = bits(Corrupt, Delay, Timeout, Abort, UR, Poison, IOMMU)
+	m[5] = bits(Corrupt, Delay, Timeout, Abort, UR, Poison, IOMMU)
+	m[6] = bits(Drop, Corrupt, Duplicate, Delay, Reorder, Stale, Jump, Early)
+	m[7] = bits(Drop, Corrupt, Delay, Overrun)
+	m[8] = bits(Drop, Delay, Overrun)
+	m[9] = bits(Down)
+	m[10] = bits(Fatal, LinkLoss)
+	return m
+}()
+
+// Timed reports whether rules at p fire at a virtual time (at_ps) rather
+// than on events.
+func (p Point) Timed() bool { return p == Port || p == Dev }
 
 // String returns the action's lower-case name, as used in JSON.
 func (a Action) String() string {
@@ -119,6 +171,49 @@ type Event struct {
 	QPN    uint32 // the event's QP; 0 if unknown. On the wire: the frame's BTH DestQP
 	Opcode int16  // the BTH opcode (0..0xff) of a RoCE frame, or Unknown
 	PSN    int32  // the BTH PSN (0..0xffffff) of a RoCE frame, or Unknown
+	WQE    int32  // the wqe_index (doorbell, BlueFlame line, CQE wqe_counter, WQE fetch), or Unknown
+	Addr   uint64 // dma.*: host IOVA; pcie.tlp, wc.buffer: BAR0 offset
+	Len    uint32 // bytes at Addr; 0: no address known (an address match never matches)
+	Kind   Kind   // pcie.tlp: the TLP type; dma.*: what the access is for; 0 unknown
+}
+
+// Kind is a TLP type (pcie.tlp) or the target of a DMA access (dma.*).
+type Kind uint8
+
+// Kinds.
+const (
+	KindNone Kind = iota
+	KindMWr       // pcie.tlp: a posted MMIO write from the host
+	KindMRd       // pcie.tlp: an MMIO read from the host
+	KindData      // dma.*: payload (gather, scatter, READ response, atomic)
+	KindWQE       // dma.read: a send WQE fetch, or a receive WQE read
+	KindDBR       // dma.*: a doorbell record
+	KindCQE       // dma.write: a CQE
+	KindEQE       // dma.write: an EQE
+	numKinds
+)
+
+var kindNames = [numKinds]string{"", "MWr", "MRd", "data", "wqe", "dbr", "cqe", "eqe"}
+
+// String is the kind's name as used in JSON.
+func (k Kind) String() string {
+	if k < numKinds {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+func parseKind(s string, tlp bool) (Kind, bool) {
+	lo, hi := KindData, numKinds
+	if tlp {
+		lo, hi = KindMWr, KindData
+	}
+	for k := lo; k < hi; k++ {
+		if strings.EqualFold(kindNames[k], s) {
+			return k, true
+		}
+	}
+	return 0, false
 }
 
 // Unknown is the Opcode and PSN of an Event that has none (a TLP, a non-RoCE
@@ -127,7 +222,7 @@ const Unknown = -1
 
 // NewEvent is an Event of node and qpn with no opcode and no PSN.
 func NewEvent(node int, qpn uint32) Event {
-	return Event{Node: node, QPN: qpn, Opcode: Unknown, PSN: Unknown}
+	return Event{Node: node, QPN: qpn, Opcode: Unknown, PSN: Unknown, WQE: Unknown}
 }
 
 // MaxPSN is the largest 24-bit packet sequence number.
@@ -152,6 +247,19 @@ type Match struct {
 	// be omitted (0 and MaxPSN). No 24-bit wrap: from <= to. Not with PSN.
 	PSNFrom *uint32 `json:"psn_from,omitempty"`
 	PSNTo   *uint32 `json:"psn_to,omitempty"`
+	// WQE is a wqe_index (doorbell, wc.buffer, cq: the CQE's wqe_counter,
+	// dma.read with target wqe: the first WQEBB fetched).
+	WQE *uint16 `json:"wqe,omitempty"`
+	// AddrFrom and AddrTo bound an address range, inclusive: an event
+	// matches when its bytes overlap it (dma.*: host IOVA; pcie.tlp and
+	// wc.buffer: BAR0 offset). Either may be omitted.
+	AddrFrom *uint64 `json:"addr_from,omitempty"`
+	AddrTo   *uint64 `json:"addr_to,omitempty"`
+	// TLP is a TLP type, "MWr" or "MRd" (pcie.tlp).
+	TLP string `json:"tlp,omitempty"`
+	// Target is what a DMA access is for: "data", "wqe", "dbr", "cqe",
+	// "eqe" (dma.read, dma.write).
+	Target string `json:"target,omitempty"`
 }
 
 // UnmarshalJSON decodes a match, accepting numbers, number strings and
@@ -165,8 +273,13 @@ func (m *Match) UnmarshalJSON(b []byte) error {
 		QPN     *flexNum `json:"qpn"`
 		Opcode  *flexNum `json:"opcode"`
 		PSN     *flexNum `json:"psn"`
-		PSNFrom *flexNum `json:"psn_from"`
-		PSNTo   *flexNum `json:"psn_to"`
+		PSNFrom  *flexNum `json:"psn_from"`
+		PSNTo    *flexNum `json:"psn_to"`
+		WQE      *flexNum `json:"wqe"`
+		AddrFrom *flexNum `json:"addr_from"`
+		AddrTo   *flexNum `json:"addr_to"`
+		TLP      string   `json:"tlp"`
+		Target   string   `json:"target"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -200,6 +313,44 @@ func (m *Match) UnmarshalJSON(b []byte) error {
 	}
 	if out.PSNTo, err = u32("psn_to", v.PSNTo, MaxPSN); err != nil {
 		return err
+	}
+	if v.WQE != nil {
+		w, err := u32("wqe", v.WQE, 0xFFFF)
+		if err != nil {
+			return err
+		}
+		x := uint16(*w)
+		out.WQE = &x
+	}
+	u64 := func(name string, f *flexNum) (*uint64, error) {
+		if f == nil {
+			return nil, nil
+		}
+		if f.op {
+			return nil, fmt.Errorf("match.%s: %q is not a number", name, f.name)
+		}
+		x := f.n
+		return &x, nil
+	}
+	if out.AddrFrom, err = u64("addr_from", v.AddrFrom); err != nil {
+		return err
+	}
+	if out.AddrTo, err = u64("addr_to", v.AddrTo); err != nil {
+		return err
+	}
+	if v.TLP != "" {
+		k, ok := parseKind(v.TLP, true)
+		if !ok {
+			return fmt.Errorf("match.tlp %q: want MWr or MRd", v.TLP)
+		}
+		out.TLP = k.String()
+	}
+	if v.Target != "" {
+		k, ok := parseKind(v.Target, false)
+		if !ok {
+			return fmt.Errorf("match.target %q: want data, wqe, dbr, cqe or eqe", v.Target)
+		}
+		out.Target = k.String()
 	}
 	if f := v.Opcode; f != nil {
 		if f.n > 0xFF {
@@ -263,16 +414,22 @@ const (
 	mQPN
 	mOpcode
 	mPSN
+	mWQE
+	mAddr
+	mKind
 )
 
 // matcher is a Match compiled for Decide: no pointers to chase and no
 // aliasing with the caller's Plan.
 type matcher struct {
-	flags        uint8
-	opcode       uint8
-	qpn          uint32
-	node         int
-	psnLo, psnHi int32
+	flags          uint8
+	opcode         uint8
+	kind           Kind
+	wqe            int32
+	qpn            uint32
+	node           int
+	psnLo, psnHi   int32
+	addrLo, addrHi uint64
 }
 
 func compile(m *Match) matcher {
@@ -300,6 +457,30 @@ func compile(m *Match) matcher {
 		lo, hi := psnBounds(m)
 		c.psnLo, c.psnHi = clamp(lo), clamp(hi)
 	}
+	if m.WQE != nil {
+		c.flags |= mWQE
+		c.wqe = int32(*m.WQE)
+	}
+	if m.AddrFrom != nil || m.AddrTo != nil {
+		c.flags |= mAddr
+		c.addrLo, c.addrHi = 0, ^uint64(0)
+		if m.AddrFrom != nil {
+			c.addrLo = *m.AddrFrom
+		}
+		if m.AddrTo != nil {
+			c.addrHi = *m.AddrTo
+		}
+	}
+	if m.TLP != "" || m.Target != "" {
+		c.flags |= mKind
+		if k, ok := parseKind(m.TLP, true); ok && m.TLP != "" {
+			c.kind = k
+		} else if k, ok := parseKind(m.Target, false); ok {
+			c.kind = k
+		} else {
+			c.kind = numKinds // matches nothing
+		}
+	}
 	return c
 }
 
@@ -318,6 +499,15 @@ func (c *matcher) matches(ev *Event) bool {
 	}
 	if c.flags&mPSN != 0 && (ev.PSN < c.psnLo || ev.PSN > c.psnHi) {
 		return false // psnLo >= 0, so also Unknown
+	}
+	if c.flags&mWQE != 0 && ev.WQE != c.wqe {
+		return false
+	}
+	if c.flags&mAddr != 0 && (ev.Len == 0 || ev.Addr > c.addrHi || ev.Addr+uint64(ev.Len)-1 < c.addrLo) {
+		return false
+	}
+	if c.flags&mKind != 0 && ev.Kind != c.kind {
+		return false
 	}
 	return true
 }
@@ -343,6 +533,27 @@ func (m *Match) validate(pt Point) error {
 		return fmt.Errorf("match.psn_from %d > psn_to %d (no 24-bit wrap)", *m.PSNFrom, *m.PSNTo)
 	case m.packetMatch() && !pt.framePoint():
 		return fmt.Errorf("match.opcode and match.psn apply to frames (%s, %s), not %s", WireTx, WireRx, pt)
+	case m.WQE != nil && pt != Doorbell && pt != WCBuffer && pt != CQ && pt != DMARead:
+		return fmt.Errorf("match.wqe applies to %s, %s, %s and %s, not %s", Doorbell, WCBuffer, CQ, DMARead, pt)
+	case (m.AddrFrom != nil || m.AddrTo != nil) && pt != DMARead && pt != DMAWrite && pt != PCIeTLP && pt != WCBuffer:
+		return fmt.Errorf("match.addr_from/addr_to apply to %s, %s, %s and %s, not %s", DMARead, DMAWrite, PCIeTLP, WCBuffer, pt)
+	case m.AddrFrom != nil && m.AddrTo != nil && *m.AddrFrom > *m.AddrTo:
+		return fmt.Errorf("match.addr_from %#x > addr_to %#x", *m.AddrFrom, *m.AddrTo)
+	case m.TLP != "" && pt != PCIeTLP:
+		return fmt.Errorf("match.tlp applies to %s, not %s", PCIeTLP, pt)
+	case m.Target != "" && pt != DMARead && pt != DMAWrite:
+		return fmt.Errorf("match.target applies to %s and %s, not %s", DMARead, DMAWrite, pt)
+	case m.TLP != "":
+		if _, ok := parseKind(m.TLP, true); !ok {
+			return fmt.Errorf("match.tlp %q: want MWr or MRd", m.TLP)
+		}
+	case m.Target != "":
+		if _, ok := parseKind(m.Target, false); !ok {
+			return fmt.Errorf("match.target %q: want data, wqe, dbr, cqe or eqe", m.Target)
+		}
+	}
+	if pt.Timed() && (m.QPN != nil || m.WQE != nil) {
+		return fmt.Errorf("%s rules are timed: only match.node applies", pt)
 	}
 	return nil
 }
@@ -367,8 +578,18 @@ type Rule struct {
 	// Byte is the offset of the byte to corrupt; -1 (the JSON default)
 	// lets the hook choose one from Decision.Rand. Note that a Rule built
 	// in Go has Byte 0 unless set.
-	Byte  int   `json:"byte"`
-	Match Match `json:"match,omitzero"`
+	Byte int `json:"byte"`
+	// Mask is the XOR mask Corrupt applies to the byte (0: a random
+	// non-zero one).
+	Mask uint8 `json:"mask,omitempty"`
+	// At is when a timed rule (port, device) fires, in virtual time.
+	At sim.Time `json:"at_ps,omitempty"`
+	// For is how long a port stays down (0: until the end of the run).
+	For sim.Duration `json:"for_ps,omitempty"`
+	// Value is the action's argument: jump, the WQEBBs the counter jumps
+	// (default 1); fatal, the health syndrome (default 0x8).
+	Value uint64 `json:"value,omitempty"`
+	Match Match  `json:"match,omitzero"`
 }
 
 // UnmarshalJSON decodes a rule, defaulting Byte to -1 (random) and
@@ -422,7 +643,41 @@ func (r *Rule) String() string {
 		lo, hi := psnBounds(m)
 		fmt.Fprintf(&sb, " psn=%d..%d", lo, hi)
 	}
+	if m.WQE != nil {
+		fmt.Fprintf(&sb, " wqe=%d", *m.WQE)
+	}
+	if m.AddrFrom != nil || m.AddrTo != nil {
+		lo, hi := addrBounds(m)
+		fmt.Fprintf(&sb, " addr=%#x..%#x", lo, hi)
+	}
+	if m.TLP != "" {
+		fmt.Fprintf(&sb, " tlp=%s", m.TLP)
+	}
+	if m.Target != "" {
+		fmt.Fprintf(&sb, " target=%s", m.Target)
+	}
+	if r.Point.Timed() {
+		fmt.Fprintf(&sb, " at=%dps", int64(r.At))
+		if r.For != 0 {
+			fmt.Fprintf(&sb, " for=%dps", int64(r.For))
+		}
+	}
+	if r.Value != 0 {
+		fmt.Fprintf(&sb, " value=%#x", r.Value)
+	}
 	return sb.String()
+}
+
+// addrBounds is the inclusive address range of m's addr_from/addr_to.
+func addrBounds(m *Match) (lo, hi uint64) {
+	lo, hi = 0, ^uint64(0)
+	if m.AddrFrom != nil {
+		lo = *m.AddrFrom
+	}
+	if m.AddrTo != nil {
+		hi = *m.AddrTo
+	}
+	return lo, hi
 }
 
 // psnBounds is the inclusive PSN range of m's psn_from/psn_to.
@@ -519,6 +774,22 @@ func (r *Rule) validate() error {
 		return fmt.Errorf("unknown point %q", r.Point)
 	case r.Action == None || r.Action >= numActions:
 		return errors.New("action must be one of " + strings.Join(actionNames[1:], ", "))
+	case pointActions[r.Point.index()]&(1<<r.Action) == 0:
+		return fmt.Errorf("%s does not take action %s (it takes %s)", r.Point, r.Action, strings.Join(ActionsAt(r.Point), ", "))
+	case r.Point.Timed() && (r.Nth != 0 || r.Every != 0 || r.Prob != 0 || r.Count != 0):
+		return fmt.Errorf("%s rules fire once at at_ps: no nth, every, prob or count", r.Point)
+	case !r.Point.Timed() && (r.At != 0 || r.For != 0):
+		return fmt.Errorf("at_ps and for_ps apply to the timed points (%s, %s)", Port, Dev)
+	case r.At < 0 || r.For < 0:
+		return errors.New("negative at_ps or for_ps")
+	case r.For != 0 && r.Action != Down:
+		return errors.New("for_ps applies to a port down")
+	case r.Value != 0 && r.Action != Jump && r.Action != Fatal:
+		return fmt.Errorf("value set on a %s action (it is for jump and fatal)", r.Action)
+	case r.Action == Jump && r.Value > 0xFFFF, r.Action == Fatal && r.Value > 0xFF:
+		return fmt.Errorf("value %#x out of range for %s", r.Value, r.Action)
+	case r.Mask != 0 && r.Action != Corrupt:
+		return fmt.Errorf("mask set on a %s action", r.Action)
 	case r.Nth != 0 && r.Every != 0, r.Nth != 0 && r.Prob != 0, r.Every != 0 && r.Prob != 0:
 		return errors.New("set at most one of nth, every, prob")
 	case math.IsNaN(r.Prob) || r.Prob < 0 || r.Prob > 1:
@@ -541,6 +812,8 @@ type Decision struct {
 	Byte   int          // for Corrupt: the rule's offset, -1 = choose from Rand
 	Rand   uint64       // random bits from the point's stream, for the hook's choices
 	Rule   int          // index of the rule that fired (meaningless for None)
+	Value  uint64       // the rule's Value (jump, fatal)
+	XOR    uint8        // the rule's Mask (0: use Mask())
 }
 
 // Offset picks the byte to corrupt in a buffer of n bytes: the rule's Byte
@@ -562,6 +835,9 @@ func (d Decision) Offset(lo, n int) int {
 // Mask is a non-zero XOR mask, from Rand, for corrupting one byte: applying
 // it always changes the byte.
 func (d Decision) Mask() byte {
+	if d.XOR != 0 {
+		return d.XOR
+	}
 	m := byte(d.Rand >> 56)
 	if m == 0 {
 		m = 0xFF
@@ -671,7 +947,7 @@ func (in *Injector) Decide(pt Point, ev Event) Decision {
 			continue
 		}
 		rs.fired++
-		d = Decision{Action: r.Action, Delay: r.Delay, Byte: r.Byte, Rule: ri}
+		d = Decision{Action: r.Action, Delay: r.Delay, Byte: r.Byte, Rule: ri, Value: r.Value, XOR: r.Mask}
 	}
 	if d.Action != None {
 		d.Rand = ps.rng.Uint64()
@@ -701,4 +977,68 @@ func (in *Injector) Fired() []Stat {
 		s[i] = Stat{Rule: i, Desc: rs.rule.String(), Matched: rs.matched, Fired: rs.fired}
 	}
 	return s
+}
+
+// ActionsAt lists the actions point p takes, in Action order.
+func ActionsAt(p Point) []string {
+	k := p.index()
+	if k < 0 {
+		return nil
+	}
+	var out []string
+	for a := Drop; a < numActions; a++ {
+		if pointActions[k]&(1<<a) != 0 {
+			out = append(out, a.String())
+		}
+	}
+	return out
+}
+
+// Scheduled is a timed rule (port, device) as its owner schedules it.
+type Scheduled struct {
+	Rule   int
+	Point  Point
+	Action Action
+	Node   int // -1: every node
+	At     sim.Time
+	For    sim.Duration
+	Value  uint64
+}
+
+// Scheduled lists the timed rules, in plan order. The owner of the point
+// schedules each on its engine and calls MarkFired when it fires.
+func (in *Injector) Scheduled() []Scheduled {
+	if in == nil {
+		return nil
+	}
+	var out []Scheduled
+	for i := range in.rules {
+		r := &in.rules[i].rule
+		if !r.Point.Timed() {
+			continue
+		}
+		s := Scheduled{Rule: i, Point: r.Point, Action: r.Action, Node: -1, At: r.At, For: r.For, Value: r.Value}
+		if r.Match.Node != nil {
+			s.Node = *r.Match.Node
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// MarkFired counts one firing of timed rule i (see Scheduled).
+func (in *Injector) MarkFired(i int) {
+	if in == nil || i < 0 || i >= len(in.rules) {
+		return
+	}
+	in.rules[i].matched++
+	in.rules[i].fired++
+}
+
+// RuleString describes rule i of the injector's plan (for trace warnings).
+func (in *Injector) RuleString(i int) string {
+	if in == nil || i < 0 || i >= len(in.rules) {
+		return ""
+	}
+	return in.rules[i].rule.String()
 }
