@@ -81,6 +81,8 @@ type BAR0 struct {
 	wcSeq  uint64
 	posts  []post // NumUARs × 8, CPU-side view of each BF buffer / doorbell slot
 	active []int  // indexes of posts with stores not yet fenced
+
+	fx faultState // fault injection, device fatal, BF observer (faults.go)
 }
 
 // New returns BAR0 for cfg, attached to link, delivering to h, in the
@@ -182,7 +184,11 @@ func (m *mwr) Fire(now sim.Time) {
 
 // emit sends one MWr of p at BAR0 offset off now and schedules its arrival.
 func (b *BAR0) emit(now sim.Time, off uint64, p []byte) {
+	if !b.fx.bypass && (b.fx.in != nil || b.fx.linkLost) && b.emitFault(now, off, p) {
+		return
+	}
 	arrive, s := b.link.HostWrite(now, off, len(p))
+	arrive = arrive.Add(b.fx.extra)
 	m := b.pool
 	if m == nil {
 		m = &mwr{b: b}
@@ -263,6 +269,7 @@ func (b *BAR0) Load32(off uint64) uint32 {
 	} else {
 		v = bits.ReverseBytes32(b.dispatch(arrive, off, 4, nil))
 	}
+	v = b.loadFault(arrive, off, v)
 	b.eng.RunUntil(done)
 	return v
 }
@@ -366,6 +373,9 @@ func (b *BAR0) flushWC(now sim.Time, reason string) {
 // its first store to its emission; Detail says why it left (full, fence,
 // evict, drain, uc).
 func (b *BAR0) emitLine(now sim.Time, l *wcLine, reason string) {
+	if b.fx.in != nil && b.wcFault(now, l, reason) {
+		return
+	}
 	for m := l.mask; m != 0; {
 		start := bits.TrailingZeros64(m)
 		run := bits.TrailingZeros64(^(m >> uint(start)))
@@ -381,6 +391,9 @@ func (b *BAR0) emitLine(now sim.Time, l *wcLine, reason string) {
 			Bytes: bits.OnesCount64(l.mask), QPN: qpn, Flow: flow, PSN: trace.NoPSN, Detail: reason})
 	}
 	l.active = false
+	if len(b.fx.pend) > 0 {
+		b.releaseReordered(now)
+	}
 }
 
 // ---- CPU-side posts (trace stages bf_mmio / doorbell_mmio) ----

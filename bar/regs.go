@@ -243,7 +243,7 @@ func readHealth(b *BAR0, a *Acc) uint32 {
 		v := b.cfg.FWRev
 		return uint32(v.Major&0xff)<<24 | uint32(v.Minor&0xff)<<16 | uint32(v.Sub)
 	}
-	return 0
+	return b.healthWord(a.Rel, 0)
 }
 
 func (b *BAR0) ticks(t sim.Time) uint64 {
@@ -258,6 +258,9 @@ func readTimerH(b *BAR0, a *Acc) uint32 { return uint32(b.ticks(a.T) >> 32) }
 func readTimerL(b *BAR0, a *Acc) uint32 { return uint32(b.ticks(a.T)) }
 
 func readHealthCounter(b *BAR0, a *Acc) uint32 {
+	if b.fx.fatal {
+		return b.fx.frozen // FW is dead: the heartbeat stops
+	}
 	if b.cfg.HealthTick <= 0 {
 		return 0
 	}
@@ -310,6 +313,9 @@ func writeBF(b *BAR0, a *Acc) {
 		return
 	}
 	idx := int(a.UAR-b.cfg.FirstUAR)*bufsPerUAR + 2*k + buf
+	if b.fx.obs != nil {
+		b.fx.obs.BFWrite(a.T, a.UAR, k, buf, rel, a.Data)
+	}
 	b.bf[idx].write(a.T, a.UAR, k, rel, a.Data)
 }
 
@@ -325,6 +331,8 @@ type bfAsm struct {
 	first   sim.Time
 	uar     uint32
 	bfreg   int
+	next    uint64 // where the next line must start: lines ascend from the base
+	unorder bool   // a line arrived out of order (faults.go)
 	buf     [256]byte
 }
 
@@ -355,7 +363,12 @@ func (s *bfAsm) write(t sim.Time, uar uint32, bfreg int, rel uint64, data []byte
 	start := !s.pending
 	if start {
 		s.pending, s.mask, s.first, s.uar, s.bfreg = true, 0, t, uar, bfreg
+		s.next, s.unorder = 0, false
 	}
+	if rel != s.next {
+		s.unorder = true
+	}
+	s.next = rel + uint64(len(data))
 	copy(s.buf[rel:], data)
 	s.mask |= dwordMask(rel, len(data))
 	if s.mask&3 == 3 { // the first 8 bytes (opmod_idx_opcode, qpn_ds) are in
@@ -370,6 +383,15 @@ func (s *bfAsm) write(t sim.Time, uar uint32, bfreg int, rel uint64, data []byte
 		}
 		if want := dwordMask(0, need); s.mask&want == want {
 			s.pending = false
+			if s.unorder {
+				// Lines that did not arrive in ascending order are not
+				// used: the device rings the doorbell and fetches the WQE
+				// (faults.md §2.4, inferred from the kernel's WC test).
+				b.ctr.Inc(CtrBfOutOfOrder)
+				b.rec.Warnf(b.node, t, "bar", CtrBfOutOfOrder, "UAR %d bfreg %d: BlueFlame lines arrived out of order; falling back to a doorbell", uar, bfreg)
+				b.doorbell(t, uar, bfreg, s.buf[:8])
+				return
+			}
 			b.ctr.Inc(CtrBarBlueflame)
 			b.h.BlueFlame(t, uar, bfreg, s.buf[:need])
 			return

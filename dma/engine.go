@@ -3,6 +3,7 @@ package dma
 import (
 	"errors"
 	"github.com/softnic/softnic/env"
+	"github.com/softnic/softnic/fault"
 
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/pcie"
@@ -47,6 +48,10 @@ type Engine struct {
 	flow uint64
 
 	landings *landing // free list of deferred writes
+
+	faults *fault.Injector // fault.DMARead / fault.DMAWrite (faults.go)
+	target fault.Kind      // what the next access is for (SetTarget)
+	dead   bool            // every access fails (Dead)
 }
 
 // New returns an engine on link and mem in the environment ev (ev.Rec may
@@ -142,6 +147,13 @@ func (e *Engine) Read(at sim.Time, addr uint64, dst []byte) (done sim.Time, s pc
 		e.rangeError(at, "read", err)
 		return at, s, err
 	}
+	var extra sim.Duration
+	if e.faults != nil || e.dead || e.target != 0 {
+		if extra, err = e.inject(fault.DMARead, at, addr, dst); err != nil {
+			clear(dst)
+			return failTime(at, err), s, err
+		}
+	}
 	if len(dst) == 0 {
 		return at, s, nil
 	}
@@ -151,6 +163,7 @@ func (e *Engine) Read(at sim.Time, addr uint64, dst []byte) (done sim.Time, s pc
 		e.rec.Stage(e.node, "dma", "dma_tag_wait", at, start, 0, 0, e.qpn, e.flow)
 	}
 	done, s = e.link.DeviceRead(start, addr, len(dst))
+	done = done.Add(extra)
 	e.release(done)
 	e.ctr.Inc(CtrDmaReads)
 	e.ctr.Add(CtrDmaReadBytes, uint64(len(dst)))
@@ -166,12 +179,22 @@ func (e *Engine) Read(at sim.Time, addr uint64, dst []byte) (done sim.Time, s pc
 // doorbell record) must not let the host see it before done: use
 // WriteVisible, or write at done from its own scheduled event.
 func (e *Engine) Write(at sim.Time, addr uint64, src []byte) (done sim.Time, s pcie.Stats, err error) {
+	var extra sim.Duration
+	if e.faults != nil || e.dead || e.target != 0 {
+		if extra, err = e.writeFault(at, addr, src); err != nil {
+			return at, s, err
+		}
+		if extra < 0 { // corrupted: landed by writeFault
+			done, s = e.timeWrite(at, addr, len(src))
+			return done, s, nil
+		}
+	}
 	if err = e.mem.Write(addr, src); err != nil {
 		e.rangeError(at, "write", err)
 		return at, s, err
 	}
 	done, s = e.timeWrite(at, addr, len(src))
-	return done, s, nil
+	return done.Add(extra), s, nil
 }
 
 func (e *Engine) timeWrite(at sim.Time, addr uint64, n int) (sim.Time, pcie.Stats) {
@@ -213,8 +236,15 @@ func (e *Engine) TimeWrite(at sim.Time, addr uint64, n int) (done sim.Time, s pc
 		e.rangeError(at, "write", err)
 		return at, s, err
 	}
+	var extra sim.Duration
+	if e.faults != nil || e.dead || e.target != 0 {
+		var scratch [64]byte // the caller lands the bytes: corruption is its business
+		if extra, err = e.inject(fault.DMAWrite, at, addr, scratch[:min(n, 64)]); err != nil {
+			return at, s, err
+		}
+	}
 	done, s = e.timeWrite(at, addr, n)
-	return done, s, nil
+	return done.Add(extra), s, nil
 }
 
 // WriteVisible is Write whose bytes land in shm only at done, scheduled on
@@ -227,7 +257,19 @@ func (e *Engine) WriteVisible(at sim.Time, addr uint64, src []byte) (done sim.Ti
 		e.rangeError(at, "write", err)
 		return at, s, err
 	}
+	var extra sim.Duration
+	var corrupt []byte
+	if e.faults == nil && !e.dead {
+		e.target = fault.KindData
+	} else {
+		corrupt = append([]byte(nil), src...)
+		if extra, err = e.inject(fault.DMAWrite, at, addr, corrupt); err != nil {
+			return at, s, err
+		}
+		src = corrupt
+	}
 	done, s = e.timeWrite(at, addr, len(src))
+	done = done.Add(extra)
 	l := e.landings
 	if l == nil {
 		l = &landing{e: e}

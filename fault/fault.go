@@ -1042,3 +1042,23 @@ func (in *Injector) RuleString(i int) string {
 	}
 	return in.rules[i].rule.String()
 }
+
+var counterNames = func() (m [len(Points)][numActions]string) {
+	for k, p := range Points {
+		for a := Drop; a < numActions; a++ {
+			m[k][a] = "fault_" + strings.ReplaceAll(string(p), ".", "_") + "_" + a.String()
+		}
+	}
+	return m
+}()
+
+// CounterName is the counter a component increments each time a rule of
+// action a fires at point p, e.g. "fault_doorbell_drop" (built once: no
+// allocation).
+func CounterName(p Point, a Action) string {
+	k := p.index()
+	if k < 0 || a >= numActions {
+		return "fault_unknown"
+	}
+	return counterNames[k][a]
+}
