@@ -2,6 +2,10 @@ package device
 
 import (
 	"encoding/binary"
+	"errors"
+
+	"github.com/softnic/softnic/dma"
+	"github.com/softnic/softnic/fault"
 
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/sim"
@@ -15,6 +19,7 @@ type cq struct {
 	pi       uint32        // producer index
 	ci       uint32        // last consumer index read from the doorbell record
 	err      bool          // overrun: in error, writes no more CQEs
+	oi       bool          // overrun ignore (cqc.oi): a full CQ is written over
 	inflight []*cqeLanding // CQEs written but not yet landed, in order
 
 	// Notification (control_cq.go, mlx5.md §6.7): the CQC's arm state,
@@ -88,9 +93,19 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64, psn
 		d.warn(t, CtrCQEDroppedOverrun, "CQ %d is in error (overrun); CQE for QP %#x dropped", c.cqn, f.QPN)
 		return t
 	}
+	if d.fx.fatal {
+		return t // a dead device writes nothing (the driver's software flush does, fatal.go)
+	}
+	if d.fx.in != nil && d.cqFault(t, c, f, flow) {
+		return t
+	}
+	if d.chk != nil {
+		d.chk.cqe(t, c, f)
+	}
 	if c.pi-c.ci >= c.nent {
 		// Looks full: refresh the consumer index from the doorbell record.
 		var b [4]byte
+		d.dma.SetTarget(fault.KindDBR)
 		done, _, err := d.dma.Read(t, c.dbr, b[:])
 		if err == nil {
 			ci := binary.BigEndian.Uint32(b[:]) & 0xffffff
@@ -98,7 +113,12 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64, psn
 			c.ci = c.pi - (c.pi-ci)&0xffffff
 		}
 		t = done
-		if c.pi-c.ci >= c.nent {
+		if c.pi-c.ci >= c.nent && c.oi {
+			d.inc(CtrCQOverrunIgnored) // cqc.oi: the oldest unconsumed CQE is written over
+		} else if c.pi-c.ci >= c.nent {
+			if d.chk != nil {
+				d.chk.overrun(t, c)
+			}
 			d.cqOverrun(t, c, f.QPN)
 			return t
 		}
@@ -108,11 +128,16 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64, psn
 	f.Owner = mlx5.CQEOwnerBit(c.pi, c.nent)
 	f.Timestamp = uint64(t / 1000) // HCA clock in ns
 	addr := c.buf + uint64(c.pi&(c.nent-1))*mlx5.CQE64Size
+	d.dma.SetTarget(fault.KindCQE)
 	done, st, err := d.dma.TimeWrite(t, addr, mlx5.CQE64Size)
 	if err != nil {
 		d.warn(t, CtrCQEWriteError, "CQ %d CQE write at %#x: %v", c.cqn, addr, err)
+		if errors.Is(err, dma.ErrPCIe) {
+			d.cqAccessError(t, c, f.QPN, err)
+		}
 		return t
 	}
+	done = done.Add(d.fx.cqDelay)
 	var l *cqeLanding
 	if k := len(d.lfree); k > 0 {
 		l = d.lfree[k-1]
@@ -122,6 +147,9 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64, psn
 	}
 	l.c, l.addr, l.landed = c, addr, false
 	mlx5.CQE64(l.buf[:]).Encode(f)
+	if d.fx.cqCorrupt.Action != 0 {
+		d.corruptCQE(l.buf[:])
+	}
 	c.inflight = append(c.inflight, l)
 	d.eng.At(done, l)
 	if f.SE || f.Opcode == mlx5.CQEReqErr || f.Opcode == mlx5.CQERespErr {

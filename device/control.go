@@ -22,6 +22,9 @@ func cmdErr(cmd string, st mlx5.CmdStatus, format string, args ...any) error {
 
 // QueryDevice reports the device's capabilities.
 func (d *Device) QueryDevice() (mlx5.DeviceAttr, error) {
+	if err := d.fatalCmd("QUERY_DEVICE"); err != nil {
+		return mlx5.DeviceAttr{}, err
+	}
 	c := d.spec.Caps
 	bfs := d.spec.BAR.BFRegSize
 	return mlx5.DeviceAttr{
@@ -35,12 +38,18 @@ func (d *Device) QueryDevice() (mlx5.DeviceAttr, error) {
 
 // GetContext hands out the UAR pages of the (single) user context.
 func (d *Device) GetContext() (mlx5.ContextResp, error) {
+	if err := d.fatalCmd("GET_CONTEXT"); err != nil {
+		return mlx5.ContextResp{}, err
+	}
 	return mlx5.ContextResp{UARIndex: d.spec.BAR.FirstUAR, NumUARs: d.spec.BAR.NumUARs,
 		TotBFRegs: 2 * d.spec.BAR.NumUARs, BFRegSize: d.spec.BAR.BFRegSize, CQEVersion: 1}, nil
 }
 
 // AllocPD allocates a protection domain.
 func (d *Device) AllocPD() (mlx5.PDResp, error) {
+	if err := d.fatalCmd("ALLOC_PD"); err != nil {
+		return mlx5.PDResp{}, err
+	}
 	if len(d.pds) >= d.spec.Caps.MaxPD {
 		return mlx5.PDResp{}, cmdErr("ALLOC_PD", mlx5.StatusNoResources, "%d PDs in use", len(d.pds))
 	}
@@ -67,6 +76,9 @@ func (d *Device) DeallocPD(pdn uint32) error {
 
 // RegMR registers [Addr, Addr+Length) of host memory.
 func (d *Device) RegMR(c mlx5.RegMRCmd) (mlx5.RegMRResp, error) {
+	if err := d.fatalCmd("REG_MR"); err != nil {
+		return mlx5.RegMRResp{}, err
+	}
 	const all = mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite | mlx5.AccessRemoteRead | mlx5.AccessRemoteAtomic
 	switch {
 	case !d.pds[c.PDN]:
@@ -111,6 +123,9 @@ func (d *Device) DeregMR(lkey uint32) error {
 
 // CreateCQ creates a completion queue whose ring lives in host memory.
 func (d *Device) CreateCQ(c mlx5.CreateCQCmd) (mlx5.CreateCQResp, error) {
+	if err := d.fatalCmd("CREATE_CQ"); err != nil {
+		return mlx5.CreateCQResp{}, err
+	}
 	switch {
 	case c.Entries <= 0 || c.Entries&(c.Entries-1) != 0 || c.Entries > d.spec.Caps.MaxCQE:
 		return mlx5.CreateCQResp{}, cmdErr("CREATE_CQ", mlx5.StatusBadParam, "%d entries (need a power of two <= %d)", c.Entries, d.spec.Caps.MaxCQE)
@@ -125,7 +140,10 @@ func (d *Device) CreateCQ(c mlx5.CreateCQCmd) (mlx5.CreateCQResp, error) {
 	}
 	cqn := d.nextCQN
 	d.nextCQN++
-	d.cqs[cqn] = &cq{cqn: cqn, buf: c.BufAddr, dbr: c.DBAddr, nent: uint32(c.Entries)}
+	d.cqs[cqn] = &cq{cqn: cqn, buf: c.BufAddr, dbr: c.DBAddr, nent: uint32(c.Entries), oi: c.OverrunIgnore}
+	if d.chk != nil {
+		d.chk.cqCreated(d.cqs[cqn], c)
+	}
 	return mlx5.CreateCQResp{CQN: cqn}, nil
 }
 
@@ -144,6 +162,9 @@ func (d *Device) DestroyCQ(cqn uint32) error {
 // CreateQP creates a queue pair in RESET. Its buffer holds the RQ at offset
 // 0 and the SQ right after it (libmlx5's layout, mlx5.md §4.1).
 func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
+	if err := d.fatalCmd("CREATE_QP"); err != nil {
+		return mlx5.CreateQPResp{}, err
+	}
 	pow2 := func(n int) bool { return n > 0 && n&(n-1) == 0 }
 	scq, rcq := d.cqs[c.SendCQN], d.cqs[c.RecvCQN]
 	rqBytes := c.RQWQECnt << c.RQWQEShift
@@ -200,9 +221,10 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 	d.qps[qpn] = q
 	resp := mlx5.CreateQPResp{QPN: qpn, BFRegIndex: int(uar-d.spec.BAR.FirstUAR)*2 + bfreg,
 		BFRegOffset: uint64(uar)*mlx5.UARPageSize + mlx5.UARBFRegOffset + uint64(bfreg*d.spec.BAR.BFRegSize)}
-	if d.spec.BAR.BFRegSize > 0 {
+	if d.spec.BAR.BFRegSize > 0 && !(d.spec.Caps.BFReg0NoBlueFlame && resp.BFRegIndex == 0) {
 		resp.BFBufSize = d.spec.BAR.BFRegSize / 2
 	}
+	d.qpCreated(q, c, uar, bfreg, resp)
 	return resp, nil
 }
 
@@ -225,6 +247,9 @@ func (d *Device) DestroyQP(qpn uint32) error {
 
 // QueryQP reports a QP's state and main attributes.
 func (d *Device) QueryQP(qpn uint32) (mlx5.QPAttr, error) {
+	if err := d.fatalCmd("QUERY_QP"); err != nil {
+		return mlx5.QPAttr{}, err
+	}
 	q := d.qps[qpn]
 	if q == nil {
 		return mlx5.QPAttr{}, cmdErr("QUERY_QP", mlx5.StatusBadResource, "QP %#x does not exist", qpn)
@@ -271,6 +296,9 @@ var transitions = map[mlx5.QPType]map[[2]mlx5.QPState]struct{ req, opt uint32 }{
 // ModifyQP moves a QP through RESET → INIT → RTR → RTS (and ERR / RESET
 // from anywhere), checking the attributes each transition needs.
 func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
+	if err := d.fatalCmd("MODIFY_QP"); err != nil {
+		return err
+	}
 	q := d.qps[c.QPN]
 	if q == nil {
 		return cmdErr("MODIFY_QP", mlx5.StatusBadResource, "QP %#x does not exist", c.QPN)

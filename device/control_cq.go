@@ -3,6 +3,8 @@ package device
 import (
 	"encoding/binary"
 
+	"github.com/softnic/softnic/fault"
+
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/sim"
 )
@@ -31,6 +33,10 @@ import (
 
 // CQArm is called by BAR0 for a CQ arm doorbell at UAR+0x20.
 func (d *Device) CQArm(t sim.Time, uar uint32, db [8]byte) {
+	if d.fx.fatal {
+		d.inc(CtrDeadUARStore)
+		return
+	}
 	a := mlx5.ParseCQArm(db[:])
 	c := d.cqs[a.CQN]
 	if c == nil {
@@ -49,7 +55,11 @@ func (d *Device) CQArm(t sim.Time, uar uint32, db [8]byte) {
 	// Checked mode: libmlx5 writes the arm word to DBR[1] before the
 	// doorbell. The device reads it back by DMA and compares (the arm
 	// itself takes the doorbell's value, without waiting for the read).
+	if d.chk != nil {
+		d.chk.arm(t, c, a)
+	}
 	var b [4]byte
+	d.dma.SetTarget(fault.KindDBR)
 	if _, _, err := d.dma.Read(t, c.dbr+4*mlx5.DBRArm, b[:]); err == nil {
 		if w := binary.BigEndian.Uint32(b[:]); w != a.ArmWord() {
 			d.warn(t, CtrCQArmDBRMismatch, "CQ %d arm doorbell %#08x but doorbell record word 1 holds %#08x", c.cqn, a.ArmWord(), w)
@@ -127,6 +137,9 @@ func (m *cqModTimer) Fire(now sim.Time) {
 
 // ModifyCQ sets a CQ's moderation (MODIFY_CQ, IB_CQ_MODERATE).
 func (d *Device) ModifyCQ(m mlx5.ModifyCQCmd) error {
+	if err := d.fatalCmd("MODIFY_CQ"); err != nil {
+		return err
+	}
 	c := d.cqs[m.CQN]
 	switch {
 	case c == nil:
@@ -156,6 +169,9 @@ func (d *Device) ModifyCQ(m mlx5.ModifyCQCmd) error {
 // every CQE not yet consumed. The command completes when the resize CQE
 // is in host memory.
 func (d *Device) ResizeCQ(r mlx5.ResizeCQCmd) error {
+	if err := d.fatalCmd("RESIZE_CQ"); err != nil {
+		return err
+	}
 	c := d.cqs[r.CQN]
 	switch {
 	case c == nil:

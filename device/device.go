@@ -74,6 +74,9 @@ type Device struct {
 	atomBuf [8]byte
 
 	ev eventState // event queues, completion channels, link state (events.go, eq.go)
+
+	fx  faultState // fault injection and device fatal (faults.go, fatal.go)
+	chk *Checker   // checked mode (check.go); nil: off
 }
 
 // New builds a device with profile spec in front of host memory mem. Its
@@ -167,6 +170,15 @@ func (d *Device) warn(t sim.Time, name, format string, args ...any) {
 
 // Doorbell is called by BAR0 when an 8-byte doorbell arrives (bar.Handler).
 func (d *Device) Doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte) {
+	if (d.fx.in != nil || d.fx.fatal) && d.doorbellFault(t, uar, bfreg, &ctrl, nil) {
+		return
+	}
+	if len(d.fx.held) > 0 {
+		defer d.releaseHeldDoorbells(t)
+	}
+	if d.chk != nil {
+		d.chk.doorbell(t, uar, bfreg, ctrl, false)
+	}
 	c := mlx5.CtrlSeg(ctrl[:])
 	q := d.qps[c.QPN()]
 	if q == nil {
@@ -187,6 +199,15 @@ func (d *Device) Doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte) {
 
 // BlueFlame is called by BAR0 when a whole BlueFlame WQE has arrived.
 func (d *Device) BlueFlame(t sim.Time, uar uint32, bfreg int, wqe []byte) {
+	if (d.fx.in != nil || d.fx.fatal) && d.doorbellFault(t, uar, bfreg, (*[8]byte)(wqe), wqe) {
+		return
+	}
+	if len(d.fx.held) > 0 {
+		defer d.releaseHeldDoorbells(t)
+	}
+	if d.chk != nil {
+		d.chk.blueFlame(t, uar, bfreg, wqe)
+	}
 	c := mlx5.CtrlSeg(wqe)
 	q := d.qps[c.QPN()]
 	if q == nil {
@@ -231,6 +252,8 @@ func (e *txEvent) Fire(now sim.Time) {
 		d.inc(CtrTxDropDestroyed)
 	case d.ev.linkDown:
 		d.inc(CtrTxDropLinkDown)
+	case d.fx.fatal:
+		d.inc(CtrTxDropDestroyed)
 	case d.port != nil:
 		d.port.Send(now, e.buf[:e.n])
 	default:

@@ -1,6 +1,7 @@
 package device
 
 import (
+	"github.com/softnic/softnic/fault"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/sim"
 )
@@ -160,18 +161,24 @@ func (d *Device) writeEQE(t sim.Time, q *eq, f *mlx5.EQEFields, qpn uint32, flow
 		d.dispatch(t, t, f, flow)
 		return
 	}
+	if d.fx.cqDelay = 0; (d.fx.in != nil || d.fx.fatal || d.fx.eqFrozen[1]) && d.eqFault(t, q, f, qpn) {
+		return
+	}
 	if q.pi-q.ci >= q.nent {
 		d.warn(t, CtrEQOverrun, "EQ %d overrun: producer %d, consumer %d, %d entries; %v EQE dropped", q.eqn, q.pi, q.ci, q.nent, f.Type)
+		d.eqOverrun(t, q)
 		return
 	}
 	t = t.Add(d.cyc(d.spec.Core.CQECycles))
 	f.Owner = mlx5.EQEOwnerBit(q.pi, q.nent)
 	addr := q.buf + uint64(q.pi&(q.nent-1))*mlx5.EQESize
+	d.dma.SetTarget(fault.KindEQE)
 	done, st, err := d.dma.TimeWrite(t, addr, mlx5.EQESize)
 	if err != nil {
 		d.warn(t, CtrEQEWriteError, "EQ %d EQE write at %#x: %v", q.eqn, addr, err)
 		return
 	}
+	done = done.Add(d.fx.cqDelay)
 	var l *eqeLanding
 	if k := len(d.ev.eqeFree); k > 0 {
 		l = d.ev.eqeFree[k-1]

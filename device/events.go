@@ -117,7 +117,7 @@ func (d *Device) asyncEvent(t sim.Time, typ mlx5.EventType, num uint32) {
 	var qpn uint32
 	switch et.Kind() {
 	case mlx5.EQEKindCQErr:
-		f.CQN, f.Syndrome = num, mlx5.CQErrOverrun
+		f.CQN, f.Syndrome = num, d.cqErrSyndrome(num)
 	case mlx5.EQEKindQPSRQ:
 		f.QueueType, f.Num = mlx5.EventQueueQP, num
 		if et != mlx5.EQESRQRQLimit && et != mlx5.EQESRQCatasError {
@@ -207,6 +207,9 @@ func (d *Device) dispatch(start, end sim.Time, f *mlx5.EQEFields, flow uint64) {
 
 // CreateCompChannel creates a completion channel.
 func (d *Device) CreateCompChannel() (uint32, error) {
+	if err := d.fatalCmd("CREATE_COMP_CHANNEL"); err != nil {
+		return 0, err
+	}
 	if d.ev.chans == nil {
 		d.ev.chans = map[uint32]*compChannel{}
 	}

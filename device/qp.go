@@ -125,7 +125,7 @@ func (q *qp) flushRecvs(t sim.Time) {
 	if r := &q.resp.recv; r.active || r.held {
 		r.active, r.held = false, false
 		q.d.inc(CtrRespCQEFlushError)
-		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.wqe.index, Syndrome: mlx5.SyndWRFlush}
+		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.wqe.index, Syndrome: mlx5.SyndWRFlush, VendorErrSynd: q.d.flushVendor()}
 		q.d.writeCQE(t, q.rcq, &f, 0, noPSN)
 	}
 	if q.srq != nil {
@@ -142,7 +142,7 @@ func (q *qp) flushRecvs(t sim.Time) {
 			return
 		}
 		q.d.inc(CtrRespCQEFlushError)
-		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: idx, Syndrome: mlx5.SyndWRFlush}
+		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: idx, Syndrome: mlx5.SyndWRFlush, VendorErrSynd: q.d.flushVendor()}
 		q.d.writeCQE(t, q.rcq, &f, 0, noPSN)
 	}
 }

@@ -2,6 +2,7 @@ package device
 
 import (
 	"encoding/binary"
+	"errors"
 	"net/netip"
 
 	"github.com/softnic/softnic/dma"
@@ -55,6 +56,7 @@ type swqe struct {
 	counted   bool // READ/atomic: counted against max_rd_atomic
 	flow      uint64
 	errSynd   mlx5.Syndrome // non-zero: complete with this error instead of WR_FLUSH
+	errVendor uint8         // its vendor syndrome (0: by syndrome, faults.go vendorFor)
 	state     wqefetch.State
 }
 
@@ -165,6 +167,9 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 		return
 	}
 	r := &q.req
+	if d.chk != nil {
+		d.chk.wqe(t, q, w)
+	}
 	d.rec.Stage(d.node, "device", "wqe_parse", t, t.Add(d.cyc(d.spec.Core.WQEParseCycles)), len(w.Bytes), 0, q.qpn, wqefetch.FlowID(q.qpn, w.Index))
 	t = t.Add(d.cyc(d.spec.Core.WQEParseCycles))
 	e := r.push()
@@ -185,6 +190,15 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 	switch {
 	case q.state == mlx5.QPStateERR || q.state == mlx5.QPStateSQER:
 		r.flushAll(t) // posted to a queue in error: flushed
+		return
+	case w.State == wqefetch.StateInvalid && errors.Is(w.Err, wqefetch.ErrFetchDMA):
+		d.warn(t, CtrWQEFetchPCIeError, "QP %#x WQE %d: %v", q.qpn, w.Index, w.Err)
+		if d.spec.Faults.WQEFetchErrorFatal {
+			d.EnterFatal(t, 0xa, "WQE fetch failed on PCIe")
+			return
+		}
+		e.errVendor = VendorPCIe
+		r.fail(t, e, mlx5.SyndLocalProt)
 		return
 	case w.State == wqefetch.StateInvalid:
 		d.warn(t, CtrWQEMalformed, "QP %#x WQE %d: %v", q.qpn, w.Index, w.Err)
@@ -447,7 +461,7 @@ func (r *requester) transmit(t sim.Time, w *swqe, i int, psn roce.PSN) (sim.Time
 	if err != nil {
 		if pl.sges != nil && err != errPacketize {
 			d.warn(t, CtrPayloadDMAError, "QP %#x WQE %d: %v", q.qpn, w.idx, err)
-			r.fail(t, w, dma.Syndrome(err))
+			r.failDMA(t, w, err)
 		} else {
 			d.warn(t, CtrPacketizeError, "QP %#x WQE %d: %v", q.qpn, w.idx, err)
 			r.fail(t, w, mlx5.SyndLocalQPOp)
@@ -666,7 +680,7 @@ func (r *requester) flushAll(t sim.Time) {
 		}
 		w.state = wqeDone
 		if !q.dead {
-			f := mlx5.CQEFields{Opcode: mlx5.CQEReqErr, WQEOpcode: uint8(w.op), QPN: q.qpn, WQECounter: w.idx, Syndrome: synd}
+			f := mlx5.CQEFields{Opcode: mlx5.CQEReqErr, WQEOpcode: uint8(w.op), QPN: q.qpn, WQECounter: w.idx, Syndrome: synd, VendorErrSynd: d.wqeVendor(w, synd)}
 			d.writeCQE(t, q.scq, &f, w.flow, noPSN)
 		}
 		r.pop()
@@ -839,7 +853,7 @@ func (r *requester) readResponse(t sim.Time, p *roce.Packet) {
 		dn, tlps, _, err := d.sgeCopy(t, q.pdn, w.sges[:w.nsge], w.readGot, p.Payload, dma.LocalWrite)
 		if err != nil {
 			d.warn(t, CtrReadScatterProt, "QP %#x READ WQE %d: %v", q.qpn, w.idx, err)
-			r.fail(t, w, dma.Syndrome(err))
+			r.failDMA(t, w, err)
 			return
 		}
 		d.rec.Stage(d.node, "dma", "read_scatter", t, dn, int(n), tlps, q.qpn, w.flow)
@@ -906,7 +920,7 @@ func (r *requester) atomicAck(t sim.Time, p *roce.Packet) {
 	done, _, _, err := d.sgeCopy(t, q.pdn, w.sges[:w.nsge], 0, b[:], dma.LocalWrite)
 	if err != nil {
 		d.warn(t, CtrAtomicResultProt, "QP %#x atomic WQE %d: %v", q.qpn, w.idx, err)
-		r.fail(t, w, dma.Syndrome(err))
+		r.failDMA(t, w, err)
 		return
 	}
 	w.readNext = w.readNext.Next()

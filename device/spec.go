@@ -24,6 +24,7 @@ type Spec struct {
 
 	Transport TransportSpec `json:"transport"`
 	Events    EventSpec     `json:"events"`
+	Faults    FaultSpec     `json:"faults"`
 }
 
 // TransportSpec holds the transport rules on which a ConnectX and Linux
@@ -74,6 +75,10 @@ type Caps struct {
 	MaxRdAtom  int    `json:"max_qp_rd_atom"`
 	ActiveMTU  int    `json:"active_mtu"`
 	FirstQPN   uint32 `json:"first_qpn"`
+	// BFReg0NoBlueFlame answers CREATE_QP for bfreg index 0 with no
+	// BlueFlame buffer, as libmlx5 treats uuarn 0 (faults.md R11). Default
+	// false: softnic's first QP uses BlueFlame on it, as it always has.
+	BFReg0NoBlueFlame bool `json:"bfreg0_no_blueflame,omitempty"`
 }
 
 // DefaultSpec is the built-in profile: a ConnectX-5-class 100 GbE NIC on a

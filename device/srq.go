@@ -91,6 +91,9 @@ func (s *srq) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 
 // CreateSRQ creates a shared receive queue whose ring lives in host memory.
 func (d *Device) CreateSRQ(c mlx5.CreateSRQCmd) (mlx5.CreateSRQResp, error) {
+	if err := d.fatalCmd("CREATE_SRQ"); err != nil {
+		return mlx5.CreateSRQResp{}, err
+	}
 	pow2 := c.WQECnt > 0 && c.WQECnt&(c.WQECnt-1) == 0
 	switch {
 	case !d.pds[c.PDN]:
@@ -117,6 +120,9 @@ func (d *Device) CreateSRQ(c mlx5.CreateSRQCmd) (mlx5.CreateSRQResp, error) {
 
 // ModifySRQ arms the limit event. Resizing is refused, as mlx5 refuses it.
 func (d *Device) ModifySRQ(c mlx5.ModifySRQCmd) error {
+	if err := d.fatalCmd("MODIFY_SRQ"); err != nil {
+		return err
+	}
 	s := d.srqs[c.SRQN]
 	switch {
 	case s == nil:
@@ -136,6 +142,9 @@ func (d *Device) ModifySRQ(c mlx5.ModifySRQCmd) error {
 
 // QuerySRQ reports an SRQ's size and limit.
 func (d *Device) QuerySRQ(srqn uint32) (mlx5.SRQAttr, error) {
+	if err := d.fatalCmd("QUERY_SRQ"); err != nil {
+		return mlx5.SRQAttr{}, err
+	}
 	s := d.srqs[srqn]
 	if s == nil {
 		return mlx5.SRQAttr{}, cmdErr("QUERY_SRQ", mlx5.StatusBadResource, "SRQ %d does not exist", srqn)

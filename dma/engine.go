@@ -51,7 +51,9 @@ type Engine struct {
 
 	faults *fault.Injector // fault.DMARead / fault.DMAWrite (faults.go)
 	target fault.Kind      // what the next access is for (SetTarget)
-	dead   bool            // every access fails (Dead)
+	tqpn   uint32          // SetTargetFor's QP and wqe_index+1 (0: the flow's)
+	twqe   int32
+	dead   bool // every access fails (Dead)
 }
 
 // New returns an engine on link and mem in the environment ev (ev.Rec may
@@ -260,7 +262,7 @@ func (e *Engine) WriteVisible(at sim.Time, addr uint64, src []byte) (done sim.Ti
 	var extra sim.Duration
 	var corrupt []byte
 	if e.faults == nil && !e.dead {
-		e.target = fault.KindData
+		e.target, e.tqpn, e.twqe = fault.KindData, 0, 0
 	} else {
 		corrupt = append([]byte(nil), src...)
 		if extra, err = e.inject(fault.DMAWrite, at, addr, corrupt); err != nil {

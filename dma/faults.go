@@ -62,6 +62,12 @@ func (e *Engine) SetFaults(in *fault.Injector) { e.faults = in }
 // fault matching uses it.
 func (e *Engine) SetTarget(k fault.Kind) { e.target = k }
 
+// SetTargetFor is SetTarget for an access the current flow label does not
+// describe (a WQE fetch): qpn and the wqe_index are what fault rules match.
+func (e *Engine) SetTargetFor(k fault.Kind, qpn uint32, wqe uint16) {
+	e.target, e.tqpn, e.twqe = k, qpn, int32(wqe)+1
+}
+
 // Dead stops the engine: from now on every access fails (the device is
 // dead or its link is gone). Reads return a completion-timeout error,
 // writes are lost.
@@ -71,8 +77,8 @@ func (e *Engine) Dead() { e.dead = true }
 // or an error; Corrupt flips a byte of buf (reads: after the sample;
 // writes: before the bytes land — buf is the caller's copy to land).
 func (e *Engine) inject(pt fault.Point, at sim.Time, addr uint64, buf []byte) (sim.Duration, error) {
-	target := e.target
-	e.target = fault.KindData
+	target, tqpn, twqe := e.target, e.tqpn, e.twqe
+	e.target, e.tqpn, e.twqe = fault.KindData, 0, 0
 	op, ctr := "read", CtrDmaFaultRead
 	if pt == fault.DMAWrite {
 		op, ctr = "write", CtrDmaFaultWrite
@@ -86,6 +92,9 @@ func (e *Engine) inject(pt fault.Point, at sim.Time, addr uint64, buf []byte) (s
 	ev := fault.NewEvent(e.node, e.qpn)
 	if e.flow != 0 {
 		ev.WQE = int32(e.flow & 0xffff)
+	}
+	if twqe != 0 {
+		ev.QPN, ev.WQE = tqpn, twqe-1
 	}
 	ev.Addr, ev.Len, ev.Kind = addr, uint32(len(buf)), target
 	d := e.faults.Decide(pt, ev)
@@ -120,7 +129,7 @@ func (e *Engine) inject(pt fault.Point, at sim.Time, addr uint64, buf []byte) (s
 // copy, so the caller's buffer is untouched) and reported with extra -1.
 func (e *Engine) writeFault(at sim.Time, addr uint64, src []byte) (sim.Duration, error) {
 	if e.faults == nil && !e.dead {
-		e.target = fault.KindData
+		e.target, e.tqpn, e.twqe = fault.KindData, 0, 0
 		return 0, nil
 	}
 	buf := append([]byte(nil), src...)

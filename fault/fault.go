@@ -269,10 +269,10 @@ func (m *Match) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	var v struct {
-		Node    *int     `json:"node"`
-		QPN     *flexNum `json:"qpn"`
-		Opcode  *flexNum `json:"opcode"`
-		PSN     *flexNum `json:"psn"`
+		Node     *int     `json:"node"`
+		QPN      *flexNum `json:"qpn"`
+		Opcode   *flexNum `json:"opcode"`
+		PSN      *flexNum `json:"psn"`
 		PSNFrom  *flexNum `json:"psn_from"`
 		PSNTo    *flexNum `json:"psn_to"`
 		WQE      *flexNum `json:"wqe"`

@@ -89,6 +89,9 @@ type CreateCQCmd struct {
 	BufAddr  uint64 // entries*CQESize bytes, each op_own pre-set to 0xF0 by the provider
 	DBAddr   uint64 // 8-byte CQ doorbell record
 	UARIndex uint32 // UAR page for the arm doorbell
+	// OverrunIgnore is cqc.oi: a full CQ is written over instead of going
+	// to error (DPDK's clock-queue CQ, faults.md §2.6).
+	OverrunIgnore bool
 }
 
 // CreateCQResp answers CREATE_CQ.

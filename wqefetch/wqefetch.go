@@ -7,6 +7,7 @@ import (
 	"github.com/softnic/softnic/env"
 
 	"github.com/softnic/softnic/dma"
+	"github.com/softnic/softnic/fault"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/trace"
@@ -62,6 +63,9 @@ var (
 	ErrBadSegment  = errors.New("wqefetch: malformed segment")
 	ErrBadDoorbell = errors.New("wqefetch: doorbell counter outside the ring")
 	ErrQueueClosed = errors.New("wqefetch: doorbell on a closed (destroyed) queue")
+	// ErrFetchDMA marks a WQE whose fetch failed on PCIe (an injected
+	// completion timeout, UR, ...): the device fails it with LOCAL_PROT.
+	ErrFetchDMA = errors.New("wqefetch: WQE fetch failed on PCIe")
 )
 
 // Counter names this package increments in the engine's trace.Counters.
@@ -173,6 +177,7 @@ type fetchRange struct {
 	from, to mlx5.WQECounter
 	start    sim.Time
 	arrived  bool
+	dmaErr   bool // a read of the range failed: its WQEs are ErrFetchDMA
 }
 
 // Queue is the fetch state of one send queue.
@@ -203,6 +208,7 @@ type Queue struct {
 	head     uint32       // first in-flight fetch (ranges[head&(Size-1)])
 	tail     uint32       // one past the last
 	owner    *Engine      // the engine that fetched for this queue last (for counters on Reset/Close)
+	fetchErr bool         // the range being parsed failed its DMA read
 	// Stats
 	Fetches    uint64
 	FetchBytes uint64
@@ -339,10 +345,13 @@ func (e *Engine) drain(now sim.Time, q *Queue) {
 		if !r.arrived {
 			return
 		}
-		from, to, start := r.from, r.to, r.start
+		from, to, start, bad := r.from, r.to, r.start, r.dmaErr
 		*r = fetchRange{}
 		q.head++
-		if !e.parse(now, q, gen, from, to, start, FromDMA) {
+		q.fetchErr = bad
+		ok := e.parse(now, q, gen, from, to, start, FromDMA)
+		q.fetchErr = false
+		if !ok {
 			return
 		}
 	}
@@ -408,6 +417,7 @@ func (e *Engine) fetch(t sim.Time, q *Queue, end mlx5.WQECounter) {
 	var st int
 	var tlps int
 	bytes := 0
+	dmaErr := false
 	for n > 0 {
 		run := n
 		if first+run > q.Size {
@@ -415,7 +425,11 @@ func (e *Engine) fetch(t sim.Time, q *Queue, end mlx5.WQECounter) {
 		}
 		off := first * mlx5.WQEBBSize
 		dst := q.stage[off : off+run*mlx5.WQEBBSize]
+		e.dma.SetTargetFor(fault.KindWQE, q.QPN, uint16(from))
 		d, s, err := e.dma.Read(t, q.Base+uint64(off), dst)
+		if errors.Is(err, dma.ErrPCIe) {
+			dmaErr = true
+		}
 		if err != nil {
 			// The ring is outside host memory: the WQEs cannot be read.
 			// Mark the bytes invalid (zero) so validation fails them.
@@ -438,7 +452,7 @@ func (e *Engine) fetch(t sim.Time, q *Queue, end mlx5.WQECounter) {
 	e.ctr.Add(CtrFetchReads, uint64(st))
 	e.ctr.Add(CtrFetchBytes, uint64(bytes))
 	e.rec.Stage(e.node, component, StageFetch, t, done, bytes, tlps, q.QPN, flowID(q.QPN, uint16(from)))
-	q.ranges[q.tail&uint32(mask)] = fetchRange{from: from, to: end, start: t}
+	q.ranges[q.tail&uint32(mask)] = fetchRange{from: from, to: end, start: t, dmaErr: dmaErr}
 	var f *fetchDone
 	if k := len(e.free); k > 0 {
 		f = e.free[k-1]
@@ -506,6 +520,10 @@ func (e *Engine) parse(t sim.Time, q *Queue, gen uint32, from, to mlx5.WQECounte
 		}
 		w := &e.wqe
 		bbs := e.decode(q, from, to, w)
+		if q.fetchErr {
+			w.State = StateInvalid
+			w.Err = fmt.Errorf("%w: WQEBBs [%d, %d) of QP %#x", ErrFetchDMA, uint16(from), uint16(to), q.QPN)
+		}
 		w.Source = src
 		w.Announced = ann
 		w.Fetched = t

@@ -1,0 +1,488 @@
+package device
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/softnic/softnic/dma"
+	"github.com/softnic/softnic/fault"
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/trace"
+	"github.com/softnic/softnic/wqefetch"
+)
+
+// Fault injection in the device: the doorbell, cq and eq hook points, the
+// timed port and device rules, and what a fault elsewhere (a DMA error
+// from dma, a torn line from bar) does to a QP or CQ. The consequences
+// follow ../shared/reference/faults.md; docs/faults.md is the table. Where
+// the reference marks a consequence unconfirmed, FaultSpec holds the
+// switch and the default is the documented inference.
+
+// FaultSpec holds the switches for fault consequences the sources leave
+// open (faults.md §5) and the timing of the device-fatal path.
+type FaultSpec struct {
+	// DoorbellReadsRecord makes the device take the smaller of the
+	// doorbell's counter and the doorbell record's at each SQ doorbell, so
+	// a doorbell that overtakes its record (fault action "early") starts
+	// nothing until a later doorbell, like a lost one. Default false: the
+	// doorbell is authoritative (wqefetch.Engine.Doorbell; faults.md §2.3
+	// says the hardware's behaviour with a stale record is unconfirmed).
+	DoorbellReadsRecord bool `json:"doorbell_reads_record"`
+	// WQEFetchErrorFatal makes a failed WQE fetch a device fatal error
+	// (health syndrome 0xa, ICM/PCI fetch error) instead of an error CQE
+	// on the QP (LOCAL_PROT_ERR, vendor 0x51). faults.md §2.5: "whether a
+	// WQE/CQ fetch failure is per-QP or device-fatal is unconfirmed";
+	// default per-QP.
+	WQEFetchErrorFatal bool `json:"wqe_fetch_error_fatal"`
+	// DMAErrorFatal makes every PCIe/IOMMU error on a DMA access a device
+	// fatal error (as AER handling ends it, mlx5_pci_err_detected), rather
+	// than the per-QP error CQE / NAK the field reports show (default).
+	DMAErrorFatal bool `json:"dma_error_fatal"`
+	// HealthPoll is how long after firmware dies the driver notices
+	// (LNX-health polls every 2 s + up to 1 s; default 2 s).
+	HealthPoll sim.Duration `json:"health_poll_ps"`
+	// FatalNoUserFlush leaves user CQs quiet after a device fatal error
+	// (libmlx5 has no software flush, faults.md §2.9 [unconfirmed]). Default
+	// false: outstanding work completes WR_FLUSH_ERR with vendor_err 5, as
+	// the kernel's mlx5_ib_poll_sw_comp does.
+	FatalNoUserFlush bool `json:"fatal_no_user_flush"`
+}
+
+// DefaultHealthPoll is FaultSpec.HealthPoll's default.
+const DefaultHealthPoll = 2 * sim.Second
+
+// Vendor syndromes (vendor_err_synd) seen in the field (faults.md §1.2).
+const (
+	VendorRetryExceeded = 0x81 // transport retry exceeded (NCCL "vendor err 129")
+	VendorFlush         = 0xf9 // flushed after the first error
+	VendorPCIe          = 0x51 // LOC_PROT_ERR on a PCIe / peer-memory path problem
+	VendorRemoteAccess  = 0x88 // REM_ACCESS_ERR on the requester
+	VendorRemoteOp      = 0x89 // REM_OP_ERR (RDMA READ)
+	VendorSWFlush       = 5    // the kernel's software flush after a device fatal error
+)
+
+// Counters of the fault machinery (a separate block of the catalogue).
+const (
+	CtrFaultDoorbell     = "fault_doorbell"       // doorbells a fault rule changed
+	CtrFaultCQE          = "fault_cqe"            // CQEs a fault rule lost, delayed, corrupted or overran
+	CtrFaultEQE          = "fault_eqe"            // EQEs a fault rule lost, delayed or overran
+	CtrCompEQOverrun     = "comp_eq_overrun"      // completion EQ overruns (Linux vNIC name): EQ frozen
+	CtrAsyncEQOverrun    = "async_eq_overrun"     // async EQ overruns (Linux vNIC name): device fatal
+	CtrCQErrorAccess     = "cq_error_access"      // CQs put in error by a failed CQE or record access
+	CtrCQOverrunIgnored  = "cq_overrun_ignored"   // CQEs written over unconsumed ones (cqc.oi)
+	CtrDeviceFatal       = "device_fatal"         // firmware fatal errors
+	CtrDeviceFatalSeen   = "device_fatal_handled" // the driver saw it (health poll) and flushed
+	CtrPCILinkLost       = "pci_link_lost"        // PCIe link losses
+	CtrDeadUARStore      = "uar_store_dead"       // UAR stores after a device fatal error: lost
+	CtrDeadRxDrop        = "rx_drop_device_dead"  // frames received by a dead device
+	CtrCmdFailedFatal    = "cmd_failed_fatal"     // commands failed in the error state
+	CtrWQEFetchPCIeError = "wqe_fetch_pcie_error" // send WQEs whose fetch failed on PCIe
+)
+
+// faultState is the device's part of fault injection.
+type faultState struct {
+	in        *fault.Injector
+	lastDB    map[uint32][8]byte // per QP, the last doorbell delivered (stale)
+	held      []*heldDB          // doorbells held behind the next (reorder)
+	replay    bool               // delivering a held or duplicated doorbell
+	cqDelay   sim.Duration       // extra landing delay of the CQE or EQE being written
+	cqCorrupt fault.Decision     // a corrupt decision for the CQE being written
+	sqDBR     map[uint32]uint64  // per QP, its doorbell record (the software flush reads it)
+
+	fatal    bool
+	detected bool
+	linkLost bool
+	synd     uint8
+	fatalAt  sim.Time
+	cqErr    map[uint32]uint8 // CQ error syndrome per CQ (default overrun)
+	eqFrozen [2]bool          // async, completion
+}
+
+// heldDB is a doorbell or BlueFlame write delivered later.
+type heldDB struct {
+	d     *Device
+	uar   uint32
+	bfreg int
+	bf    []byte // nil: a doorbell
+	ctrl  [8]byte
+	done  bool
+}
+
+func (h *heldDB) Fire(now sim.Time) {
+	if h.done {
+		return
+	}
+	h.done = true
+	d := h.d
+	d.fx.replay = true
+	if h.bf != nil {
+		d.BlueFlame(now, h.uar, h.bfreg, h.bf)
+	} else {
+		d.Doorbell(now, h.uar, h.bfreg, h.ctrl)
+	}
+	d.fx.replay = false
+}
+
+// SetFaults makes the device and its engines consult in at every hook
+// point, and schedules the timed rules (port, device) of this node. Call
+// it once, before traffic starts.
+func (d *Device) SetFaults(in *fault.Injector) {
+	d.fx.in = in
+	d.env.Faults = in
+	d.bar.SetFaults(in)
+	d.dma.SetFaults(in)
+	for _, s := range in.Scheduled() {
+		if s.Node >= 0 && s.Node != d.node {
+			continue
+		}
+		d.eng.At(s.At, &timedFault{d: d, s: s})
+	}
+}
+
+// timedFault is a port or device rule firing at its time.
+type timedFault struct {
+	d  *Device
+	s  fault.Scheduled
+	up bool // the end of a port-down window
+}
+
+func (f *timedFault) Fire(now sim.Time) {
+	d, s := f.d, f.s
+	if f.up {
+		d.SetLinkState(true)
+		return
+	}
+	d.fx.in.MarkFired(s.Rule)
+	d.inc(fault.CounterName(s.Point, s.Action))
+	d.faultEvent(now, "fault_"+string(s.Point), 0, 0, "%s at %v [rule %s]", s.Action, now, d.fx.in.RuleString(s.Rule))
+	switch s.Action {
+	case fault.Down:
+		d.SetLinkState(false)
+		if s.For > 0 {
+			d.eng.At(now.Add(s.For), &timedFault{d: d, s: s, up: true})
+		}
+	case fault.Fatal:
+		d.EnterFatal(now, fault.HealthSyndrome(s.Value), "injected firmware fatal error")
+	case fault.LinkLoss:
+		d.LosePCIeLink(now)
+	}
+}
+
+// faultEvent records a fired fault in the trace (component "fault") and
+// counts name.
+func (d *Device) faultEvent(t sim.Time, name string, qpn uint32, flow uint64, format string, args ...any) {
+	d.inc(name)
+	if d.rec.On() {
+		d.rec.Record(trace.Event{Name: name, Component: "fault", Node: d.node, Start: t, End: t, QPN: qpn, Flow: flow,
+			PSN: trace.NoPSN, Level: trace.Warn, Detail: fmt.Sprintf(format, args...)})
+	}
+}
+
+// doorbellFault consults fault.Doorbell for a doorbell (bf nil) or a
+// BlueFlame write. It may change ctrl (corrupt, stale, jump) and reports
+// true when the event is taken over (lost, held, or turned into a plain
+// doorbell: delivered here).
+func (d *Device) doorbellFault(t sim.Time, uar uint32, bfreg int, ctrl *[8]byte, bf []byte) bool {
+	if d.fx.fatal {
+		d.inc(CtrDeadUARStore) // UAR pages map to a dummy page: the store vanishes
+		return true
+	}
+	if d.fx.in == nil || d.fx.replay {
+		return false
+	}
+	c := mlx5.CtrlSeg(ctrl[:])
+	qpn, idx := c.QPN(), c.WQEIndex()
+	ev := fault.NewEvent(d.node, qpn)
+	ev.WQE = int32(idx)
+	dec := d.fx.in.Decide(fault.Doorbell, ev)
+	if d.fx.lastDB == nil {
+		d.fx.lastDB = map[uint32][8]byte{}
+	}
+	prev, hadPrev := d.fx.lastDB[qpn]
+	kind := "doorbell"
+	if bf != nil {
+		kind = "BlueFlame write"
+	}
+	flow := wqefetch.FlowID(qpn, idx)
+	note := func(format string, args ...any) {
+		d.inc(fault.CounterName(fault.Doorbell, dec.Action))
+		d.faultEvent(t, CtrFaultDoorbell, qpn, flow, "%s of QP %#x wqe_index %d: %s [rule %s]", kind, qpn, idx,
+			fmt.Sprintf(format, args...), d.fx.in.RuleString(dec.Rule))
+	}
+	switch dec.Action {
+	case fault.None:
+		d.fx.lastDB[qpn] = *ctrl
+		return false
+	case fault.Drop:
+		note("lost")
+		return true
+	case fault.Corrupt:
+		o := dec.Offset(0, 8)
+		ctrl[o] ^= dec.Mask()
+		if bf != nil {
+			bf[o] = ctrl[o]
+		}
+		note("byte %d corrupted", o)
+		return false
+	case fault.Delay, fault.Reorder, fault.Duplicate:
+		h := &heldDB{d: d, uar: uar, bfreg: bfreg, ctrl: *ctrl}
+		if bf != nil {
+			h.bf = append([]byte(nil), bf...)
+		}
+		switch dec.Action {
+		case fault.Delay:
+			note("delayed %v", dec.Delay)
+			d.eng.At(t.Add(dec.Delay), h)
+		case fault.Reorder:
+			note("held behind the next doorbell")
+			d.fx.held = append(d.fx.held, h)
+			d.eng.At(t.Add(d.spec.BAR.WCDrain+sim.Microsecond), h) // nothing is held for ever
+		default:
+			note("delivered twice")
+			d.eng.At(t, h)
+			d.fx.lastDB[qpn] = *ctrl
+			return false
+		}
+		return true
+	case fault.Stale:
+		q := d.qps[qpn]
+		switch {
+		case hadPrev:
+			*ctrl = prev
+		case q != nil:
+			// No earlier doorbell: a counter that announces nothing new.
+			bbs := max(mlx5.WQEBBs(int(ctrl[7]&0x3f)), 1)
+			binary.BigEndian.PutUint16(ctrl[1:3], q.req.sq.Next()-uint16(bbs))
+		}
+		note("stale counter: wqe_index %d arrives instead", mlx5.CtrlSeg(ctrl[:]).WQEIndex())
+	case fault.Jump:
+		n := uint16(max(dec.Value, 1))
+		binary.BigEndian.PutUint16(ctrl[1:3], idx+n)
+		note("counter jumped %d WQEBBs to wqe_index %d", n, idx+n)
+	case fault.Early:
+		note("arrived before the doorbell record was visible")
+		if d.spec.Faults.DoorbellReadsRecord {
+			// The device takes the record's (older) counter: nothing new.
+			if q := d.qps[qpn]; q != nil {
+				bbs := max(mlx5.WQEBBs(int(ctrl[7]&0x3f)), 1)
+				binary.BigEndian.PutUint16(ctrl[1:3], q.req.sq.Next()-uint16(bbs))
+			}
+		}
+		if bf != nil {
+			d.fx.replay = true
+			d.Doorbell(t, uar, bfreg, *ctrl)
+			d.fx.replay = false
+			return true
+		}
+		return false
+	}
+	if bf != nil {
+		// A changed counter: the device treats it as a doorbell.
+		d.fx.replay = true
+		d.Doorbell(t, uar, bfreg, *ctrl)
+		d.fx.replay = false
+		return true
+	}
+	d.fx.lastDB[qpn] = *ctrl
+	return false
+}
+
+// releaseHeldDoorbells delivers doorbells a reorder rule held behind this
+// one (called after a doorbell is delivered).
+func (d *Device) releaseHeldDoorbells(t sim.Time) {
+	if len(d.fx.held) == 0 || d.fx.replay {
+		return
+	}
+	held := d.fx.held
+	d.fx.held = nil
+	for _, h := range held {
+		h.Fire(t)
+	}
+}
+
+// cqFault consults fault.CQ for the CQE f about to be written to c. It
+// reports true when the CQE is not written (lost, or the CQ overran).
+func (d *Device) cqFault(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64) bool {
+	d.fx.cqDelay = 0
+	if d.fx.in == nil {
+		return false
+	}
+	ev := fault.NewEvent(d.node, f.QPN)
+	ev.WQE = int32(f.WQECounter)
+	dec := d.fx.in.Decide(fault.CQ, ev)
+	if dec.Action == fault.None {
+		return false
+	}
+	d.inc(fault.CounterName(fault.CQ, dec.Action))
+	note := func(what string) {
+		d.faultEvent(t, CtrFaultCQE, f.QPN, flow, "CQ %d CQE for QP %#x wqe_counter %d: %s [rule %s]", c.cqn, f.QPN, f.WQECounter, what, d.fx.in.RuleString(dec.Rule))
+	}
+	switch dec.Action {
+	case fault.Drop:
+		note("lost")
+		return true
+	case fault.Delay:
+		note(fmt.Sprintf("lands %v late", dec.Delay))
+		d.fx.cqDelay = dec.Delay
+	case fault.Overrun:
+		note("CQ overrun")
+		if c.oi {
+			d.inc(CtrCQOverrunIgnored)
+			return false
+		}
+		d.cqOverrun(t, c, f.QPN)
+		return true
+	case fault.Corrupt:
+		// Applied to the encoded CQE by corruptCQE (never to op_own: the
+		// poller must see the entry to meet the damage).
+		d.fx.cqCorrupt = dec
+		note("corrupted")
+	}
+	return false
+}
+
+// corruptCQE applies a pending corrupt decision to an encoded CQE.
+func (d *Device) corruptCQE(b []byte) {
+	dec := d.fx.cqCorrupt
+	if dec.Action != fault.Corrupt {
+		return
+	}
+	d.fx.cqCorrupt = fault.Decision{}
+	o := dec.Offset(0, mlx5.CQE64Size-1)
+	b[o] ^= dec.Mask()
+}
+
+// eqFault consults fault.EQ for an EQE about to be written to q. It
+// reports true when the EQE is not written.
+func (d *Device) eqFault(t sim.Time, q *eq, f *mlx5.EQEFields, qpn uint32) bool {
+	k := 0
+	if q == &d.ev.comp {
+		k = 1
+	}
+	if d.fx.eqFrozen[k] || d.fx.fatal {
+		d.inc(CtrEQOverrun)
+		return true
+	}
+	if d.fx.in == nil {
+		return false
+	}
+	ev := fault.NewEvent(d.node, qpn)
+	dec := d.fx.in.Decide(fault.EQ, ev)
+	if dec.Action == fault.None {
+		return false
+	}
+	d.inc(fault.CounterName(fault.EQ, dec.Action))
+	note := func(what string) {
+		d.faultEvent(t, CtrFaultEQE, qpn, 0, "EQ %d %v EQE: %s [rule %s]", q.eqn, f.Type, what, d.fx.in.RuleString(dec.Rule))
+	}
+	switch dec.Action {
+	case fault.Drop:
+		note("lost")
+		return true
+	case fault.Delay:
+		note(fmt.Sprintf("lands %v late", dec.Delay))
+		d.fx.cqDelay = dec.Delay
+	case fault.Overrun:
+		note("EQ overrun")
+		d.eqOverrun(t, q)
+		return true
+	}
+	return false
+}
+
+// eqOverrun is an EQ whose consumer fell a ring behind. The async EQ's is
+// a fatal health syndrome (0xc, LNX-health); a completion EQ's effect is
+// unconfirmed (faults.md §2.7): the model freezes it — no more EQEs, no
+// more interrupts — and counts it.
+func (d *Device) eqOverrun(t sim.Time, q *eq) {
+	if q == &d.ev.async {
+		d.warn(t, CtrAsyncEQOverrun, "async EQ %d overrun: device fatal (health syndrome 0xc)", q.eqn)
+		d.EnterFatal(t, 0xc, "async EQ overrun")
+		return
+	}
+	d.fx.eqFrozen[1] = true
+	d.warn(t, CtrCompEQOverrun, "completion EQ %d overrun: frozen, no more completion events", q.eqn)
+}
+
+// cqErrSyndrome is the syndrome of CQ cqn's CQ_ERROR EQE.
+func (d *Device) cqErrSyndrome(cqn uint32) uint8 {
+	if s, ok := d.fx.cqErr[cqn]; ok {
+		return s
+	}
+	return mlx5.CQErrOverrun
+}
+
+// cqAccessError puts c in error because a CQE (or its record) could not
+// be written or read: EQE 0x04 with syndrome 0x2 (access violation, PRM
+// value [unconfirmed]) and, as for an overrun, its QPs to ERR.
+func (d *Device) cqAccessError(t sim.Time, c *cq, qpn uint32, err error) {
+	if c.err {
+		return
+	}
+	if d.fx.cqErr == nil {
+		d.fx.cqErr = map[uint32]uint8{}
+	}
+	d.fx.cqErr[c.cqn] = mlx5.CQErrAccessViolation
+	c.err = true
+	c.armed = false
+	c.modTimer.Stop()
+	d.warn(t, CtrCQErrorAccess, "CQ %d: CQE for QP %#x could not be written (%v): CQ in error", c.cqn, qpn, err)
+	if d.spec.Faults.DMAErrorFatal && errors.Is(err, dma.ErrPCIe) {
+		d.EnterFatal(t, 0x8, "PCIe error on a CQE write")
+		return
+	}
+	d.asyncEvent(t, mlx5.EventCQErr, c.cqn)
+	d.eng.At(t, cqErrorEvent{d: d, c: c})
+}
+
+// vendorFor is the vendor syndrome of an error CQE with syndrome s.
+func vendorFor(s mlx5.Syndrome) uint8 {
+	switch s {
+	case mlx5.SyndTransportRetry:
+		return VendorRetryExceeded
+	case mlx5.SyndWRFlush:
+		return VendorFlush
+	case mlx5.SyndRemoteAccess:
+		return VendorRemoteAccess
+	case mlx5.SyndRemoteOp:
+		return VendorRemoteOp
+	}
+	return 0
+}
+
+// flushVendor is the vendor syndrome of a WR_FLUSH_ERR CQE now: 5 for the
+// software flush after a device fatal error, else 0xf9.
+func (d *Device) flushVendor() uint8 {
+	if d.fx.fatal {
+		return VendorSWFlush
+	}
+	return VendorFlush
+}
+
+// wqeVendor is the vendor syndrome of w's error (or flush) CQE.
+func (d *Device) wqeVendor(w *swqe, s mlx5.Syndrome) uint8 {
+	switch {
+	case s == mlx5.SyndWRFlush:
+		return d.flushVendor()
+	case w.errVendor != 0:
+		return w.errVendor
+	}
+	return vendorFor(s)
+}
+
+// failDMA fails w after a DMA error err: LOCAL_PROT_ERR with vendor 0x51
+// for a PCIe/IOMMU error (faults.md §2.5), or a device fatal error with
+// FaultSpec.DMAErrorFatal; otherwise the error's own syndrome.
+func (r *requester) failDMA(t sim.Time, w *swqe, err error) {
+	d := r.q.d
+	if errors.Is(err, dma.ErrPCIe) {
+		if d.spec.Faults.DMAErrorFatal {
+			d.EnterFatal(t, 0x8, "PCIe error on a DMA access")
+			return
+		}
+		w.errVendor = VendorPCIe
+	}
+	r.fail(t, w, dma.Syndrome(err))
+}
