@@ -100,8 +100,8 @@ func (b *BAR0) SetFatal(t sim.Time, synd uint8) {
 	if b.fx.fatal {
 		return
 	}
-	b.fx.fatal, b.fx.synd = true, synd
 	b.fx.frozen = readHealthCounter(b, &Acc{T: t})
+	b.fx.fatal, b.fx.synd = true, synd
 }
 
 // SetLinkLost loses the PCIe link: every MMIO read completes all ones and

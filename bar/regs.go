@@ -357,7 +357,7 @@ func (s *bfAsm) write(t sim.Time, uar uint32, bfreg int, rel uint64, data []byte
 		b.bad(t, CtrBarBadWidth, uint64(uar)*mlx5.UARPageSize+rel, len(data), true)
 		return
 	}
-	if rel == 0 && s.pending {
+	if rel == 0 && s.pending && s.mask&3 == 3 {
 		s.torn(t, "a new WQE started")
 	}
 	start := !s.pending

@@ -486,3 +486,18 @@ func (r *requester) failDMA(t sim.Time, w *swqe, err error) {
 	}
 	r.fail(t, w, dma.Syndrome(err))
 }
+
+// ModifyCQOverrunIgnore sets or clears a CQ's overrun-ignore bit
+// (MODIFY_CQ with MLX5_CQ_MODIFY_OVERRUN; cqc.oi): a full CQ is then
+// written over rather than put in error.
+func (d *Device) ModifyCQOverrunIgnore(cqn uint32, on bool) error {
+	if err := d.fatalCmd("MODIFY_CQ"); err != nil {
+		return err
+	}
+	c := d.cqs[cqn]
+	if c == nil {
+		return cmdErr("MODIFY_CQ", mlx5.StatusBadResource, "CQ %d does not exist", cqn)
+	}
+	c.oi = on
+	return nil
+}

@@ -79,6 +79,9 @@ func (e *Engine) Dead() { e.dead = true }
 func (e *Engine) inject(pt fault.Point, at sim.Time, addr uint64, buf []byte) (sim.Duration, error) {
 	target, tqpn, twqe := e.target, e.tqpn, e.twqe
 	e.target, e.tqpn, e.twqe = fault.KindData, 0, 0
+	if target == fault.KindNone {
+		target = fault.KindData
+	}
 	op, ctr := "read", CtrDmaFaultRead
 	if pt == fault.DMAWrite {
 		op, ctr = "write", CtrDmaFaultWrite

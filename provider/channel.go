@@ -121,8 +121,13 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	}
 	c := cq.ctx
 	a := mlx5.CQArm{SN: uint8(cq.armSN & 3), SolicitedOnly: solicitedOnly, CI: cq.ci & 0xffffff, CQN: cq.cqn}
+	if cq.bugs&BugArmBadSN != 0 {
+		a.SN = (a.SN + 1) & 3
+	}
 	w := a.ArmWord()
-	cq.dbr.SetWord(mlx5.DBRArm, w)
+	if cq.bugs&BugArmNoRecord == 0 {
+		cq.dbr.SetWord(mlx5.DBRArm, w)
+	}
 	if c.host != nil {
 		c.host.HostWork("req_notify", 0, mlx5.DBRecSize)
 	}

@@ -11,6 +11,7 @@ const progressBudget = 1 << 20
 // CQ is a completion queue (struct mlx5_cq): a ring of 64-byte CQEs and an
 // 8-byte doorbell record in host memory.
 type CQ struct {
+	bugs     Bugs // tests only (bugs.go)
 	ctx      *Context
 	cqn      uint32
 	nent     uint32 // ring entries, a power of two
@@ -178,7 +179,7 @@ func (cq *CQ) poll(wcs []WC) (n int, err error) {
 	}
 	if cq.ci != start {
 		// update_cons_index: set_ci after the batch.
-		cq.dbr.SetWord(mlx5.DBRSetCI, cq.ci&0xffffff)
+		cq.dbr.SetWord(mlx5.DBRSetCI, cq.bugCI(cq.ci)&0xffffff)
 	}
 	if err != nil {
 		return n, &OpError{Op: "poll_cq", QPN: qpn, Index: -1, Err: err}

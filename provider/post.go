@@ -58,6 +58,7 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 		err     error
 		lastOff int // ring offset of the last WQE built
 		lastDS  int
+		first   = -1 // ring offset of the first (for Bugs only)
 	)
 	for nreq = 0; nreq < len(wrs); nreq++ {
 		off, ds, e := qp.buildSend(&wrs[nreq], nreq)
@@ -66,8 +67,13 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 			break
 		}
 		lastOff, lastDS = off, ds
+		if first < 0 {
+			first = off
+		}
 	}
-	if nreq > 0 {
+	if nreq > 0 && qp.bugs != 0 {
+		qp.ringSendBuggy(nreq, first, lastOff, lastDS)
+	} else if nreq > 0 {
 		qp.ringSend(nreq, lastOff, lastDS)
 	}
 	return nreq, err
@@ -162,7 +168,7 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 		return 0, 0, detail(ErrInvalidArg, "remote QPN %#x wider than 24 bits", wr.RemoteQPN)
 	case wr.Flags&^sendFlagsKnown != 0:
 		return 0, 0, detail(ErrInvalidArg, "unknown send flags %#x", uint32(wr.Flags&^sendFlagsKnown))
-	case sq.head-sq.tail+uint32(nreq) >= sq.maxPost: // mlx5_wq_overflow
+	case sq.head-sq.tail+uint32(nreq) >= sq.maxPost && qp.bugs&(BugSQOverrun|BugNeverSignal) == 0: // mlx5_wq_overflow
 		return 0, 0, detail(ErrQueueFull, "%d WRs outstanding, max %d", sq.head-sq.tail+uint32(nreq), sq.maxPost)
 	case len(wr.SGL) > sq.maxGS:
 		return 0, 0, detail(ErrTooManySGE, "%d SGEs, max %d", len(wr.SGL), sq.maxGS)
@@ -266,6 +272,9 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 	}
 	ctrl := mlx5.CtrlSeg(sq.buf[off : off+mlx5.CtrlSegSize])
 	ctrl.Encode(&mlx5.CtrlFields{WQEIndex: uint16(sq.curPost), Opcode: mop, QPN: qp.qpn, DS: uint8(ds), FMCESE: fmcese, Imm: imm})
+	if qp.bugs != 0 {
+		qp.bugWQE(ctrl)
+	}
 
 	idx := sq.curPost & (sq.cnt - 1)
 	sq.wrid[idx] = wr.WRID
@@ -288,7 +297,7 @@ func (qp *QP) writeInline(sgl []SGE, pos int) (int, error) {
 	for i := range sgl {
 		total += uint64(sgl[i].Length)
 	}
-	if total > uint64(sq.maxInl) {
+	if total > uint64(sq.maxInl) && qp.bugs&BugInlineOverLimit == 0 {
 		return 0, detail(ErrInlineTooBig, "%d bytes, max_inline_data %d", total, sq.maxInl)
 	}
 	if total == 0 {

@@ -21,7 +21,11 @@ type Config struct {
 	Wire    wire.Spec
 	MemSize int         // host memory per node (default 32 MiB)
 	Trace   bool        // record trace events
-	Faults  *fault.Plan // optional wire fault plan
+	Faults  *fault.Plan // optional fault plan: the wire's points and every device hook point
+	// Check turns on each device's checked mode (device.EnableCheck);
+	// OnViolation, if set, sees each violation as it is found.
+	Check       bool
+	OnViolation func(*device.Violation)
 	// Loopback builds ONE host whose NIC's port is cabled to itself; both
 	// endpoints of ConnectRC then live on that NIC (Hosts[1] == Hosts[0]).
 	Loopback bool
@@ -88,6 +92,12 @@ func New(cfg Config) (*World, error) {
 			return nil, err
 		}
 		dev := device.New(w.Eng, cfg.Device, device.Identity{Node: i, MAC: MACs[i], IP: IPs[i]}, mem, w.Rec)
+		if inj != nil {
+			dev.SetFaults(inj)
+		}
+		if cfg.Check {
+			dev.EnableCheck(device.CheckOptions{OnViolation: cfg.OnViolation})
+		}
 		dev.Connect(ports[i])
 		ports[i].Attach(i, dev)
 		ctx, err := provider.Open(provider.Device{Name: fmt.Sprintf("softnic%d", i), Control: dev, MMIO: dev.MMIO(), Mem: mem})

@@ -1,0 +1,517 @@
+package test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/fault"
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/testbed"
+	"github.com/stretchr/testify/require"
+)
+
+// Fault injection at every hook point, with the consequence
+// ../shared/reference/faults.md gives (docs/faults.md has the table).
+
+// faultWorld is a connected RC pair under plan (JSON), with the device
+// spec changed by mod.
+func faultWorld(t *testing.T, plan string, mod func(*testbed.Config)) (*testbed.World, *testbed.Endpoint, *testbed.Endpoint) {
+	t.Helper()
+	cfg := testbed.DefaultConfig()
+	cfg.Trace = true
+	if plan != "" {
+		p, err := fault.Parse([]byte(plan))
+		require.NoError(t, err)
+		cfg.Faults = p
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	eps, err := w.ConnectRC(testbed.ConnOpts{Timeout: 8, RetryCnt: 3})
+	require.NoError(t, err)
+	fill(eps[0].Buf.Bytes, 1)
+	return w, eps[0], eps[1]
+}
+
+// writeWR posts one signalled RDMA WRITE of n bytes at off (req → rsp).
+func writeWR(t *testing.T, req, rsp *testbed.Endpoint, wrid, off uint64, n uint32) {
+	t.Helper()
+	_, err := req.QP.PostSend([]provider.SendWR{{WRID: wrid, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(off, n)}, RemoteAddr: rsp.Buf.Addr + off, RKey: rsp.MR.RKey}})
+	require.NoError(t, err)
+}
+
+// noStall expects the CQ to stay empty until the simulation is idle.
+func noStall(t *testing.T, cq *provider.CQ) {
+	t.Helper()
+	_, err := testbed.Wait(cq, 1)
+	require.ErrorIs(t, err, testbed.ErrTimeout)
+}
+
+// untouched checks rsp's buffer outside [off, off+n) is still zero.
+func untouched(t *testing.T, rsp *testbed.Endpoint, off, n int) {
+	t.Helper()
+	b := rsp.Buf.Bytes
+	require.Equal(t, -1, bytes.IndexFunc(b[:off], func(r rune) bool { return r != 0 }), "bytes changed below the expected range")
+	for i := off + n; i < len(b); i++ {
+		if b[i] != 0 {
+			t.Fatalf("byte %d changed outside the expected range [%d,+%d)", i, off, n)
+		}
+	}
+}
+
+func hctr(h *testbed.Host, name string) uint64 { return h.Dev.Counters().Get(name) }
+
+func asyncEvents(t *testing.T, h *testbed.Host) []mlx5.EventType {
+	t.Helper()
+	var out []mlx5.EventType
+	for {
+		e, err := h.Ctx.GetAsyncEvent(time.Microsecond)
+		if err != nil {
+			return out
+		}
+		out = append(out, e.Type)
+		h.Ctx.AckAsyncEvent(e)
+	}
+}
+
+func TestFaultDoorbell(t *testing.T) {
+	t.Run("lost: the SQ stalls until a later doorbell covers it", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"doorbell","action":"drop","nth":1}]}`, nil)
+		req.QP.SetBlueFlame(false)
+		writeWR(t, req, rsp, 1, 0, 64)
+		noStall(t, req.SendCQ)
+		require.Equal(t, uint64(1), hctr(w.Hosts[0], fault.CounterName(fault.Doorbell, fault.Drop)))
+		require.Zero(t, hctr(w.Hosts[0], device.CtrReqCQEError))
+		writeWR(t, req, rsp, 2, 64, 64)
+		wcs := drain(t, req.SendCQ, 2)
+		require.Equal(t, []uint64{1, 2}, []uint64{wcs[0].WRID, wcs[1].WRID})
+		require.Equal(t, provider.WCSuccess, wcs[0].Status)
+		require.Equal(t, req.Buf.Bytes[:128], rsp.Buf.Bytes[:128])
+		untouched(t, rsp, 0, 128)
+	})
+	t.Run("stale: ignored, like a lost one", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"doorbell","action":"stale","nth":2}]}`, nil)
+		req.QP.SetBlueFlame(false)
+		writeWR(t, req, rsp, 1, 0, 64)
+		waitOne(t, req.SendCQ)
+		writeWR(t, req, rsp, 2, 64, 64)
+		noStall(t, req.SendCQ)
+		require.Equal(t, uint64(1), hctr(w.Hosts[0], "db_no_new_wqe"))
+		writeWR(t, req, rsp, 3, 128, 64)
+		require.Len(t, drain(t, req.SendCQ, 2), 2)
+	})
+	t.Run("jumped: control segment invalid, 0x02, QP to ERR, flush", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"doorbell","action":"jump","nth":1}]}`, nil)
+		req.QP.SetBlueFlame(false)
+		writeWR(t, req, rsp, 1, 0, 64)
+		// The phantom WQE fails with 0x02, in a CQE naming a WQE the
+		// provider never posted (libmlx5 would be as lost).
+		// WQE 0 was fetched with it and had not completed: flushed.
+		wc0 := waitOne(t, req.SendCQ)
+		require.Equal(t, provider.WCWRFlushErr, wc0.Status)
+		require.Equal(t, uint32(device.VendorFlush), wc0.VendorErr)
+		_, err := testbed.Wait(req.SendCQ, 1)
+		require.ErrorIs(t, err, provider.ErrBadCQE)
+		require.Equal(t, uint64(1), hctr(w.Hosts[0], "cqe_error_LOCAL_QP_OP"))
+		st, err := req.QP.QueryState()
+		require.NoError(t, err)
+		require.Equal(t, provider.QPStateErr, st)
+		// WQE slot 1 was consumed by the phantom: the next post's doorbell
+		// announces nothing new; the one after is flushed.
+		writeWR(t, req, rsp, 3, 64, 64)
+		writeWR(t, req, rsp, 4, 64, 64)
+		wc := waitOne(t, req.SendCQ)
+		require.Equal(t, uint64(4), wc.WRID)
+		require.Equal(t, provider.WCWRFlushErr, wc.Status)
+		require.Equal(t, uint32(device.VendorFlush), wc.VendorErr)
+		require.Equal(t, uint64(1), hctr(w.Hosts[0], device.CtrQPToError))
+		untouched(t, rsp, 0, 64)
+	})
+	t.Run("early: harmless by default, a stall with doorbell_reads_record", func(t *testing.T) {
+		plan := `{"rules":[{"point":"doorbell","action":"early","nth":1}]}`
+		_, req, rsp := faultWorld(t, plan, nil)
+		req.QP.SetBlueFlame(false)
+		writeWR(t, req, rsp, 1, 0, 64)
+		require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
+		_, req, rsp = faultWorld(t, plan, func(c *testbed.Config) { c.Device.Faults.DoorbellReadsRecord = true })
+		req.QP.SetBlueFlame(false)
+		writeWR(t, req, rsp, 1, 0, 64)
+		noStall(t, req.SendCQ)
+		writeWR(t, req, rsp, 2, 64, 64)
+		require.Len(t, drain(t, req.SendCQ, 2), 2)
+	})
+	t.Run("delayed, duplicated, reordered: completes", func(t *testing.T) {
+		for _, a := range []string{`"delay","delay_ps":5000000`, `"duplicate"`, `"reorder"`, `"corrupt","byte":0,"mask":1`} {
+			_, req, rsp := faultWorld(t, `{"rules":[{"point":"doorbell","action":`+a+`,"nth":1}]}`, nil)
+			req.QP.SetBlueFlame(false)
+			writeWR(t, req, rsp, 1, 0, 64)
+			wc := waitOne(t, req.SendCQ)
+			require.Equal(t, provider.WCSuccess, wc.Status, a)
+		}
+	})
+}
+
+func TestFaultWCBuffer(t *testing.T) {
+	for _, tc := range []struct{ plan, ctr string }{
+		{`{"rules":[{"point":"wc.buffer","action":"tear","nth":1}]}`, "bf_torn"},
+		{`{"rules":[{"point":"wc.buffer","action":"drop","nth":2}]}`, "bf_torn"},
+		{`{"rules":[{"point":"wc.buffer","action":"reorder","nth":1}]}`, "bf_out_of_order"},
+	} {
+		t.Run(tc.ctr, func(t *testing.T) {
+			w, req, rsp := faultWorld(t, tc.plan, nil)
+			// 100 bytes inline: a 2-line BlueFlame WQE.
+			_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled | provider.SendInline,
+				SGL: []provider.SGE{req.MR.SGE(0, 100)}, RemoteAddr: rsp.Buf.Addr, RKey: rsp.MR.RKey}})
+			require.NoError(t, err)
+			wc := waitOne(t, req.SendCQ)
+			require.Equal(t, provider.WCSuccess, wc.Status)
+			h := w.Hosts[0]
+			require.Equal(t, uint64(1), hctr(h, tc.ctr))
+			require.Zero(t, hctr(h, "wqe_bf"), "the BF payload must not be used")
+			require.Equal(t, uint64(1), hctr(h, "wqe_fetch_reads"), "fallback: the WQE is fetched from memory")
+			require.Equal(t, req.Buf.Bytes[:100], rsp.Buf.Bytes[:100])
+			untouched(t, rsp, 0, 100)
+		})
+	}
+	t.Run("delay: held as if unflushed", func(t *testing.T) {
+		_, req, rsp := faultWorld(t, "", nil)
+		writeWR(t, req, rsp, 1, 0, 64)
+		waitOne(t, req.SendCQ)
+		base := req.Host.Dev.Counters().Get("wqe_bf")
+		w, req2, rsp2 := faultWorld(t, `{"rules":[{"point":"wc.buffer","action":"delay","delay_ps":3000000,"nth":1}]}`, nil)
+		start := w.Eng.Now()
+		writeWR(t, req2, rsp2, 1, 0, 64)
+		waitOne(t, req2.SendCQ)
+		require.Greater(t, w.Eng.Now()-start, sim.Time(3*sim.Microsecond))
+		require.Equal(t, base, hctr(w.Hosts[0], "wqe_bf"))
+	})
+}
+
+func TestFaultDMA(t *testing.T) {
+	for _, a := range []string{"timeout", "abort", "ur", "poison", "iommu"} {
+		t.Run("data read "+a, func(t *testing.T) {
+			w, req, rsp := faultWorld(t, `{"rules":[{"point":"dma.read","action":"`+a+`","nth":1,"match":{"target":"data","node":0}}]}`, nil)
+			req.QP.SetBlueFlame(false)
+			writeWR(t, req, rsp, 1, 0, 2048)
+			wc := waitOne(t, req.SendCQ)
+			require.Equal(t, provider.WCLocProtErr, wc.Status)
+			require.Equal(t, uint32(device.VendorPCIe), wc.VendorErr)
+			require.Equal(t, uint64(1), hctr(w.Hosts[0], device.CtrReqCQEError))
+			require.Equal(t, uint64(1), hctr(w.Hosts[0], fault.CounterName(fault.DMARead, mustAction(a))))
+			untouched(t, rsp, 0, 0) // nothing arrived at all
+		})
+	}
+	t.Run("wqe fetch: LOC_PROT 0x51 on the QP", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"dma.read","action":"ur","match":{"target":"wqe"}}]}`, nil)
+		req.QP.SetBlueFlame(false)
+		writeWR(t, req, rsp, 1, 0, 64)
+		wc := waitOne(t, req.SendCQ)
+		require.Equal(t, provider.WCLocProtErr, wc.Status)
+		require.Equal(t, uint32(device.VendorPCIe), wc.VendorErr)
+		require.Equal(t, uint64(1), hctr(w.Hosts[0], device.CtrWQEFetchPCIeError))
+		untouched(t, rsp, 0, 0)
+	})
+	t.Run("wqe fetch fatal with wqe_fetch_error_fatal", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"dma.read","action":"ur","match":{"target":"wqe"}}]}`,
+			func(c *testbed.Config) { c.Device.Faults.WQEFetchErrorFatal = true; c.Device.Faults.HealthPoll = 10 * sim.Microsecond })
+		req.QP.SetBlueFlame(false)
+		writeWR(t, req, rsp, 1, 0, 64)
+		wc := waitOne(t, req.SendCQ)
+		require.Equal(t, provider.WCWRFlushErr, wc.Status)
+		require.Equal(t, uint32(device.VendorSWFlush), wc.VendorErr)
+		fatal, synd := w.Hosts[0].Dev.Fatal()
+		require.True(t, fatal)
+		require.Equal(t, uint8(0xa), synd)
+	})
+	t.Run("responder data write: NAK, requester error", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"dma.write","action":"poison","nth":1,"match":{"node":1,"target":"data"}}]}`, nil)
+		writeWR(t, req, rsp, 1, 0, 64)
+		wc := waitOne(t, req.SendCQ)
+		require.NotEqual(t, provider.WCSuccess, wc.Status)
+		require.NotZero(t, hctr(w.Hosts[1], device.CtrNAKsSent))
+		untouched(t, rsp, 0, 0)
+	})
+	t.Run("cqe write: CQ error, CQ_ERR", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"dma.write","action":"abort","nth":1,"match":{"node":0,"target":"cqe"}}]}`, nil)
+		writeWR(t, req, rsp, 1, 0, 64)
+		noStall(t, req.SendCQ)
+		require.Equal(t, uint64(1), hctr(w.Hosts[0], device.CtrCQErrorAccess))
+		require.Contains(t, asyncEvents(t, w.Hosts[0]), mlx5.EventCQErr)
+		require.Equal(t, req.Buf.Bytes[:64], rsp.Buf.Bytes[:64])
+	})
+	t.Run("delay: a latency spike only", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"dma.read","action":"delay","delay_ps":20000000,"nth":1,"match":{"node":0}}]}`, nil)
+		start := w.Eng.Now()
+		writeWR(t, req, rsp, 1, 0, 64)
+		require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
+		require.Greater(t, w.Eng.Now()-start, sim.Time(20*sim.Microsecond))
+	})
+}
+
+func mustAction(s string) fault.Action {
+	var a fault.Action
+	if err := a.UnmarshalText([]byte(s)); err != nil {
+		panic(err)
+	}
+	return a
+}
+
+func TestFaultPCIeTLP(t *testing.T) {
+	t.Run("MWr lost: the doorbell never arrives", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"pcie.tlp","action":"drop","nth":1,"match":{"tlp":"MWr","node":0}}]}`, nil)
+		req.QP.SetBlueFlame(false)
+		writeWR(t, req, rsp, 1, 0, 64)
+		noStall(t, req.SendCQ)
+		require.Equal(t, uint64(1), hctr(w.Hosts[0], "fault_mmio_tlp"))
+	})
+	t.Run("MRd UR reads all ones", func(t *testing.T) {
+		w, _, _ := faultWorld(t, `{"rules":[{"point":"pcie.tlp","action":"ur","nth":1,"match":{"tlp":"MRd","node":0}}]}`, nil)
+		require.Equal(t, uint32(0xffffffff), w.Hosts[0].Dev.MMIO().Load32(mlx5.InitSegFWRev))
+		require.NotEqual(t, uint32(0xffffffff), w.Hosts[0].Dev.MMIO().Load32(mlx5.InitSegFWRev))
+	})
+}
+
+func TestFaultCQ(t *testing.T) {
+	t.Run("lost CQE", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"cq","action":"drop","nth":1,"match":{"node":0}}]}`, nil)
+		writeWR(t, req, rsp, 1, 0, 64)
+		noStall(t, req.SendCQ)
+		writeWR(t, req, rsp, 2, 64, 64)
+		require.Equal(t, uint64(2), waitOne(t, req.SendCQ).WRID)
+		require.Equal(t, uint64(1), hctr(w.Hosts[0], device.CtrFaultCQE))
+	})
+	t.Run("delayed CQE", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"cq","action":"delay","delay_ps":40000000,"nth":1,"match":{"node":0}}]}`, nil)
+		start := w.Eng.Now()
+		writeWR(t, req, rsp, 1, 0, 64)
+		waitOne(t, req.SendCQ)
+		require.Greater(t, w.Eng.Now()-start, sim.Time(40*sim.Microsecond))
+	})
+	t.Run("overrun: CQ error, EQE 0x04, CQ_ERR, QP fatal", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"cq","action":"overrun","nth":1,"match":{"node":0}}]}`, nil)
+		writeWR(t, req, rsp, 1, 0, 64)
+		noStall(t, req.SendCQ)
+		h := w.Hosts[0]
+		require.Equal(t, uint64(1), hctr(h, device.CtrCQOverrun))
+		ev := asyncEvents(t, h)
+		require.Contains(t, ev, mlx5.EventCQErr)
+		require.Contains(t, ev, mlx5.EventQPFatal)
+	})
+	t.Run("overrun ignored with cqc.oi", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"cq","action":"overrun","nth":1,"match":{"node":0}}]}`, nil)
+		require.NoError(t, w.Hosts[0].Dev.ModifyCQOverrunIgnore(req.SendCQ.CQN(), true))
+		writeWR(t, req, rsp, 1, 0, 64)
+		require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
+		require.Equal(t, uint64(1), hctr(w.Hosts[0], device.CtrCQOverrunIgnored))
+		require.Zero(t, hctr(w.Hosts[0], device.CtrCQOverrun))
+	})
+}
+
+func TestFaultEQ(t *testing.T) {
+	t.Run("async EQ overrun is device fatal 0xc", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"eq","action":"overrun","nth":1,"match":{"node":0}}]}`,
+			func(c *testbed.Config) { c.Device.Faults.HealthPoll = 10 * sim.Microsecond })
+		w.Hosts[0].Dev.SetLinkState(false) // raises PORT_ERR: an async EQE
+		fatal, synd := w.Hosts[0].Dev.Fatal()
+		require.True(t, fatal)
+		require.Equal(t, uint8(0xc), synd)
+		require.Equal(t, uint64(1), hctr(w.Hosts[0], device.CtrAsyncEQOverrun))
+		_ = req
+		_ = rsp
+	})
+	t.Run("completion EQ overrun freezes it", func(t *testing.T) {
+		w, err := testbed.New(func() testbed.Config {
+			c := testbed.DefaultConfig()
+			c.Faults, _ = fault.Parse([]byte(`{"rules":[{"point":"eq","action":"overrun","nth":1,"match":{"node":1}}]}`))
+			return c
+		}())
+		require.NoError(t, err)
+		t.Cleanup(w.Close)
+		eps, err := w.ConnectRC(testbed.ConnOpts{Channel: true})
+		require.NoError(t, err)
+		req, rsp := eps[0], eps[1]
+		require.NoError(t, rsp.RecvCQ.ReqNotify(false))
+		postRecvs(t, rsp, 1)
+		sendMsg(t, req, 1, false)
+		drain(t, rsp.RecvCQ, 1)
+		noEvent(t, rsp.Channel)
+		require.Equal(t, uint64(1), hctr(w.Hosts[1], device.CtrCompEQOverrun))
+	})
+}
+
+func TestFaultPort(t *testing.T) {
+	t.Run("down: retry exceeded 0x15/0x81, then flush 0xf9", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"port","action":"down","at_ps":1}]}`, nil)
+		w.Eng.RunUntil(2)
+		writeWR(t, req, rsp, 1, 0, 64)
+		writeWR(t, req, rsp, 2, 64, 64)
+		wcs := drain(t, req.SendCQ, 2)
+		require.Equal(t, provider.WCRetryExcErr, wcs[0].Status)
+		require.Equal(t, uint32(device.VendorRetryExceeded), wcs[0].VendorErr)
+		require.Equal(t, provider.WCWRFlushErr, wcs[1].Status)
+		require.Equal(t, uint32(device.VendorFlush), wcs[1].VendorErr)
+		h := w.Hosts[0]
+		require.Equal(t, uint64(3), hctr(h, device.CtrLocalACKTimeoutErr))
+		require.Equal(t, uint64(1), hctr(h, device.CtrReqCQEFlushError))
+		require.Contains(t, asyncEvents(t, h), mlx5.EventPortErr)
+		untouched(t, rsp, 0, 0)
+	})
+	t.Run("flap: back in time, transparent", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"port","action":"down","at_ps":1,"for_ps":2000000,"match":{"node":0}}]}`, nil)
+		w.Eng.RunUntil(2)
+		writeWR(t, req, rsp, 1, 0, 64)
+		require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
+		ev := asyncEvents(t, w.Hosts[0])
+		require.Equal(t, []mlx5.EventType{mlx5.EventPortErr, mlx5.EventPortActive}, ev)
+		require.Equal(t, req.Buf.Bytes[:64], rsp.Buf.Bytes[:64])
+	})
+}
+
+func TestFaultDeviceFatal(t *testing.T) {
+	w, req, rsp := faultWorld(t, `{"rules":[{"point":"device","action":"fatal","at_ps":1000000000,"value":1,"match":{"node":0}}]}`,
+		func(c *testbed.Config) { c.Device.Faults.HealthPoll = 50 * sim.Microsecond })
+	h := w.Hosts[0]
+	mmio := h.Dev.MMIO()
+	hc0 := mmio.Load32(mlx5.InitSegHealthCount)
+	// Work outstanding when FW dies: the peer does not answer (its link is
+	// cut), so the WRITE waits for its ACK.
+	w.Hosts[1].Dev.SetLinkState(false)
+	writeWR(t, req, rsp, 1, 0, 64)
+	w.Eng.RunUntil(sim.Time(1001 * sim.Microsecond))
+	fatal, synd := h.Dev.Fatal()
+	require.True(t, fatal)
+	require.Equal(t, uint8(1), synd)
+	// Health buffer: rfr bit, synd byte; the heartbeat is frozen.
+	require.Equal(t, uint32(1)<<31, beSwap(mmio.Load32(mlx5.InitSegHealth+0x38)))
+	require.Equal(t, uint32(1)<<16, beSwap(mmio.Load32(mlx5.InitSegHealth+0x3c)))
+	hc1 := mmio.Load32(mlx5.InitSegHealthCount)
+	w.Eng.RunUntil(w.Eng.Now().Add(5 * sim.Millisecond))
+	require.Equal(t, hc1, mmio.Load32(mlx5.InitSegHealthCount), "health counter frozen")
+	require.NotEqual(t, hc0, hc1)
+	// Commands fail; the driver flushes with vendor_err 5.
+	_, err := h.Ctx.AllocPD()
+	var ce *mlx5.CmdError
+	require.True(t, errors.As(err, &ce), "%v", err)
+	require.Equal(t, mlx5.StatusInternalErr, ce.Status)
+	wc := waitOne(t, req.SendCQ)
+	require.Equal(t, provider.WCWRFlushErr, wc.Status)
+	require.Equal(t, uint32(device.VendorSWFlush), wc.VendorErr)
+	require.Contains(t, asyncEvents(t, h), mlx5.EventDeviceFatal)
+	// UAR pages are dead: a post vanishes.
+	writeWR(t, req, rsp, 2, 64, 64)
+	noStall(t, req.SendCQ)
+	require.NotZero(t, hctr(h, device.CtrDeadUARStore))
+	untouched(t, rsp, 0, 0)
+}
+
+func beSwap(v uint32) uint32 { return v>>24 | v>>8&0xff00 | v<<8&0xff0000 | v<<24 }
+
+func TestFaultPCIeLinkLoss(t *testing.T) {
+	w, _, _ := faultWorld(t, `{"rules":[{"point":"device","action":"link_loss","at_ps":1000,"match":{"node":0}}]}`, nil)
+	w.Eng.RunUntil(2000)
+	require.Equal(t, uint32(0xffffffff), w.Hosts[0].Dev.MMIO().Load32(mlx5.InitSegHealth+0x30))
+	fatal, _ := w.Hosts[0].Dev.Fatal()
+	require.True(t, fatal)
+	require.NotZero(t, hctr(w.Hosts[0], device.CtrPCILinkLost))
+}
+
+// TestFaultDeterminism: the same plan and seed give the same trace.
+func TestFaultDeterminism(t *testing.T) {
+	plan := `{"seed":9,"rules":[{"point":"wc.buffer","action":"tear","prob":0.3},{"point":"dma.read","action":"delay","prob":0.2,"delay_ps":100000},
+		{"point":"doorbell","action":"drop","prob":0.1},{"point":"wire.tx","action":"drop","prob":0.05}]}`
+	run := func() string {
+		w, req, rsp := faultWorld(t, plan, nil)
+		for i := 0; i < 20; i++ {
+			writeWR(t, req, rsp, uint64(i), uint64(i)*64, 64)
+		}
+		_, _ = testbed.Wait(req.SendCQ, 20)
+		var b bytes.Buffer
+		for _, e := range w.Rec.Events() {
+			fmt.Fprintf(&b, "%+v\n", e)
+		}
+		return b.String()
+	}
+	a, b := run(), run()
+	require.Equal(t, a, b)
+	require.Contains(t, a, "fault")
+}
+
+// TestFaultRandomPlans runs random plans against live traffic: nothing
+// panics, and no QP is wedged without an error — a probe WR completes or
+// errors (bounded: the wait ends when the simulation is idle).
+func TestFaultRandomPlans(t *testing.T) {
+	type opt struct{ pt, act, extra string }
+	opts := []opt{
+		{"doorbell", "drop", ""}, {"doorbell", "stale", ""}, {"doorbell", "jump", ""}, {"doorbell", "duplicate", ""}, {"doorbell", "reorder", ""},
+		{"doorbell", "corrupt", `,"byte":-1`}, {"wc.buffer", "tear", ""}, {"wc.buffer", "reorder", ""}, {"wc.buffer", "drop", ""}, {"wc.buffer", "corrupt", ""},
+		{"pcie.tlp", "drop", ""}, {"pcie.tlp", "corrupt", ""}, {"dma.read", "timeout", ""}, {"dma.read", "corrupt", ""}, {"dma.write", "poison", ""},
+		{"dma.write", "delay", `,"delay_ps":500000`}, {"cq", "drop", ""}, {"cq", "corrupt", ""}, {"cq", "overrun", ""}, {"eq", "drop", ""},
+		{"wire.tx", "drop", ""}, {"wire.rx", "corrupt", ""},
+	}
+	for seed := uint64(1); seed <= 24; seed++ {
+		var rules []string
+		for k := uint64(0); k < 3; k++ {
+			o := opts[(seed*7+k*13)%uint64(len(opts))]
+			rules = append(rules, fmt.Sprintf(`{"point":%q,"action":%q,"prob":0.%d%s}`, o.pt, o.act, 1+(seed+k)%4, o.extra))
+		}
+		plan := fmt.Sprintf(`{"seed":%d,"rules":[%s]}`, seed, joinComma(rules))
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			w, req, rsp := faultWorld(t, plan, nil)
+			for i := 0; i < 16; i++ {
+				writeWR(t, req, rsp, uint64(i), uint64(i)*64, 64)
+				_, _ = req.SendCQ.Poll(make([]provider.WC, 4))
+			}
+			_, _ = testbed.Wait(req.SendCQ, 16)
+			// The probe: completes, errors, or the QP reports an error.
+			_, err := req.QP.PostSend([]provider.SendWR{{WRID: 99, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+				SGL: []provider.SGE{req.MR.SGE(0, 8)}, RemoteAddr: rsp.Buf.Addr, RKey: rsp.MR.RKey}})
+			if err != nil {
+				return // refused (queue full after lost CQEs): an error, not a wedge
+			}
+			for i := 0; i < 64; i++ {
+				wcs, werr := testbed.Wait(req.SendCQ, 1)
+				if werr != nil && !errors.Is(werr, testbed.ErrTimeout) {
+					return // the poll reported an error (a corrupt CQE)
+				}
+				if werr != nil || len(wcs) == 0 {
+					break
+				}
+				if wcs[0].WRID == 99 || wcs[0].Status != provider.WCSuccess {
+					return
+				}
+			}
+			st, qerr := req.QP.QueryState()
+			fatal, _ := w.Hosts[0].Dev.Fatal()
+			lost := w.Hosts[0].Dev.Counters().Get(fault.CounterName(fault.Doorbell, fault.Drop)) +
+				w.Hosts[0].Dev.Counters().Get(fault.CounterName(fault.CQ, fault.Drop)) +
+				w.Hosts[0].Dev.Counters().Get("fault_mmio_tlp") + w.Hosts[0].Dev.Counters().Get("fault_wc_line") +
+				w.Hosts[0].Dev.Counters().Get(fault.CounterName(fault.Doorbell, fault.Stale)) +
+				w.Hosts[0].Dev.Counters().Get(device.CtrCQOverrun) + w.Hosts[0].Dev.Counters().Get(device.CtrCQErrorAccess)
+			// Silence is allowed only where the reference says it is: a lost
+			// doorbell / MMIO / CQE, or an errored CQ or device.
+			require.True(t, qerr != nil || st == provider.QPStateErr || fatal || lost > 0,
+				"QP wedged without an error under %s (state %v)", plan, st)
+		})
+	}
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += x
+	}
+	return out
+}
