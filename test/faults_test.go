@@ -223,7 +223,10 @@ func TestFaultDMA(t *testing.T) {
 	})
 	t.Run("wqe fetch fatal with wqe_fetch_error_fatal", func(t *testing.T) {
 		w, req, rsp := faultWorld(t, `{"rules":[{"point":"dma.read","action":"ur","match":{"target":"wqe"}}]}`,
-			func(c *testbed.Config) { c.Device.Faults.WQEFetchErrorFatal = true; c.Device.Faults.HealthPoll = 10 * sim.Microsecond })
+			func(c *testbed.Config) {
+				c.Device.Faults.WQEFetchErrorFatal = true
+				c.Device.Faults.HealthPoll = 10 * sim.Microsecond
+			})
 		req.QP.SetBlueFlame(false)
 		writeWR(t, req, rsp, 1, 0, 64)
 		wc := waitOne(t, req.SendCQ)

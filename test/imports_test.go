@@ -33,8 +33,8 @@ var moduleGraph = map[string]importRule{
 	"wire":            {allow: []string{"sim", "trace", "fault", "internal/tuntap"}}, // real transports: TAP ioctls
 	"internal/tuntap": {},
 	"ethport":         {allow: []string{"sim", "trace", "roce", "wire"}},
-	"env":             {allow: []string{"sim", "trace", "fault"}}, // the one environment of a device's engines
-	"bar":             {allow: []string{"pcie", "mlx5", "sim", "trace", "env", "fault"}}, // fault: the wc.buffer and pcie.tlp hook points are BAR0's
+	"env":             {allow: []string{"sim", "trace", "fault"}},                               // the one environment of a device's engines
+	"bar":             {allow: []string{"pcie", "mlx5", "sim", "trace", "env", "fault"}},        // fault: the wc.buffer and pcie.tlp hook points are BAR0's
 	"dma":             {allow: []string{"pcie", "shm", "sim", "trace", "fault", "mlx5", "env"}}, // mlx5: access bits, data segments, syndromes (DESIGN.md §3 amended)
 	"wqefetch":        {allow: []string{"dma", "mlx5", "sim", "trace", "fault", "env"}},
 	"device":          {allow: []string{"sim", "mlx5", "shm", "trace", "fault", "pcie", "roce", "wire", "bar", "dma", "wqefetch", "env"}},
