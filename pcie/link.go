@@ -170,11 +170,15 @@ func (l *Link) send(ln *lane, t sim.Time, p, h int) sim.Time {
 }
 
 // sendPosted is send for a posted write: it starts no earlier than the
-// previous posted write on the lane (*last), which it then moves up.
+// previous posted write on the lane ended (*last), which it then moves up.
+// Holding the end, not the start, keeps posted writes in order even when
+// the lane's calendar has forgotten the previous one (prune after a call
+// stamped later): a short doorbell could otherwise overlap, and overtake,
+// a BlueFlame line sent just before it.
 func (l *Link) sendPosted(ln *lane, last *sim.Time, t sim.Time, p, h int) sim.Time {
 	d := l.ser(p + h)
 	start := ln.reserve(max(t, *last), d)
-	*last = start
+	*last = start.Add(d)
 	return start.Add(d + l.spec.FlightLatency)
 }
 
