@@ -189,6 +189,7 @@ func (b *BAR0) emit(now sim.Time, off uint64, p []byte) {
 	}
 	arrive, s := b.link.HostWrite(now, off, len(p))
 	arrive = arrive.Add(b.fx.extra)
+
 	m := b.pool
 	if m == nil {
 		m = &mwr{b: b}

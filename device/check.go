@@ -60,6 +60,7 @@ var CheckRules = []CheckRule{
 	{"R2", "record-not-zero", "doorbell record not zero at creation", "libmlx5 qp.c/cq.c; ucx#5034"},
 	{"R3", "doorbell-wrong-bfreg", "doorbell on a bfreg the QP is not bound to", "libmlx5 qp.c post_send_db (bf->reg of the QP's bfreg)"},
 	{"R3", "doorbell-not-last-ctrl", "doorbell payload is not the first 8 bytes of the last WQE's control segment", "libmlx5 qp.c post_send_db; DPDK mlx5_tx.h"},
+	{"R3", "record-without-doorbell", "the record announces WQEs no doorbell rang for (the doorbell named an earlier WQE, or was lost)", "libmlx5 qp.c post_send_db; ROCm/mori#428"},
 	{"R4", "bad-ctrl-segment", "control segment invalid (wqe_index, opcode, DS, QPN)", "mlx5dv.h mlx5dv_set_ctrl_seg; libmlx5 qp.c; DPDK MLX5_DSEG_MAX"},
 	{"R5", "inline-over-limit", "inline data longer than the QP's max_inline_data", "libmlx5 qp.c set_data_inl_seg (ENOMEM)"},
 	{"R6", "sq-overrun", "SQ overrun: more WQEBBs posted than the SQ holds past the last CQE", "libmlx5 qp.c mlx5_wq_overflow, cq.c (tail advances on CQEs)"},
@@ -68,7 +69,7 @@ var CheckRules = []CheckRule{
 	{"R9", "set-ci-past-producer", "set_ci is past the CQ producer", "libmlx5 cq.c update_cons_index; DPDK mlx5_tx.h cq_pi - cq_ci <= cqe_s"},
 	{"R9", "set-ci-backwards", "set_ci moved backwards", "libmlx5 cq.c update_cons_index (monotonic mod 2^24)"},
 	{"R9", "cq-overrun", "more CQE-producing work outstanding than free CQ entries", "kernel wc.c (sq->cc after mlx5_cqwq_update_db_record); LNX-doc cq_overrun"},
-	{"R10", "arm-bad-sn", "CQ armed with a sequence number that is not completion events mod 4", "libmlx5 cq.c mlx5_arm_cq, mlx5_cq_event"},
+	{"R10", "arm-bad-sn", "CQ armed with a sequence number that is not the completion events read mod 4", "libmlx5 cq.c mlx5_arm_cq, mlx5_cq_event"},
 	{"R10", "arm-bad-ci", "CQ armed with a consumer index other than set_ci [unconfirmed PRM semantics]", "libmlx5 cq.c mlx5_arm_cq"},
 	{"R10", "arm-before-record", "CQ arm doorbell without dbrec[1] written first", "libmlx5 cq.c mlx5_arm_cq; rdma-core#89"},
 	{"R11", "bf-not-whole-lines", "BlueFlame write not in whole 64-byte lines", "libmlx5 qp.c mlx5_bf_copy (mmio_memcpy_x64); libvma#487"},
@@ -117,6 +118,7 @@ type chkQP struct {
 	lastEnd   uint16 // counter after the last doorbell seen
 	retired   uint16 // counter after the last CQE's WQE
 	sinceSig  int    // WQEBBs since the last signalled WQE
+	watch     bool   // a recordWatch is pending
 	bbs       []uint8
 }
 
@@ -234,13 +236,20 @@ func (c *Checker) doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte, bf b
 	idx := cs.WQEIndex()
 	bbs := uint16(max(mlx5.WQEBBs(int(cs.DS())), 1))
 	end := idx + bbs
+	// The record, as visible when the doorbell arrives, must cover the
+	// doorbell's counter. It may be ahead of it — the provider posted
+	// more while the doorbell was on the link — but only over WQEs really
+	// written: the control segment at the doorbell's end must carry that
+	// index.
 	if rec, ok := c.peek32(s.dbr + 4*mlx5.DBRSend); ok {
-		switch r16 := uint16(rec); {
-		case r16 == end:
-		case r16 == s.lastEnd:
+		r16 := uint16(rec)
+		ahead := r16 - end
+		switch {
+		case ahead == 0:
+		case r16 == s.lastEnd || int16(ahead) < 0 && int(-int16(ahead)) <= s.sqSize:
 			c.report(t, "doorbell-before-record", qpn, "doorbell for wqe_index %d (+%d WQEBBs = %d) but the record still holds %d", idx, bbs, end, r16)
-		default:
-			c.report(t, "record-mismatch", qpn, "doorbell for wqe_index %d (+%d WQEBBs = %d) but the record holds %d", idx, bbs, end, r16)
+		case int(ahead) > s.sqSize || c.slotIndex(s, end) != end:
+			c.report(t, "record-mismatch", qpn, "doorbell for wqe_index %d (+%d WQEBBs = %d) but the record holds %d, past what was written", idx, bbs, end, r16)
 		}
 	}
 	if !bf {
@@ -256,6 +265,56 @@ func (c *Checker) doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte, bf b
 	if int16(end-s.lastEnd) > 0 {
 		s.lastEnd = end
 	}
+	// WQEs the record announces past this doorbell need a doorbell of
+	// their own soon; look again after a grace period.
+	if rec, ok := c.peek32(s.dbr + 4*mlx5.DBRSend); ok && uint16(rec) != end && int(uint16(rec)-end) <= s.sqSize && !s.watch {
+		s.watch = true
+		c.d.eng.At(t.Add(recordGrace), &recordWatch{c: c, s: s, qpn: qpn, rec: uint16(rec), end: s.lastEnd})
+	}
+}
+
+// recordGrace is how long the checker waits for the doorbell of WQEs the
+// record already announces: far more than a post takes, and than an MMIO
+// write spends queued on a busy link (tens of µs under the soak).
+const recordGrace = sim.Millisecond
+
+// recordWatch looks again at a QP whose record was ahead of its doorbells.
+// It reports only when neither the record nor the doorbells moved for a
+// whole grace period (a post caught between its record update and its
+// doorbell has moved the record): then WQEs wait for a doorbell that
+// does not come.
+type recordWatch struct {
+	c        *Checker
+	s        *chkQP
+	qpn      uint32
+	rec, end uint16 // at the previous look
+}
+
+func (w *recordWatch) Fire(now sim.Time) {
+	s := w.s
+	r32, ok := w.c.peek32(s.dbr + 4*mlx5.DBRSend)
+	rec := uint16(r32)
+	if ahead := rec - s.lastEnd; !ok || ahead == 0 || int(ahead) > s.sqSize {
+		s.watch = false
+		return
+	}
+	if rec == w.rec && s.lastEnd == w.end {
+		s.watch = false
+		w.c.report(now, "record-without-doorbell", w.qpn, "the record holds %d but doorbells rang only up to %d, unchanged for %v", rec, s.lastEnd, recordGrace)
+		return
+	}
+	w.rec, w.end = rec, s.lastEnd
+	w.c.d.eng.At(now.Add(recordGrace), w)
+}
+
+// slotIndex is the wqe_index of the control segment at counter i.
+func (c *Checker) slotIndex(s *chkQP, i uint16) uint16 {
+	var b [4]byte
+	slot := uint64(int(i) & (s.sqSize - 1))
+	if c.d.mem.Read(s.sqBase+slot*mlx5.WQEBBSize, b[:]) != nil {
+		return ^i
+	}
+	return binary.BigEndian.Uint16(b[1:3])
 }
 
 // blueFlame checks a whole BlueFlame WQE (R11) and its counter.
@@ -396,8 +455,10 @@ func (c *Checker) overrun(t sim.Time, q *cq) {
 
 // arm checks a CQ arm doorbell (R10).
 func (c *Checker) arm(t sim.Time, q *cq, a mlx5.CQArm) {
-	if a.SN != uint8(q.events&3) {
-		c.report(t, "arm-bad-sn", 0, "CQ %d armed with sn %d after %d completion events", q.cqn, a.SN, q.events)
+	// libmlx5 counts arm_sn per completion event the application reads
+	// (mlx5_cq_event), so that, not the events raised, is what sn must be.
+	if a.SN != uint8(q.evRead&3) {
+		c.report(t, "arm-bad-sn", 0, "CQ %d armed with sn %d after %d completion events read (%d raised)", q.cqn, a.SN, q.evRead, q.events)
 	}
 	if ci, ok := c.peek32(q.dbr + 4*mlx5.DBRSetCI); ok && ci&0xffffff != a.CI&0xffffff {
 		c.report(t, "arm-bad-ci", 0, "CQ %d armed with ci %d but set_ci is %d", q.cqn, a.CI&0xffffff, ci&0xffffff)

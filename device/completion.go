@@ -32,6 +32,7 @@ type cq struct {
 	lastSol    uint32 // index of the last one
 	events     uint32 // completion EQEs raised
 	dispatched uint32 // of those, handed to the channel by the kernel side
+	evRead     uint32 // of those, read by the application (checked mode: arm sn)
 	channel    uint32 // completion channel (0: none)
 	modCount   uint16 // cq_max_count (0: none)
 	modPeriod  uint16 // cq_period in µs (0: none)

@@ -255,7 +255,13 @@ func (d *Device) ReadCompEvents(ch uint32, out []mlx5.CompEvent) (int, error) {
 	if c == nil {
 		return 0, cmdErr("READ_COMP_EVENT", mlx5.StatusBadResource, "channel %d does not exist", ch)
 	}
-	return c.q.pop(out), nil
+	n := c.q.pop(out)
+	for _, e := range out[:n] {
+		if q := d.cqs[e.CQN]; q != nil {
+			q.evRead++ // libmlx5's mlx5_cq_event: arm_sn advances per event read
+		}
+	}
+	return n, nil
 }
 
 // ReadAsyncEvents moves queued asynchronous events into out.

@@ -102,6 +102,9 @@ func (qp *QP) ringSendBuggy(nreq, firstOff, lastOff, lastDS int) {
 	}
 	mmio.Flush()
 	if qp.bugs&BugRecordAfterDoorbell != 0 {
+		// Late: an uncached read (any register) first, which lets the
+		// doorbell reach the device before the record changes.
+		_ = mmio.Load32(0)
 		qp.dbr.SetWord(mlx5.DBRSend, rec)
 	}
 	if qp.bugs&BugBFReuseHalf == 0 {

@@ -113,6 +113,7 @@ func runSoak(t *testing.T, seed uint64, total int) (soakStats, sim.Duration) {
 	cfg := testbed.DefaultConfig()
 	cfg.MemSize = 64 << 20
 	cfg.Trace = os.Getenv("SOFTNIC_SOAK_TRACE") != ""
+	cfg.Check = true // the correct provider breaks no host-protocol rule (device/check.go)
 	rule := func(a fault.Action, p float64) fault.Rule {
 		r := fault.Rule{Point: fault.WireTx, Action: a, Prob: p, Byte: -1}
 		if a == fault.Delay {
@@ -237,6 +238,12 @@ func runSoak(t *testing.T, seed uint64, total int) (soakStats, sim.Duration) {
 		atomics += uint64(p.atomics)
 	}
 	require.Equal(t, atomics, w.Hosts[1].Dev.Counters().Get(device.CtrRxAtomicRequests), "each atomic executed exactly once")
+	for _, h := range w.Hosts {
+		if h.Dev.Checker().Err() != nil {
+			soakDump(t, w)
+		}
+		require.NoError(t, h.Dev.Checker().Err(), "checked mode under the soak")
+	}
 	for _, s := range []string{"wire_fault_drop", "wire_fault_duplicate", "wire_fault_reorder", "wire_fault_corrupt", "wire_fault_delay"} {
 		st.faults += w.Wire.Get(s)
 	}

@@ -1,0 +1,236 @@
+package test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/testbed"
+	"github.com/stretchr/testify/require"
+)
+
+// Checked mode (device/check.go): the provider commits each host-protocol
+// mistake on purpose (provider.Bugs) and the device names it. The correct
+// provider trips nothing under the soak (runSoak turns checked mode on).
+
+type checkCase struct {
+	name  string // the violation's name (device.CheckRules)
+	rule  string
+	conn  testbed.ConnOpts
+	cfg   func(*testbed.Config)
+	qp    provider.Bugs
+	cq    provider.Bugs
+	drive func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint)
+}
+
+func checkWorld(t *testing.T, c checkCase) (*testbed.World, *testbed.Endpoint, *testbed.Endpoint) {
+	t.Helper()
+	cfg := testbed.DefaultConfig()
+	cfg.Check = true
+	if c.cfg != nil {
+		c.cfg(&cfg)
+	}
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	eps, err := w.ConnectRC(c.conn)
+	require.NoError(t, err)
+	eps[0].QP.SetBugs(c.qp)
+	eps[0].SendCQ.SetBugs(c.cq)
+	return w, eps[0], eps[1]
+}
+
+// oneWrite posts one signalled 64-byte WRITE and waits for it (or not).
+func oneWrite(t *testing.T, _ *testbed.World, req, rsp *testbed.Endpoint) {
+	writeWR(t, req, rsp, 1, 0, 64)
+	_, _ = testbed.Wait(req.SendCQ, 1)
+}
+
+func viaDoorbell(f func(*testing.T, *testbed.World, *testbed.Endpoint, *testbed.Endpoint)) func(*testing.T, *testbed.World, *testbed.Endpoint, *testbed.Endpoint) {
+	return func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+		req.QP.SetBlueFlame(false)
+		f(t, w, req, rsp)
+	}
+}
+
+// manyWrites posts n unpolled WRITEs with the peer's link down (no ACK,
+// no CQE retires anything).
+func manyWrites(n int) func(*testing.T, *testbed.World, *testbed.Endpoint, *testbed.Endpoint) {
+	return func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+		w.Hosts[1].Dev.SetLinkState(false)
+		for i := 0; i < n; i++ {
+			_, err := req.QP.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+				SGL: []provider.SGE{req.MR.SGE(0, 8)}, RemoteAddr: rsp.Buf.Addr, RKey: rsp.MR.RKey}})
+			require.NoError(t, err)
+		}
+	}
+}
+
+func inlineWrite(n uint32) func(*testing.T, *testbed.World, *testbed.Endpoint, *testbed.Endpoint) {
+	return func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+		_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled | provider.SendInline,
+			SGL: []provider.SGE{req.MR.SGE(0, n)}, RemoteAddr: rsp.Buf.Addr, RKey: rsp.MR.RKey}})
+		require.NoError(t, err)
+		_, _ = testbed.Wait(req.SendCQ, 1)
+	}
+}
+
+func TestCheckerNamesEachBug(t *testing.T) {
+	cases := []checkCase{
+		{name: "doorbell-before-record", rule: "R1", qp: provider.BugRecordAfterDoorbell, drive: viaDoorbell(oneWrite)},
+		{name: "record-mismatch", rule: "R2", qp: provider.BugWrongRecord, drive: viaDoorbell(oneWrite)},
+		{name: "record-without-doorbell", rule: "R3", qp: provider.BugDoorbellFirstWQE, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+			sge := []provider.SGE{req.MR.SGE(0, 8)}
+			_, err := req.QP.PostSend([]provider.SendWR{
+				{WRID: 1, Opcode: provider.WRRDMAWrite, SGL: sge, RemoteAddr: rsp.Buf.Addr, RKey: rsp.MR.RKey},
+				{WRID: 2, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: sge, RemoteAddr: rsp.Buf.Addr, RKey: rsp.MR.RKey}})
+			require.NoError(t, err)
+			_, _ = testbed.Wait(req.SendCQ, 1)
+			w.Settle(1 << 20)
+		}},
+		{name: "doorbell-wrong-bfreg", rule: "R3", qp: provider.BugWrongBfreg, drive: viaDoorbell(oneWrite)},
+		{name: "bad-ctrl-segment", rule: "R4", qp: provider.BugBadIndex, drive: viaDoorbell(oneWrite)},
+		{name: "inline-over-limit", rule: "R5", qp: provider.BugInlineOverLimit, conn: testbed.ConnOpts{MaxInline: 32, MaxSGE: 8},
+			drive: viaDoorbell(inlineWrite(200))},
+		{name: "sq-overrun", rule: "R6", qp: provider.BugSQOverrun, conn: testbed.ConnOpts{SQDepth: 16}, drive: manyWrites(150)},
+		{name: "no-signal-in-window", rule: "R7", qp: provider.BugNeverSignal, conn: testbed.ConnOpts{SQDepth: 16}, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+			for i := 0; i < 150; i++ {
+				writeWR(t, req, rsp, uint64(i), 0, 8)
+				_, _ = req.SendCQ.Poll(make([]provider.WC, 1))
+			}
+		}},
+		{name: "bad-fm-ce-se", rule: "R8", qp: provider.BugBadFence, drive: oneWrite},
+		{name: "set-ci-past-producer", rule: "R9", cq: provider.BugSetCIPast, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+			oneWrite(t, w, req, rsp)
+			oneWrite(t, w, req, rsp)
+		}},
+		{name: "cq-overrun", rule: "R9", conn: testbed.ConnOpts{CQDepth: 4}, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+			for i := 0; i < 12; i++ {
+				writeWR(t, req, rsp, uint64(i), 0, 8)
+			}
+			w.Settle(1 << 20)
+		}},
+		{name: "arm-bad-sn", rule: "R10", cq: provider.BugArmBadSN, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+			require.NoError(t, req.SendCQ.ReqNotify(false))
+			w.Settle(1 << 16)
+		}},
+		{name: "arm-bad-ci", rule: "R10", cq: provider.BugSetCIPast, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+			oneWrite(t, w, req, rsp)
+			require.NoError(t, req.SendCQ.ReqNotify(false))
+			w.Settle(1 << 16)
+		}},
+		{name: "arm-before-record", rule: "R10", cq: provider.BugArmNoRecord, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+			oneWrite(t, w, req, rsp)
+			require.NoError(t, req.SendCQ.ReqNotify(false))
+			w.Settle(1 << 16)
+		}},
+		{name: "bf-half-reused", rule: "R11", qp: provider.BugBFReuseHalf, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+			oneWrite(t, w, req, rsp)
+			oneWrite(t, w, req, rsp)
+		}},
+		{name: "bf-not-whole-lines", rule: "R11", qp: provider.BugBFNoPad, drive: oneWrite},
+		{name: "bf-no-buffer", rule: "R11", qp: provider.BugBFAnyBfreg, cfg: func(c *testbed.Config) { c.Device.Caps.BFReg0NoBlueFlame = true }, drive: oneWrite},
+		{name: "bf-too-long", rule: "R11", qp: provider.BugBFTooLong, conn: testbed.ConnOpts{MaxInline: 400}, drive: inlineWrite(300)},
+		{name: "doorbell-32bit", rule: "R15", qp: provider.Bug32BitDoorbell, cfg: func(c *testbed.Config) { c.Device.BAR.UARNonCached = true },
+			drive: viaDoorbell(oneWrite)},
+	}
+	for _, c := range cases {
+		t.Run(c.rule+" "+c.name, func(t *testing.T) {
+			w, req, rsp := checkWorld(t, c)
+			c.drive(t, w, req, rsp)
+			chk := w.Hosts[0].Dev.Checker()
+			var names []string
+			for _, v := range chk.Violations() {
+				names = append(names, v.Name)
+			}
+			require.Contains(t, names, c.name)
+			err := chk.Err()
+			require.ErrorIs(t, err, device.ErrProtocol)
+			var v *device.Violation
+			require.True(t, errors.As(err, &v))
+			for _, v := range chk.Violations() {
+				if v.Name == c.name {
+					require.Equal(t, c.rule, v.Rule)
+					require.NotEmpty(t, v.Source)
+					require.NotEmpty(t, v.Observed)
+					require.NotZero(t, w.Hosts[0].Dev.Counters().Get(v.Counter()))
+				}
+			}
+			require.Zero(t, len(w.Hosts[1].Dev.Checker().Violations()), "the peer did nothing wrong")
+		})
+	}
+}
+
+// TestCheckerRawMMIO covers the rules no provider bug reaches: a record
+// not zero at creation (R2) and two writers interleaving on one bfreg (R11).
+func TestCheckerRawMMIO(t *testing.T) {
+	t.Run("R2 record-not-zero", func(t *testing.T) {
+		w, req, _ := checkWorld(t, checkCase{})
+		h := w.Hosts[0]
+		buf, err := h.Ctx.AllocBuffer(4096, 4096)
+		require.NoError(t, err)
+		buf.Bytes[64] = 7 // the record at +64 is dirty
+		_, err = h.Dev.CreateCQ(mlx5.CreateCQCmd{Entries: 8, CQESize: 64, BufAddr: buf.Addr + 1024, DBAddr: buf.Addr + 64, UARIndex: 3})
+		require.NoError(t, err)
+		require.Equal(t, "record-not-zero", h.Dev.Checker().Violations()[0].Name)
+		_ = req
+	})
+	t.Run("R11 bf-interleaved", func(t *testing.T) {
+		w, req, _ := checkWorld(t, checkCase{})
+		info := req.QP.SQInfo()
+		m := w.Hosts[0].Dev.MMIO()
+		line := func(qpn uint32) {
+			var b [64]byte
+			b[7] = 8 // ds 8: two lines
+			b[4], b[5], b[6] = byte(qpn>>16), byte(qpn>>8), byte(qpn)
+			for i := 0; i < 64; i += 8 {
+				m.Store64(info.BFRegOffset+uint64(i), le64(b[i:]))
+			}
+			m.Flush()
+		}
+		line(req.QP.QPN())
+		line(req.QP.QPN() + 1)
+		w.Settle(1 << 16)
+		var names []string
+		for _, v := range w.Hosts[0].Dev.Checker().Violations() {
+			names = append(names, v.Name)
+		}
+		require.Contains(t, names, "bf-interleaved")
+	})
+}
+
+func le64(b []byte) uint64 {
+	var v uint64
+	for i := 7; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
+}
+
+// TestCheckerCleanProvider: the correct provider, every path (BlueFlame,
+// doorbell, post lists, inline, arm), trips nothing.
+func TestCheckerCleanProvider(t *testing.T) {
+	w, req, rsp := checkWorld(t, checkCase{})
+	for i := 0; i < 50; i++ {
+		writeWR(t, req, rsp, uint64(i), uint64(i%8)*64, 64)
+		if i%7 == 0 {
+			require.NoError(t, req.SendCQ.ReqNotify(false))
+		}
+		if i == 20 {
+			sge := []provider.SGE{req.MR.SGE(0, 8)}
+			_, err := req.QP.PostSend([]provider.SendWR{
+				{WRID: 1000, Opcode: provider.WRRDMAWrite, SGL: sge, RemoteAddr: rsp.Buf.Addr, RKey: rsp.MR.RKey},
+				{WRID: 1001, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: sge, RemoteAddr: rsp.Buf.Addr, RKey: rsp.MR.RKey}})
+			require.NoError(t, err)
+			_, _ = testbed.Wait(req.SendCQ, 1)
+		}
+		_, _ = testbed.Wait(req.SendCQ, 1)
+	}
+	req.QP.SetBlueFlame(false)
+	inlineWrite(100)(t, w, req, rsp)
+	for _, h := range w.Hosts {
+		require.NoError(t, h.Dev.Checker().Err())
+	}
+}
