@@ -518,3 +518,50 @@ func joinComma(s []string) string {
 	}
 	return out
 }
+
+// TestEveryFaultIsCountedAndTraced fires each action of each device-side
+// hook point once under a small mixed workload (BlueFlame and doorbell
+// WRITEs, a SEND, a CQ arm): it must be counted under
+// fault.CounterName(point, action) and recorded in the trace (component
+// "fault"), and nothing may panic.
+func TestEveryFaultIsCountedAndTraced(t *testing.T) {
+	for _, pt := range fault.Points {
+		if pt == fault.WireTx || pt == fault.WireRx || pt.Timed() {
+			continue // the wire's own tests; timed points: TestFaultPort, TestFaultDeviceFatal
+		}
+		for _, an := range fault.ActionsAt(pt) {
+			a := mustAction(an)
+			t.Run(string(pt)+" "+an, func(t *testing.T) {
+				extra := ""
+				if a == fault.Delay {
+					extra = `,"delay_ps":1000000`
+				}
+				match := `"match":{"node":0}`
+				if pt == fault.PCIeTLP && a == fault.UR {
+					match = `"match":{"node":0,"tlp":"MRd"}`
+				}
+				plan := fmt.Sprintf(`{"seed":3,"rules":[{"point":%q,"action":%q,"nth":1%s,%s}]}`, pt, an, extra, match)
+				w, req, rsp := faultWorld(t, plan, func(c *testbed.Config) { c.Device.Faults.HealthPoll = 10 * sim.Microsecond })
+				require.NoError(t, req.SendCQ.ReqNotify(false))
+				_ = w.Hosts[0].Dev.MMIO().Load32(mlx5.InitSegFWRev)
+				postRecvs(t, rsp, 1)
+				sendMsg(t, req, 7, false)
+				writeWR(t, req, rsp, 1, 0, 64)
+				req.QP.SetBlueFlame(false)
+				writeWR(t, req, rsp, 2, 64, 64)
+				w.Hosts[0].Dev.SetLinkState(false) // an async EQE
+				w.Hosts[0].Dev.SetLinkState(true)
+				_, _ = testbed.Wait(req.SendCQ, 3)
+				w.Settle(1 << 20)
+				require.NotZero(t, hctr(w.Hosts[0], fault.CounterName(pt, a)), "not counted")
+				traced := false
+				for _, e := range w.Rec.Events() {
+					if e.Component == "fault" && e.Node == 0 {
+						traced = true
+					}
+				}
+				require.True(t, traced, "not in the trace")
+			})
+		}
+	}
+}

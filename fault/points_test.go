@@ -1,0 +1,104 @@
+package fault
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestNewMatches(t *testing.T) {
+	p, err := Parse([]byte(`{"seed":1,"rules":[
+		{"point":"doorbell","action":"drop","match":{"qpn":"0x100","wqe":5}},
+		{"point":"dma.read","action":"timeout","match":{"target":"wqe","addr_from":"0x1000","addr_to":"0x1fff"}},
+		{"point":"pcie.tlp","action":"ur","match":{"tlp":"mrd"}}]}`))
+	require.NoError(t, err)
+	require.Equal(t, "MRd", p.Rules[2].Match.TLP, "kinds are canonicalised")
+	in := NewInjector(p)
+	db := NewEvent(0, 0x100)
+	db.WQE = 4
+	require.Equal(t, None, in.Decide(Doorbell, db).Action)
+	db.WQE = 5
+	require.Equal(t, Drop, in.Decide(Doorbell, db).Action)
+	rd := NewEvent(0, 1)
+	rd.Addr, rd.Len, rd.Kind = 0x0f01, 0x100, KindWQE // [0xf01, 0x1001): touches 0x1000
+	require.Equal(t, Timeout, in.Decide(DMARead, rd).Action)
+	rd.Addr = 0x0e00 // [0xe00, 0xf00): outside
+	require.Equal(t, None, in.Decide(DMARead, rd).Action)
+	rd.Addr, rd.Kind = 0x1800, KindData // inside, wrong target
+	require.Equal(t, None, in.Decide(DMARead, rd).Action)
+	rd.Kind, rd.Len = KindWQE, 0 // no address known: never matches a range
+	require.Equal(t, None, in.Decide(DMARead, rd).Action)
+	mrd := NewEvent(0, 0)
+	mrd.Kind = KindMWr
+	require.Equal(t, None, in.Decide(PCIeTLP, mrd).Action)
+	mrd.Kind = KindMRd
+	require.Equal(t, UR, in.Decide(PCIeTLP, mrd).Action)
+}
+
+func TestPointActionsValidated(t *testing.T) {
+	bad := map[string]string{
+		`{"point":"wire.tx","action":"tear"}`:                                    "does not take action tear",
+		`{"point":"doorbell","action":"timeout"}`:                                "does not take action timeout",
+		`{"point":"port","action":"down","nth":2}`:                               "fire once at at_ps",
+		`{"point":"doorbell","action":"drop","at_ps":5}`:                         "apply to the timed points",
+		`{"point":"port","action":"down","at_ps":1,"match":{"qpn":1}}`:           "only match.node",
+		`{"point":"doorbell","action":"drop","match":{"target":"wqe"}}`:          "match.target applies",
+		`{"point":"dma.read","action":"ur","match":{"tlp":"MRd"}}`:               "match.tlp applies",
+		`{"point":"wire.rx","action":"drop","match":{"wqe":1}}`:                  "match.wqe applies",
+		`{"point":"cq","action":"drop","match":{"addr_from":1}}`:                 "addr_from/addr_to apply",
+		`{"point":"dma.read","action":"ur","match":{"addr_from":9,"addr_to":1}}`: "addr_from 0x9 > addr_to 0x1",
+		`{"point":"dma.read","action":"ur","match":{"target":"nowhere"}}`:        "match.target",
+		`{"point":"doorbell","action":"jump","value":70000}`:                     "out of range",
+		`{"point":"doorbell","action":"drop","value":1}`:                         "value set on a drop",
+		`{"point":"doorbell","action":"drop","mask":1}`:                          "mask set on a drop",
+		`{"point":"device","action":"fatal","at_ps":1,"for_ps":2}`:               "for_ps applies to a port down",
+	}
+	for rule, want := range bad {
+		_, err := Parse([]byte(`{"rules":[` + rule + `]}`))
+		require.ErrorIs(t, err, ErrInvalidPlan, rule)
+		require.Contains(t, err.Error(), want, rule)
+	}
+	for _, pt := range Points {
+		require.NotEmpty(t, ActionsAt(pt), pt)
+	}
+}
+
+func TestTimedRules(t *testing.T) {
+	p, err := Parse([]byte(`{"rules":[{"point":"port","action":"down","at_ps":5000000,"for_ps":1000000,"match":{"node":1}},
+		{"point":"device","action":"fatal","at_ps":7,"value":12},{"point":"doorbell","action":"drop"}]}`))
+	require.NoError(t, err)
+	in := NewInjector(p)
+	s := in.Scheduled()
+	require.Len(t, s, 2)
+	require.Equal(t, Scheduled{Rule: 0, Point: Port, Action: Down, Node: 1, At: 5000000, For: 1000000}, s[0])
+	require.Equal(t, Scheduled{Rule: 1, Point: Dev, Action: Fatal, Node: -1, At: 7, Value: 12}, s[1])
+	in.MarkFired(1)
+	require.Equal(t, uint64(1), in.Fired()[1].Fired)
+	ex := p.Explain()
+	require.Contains(t, ex, "port: take the link down at 5µs for 1µs on node 1")
+	require.Contains(t, ex, "device: firmware fatal error (health syndrome 0xc) at 7ps")
+	require.Contains(t, ex, "→ the SQ stalls silently")
+	require.Equal(t, "fault_dma_read_timeout", CounterName(DMARead, Timeout))
+	require.Equal(t, uint8(8), HealthSyndrome(0))
+}
+
+func TestExplainNewFields(t *testing.T) {
+	r := Rule{Point: DMARead, Action: Corrupt, Byte: 3, Mask: 0x10, Match: Match{Target: "wqe", AddrFrom: ptr(uint64(0x10)), AddrTo: ptr(uint64(0x20))}}
+	require.Equal(t, "dma.read: corrupt every read touching 0x10..0x20 of a WQE (byte 3, or a random one if the read is shorter, bits 0x10 flipped)", r.Explain())
+	r = Rule{Point: Doorbell, Action: Jump, Nth: 2, Value: 3, Match: Match{WQE: ptr(uint16(9))}}
+	require.Equal(t, "doorbell: jump the 2nd doorbell with wqe_index 9 (by 3 WQEBBs)", r.Explain())
+	require.True(t, strings.Contains(r.Consequence(), "syndrome 0x02"))
+}
+
+func TestNewFieldsRoundTrip(t *testing.T) {
+	p, err := Parse([]byte(`{"seed":4,"rules":[{"point":"dma.write","action":"corrupt","byte":2,"mask":128,"match":{"target":"cqe","addr_from":16}},
+		{"point":"port","action":"down","at_ps":10,"for_ps":20},{"point":"doorbell","action":"jump","value":2,"match":{"wqe":"0x10"}}]}`))
+	require.NoError(t, err)
+	out, err := json.Marshal(p)
+	require.NoError(t, err)
+	back, err := Parse(out)
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, p, back)
+}
