@@ -102,6 +102,7 @@ type netOpts struct {
 	memSize int
 	quiet   bool
 	faults  string
+	check   bool
 }
 
 func (o *netOpts) register(fs *flag.FlagSet) {
@@ -113,7 +114,8 @@ func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.lead, "lead", defaultLead, "how far virtual time may run ahead of the wall clock")
 	fs.IntVar(&o.memSize, "mem", 0, "host memory in bytes (default: enough for the buffers)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not echo device and port warnings to stderr")
-	fs.StringVar(&o.faults, "faults", "", "fault plan JSON applied where the port meets the real wire (wire.tx: frames sent, wire.rx: frames received; see softnic faults --explain)")
+	fs.StringVar(&o.faults, "faults", "", "fault plan JSON applied where the port meets the real wire (wire.tx: frames sent, wire.rx: frames received) and at every device hook point (see softnic faults --explain)")
+	fs.BoolVar(&o.check, "check", false, "checked mode: report each mlx5 host-protocol violation the device observes (rules R1-R15, docs/faults.md) on stderr")
 }
 
 // realNet is one emulated NIC on a real network plus its driver.
@@ -252,6 +254,12 @@ func newRealNet(o netOpts, memNeed int, tr wire.RealTransport, stderr io.Writer)
 		}
 	}
 	r.dev = device.New(r.eng, device.DefaultSpec(), r.ident, r.mem, r.rec)
+	if inj != nil {
+		r.dev.SetFaults(inj)
+	}
+	if o.check {
+		r.dev.EnableCheck(device.CheckOptions{OnViolation: func(v *device.Violation) { fmt.Fprintf(stderr, "softnic: check: %v\n", v) }})
+	}
 	r.port, err = ethport.New(r.eng, ethport.Config{MAC: mac, IP: ip, Static: o.neigh}, tr, r.rec)
 	if err != nil {
 		return fail(err)

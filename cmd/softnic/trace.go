@@ -34,6 +34,7 @@ type traceOpts struct {
 	inline, noBF, json, hex, counters bool
 	srq, events                       bool
 	explain                           bool
+	check                             bool // checked mode (device.EnableCheck)
 	// noCompare: do not run the walk the other way for the closing line
 	// (set on that second run).
 	noCompare bool
@@ -173,7 +174,8 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.pcap, "pcap", "", "write every wire frame to this pcap file (- for stdout: the text table then goes to stderr)")
 	fs.StringVar(&o.chrome, "chrome-trace", "", "write Chrome trace JSON (opens in Perfetto) to this file (- for stdout: the text table then goes to stderr)")
 	fs.StringVar(&o.profile, "profile", "", "device profile JSON (default: built-in cx5-gen3x16)")
-	fs.StringVar(&o.faults, "faults", "", "fault plan JSON applied to the simulated wire (see softnic faults --explain)")
+	fs.StringVar(&o.faults, "faults", "", "fault plan JSON applied to the simulated wire and every device hook point (see softnic faults --explain); the walk then lists each fault and its consequences")
+	fs.BoolVar(&o.check, "check", false, "checked mode: report each mlx5 host-protocol violation the device observes (rules R1-R15, docs/faults.md)")
 	fs.BoolVar(&o.counters, "counters", false, "after the walk, print every non-zero counter of both devices and the wire")
 	fs.BoolVar(&o.srq, "srq", false, "the responder's receives come from a shared receive queue")
 	fs.StringVar(&o.html, "html", "", "write the walk as one self-contained HTML page to this file (- for stdout)")
@@ -292,6 +294,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	cfg.Trace = true
+	cfg.Check = o.check
 	// Each receive buffer at the responder: the message, after the GRH
 	// area on UD.
 	grh := 0
@@ -416,11 +419,17 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	}
 	wcs, err := testbed.Wait(req.SendCQ, o.batch)
 	if err != nil {
+		if (cfg.Faults != nil || o.check) && !o.json {
+			_ = faultFailure(text, w, t0, wcs, o.check, nil) // a lost CQE or a CQ in error: show why
+		}
 		return fmt.Errorf("waiting for the requester CQE: %w", err)
 	}
 	total := w.Eng.Now().Sub(t0)
 	for _, wc := range wcs {
 		if wc.Status != provider.WCSuccess {
+			if (cfg.Faults != nil || o.check) && !o.json {
+				_ = faultFailure(text, w, t0, wcs, o.check, nil)
+			}
 			if o.counters && !o.json {
 				// What went wrong is in the counters (a fault plan that
 				// outlasts the retries, say): show them anyway.
@@ -604,6 +613,12 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	}
 	for _, s := range warns {
 		fmt.Fprintf(text, "WARN %s %s node %d @%.3f ns: %s\n", s.Component, s.Name, s.Node, s.StartNS, s.Detail)
+	}
+	if cfg.Faults != nil {
+		faultSection(text, w, t0, wcs)
+	}
+	if o.check && checkSection(text, w) {
+		problems = append(problems, "checked mode found host-protocol violations")
 	}
 	if spec.typ != provider.QPTypeRC || o.srq || o.events {
 		for _, r := range recvs {

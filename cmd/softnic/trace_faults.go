@@ -1,0 +1,139 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/testbed"
+	"github.com/softnic/softnic/trace"
+)
+
+// trace --faults and --check: the fault in the walk and what it caused.
+// The stage table above is the walk; this section lists, in time order,
+// each fault that fired (component "fault") and each consequence the
+// device recorded (a torn or out-of-order BlueFlame write and the doorbell
+// fallback with its WQE fetch, an error CQE, a QP or CQ in error, an
+// event, a device fatal), then the completions and the async events.
+
+// consequenceNames are the warnings that are consequences of a fault.
+var consequenceNames = map[string]string{
+	"bf_torn": "BlueFlame WQE torn: doorbell fallback", "bf_out_of_order": "BlueFlame lines out of order: doorbell fallback",
+	"bf_fallback_fetch": "BlueFlame not usable: WQE fetched from memory", "db_no_new_wqe": "doorbell ignored (announces nothing new)",
+	"db_bad_counter": "doorbell counter laps the ring: refused", device.CtrWQEFetchPCIeError: "WQE fetch failed on PCIe",
+	device.CtrWQEMalformed: "WQE failed validation", device.CtrPayloadDMAError: "payload DMA failed", device.CtrQPToError: "QP to ERR",
+	device.CtrCQOverrun: "CQ overrun", device.CtrCQErrorAccess: "CQ error (access)", device.CtrDeviceFatal: "device fatal",
+	device.CtrDeviceFatalSeen: "driver saw the fatal error", device.CtrLinkDown: "link down", device.CtrLinkUp: "link up",
+	device.CtrLocalACKTimeoutErr: "ACK timeout, retry", device.CtrReqTransportRetriesExceeded: "retries exceeded",
+	device.CtrAsyncEQOverrun: "async EQ overrun", device.CtrCompEQOverrun: "completion EQ overrun", "wc_late_drain": "WC line drained late",
+	"rx_write_dma": "responder write DMA failed: NAK", device.CtrCQEWriteError: "CQE write failed",
+}
+
+// faultSection prints the faults and their consequences since t0.
+func faultSection(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.WC) {
+	type line struct {
+		t    sim.Time
+		node int
+		text string
+	}
+	var lines []line
+	var after []trace.Event // stages after the first fault, for the fallback
+	first := sim.Never
+	for _, e := range w.Rec.Events() {
+		switch {
+		case e.Component == "fault":
+			lines = append(lines, line{e.Start, e.Node, "FAULT " + e.Detail})
+			first = min(first, e.Start)
+		case e.Level == trace.Warn && strings.HasPrefix(e.Name, "check_"):
+			lines = append(lines, line{e.Start, e.Node, "CHECK " + e.Detail})
+		case e.Level == trace.Warn && consequenceNames[e.Name] != "":
+			lines = append(lines, line{e.Start, e.Node, "  → " + consequenceNames[e.Name] + ": " + e.Detail})
+		case e.Level != trace.Warn && e.Start >= first:
+			after = append(after, e)
+		}
+	}
+	// The fallback: a doorbell decoded after a BlueFlame post, and the
+	// fetch it started.
+	for i, e := range after {
+		if e.Name == "doorbell_decode" && i+1 < len(after) {
+			for _, f := range after[i+1:] {
+				if f.Name == "wqe_fetch" && f.Node == e.Node {
+					lines = append(lines, line{f.Start, f.Node, fmt.Sprintf("  → WQE fetched from host memory: %d bytes, %d TLPs (%.3f ns)", f.Bytes, f.TLPs, f.End.Sub(f.Start).NS())})
+					break
+				}
+			}
+			break
+		}
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].t < lines[j].t })
+	if len(lines) == 0 {
+		fmt.Fprintln(out, "faults: none fired")
+	} else {
+		fmt.Fprintln(out, "faults and their consequences:")
+	}
+	for _, l := range lines {
+		fmt.Fprintf(out, "  @%12.3f ns node %d  %s\n", l.t.Sub(t0).NS(), l.node, l.text)
+	}
+	for _, wc := range wcs {
+		if wc.Status != provider.WCSuccess {
+			fmt.Fprintf(out, "  → error CQE: wr_id %d %v (status %d) vendor_err %#x\n", wc.WRID, wc.Status, int(wc.Status), wc.VendorErr)
+		}
+	}
+	for i, h := range w.Hosts {
+		if i > 0 && h == w.Hosts[0] {
+			break
+		}
+		for {
+			ev, err := h.Ctx.GetAsyncEvent(0)
+			if err != nil {
+				break
+			}
+			fmt.Fprintf(out, "  → async event on node %d: %v\n", i, ev.Type)
+			h.Ctx.AckAsyncEvent(ev)
+		}
+	}
+}
+
+// checkSection prints what checked mode found (trace --check); it reports
+// whether anything was.
+func checkSection(out io.Writer, w *testbed.World) bool {
+	n := 0
+	for i, h := range w.Hosts {
+		if i > 0 && h == w.Hosts[0] {
+			break
+		}
+		for _, v := range h.Dev.Checker().Violations() {
+			fmt.Fprintf(out, "check: %v\n", v)
+			n++
+		}
+	}
+	if n == 0 {
+		fmt.Fprintln(out, "check: no host-protocol violation observed")
+	}
+	return n > 0
+}
+
+// faultFailure is the walk of a post whose WR failed under a fault plan
+// (or in checked mode): every stage and warning in time order, then the
+// fault section, and the failure as the command's error.
+func faultFailure(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.WC, check bool, why error) error {
+	w.Settle(0)
+	fmt.Fprintf(out, "%3s  %-16s %-9s %4s %12s %12s %7s %5s\n", "#", "stage", "component", "node", "start_ns", "end_ns", "bytes", "tlps")
+	n := 0
+	for _, e := range w.Rec.Events() {
+		if e.Level == trace.Warn {
+			continue
+		}
+		n++
+		fmt.Fprintf(out, "%3d  %-16s %-9s %4d %12.3f %12.3f %7d %5d\n", n, e.Name, e.Component, e.Node, e.Start.Sub(t0).NS(), e.End.Sub(t0).NS(), e.Bytes, e.TLPs)
+	}
+	faultSection(out, w, t0, wcs)
+	if check {
+		checkSection(out, w)
+	}
+	return why
+}
