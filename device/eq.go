@@ -153,8 +153,8 @@ func (l *eqeLanding) Fire(now sim.Time) {
 
 // writeEQE DMA-writes one EQE at the EQ's producer index. An EQ whose
 // consumer has fallen a whole ring behind overruns: the EQE is dropped
-// and counted (on a ConnectX an async-EQ overrun is a fatal health
-// syndrome, 0xc; the emulator keeps going).
+// and counted, and the EQ overruns (eqOverrun: the async EQ's is a fatal
+// health syndrome, 0xc; a completion EQ freezes).
 func (d *Device) writeEQE(t sim.Time, q *eq, f *mlx5.EQEFields, qpn uint32, flow uint64) {
 	if q.buf == 0 {
 		// No EQ memory: hand the event straight to the dispatcher.
