@@ -406,6 +406,7 @@ func TestFaultDeviceFatal(t *testing.T) {
 	var ce *mlx5.CmdError
 	require.True(t, errors.As(err, &ce), "%v", err)
 	require.Equal(t, mlx5.StatusInternalErr, ce.Status)
+	require.ErrorIs(t, err, mlx5.StatusInternalErr)
 	wc := waitOne(t, req.SendCQ)
 	require.Equal(t, provider.WCWRFlushErr, wc.Status)
 	require.Equal(t, uint32(device.VendorSWFlush), wc.VendorErr)
@@ -415,6 +416,8 @@ func TestFaultDeviceFatal(t *testing.T) {
 	noStall(t, req.SendCQ)
 	require.NotZero(t, hctr(h, device.CtrDeadUARStore))
 	untouched(t, rsp, 0, 0)
+	// Teardown still works, so that an application can clean up.
+	require.NoError(t, req.QP.Destroy())
 }
 
 func beSwap(v uint32) uint32 { return v>>24 | v>>8&0xff00 | v<<8&0xff0000 | v<<24 }
