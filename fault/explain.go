@@ -134,7 +134,11 @@ func (r *Rule) Explain() string {
 	var sb strings.Builder
 	sb.WriteString(string(r.Point))
 	sb.WriteString(": ")
-	sb.WriteString(r.Action.String())
+	if v, ok := actionVerbs[r.Action]; ok {
+		sb.WriteString(v[0])
+	} else {
+		sb.WriteString(r.Action.String())
+	}
 	sb.WriteByte(' ')
 	switch {
 	case r.Nth != 0:
@@ -183,6 +187,9 @@ func (r *Rule) Explain() string {
 	}
 	if m.Target != "" {
 		fmt.Fprintf(&sb, " of a %s", targetWords[m.Target])
+	}
+	if v, ok := actionVerbs[r.Action]; ok {
+		sb.WriteString(v[1])
 	}
 	switch r.Action {
 	case Delay:
@@ -270,9 +277,30 @@ func (r *Rule) explainTimed() string {
 	return sb.String()
 }
 
+// actionVerbs say the point-specific actions as verbs.
+var actionVerbs = map[Action][2]string{
+	Timeout: {"time out", ""}, Abort: {"fail", " with a completer abort"}, UR: {"fail", " with unsupported request (UR)"},
+	Poison: {"poison", ""}, IOMMU: {"fail", " with an IOMMU translation fault"}, Stale: {"replace", " with the previous counter"},
+	Jump: {"jump", ""}, Early: {"deliver", " before the doorbell record"}, Overrun: {"overrun the queue at", ""},
+}
+
 // Consequence says what the device does when the rule fires (empty for the
 // wire, where the frame's fate is the whole story).
-func (r *Rule) Consequence() string { return consequence(r.Point, r.Action) }
+func (r *Rule) Consequence() string {
+	if (r.Point == DMARead || r.Point == DMAWrite) && r.Action != Delay && r.Action != Corrupt && r.Match.Target != "" {
+		return dmaConsequence[r.Match.Target]
+	}
+	return consequence(r.Point, r.Action)
+}
+
+// dmaConsequence is what a failed DMA access does, by target.
+var dmaConsequence = map[string]string{
+	"data": "requester: error CQE LOC_PROT_ERR (0x04), vendor 0x51, QP to ERR; responder: NAK (remote operational error)",
+	"wqe":  "the WQEs fetched fail: LOC_PROT_ERR (0x04), vendor 0x51, QP to ERR (device fatal with faults.wqe_fetch_error_fatal)",
+	"dbr":  "the record is not read: a CQ that looks full overruns",
+	"cqe":  "CQ error: EQE 0x04 (syndrome 0x2), IBV_EVENT_CQ_ERR, its QPs to ERR",
+	"eqe":  "the EQE is lost",
+}
 
 // healthSynd is a fatal rule's health syndrome (default 0x8, unrecoverable
 // HW error).
