@@ -199,6 +199,10 @@ func (d *Device) Doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte) {
 
 // BlueFlame is called by BAR0 when a whole BlueFlame WQE has arrived.
 func (d *Device) BlueFlame(t sim.Time, uar uint32, bfreg int, wqe []byte) {
+	if len(wqe) < mlx5.CtrlSegSize {
+		d.warn(t, CtrBFShort, "BlueFlame write of %d bytes on UAR %d bfreg %d: no control segment", len(wqe), uar, bfreg)
+		return
+	}
 	if (d.fx.in != nil || d.fx.fatal) && d.doorbellFault(t, uar, bfreg, (*[8]byte)(wqe), wqe) {
 		return
 	}

@@ -79,6 +79,7 @@ const (
 	CtrDeadRxDrop        = "rx_drop_device_dead"  // frames received by a dead device
 	CtrCmdFailedFatal    = "cmd_failed_fatal"     // commands failed in the error state
 	CtrWQEFetchPCIeError = "wqe_fetch_pcie_error" // send WQEs whose fetch failed on PCIe
+	CtrBFShort           = "bf_short"             // a BlueFlame WQE shorter than a control segment: dropped
 )
 
 // faultState is the device's part of fault injection.
@@ -127,7 +128,8 @@ func (h *heldDB) Fire(now sim.Time) {
 
 // SetFaults makes the device and its engines consult in at every hook
 // point, and schedules the timed rules (port, device) of this node. Call
-// it once, before traffic starts.
+// it once, before traffic starts (a second call schedules the timed rules
+// again).
 func (d *Device) SetFaults(in *fault.Injector) {
 	d.fx.in = in
 	d.env.Faults = in
@@ -305,7 +307,7 @@ func (d *Device) releaseHeldDoorbells(t sim.Time) {
 // cqFault consults fault.CQ for the CQE f about to be written to c. It
 // reports true when the CQE is not written (lost, or the CQ overran).
 func (d *Device) cqFault(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64) bool {
-	d.fx.cqDelay = 0
+	d.fx.cqDelay, d.fx.cqCorrupt = 0, fault.Decision{}
 	if d.fx.in == nil {
 		return false
 	}

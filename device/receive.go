@@ -26,6 +26,10 @@ func (d *Device) ReceiveFrame(t sim.Time, frame []byte) {
 		d.inc(CtrRxDropLinkDown)
 		return
 	}
+	if d.fx.fatal {
+		d.inc(CtrDeadRxDrop) // a dead device receives nothing
+		return
+	}
 	p := &d.pkt
 	if err := roce.ParseFrame(frame, p); err != nil {
 		switch {
