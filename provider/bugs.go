@@ -34,49 +34,60 @@ const (
 	Bug32BitDoorbell                        // R15: the doorbell as two 32-bit stores
 )
 
+// qpBugs is a QP's deliberate mistakes and what committing them needs.
+type qpBugs struct {
+	set   Bugs
+	first int // ring offset of the post list's first WQE (BugDoorbellFirstWQE)
+}
+
 // SetBugs makes the QP commit the given protocol mistakes (tests only).
-func (qp *QP) SetBugs(b Bugs) { qp.bugs = b }
+func (qp *QP) SetBugs(b Bugs) { qp.bug.set = b }
 
 // SetBugs makes the CQ commit the given protocol mistakes (tests only).
 func (cq *CQ) SetBugs(b Bugs) { cq.bugs = b }
 
-// bugWQE breaks a just-built control segment.
-func (qp *QP) bugWQE(ctrl mlx5.CtrlSeg) {
-	if qp.bugs&BugNeverSignal != 0 {
+// bugWQE breaks a just-built control segment, WQE nreq of its post list
+// at ring offset off.
+func (qp *QP) bugWQE(ctrl mlx5.CtrlSeg, nreq, off int) {
+	if nreq == 0 {
+		qp.bug.first = off
+	}
+	if qp.bug.set&BugNeverSignal != 0 {
 		ctrl[11] &^= mlx5.CEMask
 	}
-	if qp.bugs&BugBadFence != 0 {
+	if qp.bug.set&BugBadFence != 0 {
 		ctrl[11] |= 0x01
 	}
-	if qp.bugs&BugBadIndex != 0 {
+	if qp.bug.set&BugBadIndex != 0 {
 		binary.BigEndian.PutUint16(ctrl[1:3], binary.BigEndian.Uint16(ctrl[1:3])+1)
 	}
 }
 
 // ringSendBuggy is ringSend with the QP's bugs.
-func (qp *QP) ringSendBuggy(nreq, firstOff, lastOff, lastDS int) {
+func (qp *QP) ringSendBuggy(nreq, lastOff, lastDS int) {
+	firstOff := qp.bug.first
 	sq := &qp.sq
 	sq.head += uint32(nreq)
 	rec := sq.curPost & 0xffff
-	if qp.bugs&BugWrongRecord != 0 {
+	if qp.bug.set&BugWrongRecord != 0 {
 		rec++
 	}
-	if qp.bugs&BugRecordAfterDoorbell == 0 {
+	if qp.bug.set&BugRecordAfterDoorbell == 0 {
 		qp.dbr.SetWord(mlx5.DBRSend, rec)
 	}
 	mmio := qp.ctx.mmio
 	mmio.Flush()
 	reg := qp.bfReg + qp.bfOffset
-	if qp.bugs&BugWrongBfreg != 0 {
+	if qp.bug.set&BugWrongBfreg != 0 {
 		reg = qp.bfReg ^ 2*max(qp.bfBufSize, 0x80) // the neighbouring bfreg
 	}
 	bufSize := qp.bfBufSize
-	if qp.bugs&(BugBFAnyBfreg|BugBFTooLong) != 0 {
+	if qp.bug.set&(BugBFAnyBfreg|BugBFTooLong) != 0 {
 		bufSize = mlx5.MaxDS * mlx5.DSSize
 	}
 	if qp.bfOn && nreq == 1 && bufSize > 0 && lastDS > 1 && uint64(lastDS*mlx5.DSSize) <= bufSize {
 		n := (lastDS*mlx5.DSSize + 63) &^ 63
-		if qp.bugs&BugBFNoPad != 0 {
+		if qp.bug.set&BugBFNoPad != 0 {
 			n = (lastDS*mlx5.DSSize + 7) &^ 7
 		}
 		src := lastOff
@@ -89,10 +100,10 @@ func (qp *QP) ringSendBuggy(nreq, firstOff, lastOff, lastDS int) {
 		}
 	} else {
 		off := lastOff
-		if qp.bugs&BugDoorbellFirstWQE != 0 {
+		if qp.bug.set&BugDoorbellFirstWQE != 0 {
 			off = firstOff
 		}
-		if qp.bugs&Bug32BitDoorbell != 0 {
+		if qp.bug.set&Bug32BitDoorbell != 0 {
 			mmio.Store32(reg, binary.LittleEndian.Uint32(sq.buf[off:off+4]))
 			mmio.Flush()
 			mmio.Store32(reg+4, binary.LittleEndian.Uint32(sq.buf[off+4:off+8]))
@@ -101,13 +112,13 @@ func (qp *QP) ringSendBuggy(nreq, firstOff, lastOff, lastDS int) {
 		}
 	}
 	mmio.Flush()
-	if qp.bugs&BugRecordAfterDoorbell != 0 {
+	if qp.bug.set&BugRecordAfterDoorbell != 0 {
 		// Late: an uncached read (any register) first, which lets the
 		// doorbell reach the device before the record changes.
 		_ = mmio.Load32(0)
 		qp.dbr.SetWord(mlx5.DBRSend, rec)
 	}
-	if qp.bugs&BugBFReuseHalf == 0 {
+	if qp.bug.set&BugBFReuseHalf == 0 {
 		qp.bfOffset ^= qp.bfBufSize
 	}
 }

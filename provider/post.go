@@ -58,7 +58,6 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 		err     error
 		lastOff int // ring offset of the last WQE built
 		lastDS  int
-		first   = -1 // ring offset of the first (for Bugs only)
 	)
 	for nreq = 0; nreq < len(wrs); nreq++ {
 		off, ds, e := qp.buildSend(&wrs[nreq], nreq)
@@ -67,13 +66,8 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 			break
 		}
 		lastOff, lastDS = off, ds
-		if first < 0 {
-			first = off
-		}
 	}
-	if nreq > 0 && qp.bugs != 0 {
-		qp.ringSendBuggy(nreq, first, lastOff, lastDS)
-	} else if nreq > 0 {
+	if nreq > 0 {
 		qp.ringSend(nreq, lastOff, lastDS)
 	}
 	return nreq, err
@@ -168,7 +162,7 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 		return 0, 0, detail(ErrInvalidArg, "remote QPN %#x wider than 24 bits", wr.RemoteQPN)
 	case wr.Flags&^sendFlagsKnown != 0:
 		return 0, 0, detail(ErrInvalidArg, "unknown send flags %#x", uint32(wr.Flags&^sendFlagsKnown))
-	case sq.head-sq.tail+uint32(nreq) >= sq.maxPost && qp.bugs&(BugSQOverrun|BugNeverSignal) == 0: // mlx5_wq_overflow
+	case sq.head-sq.tail+uint32(nreq) >= sq.maxPost && qp.bug.set&(BugSQOverrun|BugNeverSignal) == 0: // mlx5_wq_overflow
 		return 0, 0, detail(ErrQueueFull, "%d WRs outstanding, max %d", sq.head-sq.tail+uint32(nreq), sq.maxPost)
 	case len(wr.SGL) > sq.maxGS:
 		return 0, 0, detail(ErrTooManySGE, "%d SGEs, max %d", len(wr.SGL), sq.maxGS)
@@ -272,8 +266,8 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 	}
 	ctrl := mlx5.CtrlSeg(sq.buf[off : off+mlx5.CtrlSegSize])
 	ctrl.Encode(&mlx5.CtrlFields{WQEIndex: uint16(sq.curPost), Opcode: mop, QPN: qp.qpn, DS: uint8(ds), FMCESE: fmcese, Imm: imm})
-	if qp.bugs != 0 {
-		qp.bugWQE(ctrl)
+	if qp.bug.set != 0 {
+		qp.bugWQE(ctrl, nreq, off)
 	}
 
 	idx := sq.curPost & (sq.cnt - 1)
@@ -297,7 +291,7 @@ func (qp *QP) writeInline(sgl []SGE, pos int) (int, error) {
 	for i := range sgl {
 		total += uint64(sgl[i].Length)
 	}
-	if total > uint64(sq.maxInl) && qp.bugs&BugInlineOverLimit == 0 {
+	if total > uint64(sq.maxInl) && qp.bug.set&BugInlineOverLimit == 0 {
 		return 0, detail(ErrInlineTooBig, "%d bytes, max_inline_data %d", total, sq.maxInl)
 	}
 	if total == 0 {
@@ -351,6 +345,10 @@ func ringZero(ring []byte, pos, n int) {
 // ringSend is post_send_db (mlx5.md §4.8) for a batch of nreq WQEs whose
 // last one starts at ring offset lastOff and has lastDS octowords.
 func (qp *QP) ringSend(nreq, lastOff, lastDS int) {
+	if qp.bug.set != 0 {
+		qp.ringSendBuggy(nreq, lastOff, lastDS) // tests only (bugs.go)
+		return
+	}
 	sq := &qp.sq
 	sq.head += uint32(nreq)
 	// udma_to_device_barrier(): the WQE stores above must be visible before

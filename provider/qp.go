@@ -82,7 +82,8 @@ func (rq *recvQueue) consume(wc *WC) error {
 
 // QP is a queue pair (struct mlx5_qp).
 type QP struct {
-	bugs   Bugs // tests only (bugs.go)
+	bug qpBugs // tests only (bugs.go)
+
 	ctx    *Context
 	pd     *PD
 	qpn    uint32
