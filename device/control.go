@@ -25,7 +25,7 @@ func (d *Device) QueryDevice() (mlx5.DeviceAttr, error) {
 	c := d.spec.Caps
 	bfs := d.spec.BAR.BFRegSize
 	return mlx5.DeviceAttr{
-		FWVersion: fwString(d.bar.Config().FWRev), VendorPartID: 4119, // ConnectX-5
+		FWVersion: fwString(d.bar.Config().FWRev), VendorID: c.VendorID, VendorPartID: c.VendorPartID, HWVer: c.HWVer, MaxCQ: c.MaxCQ,
 		MaxQP: c.MaxQP, MaxQPWR: c.MaxQPWR, MaxSGE: c.MaxSGE, MaxCQE: c.MaxCQE, MaxMR: c.MaxMR, MaxPD: c.MaxPD,
 		MaxMRSize: c.MaxMsgSize, MaxInline: c.MaxInline, MaxSQDescSz: mlx5.MaxWQEBBs * mlx5.WQEBBSize,
 		MaxQPRdAtomic: c.MaxRdAtom, BFRegSize: bfs, BFBufSize: bfs / 2, NumUARs: d.spec.BAR.NumUARs,

@@ -62,6 +62,12 @@ type HostSpec struct {
 
 // Caps are the device limits reported by QUERY_DEVICE.
 type Caps struct {
+	// Identity as QUERY_DEVICE reports it (ibv_devinfo's vendor_id,
+	// vendor_part_id and hw_ver).
+	VendorID     uint32 `json:"vendor_id"`
+	VendorPartID uint32 `json:"vendor_part_id"`
+	HWVer        uint32 `json:"hw_ver"`
+
 	MaxQP      int    `json:"max_qp"`
 	MaxQPWR    int    `json:"max_qp_wr"`
 	MaxSGE     int    `json:"max_sge"`
@@ -103,6 +109,7 @@ func DefaultSpec() Spec {
 		},
 		Events: DefaultEventSpec(),
 		Caps: Caps{
+			VendorID: 0x02c9, VendorPartID: 4119, HWVer: 0, // Mellanox, ConnectX-5 (ibv_devinfo on a CX-5)
 			MaxQP: 1 << 16, MaxQPWR: 1 << 15, MaxSGE: 30, MaxCQ: 1 << 16, MaxCQE: 1 << 22,
 			MaxMR: 1 << 16, MaxPD: 1 << 16, MaxInline: 512, MaxMsgSize: 1 << 31, MaxRdAtom: 16,
 			ActiveMTU: 4096, FirstQPN: 0x100,

@@ -39,7 +39,8 @@ var moduleGraph = map[string]importRule{
 	"wqefetch":        {allow: []string{"dma", "mlx5", "sim", "trace", "fault", "env"}},
 	"device":          {allow: []string{"sim", "mlx5", "shm", "trace", "fault", "pcie", "roce", "wire", "bar", "dma", "wqefetch", "env"}},
 	"provider":        {allow: []string{"mlx5", "shm", "pcie"}, uses: map[string][]string{"pcie": {"MMIO"}}},
-	"testbed":         {any: true, deny: []string{"cmd"}}, // assembles worlds for cmd and test
+	"profile":         {allow: []string{"device", "wire", "pcie", "bar", "dma", "sim"}}, // device profiles as data
+	"testbed":         {any: true, deny: []string{"cmd"}},                               // assembles worlds for cmd and test
 	"cmd/softnic":     {any: true},
 	"test":            {any: true},
 	"test/interop":    {any: true}, // the Soft-RoCE (rxe in qemu) interop harness

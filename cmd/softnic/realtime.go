@@ -52,6 +52,7 @@ import (
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/ethport"
 	"github.com/softnic/softnic/fault"
+	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/shm"
 	"github.com/softnic/softnic/sim"
@@ -102,6 +103,7 @@ type netOpts struct {
 	memSize int
 	quiet   bool
 	faults  string
+	profile string
 }
 
 func (o *netOpts) register(fs *flag.FlagSet) {
@@ -113,6 +115,7 @@ func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.lead, "lead", defaultLead, "how far virtual time may run ahead of the wall clock")
 	fs.IntVar(&o.memSize, "mem", 0, "host memory in bytes (default: enough for the buffers)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not echo device and port warnings to stderr")
+	fs.StringVar(&o.profile, "profile", "", "device profile: a name (see softnic profiles) or a JSON file (default "+profile.DefaultName+")")
 	fs.StringVar(&o.faults, "faults", "", "fault plan JSON applied where the port meets the real wire (wire.tx: frames sent, wire.rx: frames received; see softnic faults --explain)")
 }
 
@@ -127,6 +130,7 @@ type realNet struct {
 	rx         <-chan []byte // nil once the transport has closed it
 	ctx        *provider.Context
 	ident      device.Identity
+	profile    string                // the profile's name, for headers
 	inj        *fault.Injector       // --faults at the real wire, or nil
 	plan       *fault.Plan           // the --faults plan, or nil
 	faulty     *wire.FaultyTransport // tr's fault wrapper (tr itself), or nil
@@ -251,7 +255,15 @@ func newRealNet(o netOpts, memNeed int, tr wire.RealTransport, stderr io.Writer)
 			return fail(err)
 		}
 	}
-	r.dev = device.New(r.eng, device.DefaultSpec(), r.ident, r.mem, r.rec)
+	prof, err := profile.Load(o.profile)
+	if err != nil {
+		return fail(err)
+	}
+	r.profile = prof.Name
+	if !o.quiet {
+		fmt.Fprintf(stderr, "softnic: profile %s\n", profileLabel(prof))
+	}
+	r.dev = device.New(r.eng, prof.Device, r.ident, r.mem, r.rec)
 	r.port, err = ethport.New(r.eng, ethport.Config{MAC: mac, IP: ip, Static: o.neigh}, tr, r.rec)
 	if err != nil {
 		return fail(err)
@@ -656,4 +668,13 @@ func gidIPv4(g [16]byte) (netip.Addr, bool) {
 
 func macString(m [6]byte) string {
 	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5])
+}
+
+// profileLabel names a profile for a run's header: its name, and what it
+// models when it says.
+func profileLabel(p profile.Profile) string {
+	if p.Description == "" {
+		return p.Name
+	}
+	return p.Name + " (" + p.Description + ")"
 }
