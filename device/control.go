@@ -397,6 +397,9 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 		q.sport = sp
 	}
 	q.setState(now, to)
+	if to == mlx5.QPStateRTR && q.srq == nil && q.rq.size() > 0 {
+		q.rq.prime(now)
+	}
 	return nil
 }
 

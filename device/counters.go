@@ -112,6 +112,8 @@ const (
 	CtrRxBadAETH           = "rx_bad_aeth"
 	CtrRxNAKRcvd           = "nak_rcvd"
 	CtrRQReadError         = "rq_read_error"
+	CtrRQPrefetch          = "rq_wqe_prefetch"     // receive WQEs read ahead of the message that uses them
+	CtrRQPrefetchHit       = "rq_wqe_prefetch_hit" // messages that found their receive WQE read ahead
 	CtrRQDBRReadError      = "rq_dbr_read_error"
 	CtrRQDBRBad            = "rq_dbr_bad"
 	CtrRQFlushedInErr      = "rq_flushed_in_error"    // receives posted to a QP in ERR, flushed

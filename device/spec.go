@@ -49,6 +49,11 @@ type CoreSpec struct {
 	ResponderCycles int64    `json:"responder_cycles"` // responder work per request packet
 	AckCycles       int64    `json:"ack_cycles"`       // build an ACK / NAK
 	CQECycles       int64    `json:"cqe_cycles"`       // build one CQE
+
+	// Receive-WQE read-ahead (see rqPrefetch; unconfirmed mechanism).
+	RQPrefetch     bool         `json:"rq_prefetch"`         // read the next posted receive WQE ahead
+	RQPolls        int          `json:"rq_polls"`            // doorbell-record re-reads while none is posted
+	RQPollInterval sim.Duration `json:"rq_poll_interval_ps"` // between those re-reads
 }
 
 // HostSpec models the host CPU work the provider does, so a trace shows the
@@ -100,6 +105,9 @@ func DefaultSpec() Spec {
 			ResponderCycles: 30,
 			AckCycles:       20,
 			CQECycles:       20,
+			RQPrefetch:      true,
+			RQPolls:         8,
+			RQPollInterval:  500 * sim.Nanosecond,
 		},
 		Host: HostSpec{
 			WQEBuild:  sim.NS(15),
