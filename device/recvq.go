@@ -209,6 +209,7 @@ func (r *rqRing) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 		buf, done = r.pre.buf, max(t, r.pre.ready)
 		r.pre.ok = false
 		d.inc(CtrRQPrefetchHit)
+		d.rec.StagePSN(d.node, "device", "rq_wqe_hit", t, done, len(buf), 0, r.qpn, 0, psn)
 	} else {
 		r.pre.ok = false
 		slot := r.tail & (r.cnt - 1)
