@@ -39,8 +39,8 @@ var moduleGraph = map[string]importRule{
 	"bar":                 {allow: []string{"pcie", "mlx5", "sim", "trace", "env"}},
 	"dma":                 {allow: []string{"pcie", "shm", "sim", "trace", "fault", "mlx5", "env"}}, // mlx5: access bits, data segments, syndromes (DESIGN.md §3 amended)
 	"wqefetch":            {allow: []string{"dma", "mlx5", "sim", "trace", "fault", "env"}},
-	"device":              {allow: []string{"sim", "mlx5", "shm", "trace", "fault", "pcie", "roce", "wire", "bar", "dma", "wqefetch", "env"}},
-	"provider":            {allow: []string{"mlx5", "shm", "pcie"}, uses: map[string][]string{"pcie": {"MMIO"}}},
+	"device":              {allow: []string{"sim", "mlx5", "uverbs", "shm", "trace", "fault", "pcie", "roce", "wire", "bar", "dma", "wqefetch", "env"}},
+	"provider":            {allow: []string{"mlx5", "uverbs", "shm", "pcie"}, uses: map[string][]string{"pcie": {"MMIO"}}},
 	"profile":             {allow: []string{"device", "wire", "pcie", "bar", "dma", "sim"}}, // device profiles as data
 	"testbed":             {any: true, deny: []string{"cmd"}},                               // assembles worlds for cmd and test
 	"cmd/softnic":         {any: true},
