@@ -162,3 +162,15 @@ var cqeErrorNames = func() (m [256]string) {
 // included: bar, dma, wqefetch), by name. The transport counters carry the
 // Linux mlx5/rxe hw_counter names (see the catalogue above).
 func (d *Device) HWCounters() map[string]uint64 { return d.ctr.Snapshot() }
+
+// LinuxHWCounters are the counters that carry the names of the Linux mlx5
+// (and rxe) hw_counters, in the order `rdma statistic show` prints them on
+// a ConnectX; softnic stat shows these by default.
+var LinuxHWCounters = []string{
+	CtrRxWriteRequests, CtrRxReadRequests, CtrRxAtomicRequests, CtrOutOfBuffer, CtrOutOfSequence,
+	CtrDuplicateRequest, CtrRNRNakRetryErr, CtrPacketSeqErr, CtrImpliedNAKSeqErr, CtrLocalACKTimeoutErr,
+	CtrRespLocalLengthError, CtrRespCQEError, CtrReqCQEError, CtrReqRemoteInvalidRequest,
+	CtrReqRemoteAccessErrors, CtrRespRemoteAccessErrors, CtrRespCQEFlushError, CtrReqCQEFlushError,
+	CtrRoceAdpRetrans, CtrRoceAdpRetransTo, CtrReqTransportRetriesExceeded, CtrReqRNRRetriesExceeded,
+	CtrRespRemoteInvalidRequest, CtrSentPkts, CtrRcvdPkts,
+}
