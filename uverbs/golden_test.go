@@ -214,3 +214,20 @@ func TestGoldenUpToDate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, parseGolden(t, committed), parseGolden(t, fresh), "regenerate with testdata/gen_golden.sh")
 }
+
+func init() {
+	data, err := os.ReadFile(goldenPath)
+	if err != nil {
+		return
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if b, err := hex.DecodeString(f[1]); err == nil {
+			goldenSeed[f[0]] = b
+		}
+	}
+}
