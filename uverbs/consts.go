@@ -450,3 +450,50 @@ const (
 	SRQAttrMaxWR SRQAttrMask = 1 << 0
 	SRQAttrLimit SRQAttrMask = 1 << 1
 )
+
+// WROpcode is enum ib_uverbs_wr_opcode: ib_uverbs_send_wr.opcode, and what
+// an rxe send WQE carries.
+type WROpcode uint32
+
+// Work-request opcodes.
+const (
+	WRRDMAWrite         WROpcode = 0
+	WRRDMAWriteWithImm  WROpcode = 1
+	WRSend              WROpcode = 2
+	WRSendWithImm       WROpcode = 3
+	WRRDMARead          WROpcode = 4
+	WRAtomicCmpAndSwp   WROpcode = 5
+	WRAtomicFetchAndAdd WROpcode = 6
+	WRLocalInv          WROpcode = 7
+	WRBindMW            WROpcode = 8
+	WRSendWithInv       WROpcode = 9
+)
+
+// WCOpcode is ib_uverbs_wc.opcode: enum ib_uverbs_wc_opcode for sends and
+// ibv_wc_opcode's receive values (bit 7 set).
+type WCOpcode uint32
+
+// Completion opcodes.
+const (
+	WCSend            WCOpcode = 0
+	WCRDMAWrite       WCOpcode = 1
+	WCRDMARead        WCOpcode = 2
+	WCCompSwap        WCOpcode = 3
+	WCFetchAdd        WCOpcode = 4
+	WCBindMW          WCOpcode = 5
+	WCLocalInv        WCOpcode = 6
+	WCTSO             WCOpcode = 7
+	WCRecv            WCOpcode = 1 << 7
+	WCRecvRDMAWithImm WCOpcode = WCRecv + 1
+)
+
+// Send flags (ibv_send_flags) and completion flags (ibv_wc_flags).
+const (
+	SendFence     = 1 << 0
+	SendSignaled  = 1 << 1
+	SendSolicited = 1 << 2
+	SendInline    = 1 << 3
+
+	WCFlagGRH     = 1 << 0
+	WCFlagWithImm = 1 << 1
+)

@@ -157,6 +157,10 @@ var coreSizes = map[Command][2]int{
 	CmdDestroyQP: {DestroyQPSize, DestroyQPRespSize}, CmdCreateSRQ: {CreateSRQSize, CreateSRQRespSize},
 	CmdModifySRQ: {ModifySRQSize, 0}, CmdQuerySRQ: {QuerySRQSize, QuerySRQRespSize},
 	CmdDestroySRQ: {DestroySRQSize, DestroySRQRespSize},
+	// The work requests and SGEs of the POST commands follow the core
+	// struct where other commands carry driver data.
+	CmdPostSend: {PostSendSize, PostSendRespSize}, CmdPostRecv: {PostRecvSize, PostRecvRespSize},
+	CmdPostSRQRecv: {PostSRQRecvSize, PostSRQRecvRespSize},
 }
 
 // exCoreSizes are the same for the extended commands.
@@ -257,7 +261,8 @@ type WriteMsg struct {
 	// CoreSizes bytes after the header; for a command CoreSizes does not
 	// know it is the whole body and Driver is nil.
 	Core []byte
-	// Driver is the driver (udata) input that follows the core request.
+	// Driver is the driver (udata) input that follows the core request
+	// (for POST_SEND, POST_RECV and POST_SRQ_RECV: the work requests).
 	Driver []byte
 	// Response is the user address of the response: for a legacy command
 	// the first u64 of Core (meaningless for commands without a

@@ -233,5 +233,8 @@ func TestFramingAllocs(t *testing.T) {
 		_, _ = ParseWrite(b[:n])
 		r, _ := u.Encode(b)
 		_, _ = ParseIoctl(r.Bytes())
+		_, _ = RXEDoorbell(b, 3, 0x1000)
 	}))
+	_, err := RXEDoorbell(b[:31], 3, 0x1000)
+	require.ErrorIs(t, err, ErrShortBuffer)
 }

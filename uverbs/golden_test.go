@@ -95,6 +95,10 @@ func goldenCases(t *testing.T) map[string][]byte {
 	ir, err := iw.Encode(make([]byte, 256), DriverMLX5)
 	require.NoError(t, err)
 
+	db := make([]byte, 64)
+	dn, err := RXEDoorbell(db, 4, 0x7f0000006000)
+	require.NoError(t, err)
+
 	var dgid [16]byte
 	copy(dgid[:], peerIPv4)
 	return map[string][]byte{
@@ -122,6 +126,7 @@ func goldenCases(t *testing.T) map[string][]byte {
 		"ioctl_mlx5_uar_alloc":        ur.Bytes(),
 		"ioctl_invoke_write_alloc_pd": ir.Bytes(),
 		"rdma_verbs_ioctl":            {0x01, 0x1b, 0x18, 0xc0},
+		"rxe_post_send_doorbell":      db[:dn],
 	}
 }
 

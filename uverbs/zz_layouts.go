@@ -616,6 +616,285 @@ func (s *ExQueryDevice) get(b []byte) error {
 	return nil
 }
 
+// ODPCaps is struct ib_uverbs_odp_caps (24 bytes): on-demand-paging capabilities.
+type ODPCaps struct {
+	GeneralCaps uint64 // general_caps @0
+	RcOdpCaps   uint32 // per_transport_caps.rc_odp_caps @8
+	UcOdpCaps   uint32 // per_transport_caps.uc_odp_caps @12
+	UdOdpCaps   uint32 // per_transport_caps.ud_odp_caps @16
+}
+
+// ODPCapsSize is sizeof(struct ib_uverbs_odp_caps).
+const ODPCapsSize = 24
+
+// Size is the encoded size, 24 bytes.
+func (*ODPCaps) Size() int { return 24 }
+
+// Encode writes the struct into b[:24] and returns 24; reserved bytes are written as zero.
+func (s *ODPCaps) Encode(b []byte) (int, error) {
+	if len(b) < 24 {
+		return 0, shortBuffer("ib_uverbs_odp_caps", 24, len(b))
+	}
+	s.put(b)
+	return 24, nil
+}
+
+// Decode reads the struct from b[:24]: a shorter b is ErrTruncated. Bytes past 24 are not read.
+func (s *ODPCaps) Decode(b []byte) error {
+	if len(b) < 24 {
+		return truncated("ib_uverbs_odp_caps", 24, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *ODPCaps) put(b []byte) {
+	_ = b[23]
+	binary.NativeEndian.PutUint64(b[0:], uint64(s.GeneralCaps))
+	binary.NativeEndian.PutUint32(b[8:], uint32(s.RcOdpCaps))
+	binary.NativeEndian.PutUint32(b[12:], uint32(s.UcOdpCaps))
+	binary.NativeEndian.PutUint32(b[16:], uint32(s.UdOdpCaps))
+	clear(b[20:24])
+}
+
+func (s *ODPCaps) get(b []byte) error {
+	_ = b[23]
+	s.GeneralCaps = uint64(binary.NativeEndian.Uint64(b[0:]))
+	s.RcOdpCaps = uint32(binary.NativeEndian.Uint32(b[8:]))
+	s.UcOdpCaps = uint32(binary.NativeEndian.Uint32(b[12:]))
+	s.UdOdpCaps = uint32(binary.NativeEndian.Uint32(b[16:]))
+	return nil
+}
+
+// RSSCaps is struct ib_uverbs_rss_caps (16 bytes): receive-side-scaling capabilities.
+type RSSCaps struct {
+	SupportedQpts              uint32 // supported_qpts @0
+	MaxRwqIndirectionTables    uint32 // max_rwq_indirection_tables @4
+	MaxRwqIndirectionTableSize uint32 // max_rwq_indirection_table_size @8
+}
+
+// RSSCapsSize is sizeof(struct ib_uverbs_rss_caps).
+const RSSCapsSize = 16
+
+// Size is the encoded size, 16 bytes.
+func (*RSSCaps) Size() int { return 16 }
+
+// Encode writes the struct into b[:16] and returns 16; reserved bytes are written as zero.
+func (s *RSSCaps) Encode(b []byte) (int, error) {
+	if len(b) < 16 {
+		return 0, shortBuffer("ib_uverbs_rss_caps", 16, len(b))
+	}
+	s.put(b)
+	return 16, nil
+}
+
+// Decode reads the struct from b[:16]: a shorter b is ErrTruncated. Bytes past 16 are not read.
+func (s *RSSCaps) Decode(b []byte) error {
+	if len(b) < 16 {
+		return truncated("ib_uverbs_rss_caps", 16, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *RSSCaps) put(b []byte) {
+	_ = b[15]
+	binary.NativeEndian.PutUint32(b[0:], uint32(s.SupportedQpts))
+	binary.NativeEndian.PutUint32(b[4:], uint32(s.MaxRwqIndirectionTables))
+	binary.NativeEndian.PutUint32(b[8:], uint32(s.MaxRwqIndirectionTableSize))
+	clear(b[12:16])
+}
+
+func (s *RSSCaps) get(b []byte) error {
+	_ = b[15]
+	s.SupportedQpts = uint32(binary.NativeEndian.Uint32(b[0:]))
+	s.MaxRwqIndirectionTables = uint32(binary.NativeEndian.Uint32(b[4:]))
+	s.MaxRwqIndirectionTableSize = uint32(binary.NativeEndian.Uint32(b[8:]))
+	return nil
+}
+
+// TMCaps is struct ib_uverbs_tm_caps (24 bytes): tag-matching capabilities.
+type TMCaps struct {
+	MaxRndvHdrSize uint32 // max_rndv_hdr_size @0
+	MaxNumTags     uint32 // max_num_tags @4
+	Flags          uint32 // flags @8
+	MaxOps         uint32 // max_ops @12
+	MaxSGE         uint32 // max_sge @16
+}
+
+// TMCapsSize is sizeof(struct ib_uverbs_tm_caps).
+const TMCapsSize = 24
+
+// Size is the encoded size, 24 bytes.
+func (*TMCaps) Size() int { return 24 }
+
+// Encode writes the struct into b[:24] and returns 24; reserved bytes are written as zero.
+func (s *TMCaps) Encode(b []byte) (int, error) {
+	if len(b) < 24 {
+		return 0, shortBuffer("ib_uverbs_tm_caps", 24, len(b))
+	}
+	s.put(b)
+	return 24, nil
+}
+
+// Decode reads the struct from b[:24]: a shorter b is ErrTruncated. Bytes past 24 are not read.
+func (s *TMCaps) Decode(b []byte) error {
+	if len(b) < 24 {
+		return truncated("ib_uverbs_tm_caps", 24, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *TMCaps) put(b []byte) {
+	_ = b[23]
+	binary.NativeEndian.PutUint32(b[0:], uint32(s.MaxRndvHdrSize))
+	binary.NativeEndian.PutUint32(b[4:], uint32(s.MaxNumTags))
+	binary.NativeEndian.PutUint32(b[8:], uint32(s.Flags))
+	binary.NativeEndian.PutUint32(b[12:], uint32(s.MaxOps))
+	binary.NativeEndian.PutUint32(b[16:], uint32(s.MaxSGE))
+	clear(b[20:24])
+}
+
+func (s *TMCaps) get(b []byte) error {
+	_ = b[23]
+	s.MaxRndvHdrSize = uint32(binary.NativeEndian.Uint32(b[0:]))
+	s.MaxNumTags = uint32(binary.NativeEndian.Uint32(b[4:]))
+	s.Flags = uint32(binary.NativeEndian.Uint32(b[8:]))
+	s.MaxOps = uint32(binary.NativeEndian.Uint32(b[12:]))
+	s.MaxSGE = uint32(binary.NativeEndian.Uint32(b[16:]))
+	return nil
+}
+
+// CQModerationCaps is struct ib_uverbs_cq_moderation_caps (8 bytes): CQ moderation capabilities.
+type CQModerationCaps struct {
+	MaxCQModerationCount  uint16 // max_cq_moderation_count @0
+	MaxCQModerationPeriod uint16 // max_cq_moderation_period @2
+}
+
+// CQModerationCapsSize is sizeof(struct ib_uverbs_cq_moderation_caps).
+const CQModerationCapsSize = 8
+
+// Size is the encoded size, 8 bytes.
+func (*CQModerationCaps) Size() int { return 8 }
+
+// Encode writes the struct into b[:8] and returns 8; reserved bytes are written as zero.
+func (s *CQModerationCaps) Encode(b []byte) (int, error) {
+	if len(b) < 8 {
+		return 0, shortBuffer("ib_uverbs_cq_moderation_caps", 8, len(b))
+	}
+	s.put(b)
+	return 8, nil
+}
+
+// Decode reads the struct from b[:8]: a shorter b is ErrTruncated. Bytes past 8 are not read.
+func (s *CQModerationCaps) Decode(b []byte) error {
+	if len(b) < 8 {
+		return truncated("ib_uverbs_cq_moderation_caps", 8, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *CQModerationCaps) put(b []byte) {
+	_ = b[7]
+	binary.NativeEndian.PutUint16(b[0:], uint16(s.MaxCQModerationCount))
+	binary.NativeEndian.PutUint16(b[2:], uint16(s.MaxCQModerationPeriod))
+	clear(b[4:8])
+}
+
+func (s *CQModerationCaps) get(b []byte) error {
+	_ = b[7]
+	s.MaxCQModerationCount = uint16(binary.NativeEndian.Uint16(b[0:]))
+	s.MaxCQModerationPeriod = uint16(binary.NativeEndian.Uint16(b[2:]))
+	return nil
+}
+
+// ExQueryDeviceResp is struct ib_uverbs_ex_query_device_resp (304 bytes): extended QUERY_DEVICE response.
+type ExQueryDeviceResp struct {
+	Base             QueryDeviceResp  // base @0
+	CompMask         uint32           // comp_mask @176
+	ResponseLength   uint32           // response_length @180
+	OdpCaps          ODPCaps          // odp_caps @184
+	TimestampMask    uint64           // timestamp_mask @208
+	HCACoreClock     uint64           // hca_core_clock @216
+	DeviceCapFlagsEx uint64           // device_cap_flags_ex @224
+	RssCaps          RSSCaps          // rss_caps @232
+	MaxWqTypeRQ      uint32           // max_wq_type_rq @248
+	RawPacketCaps    uint32           // raw_packet_caps @252
+	TmCaps           TMCaps           // tm_caps @256
+	CQModerationCaps CQModerationCaps // cq_moderation_caps @280
+	MaxDmSize        uint64           // max_dm_size @288
+	XrcOdpCaps       uint32           // xrc_odp_caps @296
+}
+
+// ExQueryDeviceRespSize is sizeof(struct ib_uverbs_ex_query_device_resp).
+const ExQueryDeviceRespSize = 304
+
+// Size is the encoded size, 304 bytes.
+func (*ExQueryDeviceResp) Size() int { return 304 }
+
+// Encode writes the struct into b[:304] and returns 304; reserved bytes are written as zero.
+func (s *ExQueryDeviceResp) Encode(b []byte) (int, error) {
+	if len(b) < 304 {
+		return 0, shortBuffer("ib_uverbs_ex_query_device_resp", 304, len(b))
+	}
+	s.put(b)
+	return 304, nil
+}
+
+// Decode reads the struct from b[:304]: a shorter b is ErrTruncated. Bytes past 304 are not read.
+func (s *ExQueryDeviceResp) Decode(b []byte) error {
+	if len(b) < 304 {
+		return truncated("ib_uverbs_ex_query_device_resp", 304, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *ExQueryDeviceResp) put(b []byte) {
+	_ = b[303]
+	s.Base.put(b[0:176])
+	binary.NativeEndian.PutUint32(b[176:], uint32(s.CompMask))
+	binary.NativeEndian.PutUint32(b[180:], uint32(s.ResponseLength))
+	s.OdpCaps.put(b[184:208])
+	binary.NativeEndian.PutUint64(b[208:], uint64(s.TimestampMask))
+	binary.NativeEndian.PutUint64(b[216:], uint64(s.HCACoreClock))
+	binary.NativeEndian.PutUint64(b[224:], uint64(s.DeviceCapFlagsEx))
+	s.RssCaps.put(b[232:248])
+	binary.NativeEndian.PutUint32(b[248:], uint32(s.MaxWqTypeRQ))
+	binary.NativeEndian.PutUint32(b[252:], uint32(s.RawPacketCaps))
+	s.TmCaps.put(b[256:280])
+	s.CQModerationCaps.put(b[280:288])
+	binary.NativeEndian.PutUint64(b[288:], uint64(s.MaxDmSize))
+	binary.NativeEndian.PutUint32(b[296:], uint32(s.XrcOdpCaps))
+	clear(b[300:304])
+}
+
+func (s *ExQueryDeviceResp) get(b []byte) error {
+	_ = b[303]
+	if err := s.Base.get(b[0:176]); err != nil {
+		return nested("ib_uverbs_ex_query_device_resp", "base", 0, err)
+	}
+	s.CompMask = uint32(binary.NativeEndian.Uint32(b[176:]))
+	s.ResponseLength = uint32(binary.NativeEndian.Uint32(b[180:]))
+	if err := s.OdpCaps.get(b[184:208]); err != nil {
+		return nested("ib_uverbs_ex_query_device_resp", "odp_caps", 184, err)
+	}
+	s.TimestampMask = uint64(binary.NativeEndian.Uint64(b[208:]))
+	s.HCACoreClock = uint64(binary.NativeEndian.Uint64(b[216:]))
+	s.DeviceCapFlagsEx = uint64(binary.NativeEndian.Uint64(b[224:]))
+	if err := s.RssCaps.get(b[232:248]); err != nil {
+		return nested("ib_uverbs_ex_query_device_resp", "rss_caps", 232, err)
+	}
+	s.MaxWqTypeRQ = uint32(binary.NativeEndian.Uint32(b[248:]))
+	s.RawPacketCaps = uint32(binary.NativeEndian.Uint32(b[252:]))
+	if err := s.TmCaps.get(b[256:280]); err != nil {
+		return nested("ib_uverbs_ex_query_device_resp", "tm_caps", 256, err)
+	}
+	if err := s.CQModerationCaps.get(b[280:288]); err != nil {
+		return nested("ib_uverbs_ex_query_device_resp", "cq_moderation_caps", 280, err)
+	}
+	s.MaxDmSize = uint64(binary.NativeEndian.Uint64(b[288:]))
+	s.XrcOdpCaps = uint32(binary.NativeEndian.Uint32(b[296:]))
+	return nil
+}
+
 // QueryPort is struct ib_uverbs_query_port (16 bytes): QUERY_PORT request.
 type QueryPort struct {
 	Response uint64 // response @0
@@ -2670,6 +2949,421 @@ func (s *DestroyAH) get(b []byte) error {
 	return nil
 }
 
+// SGE is struct ib_uverbs_sge (16 bytes): a scatter/gather element.
+type SGE struct {
+	Addr   uint64 // addr @0
+	Length uint32 // length @8
+	LKey   uint32 // lkey @12
+}
+
+// SGESize is sizeof(struct ib_uverbs_sge).
+const SGESize = 16
+
+// Size is the encoded size, 16 bytes.
+func (*SGE) Size() int { return 16 }
+
+// Encode writes the struct into b[:16] and returns 16; reserved bytes are written as zero.
+func (s *SGE) Encode(b []byte) (int, error) {
+	if len(b) < 16 {
+		return 0, shortBuffer("ib_uverbs_sge", 16, len(b))
+	}
+	s.put(b)
+	return 16, nil
+}
+
+// Decode reads the struct from b[:16]: a shorter b is ErrTruncated. Bytes past 16 are not read.
+func (s *SGE) Decode(b []byte) error {
+	if len(b) < 16 {
+		return truncated("ib_uverbs_sge", 16, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *SGE) put(b []byte) {
+	_ = b[15]
+	binary.NativeEndian.PutUint64(b[0:], uint64(s.Addr))
+	binary.NativeEndian.PutUint32(b[8:], uint32(s.Length))
+	binary.NativeEndian.PutUint32(b[12:], uint32(s.LKey))
+}
+
+func (s *SGE) get(b []byte) error {
+	_ = b[15]
+	s.Addr = uint64(binary.NativeEndian.Uint64(b[0:]))
+	s.Length = uint32(binary.NativeEndian.Uint32(b[8:]))
+	s.LKey = uint32(binary.NativeEndian.Uint32(b[12:]))
+	return nil
+}
+
+// SendWR is struct ib_uverbs_send_wr (56 bytes): a send work request; wr is the rdma/atomic/ud union, as bytes.
+type SendWR struct {
+	WRID         uint64   // wr_id @0
+	NumSGE       uint32   // num_sge @8
+	Opcode       uint32   // opcode @12
+	SendFlags    uint32   // send_flags @16
+	ImmOrInvRKey uint32   // ex @20
+	WR           [32]byte // wr @24
+}
+
+// SendWRSize is sizeof(struct ib_uverbs_send_wr).
+const SendWRSize = 56
+
+// Size is the encoded size, 56 bytes.
+func (*SendWR) Size() int { return 56 }
+
+// Encode writes the struct into b[:56] and returns 56; reserved bytes are written as zero.
+func (s *SendWR) Encode(b []byte) (int, error) {
+	if len(b) < 56 {
+		return 0, shortBuffer("ib_uverbs_send_wr", 56, len(b))
+	}
+	s.put(b)
+	return 56, nil
+}
+
+// Decode reads the struct from b[:56]: a shorter b is ErrTruncated. Bytes past 56 are not read.
+func (s *SendWR) Decode(b []byte) error {
+	if len(b) < 56 {
+		return truncated("ib_uverbs_send_wr", 56, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *SendWR) put(b []byte) {
+	_ = b[55]
+	binary.NativeEndian.PutUint64(b[0:], uint64(s.WRID))
+	binary.NativeEndian.PutUint32(b[8:], uint32(s.NumSGE))
+	binary.NativeEndian.PutUint32(b[12:], uint32(s.Opcode))
+	binary.NativeEndian.PutUint32(b[16:], uint32(s.SendFlags))
+	binary.NativeEndian.PutUint32(b[20:], uint32(s.ImmOrInvRKey))
+	copy(b[24:56], s.WR[:])
+}
+
+func (s *SendWR) get(b []byte) error {
+	_ = b[55]
+	s.WRID = uint64(binary.NativeEndian.Uint64(b[0:]))
+	s.NumSGE = uint32(binary.NativeEndian.Uint32(b[8:]))
+	s.Opcode = uint32(binary.NativeEndian.Uint32(b[12:]))
+	s.SendFlags = uint32(binary.NativeEndian.Uint32(b[16:]))
+	s.ImmOrInvRKey = uint32(binary.NativeEndian.Uint32(b[20:]))
+	copy(s.WR[:], b[24:56])
+	return nil
+}
+
+// RecvWR is struct ib_uverbs_recv_wr (16 bytes): a receive work request.
+type RecvWR struct {
+	WRID   uint64 // wr_id @0
+	NumSGE uint32 // num_sge @8
+}
+
+// RecvWRSize is sizeof(struct ib_uverbs_recv_wr).
+const RecvWRSize = 16
+
+// Size is the encoded size, 16 bytes.
+func (*RecvWR) Size() int { return 16 }
+
+// Encode writes the struct into b[:16] and returns 16; reserved bytes are written as zero.
+func (s *RecvWR) Encode(b []byte) (int, error) {
+	if len(b) < 16 {
+		return 0, shortBuffer("ib_uverbs_recv_wr", 16, len(b))
+	}
+	s.put(b)
+	return 16, nil
+}
+
+// Decode reads the struct from b[:16]: a shorter b is ErrTruncated, a non-zero reserved byte ErrReserved. Bytes past 16 are not read.
+func (s *RecvWR) Decode(b []byte) error {
+	if len(b) < 16 {
+		return truncated("ib_uverbs_recv_wr", 16, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *RecvWR) put(b []byte) {
+	_ = b[15]
+	binary.NativeEndian.PutUint64(b[0:], uint64(s.WRID))
+	binary.NativeEndian.PutUint32(b[8:], uint32(s.NumSGE))
+	clear(b[12:16])
+}
+
+func (s *RecvWR) get(b []byte) error {
+	_ = b[15]
+	s.WRID = uint64(binary.NativeEndian.Uint64(b[0:]))
+	s.NumSGE = uint32(binary.NativeEndian.Uint32(b[8:]))
+	if !isZero(b[12:16]) {
+		return reserved("ib_uverbs_recv_wr", "reserved", 12)
+	}
+	return nil
+}
+
+// PostSend is struct ib_uverbs_post_send (24 bytes): POST_SEND request; wr_count work requests of wqe_size bytes and sge_count SGEs follow.
+type PostSend struct {
+	Response uint64 // response @0
+	QPHandle uint32 // qp_handle @8
+	WRCount  uint32 // wr_count @12
+	SGECount uint32 // sge_count @16
+	WQESize  uint32 // wqe_size @20
+}
+
+// PostSendSize is sizeof(struct ib_uverbs_post_send).
+const PostSendSize = 24
+
+// Size is the encoded size, 24 bytes.
+func (*PostSend) Size() int { return 24 }
+
+// Encode writes the struct into b[:24] and returns 24; reserved bytes are written as zero.
+func (s *PostSend) Encode(b []byte) (int, error) {
+	if len(b) < 24 {
+		return 0, shortBuffer("ib_uverbs_post_send", 24, len(b))
+	}
+	s.put(b)
+	return 24, nil
+}
+
+// Decode reads the struct from b[:24]: a shorter b is ErrTruncated. Bytes past 24 are not read.
+func (s *PostSend) Decode(b []byte) error {
+	if len(b) < 24 {
+		return truncated("ib_uverbs_post_send", 24, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *PostSend) put(b []byte) {
+	_ = b[23]
+	binary.NativeEndian.PutUint64(b[0:], uint64(s.Response))
+	binary.NativeEndian.PutUint32(b[8:], uint32(s.QPHandle))
+	binary.NativeEndian.PutUint32(b[12:], uint32(s.WRCount))
+	binary.NativeEndian.PutUint32(b[16:], uint32(s.SGECount))
+	binary.NativeEndian.PutUint32(b[20:], uint32(s.WQESize))
+}
+
+func (s *PostSend) get(b []byte) error {
+	_ = b[23]
+	s.Response = uint64(binary.NativeEndian.Uint64(b[0:]))
+	s.QPHandle = uint32(binary.NativeEndian.Uint32(b[8:]))
+	s.WRCount = uint32(binary.NativeEndian.Uint32(b[12:]))
+	s.SGECount = uint32(binary.NativeEndian.Uint32(b[16:]))
+	s.WQESize = uint32(binary.NativeEndian.Uint32(b[20:]))
+	return nil
+}
+
+// PostSendResp is struct ib_uverbs_post_send_resp (4 bytes): POST_SEND response.
+type PostSendResp struct {
+	BadWR uint32 // bad_wr @0
+}
+
+// PostSendRespSize is sizeof(struct ib_uverbs_post_send_resp).
+const PostSendRespSize = 4
+
+// Size is the encoded size, 4 bytes.
+func (*PostSendResp) Size() int { return 4 }
+
+// Encode writes the struct into b[:4] and returns 4; reserved bytes are written as zero.
+func (s *PostSendResp) Encode(b []byte) (int, error) {
+	if len(b) < 4 {
+		return 0, shortBuffer("ib_uverbs_post_send_resp", 4, len(b))
+	}
+	s.put(b)
+	return 4, nil
+}
+
+// Decode reads the struct from b[:4]: a shorter b is ErrTruncated. Bytes past 4 are not read.
+func (s *PostSendResp) Decode(b []byte) error {
+	if len(b) < 4 {
+		return truncated("ib_uverbs_post_send_resp", 4, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *PostSendResp) put(b []byte) {
+	_ = b[3]
+	binary.NativeEndian.PutUint32(b[0:], uint32(s.BadWR))
+}
+
+func (s *PostSendResp) get(b []byte) error {
+	_ = b[3]
+	s.BadWR = uint32(binary.NativeEndian.Uint32(b[0:]))
+	return nil
+}
+
+// PostRecv is struct ib_uverbs_post_recv (24 bytes): POST_RECV request.
+type PostRecv struct {
+	Response uint64 // response @0
+	QPHandle uint32 // qp_handle @8
+	WRCount  uint32 // wr_count @12
+	SGECount uint32 // sge_count @16
+	WQESize  uint32 // wqe_size @20
+}
+
+// PostRecvSize is sizeof(struct ib_uverbs_post_recv).
+const PostRecvSize = 24
+
+// Size is the encoded size, 24 bytes.
+func (*PostRecv) Size() int { return 24 }
+
+// Encode writes the struct into b[:24] and returns 24; reserved bytes are written as zero.
+func (s *PostRecv) Encode(b []byte) (int, error) {
+	if len(b) < 24 {
+		return 0, shortBuffer("ib_uverbs_post_recv", 24, len(b))
+	}
+	s.put(b)
+	return 24, nil
+}
+
+// Decode reads the struct from b[:24]: a shorter b is ErrTruncated. Bytes past 24 are not read.
+func (s *PostRecv) Decode(b []byte) error {
+	if len(b) < 24 {
+		return truncated("ib_uverbs_post_recv", 24, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *PostRecv) put(b []byte) {
+	_ = b[23]
+	binary.NativeEndian.PutUint64(b[0:], uint64(s.Response))
+	binary.NativeEndian.PutUint32(b[8:], uint32(s.QPHandle))
+	binary.NativeEndian.PutUint32(b[12:], uint32(s.WRCount))
+	binary.NativeEndian.PutUint32(b[16:], uint32(s.SGECount))
+	binary.NativeEndian.PutUint32(b[20:], uint32(s.WQESize))
+}
+
+func (s *PostRecv) get(b []byte) error {
+	_ = b[23]
+	s.Response = uint64(binary.NativeEndian.Uint64(b[0:]))
+	s.QPHandle = uint32(binary.NativeEndian.Uint32(b[8:]))
+	s.WRCount = uint32(binary.NativeEndian.Uint32(b[12:]))
+	s.SGECount = uint32(binary.NativeEndian.Uint32(b[16:]))
+	s.WQESize = uint32(binary.NativeEndian.Uint32(b[20:]))
+	return nil
+}
+
+// PostRecvResp is struct ib_uverbs_post_recv_resp (4 bytes): POST_RECV response.
+type PostRecvResp struct {
+	BadWR uint32 // bad_wr @0
+}
+
+// PostRecvRespSize is sizeof(struct ib_uverbs_post_recv_resp).
+const PostRecvRespSize = 4
+
+// Size is the encoded size, 4 bytes.
+func (*PostRecvResp) Size() int { return 4 }
+
+// Encode writes the struct into b[:4] and returns 4; reserved bytes are written as zero.
+func (s *PostRecvResp) Encode(b []byte) (int, error) {
+	if len(b) < 4 {
+		return 0, shortBuffer("ib_uverbs_post_recv_resp", 4, len(b))
+	}
+	s.put(b)
+	return 4, nil
+}
+
+// Decode reads the struct from b[:4]: a shorter b is ErrTruncated. Bytes past 4 are not read.
+func (s *PostRecvResp) Decode(b []byte) error {
+	if len(b) < 4 {
+		return truncated("ib_uverbs_post_recv_resp", 4, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *PostRecvResp) put(b []byte) {
+	_ = b[3]
+	binary.NativeEndian.PutUint32(b[0:], uint32(s.BadWR))
+}
+
+func (s *PostRecvResp) get(b []byte) error {
+	_ = b[3]
+	s.BadWR = uint32(binary.NativeEndian.Uint32(b[0:]))
+	return nil
+}
+
+// PostSRQRecv is struct ib_uverbs_post_srq_recv (24 bytes): POST_SRQ_RECV request.
+type PostSRQRecv struct {
+	Response  uint64 // response @0
+	SRQHandle uint32 // srq_handle @8
+	WRCount   uint32 // wr_count @12
+	SGECount  uint32 // sge_count @16
+	WQESize   uint32 // wqe_size @20
+}
+
+// PostSRQRecvSize is sizeof(struct ib_uverbs_post_srq_recv).
+const PostSRQRecvSize = 24
+
+// Size is the encoded size, 24 bytes.
+func (*PostSRQRecv) Size() int { return 24 }
+
+// Encode writes the struct into b[:24] and returns 24; reserved bytes are written as zero.
+func (s *PostSRQRecv) Encode(b []byte) (int, error) {
+	if len(b) < 24 {
+		return 0, shortBuffer("ib_uverbs_post_srq_recv", 24, len(b))
+	}
+	s.put(b)
+	return 24, nil
+}
+
+// Decode reads the struct from b[:24]: a shorter b is ErrTruncated. Bytes past 24 are not read.
+func (s *PostSRQRecv) Decode(b []byte) error {
+	if len(b) < 24 {
+		return truncated("ib_uverbs_post_srq_recv", 24, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *PostSRQRecv) put(b []byte) {
+	_ = b[23]
+	binary.NativeEndian.PutUint64(b[0:], uint64(s.Response))
+	binary.NativeEndian.PutUint32(b[8:], uint32(s.SRQHandle))
+	binary.NativeEndian.PutUint32(b[12:], uint32(s.WRCount))
+	binary.NativeEndian.PutUint32(b[16:], uint32(s.SGECount))
+	binary.NativeEndian.PutUint32(b[20:], uint32(s.WQESize))
+}
+
+func (s *PostSRQRecv) get(b []byte) error {
+	_ = b[23]
+	s.Response = uint64(binary.NativeEndian.Uint64(b[0:]))
+	s.SRQHandle = uint32(binary.NativeEndian.Uint32(b[8:]))
+	s.WRCount = uint32(binary.NativeEndian.Uint32(b[12:]))
+	s.SGECount = uint32(binary.NativeEndian.Uint32(b[16:]))
+	s.WQESize = uint32(binary.NativeEndian.Uint32(b[20:]))
+	return nil
+}
+
+// PostSRQRecvResp is struct ib_uverbs_post_srq_recv_resp (4 bytes): POST_SRQ_RECV response.
+type PostSRQRecvResp struct {
+	BadWR uint32 // bad_wr @0
+}
+
+// PostSRQRecvRespSize is sizeof(struct ib_uverbs_post_srq_recv_resp).
+const PostSRQRecvRespSize = 4
+
+// Size is the encoded size, 4 bytes.
+func (*PostSRQRecvResp) Size() int { return 4 }
+
+// Encode writes the struct into b[:4] and returns 4; reserved bytes are written as zero.
+func (s *PostSRQRecvResp) Encode(b []byte) (int, error) {
+	if len(b) < 4 {
+		return 0, shortBuffer("ib_uverbs_post_srq_recv_resp", 4, len(b))
+	}
+	s.put(b)
+	return 4, nil
+}
+
+// Decode reads the struct from b[:4]: a shorter b is ErrTruncated. Bytes past 4 are not read.
+func (s *PostSRQRecvResp) Decode(b []byte) error {
+	if len(b) < 4 {
+		return truncated("ib_uverbs_post_srq_recv_resp", 4, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *PostSRQRecvResp) put(b []byte) {
+	_ = b[3]
+	binary.NativeEndian.PutUint32(b[0:], uint32(s.BadWR))
+}
+
+func (s *PostSRQRecvResp) get(b []byte) error {
+	_ = b[3]
+	s.BadWR = uint32(binary.NativeEndian.Uint32(b[0:]))
+	return nil
+}
+
 // CreateSRQ is struct ib_uverbs_create_srq (32 bytes): CREATE_SRQ request; mlx5 driver data follows.
 type CreateSRQ struct {
 	Response   uint64 // response @0
@@ -4074,6 +4768,49 @@ var layouts = []Layout{
 		{Go: "CompMask", C: "comp_mask", Offset: 0, Width: 4, Kind: "u32"},
 		{Go: "", C: "reserved", Offset: 4, Width: 4, Kind: "rsv4"},
 	}},
+	{Go: "ODPCaps", C: "ib_uverbs_odp_caps", Size: 24, Members: []Member{
+		{Go: "GeneralCaps", C: "general_caps", Offset: 0, Width: 8, Kind: "u64"},
+		{Go: "RcOdpCaps", C: "per_transport_caps.rc_odp_caps", Offset: 8, Width: 4, Kind: "u32"},
+		{Go: "UcOdpCaps", C: "per_transport_caps.uc_odp_caps", Offset: 12, Width: 4, Kind: "u32"},
+		{Go: "UdOdpCaps", C: "per_transport_caps.ud_odp_caps", Offset: 16, Width: 4, Kind: "u32"},
+		{Go: "", C: "reserved", Offset: 20, Width: 4, Kind: "pad4"},
+	}},
+	{Go: "RSSCaps", C: "ib_uverbs_rss_caps", Size: 16, Members: []Member{
+		{Go: "SupportedQpts", C: "supported_qpts", Offset: 0, Width: 4, Kind: "u32"},
+		{Go: "MaxRwqIndirectionTables", C: "max_rwq_indirection_tables", Offset: 4, Width: 4, Kind: "u32"},
+		{Go: "MaxRwqIndirectionTableSize", C: "max_rwq_indirection_table_size", Offset: 8, Width: 4, Kind: "u32"},
+		{Go: "", C: "reserved", Offset: 12, Width: 4, Kind: "pad4"},
+	}},
+	{Go: "TMCaps", C: "ib_uverbs_tm_caps", Size: 24, Members: []Member{
+		{Go: "MaxRndvHdrSize", C: "max_rndv_hdr_size", Offset: 0, Width: 4, Kind: "u32"},
+		{Go: "MaxNumTags", C: "max_num_tags", Offset: 4, Width: 4, Kind: "u32"},
+		{Go: "Flags", C: "flags", Offset: 8, Width: 4, Kind: "u32"},
+		{Go: "MaxOps", C: "max_ops", Offset: 12, Width: 4, Kind: "u32"},
+		{Go: "MaxSGE", C: "max_sge", Offset: 16, Width: 4, Kind: "u32"},
+		{Go: "", C: "reserved", Offset: 20, Width: 4, Kind: "pad4"},
+	}},
+	{Go: "CQModerationCaps", C: "ib_uverbs_cq_moderation_caps", Size: 8, Members: []Member{
+		{Go: "MaxCQModerationCount", C: "max_cq_moderation_count", Offset: 0, Width: 2, Kind: "u16"},
+		{Go: "MaxCQModerationPeriod", C: "max_cq_moderation_period", Offset: 2, Width: 2, Kind: "u16"},
+		{Go: "", C: "reserved", Offset: 4, Width: 4, Kind: "pad4"},
+	}},
+	{Go: "ExQueryDeviceResp", C: "ib_uverbs_ex_query_device_resp", Size: 304, Members: []Member{
+		{Go: "Base", C: "base", Offset: 0, Width: 176, Kind: "st:QueryDeviceResp"},
+		{Go: "CompMask", C: "comp_mask", Offset: 176, Width: 4, Kind: "u32"},
+		{Go: "ResponseLength", C: "response_length", Offset: 180, Width: 4, Kind: "u32"},
+		{Go: "OdpCaps", C: "odp_caps", Offset: 184, Width: 24, Kind: "st:ODPCaps"},
+		{Go: "TimestampMask", C: "timestamp_mask", Offset: 208, Width: 8, Kind: "u64"},
+		{Go: "HCACoreClock", C: "hca_core_clock", Offset: 216, Width: 8, Kind: "u64"},
+		{Go: "DeviceCapFlagsEx", C: "device_cap_flags_ex", Offset: 224, Width: 8, Kind: "u64"},
+		{Go: "RssCaps", C: "rss_caps", Offset: 232, Width: 16, Kind: "st:RSSCaps"},
+		{Go: "MaxWqTypeRQ", C: "max_wq_type_rq", Offset: 248, Width: 4, Kind: "u32"},
+		{Go: "RawPacketCaps", C: "raw_packet_caps", Offset: 252, Width: 4, Kind: "u32"},
+		{Go: "TmCaps", C: "tm_caps", Offset: 256, Width: 24, Kind: "st:TMCaps"},
+		{Go: "CQModerationCaps", C: "cq_moderation_caps", Offset: 280, Width: 8, Kind: "st:CQModerationCaps"},
+		{Go: "MaxDmSize", C: "max_dm_size", Offset: 288, Width: 8, Kind: "u64"},
+		{Go: "XrcOdpCaps", C: "xrc_odp_caps", Offset: 296, Width: 4, Kind: "u32"},
+		{Go: "", C: "reserved", Offset: 300, Width: 4, Kind: "pad4"},
+	}},
 	{Go: "QueryPort", C: "ib_uverbs_query_port", Size: 16, Members: []Member{
 		{Go: "Response", C: "response", Offset: 0, Width: 8, Kind: "u64"},
 		{Go: "PortNum", C: "port_num", Offset: 8, Width: 1, Kind: "u8"},
@@ -4381,6 +5118,54 @@ var layouts = []Layout{
 	{Go: "DestroyAH", C: "ib_uverbs_destroy_ah", Size: 4, Members: []Member{
 		{Go: "AHHandle", C: "ah_handle", Offset: 0, Width: 4, Kind: "u32"},
 	}},
+	{Go: "SGE", C: "ib_uverbs_sge", Size: 16, Members: []Member{
+		{Go: "Addr", C: "addr", Offset: 0, Width: 8, Kind: "u64"},
+		{Go: "Length", C: "length", Offset: 8, Width: 4, Kind: "u32"},
+		{Go: "LKey", C: "lkey", Offset: 12, Width: 4, Kind: "u32"},
+	}},
+	{Go: "SendWR", C: "ib_uverbs_send_wr", Size: 56, Members: []Member{
+		{Go: "WRID", C: "wr_id", Offset: 0, Width: 8, Kind: "u64"},
+		{Go: "NumSGE", C: "num_sge", Offset: 8, Width: 4, Kind: "u32"},
+		{Go: "Opcode", C: "opcode", Offset: 12, Width: 4, Kind: "u32"},
+		{Go: "SendFlags", C: "send_flags", Offset: 16, Width: 4, Kind: "u32"},
+		{Go: "ImmOrInvRKey", C: "ex", Offset: 20, Width: 4, Kind: "u32"},
+		{Go: "WR", C: "wr", Offset: 24, Width: 32, Kind: "b32"},
+	}},
+	{Go: "RecvWR", C: "ib_uverbs_recv_wr", Size: 16, Members: []Member{
+		{Go: "WRID", C: "wr_id", Offset: 0, Width: 8, Kind: "u64"},
+		{Go: "NumSGE", C: "num_sge", Offset: 8, Width: 4, Kind: "u32"},
+		{Go: "", C: "reserved", Offset: 12, Width: 4, Kind: "rsv4"},
+	}},
+	{Go: "PostSend", C: "ib_uverbs_post_send", Size: 24, Members: []Member{
+		{Go: "Response", C: "response", Offset: 0, Width: 8, Kind: "u64"},
+		{Go: "QPHandle", C: "qp_handle", Offset: 8, Width: 4, Kind: "u32"},
+		{Go: "WRCount", C: "wr_count", Offset: 12, Width: 4, Kind: "u32"},
+		{Go: "SGECount", C: "sge_count", Offset: 16, Width: 4, Kind: "u32"},
+		{Go: "WQESize", C: "wqe_size", Offset: 20, Width: 4, Kind: "u32"},
+	}},
+	{Go: "PostSendResp", C: "ib_uverbs_post_send_resp", Size: 4, Members: []Member{
+		{Go: "BadWR", C: "bad_wr", Offset: 0, Width: 4, Kind: "u32"},
+	}},
+	{Go: "PostRecv", C: "ib_uverbs_post_recv", Size: 24, Members: []Member{
+		{Go: "Response", C: "response", Offset: 0, Width: 8, Kind: "u64"},
+		{Go: "QPHandle", C: "qp_handle", Offset: 8, Width: 4, Kind: "u32"},
+		{Go: "WRCount", C: "wr_count", Offset: 12, Width: 4, Kind: "u32"},
+		{Go: "SGECount", C: "sge_count", Offset: 16, Width: 4, Kind: "u32"},
+		{Go: "WQESize", C: "wqe_size", Offset: 20, Width: 4, Kind: "u32"},
+	}},
+	{Go: "PostRecvResp", C: "ib_uverbs_post_recv_resp", Size: 4, Members: []Member{
+		{Go: "BadWR", C: "bad_wr", Offset: 0, Width: 4, Kind: "u32"},
+	}},
+	{Go: "PostSRQRecv", C: "ib_uverbs_post_srq_recv", Size: 24, Members: []Member{
+		{Go: "Response", C: "response", Offset: 0, Width: 8, Kind: "u64"},
+		{Go: "SRQHandle", C: "srq_handle", Offset: 8, Width: 4, Kind: "u32"},
+		{Go: "WRCount", C: "wr_count", Offset: 12, Width: 4, Kind: "u32"},
+		{Go: "SGECount", C: "sge_count", Offset: 16, Width: 4, Kind: "u32"},
+		{Go: "WQESize", C: "wqe_size", Offset: 20, Width: 4, Kind: "u32"},
+	}},
+	{Go: "PostSRQRecvResp", C: "ib_uverbs_post_srq_recv_resp", Size: 4, Members: []Member{
+		{Go: "BadWR", C: "bad_wr", Offset: 0, Width: 4, Kind: "u32"},
+	}},
 	{Go: "CreateSRQ", C: "ib_uverbs_create_srq", Size: 32, Members: []Member{
 		{Go: "Response", C: "response", Offset: 0, Width: 8, Kind: "u64"},
 		{Go: "UserHandle", C: "user_handle", Offset: 8, Width: 8, Kind: "u64"},
@@ -4572,6 +5357,11 @@ var registry = []func() Struct{
 	func() Struct { return new(QueryDevice) },
 	func() Struct { return new(QueryDeviceResp) },
 	func() Struct { return new(ExQueryDevice) },
+	func() Struct { return new(ODPCaps) },
+	func() Struct { return new(RSSCaps) },
+	func() Struct { return new(TMCaps) },
+	func() Struct { return new(CQModerationCaps) },
+	func() Struct { return new(ExQueryDeviceResp) },
 	func() Struct { return new(QueryPort) },
 	func() Struct { return new(QueryPortResp) },
 	func() Struct { return new(QueryPortRespEx) },
@@ -4609,6 +5399,15 @@ var registry = []func() Struct{
 	func() Struct { return new(CreateAH) },
 	func() Struct { return new(CreateAHResp) },
 	func() Struct { return new(DestroyAH) },
+	func() Struct { return new(SGE) },
+	func() Struct { return new(SendWR) },
+	func() Struct { return new(RecvWR) },
+	func() Struct { return new(PostSend) },
+	func() Struct { return new(PostSendResp) },
+	func() Struct { return new(PostRecv) },
+	func() Struct { return new(PostRecvResp) },
+	func() Struct { return new(PostSRQRecv) },
+	func() Struct { return new(PostSRQRecvResp) },
 	func() Struct { return new(CreateSRQ) },
 	func() Struct { return new(CreateSRQResp) },
 	func() Struct { return new(ModifySRQ) },

@@ -188,6 +188,13 @@ int main(void)
 		attr(UVERBS_ATTR_UHW_OUT, sizeof(struct mlx5_ib_alloc_pd_resp), 0x7f0000005004ull);
 		emit("ioctl_invoke_write_alloc_pd");
 	}
+	{ /* rxe's send doorbell: POST_SEND with no work requests; wqe_size is
+	   * sizeof(struct ibv_send_wr), 128 (test/uverbslayout checks it) */
+		struct ib_uverbs_post_send c = { .response = 0x7f0000006000ull, .qp_handle = 4, .wqe_size = 128 };
+		hdr(IB_USER_VERBS_CMD_POST_SEND, sizeof(c), sizeof(struct ib_uverbs_post_send_resp));
+		put(&c, sizeof(c));
+		emit("rxe_post_send_doorbell");
+	}
 	{ /* The ioctl request number itself, as 4 little-endian bytes */
 		uint32_t nr = RDMA_VERBS_IOCTL;
 		put(&nr, sizeof(nr));
