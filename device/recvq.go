@@ -37,6 +37,10 @@ type recvQueue interface {
 	// prime starts a prefetch: the device reads ahead the next posted
 	// WQE so that a message finds it on chip (QP to RTR).
 	prime(t sim.Time)
+	// kick is a doorbell of the QP's send queue: a QP that has received
+	// before reads its next receive WQE ahead, if it has none on chip (a
+	// ping-pong reposts its receive just before it answers).
+	kick(t sim.Time)
 	// quiesce stops any prefetch in progress (QP to ERR, destroyed).
 	quiesce()
 	// pd is the protection domain the WQEs' lkeys must belong to.
@@ -66,8 +70,9 @@ type rqRing struct {
 // path. How the hardware learns of new receives is not public (an RQ has
 // no doorbell, only its record in host memory: mlx5.md §5). Assumed here
 // (unconfirmed, profile switches core.rq_prefetch, rq_polls and
-// rq_poll_interval_ps): after the QP reaches RTR and after each receive
-// WQE it consumes, the device reads the doorbell record and, if a WQE is
+// rq_poll_interval_ps): after the QP reaches RTR, after each receive WQE
+// it consumes, and on each send-queue doorbell of a QP that has received
+// before, the device reads the doorbell record and, if a WQE is
 // posted, reads that WQE ahead into a one-entry cache; if none is posted
 // yet it re-reads the record every rq_poll_interval up to rq_polls times,
 // then waits for the next trigger. A message that finds the cache empty
@@ -104,6 +109,13 @@ func (r *rqRing) prime(t sim.Time) {
 	}
 	r.pre.polls = r.d.spec.Core.RQPolls
 	r.prefetch(t)
+}
+
+func (r *rqRing) kick(t sim.Time) {
+	if r.tail == 0 || r.pre.ok || r.cnt == 0 || !r.d.spec.Core.RQPrefetch {
+		return // never received: a send-only QP does not read its RQ
+	}
+	r.prime(t)
 }
 
 func (r *rqRing) quiesce() {

@@ -299,7 +299,9 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 			f.Imm = p.ImmDt.Imm()
 		}
 		r.recv.active = false
-		d.writeCQE(done, q.rcq, &f, 0, int32(psn&0xffffff))
+		// The CQE is built while the data's writes are on the link: it
+		// queues behind them (posted writes stay ordered) and lands after.
+		d.writeCQE(d.issued(t, done, len(p.Payload)+tlps*d.spec.PCIe.HdrMWr), q.rcq, &f, 0, int32(psn&0xffffff))
 	}
 	if p.BTH.AckReq() && q.typ == mlx5.QPTypeRC {
 		d.sendAck(done, q, psn, roce.ACKSyndrome(0x1f))
@@ -398,7 +400,7 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 			f := mlx5.CQEFields{Opcode: mlx5.CQERespWrImm, QPN: q.qpn, WQECounter: r.recv.wqe.index,
 				ByteCnt: r.wr.total, Imm: p.ImmDt.Imm(), SE: p.BTH.SE(), FlagsRQPN: 2 << 24}
 			r.recv.active = false
-			d.writeCQE(done, q.rcq, &f, 0, int32(psn&0xffffff))
+			d.writeCQE(d.issued(t, done, wire), q.rcq, &f, 0, int32(psn&0xffffff)) // behind the data, as for SEND
 		}
 	}
 	if p.BTH.AckReq() && q.typ == mlx5.QPTypeRC {

@@ -41,6 +41,7 @@ func (s *srq) reset() {}
 // needs one (no read-ahead modelled for shared queues yet).
 func (s *srq) prime(sim.Time) {}
 func (s *srq) quiesce()       {}
+func (s *srq) kick(sim.Time)  {}
 
 // flushOne flushes nothing: the WQEs of an SRQ belong to it, not to a QP
 // that goes to ERR (that QP gets "last WQE reached" instead).

@@ -43,6 +43,7 @@ var moduleGraph = map[string]importRule{
 	"provider":            {allow: []string{"mlx5", "uverbs", "shm", "pcie"}, uses: map[string][]string{"pcie": {"MMIO"}}},
 	"profile":             {allow: []string{"device", "wire", "pcie", "bar", "dma", "sim"}}, // device profiles as data
 	"testbed":             {any: true, deny: []string{"cmd"}},                               // assembles worlds for cmd and test
+	"calibrate":           {any: true, deny: []string{"cmd"}},                               // measures the model against timing.md, writes docs/calibration.md
 	"cmd/softnic":         {any: true},
 	"test":                {any: true},
 	"test/interop":        {any: true},            // the Soft-RoCE (rxe in qemu) interop harness
