@@ -165,7 +165,7 @@ var coreSizes = map[Command][2]int{
 
 // exCoreSizes are the same for the extended commands.
 var exCoreSizes = map[Command][2]int{
-	ExCmdQueryDevice: {ExQueryDeviceSize, QueryDeviceRespSize}, ExCmdCreateCQ: {ExCreateCQSize, ExCreateCQRespSize},
+	ExCmdQueryDevice: {ExQueryDeviceSize, ExQueryDeviceRespSize}, ExCmdCreateCQ: {ExCreateCQSize, ExCreateCQRespSize},
 	ExCmdCreateQP: {ExCreateQPSize, ExCreateQPRespSize}, ExCmdModifyQP: {ExModifyQPSize, ExModifyQPRespSize},
 }
 

@@ -238,3 +238,48 @@ func TestFramingAllocs(t *testing.T) {
 	_, err := RXEDoorbell(b[:31], 3, 0x1000)
 	require.ErrorIs(t, err, ErrShortBuffer)
 }
+
+func TestIoctlMethods(t *testing.T) {
+	b := make([]byte, 256)
+	cases := []struct {
+		name   string
+		build  func() (Ioctl, error)
+		obj    ObjectID
+		method MethodID
+		attrs  []AttrID
+	}{
+		{"get_context_no_uhw", func() (Ioctl, error) {
+			g := GetContextIoctl{NumCompVectors: 8, CoreSupport: 16}
+			return g.Encode(b, DriverRXE)
+		}, ObjectDevice, MethodGetContext, []AttrID{AttrGetContextNumCompVectors, AttrGetContextCoreSupport}},
+		{"query_port", func() (Ioctl, error) { return QueryPortIoctl(b, 1, 0x100, DriverRXE) },
+			ObjectDevice, MethodQueryPort, []AttrID{AttrQueryPortPortNum, AttrQueryPortResp}},
+		{"destroy_pd", func() (Ioctl, error) { return Destroy(b, ObjectPD, 1, 0, DriverMLX5) },
+			ObjectPD, MethodPDDestroy, []AttrID{AttrDestroyPDHandle}},
+		{"destroy_qp", func() (Ioctl, error) { return Destroy(b, ObjectQP, 1, 0x10, DriverMLX5) },
+			ObjectQP, MethodQPDestroy, []AttrID{AttrDestroyQPHandle, AttrDestroyQPResp}},
+		{"destroy_uar", func() (Ioctl, error) { return Destroy(b, MLX5ObjectUAR, 1, 0, DriverMLX5) },
+			MLX5ObjectUAR, MLX5MethodUARObjDestroy, []AttrID{MLX5AttrUARObjDestroyHandle}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := c.build()
+			require.NoError(t, err)
+			h, err := ParseIoctl(r.Bytes())
+			require.NoError(t, err)
+			require.Equal(t, c.obj, h.ObjectID())
+			require.Equal(t, c.method, h.MethodID())
+			require.Equal(t, len(c.attrs), h.NumAttrs())
+			for i, id := range c.attrs {
+				require.Equal(t, id, h.Attr(i).ID())
+			}
+		})
+	}
+	_, err := Destroy(b, objectFlowForTest, 1, 0, DriverMLX5)
+	require.ErrorIs(t, err, ErrBadValue)
+	_, err = AsyncEventAlloc(b[:10], DriverRXE)
+	require.ErrorIs(t, err, ErrShortBuffer)
+}
+
+// objectFlowForTest is UVERBS_OBJECT_FLOW, which Destroy does not know.
+const objectFlowForTest ObjectID = 9

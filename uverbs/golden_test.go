@@ -99,6 +99,15 @@ func goldenCases(t *testing.T) map[string][]byte {
 	dn, err := RXEDoorbell(db, 4, 0x7f0000006000)
 	require.NoError(t, err)
 
+	gc := GetContextIoctl{NumCompVectors: 0x7f0000007000, CoreSupport: 0x7f0000007008, UHWIn: 0x7f0000007100,
+		UHWInLen: MLX5AllocUcontextReqV2Size, UHWOut: 0x7f0000007200, UHWOutLen: MLX5AllocUcontextRespSize}
+	gr, err := gc.Encode(make([]byte, 256), DriverMLX5)
+	require.NoError(t, err)
+	dr, err := Destroy(make([]byte, 256), ObjectCQ, 2, 0x7f0000008000, DriverRXE)
+	require.NoError(t, err)
+	ar, err := AsyncEventAlloc(make([]byte, 64), DriverRXE)
+	require.NoError(t, err)
+
 	var dgid [16]byte
 	copy(dgid[:], peerIPv4)
 	return map[string][]byte{
@@ -127,6 +136,9 @@ func goldenCases(t *testing.T) map[string][]byte {
 		"ioctl_invoke_write_alloc_pd": ir.Bytes(),
 		"rdma_verbs_ioctl":            {0x01, 0x1b, 0x18, 0xc0},
 		"rxe_post_send_doorbell":      db[:dn],
+		"ioctl_get_context_mlx5":      gr.Bytes(),
+		"ioctl_destroy_cq_rxe":        dr.Bytes(),
+		"ioctl_async_event_alloc":     ar.Bytes(),
 	}
 }
 

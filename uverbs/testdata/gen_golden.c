@@ -188,6 +188,25 @@ int main(void)
 		attr(UVERBS_ATTR_UHW_OUT, sizeof(struct mlx5_ib_alloc_pd_resp), 0x7f0000005004ull);
 		emit("ioctl_invoke_write_alloc_pd");
 	}
+	{ /* DEVICE/GET_CONTEXT by ioctl, with libmlx5's 32-byte request and 72-byte response */
+		ioctl_hdr(UVERBS_OBJECT_DEVICE, UVERBS_METHOD_GET_CONTEXT, 4, RDMA_DRIVER_MLX5);
+		attr(UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, sizeof(uint32_t), 0x7f0000007000ull);
+		attr(UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, sizeof(uint64_t), 0x7f0000007008ull);
+		attr(UVERBS_ATTR_UHW_IN, sizeof(struct mlx5_ib_alloc_ucontext_req_v2), 0x7f0000007100ull);
+		attr(UVERBS_ATTR_UHW_OUT, sizeof(struct mlx5_ib_alloc_ucontext_resp), 0x7f0000007200ull);
+		emit("ioctl_get_context_mlx5");
+	}
+	{ /* CQ/DESTROY of handle 2 on rxe */
+		ioctl_hdr(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_DESTROY, 2, RDMA_DRIVER_RXE);
+		attr(UVERBS_ATTR_DESTROY_CQ_HANDLE, 0, 2);
+		attr(UVERBS_ATTR_DESTROY_CQ_RESP, sizeof(struct ib_uverbs_destroy_cq_resp), 0x7f0000008000ull);
+		emit("ioctl_destroy_cq_rxe");
+	}
+	{ /* ASYNC_EVENT/ALLOC */
+		ioctl_hdr(UVERBS_OBJECT_ASYNC_EVENT, UVERBS_METHOD_ASYNC_EVENT_ALLOC, 1, RDMA_DRIVER_RXE);
+		attr(UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE, 0, 0);
+		emit("ioctl_async_event_alloc");
+	}
 	{ /* rxe's send doorbell: POST_SEND with no work requests; wqe_size is
 	   * sizeof(struct ibv_send_wr), 128 (test/uverbslayout checks it) */
 		struct ib_uverbs_post_send c = { .response = 0x7f0000006000ull, .qp_handle = 4, .wqe_size = 128 };
