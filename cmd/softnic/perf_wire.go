@@ -80,7 +80,22 @@ func perfWire(o perfOpts, stdout, stderr io.Writer) error {
 	s.pc = &ptConn{c: conn, client: o.host != "", timeout: o.timeout, read: func(n int, timeout time.Duration) ([]byte, error) {
 		return awaitIO(rt, bg(func() ([]byte, error) { return readFull(conn, n, timeout) }), timeout+time.Second, "the peer's perftest exchange")
 	}}
-	return s.run(sizes)
+	err = s.run(sizes)
+	// The NIC is hardware to the peer: what it still owes (the ACK of the
+	// peer's last WRITE, say) goes out before the process ends.
+	s.drain(500 * time.Millisecond)
+	return err
+}
+
+// drain pumps the network for d, or less once at least 50 ms have
+// passed and nothing is scheduled.
+func (s *perfWireSide) drain(d time.Duration) {
+	start := time.Now()
+	for time.Since(start) < d {
+		if !s.rt.pump(idleWait, 64) && time.Since(start) > 50*time.Millisecond && s.rt.eng.Pending() == 0 {
+			return
+		}
+	}
 }
 
 // readFull reads exactly n bytes with a deadline.
