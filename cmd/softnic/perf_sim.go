@@ -221,12 +221,14 @@ func perfSimSize(o *perfOpts, pair [][2]*perfEP, clk perfClock, size int, deadli
 		if err := runActors(actors, must, advance, bar.ticker(c, deadline, clk)); err != nil {
 			return err
 		}
+		bar.clear()
 		pr.bw(c.stats(o.gbits, o.noPeak || deadline > 0))
 		return nil
 	}
 	if err := runActors(actors, must, advance, bar.ticker(must[0], deadline, clk)); err != nil {
 		return err
 	}
+	bar.clear() // before the row: stdout and stderr may be one terminal
 	posted := lat()
 	if deadline > 0 {
 		var elapsed int64
@@ -287,6 +289,7 @@ func (b *progressBar) ticker(a perfActor, deadline int64, clk perfClock) func() 
 
 func (b *progressBar) clear() {
 	if b != nil && b.shown {
+		b.lastPc = -1
 		fmt.Fprint(b.w, "\r\033[K")
 		b.shown = false
 	}

@@ -58,6 +58,9 @@ func TestPerfModeOneEveryTest(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errs)
 			}
+			if errs != "" {
+				t.Errorf("stderr %q: no progress bar or message when stderr is not a terminal", errs)
+			}
 			again, _, _ := runPerfCmd(t, args...)
 			if again != out {
 				t.Errorf("two runs differ: the figures are not deterministic\n%s\n---\n%s", out, again)
