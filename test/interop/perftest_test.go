@@ -28,6 +28,10 @@ var perftestRuns = []struct {
 	{"ib_read_lat", []int{2, 4096}, 100},
 	{"ib_write_bw", []int{1024, 65536}, 200},
 	{"ib_send_bw", []int{1024, 65536}, 200},
+	// Beyond the five: the other READ test and the atomics, one size each.
+	{"ib_read_bw", []int{65536}, 200},
+	{"ib_atomic_lat", []int{8}, 100},
+	{"ib_atomic_bw", []int{8}, 200},
 }
 
 // perftestTimeout bounds one run (both sides).
@@ -241,15 +245,15 @@ func runPerftest(g *guest, bin, dir, test, guestRole string, size, iters int) (f
 	if guestCode != 0 {
 		return "", "", fmt.Errorf("guest %s exited %d", test, guestCode)
 	}
-	// Both sides print their table, except a read_lat server, which
-	// perftest has measure nothing.
+	// Both sides print their table, except a read_lat or atomic_lat
+	// server, which perftest has measure nothing.
 	var parts []string
 	var errs []error
 	for _, s := range []struct {
 		who, out string
 		server   bool
 	}{{"guest " + test, guestOut, guestRole == "server"}, {"softnic perf", sn.stdout.String(), guestRole == "client"}} {
-		if s.server && test == "ib_read_lat" {
+		if s.server && (test == "ib_read_lat" || test == "ib_atomic_lat") {
 			continue
 		}
 		f, err := checkTable(s.who, s.out, size, iters, lat)
