@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -224,5 +225,34 @@ func TestPerfUDAndUC(t *testing.T) {
 			t.Errorf("%q: header\n%s", args, out)
 		}
 		tableRows(t, out)
+	}
+}
+
+// A fault plan on the simulated wire: lost frames are retransmitted, the
+// run completes, the figures are worse and still deterministic.
+func TestPerfFaultsOnTheSimulatedWire(t *testing.T) {
+	plan := t.TempDir() + "/drop.json"
+	if err := os.WriteFile(plan, []byte(`{"seed": 1, "rules": [{"point": "wire.tx", "action": "drop", "prob": 0.02}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	avg := func(args ...string) (float64, string) {
+		out, errs, code := runPerfCmd(t, append([]string{"write_bw", "-s", "4096", "-n", "200", "-o", "bandwidth"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errs)
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
+		if err != nil {
+			t.Fatalf("-o bandwidth printed %q", out)
+		}
+		return v, out
+	}
+	clean, _ := avg()
+	lossy, o1 := avg("--faults", plan)
+	_, o2 := avg("--faults", plan)
+	if o1 != o2 {
+		t.Errorf("two runs with the same plan differ: %q, %q", o1, o2)
+	}
+	if !(lossy < clean) {
+		t.Errorf("2%% loss: %v MiB/s, no worse than %v without", lossy, clean)
 	}
 }
