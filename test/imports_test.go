@@ -42,6 +42,7 @@ var moduleGraph = map[string]importRule{
 	"device":              {allow: []string{"sim", "mlx5", "uverbs", "shm", "trace", "fault", "pcie", "roce", "wire", "bar", "dma", "wqefetch", "env"}},
 	"provider":            {allow: []string{"mlx5", "uverbs", "shm", "pcie"}, uses: map[string][]string{"pcie": {"MMIO"}}},
 	"profile":             {allow: []string{"device", "wire", "pcie", "bar", "dma", "sim"}}, // device profiles as data
+	"uverbsdev":           {allow: []string{"device", "mlx5", "uverbs", "shm", "sim"}},      // the device end of the uverbs control channel
 	"testbed":             {any: true, deny: []string{"cmd"}},                               // assembles worlds for cmd and test
 	"calibrate":           {any: true, deny: []string{"cmd"}},                               // measures the model against timing.md, writes docs/calibration.md
 	"cmd/softnic":         {any: true},
