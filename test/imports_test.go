@@ -26,6 +26,7 @@ var moduleGraph = map[string]importRule{
 	"sim":                 {},
 	"mlx5":                {},
 	"shm":                 {},
+	"mmioring":            {},                        // the SPSC MMIO-record ring across the process boundary: stdlib only (futex via syscall)
 	"uverbs":              {allow: []string{"mlx5"}}, // mlx5: the boundary mapping of QPC states and types
 	"uverbs/internal/gen": {},                        // go generate: layouts.txt -> Go and the C table
 	"trace":               {allow: []string{"sim"}},
