@@ -87,8 +87,14 @@ func (h *heldLine) Fire(now sim.Time) {
 	h.b.emitHeld(now, h)
 }
 
-// SetFaults makes BAR0 consult in at fault.WCBuffer and fault.PCIeTLP.
-func (b *BAR0) SetFaults(in *fault.Injector) { b.fx.in = in }
+// SetFaults makes BAR0 consult in at fault.WCBuffer and fault.PCIeTLP. An
+// injector with no rule there is not kept: the hooks then cost nothing.
+func (b *BAR0) SetFaults(in *fault.Injector) {
+	b.fx.in = nil
+	if in.Has(fault.WCBuffer, fault.PCIeTLP) {
+		b.fx.in = in
+	}
+}
 
 // SetObserver installs a BlueFlame observer (nil removes it).
 func (b *BAR0) SetObserver(o BFObserver) { b.fx.obs = o }

@@ -188,6 +188,7 @@ func (d *Device) ResizeCQ(r mlx5.ResizeCQCmd) error {
 	now := d.eng.Now()
 	d.landAll(c)
 	var b [4]byte
+	d.dbrTarget()
 	if _, _, err := d.dma.Read(now, c.dbr, b[:]); err == nil {
 		ci := binary.BigEndian.Uint32(b[:]) & 0xffffff
 		if back := (c.pi - ci) & 0xffffff; back <= c.nent {

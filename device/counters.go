@@ -112,6 +112,8 @@ const (
 	CtrRxBadAETH           = "rx_bad_aeth"
 	CtrRxNAKRcvd           = "nak_rcvd"
 	CtrRQReadError         = "rq_read_error"
+	CtrRQPrefetch          = "rq_wqe_prefetch"     // receive WQEs read ahead of the message that uses them
+	CtrRQPrefetchHit       = "rq_wqe_prefetch_hit" // messages that found their receive WQE read ahead
 	CtrRQDBRReadError      = "rq_dbr_read_error"
 	CtrRQDBRBad            = "rq_dbr_bad"
 	CtrRQFlushedInErr      = "rq_flushed_in_error"    // receives posted to a QP in ERR, flushed
@@ -160,3 +162,15 @@ var cqeErrorNames = func() (m [256]string) {
 // included: bar, dma, wqefetch), by name. The transport counters carry the
 // Linux mlx5/rxe hw_counter names (see the catalogue above).
 func (d *Device) HWCounters() map[string]uint64 { return d.ctr.Snapshot() }
+
+// LinuxHWCounters are the counters that carry the names of the Linux mlx5
+// (and rxe) hw_counters, in the order `rdma statistic show` prints them on
+// a ConnectX; softnic stat shows these by default.
+var LinuxHWCounters = []string{
+	CtrRxWriteRequests, CtrRxReadRequests, CtrRxAtomicRequests, CtrOutOfBuffer, CtrOutOfSequence,
+	CtrDuplicateRequest, CtrRNRNakRetryErr, CtrPacketSeqErr, CtrImpliedNAKSeqErr, CtrLocalACKTimeoutErr,
+	CtrRespLocalLengthError, CtrRespCQEError, CtrReqCQEError, CtrReqRemoteInvalidRequest,
+	CtrReqRemoteAccessErrors, CtrRespRemoteAccessErrors, CtrRespCQEFlushError, CtrReqCQEFlushError,
+	CtrRoceAdpRetrans, CtrRoceAdpRetransTo, CtrReqTransportRetriesExceeded, CtrReqRNRRetriesExceeded,
+	CtrRespRemoteInvalidRequest, CtrSentPkts, CtrRcvdPkts,
+}

@@ -192,6 +192,7 @@ func (d *Device) Doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte) {
 		d.warn(t, CtrDBBadState, "doorbell on QP %#x in state %v ignored", q.qpn, q.state)
 		return
 	}
+	q.rq.kick(t)
 	if err := d.fetch.Doorbell(t, q.req.sq, ctrl); err != nil {
 		d.inc(CtrDBRejected)
 	}
@@ -225,6 +226,7 @@ func (d *Device) BlueFlame(t sim.Time, uar uint32, bfreg int, wqe []byte) {
 		d.warn(t, CtrDBBadState, "BlueFlame on QP %#x in state %v ignored", q.qpn, q.state)
 		return
 	}
+	q.rq.kick(t)
 	if d.fetch.BlueFlame(t, q.req.sq, wqe) {
 		return
 	}

@@ -131,7 +131,10 @@ func (h *heldDB) Fire(now sim.Time) {
 // it once, before traffic starts (a second call schedules the timed rules
 // again).
 func (d *Device) SetFaults(in *fault.Injector) {
-	d.fx.in = in
+	d.fx.in = nil
+	if in.Has(fault.Doorbell, fault.CQ, fault.EQ, fault.Port, fault.Dev) {
+		d.fx.in = in // the device's own points; none: its hooks cost nothing
+	}
 	d.env.Faults = in
 	d.bar.SetFaults(in)
 	d.dma.SetFaults(in)
@@ -503,3 +506,7 @@ func (d *Device) ModifyCQOverrunIgnore(cqn uint32, on bool) error {
 	c.oi = on
 	return nil
 }
+
+// dbrTarget labels the next DMA access as a doorbell-record read, for
+// fault rules matching target "dbr".
+func (d *Device) dbrTarget() { d.dma.SetTarget(fault.KindDBR) }

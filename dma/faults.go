@@ -55,7 +55,13 @@ func (e *PCIeError) Unwrap() error { return ErrPCIe }
 const CompletionTimeout = 50 * sim.Microsecond
 
 // SetFaults makes the engine consult in at fault.DMARead / fault.DMAWrite.
-func (e *Engine) SetFaults(in *fault.Injector) { e.faults = in }
+// An injector with no rule there is not kept: the hooks then cost nothing.
+func (e *Engine) SetFaults(in *fault.Injector) {
+	e.faults = nil
+	if in.Has(fault.DMARead, fault.DMAWrite) {
+		e.faults = in
+	}
+}
 
 // SetTarget says what the next DMA operation is for (a WQE, a doorbell
 // record, a CQE, an EQE); after that operation it is KindData again. Only

@@ -1062,3 +1062,17 @@ func CounterName(p Point, a Action) string {
 	}
 	return counterNames[k][a]
 }
+
+// Has reports whether the plan has a rule at any of the points: a hook
+// owner with none need not consult the injector at all.
+func (in *Injector) Has(pts ...Point) bool {
+	if in == nil {
+		return false
+	}
+	for _, p := range pts {
+		if k := p.index(); k >= 0 && len(in.points[k].rules) > 0 {
+			return true
+		}
+	}
+	return false
+}

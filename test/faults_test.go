@@ -200,7 +200,9 @@ func TestFaultWCBuffer(t *testing.T) {
 func TestFaultDMA(t *testing.T) {
 	for _, a := range []string{"timeout", "abort", "ur", "poison", "iommu"} {
 		t.Run("data read "+a, func(t *testing.T) {
-			w, req, rsp := faultWorld(t, `{"rules":[{"point":"dma.read","action":"`+a+`","nth":1,"match":{"target":"data","node":0}}]}`, nil)
+			w, req, rsp := faultWorld(t, "", nil)
+			setPlan(t, w, fmt.Sprintf(`{"rules":[{"point":"dma.read","action":%q,"nth":1,"match":{"target":"data","node":0,"addr_from":%d,"addr_to":%d}}]}`,
+				a, req.Buf.Addr, req.Buf.Addr+2047))
 			req.QP.SetBlueFlame(false)
 			writeWR(t, req, rsp, 1, 0, 2048)
 			wc := waitOne(t, req.SendCQ)
@@ -253,12 +255,27 @@ func TestFaultDMA(t *testing.T) {
 		require.Equal(t, req.Buf.Bytes[:64], rsp.Buf.Bytes[:64])
 	})
 	t.Run("delay: a latency spike only", func(t *testing.T) {
-		w, req, rsp := faultWorld(t, `{"rules":[{"point":"dma.read","action":"delay","delay_ps":20000000,"nth":1,"match":{"node":0}}]}`, nil)
+		w, req, rsp := faultWorld(t, "", nil)
+		// The payload read: matched by the address of the requester's buffer.
+		setPlan(t, w, fmt.Sprintf(`{"rules":[{"point":"dma.read","action":"delay","delay_ps":20000000,"nth":1,"match":{"node":0,"addr_from":%d,"addr_to":%d}}]}`,
+			req.Buf.Addr, req.Buf.Addr+63))
 		start := w.Eng.Now()
 		writeWR(t, req, rsp, 1, 0, 64)
 		require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
 		require.Greater(t, w.Eng.Now()-start, sim.Time(20*sim.Microsecond))
 	})
+}
+
+// setPlan gives both devices of w a plan built once addresses are known
+// (device hook points only: the wire keeps its own).
+func setPlan(t *testing.T, w *testbed.World, plan string) {
+	t.Helper()
+	p, err := fault.Parse([]byte(plan))
+	require.NoError(t, err)
+	in := fault.NewInjector(p)
+	for _, h := range w.Hosts {
+		h.Dev.SetFaults(in)
+	}
 }
 
 func mustAction(s string) fault.Action {

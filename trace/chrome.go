@@ -503,7 +503,7 @@ func LinkFlows(events []Event) []Event {
 				}
 			}
 			e.Flow = response(qpKey{peer(e.Node), e.QPN}, e.PSN)
-		case "responder", "rq_wqe_fetch", "srq_wqe_fetch", "cqe_build", "cqe_write":
+		case "responder", "rq_wqe_fetch", "rq_wqe_hit", "srq_wqe_fetch", "cqe_build", "cqe_write":
 			if k, ok := requester(e.Node, e.QPN); ok {
 				e.Flow = request(k, e.PSN)
 			}

@@ -52,6 +52,7 @@ import (
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/ethport"
 	"github.com/softnic/softnic/fault"
+	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/shm"
 	"github.com/softnic/softnic/sim"
@@ -103,6 +104,7 @@ type netOpts struct {
 	quiet   bool
 	faults  string
 	check   bool
+	profile string
 }
 
 func (o *netOpts) register(fs *flag.FlagSet) {
@@ -112,8 +114,9 @@ func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.Var(&o.neigh, "neigh", "static neighbour IP=MAC (repeatable); other peers are resolved by ARP")
 	fs.StringVar(&o.pcap, "pcap", "", "write every frame sent and received on the wire to this pcap file")
 	fs.DurationVar(&o.lead, "lead", defaultLead, "how far virtual time may run ahead of the wall clock")
-	fs.IntVar(&o.memSize, "mem", 0, "host memory in bytes (default: enough for the buffers)")
+	fs.Var(sizeFlagInt(&o.memSize), "mem", "host memory in bytes (default: enough for the buffers)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not echo device and port warnings to stderr")
+	fs.StringVar(&o.profile, "profile", "", "device profile: a name (see softnic profiles) or a JSON file (default "+profile.DefaultName+")")
 	fs.StringVar(&o.faults, "faults", "", "fault plan JSON applied where the port meets the real wire (wire.tx: frames sent, wire.rx: frames received) and at every device hook point (see softnic faults --explain)")
 	fs.BoolVar(&o.check, "check", false, "checked mode: report each mlx5 host-protocol violation the device observes (rules R1-R15, docs/faults.md) on stderr")
 }
@@ -129,6 +132,7 @@ type realNet struct {
 	rx         <-chan []byte // nil once the transport has closed it
 	ctx        *provider.Context
 	ident      device.Identity
+	profile    string                // the profile's name, for headers
 	inj        *fault.Injector       // --faults at the real wire, or nil
 	plan       *fault.Plan           // the --faults plan, or nil
 	faulty     *wire.FaultyTransport // tr's fault wrapper (tr itself), or nil
@@ -253,7 +257,15 @@ func newRealNet(o netOpts, memNeed int, tr wire.RealTransport, stderr io.Writer)
 			return fail(err)
 		}
 	}
-	r.dev = device.New(r.eng, device.DefaultSpec(), r.ident, r.mem, r.rec)
+	prof, err := profile.Load(o.profile)
+	if err != nil {
+		return fail(err)
+	}
+	r.profile = prof.Name
+	if !o.quiet {
+		fmt.Fprintf(stderr, "softnic: profile %s\n", profileLabel(prof))
+	}
+	r.dev = device.New(r.eng, prof.Device, r.ident, r.mem, r.rec)
 	if inj != nil {
 		r.dev.SetFaults(inj)
 	}
@@ -664,4 +676,13 @@ func gidIPv4(g [16]byte) (netip.Addr, bool) {
 
 func macString(m [6]byte) string {
 	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5])
+}
+
+// profileLabel names a profile for a run's header: its name, and what it
+// models when it says.
+func profileLabel(p profile.Profile) string {
+	if p.Description == "" {
+		return p.Name
+	}
+	return p.Name + " (" + p.Description + ")"
 }

@@ -386,7 +386,7 @@ func TestTraceChromeFlows(t *testing.T) {
 		{[]string{"--batch", "4"}, 4, []string{"wqe_build", "dbr_update", "doorbell_mmio", "wc_flush", "pcie_tlp", "doorbell_decode", "wqe_fetch", "wqe_parse", "payload_dma", "packetize", "wire", "responder", "ack", "wire", "ack_rx", "cqe_write", "poll"},
 			[]string{"dbr_update", "doorbell_mmio", "wc_flush", "pcie_tlp", "doorbell_decode", "wqe_fetch"}},
 		{[]string{"--op", "read", "--size", "3000"}, 1, []string{"wqe_build", "wqe_parse", "packetize", "wire", "responder", "payload_dma", "packetize", "wire", "packetize", "packetize", "wire", "read_scatter", "wire", "read_scatter", "read_scatter", "cqe_write", "poll"}, nil},
-		{[]string{"--op", "send", "--size", "3000"}, 1, []string{"wqe_build", "wqe_parse", "packetize", "wire", "responder", "rq_wqe_fetch", "responder", "responder", "ack", "cqe_write", "wire", "ack_rx", "cqe_write", "poll", "poll"}, nil},
+		{[]string{"--op", "send", "--size", "3000"}, 1, []string{"wqe_build", "wqe_parse", "packetize", "wire", "responder", "rq_wqe_hit", "responder", "responder", "cqe_write", "ack", "wire", "ack_rx", "cqe_write", "poll", "poll"}, nil},
 		// A lost WRITE MIDDLE packet: the NAK, the retransmitted packets
 		// and their wire and responder stages join the WQE's flow.
 		{[]string{"--faults", loss, "--size", "5000"}, 1, []string{"wqe_build", "packetize", "wire", "wire", "responder", "ack", "wire", "ack_rx",
