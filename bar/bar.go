@@ -226,7 +226,7 @@ func (b *BAR0) store(off uint64, p []byte) {
 	now := b.eng.Now()
 	if off%uint64(len(p)) != 0 {
 		b.ctr.Inc(CtrBarMisalignedStore)
-		b.rec.Warnf(b.node, now, "bar", CtrBarMisalignedStore, "%d-byte store at BAR0 %#x is not naturally aligned; dropped", len(p), off)
+		b.rec.Warnf(b.node, now, "bar", CtrBarMisalignedStore.String(), "%d-byte store at BAR0 %#x is not naturally aligned; dropped", len(p), off)
 		b.eng.Advance(b.cfg.StoreCost)
 		return
 	}
@@ -292,7 +292,7 @@ type wcLine struct {
 func (l *wcLine) Fire(now sim.Time) {
 	if l.active && now >= l.alloc.Add(l.b.cfg.WCDrain) {
 		l.b.ctr.Inc(CtrWcLateDrain)
-		l.b.rec.Warnf(l.b.node, now, "bar", CtrWcLateDrain, "WC line at BAR0 %#x drained %v after its first store without a fence", l.addr, l.b.cfg.WCDrain)
+		l.b.rec.Warnf(l.b.node, now, "bar", CtrWcLateDrain.String(), "WC line at BAR0 %#x drained %v after its first store without a fence", l.addr, l.b.cfg.WCDrain)
 		l.b.emitLine(now, l, "drain")
 	}
 }

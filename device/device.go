@@ -157,12 +157,12 @@ const noPSN = trace.NoPSN
 func (d *Device) cyc(n int64) sim.Duration { return d.spec.Core.cycles(n) }
 
 // inc counts one event of name.
-func (d *Device) inc(name string) { d.ctr.Inc(name) }
+func (d *Device) inc(name trace.Counter) { d.ctr.Inc(name) }
 
 // warn counts name and records a trace warning.
-func (d *Device) warn(t sim.Time, name, format string, args ...any) {
+func (d *Device) warn(t sim.Time, name trace.Counter, format string, args ...any) {
 	d.ctr.Inc(name)
-	d.rec.Warnf(d.node, t, "device", name, format, args...)
+	d.rec.Warnf(d.node, t, "device", name.String(), format, args...)
 }
 
 // Doorbell is called by BAR0 when an 8-byte doorbell arrives (bar.Handler).

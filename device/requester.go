@@ -586,7 +586,7 @@ func (r *requester) onTimeout(now sim.Time) {
 	}
 	d.inc(CtrLocalACKTimeoutErr)
 	d.inc(CtrRoceAdpRetransTo)
-	d.rec.Warnf(d.node, now, "device", CtrLocalACKTimeoutErr, "QP %#x: ACK timeout, resending from PSN %#x", q.qpn, uint32(r.oldestUnacked()))
+	d.rec.Warnf(d.node, now, "device", CtrLocalACKTimeoutErr.String(), "QP %#x: ACK timeout, resending from PSN %#x", q.qpn, uint32(r.oldestUnacked()))
 	if w := r.front(); w.rdAtomic() {
 		w.rereqOn, w.rereq = true, w.readNext
 	}

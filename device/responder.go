@@ -226,7 +226,7 @@ func (r *responder) rnr(t sim.Time, psn roce.PSN) {
 		r.dropMessage() // no RNR NAK on UC: the message is lost
 		return
 	}
-	d.rec.Warnf(d.node, t, "device", CtrOutOfBuffer, "QP %#x PSN %#x: no receive WQE posted, RNR NAK", q.qpn, uint32(psn))
+	d.rec.Warnf(d.node, t, "device", CtrOutOfBuffer.String(), "QP %#x PSN %#x: no receive WQE posted, RNR NAK", q.qpn, uint32(psn))
 	r.nakSent, r.nakTrig = true, psn
 	d.sendAck(t, q, psn, roce.RNRNAKSyndrome(q.minRNR))
 }
@@ -408,7 +408,7 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 
 // rdAtomicAllowed applies the checks every READ and atomic passes first:
 // the QP's access, max_dest_rd_atomic, and how many are being answered.
-func (r *responder) rdAtomicAllowed(t sim.Time, p *roce.Packet, access uint32, ctr string) bool {
+func (r *responder) rdAtomicAllowed(t sim.Time, p *roce.Packet, access uint32, ctr counter) bool {
 	q := r.q
 	d := q.d
 	psn := p.BTH.PSN()

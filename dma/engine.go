@@ -129,7 +129,7 @@ func (e *Engine) InFlightReads(t sim.Time) int {
 
 func (e *Engine) rangeError(at sim.Time, op string, err error) {
 	e.ctr.Inc(CtrDmaRangeError)
-	e.rec.Warnf(e.node, at, "dma", CtrDmaRangeError, "%s: %v", op, err)
+	e.rec.Warnf(e.node, at, "dma", CtrDmaRangeError.String(), "%s: %v", op, err)
 }
 
 // Read copies len(dst) bytes of host memory at addr into dst. The data is
@@ -330,6 +330,6 @@ func (e *Engine) fail(at sim.Time, op string, err error) error {
 		name = CtrDmaAccess
 	}
 	e.ctr.Inc(name)
-	e.rec.Warnf(e.node, at, "dma", name, "%s: %v", op, err)
+	e.rec.Warnf(e.node, at, "dma", name.String(), "%s: %v", op, err)
 	return err
 }

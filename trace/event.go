@@ -146,41 +146,114 @@ func (r *Recorder) Warnings() []Event {
 	return w
 }
 
-// Counters is a set of named event counters (drops, errors, TLPs, ...).
-// The zero value is ready to use. Not safe for concurrent use.
-type Counters struct {
-	m map[string]uint64
-}
+// Counter is the id of one named counter. Each package declares its
+// counters once, in its catalogue, as package-level variables:
+//
+//	CtrFoo = trace.NewCounter("foo") // what foo counts
+//
+// so a call site reads ctr.Inc(CtrFoo) and costs an index into a slice,
+// not a hash of the name.
+type Counter uint32
 
-// Inc adds one to name.
-func (c *Counters) Inc(name string) { c.Add(name, 1) }
+var (
+	counterNames  []string
+	counterByName = map[string]Counter{}
+)
 
-// Add adds n to name.
-func (c *Counters) Add(name string, n uint64) {
-	if c.m == nil {
-		c.m = make(map[string]uint64)
+// NewCounter returns the id of the counter called name, registering it on
+// first use; the same name always gives the same id. Call it only from
+// package-level variable declarations (program initialisation): the name
+// table is not locked.
+func NewCounter(name string) Counter {
+	if id, ok := counterByName[name]; ok {
+		return id
 	}
-	c.m[name] += n
+	id := Counter(len(counterNames))
+	counterNames = append(counterNames, name)
+	counterByName[name] = id
+	return id
 }
 
-// Get returns the value of name (0 if never counted).
-func (c *Counters) Get(name string) uint64 { return c.m[name] }
+// CounterByName returns the id of a registered counter name.
+func CounterByName(name string) (Counter, bool) {
+	id, ok := counterByName[name]
+	return id, ok
+}
 
-// Names returns the counter names in sorted order.
+// String is the counter's name.
+func (c Counter) String() string {
+	if int(c) < len(counterNames) {
+		return counterNames[c]
+	}
+	return fmt.Sprintf("counter#%d", uint32(c))
+}
+
+// Counters is a set of named event counters (drops, errors, TLPs, ...),
+// indexed by Counter id. A counter that was never added to is absent from
+// Names and Snapshot (one that was added 0 is present). The zero value is
+// ready to use. Not safe for concurrent use.
+type Counters struct {
+	v    []uint64
+	seen []bool
+}
+
+// Inc adds one to id.
+func (c *Counters) Inc(id Counter) { c.Add(id, 1) }
+
+// Add adds n to id.
+func (c *Counters) Add(id Counter, n uint64) {
+	if int(id) >= len(c.v) {
+		c.grow()
+	}
+	c.v[id] += n
+	c.seen[id] = true
+}
+
+// grow sizes the set for every registered counter.
+func (c *Counters) grow() {
+	v := make([]uint64, len(counterNames))
+	s := make([]bool, len(counterNames))
+	copy(v, c.v)
+	copy(s, c.seen)
+	c.v, c.seen = v, s
+}
+
+// Value returns the value of id (0 if never counted).
+func (c *Counters) Value(id Counter) uint64 {
+	if int(id) < len(c.v) {
+		return c.v[id]
+	}
+	return 0
+}
+
+// Get returns the value of the counter called name (0 if never counted or
+// not a registered name).
+func (c *Counters) Get(name string) uint64 {
+	if id, ok := counterByName[name]; ok {
+		return c.Value(id)
+	}
+	return 0
+}
+
+// Names returns the names of the counters added to, in sorted order.
 func (c *Counters) Names() []string {
-	n := make([]string, 0, len(c.m))
-	for k := range c.m {
-		n = append(n, k)
+	n := make([]string, 0)
+	for id, ok := range c.seen {
+		if ok {
+			n = append(n, counterNames[id])
+		}
 	}
 	sort.Strings(n)
 	return n
 }
 
-// Snapshot copies the counters.
+// Snapshot copies the counters added to, by name.
 func (c *Counters) Snapshot() map[string]uint64 {
-	s := make(map[string]uint64, len(c.m))
-	for k, v := range c.m {
-		s[k] = v
+	s := make(map[string]uint64)
+	for id, ok := range c.seen {
+		if ok {
+			s[counterNames[id]] = c.v[id]
+		}
 	}
 	return s
 }

@@ -66,22 +66,22 @@ var (
 
 // Counter names this package increments in the engine's trace.Counters.
 // Warnings recorded with trace.Recorder.Warnf use the same names.
-const (
-	CtrDBBadQPN     = "db_bad_qpn"      // doorbell QPN is not the queue's QP
-	CtrDBNoNewWQE   = "db_no_new_wqe"   // doorbell announces nothing past what was already fetched
-	CtrDBBadCounter = "db_bad_counter"  // doorbell counter laps the ring or is behind it
-	CtrDBClosed     = "db_closed_queue" // doorbell on a queue after Queue.Close
+var (
+	CtrDBBadQPN     = trace.NewCounter("db_bad_qpn")      // doorbell QPN is not the queue's QP
+	CtrDBNoNewWQE   = trace.NewCounter("db_no_new_wqe")   // doorbell announces nothing past what was already fetched
+	CtrDBBadCounter = trace.NewCounter("db_bad_counter")  // doorbell counter laps the ring or is behind it
+	CtrDBClosed     = trace.NewCounter("db_closed_queue") // doorbell on a queue after Queue.Close
 
-	CtrFetchReads      = "wqe_fetch_reads"        // DMA reads issued for WQE fetches (two for a wrapped range)
-	CtrFetchBytes      = "wqe_fetch_bytes"        // bytes requested by WQE fetches
-	CtrFetchDMAError   = "wqe_fetch_dma_error"    // a WQE fetch read outside host memory (bytes zeroed)
-	CtrFetchOutOfOrder = "wqe_fetch_out_of_order" // a fetch completed before an earlier one and waited for it
-	CtrFetchStale      = "wqe_fetch_stale"        // a fetch dropped because its queue was reset or closed
+	CtrFetchReads      = trace.NewCounter("wqe_fetch_reads")        // DMA reads issued for WQE fetches (two for a wrapped range)
+	CtrFetchBytes      = trace.NewCounter("wqe_fetch_bytes")        // bytes requested by WQE fetches
+	CtrFetchDMAError   = trace.NewCounter("wqe_fetch_dma_error")    // a WQE fetch read outside host memory (bytes zeroed)
+	CtrFetchOutOfOrder = trace.NewCounter("wqe_fetch_out_of_order") // a fetch completed before an earlier one and waited for it
+	CtrFetchStale      = trace.NewCounter("wqe_fetch_stale")        // a fetch dropped because its queue was reset or closed
 
-	CtrBF         = "wqe_bf"            // WQE taken from a BlueFlame write, no fetch
-	CtrBFFallback = "bf_fallback_fetch" // BlueFlame write not usable: the caller falls back to a doorbell
+	CtrBF         = trace.NewCounter("wqe_bf")            // WQE taken from a BlueFlame write, no fetch
+	CtrBFFallback = trace.NewCounter("bf_fallback_fetch") // BlueFlame write not usable: the caller falls back to a doorbell
 
-	CtrWQEInvalid = "wqe_invalid" // WQE failed validation (StateInvalid)
+	CtrWQEInvalid = trace.NewCounter("wqe_invalid") // WQE failed validation (StateInvalid)
 )
 
 // StageFetch is the trace stage of one doorbell fetch (request to last
@@ -361,12 +361,12 @@ func (e *Engine) Doorbell(t sim.Time, q *Queue, ctrl [8]byte) error {
 	ds := int(ctrl[7] & 0x3f)
 	if q.closed {
 		e.ctr.Inc(CtrDBClosed)
-		e.rec.Warnf(e.node, t, component, CtrDBClosed, "doorbell for wqe_index %d on the closed queue of QP %#x", idx, q.QPN)
+		e.rec.Warnf(e.node, t, component, CtrDBClosed.String(), "doorbell for wqe_index %d on the closed queue of QP %#x", idx, q.QPN)
 		return ErrQueueClosed
 	}
 	if c.QPN() != q.QPN {
 		e.ctr.Inc(CtrDBBadQPN)
-		e.rec.Warnf(e.node, t, component, CtrDBBadQPN, "doorbell QPN %#x on queue of QP %#x", c.QPN(), q.QPN)
+		e.rec.Warnf(e.node, t, component, CtrDBBadQPN.String(), "doorbell QPN %#x on queue of QP %#x", c.QPN(), q.QPN)
 		return ErrBadQPN
 	}
 	bbs := mlx5.WQEBBs(ds)
@@ -379,12 +379,12 @@ func (e *Engine) Doorbell(t sim.Time, q *Queue, ctrl [8]byte) error {
 	ahead := q.issued.Dist(end)
 	if ahead == 0 {
 		e.ctr.Inc(CtrDBNoNewWQE)
-		e.rec.Warnf(e.node, t, component, CtrDBNoNewWQE, "QP %#x doorbell for wqe_index %d announces nothing new", q.QPN, idx)
+		e.rec.Warnf(e.node, t, component, CtrDBNoNewWQE.String(), "QP %#x doorbell for wqe_index %d announces nothing new", q.QPN, idx)
 		return nil
 	}
 	if ahead > q.Size || q.next.Dist(end) > q.Size {
 		e.ctr.Inc(CtrDBBadCounter)
-		e.rec.Warnf(e.node, t, component, CtrDBBadCounter, "QP %#x doorbell wqe_index %d (+%d BBs) laps the %d-BB ring (device at %d)", q.QPN, idx, bbs, q.Size, q.next)
+		e.rec.Warnf(e.node, t, component, CtrDBBadCounter.String(), "QP %#x doorbell wqe_index %d (+%d BBs) laps the %d-BB ring (device at %d)", q.QPN, idx, bbs, q.Size, q.next)
 		return ErrBadDoorbell
 	}
 	e.fetch(t, q, end)
@@ -421,7 +421,7 @@ func (e *Engine) fetch(t sim.Time, q *Queue, end mlx5.WQECounter) {
 			// Mark the bytes invalid (zero) so validation fails them.
 			clear(dst)
 			e.ctr.Inc(CtrFetchDMAError)
-			e.rec.Warnf(e.node, t, component, CtrFetchDMAError, "QP %#x SQ read [%#x,+%d): %v", q.QPN, q.Base+uint64(off), len(dst), err)
+			e.rec.Warnf(e.node, t, component, CtrFetchDMAError.String(), "QP %#x SQ read [%#x,+%d): %v", q.QPN, q.Base+uint64(off), len(dst), err)
 		}
 		if d > done {
 			done = d
