@@ -66,7 +66,7 @@ func TestICRCVector(t *testing.T) {
 		t.Fatalf("icrcInPlace = %#x (buffer restored: %v)", got, string(cp) == string(ip))
 	}
 	// The seed form: eight 0xFF bytes leave the register at 0xDEBB20E3.
-	if c := crc32.ChecksumIEEE(ones[:]); c != icrcSeed {
+	if c := crc32.ChecksumIEEE([]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}); c != icrcSeed {
 		t.Fatalf("crc(ff×8) = %#x, want %#x", c, icrcSeed)
 	}
 	var pkt Packet
@@ -190,4 +190,41 @@ func BenchmarkICRC(b *testing.B) {
 			}
 		})
 	}
+}
+
+// icrcInPlace computes the ICRC of a writable ip buffer by setting the masked
+// fields to all-ones, running one CRC pass and restoring them: the builder's
+// form before icrc4/icrc6 masked the words as they read them, kept as a
+// second reference. len(ip) must be checked by the caller.
+func icrcInPlace(ip []byte, v6 bool) uint32 {
+	if v6 {
+		w0 := binary.BigEndian.Uint32(ip[0:])
+		hl := ip[7]
+		uc := binary.BigEndian.Uint16(ip[46:])
+		b4 := ip[52]
+		binary.BigEndian.PutUint32(ip[0:], w0|0x0FFFFFFF)
+		ip[7] = 0xFF
+		binary.BigEndian.PutUint16(ip[46:], 0xFFFF)
+		ip[52] = 0xFF
+		c := crc32.Update(icrcSeed, crc32.IEEETable, ip)
+		binary.BigEndian.PutUint32(ip[0:], w0)
+		ip[7] = hl
+		binary.BigEndian.PutUint16(ip[46:], uc)
+		ip[52] = b4
+		return c
+	}
+	tos, ttl := ip[1], ip[8]
+	hc := binary.BigEndian.Uint16(ip[10:])
+	uc := binary.BigEndian.Uint16(ip[26:])
+	b4 := ip[32]
+	ip[1], ip[8] = 0xFF, 0xFF
+	binary.BigEndian.PutUint16(ip[10:], 0xFFFF)
+	binary.BigEndian.PutUint16(ip[26:], 0xFFFF)
+	ip[32] = 0xFF
+	c := crc32.Update(icrcSeed, crc32.IEEETable, ip)
+	ip[1], ip[8] = tos, ttl
+	binary.BigEndian.PutUint16(ip[10:], hc)
+	binary.BigEndian.PutUint16(ip[26:], uc)
+	ip[32] = b4
+	return c
 }
