@@ -20,61 +20,72 @@ type event struct {
 	tm  *Timer // non-nil: the event is tm's; its heap index is kept in tm.idx
 }
 
+// eventHeap is a 4-ary min-heap on (at, seq). Keys are unique (seq only
+// grows), so the order events leave it is the same whatever its shape.
+// Sifting moves a hole instead of swapping pairs, and writes a timer's
+// index only where its event lands.
 type eventHeap []event
 
-func (q eventHeap) less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
-	}
-	return q[i].seq < q[j].seq
+func (a *event) before(b *event) bool {
+	return a.at < b.at || a.at == b.at && a.seq < b.seq
 }
 
-func (q eventHeap) swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	if t := q[i].tm; t != nil {
-		t.idx = i
-	}
-	if t := q[j].tm; t != nil {
-		t.idx = j
-	}
-}
-
-func (q eventHeap) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !q.less(i, p) {
-			break
-		}
-		q.swap(i, p)
-		i = p
-	}
-}
-
-func (q eventHeap) down(i int) {
-	n := len(q)
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && q.less(l, m) {
-			m = l
-		}
-		if r < n && q.less(r, m) {
-			m = r
-		}
-		if m == i {
-			return
-		}
-		q.swap(i, m)
-		i = m
-	}
-}
-
-func (q *eventHeap) push(ev event) {
-	*q = append(*q, ev)
-	i := len(*q) - 1
+// set puts ev at i, keeping its timer's index.
+func (q eventHeap) set(i int, ev event) {
+	q[i] = ev
 	if ev.tm != nil {
 		ev.tm.idx = i
 	}
-	q.up(i)
+}
+
+// up moves ev, to be stored at hole i, towards the root.
+func (q eventHeap) up(i int, ev event) {
+	for i > 0 {
+		p := (i - 1) / 4
+		if !ev.before(&q[p]) {
+			break
+		}
+		q.set(i, q[p])
+		i = p
+	}
+	q.set(i, ev)
+}
+
+// down moves ev, to be stored at hole i, towards the leaves.
+func (q eventHeap) down(i int, ev event) {
+	n := len(q)
+	for {
+		c := 4*i + 1
+		if c >= n {
+			break
+		}
+		m := c
+		for k := c + 1; k < c+4 && k < n; k++ {
+			if q[k].before(&q[m]) {
+				m = k
+			}
+		}
+		if !q[m].before(&ev) {
+			break
+		}
+		q.set(i, q[m])
+		i = m
+	}
+	q.set(i, ev)
+}
+
+func (q *eventHeap) push(ev event) {
+	*q = append(*q, event{})
+	q.up(len(*q)-1, ev)
+}
+
+// fix restores the heap after the key at i changed to ev's.
+func (q eventHeap) fix(i int, ev event) {
+	if i > 0 && ev.before(&q[(i-1)/4]) {
+		q.up(i, ev)
+	} else {
+		q.down(i, ev)
+	}
 }
 
 // remove takes out the event at index i and returns it.
@@ -82,14 +93,11 @@ func (q *eventHeap) remove(i int) event {
 	h := *q
 	n := len(h) - 1
 	ev := h[i]
-	if i != n {
-		h.swap(i, n)
-	}
+	last := h[n]
 	h[n] = event{}
 	h = h[:n]
 	if i < n {
-		h.down(i)
-		h.up(i)
+		h.fix(i, last)
 	}
 	*q = h
 	if ev.tm != nil {
@@ -202,11 +210,12 @@ func (t *Timer) Reset(at Time) {
 	if at < e.now {
 		at = e.now
 	}
-	if t.idx >= 0 {
-		e.q.remove(t.idx)
-	}
 	t.at = at
 	e.seq++
+	if t.idx >= 0 {
+		e.q.fix(t.idx, event{at: at, seq: e.seq, h: t.h, tm: t})
+		return
+	}
 	e.q.push(event{at: at, seq: e.seq, h: t.h, tm: t})
 }
 
