@@ -267,10 +267,8 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 	ctrl := mlx5.CtrlSeg(sq.buf[off : off+mlx5.CtrlSegSize])
 	ctrl.Encode(&mlx5.CtrlFields{WQEIndex: uint16(sq.curPost), Opcode: mop, QPN: qp.qpn, DS: uint8(ds), FMCESE: fmcese, Imm: imm})
 
-	idx := sq.curPost & (sq.cnt - 1)
-	sq.wrid[idx] = wr.WRID
-	sq.wqeHead[idx] = sq.head + uint32(nreq)
-	sq.postedAt[idx] = uint16(sq.curPost)
+	h := (sq.head + uint32(nreq)) & uint32(len(sq.ctr)-1)
+	sq.wrid[h], sq.ctr[h] = wr.WRID, uint16(sq.curPost)
 	sq.curPost += uint32(mlx5.WQEBBs(ds))
 	if qp.ctx.host != nil {
 		qp.ctx.host.HostWork("wqe_build", qp.qpn, ds*mlx5.DSSize)

@@ -214,8 +214,17 @@ type Queue struct {
 // NewQueue returns the fetch state for a send queue of size WQEBBs at base.
 // size must be a power of two.
 func NewQueue(qpn uint32, base uint64, size int, node int) *Queue {
-	return &Queue{QPN: qpn, Base: base, Size: size, Node: node,
-		stage: make([]byte, size*mlx5.WQEBBSize), ranges: make([]fetchRange, size)}
+	return &Queue{QPN: qpn, Base: base, Size: size, Node: node}
+}
+
+// alloc makes the staging copy and the in-flight ring the first time the
+// queue takes WQEs (a doorbell fetch or a BlueFlame write): a QP that is
+// created and never posted to costs no ring-sized Go heap.
+func (q *Queue) alloc() {
+	if q.stage == nil {
+		q.stage = make([]byte, q.Size*mlx5.WQEBBSize)
+		q.ranges = make([]fetchRange, q.Size)
+	}
 }
 
 // Next is the counter of the next WQEBB the device expects.
@@ -400,6 +409,7 @@ func (e *Engine) Doorbell(t sim.Time, q *Queue, ctrl [8]byte) error {
 // fetch never overwrites staged bytes not yet parsed.
 func (e *Engine) fetch(t sim.Time, q *Queue, end mlx5.WQECounter) {
 	q.owner = e
+	q.alloc()
 	from := q.issued
 	n := from.Dist(end)
 	mask := q.Size - 1
@@ -476,6 +486,7 @@ func (e *Engine) BlueFlame(t sim.Time, q *Queue, wqe []byte) bool {
 		return false
 	}
 	q.owner = e
+	q.alloc()
 	// Copy the BF bytes into the staging ring exactly where the host wrote
 	// its copy, so both paths parse the same way.
 	mask := q.Size - 1
