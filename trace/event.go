@@ -39,29 +39,63 @@ type Event struct {
 	Detail string
 }
 
-// Recorder collects events. A nil *Recorder records nothing, so components
-// can call it unconditionally; check On() before building costly details.
+// DefaultCapacity is how many events a NewRecorder keeps: the most recent
+// 65536 (about 8 MiB). A walk of one post_send records a few dozen; a long
+// run keeps its tail and counts what it overwrote (Dropped). Sinks still
+// see every event.
+const DefaultCapacity = 1 << 16
+
+// Recorder collects events into a ring of bounded capacity. A nil
+// *Recorder records nothing, so components can call it unconditionally;
+// check On() before building costly details.
 type Recorder struct {
-	events []Event
+	events  []Event
+	cap     int    // 0: unbounded
+	next    int    // once full: the oldest event, overwritten next
+	dropped uint64 // events overwritten
 	// Sinks see every event as it is recorded (e.g. a streaming writer).
 	Sinks []func(*Event)
 }
 
-// NewRecorder returns an empty recorder.
-func NewRecorder() *Recorder { return &Recorder{} }
+// NewRecorder returns an empty recorder keeping DefaultCapacity events.
+func NewRecorder() *Recorder { return &Recorder{cap: DefaultCapacity} }
+
+// NewRecorderCap returns an empty recorder keeping the n most recent
+// events (n <= 0: every event, without bound).
+func NewRecorderCap(n int) *Recorder { return &Recorder{cap: max(n, 0)} }
 
 // On reports whether events are being recorded.
 func (r *Recorder) On() bool { return r != nil }
 
-// Record appends ev.
+// Record keeps ev, overwriting the oldest event when the ring is full.
 func (r *Recorder) Record(ev Event) {
 	if r == nil {
 		return
 	}
-	r.events = append(r.events, ev)
-	for _, s := range r.Sinks {
-		s(&r.events[len(r.events)-1])
+	var p *Event
+	if r.cap == 0 || len(r.events) < r.cap {
+		r.events = append(r.events, ev)
+		p = &r.events[len(r.events)-1]
+	} else {
+		p = &r.events[r.next]
+		*p = ev
+		r.next++
+		if r.next == len(r.events) {
+			r.next = 0
+		}
+		r.dropped++
 	}
+	for _, s := range r.Sinks {
+		s(p)
+	}
+}
+
+// Dropped is the number of events the ring overwrote.
+func (r *Recorder) Dropped() uint64 {
+	if r == nil {
+		return 0
+	}
+	return r.dropped
 }
 
 // NoPSN is the PSN of an event that handles no packet.
@@ -120,18 +154,24 @@ func (r *Recorder) Warnf(node int, t sim.Time, component, name string, format st
 	r.Record(Event{Name: name, Component: component, Node: node, Start: t, End: t, PSN: NoPSN, Level: Warn, Detail: fmt.Sprintf(format, args...)})
 }
 
-// Events returns the recorded events in recording order.
+// Events returns the events kept, in recording order (a copy once the
+// ring has wrapped).
 func (r *Recorder) Events() []Event {
 	if r == nil {
 		return nil
 	}
-	return r.events
+	if r.next == 0 {
+		return r.events
+	}
+	return append(append(make([]Event, 0, len(r.events)), r.events[r.next:]...), r.events[:r.next]...)
 }
 
 // Reset drops all recorded events.
 func (r *Recorder) Reset() {
 	if r != nil {
+		clear(r.events)
 		r.events = r.events[:0]
+		r.next, r.dropped = 0, 0
 	}
 }
 
