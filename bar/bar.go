@@ -210,6 +210,17 @@ func (b *BAR0) Store64(off uint64, v uint64) {
 	b.store(off, p[:])
 }
 
+var _ pcie.LineStorer = (*BAR0)(nil)
+
+// StoreLine is the eight 8-byte stores of a 64-byte line at off, in
+// ascending order (pcie.LineStorer): one call per BlueFlame line instead of
+// eight through the interface, with the same effect store by store.
+func (b *BAR0) StoreLine(off uint64, line *[64]byte) {
+	for i := 0; i < 64; i += 8 {
+		b.store(off+uint64(i), line[i:i+8])
+	}
+}
+
 // Store32 is one 32-bit store of v's little-endian image at off.
 func (b *BAR0) Store32(off uint64, v uint32) {
 	var p [4]byte

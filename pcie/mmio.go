@@ -21,3 +21,13 @@ type MMIO interface {
 	// (x86 sfence; mmio_flush_writes / mmio_wc_start in rdma-core).
 	Flush()
 }
+
+// LineStorer is an MMIO port that also takes a whole 64-byte line in one
+// call: the BlueFlame copy, which a CPU issues as eight ascending 8-byte
+// stores into one write-combining line. StoreLine(off, line) must have
+// exactly the effect of Store64(off+8*i, little-endian word i of line)
+// for i = 0..7, in that order; off is 64-byte aligned. A provider uses
+// it when its port has it, and the eight stores otherwise.
+type LineStorer interface {
+	StoreLine(off uint64, line *[64]byte)
+}

@@ -357,6 +357,16 @@ func (d *FakeDev) Store64(off uint64, v uint64) {
 	d.Ops = append(d.Ops, op)
 }
 
+// StoreLine implements pcie.LineStorer: the eight stores of the line.
+func (d *FakeDev) StoreLine(off uint64, line *[64]byte) {
+	if !d.RecordOps {
+		return
+	}
+	for i := 0; i < 64; i += 8 {
+		d.Store64(off+uint64(i), binary.LittleEndian.Uint64(line[i:]))
+	}
+}
+
 // Store32 implements pcie.MMIO.
 func (d *FakeDev) Store32(off uint64, v uint32) { d.Store64(off, uint64(v)) }
 

@@ -38,7 +38,7 @@ var moduleGraph = map[string]importRule{
 	"dma":             {allow: []string{"pcie", "shm", "sim", "trace", "fault", "mlx5", "env"}}, // mlx5: access bits, data segments, syndromes (DESIGN.md §3 amended)
 	"wqefetch":        {allow: []string{"dma", "mlx5", "sim", "trace", "fault", "env"}},
 	"device":          {allow: []string{"sim", "mlx5", "shm", "trace", "fault", "pcie", "roce", "wire", "bar", "dma", "wqefetch", "env"}},
-	"provider":        {allow: []string{"mlx5", "shm", "pcie"}, uses: map[string][]string{"pcie": {"MMIO"}}},
+	"provider":        {allow: []string{"mlx5", "shm", "pcie"}, uses: map[string][]string{"pcie": {"MMIO", "LineStorer"}}},
 	"testbed":         {any: true, deny: []string{"cmd"}}, // assembles worlds for cmd and test
 	"cmd/softnic":     {any: true},
 	"test":            {any: true},
