@@ -23,26 +23,27 @@ import (
 // A package missing from this table fails the test: adding one is a design
 // decision, so add it here (and to the picture) on purpose.
 var moduleGraph = map[string]importRule{
-	"sim":             {},
-	"mlx5":            {},
-	"shm":             {},
-	"trace":           {allow: []string{"sim"}},
-	"fault":           {allow: []string{"sim"}},
-	"pcie":            {allow: []string{"sim", "trace", "fault"}},
-	"roce":            {allow: []string{"sim", "trace", "fault"}},
-	"wire":            {allow: []string{"sim", "trace", "fault", "internal/tuntap"}}, // real transports: TAP ioctls
-	"internal/tuntap": {},
-	"ethport":         {allow: []string{"sim", "trace", "roce", "wire"}},
-	"env":             {allow: []string{"sim", "trace", "fault"}}, // the one environment of a device's engines
-	"bar":             {allow: []string{"pcie", "mlx5", "sim", "trace", "env"}},
-	"dma":             {allow: []string{"pcie", "shm", "sim", "trace", "fault", "mlx5", "env"}}, // mlx5: access bits, data segments, syndromes (DESIGN.md §3 amended)
-	"wqefetch":        {allow: []string{"dma", "mlx5", "sim", "trace", "fault", "env"}},
-	"device":          {allow: []string{"sim", "mlx5", "shm", "trace", "fault", "pcie", "roce", "wire", "bar", "dma", "wqefetch", "env"}},
-	"provider":        {allow: []string{"mlx5", "shm", "pcie"}, uses: map[string][]string{"pcie": {"MMIO", "LineStorer"}}},
-	"testbed":         {any: true, deny: []string{"cmd"}}, // assembles worlds for cmd and test
-	"cmd/softnic":     {any: true},
-	"test":            {any: true},
-	"test/interop":    {any: true}, // the Soft-RoCE (rxe in qemu) interop harness
+	"sim":                 {},
+	"mlx5":                {},
+	"shm":                 {},
+	"trace":               {allow: []string{"sim"}},
+	"fault":               {allow: []string{"sim"}},
+	"pcie":                {allow: []string{"sim", "trace", "fault"}},
+	"roce":                {allow: []string{"sim", "trace", "fault"}},
+	"wire":                {allow: []string{"sim", "trace", "fault", "internal/tuntap"}}, // real transports: TAP ioctls
+	"internal/tuntap":     {},
+	"internal/perfreport": {}, // docs/performance.sh: runs the benchmarks, writes docs/performance.md
+	"ethport":             {allow: []string{"sim", "trace", "roce", "wire"}},
+	"env":                 {allow: []string{"sim", "trace", "fault"}}, // the one environment of a device's engines
+	"bar":                 {allow: []string{"pcie", "mlx5", "sim", "trace", "env"}},
+	"dma":                 {allow: []string{"pcie", "shm", "sim", "trace", "fault", "mlx5", "env"}}, // mlx5: access bits, data segments, syndromes (DESIGN.md §3 amended)
+	"wqefetch":            {allow: []string{"dma", "mlx5", "sim", "trace", "fault", "env"}},
+	"device":              {allow: []string{"sim", "mlx5", "shm", "trace", "fault", "pcie", "roce", "wire", "bar", "dma", "wqefetch", "env"}},
+	"provider":            {allow: []string{"mlx5", "shm", "pcie"}, uses: map[string][]string{"pcie": {"MMIO", "LineStorer"}}},
+	"testbed":             {any: true, deny: []string{"cmd"}}, // assembles worlds for cmd and test
+	"cmd/softnic":         {any: true},
+	"test":                {any: true},
+	"test/interop":        {any: true}, // the Soft-RoCE (rxe in qemu) interop harness
 }
 
 // importRule is what one module package may import from the module.
