@@ -41,7 +41,7 @@ type Engine struct {
 	ctr  *trace.Counters
 
 	tagFree []sim.Time // when each read tag is free again
-	picked  []int      // scratch: tags chosen for one read
+	picked  int        // tags acquire chose for the read under way (the first ones)
 
 	qpn  uint32 // trace labels for the next operations (SetFlow)
 	flow uint64
@@ -58,7 +58,7 @@ func New(ev env.Env, link *pcie.Link, mem *shm.Region, cfg Config) *Engine {
 	ev = ev.WithDefaults()
 	eng, rec, node, ctr := ev.Eng, ev.Rec, ev.Node, ev.Ctr
 	return &Engine{eng: eng, link: link, mem: mem, cfg: cfg, rec: rec, node: node, ctr: ctr,
-		tagFree: make([]sim.Time, cfg.MaxReadTags), picked: make([]int, 0, cfg.MaxReadTags)}
+		tagFree: make([]sim.Time, cfg.MaxReadTags)}
 }
 
 // Config returns the engine's configuration (defaults filled in).
@@ -88,31 +88,28 @@ func requests(addr uint64, n, mrrs int) int {
 // acquire picks the k tags that free up first and returns when all k are
 // free (not before at). k is capped at MaxReadTags: a longer read holds
 // every tag for its whole duration, a simplification of real engines that
-// reissue tags as completions return.
+// reissue tags as completions return. Tags are interchangeable, so
+// tagFree is kept sorted: the k that free up first are its first k.
 func (e *Engine) acquire(at sim.Time, k int) sim.Time {
 	k = min(k, len(e.tagFree))
-	e.picked = e.picked[:0]
-	start := at
-	for j := 0; j < k; j++ {
-		best := -1
-		for i, t := range e.tagFree {
-			if t == sim.Never {
-				continue // already picked for this read
-			}
-			if best < 0 || t < e.tagFree[best] {
-				best = i
-			}
-		}
-		start = max(start, e.tagFree[best])
-		e.picked = append(e.picked, best)
-		e.tagFree[best] = sim.Never
+	e.picked = k
+	if k == 0 {
+		return at
 	}
-	return start
+	return max(at, e.tagFree[k-1])
 }
 
+// release frees the tags acquire picked at done, keeping tagFree sorted.
 func (e *Engine) release(done sim.Time) {
-	for _, i := range e.picked {
-		e.tagFree[i] = done
+	k, f := e.picked, e.tagFree
+	rest := f[k:]
+	j := 0
+	for j < len(rest) && rest[j] <= done {
+		j++
+	}
+	copy(f, rest[:j])
+	for i := j; i < j+k; i++ {
+		f[i] = done
 	}
 }
 

@@ -229,13 +229,15 @@ func chunk(addr uint64, n, size int) int {
 func (l *Link) DeviceWrite(at sim.Time, addr uint64, n int) (done sim.Time, s Stats) {
 	l.up.prune(at)
 	done = at
+	total, k := max(n, 0), 0
 	for n > 0 {
 		c := chunk(addr, n, l.spec.MPS)
 		done = max(done, l.sendPosted(&l.up, &l.lastUpMWr, at, c, l.spec.HdrMWr))
-		l.count(&l.tot.Up, &l.tot.DeviceMWr, &s, 1, 0, 0, c, c+l.spec.HdrMWr)
+		k++
 		addr += uint64(c)
 		n -= c
 	}
+	l.count(&l.tot.Up, &l.tot.DeviceMWr, &s, k, 0, 0, total, total+k*l.spec.HdrMWr)
 	return done, s
 }
 
@@ -252,13 +254,14 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 	l.down.prune(at)
 	sp := &l.spec
 	done = at
+	total, nreq, ncpl := max(n, 0), 0, 0
 	var cursor sim.Time   // when the host has produced everything so far
 	lastLine := uint64(0) // last cache line already charged
 	charged := false
 	for n > 0 {
 		req := chunk(addr, n, sp.MRRS)
 		arrive := l.send(&l.up, at, 0, sp.HdrMRd)
-		l.count(&l.tot.Up, &l.tot.MRd, &s, 0, 1, 0, 0, sp.HdrMRd)
+		nreq++
 		ready := max(cursor, arrive.Add(sp.HostReadLatency))
 		for a, r := addr, req; r > 0; {
 			var c int
@@ -278,7 +281,7 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 				lastLine, charged = last, true
 			}
 			done = max(done, l.send(&l.down, ready, c, sp.HdrCplD))
-			l.count(&l.tot.Down, &l.tot.CplD, &s, 0, 0, 1, c, c+sp.HdrCplD)
+			ncpl++
 			a += uint64(c)
 			r -= c
 		}
@@ -286,5 +289,8 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 		addr += uint64(req)
 		n -= req
 	}
+	// Counted once for the whole read: every MRd and every CplD alike.
+	l.count(&l.tot.Up, &l.tot.MRd, &s, 0, nreq, 0, 0, nreq*sp.HdrMRd)
+	l.count(&l.tot.Down, &l.tot.CplD, &s, 0, 0, ncpl, total, total+ncpl*sp.HdrCplD)
 	return done, s
 }
