@@ -79,7 +79,17 @@ func (l *lane) prune(at sim.Time) {
 // between booked intervals, and returns that start.
 func (l *lane) reserve(ready sim.Time, d sim.Duration) sim.Time {
 	t := ready
-	i := 0
+	// Skip, by bisection, the intervals that end at or before ready (the
+	// loop below would pass over them one by one): ends are increasing.
+	i, hi := 0, l.n
+	for i < hi {
+		m := int(uint(i+hi) >> 1)
+		if l.iv[m].e <= t {
+			i = m + 1
+		} else {
+			hi = m
+		}
+	}
 	for ; i < l.n; i++ {
 		if l.iv[i].e <= t {
 			continue
