@@ -212,13 +212,18 @@ func (b *BAR0) Store64(off uint64, v uint64) {
 
 var _ pcie.LineStorer = (*BAR0)(nil)
 
-// StoreLine is the eight 8-byte stores of a 64-byte line at off, in
-// ascending order (pcie.LineStorer): one call per BlueFlame line instead of
-// eight through the interface, with the same effect store by store.
-func (b *BAR0) StoreLine(off uint64, line *[64]byte) {
-	for i := 0; i < 64; i += 8 {
-		b.store(off+uint64(i), line[i:i+8])
+// StoreLines is a BlueFlame copy in one call (pcie.LineStorer): Flush,
+// the 8-byte stores of a then b in ascending order, Flush — the same
+// effect, store by store, as the separate calls.
+func (b *BAR0) StoreLines(off uint64, x, y []byte) {
+	b.Flush()
+	for _, p := range [2][]byte{x, y} {
+		for i := 0; i+8 <= len(p); i += 8 {
+			b.store(off, p[i:i+8])
+			off += 8
+		}
 	}
+	b.Flush()
 }
 
 // Store32 is one 32-bit store of v's little-endian image at off.

@@ -22,12 +22,14 @@ type MMIO interface {
 	Flush()
 }
 
-// LineStorer is an MMIO port that also takes a whole 64-byte line in one
-// call: the BlueFlame copy, which a CPU issues as eight ascending 8-byte
-// stores into one write-combining line. StoreLine(off, line) must have
-// exactly the effect of Store64(off+8*i, little-endian word i of line)
-// for i = 0..7, in that order; off is 64-byte aligned. A provider uses
-// it when its port has it, and the eight stores otherwise.
+// LineStorer is an MMIO port that also takes a whole BlueFlame copy in
+// one call. StoreLines(off, a, b) must have exactly the effect of Flush,
+// then Store64(off+8*i, little-endian word i) for every 8-byte word of a
+// and then of b (the WQE's bytes; b is the part after the ring wrap, often
+// empty), in ascending order, then Flush: mmio_wc_start, mlx5_bf_copy and
+// mmio_flush_writes. off is 64-byte aligned; len(a) and len(b) are
+// multiples of 64. A provider uses it when its port has it, and the
+// separate calls otherwise.
 type LineStorer interface {
-	StoreLine(off uint64, line *[64]byte)
+	StoreLines(off uint64, a, b []byte)
 }

@@ -357,14 +357,19 @@ func (d *FakeDev) Store64(off uint64, v uint64) {
 	d.Ops = append(d.Ops, op)
 }
 
-// StoreLine implements pcie.LineStorer: the eight stores of the line.
-func (d *FakeDev) StoreLine(off uint64, line *[64]byte) {
+// StoreLines implements pcie.LineStorer: the separate calls.
+func (d *FakeDev) StoreLines(off uint64, a, b []byte) {
 	if !d.RecordOps {
 		return
 	}
-	for i := 0; i < 64; i += 8 {
-		d.Store64(off+uint64(i), binary.LittleEndian.Uint64(line[i:]))
+	d.Flush()
+	for _, p := range [2][]byte{a, b} {
+		for i := 0; i+8 <= len(p); i += 8 {
+			d.Store64(off, binary.LittleEndian.Uint64(p[i:]))
+			off += 8
+		}
 	}
+	d.Flush()
 }
 
 // Store32 implements pcie.MMIO.

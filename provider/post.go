@@ -440,39 +440,34 @@ func (qp *QP) ringSend(nreq, lastOff, lastDS int) {
 		qp.ctx.host.HostWork("dbr_update", qp.qpn, 4)
 	}
 	mmio := qp.ctx.mmio
-	mmio.Flush() // mmio_wc_start()
 	reg := qp.bfReg + qp.bfOffset
 	if qp.bfOn && nreq == 1 && qp.bfBufSize > 0 && lastDS > 1 && uint64(lastDS*mlx5.DSSize) <= qp.bfBufSize {
 		// BlueFlame: the whole WQE, padded to 64-byte lines, as strictly
 		// ascending 8-byte stores into the current BF buffer; the source
-		// wraps at the ring end (mlx5_bf_copy).
+		// wraps at the ring end (mlx5_bf_copy). WQEs start on a WQEBB and
+		// the ring is whole WQEBBs, so a line never straddles the wrap.
 		n := (lastDS*mlx5.DSSize + 63) &^ 63
-		src := lastOff
+		a, b := sq.buf[lastOff:min(lastOff+n, len(sq.buf))], sq.buf[:max(0, lastOff+n-len(sq.buf))]
 		if line := qp.ctx.line; line != nil {
-			// One call per line: WQEs start on a WQEBB and the ring is
-			// whole WQEBBs, so a line never straddles the wrap.
-			for i := 0; i < n; i += mlx5.WQEBBSize {
-				if src == len(sq.buf) {
-					src = 0
-				}
-				line.StoreLine(reg+uint64(i), (*[64]byte)(sq.buf[src:src+mlx5.WQEBBSize]))
-				src += mlx5.WQEBBSize
-			}
+			line.StoreLines(reg, a, b) // mmio_wc_start, the copy, mmio_flush_writes
 		} else {
-			for i := 0; i < n; i += 8 {
-				if src == len(sq.buf) {
-					src = 0
+			mmio.Flush() // mmio_wc_start()
+			off := reg
+			for _, p := range [2][]byte{a, b} {
+				for i := 0; i+8 <= len(p); i += 8 {
+					mmio.Store64(off, binary.LittleEndian.Uint64(p[i:]))
+					off += 8
 				}
-				mmio.Store64(reg+uint64(i), binary.LittleEndian.Uint64(sq.buf[src:src+8]))
-				src += 8
 			}
+			mmio.Flush() // mmio_flush_writes()
 		}
 	} else {
 		// Doorbell: the first 8 bytes of the last WQE's ctrl segment
 		// (opmod_idx_opcode, qpn_ds).
+		mmio.Flush() // mmio_wc_start()
 		mmio.Store64(reg, binary.LittleEndian.Uint64(sq.buf[lastOff:lastOff+8]))
+		mmio.Flush() // mmio_flush_writes()
 	}
-	mmio.Flush() // mmio_flush_writes()
 	qp.bfOffset ^= qp.bfBufSize
 }
 
