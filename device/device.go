@@ -74,6 +74,8 @@ type Device struct {
 	atomBuf [8]byte
 
 	ev eventState // event queues, completion channels, link state (events.go, eq.go)
+
+	cycMemo [16]cycMemo // cyc's conversions of cycle counts
 }
 
 // New builds a device with profile spec in front of host memory mem. Its
@@ -154,7 +156,22 @@ func (d *Device) HostWork(stage string, qpn uint32, bytes int) {
 // noPSN is the PSN of a trace stage that handles no packet.
 const noPSN = trace.NoPSN
 
-func (d *Device) cyc(n int64) sim.Duration { return d.spec.Core.cycles(n) }
+// cyc is the duration of n core cycles. The few counts the spec names
+// come back on every packet, so each conversion (a rounded float
+// division) is kept in a small direct-mapped memo.
+func (d *Device) cyc(n int64) sim.Duration {
+	m := &d.cycMemo[uint64(n)%uint64(len(d.cycMemo))]
+	if !m.ok || m.n != n {
+		*m = cycMemo{n: n, d: d.spec.Core.cycles(n), ok: true}
+	}
+	return m.d
+}
+
+type cycMemo struct {
+	n  int64
+	d  sim.Duration
+	ok bool
+}
 
 // inc counts one event of name.
 func (d *Device) inc(name trace.Counter) { d.ctr.Inc(name) }

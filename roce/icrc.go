@@ -100,18 +100,17 @@ func crcWord(r uint32, w uint64) uint32 {
 }
 
 // ipv4Checksum returns the ones'-complement header checksum of a 20-byte
-// IPv4 header, treating the checksum field (bytes 10-11) as zero.
+// IPv4 header, treating the checksum field (bytes 10-11) as zero. The
+// 16-bit words are summed as 32-bit ones (RFC 1071 §2: the sum is the same
+// with end-around carries folded in at the end).
 func ipv4Checksum(h []byte) uint16 {
 	_ = h[IPv4HeaderSize-1]
-	var sum uint32
-	for i := 0; i < IPv4HeaderSize; i += 2 {
-		if i == 10 {
-			continue
-		}
-		sum += uint32(h[i])<<8 | uint32(h[i+1])
-	}
-	for sum > 0xFFFF {
-		sum = sum&0xFFFF + sum>>16
-	}
+	sum := uint64(binary.BigEndian.Uint32(h[0:])) + uint64(binary.BigEndian.Uint32(h[4:])) +
+		uint64(binary.BigEndian.Uint32(h[8:])&0xFFFF0000) + uint64(binary.BigEndian.Uint32(h[12:])) +
+		uint64(binary.BigEndian.Uint32(h[16:]))
+	sum = sum&0xFFFFFFFF + sum>>32
+	sum = sum&0xFFFF + sum>>16
+	sum = sum&0xFFFF + sum>>16
+	sum = sum&0xFFFF + sum>>16
 	return ^uint16(sum)
 }

@@ -228,3 +228,41 @@ func icrcInPlace(ip []byte, v6 bool) uint32 {
 	ip[32] = b4
 	return c
 }
+
+// TestIPv4ChecksumWords: the 32-bit-word sum gives the 16-bit-word sum's
+// checksum for any header (a reference loop, random and edge headers).
+func TestIPv4ChecksumWords(t *testing.T) {
+	ref := func(h []byte) uint16 {
+		var sum uint32
+		for i := 0; i < IPv4HeaderSize; i += 2 {
+			if i != 10 {
+				sum += uint32(h[i])<<8 | uint32(h[i+1])
+			}
+		}
+		for sum > 0xFFFF {
+			sum = sum&0xFFFF + sum>>16
+		}
+		return ^uint16(sum)
+	}
+	h := make([]byte, IPv4HeaderSize)
+	check := func() {
+		if got, want := ipv4Checksum(h), ref(h); got != want {
+			t.Fatalf("header % x: checksum %#04x, want %#04x", h, got, want)
+		}
+	}
+	check()
+	for i := range h {
+		h[i] = 0xFF
+	}
+	check()
+	x := uint32(1)
+	for n := 0; n < 200000; n++ {
+		for i := range h {
+			x ^= x << 13
+			x ^= x >> 17
+			x ^= x << 5
+			h[i] = byte(x)
+		}
+		check()
+	}
+}
