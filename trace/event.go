@@ -72,19 +72,28 @@ func (r *Recorder) Record(ev Event) {
 	if r == nil {
 		return
 	}
-	var p *Event
+	p := r.slot()
+	*p = ev
+	r.sink(p)
+}
+
+// slot is where the next event goes: appended, or the oldest overwritten
+// once the ring is full.
+func (r *Recorder) slot() *Event {
 	if r.cap == 0 || len(r.events) < r.cap {
-		r.events = append(r.events, ev)
-		p = &r.events[len(r.events)-1]
-	} else {
-		p = &r.events[r.next]
-		*p = ev
-		r.next++
-		if r.next == len(r.events) {
-			r.next = 0
-		}
-		r.dropped++
+		r.events = append(r.events, Event{})
+		return &r.events[len(r.events)-1]
 	}
+	p := &r.events[r.next]
+	r.next++
+	if r.next == len(r.events) {
+		r.next = 0
+	}
+	r.dropped++
+	return p
+}
+
+func (r *Recorder) sink(p *Event) {
 	for _, s := range r.Sinks {
 		s(p)
 	}
@@ -106,7 +115,9 @@ func (r *Recorder) Stage(node int, component, name string, start, end sim.Time, 
 	if r == nil {
 		return
 	}
-	r.Record(Event{Name: name, Component: component, Node: node, Start: start, End: end, Bytes: bytes, TLPs: tlps, QPN: qpn, Flow: flow, PSN: NoPSN})
+	p := r.slot()
+	*p = Event{Name: name, Component: component, Node: node, Start: start, End: end, Bytes: bytes, TLPs: tlps, QPN: qpn, Flow: flow, PSN: NoPSN}
+	r.sink(p)
 }
 
 // StagePSN records an Info event of the packet with BTH PSN psn (NoPSN:
@@ -115,7 +126,9 @@ func (r *Recorder) StagePSN(node int, component, name string, start, end sim.Tim
 	if r == nil {
 		return
 	}
-	r.Record(Event{Name: name, Component: component, Node: node, Start: start, End: end, Bytes: bytes, TLPs: tlps, QPN: qpn, Flow: flow, PSN: psn})
+	p := r.slot()
+	*p = Event{Name: name, Component: component, Node: node, Start: start, End: end, Bytes: bytes, TLPs: tlps, QPN: qpn, Flow: flow, PSN: psn}
+	r.sink(p)
 }
 
 // HasFlow reports whether the event belongs to flow f (its Flow or one
