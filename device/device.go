@@ -277,7 +277,10 @@ func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Durat
 		e = &txEvent{d: d}
 	}
 	e.q, e.gen, e.resp, e.buf, e.n = q, q.txGen, resp, buf, n
-	d.eng.At(end, e)
+	// The frame leaves the port a pipeline latency after it is built:
+	// latency only, the packetizer is free for the next one (see
+	// CoreSpec.TxPipeline).
+	d.eng.At(end.Add(d.spec.Core.TxPipeline), e)
 	d.inc(CtrSentPkts)
 	return start, end, n, nil
 }

@@ -380,7 +380,7 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 			r.error(t, psn, nakRemoteAcc, mlx5.SyndRemoteAccess)
 			return
 		}
-		dn, st, err := d.dma.Write(t, host, p.Payload)
+		dn, st, err := d.dma.WriteVisible(t, host, p.Payload) // the host sees the bytes when they land (ib_write_lat polls the last one)
 		if err != nil {
 			d.warn(t, CtrRxWriteDMA, "QP %#x: %v", q.qpn, err)
 			r.error(t, psn, nakRemoteOp, 0)

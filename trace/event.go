@@ -206,6 +206,8 @@ var Stages = map[string]StageInfo{
 	"wqe_fetch":       {"On a doorbell the WQE fetch engine DMA-reads the new WQEBBs from the send queue ring (MRd requests, CplD completions), copies and validates them. BlueFlame skips this read.", "mlx5.md §4.9", "MRd/CplD"},
 	"rq_wqe_fetch":    {"The responder reads the next receive WQE (scatter list) from its receive queue ring by DMA.", "mlx5.md §5 (receive queue)", "MRd/CplD"},
 	"rq_wqe_prefetch": {"The device reads the next posted receive WQE ahead, before a message needs it (after RTR and after each receive it consumes; the read-ahead mechanism is an assumption, see device/recvq.go).", "mlx5.md §5 (receive queue); timing.md §4.1", "MRd/CplD"},
+	"tx_pipeline":     {"The built packet crosses the port's transmit pipeline to the wire (latency only; an assumed profile figure, core.tx_pipeline_ps).", "timing.md §4.1, §5.2", ""},
+	"rx_pipeline":     {"The received packet crosses the port's receive pipeline to its QP (latency only; an assumed profile figure, core.rx_pipeline_ps).", "timing.md §4.1, §5.2", ""},
 	"rq_wqe_hit":      {"The responder takes the receive WQE it read ahead: no DMA on the message's critical path (it waits only if the read-ahead is still in flight).", "mlx5.md §5 (receive queue); timing.md §4.1", ""},
 	"srq_wqe_fetch":   {"The responder reads the next receive WQE from the shared receive queue by DMA.", "mlx5.md §5 (SRQ)", "MRd/CplD"},
 	"payload_dma":     {"The DMA engine gathers the payload of each data segment after the lkey/PD/bounds checks: Memory Read requests split by MRRS, completions (CplD) split by RCB and MPS.", "PCIe Base Spec §2 (MRd/CplD); mlx5.md §4.3", "MRd/CplD"},
