@@ -106,10 +106,12 @@ func (c *Consumer) PopN(out []Record, deadline time.Time) (int, error) {
 				break
 			}
 			rec.Data = *c.r.slot(c.pos + 1)
-		case 4:
-			data &= 0xffffffff
-			fallthrough
+		case 0:
+			clear(rec.Data[:])
 		default:
+			if width == 4 {
+				data &= 0xffffffff
+			}
 			le.PutUint64(rec.Data[:8], data)
 			clear(rec.Data[8:])
 		}
