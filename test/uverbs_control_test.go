@@ -315,3 +315,43 @@ func TestUverbsControlRefusals(t *testing.T) {
 	require.ErrorIs(t, err, syscall.EIO)
 	require.ErrorIs(t, err, provider.ErrClosed)
 }
+
+// TestUverbsClientDies: when a client's uverbs context closes (the daemon
+// does it when the process dies), its QPs are flushed and destroyed and
+// its MRs revoked; the peer of its QP runs into retry-exceeded, as on a
+// real fabric, and the other host's client keeps working.
+func TestUverbsClientDies(t *testing.T) {
+	cfg := testbed.DefaultConfig()
+	cfg.UverbsControl = true
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	defer w.Close()
+	eps, err := w.ConnectRC(testbed.ConnOpts{Timeout: 8, RetryCnt: 2})
+	require.NoError(t, err)
+	dead, peer := eps[0], eps[1]
+	_, err = peer.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{peer.MR.SGE(0, 64)}, RemoteAddr: dead.MR.Addr, RKey: dead.MR.RKey}})
+	require.NoError(t, err)
+	wc := waitOne(t, peer.SendCQ)
+	require.Equal(t, provider.WCSuccess, wc.Status)
+
+	objs := dead.Host.Uverbs.Objects()
+	require.Equal(t, 1, objs["QP"])
+	require.NoError(t, dead.Host.Uverbs.Close())
+	require.Empty(t, dead.Host.Uverbs.Objects())
+	_, err = dead.Host.Dev.QueryQP(dead.QP.QPN())
+	require.Error(t, err, "the dead client's QP is destroyed on the device")
+	require.Error(t, dead.Host.Dev.DeregMR(dead.MR.LKey), "its MR is revoked")
+
+	_, err = peer.QP.PostSend([]provider.SendWR{{WRID: 2, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{peer.MR.SGE(0, 64)}, RemoteAddr: dead.MR.Addr, RKey: dead.MR.RKey}})
+	require.NoError(t, err)
+	wc = waitOne(t, peer.SendCQ)
+	require.Equal(t, provider.WCRetryExcErr, wc.Status, "the peer of a dead client's QP")
+	// The surviving client's context still serves commands.
+	pd, err := peer.Host.Ctx.AllocPD()
+	require.NoError(t, err)
+	require.NoError(t, pd.Dealloc())
+	_, err = dead.Host.Ctx.AllocPD()
+	require.ErrorIs(t, err, provider.ErrClosed)
+}

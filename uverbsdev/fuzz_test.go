@@ -66,6 +66,18 @@ func fuzzSeeds(t testing.TB) [][]byte {
 	xd := uverbs.MLX5CreateCQ{BufAddr: buf, DBAddr: buf + 0x2000, CQESize: 64}
 	_, _ = xd.Encode(b[24+uverbs.ExCreateCQSize:])
 	seeds = append(seeds, b[:n])
+	b = make([]byte, 512)
+	n, err = uverbs.PutExWriteHdr(b, uverbs.ExCmdQueryDevice, uverbs.ExQueryDeviceSize, 0, uverbs.ExQueryDeviceRespSize, 0, 1)
+	require.NoError(t, err)
+	seeds = append(seeds, b[:n])
+	b = make([]byte, 512)
+	n, err = uverbs.PutExWriteHdr(b, uverbs.ExCmdCreateQP, uverbs.ExCreateQPSize, uverbs.MLX5CreateQPSize, 40, 40, 1)
+	require.NoError(t, err)
+	c, d = r.qpReq(o.pd, o.cq, 0)
+	xq := uverbs.ExCreateQP{PDHandle: c.PDHandle, SendCQHandle: c.SendCQHandle, RecvCQHandle: c.RecvCQHandle, MaxSendWR: 64, QPType: uverbs.QPTypeUD}
+	_, _ = xq.Encode(b[24:])
+	_, _ = d.Encode(b[24+uverbs.ExCreateQPSize:])
+	seeds = append(seeds, b[:n])
 	// ioctls.
 	a := uverbs.MLX5UARAlloc{Type: uverbs.MLX5UARTypeNC, MmapOffset: uarHdr, MmapLength: uarHdr + 8, PageID: uarHdr + 12}
 	io, err := a.Encode(make([]byte, 512))

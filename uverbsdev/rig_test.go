@@ -70,6 +70,29 @@ func (r *rig) do(s *Server, cmd uverbs.Command, core, drv uverbs.Struct, outLen 
 	return r.out[:m], nil
 }
 
+// ex sends an extended write command (core and driver padded to 8
+// bytes) and returns the response: core (outLen) then driver (drvOut).
+func (r *rig) ex(s *Server, cmd uverbs.Command, core, drv uverbs.Struct, outLen, drvOut int) ([]byte, error) {
+	pad := func(n int) int { return (n + 7) &^ 7 }
+	cl, dl := pad(core.Size()), 0
+	if drv != nil {
+		dl = pad(drv.Size())
+	}
+	outLen, drvOut = pad(outLen), pad(drvOut)
+	clear(r.req[:])
+	n, err := uverbs.PutExWriteHdr(r.req[:], cmd, cl, dl, outLen, drvOut, 1)
+	require.NoError(r.t, err)
+	_, _ = core.Encode(r.req[uverbs.CmdHdrSize+uverbs.ExCmdHdrSize:])
+	if drv != nil {
+		_, _ = drv.Encode(r.req[uverbs.CmdHdrSize+uverbs.ExCmdHdrSize+cl:])
+	}
+	m, err := s.Handle(r.req[:n], r.out[:outLen+drvOut])
+	if err != nil {
+		return nil, err
+	}
+	return r.out[:m], nil
+}
+
 // must is do that must succeed.
 func (r *rig) must(s *Server, cmd uverbs.Command, core, drv uverbs.Struct, outLen int) []byte {
 	r.t.Helper()

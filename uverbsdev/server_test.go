@@ -99,6 +99,29 @@ func TestRoundTrip(t *testing.T) {
 	require.Equal(t, uverbs.ExModifyQPRespSize, n)
 	require.Equal(t, mlx5.QPStateERR, r.state(qpn))
 
+	// Extended QUERY_DEVICE, CREATE_CQ and CREATE_QP.
+	b, err = r.ex(s, uverbs.ExCmdQueryDevice, &uverbs.ExQueryDevice{}, nil, uverbs.ExQueryDeviceRespSize, 0)
+	require.NoError(t, err)
+	xq := decode[uverbs.ExQueryDeviceResp](t, b)
+	require.Equal(t, qd, xq.Base)
+	require.Equal(t, uint32(uverbs.ExQueryDeviceRespSize), xq.ResponseLength)
+	cb, cd := r.alloc(64*64), r.alloc(64)
+	b, err = r.ex(s, uverbs.ExCmdCreateCQ, &uverbs.ExCreateCQ{CQE: 31, CompChannel: -1}, &uverbs.MLX5CreateCQ{BufAddr: cb, DBAddr: cd, CQESize: 64},
+		uverbs.ExCreateCQRespSize, uverbs.MLX5CreateCQRespSize)
+	require.NoError(t, err)
+	xc := decode[uverbs.ExCreateCQResp](t, b)
+	require.Equal(t, uint32(31), xc.Base.CQE)
+	xcqn := decode[uverbs.MLX5CreateCQResp](t, b[uverbs.ExCreateCQRespSize:]).CQN
+	require.NotZero(t, xcqn)
+	c0, d0 := r.qpReq(pd, xc.Base.CQHandle, 0)
+	b, err = r.ex(s, uverbs.ExCmdCreateQP, &uverbs.ExCreateQP{PDHandle: pd, SendCQHandle: xc.Base.CQHandle, RecvCQHandle: xc.Base.CQHandle,
+		MaxSendWR: c0.MaxSendWR, MaxRecvWR: c0.MaxRecvWR, QPType: uverbs.QPTypeUC}, &d0, uverbs.ExCreateQPRespSize, uverbs.MLX5CreateQPRespSize)
+	require.NoError(t, err)
+	xp := decode[uverbs.ExCreateQPResp](t, b)
+	require.NotZero(t, xp.Base.QPN)
+	r.must(s, uverbs.CmdDestroyQP, &uverbs.DestroyQP{Response: 1, QPHandle: xp.Base.QPHandle}, nil, uverbs.DestroyQPRespSize)
+	r.must(s, uverbs.CmdDestroyCQ, &uverbs.DestroyCQ{Response: 1, CQHandle: xc.Base.CQHandle}, nil, uverbs.DestroyCQRespSize)
+
 	// An address handle: the kernel resolves the destination MAC.
 	b = r.must(s, uverbs.CmdCreateAH, &uverbs.CreateAH{Response: 1, PDHandle: pd,
 		Attr: uverbs.AHAttr{Grh: uverbs.GlobalRoute{DGID: peerIP.As16(), SGIDIndex: 1, HopLimit: 64}, IsGlobal: 1, PortNum: 1}},
@@ -233,7 +256,14 @@ func TestRefusals(t *testing.T) {
 		{"response buffer shorter than out_words", raw(hdr(uint32(uverbs.CmdAllocPD), 4, 2, 16), 4), syscall.EFAULT},
 		{"unknown command", raw(hdr(99, 2, 0, 8), 0), syscall.EOPNOTSUPP},
 		{"POST_SEND (mlx5 posts in user space)", raw(hdr(uint32(uverbs.CmdPostSend), 8, 1, 32), 4), syscall.EOPNOTSUPP},
-		{"extended command not served", raw(append(hdr(uint32(uverbs.ExCmdQueryDevice)|uverbs.CmdFlagExtended, 1, 0, 8), make([]byte, 24)...), 0), syscall.EOPNOTSUPP},
+		{"extended command not served", raw(append(hdr(99|uverbs.CmdFlagExtended, 1, 0, 8), make([]byte, 24)...), 0), syscall.EOPNOTSUPP},
+		{"EX_QUERY_DEVICE without room for the response", raw(append(hdr(uint32(uverbs.ExCmdQueryDevice)|uverbs.CmdFlagExtended, 1, 0, 8), make([]byte, 24)...), 0), syscall.ENOSPC},
+		{"EX_CREATE_QP with create flags", func() error {
+			c, d := r.qpReq(o.pd, o.cq, 0)
+			x := uverbs.ExCreateQP{PDHandle: c.PDHandle, SendCQHandle: c.SendCQHandle, RecvCQHandle: c.RecvCQHandle, QPType: c.QPType, CreateFlags: 2}
+			_, err := r.ex(s, uverbs.ExCmdCreateQP, &x, &d, uverbs.ExCreateQPRespSize, uverbs.MLX5CreateQPRespSize)
+			return err
+		}(), syscall.EOPNOTSUPP},
 
 		{"unknown PD handle", func() error {
 			_, err := r.do(s, uverbs.CmdDeallocPD, &uverbs.DeallocPD{PDHandle: 9999}, nil, 0)
