@@ -22,7 +22,11 @@ import (
 // Command buffers have no shared address space: the response address a
 // write() carries is nominal (the response is resp), and an ioctl's
 // PTR_OUT attributes name offsets in resp, after the copy of the
-// attribute array the device returns at its head (package uverbsdev).
+// attribute array the device returns at its head (package uverbsdev). A
+// Transport onto the kernel's /dev/infiniband/uverbsN sends the same bytes
+// after turning those nominal addresses into pointers into resp (the
+// response word of a write(), ex_hdr.response, the PTR_OUT data words),
+// as an ioctl proxy rewrites attribute pointers.
 type Transport interface {
 	Do(req, resp []byte) (int, error)
 }

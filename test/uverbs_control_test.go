@@ -53,6 +53,16 @@ func bothControls(t *testing.T, mod func(*testbed.Config), opts testbed.ConnOpts
 		eps, err := w.ConnectRC(opts)
 		require.NoError(t, err, "uverbs control %v", uv)
 		var log strings.Builder
+		for _, e := range eps {
+			// What QUERY_DEVICE, QUERY_PORT, the GID table and GET_CONTEXT
+			// rebuild over uverbs is what the device says, but for the
+			// inline limit, which no uverbs answer carries.
+			a := e.Host.Ctx.Attr()
+			a.MaxInline = 0
+			p, err := e.Host.Ctx.QueryPort(1)
+			require.NoError(t, err)
+			fmt.Fprintf(&log, "attr %+v\nport %+v\n", a, p)
+		}
 		work(t, w, eps, &log)
 		w.Settle(0)
 		for _, e := range eps {
