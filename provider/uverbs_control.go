@@ -155,10 +155,11 @@ func decodeResp(cmd string, b []byte, st uverbs.Struct, min int) error {
 	if len(b) < min {
 		return detail(ErrNotSupported, "uverbs %s: response of %d bytes, need %d", cmd, len(b), min)
 	}
-	var tmp [512]byte
 	n := st.Size()
-	copy(tmp[:n], b)
-	if err := st.Decode(tmp[:n]); err != nil {
+	if len(b) < n {
+		b = append(make([]byte, 0, n), b...)[:n] // the rare short response
+	}
+	if err := st.Decode(b[:n]); err != nil {
 		return detail(ErrNotSupported, "uverbs %s: response: %v", cmd, err)
 	}
 	return nil

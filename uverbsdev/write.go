@@ -217,14 +217,18 @@ func (s *Server) driverIn(name string, b []byte, st uverbs.Struct, need int) *uv
 	if len(b) > maxDriver {
 		return fail(name, syscall.EINVAL, fmt.Sprintf("mlx5 driver data of %d bytes", len(b)))
 	}
-	var tmp [maxDriver]byte
-	k := copy(tmp[:n], b)
-	for _, c := range b[k:] {
-		if c != 0 {
-			return fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("mlx5 driver data: %d unknown non-zero bytes after %d", len(b)-k, n))
+	if len(b) > n {
+		for _, c := range b[n:] {
+			if c != 0 {
+				return fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("mlx5 driver data: %d unknown non-zero bytes after %d", len(b)-n, n))
+			}
 		}
+		b = b[:n]
 	}
-	if err := st.Decode(tmp[:n]); err != nil {
+	if len(b) < n {
+		b = append(make([]byte, 0, n), b...)[:n] // older user space: zero-filled
+	}
+	if err := st.Decode(b); err != nil {
 		return refusal(name, err)
 	}
 	return nil
