@@ -217,6 +217,17 @@ func TestUverbsControlUDAndSRQ(t *testing.T) {
 			fmt.Fprintf(log, "async %+v %v\n", ev, err)
 		})
 	})
+	t.Run("loopback cable", func(t *testing.T) {
+		bothControls(t, func(c *testbed.Config) { c.Loopback = true }, testbed.ConnOpts{}, func(t *testing.T, w *testbed.World, eps [2]*testbed.Endpoint, log *strings.Builder) {
+			req, rsp := eps[0], eps[1]
+			for i := 0; i < 4; i++ {
+				_, err := req.QP.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+					SGL: []provider.SGE{req.MR.SGE(0, uint32(1000*i+1))}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
+				require.NoError(t, err)
+				wcLog(t, req.SendCQ, 1, log)
+			}
+		})
+	})
 	t.Run("channel", func(t *testing.T) {
 		bothControls(t, nil, testbed.ConnOpts{Channel: true}, func(t *testing.T, w *testbed.World, eps [2]*testbed.Endpoint, log *strings.Builder) {
 			req, rsp := eps[0], eps[1]
