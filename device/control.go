@@ -2,6 +2,7 @@ package device
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/softnic/softnic/dma"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/uverbs"
 	"github.com/softnic/softnic/wqefetch"
 )
 
@@ -25,7 +27,7 @@ func (d *Device) QueryDevice() (mlx5.DeviceAttr, error) {
 	c := d.spec.Caps
 	bfs := d.spec.BAR.BFRegSize
 	return mlx5.DeviceAttr{
-		FWVersion: fwString(d.bar.Config().FWRev), VendorPartID: 4119, // ConnectX-5
+		FWVersion: fwString(d.bar.Config().FWRev), VendorID: c.VendorID, VendorPartID: c.VendorPartID, HWVer: c.HWVer, MaxCQ: c.MaxCQ,
 		MaxQP: c.MaxQP, MaxQPWR: c.MaxQPWR, MaxSGE: c.MaxSGE, MaxCQE: c.MaxCQE, MaxMR: c.MaxMR, MaxPD: c.MaxPD,
 		MaxMRSize: c.MaxMsgSize, MaxInline: c.MaxInline, MaxSQDescSz: mlx5.MaxWQEBBs * mlx5.WQEBBSize,
 		MaxQPRdAtomic: c.MaxRdAtom, BFRegSize: bfs, BFBufSize: bfs / 2, NumUARs: d.spec.BAR.NumUARs,
@@ -106,6 +108,9 @@ func (d *Device) DeregMR(lkey uint32) error {
 	if err := d.keys.Remove(lkey); err != nil {
 		return cmdErr("DESTROY_MKEY", mlx5.StatusBadResource, "%v", err)
 	}
+	// DESTROY_MKEY completes once the DMA writes already issued through
+	// the key have drained: nothing lands in the buffer after it returns.
+	d.dma.Drain()
 	return nil
 }
 
@@ -233,39 +238,29 @@ func (d *Device) QueryQP(qpn uint32) (mlx5.QPAttr, error) {
 		SQPSN: uint32(q.req.psn), RQPSN: uint32(q.resp.ePSN)}, nil
 }
 
-// Required and allowed attributes per RC transition (mlx5.md §7.2-7.4,
-// the IB-spec table the kernel enforces).
-var rcTransitions = map[[2]mlx5.QPState]struct{ req, opt uint32 }{
-	{mlx5.QPStateRST, mlx5.QPStateINIT}:  {mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags, 0},
-	{mlx5.QPStateINIT, mlx5.QPStateINIT}: {0, mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags},
-	{mlx5.QPStateINIT, mlx5.QPStateRTR}: {mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN | mlx5.AttrMaxDestRdAtomic | mlx5.AttrMinRNRTimer,
-		mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPKeyIndex},
-	{mlx5.QPStateRTR, mlx5.QPStateRTS}: {mlx5.AttrTimeout | mlx5.AttrRetryCnt | mlx5.AttrRNRRetry | mlx5.AttrSQPSN | mlx5.AttrMaxQPRdAtomic,
-		mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPathMigState | mlx5.AttrMinRNRTimer},
-	{mlx5.QPStateRTS, mlx5.QPStateRTS}: {0, mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPathMigState | mlx5.AttrMinRNRTimer},
-}
-
-// UC and UD transitions (the same IB-spec table, mlx5.md §7.3).
-var ucTransitions = map[[2]mlx5.QPState]struct{ req, opt uint32 }{
-	{mlx5.QPStateRST, mlx5.QPStateINIT}:  {mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags, 0},
-	{mlx5.QPStateINIT, mlx5.QPStateINIT}: {0, mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags},
-	{mlx5.QPStateINIT, mlx5.QPStateRTR}: {mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN,
-		mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPKeyIndex},
-	{mlx5.QPStateRTR, mlx5.QPStateRTS}: {mlx5.AttrSQPSN, mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPathMigState},
-	{mlx5.QPStateRTS, mlx5.QPStateRTS}: {0, mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPathMigState},
-}
-
-var udTransitions = map[[2]mlx5.QPState]struct{ req, opt uint32 }{
-	{mlx5.QPStateRST, mlx5.QPStateINIT}:  {mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrQKey, 0},
-	{mlx5.QPStateINIT, mlx5.QPStateINIT}: {0, mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrQKey},
-	{mlx5.QPStateINIT, mlx5.QPStateRTR}:  {0, mlx5.AttrPKeyIndex | mlx5.AttrQKey},
-	{mlx5.QPStateRTR, mlx5.QPStateRTS}:   {mlx5.AttrSQPSN, mlx5.AttrQKey},
-	{mlx5.QPStateRTS, mlx5.QPStateRTS}:   {0, mlx5.AttrQKey},
-	{mlx5.QPStateSQER, mlx5.QPStateRTS}:  {0, mlx5.AttrQKey},
-}
-
-var transitions = map[mlx5.QPType]map[[2]mlx5.QPState]struct{ req, opt uint32 }{
-	mlx5.QPTypeRC: rcTransitions, mlx5.QPTypeUC: ucTransitions, mlx5.QPTypeUD: udTransitions,
+// checkTransition checks a MODIFY_QP's attributes against the IB table the
+// kernel enforces before a command reaches firmware (uverbs.CheckTransition),
+// for the transitions this device has a command for: none into or out of
+// SQD (mlx5_ib has no RTS2SQD, so no QP gets there), and SQE→RTS only for
+// UD, the one type the device moves to SQE.
+// attrs excludes STATE and CUR_STATE (checked against the QP's state
+// already); mask is the whole mask, for the message.
+func checkTransition(q *qp, to mlx5.QPState, attrs, mask uint32) error {
+	t, okT := uverbs.QPTypeFromMLX5(q.typ)
+	cur, okC := uverbs.QPStateFromMLX5(q.state)
+	next, okN := uverbs.QPStateFromMLX5(to)
+	var te *uverbs.TransitionError
+	if okT && okC && okN && next != uverbs.QPStateSQD && cur != uverbs.QPStateSQD && (cur != uverbs.QPStateSQE || t == uverbs.QPTypeUD) &&
+		!errors.As(uverbs.CheckTransition(t, cur, next, uverbs.QPAttrMask(attrs)), &te) {
+		return nil
+	}
+	switch {
+	case te != nil && te.Missing != 0:
+		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "%v→%v needs attributes %#x (mask %#x)", q.state, to, uint32(te.Missing), mask)
+	case te != nil && te.Extra != 0:
+		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "%v→%v does not take attributes %#x", q.state, to, uint32(te.Extra))
+	}
+	return cmdErr("MODIFY_QP", mlx5.StatusBadQPState, "QP %#x cannot go from %v to %v", q.qpn, q.state, to)
 }
 
 // ModifyQP moves a QP through RESET → INIT → RTR → RTS (and ERR / RESET
@@ -295,16 +290,9 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 		q.toError(now)
 		return nil
 	}
-	tr, ok := transitions[q.typ][[2]mlx5.QPState{q.state, to}]
-	if !ok {
-		return cmdErr("MODIFY_QP", mlx5.StatusBadQPState, "QP %#x cannot go from %v to %v", q.qpn, q.state, to)
-	}
 	attrs := c.Mask &^ (mlx5.AttrState | mlx5.AttrCurState)
-	if miss := tr.req &^ attrs; miss != 0 {
-		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "%v→%v needs attributes %#x (mask %#x)", q.state, to, miss, c.Mask)
-	}
-	if extra := attrs &^ (tr.req | tr.opt); extra != 0 {
-		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "%v→%v does not take attributes %#x", q.state, to, extra)
+	if err := checkTransition(q, to, attrs, c.Mask); err != nil {
+		return err
 	}
 	// Validate everything before changing anything.
 	if attrs&mlx5.AttrPort != 0 && c.Port != 1 {
@@ -397,6 +385,9 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 		q.sport = sp
 	}
 	q.setState(now, to)
+	if to == mlx5.QPStateRTR && q.srq == nil && q.rq.size() > 0 {
+		q.rq.prime(now)
+	}
 	return nil
 }
 
@@ -424,3 +415,17 @@ func (d *Device) firstQP(f func(*qp) bool) *qp {
 }
 
 func fwString(r bar.FWRev) string { return fmt.Sprintf("%d.%d.%04d", r.Major, r.Minor, r.Sub) }
+
+// QueryPort reports port 1: its state, MTUs and GID table (one RoCE v2
+// GID, ::ffff:IP).
+func (d *Device) QueryPort(port int) (mlx5.PortAttr, error) {
+	if port != 1 {
+		return mlx5.PortAttr{}, cmdErr("QUERY_PORT", mlx5.StatusBadParam, "port %d (the device has port 1)", port)
+	}
+	a := mlx5.PortAttr{State: 4, PhysState: 5, MaxMTU: mlx5.MTUFromBytes(d.spec.Caps.ActiveMTU),
+		ActiveMTU: mlx5.MTUFromBytes(d.spec.Caps.ActiveMTU), MaxMsgSize: d.spec.Caps.MaxMsgSize, GIDs: [][16]byte{d.GID()}}
+	if !d.LinkUp() {
+		a.State, a.PhysState = 1, 3
+	}
+	return a, nil
+}

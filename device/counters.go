@@ -115,6 +115,8 @@ var (
 	CtrRxBadAETH           = trace.NewCounter("rx_bad_aeth")
 	CtrRxNAKRcvd           = trace.NewCounter("nak_rcvd")
 	CtrRQReadError         = trace.NewCounter("rq_read_error")
+	CtrRQPrefetch          = trace.NewCounter("rq_wqe_prefetch")     // receive WQEs read ahead of the message that uses them
+	CtrRQPrefetchHit       = trace.NewCounter("rq_wqe_prefetch_hit") // messages that found their receive WQE read ahead
 	CtrRQDBRReadError      = trace.NewCounter("rq_dbr_read_error")
 	CtrRQDBRBad            = trace.NewCounter("rq_dbr_bad")
 	CtrRQFlushedInErr      = trace.NewCounter("rq_flushed_in_error")    // receives posted to a QP in ERR, flushed
@@ -159,3 +161,24 @@ func (d *Device) HWCounters() map[string]uint64 { return d.ctr.Snapshot() }
 
 // counter is a counter id of the catalogue above.
 type counter = trace.Counter
+
+// LinuxHWCounters are the counters that carry the names of the Linux mlx5
+// (and rxe) hw_counters, in the order `rdma statistic show` prints them on
+// a ConnectX; softnic stat shows these by default.
+var LinuxHWCounters = counterNames(
+	CtrRxWriteRequests, CtrRxReadRequests, CtrRxAtomicRequests, CtrOutOfBuffer, CtrOutOfSequence,
+	CtrDuplicateRequest, CtrRNRNakRetryErr, CtrPacketSeqErr, CtrImpliedNAKSeqErr, CtrLocalACKTimeoutErr,
+	CtrRespLocalLengthError, CtrRespCQEError, CtrReqCQEError, CtrReqRemoteInvalidRequest,
+	CtrReqRemoteAccessErrors, CtrRespRemoteAccessErrors, CtrRespCQEFlushError, CtrReqCQEFlushError,
+	CtrRoceAdpRetrans, CtrRoceAdpRetransTo, CtrReqTransportRetriesExceeded, CtrReqRNRRetriesExceeded,
+	CtrRespRemoteInvalidRequest, CtrSentPkts, CtrRcvdPkts,
+)
+
+// counterNames are the names of cs, in order.
+func counterNames(cs ...counter) []string {
+	n := make([]string, len(cs))
+	for i, c := range cs {
+		n[i] = c.String()
+	}
+	return n
+}

@@ -197,6 +197,7 @@ func (d *Device) Doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte) {
 		d.warn(t, CtrDBBadState, "doorbell on QP %#x in state %v ignored", q.qpn, q.state)
 		return
 	}
+	q.rq.kick(t)
 	if err := d.fetch.Doorbell(t, q.req.sq, ctrl); err != nil {
 		d.inc(CtrDBRejected)
 	}
@@ -217,6 +218,7 @@ func (d *Device) BlueFlame(t sim.Time, uar uint32, bfreg int, wqe []byte) {
 		d.warn(t, CtrDBBadState, "BlueFlame on QP %#x in state %v ignored", q.qpn, q.state)
 		return
 	}
+	q.rq.kick(t)
 	if d.fetch.BlueFlame(t, q.req.sq, wqe) {
 		return
 	}
@@ -292,7 +294,10 @@ func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Durat
 		e = &txEvent{d: d}
 	}
 	e.q, e.gen, e.resp, e.buf, e.n = q, q.txGen, resp, buf, n
-	d.eng.At(end, e)
+	// The frame leaves the port a pipeline latency after it is built:
+	// latency only, the packetizer is free for the next one (see
+	// CoreSpec.TxPipeline).
+	d.eng.At(end.Add(d.spec.Core.TxPipeline), e)
 	d.inc(CtrSentPkts)
 	return start, end, n, nil
 }

@@ -156,6 +156,7 @@ func (q *qp) destroy(t sim.Time) {
 	}
 	q.dead = true
 	q.req.stopTimers()
+	q.rq.quiesce()
 	q.req.sq.Close()
 	q.d.landAll(q.scq)
 	if q.rcq != q.scq {

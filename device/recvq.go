@@ -2,7 +2,9 @@ package device
 
 import (
 	"encoding/binary"
+
 	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/pcie"
 	"github.com/softnic/softnic/sim"
 )
 
@@ -32,6 +34,15 @@ type recvQueue interface {
 	flushOne() (idx uint16, ok bool)
 	// reset forgets every posted WQE (QP to RESET).
 	reset()
+	// prime starts a prefetch: the device reads ahead the next posted
+	// WQE so that a message finds it on chip (QP to RTR).
+	prime(t sim.Time)
+	// kick is a doorbell of the QP's send queue: a QP that has received
+	// before reads its next receive WQE ahead, if it has none on chip (a
+	// ping-pong reposts its receive just before it answers).
+	kick(t sim.Time)
+	// quiesce stops any prefetch in progress (QP to ERR, destroyed).
+	quiesce()
 	// pd is the protection domain the WQEs' lkeys must belong to.
 	pd() uint32
 }
@@ -49,13 +60,116 @@ type rqRing struct {
 	stride int
 	head   uint32 // WQEs posted, as last read from DBR[0] (16-bit counter extended)
 	tail   uint32 // WQEs consumed
+	pre    rqPrefetch
+}
+
+// rqPrefetch is the receive-WQE read-ahead of one RQ. A ConnectX has
+// its next receive WQE on chip when a SEND arrives: ib_send_lat and
+// ib_write_lat give the same small-message latency on a CX-5 (timing.md
+// §4.1), so the RQ doorbell-record and WQE reads are not on the critical
+// path. How the hardware learns of new receives is not public (an RQ has
+// no doorbell, only its record in host memory: mlx5.md §5). Assumed here
+// (unconfirmed, profile switches core.rq_prefetch, rq_polls and
+// rq_poll_interval_ps): after the QP reaches RTR, after each receive WQE
+// it consumes, and on each send-queue doorbell of a QP that has received
+// before, the device reads the doorbell record and, if a WQE is
+// posted, reads that WQE ahead into a one-entry cache; if none is posted
+// yet it re-reads the record every rq_poll_interval up to rq_polls times,
+// then waits for the next trigger. A message that finds the cache empty
+// pays the two reads as before. Every read is a real DMA on the link.
+type rqPrefetch struct {
+	buf   []byte   // the WQE read ahead, stride bytes (allocated on first use)
+	idx   uint32   // its counter
+	ready sim.Time // when it is in the device
+	ok    bool     // buf holds WQE idx
+	polls int      // doorbell-record re-reads left in this burst
+	timer *sim.Timer
+}
+
+type rqPollTimer struct{ r *rqRing }
+
+func (p rqPollTimer) Fire(now sim.Time) { p.r.prefetch(now) }
+
+// live reports whether the QP still receives (RTR or later, not ERR).
+func (r *rqRing) live() bool {
+	q := r.d.qps[r.qpn]
+	if q == nil || q.dead {
+		return false
+	}
+	switch q.state {
+	case mlx5.QPStateRTR, mlx5.QPStateRTS, mlx5.QPStateSQD, mlx5.QPStateSQER:
+		return true
+	}
+	return false
+}
+
+func (r *rqRing) prime(t sim.Time) {
+	if r.cnt == 0 || !r.d.spec.Core.RQPrefetch {
+		return
+	}
+	r.pre.polls = r.d.spec.Core.RQPolls
+	r.prefetch(t)
+}
+
+func (r *rqRing) kick(t sim.Time) {
+	if r.tail == 0 || r.pre.ok || r.cnt == 0 || !r.d.spec.Core.RQPrefetch {
+		return // never received: a send-only QP does not read its RQ
+	}
+	r.prime(t)
+}
+
+func (r *rqRing) quiesce() {
+	r.pre.ok, r.pre.polls = false, 0
+	if r.pre.timer != nil {
+		r.pre.timer.Stop()
+	}
+}
+
+// prefetch reads the next posted WQE ahead, or schedules the next
+// doorbell-record poll of the burst.
+func (r *rqRing) prefetch(t sim.Time) {
+	d := r.d
+	if r.pre.ok || !r.live() {
+		return
+	}
+	if r.tail == r.head {
+		t = r.refresh(t)
+		if r.tail == r.head {
+			if r.pre.polls > 0 {
+				r.pre.polls--
+				if r.pre.timer == nil {
+					r.pre.timer = d.eng.NewTimer(rqPollTimer{r})
+				}
+				r.pre.timer.Reset(t + sim.Time(d.spec.Core.RQPollInterval))
+			}
+			return
+		}
+	}
+	if r.pre.buf == nil {
+		r.pre.buf = make([]byte, r.stride)
+	}
+	slot := r.tail & (r.cnt - 1)
+	done, st, err := d.dma.Read(t, r.base+uint64(slot)*uint64(r.stride), r.pre.buf)
+	if err != nil {
+		d.warn(t, CtrRQReadError, "QP %#x RQ WQE %d (prefetch): %v", r.qpn, r.tail, err)
+		return
+	}
+	d.inc(CtrRQPrefetch)
+	d.rec.StagePSN(d.node, "dma", "rq_wqe_prefetch", t, done, len(r.pre.buf), st.TLPs(), r.qpn, 0, noPSN)
+	r.pre.idx, r.pre.ready, r.pre.ok = r.tail, done, true
+	if r.pre.timer != nil {
+		r.pre.timer.Stop()
+	}
 }
 
 func (r *rqRing) size() int { return int(r.cnt) }
 
 func (r *rqRing) pd() uint32 { return r.pdn }
 
-func (r *rqRing) reset() { r.head, r.tail = 0, 0 }
+func (r *rqRing) reset() {
+	r.quiesce()
+	r.head, r.tail = 0, 0
+}
 
 func (r *rqRing) refresh(t sim.Time) sim.Time {
 	d := r.d
@@ -100,15 +214,28 @@ func (r *rqRing) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 			return t, false
 		}
 	}
-	slot := r.tail & (r.cnt - 1)
-	addr := r.base + uint64(slot)*uint64(r.stride)
-	buf := d.rqbuf[:r.stride]
-	done, st, err := d.dma.Read(t, addr, buf)
-	if err != nil {
-		d.warn(t, CtrRQReadError, "QP %#x RQ WQE %d: %v", r.qpn, r.tail, err)
-		return t, false
+	var buf []byte
+	var done sim.Time
+	if r.pre.ok && r.pre.idx == r.tail {
+		// Read ahead: on chip once its read completed.
+		buf, done = r.pre.buf, max(t, r.pre.ready)
+		r.pre.ok = false
+		d.inc(CtrRQPrefetchHit)
+		d.rec.StagePSN(d.node, "device", "rq_wqe_hit", t, done, len(buf), 0, r.qpn, 0, psn)
+	} else {
+		r.pre.ok = false
+		slot := r.tail & (r.cnt - 1)
+		addr := r.base + uint64(slot)*uint64(r.stride)
+		buf = d.rqbuf[:r.stride]
+		var st pcie.Stats
+		var err error
+		done, st, err = d.dma.Read(t, addr, buf)
+		if err != nil {
+			d.warn(t, CtrRQReadError, "QP %#x RQ WQE %d: %v", r.qpn, r.tail, err)
+			return t, false
+		}
+		d.rec.StagePSN(d.node, "dma", "rq_wqe_fetch", t, done, len(buf), st.TLPs(), r.qpn, 0, psn)
 	}
-	d.rec.StagePSN(d.node, "dma", "rq_wqe_fetch", t, done, len(buf), st.TLPs(), r.qpn, 0, psn)
 	w.index = uint16(r.tail)
 	w.nsge = 0
 	for off := 0; off+mlx5.DataSegSize <= len(buf) && w.nsge < len(w.sges); off += mlx5.DataSegSize {
@@ -120,10 +247,15 @@ func (r *rqRing) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 		w.nsge++
 	}
 	r.tail++
+	if d.spec.Core.RQPrefetch {
+		r.pre.polls = d.spec.Core.RQPolls
+		r.prefetch(done)
+	}
 	return done, true
 }
 
 func (r *rqRing) flushOne() (uint16, bool) {
+	r.pre.ok = false
 	if r.tail == r.head {
 		return 0, false
 	}

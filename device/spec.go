@@ -49,6 +49,23 @@ type CoreSpec struct {
 	ResponderCycles int64    `json:"responder_cycles"` // responder work per request packet
 	AckCycles       int64    `json:"ack_cycles"`       // build an ACK / NAK
 	CQECycles       int64    `json:"cqe_cycles"`       // build one CQE
+
+	// TxPipeline and RxPipeline are the latency of the port's transmit
+	// path (after a packet is built, until its first bit is on the wire)
+	// and of its receive path (last bit in, until the packet reaches its
+	// QP's processing). Latency only: they do not occupy the packetizer or
+	// the receive stage, so they cost no message rate. No public source
+	// gives them (timing.md §5.2); assumed 250 ns each so that the
+	// perftest 2 B RC half round trip lands in the published 0.8-1.0 µs
+	// band (timing.md §4.1, §7 check 7; softnic calibrate). Without them
+	// the model's half round trip was 0.38 µs.
+	TxPipeline sim.Duration `json:"tx_pipeline_ps"`
+	RxPipeline sim.Duration `json:"rx_pipeline_ps"`
+
+	// Receive-WQE read-ahead (see rqPrefetch; unconfirmed mechanism).
+	RQPrefetch     bool         `json:"rq_prefetch"`         // read the next posted receive WQE ahead
+	RQPolls        int          `json:"rq_polls"`            // doorbell-record re-reads while none is posted
+	RQPollInterval sim.Duration `json:"rq_poll_interval_ps"` // between those re-reads
 }
 
 // HostSpec models the host CPU work the provider does, so a trace shows the
@@ -62,6 +79,12 @@ type HostSpec struct {
 
 // Caps are the device limits reported by QUERY_DEVICE.
 type Caps struct {
+	// Identity as QUERY_DEVICE reports it (ibv_devinfo's vendor_id,
+	// vendor_part_id and hw_ver).
+	VendorID     uint32 `json:"vendor_id"`
+	VendorPartID uint32 `json:"vendor_part_id"`
+	HWVer        uint32 `json:"hw_ver"`
+
 	MaxQP      int    `json:"max_qp"`
 	MaxQPWR    int    `json:"max_qp_wr"`
 	MaxSGE     int    `json:"max_sge"`
@@ -84,7 +107,11 @@ func DefaultSpec() Spec {
 		Name: "cx5-gen3x16",
 		PCIe: pcie.Gen3x16(),
 		BAR:  bc,
-		DMA:  dma.Config{MaxReadTags: dma.DefaultReadTags},
+		// 256 read tags: 8-bit PCIe Extended Tags, which Linux enables by
+		// default where the device supports them (since 4.13); that a CX-5
+		// uses all 256 is unconfirmed. 32 (5-bit tags) would leave 16 KiB of
+		// reads in flight and make MTU 4096 slower than MTU 1024.
+		DMA: dma.Config{MaxReadTags: 256},
 		Core: CoreSpec{
 			Clock:           1 * sim.GHz, // assumption
 			DoorbellCycles:  20,
@@ -94,6 +121,11 @@ func DefaultSpec() Spec {
 			ResponderCycles: 30,
 			AckCycles:       20,
 			CQECycles:       20,
+			TxPipeline:      250 * sim.Nanosecond,
+			RxPipeline:      250 * sim.Nanosecond,
+			RQPrefetch:      true,
+			RQPolls:         8,
+			RQPollInterval:  500 * sim.Nanosecond,
 		},
 		Host: HostSpec{
 			WQEBuild:  sim.NS(15),
@@ -103,6 +135,7 @@ func DefaultSpec() Spec {
 		},
 		Events: DefaultEventSpec(),
 		Caps: Caps{
+			VendorID: 0x02c9, VendorPartID: 4119, HWVer: 0, // Mellanox, ConnectX-5 (ibv_devinfo on a CX-5)
 			MaxQP: 1 << 16, MaxQPWR: 1 << 15, MaxSGE: 30, MaxCQ: 1 << 16, MaxCQE: 1 << 22,
 			MaxMR: 1 << 16, MaxPD: 1 << 16, MaxInline: 512, MaxMsgSize: 1 << 31, MaxRdAtom: 16,
 			ActiveMTU: 4096, FirstQPN: 0x100,

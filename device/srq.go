@@ -37,6 +37,12 @@ func (s *srq) pd() uint32 { return s.pdn }
 // reset is a no-op: an SRQ outlives the QPs attached to it.
 func (s *srq) reset() {}
 
+// prime and quiesce are no-ops: an SRQ's WQEs are fetched when a message
+// needs one (no read-ahead modelled for shared queues yet).
+func (s *srq) prime(sim.Time) {}
+func (s *srq) quiesce()       {}
+func (s *srq) kick(sim.Time)  {}
+
 // flushOne flushes nothing: the WQEs of an SRQ belong to it, not to a QP
 // that goes to ERR (that QP gets "last WQE reached" instead).
 func (s *srq) flushOne() (uint16, bool) { return 0, false }

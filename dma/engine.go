@@ -46,7 +46,8 @@ type Engine struct {
 	qpn  uint32 // trace labels for the next operations (SetFlow)
 	flow uint64
 
-	landings *landing // free list of deferred writes
+	landings *landing   // free list of deferred writes
+	pending  []*landing // deferred writes not yet landed, in issue order
 }
 
 // New returns an engine on link and mem in the environment ev (ev.Rec may
@@ -135,6 +136,9 @@ func (e *Engine) rangeError(at sim.Time, op string, err error) {
 // The read waits for free tags, then takes pcie.Link.DeviceRead's time;
 // done is when the last completion is at the device.
 func (e *Engine) Read(at sim.Time, addr uint64, dst []byte) (done sim.Time, s pcie.Stats, err error) {
+	if len(e.pending) > 0 {
+		e.settle(addr, len(dst))
+	}
 	if err = e.mem.Read(addr, dst); err != nil {
 		e.rangeError(at, "read", err)
 		return at, s, err
@@ -190,14 +194,50 @@ type landing struct {
 	addr uint64
 	buf  []byte
 	next *landing
+	live bool // not yet stored (a device read may store it early)
 }
 
 // Fire stores the bytes and returns the landing to the free list.
 func (l *landing) Fire(now sim.Time) {
-	if err := l.e.mem.Write(l.addr, l.buf); err != nil {
-		l.e.rangeError(now, "write", err) // only if the region was closed meanwhile
+	e := l.e
+	if l.live {
+		if err := e.mem.Write(l.addr, l.buf); err != nil {
+			e.rangeError(now, "write", err) // only if the region was closed meanwhile
+		}
 	}
-	l.next, l.e.landings = l.e.landings, l
+	for i, p := range e.pending {
+		if p == l {
+			e.pending = append(e.pending[:i], e.pending[i+1:]...)
+			break
+		}
+	}
+	l.live = false
+	l.next, e.landings = e.landings, l
+}
+
+// Drain stores every deferred write now (a control command that must not
+// return while DMA writes are still on their way, e.g. DESTROY_MKEY).
+func (e *Engine) Drain() {
+	for _, l := range e.pending {
+		if l.live {
+			_ = e.mem.Write(l.addr, l.buf)
+			l.live = false
+		}
+	}
+}
+
+// settle stores, in issue order, the deferred writes that overlap
+// [addr, addr+n) before a device read of that range: PCIe does not let a
+// read pass the posted writes issued before it, so the read must see them
+// (a WRITE then a READ or an atomic of the same bytes), even though the
+// host's CPU would see them only at their landing time.
+func (e *Engine) settle(addr uint64, n int) {
+	for _, l := range e.pending {
+		if l.live && addr < l.addr+uint64(len(l.buf)) && l.addr < addr+uint64(n) {
+			_ = e.mem.Write(l.addr, l.buf) // the range was checked when it was issued
+			l.live = false
+		}
+	}
 }
 
 // TimeWrite times a posted write of n bytes to addr without touching
@@ -231,7 +271,8 @@ func (e *Engine) WriteVisible(at sim.Time, addr uint64, src []byte) (done sim.Ti
 	} else {
 		e.landings = l.next
 	}
-	l.addr, l.buf = addr, append(l.buf[:0], src...)
+	l.addr, l.buf, l.live = addr, append(l.buf[:0], src...), true
+	e.pending = append(e.pending, l)
 	e.eng.At(done, l)
 	return done, s, nil
 }

@@ -34,7 +34,10 @@ const (
 // DeviceAttr is what QUERY_DEVICE / QUERY_PORT / GET_CONTEXT report.
 type DeviceAttr struct {
 	FWVersion     string
+	VendorID      uint32
 	VendorPartID  uint32
+	HWVer         uint32
+	MaxCQ         int
 	MaxQP         int
 	MaxQPWR       int // max WQEs per queue
 	MaxSGE        int

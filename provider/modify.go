@@ -1,196 +1,52 @@
 package provider
 
 import (
-	"strconv"
+	"errors"
 
 	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/uverbs"
 )
 
-// transition is one allowed state change: the attributes it requires and
-// those it also accepts (the IB spec table the kernel enforces in
-// ib_modify_qp_is_ok, qp_state_table in drivers/infiniband/core/verbs.c,
-// mlx5.md §7.3, restricted to the transitions mlx5_ib has a firmware
-// command for, §7.2). There is one table per QP type.
-type transition struct {
-	req, opt uint32
-}
-
-const (
-	rtsOpt = mlx5.AttrCurState | mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrMinRNRTimer | mlx5.AttrPathMigState
-)
-
-// rcTransitions[from][to] for RC QPs; a missing entry is not allowed.
-var rcTransitions = map[QPState]map[QPState]transition{
-	QPStateReset: {
-		QPStateReset: {},
-		QPStateInit:  {req: mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags},
-		QPStateErr:   {},
-	},
-	QPStateInit: {
-		QPStateReset: {},
-		QPStateInit:  {opt: mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags},
-		QPStateRTR: {
-			req: mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN | mlx5.AttrMaxDestRdAtomic | mlx5.AttrMinRNRTimer,
-			opt: mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPKeyIndex,
-		},
-		QPStateErr: {},
-	},
-	QPStateRTR: {
-		QPStateReset: {},
-		QPStateRTS: {
-			req: mlx5.AttrTimeout | mlx5.AttrRetryCnt | mlx5.AttrRNRRetry | mlx5.AttrSQPSN | mlx5.AttrMaxQPRdAtomic,
-			opt: rtsOpt,
-		},
-		QPStateErr: {},
-	},
-	QPStateRTS: {
-		QPStateReset: {},
-		QPStateRTS:   {opt: rtsOpt},
-		QPStateErr:   {},
-	},
-	QPStateSQD: {
-		QPStateReset: {},
-		QPStateRTS:   {opt: rtsOpt},
-		QPStateErr:   {},
-	},
-	// SQE→RTS exists in mlx5_ib (SQERR2RTS) but the IB table lists no
-	// optional attributes for RC there.
-	QPStateSQE: {
-		QPStateReset: {},
-		QPStateRTS:   {},
-		QPStateErr:   {},
-	},
-	QPStateErr: {
-		QPStateReset: {},
-		QPStateErr:   {},
-	},
-}
-
-// ucTransitions[from][to] for UC QPs: no atomics, no retries, no RNR: an
-// RC table without MAX_DEST_RD_ATOMIC, MIN_RNR_TIMER, TIMEOUT, RETRY_CNT,
-// RNR_RETRY and MAX_QP_RD_ATOMIC.
-var ucTransitions = map[QPState]map[QPState]transition{
-	QPStateReset: {
-		QPStateReset: {},
-		QPStateInit:  {req: mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags},
-		QPStateErr:   {},
-	},
-	QPStateInit: {
-		QPStateReset: {},
-		QPStateInit:  {opt: mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags},
-		QPStateRTR: {
-			req: mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN,
-			opt: mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPKeyIndex,
-		},
-		QPStateErr: {},
-	},
-	QPStateRTR: {
-		QPStateReset: {},
-		QPStateRTS:   {req: mlx5.AttrSQPSN, opt: ucRTSOpt},
-		QPStateErr:   {},
-	},
-	QPStateRTS: {
-		QPStateReset: {},
-		QPStateRTS:   {opt: ucRTSOpt},
-		QPStateErr:   {},
-	},
-	QPStateSQD: {
-		QPStateReset: {},
-		QPStateRTS:   {opt: ucRTSOpt},
-		QPStateErr:   {},
-	},
-	QPStateSQE: {
-		QPStateReset: {},
-		QPStateRTS:   {opt: mlx5.AttrCurState | mlx5.AttrAccessFlags},
-		QPStateErr:   {},
-	},
-	QPStateErr: {
-		QPStateReset: {},
-		QPStateErr:   {},
-	},
-}
-
-const ucRTSOpt = mlx5.AttrCurState | mlx5.AttrAltPath | mlx5.AttrAccessFlags | mlx5.AttrPathMigState
-
-// udTransitions[from][to] for UD QPs: a Q_Key instead of access flags, no
-// address vector or path (each send names its AH), only an SQ PSN to
-// reach RTS.
-var udTransitions = map[QPState]map[QPState]transition{
-	QPStateReset: {
-		QPStateReset: {},
-		QPStateInit:  {req: mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrQKey},
-		QPStateErr:   {},
-	},
-	QPStateInit: {
-		QPStateReset: {},
-		QPStateInit:  {opt: mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrQKey},
-		QPStateRTR:   {opt: mlx5.AttrPKeyIndex | mlx5.AttrQKey},
-		QPStateErr:   {},
-	},
-	QPStateRTR: {
-		QPStateReset: {},
-		QPStateRTS:   {req: mlx5.AttrSQPSN, opt: udRTSOpt},
-		QPStateErr:   {},
-	},
-	QPStateRTS: {
-		QPStateReset: {},
-		QPStateRTS:   {opt: udRTSOpt},
-		QPStateErr:   {},
-	},
-	QPStateSQD: {
-		QPStateReset: {},
-		QPStateRTS:   {opt: udRTSOpt},
-		QPStateErr:   {},
-	},
-	QPStateSQE: {
-		QPStateReset: {},
-		QPStateRTS:   {opt: udRTSOpt},
-		QPStateErr:   {},
-	},
-	QPStateErr: {
-		QPStateReset: {},
-		QPStateErr:   {},
-	},
-}
-
-const udRTSOpt = mlx5.AttrCurState | mlx5.AttrQKey
-
-// transitions is the table for the QP's type.
-func (qp *QP) transitions() map[QPState]map[QPState]transition {
-	switch qp.typ {
-	case QPTypeUC:
-		return ucTransitions
-	case QPTypeUD:
-		return udTransitions
+// checkTransition checks a MODIFY_QP against the IB table the kernel
+// enforces (uverbs.CheckTransition, ib_modify_qp_is_ok), restricted to the
+// transitions mlx5_ib has a firmware command for (mlx5.md §7.2): none into
+// SQD (no RTS2SQD), and RESET→ERR accepted, which mlx5_ib's optab has (2ERR)
+// though the IB table does not list it.
+func checkTransition(typ QPType, cur, next QPState, mask uint32) error {
+	c, okCur := uverbs.QPStateFromMLX5(cur)
+	n, okNext := uverbs.QPStateFromMLX5(next)
+	switch {
+	case !okCur:
+		return detail(ErrInvalidAttr, "current state %v", cur)
+	case !okNext:
+		return detail(ErrInvalidAttr, "target state %v", next)
+	case n == uverbs.QPStateSQD:
+		return detail(ErrBadTransition, "%v -> %v", cur, next)
+	case c == uverbs.QPStateReset && n == uverbs.QPStateErr:
+		if extra := mask &^ mlx5.AttrState; extra != 0 {
+			return detail(ErrInvalidAttr, "%v -> %v does not take %s", cur, next, maskString(extra))
+		}
+		return nil
 	}
-	return rcTransitions
-}
-
-var attrNames = [...]string{
-	0: "STATE", 1: "CUR_STATE", 2: "EN_SQD_ASYNC_NOTIFY", 3: "ACCESS_FLAGS", 4: "PKEY_INDEX", 5: "PORT",
-	6: "QKEY", 7: "AV", 8: "PATH_MTU", 9: "TIMEOUT", 10: "RETRY_CNT", 11: "RNR_RETRY", 12: "RQ_PSN",
-	13: "MAX_QP_RD_ATOMIC", 14: "ALT_PATH", 15: "MIN_RNR_TIMER", 16: "SQ_PSN", 17: "MAX_DEST_RD_ATOMIC",
-	18: "PATH_MIG_STATE", 19: "CAP", 20: "DEST_QPN",
+	t, ok := uverbs.QPTypeFromMLX5(typ)
+	if !ok {
+		t = uverbs.QPTypeRC
+	}
+	var te *uverbs.TransitionError
+	if err := uverbs.CheckTransition(t, c, n, uverbs.QPAttrMask(mask)); !errors.As(err, &te) {
+		return err
+	}
+	switch {
+	case te.Missing != 0:
+		return detail(ErrInvalidAttr, "%v -> %v requires %s", cur, next, maskString(uint32(te.Missing)))
+	case te.Extra != 0:
+		return detail(ErrInvalidAttr, "%v -> %v does not take %s", cur, next, maskString(uint32(te.Extra)))
+	}
+	return detail(ErrBadTransition, "%v -> %v", cur, next)
 }
 
 // maskString names the bits of an attribute mask.
-func maskString(m uint32) string {
-	s := ""
-	for b := 0; b < 32; b++ {
-		if m&(1<<b) == 0 {
-			continue
-		}
-		if s != "" {
-			s += "|"
-		}
-		if b < len(attrNames) && attrNames[b] != "" {
-			s += attrNames[b]
-		} else {
-			s += "BIT" + strconv.Itoa(b)
-		}
-	}
-	return s
-}
+func maskString(m uint32) string { return uverbs.QPAttrMask(m).String() }
 
 // Modify changes QP attributes and state (ibv_modify_qp). mask is a set of
 // mlx5.Attr* bits. The transition and the attribute set are checked
@@ -218,23 +74,8 @@ func (qp *QP) Modify(attr *QPAttr, mask uint32) error {
 	if mask&mlx5.AttrState != 0 {
 		next = attr.QPState
 	}
-	table := qp.transitions()
-	from, ok := table[cur]
-	if !ok {
-		return opErr(op, qp.qpn, detail(ErrInvalidAttr, "current state %v", cur))
-	}
-	if _, ok := table[next]; !ok {
-		return opErr(op, qp.qpn, detail(ErrInvalidAttr, "target state %v", next))
-	}
-	t, ok := from[next]
-	if !ok {
-		return opErr(op, qp.qpn, detail(ErrBadTransition, "%v -> %v", cur, next))
-	}
-	if missing := t.req &^ mask; missing != 0 {
-		return opErr(op, qp.qpn, detail(ErrInvalidAttr, "%v -> %v requires %s", cur, next, maskString(missing)))
-	}
-	if extra := mask &^ (t.req | t.opt | mlx5.AttrState); extra != 0 {
-		return opErr(op, qp.qpn, detail(ErrInvalidAttr, "%v -> %v does not take %s", cur, next, maskString(extra)))
+	if err := checkTransition(qp.typ, cur, next, mask); err != nil {
+		return opErr(op, qp.qpn, err)
 	}
 	if err := qp.checkValues(attr, mask); err != nil {
 		return opErr(op, qp.qpn, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/softnic/softnic/shm"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/trace"
+	"github.com/softnic/softnic/uverbsdev"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -25,6 +26,12 @@ type Config struct {
 	// Loopback builds ONE host whose NIC's port is cabled to itself; both
 	// endpoints of ConnectRC then live on that NIC (Hosts[1] == Hosts[0]).
 	Loopback bool
+	// UverbsControl opens each host's provider context over uverbs bytes
+	// (provider.UverbsControl through an in-process uverbsdev.Server)
+	// instead of the device's Go control interface (uverbs.go). The
+	// environment variable SOFTNIC_TESTBED_UVERBS=1 turns it on for every
+	// world, so that a whole suite can be rerun over uverbs.
+	UverbsControl bool
 }
 
 // DefaultConfig is the built-in profile: two default devices back to back.
@@ -38,6 +45,9 @@ type Host struct {
 	Mem  *shm.Region
 	Dev  *device.Device
 	Ctx  *provider.Context
+	// Uverbs is the host's uverbs client context on its device (with
+	// Config.UverbsControl; nil otherwise).
+	Uverbs *uverbsdev.Server
 }
 
 // World is a deterministic two-node simulation.
@@ -90,13 +100,18 @@ func New(cfg Config) (*World, error) {
 		dev := device.New(w.Eng, cfg.Device, device.Identity{Node: i, MAC: MACs[i], IP: IPs[i]}, mem, w.Rec)
 		dev.Connect(ports[i])
 		ports[i].Attach(i, dev)
-		ctx, err := provider.Open(provider.Device{Name: fmt.Sprintf("softnic%d", i), Control: dev, MMIO: dev.MMIO(), Mem: mem})
+		var ctl mlx5.Control = dev
+		var srv *uverbsdev.Server
+		if cfg.UverbsControl || uverbsFromEnv {
+			ctl, srv = uverbsLoopback(dev)
+		}
+		ctx, err := provider.Open(provider.Device{Name: fmt.Sprintf("softnic%d", i), Control: ctl, MMIO: dev.MMIO(), Mem: mem})
 		if err != nil {
 			mem.Close()
 			w.Close()
 			return nil, err
 		}
-		w.Hosts[i] = &Host{Node: i, Mem: mem, Dev: dev, Ctx: ctx}
+		w.Hosts[i] = &Host{Node: i, Mem: mem, Dev: dev, Ctx: ctx, Uverbs: srv}
 	}
 	if cfg.Loopback {
 		w.Hosts[1] = w.Hosts[0]

@@ -503,11 +503,20 @@ func LinkFlows(events []Event) []Event {
 				}
 			}
 			e.Flow = response(qpKey{peer(e.Node), e.QPN}, e.PSN)
-		case "responder", "rq_wqe_fetch", "srq_wqe_fetch", "cqe_build", "cqe_write":
+		case "responder", "rq_wqe_fetch", "rq_wqe_hit", "srq_wqe_fetch", "cqe_build", "cqe_write":
 			if k, ok := requester(e.Node, e.QPN); ok {
 				e.Flow = request(k, e.PSN)
 			}
-		case "ack", "packetize", "payload_dma":
+		case "rx_pipeline":
+			// A request at its responder, or a response at its requester.
+			if k, ok := requester(e.Node, e.QPN); ok {
+				if f := request(k, e.PSN); f != 0 {
+					e.Flow = f
+					continue
+				}
+			}
+			e.Flow = response(qpKey{e.Node, e.QPN}, e.PSN)
+		case "ack", "packetize", "payload_dma", "tx_pipeline":
 			if k, ok := requester(e.Node, e.QPN); ok {
 				e.Flow = response(k, e.PSN)
 			}

@@ -65,7 +65,7 @@ func laneKind(s WalkStage) string {
 		return "bar"
 	case "pcie_tlp":
 		return "pcie"
-	case "wqe_fetch", "rq_wqe_fetch", "srq_wqe_fetch":
+	case "wqe_fetch", "rq_wqe_fetch", "rq_wqe_prefetch", "rq_wqe_hit", "srq_wqe_fetch":
 		return "wqefetch"
 	case "cqe_write", "eqe_write", "msix", "cq_arm":
 		return "cq"

@@ -28,8 +28,12 @@ const rdmaHelp = `usage: softnic rdma --wire SPEC --ip A.B.C.D [flags]
 
 One emulated NIC with one QP (--qp-type rc, uc or ud) and one MR on a real
 network, driven by a line protocol on stdin/stdout (the same as
-test/interop's verbs_peer, see docs/howto-interop.md). Numbers are hex (a 0x
-prefix is accepted).
+test/interop's verbs_peer, see docs/howto-interop.md).
+Numbers: identifiers (RADDR, RKEY, QKEY, QPN, PSN, GID, wr_id, imm, addresses)
+are hex; LEN, SEED, N, OFF, ADD, COMPARE, SWAP and byte counts are decimal, as
+in rdma-core and perftest. A 0x prefix makes a number hex in any field (a
+leading 0 is not octal). The same holds for the flags: --psn, --remote-qpn,
+--remote-psn, --qkey and --remote-qkey are hex, the others decimal.
 
 Start: prints   LOCAL <qpn> <psn> <gid>     (%06x %06x, GID as 32 hex digits)
                 LOCAL <qpn> <psn> <gid> <qkey>        (UD: its Q_Key, %08x)
@@ -52,10 +56,11 @@ Commands, one per line:
                               (both: a WC line, then on success
                                ORIG 0x<16 hex digits>, MR[0,8) as a little-endian uint64)
   recv N                      wait for N receive completions
-  sum OFF LEN                 -> SUM <off> <len> <crc>  (zlib crc32 of MR[OFF,OFF+LEN), %08x)
-  dump OFF LEN                -> DUMP <off> <len> <hex bytes>  (MR[OFF,OFF+LEN), LEN <= 1000;
+  sum OFF LEN                 -> SUM <off> <len> <crc>  (zlib crc32 of MR[OFF,OFF+LEN), %08x;
+                                 off and len decimal)
+  dump OFF LEN                -> DUMP <off> <len> <hex bytes>  (MR[OFF,OFF+LEN), LEN <= 4096,
                                  "-" for none: a UD receive's GRH area, say)
-  mr                          -> MR <addr> <rkey> <len>
+  mr                          -> MR <addr> <rkey> <len>  (addr and rkey hex, len decimal)
   counters                    -> COUNTERS name=value ...  (non-zero only: the device's hw
                                  counters, port, transport, and with --faults
                                  fault_ruleN_matched / fault_ruleN_fired)
@@ -65,7 +70,7 @@ Every work completion prints   WC <wr_id> <status> <opcode> <byte_len> <imm>
   the sender's QPN and the GRH flag:
                                WC <wr_id> <status> RECV <byte_len> <imm> src_qp=<%06x> grh=<0|1>
   (byte_len counts the 40-byte GRH area: 20 zero bytes, then the IPv4 header
-  of the packet; the payload follows at recv-off + 0x28). A command the QP
+  of the packet; the payload follows at recv-off + 40). A command the QP
   type has no operation for prints ERR <cmd> is not supported on a <type> QP
   (UD: write, read, fadd, cas; UC: read, fadd, cas). Each posted WR has its own wr_id (a
   counter); a command waits for its own. A completion of an earlier command's
@@ -109,15 +114,24 @@ func runRDMA(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.remoteQPN, "remote-qpn", "", "peer QPN in hex (skips the REMOTE line)")
 	fs.StringVar(&o.remotePSN, "remote-psn", "", "peer initial PSN in hex (with --remote-qpn; default 0)")
 	fs.StringVar(&o.psn, "psn", "", "own initial PSN in hex (default random)")
-	fs.IntVar(&o.gidIndex, "gid-index", 1, "local GID index (0 and 1 both name the IPv4-mapped GID)")
-	fs.IntVar(&o.mtu, "mtu", 1024, "path MTU: 256, 512, 1024, 2048 or 4096")
-	fs.Uint64Var(&o.mrSize, "mr-size", 1<<20, "MR size in bytes")
-	fs.Int64Var(&o.recvOff, "recv-off", -1, "offset of the receive area in the MR (default mr-size/2)")
-	fs.IntVar(&o.recvDepth, "recv-depth", 16, "receives kept posted")
-	fs.IntVar(&o.timeout, "timeout", 16, "QP local ACK timeout exponent (4.096 µs × 2^N)")
-	fs.IntVar(&o.retryCnt, "retry-cnt", 6, "QP retry count")
-	fs.IntVar(&o.rnrRetry, "rnr-retry", 6, "QP RNR retry count (7 = infinite)")
-	fs.IntVar(&o.waitMS, "wait-ms", 20000, "how long a command waits for its completions, in ms")
+	o.gidIndex = 1
+	fs.Var(sizeFlagInt(&o.gidIndex), "gid-index", "local GID index (0 and 1 both name the IPv4-mapped GID)")
+	o.mtu = 1024
+	fs.Var(sizeFlagInt(&o.mtu), "mtu", "path MTU: 256, 512, 1024, 2048 or 4096")
+	o.mrSize = 1 << 20
+	fs.Var(sizeFlagU64(&o.mrSize), "mr-size", "MR size in bytes")
+	o.recvOff = -1
+	fs.Var(sizeFlagI64(&o.recvOff, "mr-size/2"), "recv-off", "offset of the receive area in the MR, in bytes")
+	o.recvDepth = 16
+	fs.Var(sizeFlagInt(&o.recvDepth), "recv-depth", "receives kept posted")
+	o.timeout = 16
+	fs.Var(sizeFlagInt(&o.timeout), "timeout", "QP local ACK timeout exponent (4.096 µs × 2^N)")
+	o.retryCnt = 6
+	fs.Var(sizeFlagInt(&o.retryCnt), "retry-cnt", "QP retry count")
+	o.rnrRetry = 6
+	fs.Var(sizeFlagInt(&o.rnrRetry), "rnr-retry", "QP RNR retry count (7 = infinite)")
+	o.waitMS = 20000
+	fs.Var(sizeFlagInt(&o.waitMS), "wait-ms", "how long a command waits for its completions, in ms")
 	fs.StringVar(&o.qpType, "qp-type", "rc", "QP type: rc, uc or ud")
 	fs.StringVar(&o.qkey, "qkey", fmt.Sprintf("%x", defaultQKey), "own Q_Key in hex (UD)")
 	fs.StringVar(&o.remoteQKey, "remote-qkey", "", "the peer's Q_Key in hex (UD, with --remote-qpn; default: own)")
@@ -189,14 +203,84 @@ func readLines(r io.Reader) <-chan line {
 	return ch
 }
 
-// parseHex parses a protocol number: hex, with an optional 0x.
-func parseHex(s string, bits int) (uint64, error) {
-	t := strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X")
-	v, err := strconv.ParseUint(t, 16, bits)
+// Numbers in the protocol and in the flags (docs/cli.md): identifiers —
+// QPN, PSN, Q_Key, RKEY, addresses, wr_id, imm — are hex; sizes, counts,
+// offsets, seeds and atomic operands are decimal, as in rdma-core and
+// perftest. A 0x prefix makes a number hex in any field; a leading 0 is
+// not octal.
+
+// parseNum parses a number of at most bits bits: hex if hex is set or s
+// has a 0x prefix, else decimal.
+func parseNum(s string, hex bool, bits int) (uint64, error) {
+	kind, base := "decimal", 10
+	if hex {
+		kind, base = "hex", 16
+	}
+	t := s
+	if len(t) >= 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X') {
+		t, kind, base = t[2:], "hex", 16
+	}
+	// With an explicit base ParseUint takes no sign, prefix or underscore.
+	v, err := strconv.ParseUint(t, base, bits)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, fmt.Errorf("%q does not fit in %d bits", s, bits)
+	}
 	if err != nil || t == "" {
-		return 0, fmt.Errorf("%q is not a %d-bit hex number", s, bits)
+		return 0, fmt.Errorf("%q is not a %d-bit %s number", s, bits, kind)
 	}
 	return v, nil
+}
+
+// parseHex parses an identifier: hex, with an optional 0x.
+func parseHex(s string, bits int) (uint64, error) { return parseNum(s, true, bits) }
+
+// parseDec parses a size, count, offset or seed: decimal, or hex after 0x.
+func parseDec(s string, bits int) (uint64, error) { return parseNum(s, false, bits) }
+
+// decFlag is a flag holding a size or count (parseDec) in one of u, n or
+// i; i's negative values mean "not given" and print as unset.
+type decFlag struct {
+	u     *uint64
+	n     *int
+	i     *int64
+	bits  int
+	unset string
+}
+
+func sizeFlagU64(p *uint64) *decFlag              { return &decFlag{u: p, bits: 64} }
+func sizeFlagInt(p *int) *decFlag                 { return &decFlag{n: p, bits: strconv.IntSize - 1} }
+func sizeFlagI64(p *int64, unset string) *decFlag { return &decFlag{i: p, bits: 63, unset: unset} }
+
+func (f *decFlag) String() string {
+	switch {
+	case f == nil:
+		return "0"
+	case f.u != nil:
+		return strconv.FormatUint(*f.u, 10)
+	case f.n != nil:
+		return strconv.Itoa(*f.n)
+	case f.i != nil && *f.i < 0:
+		return f.unset
+	case f.i != nil:
+		return strconv.FormatInt(*f.i, 10)
+	}
+	return "0" // the flag package's zero value: a default of 0 goes unmentioned
+}
+
+func (f *decFlag) Set(s string) error {
+	v, err := parseDec(s, f.bits)
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.u != nil:
+		*f.u = v
+	case f.n != nil:
+		*f.n = int(v)
+	default:
+		*f.i = int64(v)
+	}
+	return nil
 }
 
 // defaultQKey is a UD QP's Q_Key unless --qkey says otherwise
@@ -265,7 +349,7 @@ func (o *rdmaOpts) validate() error {
 		o.recvOff = int64(o.mrSize / 2)
 	}
 	if uint64(o.recvOff) >= o.mrSize {
-		return fmt.Errorf("--recv-off %#x must lie inside the MR (%#x bytes)", o.recvOff, o.mrSize)
+		return fmt.Errorf("--recv-off %d must lie inside the MR (%d bytes)", o.recvOff, o.mrSize)
 	}
 	if o.remotePSN != "" && o.remoteQPN == "" {
 		return errors.New("--remote-psn needs --remote-qpn")
@@ -553,14 +637,17 @@ func (ep *rdmaEP) command(f []string) bool {
 		return false
 	}
 	out := ep.out
-	nums := func(want int, usage string) ([]uint64, bool) {
-		if len(f) != want+1 {
+	// nums parses the arguments; kinds has one letter per argument: h an
+	// identifier (hex), d a size, count, offset, seed or operand
+	// (decimal).
+	nums := func(kinds, usage string) ([]uint64, bool) {
+		if len(f) != len(kinds)+1 {
 			fmt.Fprintln(out, "ERR usage:", usage)
 			return nil, false
 		}
-		v := make([]uint64, want)
+		v := make([]uint64, len(kinds))
 		for i := range v {
-			n, err := parseHex(f[i+1], 64)
+			n, err := parseNum(f[i+1], kinds[i] == 'h', 64)
 			if err != nil {
 				fmt.Fprintf(out, "ERR usage: %s (%v)\n", usage, err)
 				return nil, false
@@ -577,47 +664,47 @@ func (ep *rdmaEP) command(f []string) bool {
 	}
 	switch f[0] {
 	case "write":
-		if v, ok := nums(4, "write RADDR RKEY LEN SEED"); ok {
+		if v, ok := nums("hhdd", "write RADDR RKEY LEN SEED"); ok {
 			ep.rdma(provider.WRRDMAWrite, v[0], v[1], v[2], v[3])
 		}
 	case "read":
-		if v, ok := nums(3, "read RADDR RKEY LEN"); ok {
+		if v, ok := nums("hhd", "read RADDR RKEY LEN"); ok {
 			ep.rdma(provider.WRRDMARead, v[0], v[1], v[2], 0)
 		}
 	case "send":
 		if ep.typ == provider.QPTypeUD {
 			if len(f) == 4 {
-				if v, ok := nums(3, "send LEN SEED [QKEY]"); ok {
+				if v, ok := nums("ddh", "send LEN SEED [QKEY]"); ok {
 					ep.sendUD(v[0], v[1], v[2])
 				}
-			} else if v, ok := nums(2, "send LEN SEED [QKEY]"); ok {
+			} else if v, ok := nums("dd", "send LEN SEED [QKEY]"); ok {
 				ep.sendUD(v[0], v[1], uint64(ep.peer.qkey))
 			}
-		} else if v, ok := nums(2, "send LEN SEED"); ok {
+		} else if v, ok := nums("dd", "send LEN SEED"); ok {
 			ep.rdma(provider.WRSend, 0, 0, v[0], v[1])
 		}
 	case "fadd":
-		if v, ok := nums(3, "fadd RADDR RKEY ADD"); ok {
+		if v, ok := nums("hhd", "fadd RADDR RKEY ADD"); ok {
 			ep.atomic(false, v[0], v[1], v[2], 0)
 		}
 	case "cas":
-		if v, ok := nums(4, "cas RADDR RKEY COMPARE SWAP"); ok {
+		if v, ok := nums("hhdd", "cas RADDR RKEY COMPARE SWAP"); ok {
 			ep.atomic(true, v[0], v[1], v[2], v[3])
 		}
 	case "recv":
-		if v, ok := nums(1, "recv N"); ok {
+		if v, ok := nums("d", "recv N"); ok {
 			ep.recv(v[0])
 		}
 	case "sum":
-		if v, ok := nums(2, "sum OFF LEN"); ok {
+		if v, ok := nums("dd", "sum OFF LEN"); ok {
 			ep.sum(v[0], v[1])
 		}
 	case "dump":
-		if v, ok := nums(2, "dump OFF LEN"); ok {
+		if v, ok := nums("dd", "dump OFF LEN"); ok {
 			ep.dump(v[0], v[1])
 		}
 	case "mr":
-		fmt.Fprintf(out, "MR %x %x %x\n", ep.mr.Addr, ep.mr.RKey, ep.mr.Length)
+		fmt.Fprintf(out, "MR %x %x %d\n", ep.mr.Addr, ep.mr.RKey, ep.mr.Length)
 	case "counters":
 		fmt.Fprintln(out, strings.TrimSpace("COUNTERS "+ep.rt.counterLine()))
 	case "quit":
@@ -678,7 +765,7 @@ func (ep *rdmaEP) sendUD(n, seed, qkey uint64) {
 func (ep *rdmaEP) post(wr provider.SendWR, rkey, n, seed uint64) {
 	op := wr.Opcode
 	if n > uint64(ep.o.recvOff) {
-		fmt.Fprintf(ep.out, "ERR length %#x beyond the send area %#x\n", n, ep.o.recvOff)
+		fmt.Fprintf(ep.out, "ERR length %d beyond the send area %d\n", n, ep.o.recvOff)
 		return
 	}
 	if rkey > 0xffffffff || seed > 0xffffffff {
@@ -713,7 +800,7 @@ func (ep *rdmaEP) atomic(cas bool, raddr, rkey, cmpAdd, swap uint64) {
 		return
 	}
 	if ep.o.recvOff < 8 {
-		fmt.Fprintf(ep.out, "ERR the result buffer MR[0,8) overlaps the receive area %#x\n", ep.o.recvOff)
+		fmt.Fprintf(ep.out, "ERR the result buffer MR[0,8) overlaps the receive area at %d\n", ep.o.recvOff)
 		return
 	}
 	wr := provider.SendWR{Opcode: provider.WRAtomicFetchAdd, RemoteAddr: raddr, RKey: uint32(rkey), CompareAdd: cmpAdd,
@@ -839,30 +926,30 @@ func wcLine(prefix string, wc *provider.WC, op string, imm uint32, udRecv bool) 
 }
 
 // maxDump is the most bytes one dump command prints.
-const maxDump = 0x1000
+const maxDump = 4096
 
 // dump prints MR[off, off+n) in hex.
 func (ep *rdmaEP) dump(off, n uint64) {
 	if n > maxDump {
-		fmt.Fprintf(ep.out, "ERR dump of %#x bytes: at most %#x\n", n, maxDump)
+		fmt.Fprintf(ep.out, "ERR dump of %d bytes: at most %d\n", n, maxDump)
 		return
 	}
 	if off > ep.o.mrSize || n > ep.o.mrSize-off {
-		fmt.Fprintf(ep.out, "ERR range beyond the MR (%#x bytes)\n", ep.o.mrSize)
+		fmt.Fprintf(ep.out, "ERR range beyond the MR (%d bytes)\n", ep.o.mrSize)
 		return
 	}
 	h := hex.EncodeToString(ep.buf.Bytes[off : off+n])
 	if h == "" {
 		h = "-"
 	}
-	fmt.Fprintf(ep.out, "DUMP %x %x %s\n", off, n, h)
+	fmt.Fprintf(ep.out, "DUMP %d %d %s\n", off, n, h)
 }
 
 // sum prints the zlib crc32 of MR[off, off+n).
 func (ep *rdmaEP) sum(off, n uint64) {
 	if off > ep.o.mrSize || n > ep.o.mrSize-off {
-		fmt.Fprintf(ep.out, "ERR range beyond the MR (%#x bytes)\n", ep.o.mrSize)
+		fmt.Fprintf(ep.out, "ERR range beyond the MR (%d bytes)\n", ep.o.mrSize)
 		return
 	}
-	fmt.Fprintf(ep.out, "SUM %x %x %08x\n", off, n, crc32.ChecksumIEEE(ep.buf.Bytes[off:off+n]))
+	fmt.Fprintf(ep.out, "SUM %d %d %08x\n", off, n, crc32.ChecksumIEEE(ep.buf.Bytes[off:off+n]))
 }

@@ -218,11 +218,11 @@ func TestRDMAAtomics(t *testing.T) {
 		wantOrig   string
 		wrongReply bool // answer with a NAK (remote access error)
 	}{
-		{name: "fetch_add", cmd: "fadd 7f0000000010 136 1122334455667788", op: roce.OpRCFetchAdd,
+		{name: "fetch_add", cmd: "fadd 7f0000000010 136 0x1122334455667788", op: roce.OpRCFetchAdd,
 			swap: 0x1122334455667788, wantWC: "WC 5 SUCCESS FETCH_ADD 8 0", wantOrig: "ORIG 0x0102030405060708"},
 		{name: "fetch_add of 0", cmd: "fadd 0x7f0000000010 0x136 0", op: roce.OpRCFetchAdd,
 			wantWC: "WC 5 SUCCESS FETCH_ADD 8 0", wantOrig: "ORIG 0x0102030405060708"},
-		{name: "cmp_swap", cmd: "cas 7f0000000010 136 aaaa bbbb", op: roce.OpRCCmpSwap, cmp: 0xaaaa, swap: 0xbbbb,
+		{name: "cmp_swap", cmd: "cas 7f0000000010 136 43690 0xbbbb", op: roce.OpRCCmpSwap, cmp: 0xaaaa, swap: 0xbbbb,
 			wantWC: "WC 5 SUCCESS COMP_SWAP 8 0", wantOrig: "ORIG 0x0102030405060708"},
 		{name: "cmp_swap refused", cmd: "cas 7f0000000010 136 1 2", op: roce.OpRCCmpSwap, cmp: 1, swap: 2,
 			wrongReply: true, wantWC: "WC 5 REM_ACCESS_ERR COMP_SWAP 0 0"},

@@ -114,13 +114,14 @@ func TestRDMAQPTypesInProcess(t *testing.T) {
 			name:  "UD",
 			extra: []string{"qp-type", "ud", "qkey", "22220001"},
 			script: []string{"REMOTE 11 0 " + gid + " 33330001", "write 0 0 8 1", "read 0 0 8", "fadd 0 0 1", "cas 0 0 1 2",
-				"send 8 1", "send 8 1 44440001", "send 8", "send 8 1 100000000", "dump 0 8", "dump 0 0", "dump 0 1001"},
+				"send 8 1", "send 8 1 44440001", "send 8", "send 8 1 100000000", "dump 0 8", "dump 0 0", "dump 0 4097", "dump 0 0x1001", "dump 0 010"},
 			want: []string{
 				"ERR write is not supported on a UD QP", "ERR read is not supported on a UD QP",
 				"ERR fadd is not supported on a UD QP", "ERR cas is not supported on a UD QP",
 				"WC 5 SUCCESS SEND 0 0", "WC 6 SUCCESS SEND 0 0",
 				"ERR usage: send LEN SEED [QKEY]", "ERR QKEY is 32-bit",
-				"DUMP 0 8 2101c54fd1d01ab2", "DUMP 0 0 -", "ERR dump of 0x1001 bytes: at most 0x1000",
+				"DUMP 0 8 2101c54fd1d01ab2", "DUMP 0 0 -", "ERR dump of 4097 bytes: at most 4096", "ERR dump of 4097 bytes: at most 4096",
+				"DUMP 0 10 2101c54fd1d01ab20000", // 010: ten bytes, not octal 8
 			},
 		},
 		{
@@ -167,9 +168,15 @@ func TestRDMAQPTypesInProcess(t *testing.T) {
 // the fake peer at testPeer, QPN fakePeerQPN, Q_Key peerQKey.
 func newTestEPType(t *testing.T, typ string, wait time.Duration) (*rdmaEP, *fakeTransport, *strings.Builder) {
 	t.Helper()
+	return newTestEPTypeDepth(t, typ, wait, 4)
+}
+
+// newTestEPTypeDepth is newTestEPType with recvDepth receives posted.
+func newTestEPTypeDepth(t *testing.T, typ string, wait time.Duration, recvDepth int) (*rdmaEP, *fakeTransport, *strings.Builder) {
+	t.Helper()
 	r, tr, _ := newTestNet(t, netOpts{neigh: neighFlag{{IP: testPeer, MAC: peerMAC}}, quiet: true})
 	out := &strings.Builder{}
-	o := rdmaOpts{mtu: 1024, mrSize: 1 << 16, recvOff: -1, recvDepth: 4, gidIndex: 1, timeout: 16, retryCnt: 6, rnrRetry: 6,
+	o := rdmaOpts{mtu: 1024, mrSize: 1 << 16, recvOff: -1, recvDepth: recvDepth, gidIndex: 1, timeout: 16, retryCnt: 6, rnrRetry: 6,
 		waitMS: int(wait / time.Millisecond), qpType: typ, qkey: "22220001"}
 	require.NoError(t, o.validate())
 	ptyp, qkey, err := o.parsed()
@@ -209,7 +216,7 @@ func TestRDMAUDSendAndReceive(t *testing.T) {
 	for _, c := range []struct {
 		cmd, want string
 		qkey      uint32
-	}{{"send 40 1", "WC 5 SUCCESS SEND 0 0", peerQKey}, {"send 40 1 44440001", "WC 6 SUCCESS SEND 0 0", 0x44440001}} {
+	}{{"send 64 1", "WC 5 SUCCESS SEND 0 0", peerQKey}, {"send 64 1 44440001", "WC 6 SUCCESS SEND 0 0", 0x44440001}} {
 		sent := len(tr.Sent())
 		requireLines(t, []string{c.want}, run(c.cmd))
 		var pkt roce.Packet
@@ -234,7 +241,7 @@ func TestRDMAUDSendAndReceive(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Regexp(t, `^WC [0-9a-f]+ SUCCESS RECV 140 0 src_qp=000011 grh=1$`, got[0], "byte_len = 100 + 40")
 	recvOff := uint64(ep.o.recvOff)
-	got = run(fmt.Sprintf("dump %x 28", recvOff))
+	got = run(fmt.Sprintf("dump %d 40", recvOff))
 	f := strings.Fields(got[0])
 	require.Len(t, f, 4, got[0])
 	grh, err := hex.DecodeString(f[3])
@@ -245,11 +252,41 @@ func TestRDMAUDSendAndReceive(t *testing.T) {
 	require.Equal(t, byte(17), grh[29])
 	require.Equal(t, testPeer.As4(), [4]byte(grh[32:36]))
 	require.Equal(t, testIP.As4(), [4]byte(grh[36:40]))
-	got = run(fmt.Sprintf("sum %x 64", recvOff+40))
-	require.Equal(t, fmt.Sprintf("SUM %x 64 %08x", recvOff+40, crc32.ChecksumIEEE(payload)), got[0])
+	got = run(fmt.Sprintf("sum %d 100", recvOff+40))
+	require.Equal(t, fmt.Sprintf("SUM %d 100 %08x", recvOff+40, crc32.ChecksumIEEE(payload)), got[0])
 
 	// Another Q_Key: dropped, no completion.
 	tr.in <- udFrame(t, ep, 0x22220002, payload)
 	got = run("recv 1")
 	require.Contains(t, got[0], "ERR timed out after 300ms waiting for receive completion 1 of 1")
+}
+
+// recv N counts in decimal, as rdma-core and perftest do: with 16 SENDs
+// waiting, `recv 10` takes ten completions (hex would take all 16), and
+// `recv 0x6` the other six.
+func TestRDMARecvCountIsDecimal(t *testing.T) {
+	ep, tr, out := newTestEPTypeDepth(t, "ud", 300*time.Millisecond, 16)
+	run := func(cmd string) []string {
+		t.Helper()
+		out.Reset()
+		require.False(t, ep.command(strings.Fields(cmd)))
+		return strings.Split(strings.TrimSpace(out.String()), "\n")
+	}
+	payload := make([]byte, 8)
+	for i := 0; i < 16; i++ {
+		tr.in <- udFrame(t, ep, 0x22220001, payload)
+	}
+	for _, c := range []struct {
+		cmd  string
+		want int
+	}{{"recv 10", 10}, {"recv 0x6", 6}} {
+		got := run(c.cmd)
+		require.Len(t, got, c.want, "%s: %q", c.cmd, got)
+		for _, l := range got {
+			require.Regexp(t, `^WC [0-9a-f]+ SUCCESS RECV 48 0 src_qp=000011 grh=1$`, l, c.cmd)
+		}
+	}
+	got := run("recv 1")
+	require.Len(t, got, 1)
+	require.Contains(t, got[0], "ERR timed out after 300ms waiting for receive completion 1 of 1", "all 16 taken")
 }

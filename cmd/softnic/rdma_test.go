@@ -32,18 +32,123 @@ func TestFillSeed(t *testing.T) {
 	}
 }
 
-func TestParseHex(t *testing.T) {
-	for in, want := range map[string]uint64{"10": 16, "0x10": 16, "0XfF": 255, "7f0000000000": 0x7f0000000000} {
-		got, err := parseHex(in, 64)
-		require.NoError(t, err, in)
-		require.Equal(t, want, got, in)
+// Numbers (docs/cli.md): identifiers are hex, sizes, counts, offsets and
+// seeds decimal; 0x makes any field hex, a leading 0 is not octal.
+func TestParseNum(t *testing.T) {
+	tests := []struct {
+		in   string
+		hex  bool
+		bits int
+		want uint64
+		err  string
+	}{
+		// decimal fields: LEN, SEED, N, OFF, ADD, COMPARE, SWAP
+		{in: "10", want: 10},
+		{in: "0x10", want: 16},
+		{in: "0X1f", want: 31},
+		{in: "010", want: 10},
+		{in: "0", want: 0},
+		{in: "4096", want: 4096},
+		{in: "18446744073709551615", want: 1<<64 - 1},
+		{in: "0xffffffffffffffff", want: 1<<64 - 1},
+		{in: "-1", err: `"-1" is not a 64-bit decimal number`},
+		{in: "+1", err: "not a 64-bit decimal number"},
+		{in: "1x", err: `"1x" is not a 64-bit decimal number`},
+		{in: "", err: `"" is not a 64-bit decimal number`},
+		{in: "0x", err: `"0x" is not a 64-bit hex number`},
+		{in: "ff", err: "not a 64-bit decimal number"},
+		{in: "1_000", err: "not a 64-bit decimal number"},
+		{in: "0b1", err: "not a 64-bit decimal number"},
+		{in: "0o7", err: "not a 64-bit decimal number"},
+		{in: " 1", err: "not a 64-bit decimal number"},
+		{in: "18446744073709551616", err: `"18446744073709551616" does not fit in 64 bits`},
+		{in: "0x10000000000000000", err: "does not fit in 64 bits"},
+		{in: "4294967296", bits: 32, err: "does not fit in 32 bits"},
+		{in: "4294967295", bits: 32, want: 1<<32 - 1},
+		// hex fields: RADDR, RKEY, QKEY, QPN, PSN
+		{in: "10", hex: true, want: 16},
+		{in: "0x10", hex: true, want: 16},
+		{in: "010", hex: true, want: 16},
+		{in: "0XfF", hex: true, want: 255},
+		{in: "7f0000000000", hex: true, want: 0x7f0000000000},
+		{in: "", hex: true, err: `"" is not a 64-bit hex number`},
+		{in: "0x", hex: true, err: "not a 64-bit hex number"},
+		{in: "g", hex: true, err: "not a 64-bit hex number"},
+		{in: "-1", hex: true, err: "not a 64-bit hex number"},
+		{in: "1 2", hex: true, err: "not a 64-bit hex number"},
+		{in: "0x0x1", hex: true, err: "not a 64-bit hex number"},
+		{in: "1000000", hex: true, bits: 24, err: `"1000000" does not fit in 24 bits`},
+		{in: "10000000000000000", hex: true, err: "does not fit in 64 bits"},
 	}
-	for _, in := range []string{"", "0x", "g", "-1", "1 2"} {
-		_, err := parseHex(in, 64)
-		require.Error(t, err, in)
+	for _, tc := range tests {
+		kind := "dec"
+		if tc.hex {
+			kind = "hex"
+		}
+		t.Run(kind+"/"+tc.in, func(t *testing.T) {
+			bits := tc.bits
+			if bits == 0 {
+				bits = 64
+			}
+			got, err := parseNum(tc.in, tc.hex, bits)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
 	}
-	_, err := parseHex("1000000", 24)
-	require.Error(t, err, "25 bits")
+}
+
+// The flags follow the same rule: sizes and counts decimal (0x accepted,
+// no octal), identifiers hex.
+func TestRDMANumberFlags(t *testing.T) {
+	var u uint64
+	var n int
+	var i int64 = -1
+	f := sizeFlagI64(&i, "mr-size/2")
+	require.Equal(t, "mr-size/2", f.String(), "not given")
+	for _, tc := range []struct {
+		flag *decFlag
+		in   string
+		get  func() string
+		want string
+	}{
+		{sizeFlagU64(&u), "010", func() string { return fmt.Sprint(u) }, "10"},
+		{sizeFlagU64(&u), "0x100000", func() string { return fmt.Sprint(u) }, "1048576"},
+		{sizeFlagInt(&n), "0100", func() string { return fmt.Sprint(n) }, "100"},
+		{sizeFlagInt(&n), "0x10", func() string { return fmt.Sprint(n) }, "16"},
+		{f, "08", func() string { return fmt.Sprint(i) }, "8"},
+		{f, "0x8000", func() string { return fmt.Sprint(i) }, "32768"},
+	} {
+		require.NoError(t, tc.flag.Set(tc.in), tc.in)
+		require.Equal(t, tc.want, tc.get(), tc.in)
+		require.Equal(t, tc.want, tc.flag.String())
+	}
+	for _, in := range []string{"-1", "1k", "", "1e3", "0b10"} {
+		require.Error(t, sizeFlagU64(&u).Set(in), in)
+		require.Error(t, sizeFlagInt(&n).Set(in), in)
+		require.Error(t, f.Set(in), in)
+	}
+	require.Error(t, sizeFlagI64(&i, "").Set("9223372036854775808"), "beyond int64")
+
+	// Through the command line: a leading 0 is decimal, not octal (the flag
+	// package's own integers would read --mr-size 0100 as 64), and
+	// --recv-off 0x... is hex. (Each run fails before it reads stdin.)
+	var out, errb strings.Builder
+	args := []string{"rdma", "--wire", "udp:127.0.0.1:0,127.0.0.1:9", "--ip", "192.0.2.1"}
+	require.Equal(t, 1, run(append(args, "--mr-size", "0100"), &out, &errb))
+	require.Contains(t, errb.String(), "--mr-size 100 out of range 8192..1 GiB")
+	errb.Reset()
+	require.Equal(t, 1, run(append(args, "--mr-size", "0x10000", "--recv-off", "0x10000"), &out, &errb))
+	require.Contains(t, errb.String(), "--recv-off 65536 must lie inside the MR (65536 bytes)")
+	errb.Reset()
+	require.Equal(t, 2, run(append(args, "--recv-depth", "-1"), &out, &errb))
+	require.Contains(t, errb.String(), `invalid value "-1" for flag -recv-depth`)
+	errb.Reset()
+	require.Equal(t, 1, run(append(args, "--psn", "1x"), &out, &errb))
+	require.Contains(t, errb.String(), `--psn: "1x" is not a 32-bit hex number`)
 }
 
 func TestRDMAFlagValidation(t *testing.T) {
@@ -108,13 +213,13 @@ func TestRDMACommandsInProcess(t *testing.T) {
 	script := strings.Join([]string{
 		"REMOTE 11 2a",
 		"mr",
-		"sum 0 10",
-		"sum fff0 10",
-		"sum fff0 11",
+		"sum 0 16",
+		"sum 65520 0x10",
+		"sum 65520 17",
 		"bogus",
 		"write 1000",
 		"read 0 0 zz",
-		"send 8001 1",
+		"send 32769 1",
 		"",
 		"counters",
 		"write 7f0000000000 1 100 1",
@@ -128,15 +233,18 @@ func TestRDMACommandsInProcess(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 13, "nothing runs after quit; output:\n%s", out)
 	require.Equal(t, "LOCAL 000100 000abc 00000000000000000000ffffc0000201", lines[0])
-	require.Regexp(t, `^MR 7f[0-9a-f]+ [0-9a-f]+ 10000$`, lines[1])
-	require.Equal(t, fmt.Sprintf("SUM 0 10 %08x", crc32.ChecksumIEEE(make([]byte, 16))), lines[2])
-	require.Equal(t, fmt.Sprintf("SUM fff0 10 %08x", crc32.ChecksumIEEE(make([]byte, 16))), lines[3])
-	require.Equal(t, "ERR range beyond the MR (0x10000 bytes)", lines[4])
+	require.Regexp(t, `^MR 7f[0-9a-f]+ [0-9a-f]+ 65536$`, lines[1], "the MR's length in decimal")
+	require.Equal(t, fmt.Sprintf("SUM 0 16 %08x", crc32.ChecksumIEEE(make([]byte, 16))), lines[2])
+	require.Equal(t, fmt.Sprintf("SUM 65520 16 %08x", crc32.ChecksumIEEE(make([]byte, 16))), lines[3], "echoed in decimal")
+	require.Equal(t, "ERR range beyond the MR (65536 bytes)", lines[4])
 	require.Equal(t, "ERR unknown command bogus", lines[5])
 	require.Equal(t, "ERR usage: write RADDR RKEY LEN SEED", lines[6])
 	require.True(t, strings.HasPrefix(lines[7], "ERR usage: read RADDR RKEY LEN"), lines[7])
-	require.Equal(t, "ERR length 0x8001 beyond the send area 0x8000", lines[8])
-	require.Regexp(t, `^COUNTERS( real_[rt]x_sockbuf_bytes=\d+)*$`, lines[9], "nothing counted before any traffic (the socket buffer sizes are settings)")
+	require.Equal(t, "ERR length 32769 beyond the send area 32768", lines[8])
+	// Before any traffic only the receive read-ahead has run (a doorbell-
+	// record and a WQE read over PCIe, nothing on the wire); the socket
+	// buffer sizes are settings.
+	require.Regexp(t, `^COUNTERS dma_read_bytes=20 dma_reads=2 pcie_dma_bytes=108 pcie_dma_tlps=4( real_[rt]x_sockbuf_bytes=\d+)* rq_wqe_prefetch=1$`, lines[9], "nothing on the wire before any traffic")
 	// Nobody answers: the WRITE's completion never comes, and the error
 	// names what was awaited — the WR by its wr_id: the 4 receives posted
 	// at start took 1..4 — and the counters (tx_packets shows the frame
@@ -148,7 +256,8 @@ func TestRDMACommandsInProcess(t *testing.T) {
 		"each WR has its own wr_id")
 }
 
-// The fadd and cas commands parse like the others (hex, RKEY 32-bit) and
+// The fadd and cas commands parse like the others (RADDR and RKEY hex,
+// RKEY 32-bit; the operands decimal, or hex with 0x) and
 // refuse what they cannot run before posting anything.
 func TestRDMAAtomicCommandParsing(t *testing.T) {
 	tests := []struct {
@@ -156,12 +265,16 @@ func TestRDMAAtomicCommandParsing(t *testing.T) {
 	}{
 		{"fadd too few", "fadd 1 2", "ERR usage: fadd RADDR RKEY ADD"},
 		{"fadd too many", "fadd 1 2 3 4", "ERR usage: fadd RADDR RKEY ADD"},
-		{"fadd not hex", "fadd 1 2 xyz", `ERR usage: fadd RADDR RKEY ADD ("xyz" is not a 64-bit hex number)`},
-		{"fadd 65-bit add", "fadd 1 2 10000000000000000", `ERR usage: fadd RADDR RKEY ADD ("10000000000000000" is not a 64-bit hex number)`},
+		{"fadd not a number", "fadd 1 2 xyz", `ERR usage: fadd RADDR RKEY ADD ("xyz" is not a 64-bit decimal number)`},
+		{"fadd hex add without 0x", "fadd 1 2 ff", `ERR usage: fadd RADDR RKEY ADD ("ff" is not a 64-bit decimal number)`},
+		{"fadd 65-bit add", "fadd 1 2 18446744073709551616", `ERR usage: fadd RADDR RKEY ADD ("18446744073709551616" does not fit in 64 bits)`},
+		{"fadd 65-bit hex add", "fadd 1 2 0x10000000000000000", `ERR usage: fadd RADDR RKEY ADD ("0x10000000000000000" does not fit in 64 bits)`},
+		{"fadd raddr not hex", "fadd 1g 2 3", `ERR usage: fadd RADDR RKEY ADD ("1g" is not a 64-bit hex number)`},
 		{"fadd wide rkey", "fadd 7f0000000000 100000000 1", "ERR RKEY is 32-bit"},
 		{"cas too few", "cas 1 2 3", "ERR usage: cas RADDR RKEY COMPARE SWAP"},
 		{"cas too many", "cas 1 2 3 4 5", "ERR usage: cas RADDR RKEY COMPARE SWAP"},
 		{"cas bad swap", "cas 1 2 3 0xg", `ERR usage: cas RADDR RKEY COMPARE SWAP ("0xg" is not a 64-bit hex number)`},
+		{"cas negative compare", "cas 1 2 -1 0", `ERR usage: cas RADDR RKEY COMPARE SWAP ("-1" is not a 64-bit decimal number)`},
 		{"cas wide rkey", "cas 7f0000000000 0x100000000 1 2", "ERR RKEY is 32-bit"},
 	}
 	var script []string

@@ -189,6 +189,15 @@ func hexArg(t *testing.T, f []string, i int) uint64 {
 	return v
 }
 
+// decArg parses a size field of a reply: decimal.
+func decArg(t *testing.T, f []string, i int) uint64 {
+	t.Helper()
+	require.Greater(t, len(f), i, "%v", f)
+	v, err := strconv.ParseUint(f[i], 10, 64)
+	require.NoError(t, err, "%v", f)
+	return v
+}
+
 // rdmaSide is one `softnic rdma` endpoint in an exchange.
 type rdmaSide struct {
 	*proc
@@ -219,9 +228,9 @@ func (s *rdmaSide) wantWC(t *testing.T, opcode string, byteLen int) {
 
 func (s *rdmaSide) wantSum(t *testing.T, off uint64, n int, seed uint32) {
 	t.Helper()
-	s.send(t, "sum %x %x", off, n)
+	s.send(t, "sum %d %d", off, n)
 	f := s.expect(t, "SUM")
-	require.Equal(t, []string{"SUM", fmt.Sprintf("%x", off), fmt.Sprintf("%x", n), seedCRC(seed, n)}, f,
+	require.Equal(t, []string{"SUM", fmt.Sprint(off), fmt.Sprint(n), seedCRC(seed, n)}, f,
 		"%s: MR[%#x, +%d) should hold seed %#x", s.name, off, n, seed)
 }
 
@@ -240,7 +249,8 @@ func exerciseRDMA(t *testing.T, a, b *rdmaSide) {
 	for _, s := range []*rdmaSide{a, b} {
 		s.send(t, "mr")
 		f := s.expect(t, "MR")
-		s.addr, s.rkey, s.size = hexArg(t, f, 1), hexArg(t, f, 2), hexArg(t, f, 3)
+		s.addr, s.rkey, s.size = hexArg(t, f, 1), hexArg(t, f, 2), decArg(t, f, 3)
+		require.Equal(t, uint64(0x100000), s.size, "%s: the MR's length, decimal", s.name)
 	}
 	const writeOff, recvOff = 0x10000, 0x80000 // recvOff: --mr-size 0x100000 / 2
 	seed := uint32(0x40)
@@ -249,18 +259,18 @@ func exerciseRDMA(t *testing.T, a, b *rdmaSide) {
 			req, rsp := dir[0], dir[1]
 			seed++
 			// RDMA WRITE into the responder's MR.
-			req.send(t, "write %x %x %x %x", rsp.addr+writeOff, rsp.rkey, n, seed)
+			req.send(t, "write %x %x %d %d", rsp.addr+writeOff, rsp.rkey, n, seed)
 			req.wantWC(t, "RDMA_WRITE", -1)
 			req.wantSum(t, 0, n, seed)
 			rsp.wantSum(t, writeOff, n, seed)
 			// RDMA READ it back over a local buffer overwritten by a SEND's
 			// fill (the requester's MR[0,n) holds seed+1000 bytes first).
 			rsp.send(t, "recv 1")
-			req.send(t, "send %x %x", n, seed+1000)
+			req.send(t, "send %d %d", n, seed+1000)
 			req.wantWC(t, "SEND", -1)
 			rsp.wantWC(t, "RECV", n)
 			rsp.wantSum(t, recvOff, n, seed+1000)
-			req.send(t, "read %x %x %x", rsp.addr+writeOff, rsp.rkey, n)
+			req.send(t, "read %x %x %d", rsp.addr+writeOff, rsp.rkey, n)
 			req.wantWC(t, "RDMA_READ", n)
 			req.wantSum(t, 0, n, seed)
 		}
@@ -498,14 +508,14 @@ func TestRDMAFaultsOverUDP(t *testing.T) {
 			b.addr, b.rkey = hexArg(t, f, 1), hexArg(t, f, 2)
 			const n, off, off2 = 5000, 0x10000, 0x20000
 			for _, seed := range []uint32{0x51, 0x52} {
-				a.send(t, "write %x %x %x %x", b.addr+off, b.rkey, n, seed)
+				a.send(t, "write %x %x %d %d", b.addr+off, b.rkey, n, seed)
 				a.wantWC(t, "RDMA_WRITE", -1)
 				b.wantSum(t, off, n, seed)
 				// Overwrite A's MR[0,n) (the source of a WRITE elsewhere):
 				// the READ must bring the first bytes back.
-				a.send(t, "write %x %x %x %x", b.addr+off2, b.rkey, n, seed+100)
+				a.send(t, "write %x %x %d %d", b.addr+off2, b.rkey, n, seed+100)
 				a.wantWC(t, "RDMA_WRITE", -1)
-				a.send(t, "read %x %x %x", b.addr+off, b.rkey, n)
+				a.send(t, "read %x %x %d", b.addr+off, b.rkey, n)
 				a.wantWC(t, "RDMA_READ", n)
 				a.wantSum(t, 0, n, seed)
 			}
@@ -674,24 +684,24 @@ func TestRDMA64MiBOverUDP(t *testing.T) {
 		t.Logf("%s: 64 MiB in %v (%.0f MB/s)", what, d.Round(time.Millisecond), float64(size)/d.Seconds()/1e6)
 	}
 	step("WRITE A→B", func() {
-		a.send(t, "write %x %x %x %x", b.addr+64<<20, b.rkey, size, 0x11)
+		a.send(t, "write %x %x %d %d", b.addr+64<<20, b.rkey, size, 0x11)
 		a.wantWC(t, "RDMA_WRITE", -1)
 	})
 	b.wantSum(t, 64<<20, size, 0x11)
 	step("WRITE B→A", func() {
-		b.send(t, "write %x %x %x %x", a.addr+64<<20, a.rkey, size, 0x22)
+		b.send(t, "write %x %x %d %d", a.addr+64<<20, a.rkey, size, 0x22)
 		b.wantWC(t, "RDMA_WRITE", -1)
 	})
 	a.wantSum(t, 64<<20, size, 0x22)
 	step("READ A←B", func() { // B's MR[0,64M) holds seed 0x22, A's seed 0x11
-		a.send(t, "read %x %x %x", b.addr, b.rkey, size)
+		a.send(t, "read %x %x %d", b.addr, b.rkey, size)
 		a.wantWC(t, "RDMA_READ", size)
 	})
 	a.wantSum(t, 0, size, 0x22)
-	a.send(t, "write %x %x %x %x", b.addr+128<<20, b.rkey, size, 0x33) // A's MR[0,64M) := seed 0x33
+	a.send(t, "write %x %x %d %d", b.addr+128<<20, b.rkey, size, 0x33) // A's MR[0,64M) := seed 0x33
 	a.wantWC(t, "RDMA_WRITE", -1)
 	step("READ B←A", func() {
-		b.send(t, "read %x %x %x", a.addr, a.rkey, size)
+		b.send(t, "read %x %x %d", a.addr, a.rkey, size)
 		b.wantWC(t, "RDMA_READ", size)
 	})
 	b.wantSum(t, 0, size, 0x33)

@@ -52,6 +52,7 @@ import (
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/ethport"
 	"github.com/softnic/softnic/fault"
+	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/shm"
 	"github.com/softnic/softnic/sim"
@@ -102,6 +103,7 @@ type netOpts struct {
 	memSize int
 	quiet   bool
 	faults  string
+	profile string
 }
 
 func (o *netOpts) register(fs *flag.FlagSet) {
@@ -111,8 +113,9 @@ func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.Var(&o.neigh, "neigh", "static neighbour IP=MAC (repeatable); other peers are resolved by ARP")
 	fs.StringVar(&o.pcap, "pcap", "", "write every frame sent and received on the wire to this pcap file")
 	fs.DurationVar(&o.lead, "lead", defaultLead, "how far virtual time may run ahead of the wall clock")
-	fs.IntVar(&o.memSize, "mem", 0, "host memory in bytes (default: enough for the buffers)")
+	fs.Var(sizeFlagInt(&o.memSize), "mem", "host memory in bytes (default: enough for the buffers)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not echo device and port warnings to stderr")
+	fs.StringVar(&o.profile, "profile", "", "device profile: a name (see softnic profiles) or a JSON file (default "+profile.DefaultName+")")
 	fs.StringVar(&o.faults, "faults", "", "fault plan JSON applied where the port meets the real wire (wire.tx: frames sent, wire.rx: frames received; see softnic faults --explain)")
 }
 
@@ -127,6 +130,7 @@ type realNet struct {
 	rx         <-chan []byte // nil once the transport has closed it
 	ctx        *provider.Context
 	ident      device.Identity
+	profile    string                // the profile's name, for headers
 	inj        *fault.Injector       // --faults at the real wire, or nil
 	plan       *fault.Plan           // the --faults plan, or nil
 	faulty     *wire.FaultyTransport // tr's fault wrapper (tr itself), or nil
@@ -251,7 +255,15 @@ func newRealNet(o netOpts, memNeed int, tr wire.RealTransport, stderr io.Writer)
 			return fail(err)
 		}
 	}
-	r.dev = device.New(r.eng, device.DefaultSpec(), r.ident, r.mem, r.rec)
+	prof, err := profile.Load(o.profile)
+	if err != nil {
+		return fail(err)
+	}
+	r.profile = prof.Name
+	if !o.quiet {
+		fmt.Fprintf(stderr, "softnic: profile %s\n", profileLabel(prof))
+	}
+	r.dev = device.New(r.eng, prof.Device, r.ident, r.mem, r.rec)
 	r.port, err = ethport.New(r.eng, ethport.Config{MAC: mac, IP: ip, Static: o.neigh}, tr, r.rec)
 	if err != nil {
 		return fail(err)
@@ -277,8 +289,16 @@ func newRealNet(o netOpts, memNeed int, tr wire.RealTransport, stderr io.Writer)
 	return r, nil
 }
 
-// Close releases the transport, the capture and host memory.
+// Close releases the transport, the capture and host memory. A NIC does
+// not vanish when its program is done: first the device keeps running
+// for a moment (at most closeLinger), so that the ACK of the peer's last
+// message still leaves, a retransmission is still answered, and work in
+// flight finishes (a ConnectX ACKs in hardware; without this the peer of a
+// finished rc_pingpong saw retry-exceeded).
 func (r *realNet) Close() {
+	if r.ctx != nil && r.tr != nil && r.rx != nil {
+		r.linger(closeLinger)
+	}
 	if r.ctx != nil {
 		_ = r.ctx.Close()
 		r.ctx = nil
@@ -299,6 +319,21 @@ func (r *realNet) Close() {
 	if r.mem != nil {
 		_ = r.mem.Close()
 		r.mem = nil
+	}
+}
+
+// closeLinger bounds how long Close keeps the device running.
+const closeLinger = 300 * time.Millisecond
+
+// linger drives the network until the device has nothing left to do, but
+// at least 30 ms (a peer's last frames may still be on their way) and at
+// most max.
+func (r *realNet) linger(max time.Duration) {
+	start := time.Now()
+	for time.Since(start) < max {
+		if !r.pump(idleWait, 64) && r.eng.Pending() == 0 && time.Since(start) > 30*time.Millisecond {
+			return
+		}
 	}
 }
 
@@ -656,4 +691,13 @@ func gidIPv4(g [16]byte) (netip.Addr, bool) {
 
 func macString(m [6]byte) string {
 	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5])
+}
+
+// profileLabel names a profile for a run's header: its name, and what it
+// models when it says.
+func profileLabel(p profile.Profile) string {
+	if p.Description == "" {
+		return p.Name
+	}
+	return p.Name + " (" + p.Description + ")"
 }

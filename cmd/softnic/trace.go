@@ -14,8 +14,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/roce"
 	"github.com/softnic/softnic/sim"
@@ -172,7 +172,7 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.explain, "explain", false, "add one sentence per stage saying what happens in it")
 	fs.StringVar(&o.pcap, "pcap", "", "write every wire frame to this pcap file (- for stdout: the text table then goes to stderr)")
 	fs.StringVar(&o.chrome, "chrome-trace", "", "write Chrome trace JSON (opens in Perfetto) to this file (- for stdout: the text table then goes to stderr)")
-	fs.StringVar(&o.profile, "profile", "", "device profile JSON (default: built-in cx5-gen3x16)")
+	fs.StringVar(&o.profile, "profile", "", "device profile: a name (see softnic profiles) or a JSON file (default "+profile.DefaultName+")")
 	fs.StringVar(&o.faults, "faults", "", "fault plan JSON applied to the simulated wire (see softnic faults --explain)")
 	fs.BoolVar(&o.counters, "counters", false, "after the walk, print every non-zero counter of both devices and the wire")
 	fs.BoolVar(&o.srq, "srq", false, "the responder's receives come from a shared receive queue")
@@ -278,16 +278,11 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		return fmt.Errorf("--size %d: a UD SEND is one packet, at most the MTU (--mtu %d)", o.size, o.mtu)
 	}
 	cfg := testbed.DefaultConfig()
-	if o.profile != "" {
-		var b []byte
-		b, err = os.ReadFile(o.profile)
-		if err != nil {
-			return err
-		}
-		if cfg.Device, err = device.ParseSpec(b); err != nil {
-			return err
-		}
+	prof, err := profile.Load(o.profile)
+	if err != nil {
+		return err
 	}
+	cfg.Device, cfg.Wire = prof.Device, prof.Wire
 	if cfg.Faults, err = loadFaults(o.faults); err != nil {
 		return err
 	}

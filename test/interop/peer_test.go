@@ -97,12 +97,34 @@ func (p *linePeer) expect(word string, timeout time.Duration) ([]string, error) 
 	return f, nil
 }
 
-// hexField parses one hex number of a reply (with or without 0x).
+// Numbers (docs/howto-interop.md): identifiers — QPN, PSN, GID, RKEY,
+// Q_Key, addresses, wr_id, imm — are hex; sizes, counts, offsets and seeds
+// are decimal, in commands and replies alike. The commands below format
+// them so; replies are parsed with hexField and decField.
+
+// hexField parses one hex field of a reply (an identifier; with or
+// without 0x).
 func hexField(f []string, i int) (uint64, error) {
 	if i >= len(f) {
 		return 0, fmt.Errorf("reply %q has no field %d", strings.Join(f, " "), i)
 	}
 	return strconv.ParseUint(strings.TrimPrefix(f[i], "0x"), 16, 64)
+}
+
+// decField parses one decimal field of a reply (a size, count or offset).
+func decField(f []string, i int) (uint64, error) {
+	if i >= len(f) {
+		return 0, fmt.Errorf("reply %q has no field %d", strings.Join(f, " "), i)
+	}
+	return strconv.ParseUint(f[i], 10, 64)
+}
+
+// echoes reports whether fields i and i+1 of a reply are off and n in
+// decimal (SUM and DUMP repeat the range they were asked for).
+func echoes(f []string, i int, off, n uint64) bool {
+	o, err1 := decField(f, i)
+	l, err2 := decField(f, i+1)
+	return err1 == nil && err2 == nil && o == off && l == n
 }
 
 // endpoint is what LOCAL announces: LOCAL <qpn> <psn> <gid>, and on a UD
@@ -170,7 +192,7 @@ func (p *linePeer) mr(timeout time.Duration) (mrInfo, error) {
 	}
 	addr, err1 := hexField(f, 1)
 	rkey, err2 := hexField(f, 2)
-	size, err3 := hexField(f, 3)
+	size, err3 := decField(f, 3)
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return mrInfo{}, fmt.Errorf("%s: bad MR line: %w", p.name, err)
 	}
@@ -271,7 +293,7 @@ func (p *linePeer) orig(timeout time.Duration) (uint64, error) {
 
 // sum asks for the crc32 of the peer's MR range [off, off+n).
 func (p *linePeer) sum(off, n uint64, timeout time.Duration) (uint32, error) {
-	if err := p.send("sum %x %x", off, n); err != nil {
+	if err := p.send("sum %d %d", off, n); err != nil {
 		return 0, err
 	}
 	f, err := p.expect("SUM", timeout)
@@ -279,23 +301,23 @@ func (p *linePeer) sum(off, n uint64, timeout time.Duration) (uint32, error) {
 		return 0, err
 	}
 	c, err := hexField(f, len(f)-1)
-	if err != nil || len(f) != 4 {
-		return 0, fmt.Errorf("%s: bad SUM line %q", p.name, strings.Join(f, " "))
+	if err != nil || len(f) != 4 || !echoes(f, 1, off, n) {
+		return 0, fmt.Errorf("%s: bad SUM line %q (want SUM %d %d <crc>)", p.name, strings.Join(f, " "), off, n)
 	}
 	return uint32(c), nil
 }
 
-// dump returns the bytes of the peer's MR range [off, off+n) (n <= 0x1000).
+// dump returns the bytes of the peer's MR range [off, off+n) (n <= 4096).
 func (p *linePeer) dump(off, n uint64, timeout time.Duration) ([]byte, error) {
-	if err := p.send("dump %x %x", off, n); err != nil {
+	if err := p.send("dump %d %d", off, n); err != nil {
 		return nil, err
 	}
 	f, err := p.expect("DUMP", timeout)
 	if err != nil {
 		return nil, err
 	}
-	if len(f) != 4 {
-		return nil, fmt.Errorf("%s: bad DUMP line %q", p.name, strings.Join(f, " "))
+	if len(f) != 4 || !echoes(f, 1, off, n) {
+		return nil, fmt.Errorf("%s: bad DUMP line %q (want DUMP %d %d <hex>)", p.name, strings.Join(f, " "), off, n)
 	}
 	if f[3] == "-" {
 		f[3] = ""
@@ -319,9 +341,9 @@ func (p *linePeer) events(timeout time.Duration) (cqEvents, error) {
 	if err != nil {
 		return cqEvents{}, err
 	}
-	e, err1 := hexField(f, 1)
-	a, err2 := hexField(f, 2)
-	s, err3 := hexField(f, 3)
+	e, err1 := decField(f, 1)
+	a, err2 := decField(f, 2)
+	s, err3 := decField(f, 3)
 	if err := errors.Join(err1, err2, err3); err != nil || len(f) != 4 {
 		return cqEvents{}, fmt.Errorf("%s: bad EVENTS line %q", p.name, strings.Join(f, " "))
 	}
@@ -346,28 +368,28 @@ func (p *linePeer) refused(cmd, want string, timeout time.Duration) error {
 
 // Commands whose completions the caller reads with completion().
 func (p *linePeer) write(raddr uint64, rkey uint32, n uint64, seed uint32) error {
-	return p.send("write %x %x %x %x", raddr, rkey, n, seed)
+	return p.send("write %x %x %d %d", raddr, rkey, n, seed)
 }
 
 func (p *linePeer) read(raddr uint64, rkey uint32, n uint64) error {
-	return p.send("read %x %x %x", raddr, rkey, n)
+	return p.send("read %x %x %d", raddr, rkey, n)
 }
 
-func (p *linePeer) sendMsg(n uint64, seed uint32) error { return p.send("send %x %x", n, seed) }
+func (p *linePeer) sendMsg(n uint64, seed uint32) error { return p.send("send %d %d", n, seed) }
 
 // sendQKey is a UD SEND with an explicit DETH Q_Key.
 func (p *linePeer) sendQKey(n uint64, seed, qkey uint32) error {
-	return p.send("send %x %x %x", n, seed, qkey)
+	return p.send("send %d %d %x", n, seed, qkey)
 }
 
 func (p *linePeer) fetchAdd(raddr uint64, rkey uint32, add uint64) error {
-	return p.send("fadd %x %x %x", raddr, rkey, add)
+	return p.send("fadd %x %x %d", raddr, rkey, add)
 }
 
 func (p *linePeer) cmpSwap(raddr uint64, rkey uint32, compare, swap uint64) error {
-	return p.send("cas %x %x %x %x", raddr, rkey, compare, swap)
+	return p.send("cas %x %x %d %d", raddr, rkey, compare, swap)
 }
 
-func (p *linePeer) recv(n int) error { return p.send("recv %x", n) }
+func (p *linePeer) recv(n int) error { return p.send("recv %d", n) }
 
 func (p *linePeer) quit() error { return p.send("quit") }

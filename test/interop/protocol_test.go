@@ -95,7 +95,8 @@ func TestLineProtocolUDAndEvents(t *testing.T) {
 	require.Equal(t, "REMOTE 11 abcd "+gid+" 22220001", remoteLine(endpoint{qpn: 0x11, psn: 0xabcd, gid: gid, qkey: 0x22220001, hasQKey: true}))
 
 	var sent strings.Builder
-	p := newLinePeer("peer", strings.NewReader("DUMP 80000 4 00004500\nDUMP 0 0 -\nEVENTS 3 3 5\nERR read is not supported on a UD QP\nDUMP 0 2 00\n"), &sent)
+	p := newLinePeer("peer", strings.NewReader("DUMP 524288 4 00004500\nDUMP 0 0 -\nEVENTS 3 3 16\nERR read is not supported on a UD QP\nDUMP 0 2 00\n"+
+		"DUMP 80000 4 00004500\n"), &sent)
 	b, err := p.dump(0x80000, 4, time.Second)
 	require.NoError(t, err)
 	require.Equal(t, []byte{0, 0, 0x45, 0}, b)
@@ -104,9 +105,48 @@ func TestLineProtocolUDAndEvents(t *testing.T) {
 	require.Empty(t, b)
 	ev, err := p.events(time.Second)
 	require.NoError(t, err)
-	require.Equal(t, cqEvents{events: 3, acked: 3, sleeps: 5}, ev)
+	require.Equal(t, cqEvents{events: 3, acked: 3, sleeps: 16}, ev, "counts are decimal")
 	require.NoError(t, p.refused("read 0 0 8", "not supported on a UD QP", time.Second))
 	_, err = p.dump(0, 2, time.Second)
 	require.ErrorContains(t, err, "want 2 bytes")
-	require.Equal(t, "dump 80000 4\ndump 0 0\nevents\nread 0 0 8\ndump 0 2\n", sent.String())
+	_, err = p.dump(0x80000, 4, time.Second)
+	require.ErrorContains(t, err, "want DUMP 524288 4", "a peer echoing the range in hex")
+	require.Equal(t, "dump 524288 4\ndump 0 0\nevents\nread 0 0 8\ndump 0 2\ndump 524288 4\n", sent.String())
+}
+
+// The commands the harness sends and the replies it reads follow the
+// protocol's numbers: identifiers hex, sizes, counts, offsets and seeds
+// decimal (`recv 10` is ten completions). A reply echoing a range in hex
+// is refused.
+func TestLineProtocolNumbers(t *testing.T) {
+	var sent strings.Builder
+	p := newLinePeer("peer", strings.NewReader("MR 7f0000000000 136 1048576\nSUM 65536 5000 1d741aea\nSUM 10000 1388 1d741aea\n"), &sent)
+	m, err := p.mr(time.Second)
+	require.NoError(t, err)
+	require.Equal(t, mrInfo{addr: 0x7f0000000000, rkey: 0x136, size: 1 << 20}, m)
+	c, err := p.sum(0x10000, 5000, time.Second)
+	require.NoError(t, err)
+	require.Equal(t, uint32(0x1d741aea), c)
+	_, err = p.sum(0x10000, 5000, time.Second)
+	require.ErrorContains(t, err, "want SUM 65536 5000 <crc>")
+
+	require.NoError(t, p.write(0x7f0000010000, 0x136, 5000, 17))
+	require.NoError(t, p.read(0x7f0000010000, 0x136, 4096))
+	require.NoError(t, p.sendMsg(1024, 10))
+	require.NoError(t, p.sendQKey(64, 1, 0x22220001))
+	require.NoError(t, p.fetchAdd(0x7f0000020000, 0x136, 16))
+	require.NoError(t, p.cmpSwap(0x7f0000020000, 0x136, 10, 20))
+	require.NoError(t, p.recv(10))
+	require.Equal(t, strings.Join([]string{
+		"mr",
+		"sum 65536 5000",
+		"sum 65536 5000",
+		"write 7f0000010000 136 5000 17",
+		"read 7f0000010000 136 4096",
+		"send 1024 10",
+		"send 64 1 22220001",
+		"fadd 7f0000020000 136 16",
+		"cas 7f0000020000 136 10 20",
+		"recv 10",
+	}, "\n")+"\n", sent.String())
 }

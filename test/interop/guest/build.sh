@@ -6,7 +6,8 @@
 # /tmp/softnic-guest), never in the repository:
 #   OUTDIR/vmlinux      uncompressed kernel for qemu's fast PVH boot
 #   OUTDIR/initrd.cpio  uncompressed initramfs: busybox, iproute2 (ip, rdma),
-#                       ibverbs-utils, librxe, verbs_peer, the rxe modules
+#                       ibverbs-utils, perftest (ib_*_lat, ib_*_bw), librxe,
+#                       verbs_peer, the rxe modules
 #   OUTDIR/guest.env    KERNEL_VERSION, VMLINUX, INITRD for the test
 # A piece is rebuilt only when it is missing or its inputs changed (the
 # kernel version, or the hash of this script, init and verbs_peer.c).
@@ -40,6 +41,7 @@ need=(
 	"/usr/include/infiniband/verbs.h:libibverbs-dev"
 	"/usr/include/zlib.h:zlib1g-dev"
 	"ibv_rc_pingpong:ibverbs-utils"
+	"ib_write_lat:perftest"
 	"/etc/libibverbs.d/rxe.driver:ibverbs-providers"
 	"rdma:iproute2"
 	"ip:iproute2"
@@ -144,6 +146,10 @@ else
 	gcc -O2 -Wall -Wextra -Werror -o "$out/verbs_peer" "$here/verbs_peer.c" -libverbs -lz
 	copy_with_libs "$out/verbs_peer" /usr/bin/verbs_peer
 	for p in ip rdma ibv_rc_pingpong ibv_devinfo ibv_devices; do
+		copy_with_libs "$(command -v "$p")" "/usr/bin/$p"
+	done
+	# Stock perftest (Debian's package), for test/interop/perftest_test.go.
+	for p in ib_write_lat ib_write_bw ib_send_lat ib_send_bw ib_read_lat ib_read_bw ib_atomic_lat ib_atomic_bw; do
 		copy_with_libs "$(command -v "$p")" "/usr/bin/$p"
 	done
 	# librxe and its driver file: libibverbs dlopens the provider.

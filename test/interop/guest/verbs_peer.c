@@ -19,7 +19,7 @@
  *     fadd RADDR RKEY ADD        8-byte FETCH_ADD, result in MR[0,8) -> WC, ORIG (RC)
  *     cas RADDR RKEY CMP SWAP    8-byte CMP_SWAP, result in MR[0,8)  -> WC, ORIG (RC)
  *     sum OFF LEN                -> SUM OFF LEN CRC (zlib crc32 of MR[OFF,OFF+LEN))
- *     dump OFF LEN               -> DUMP OFF LEN HEX (the bytes of MR[OFF,OFF+LEN), LEN <= 1000)
+ *     dump OFF LEN               -> DUMP OFF LEN HEX (the bytes of MR[OFF,OFF+LEN), LEN <= 4096)
  *     mr                         -> MR <addr> <rkey> <len>
  *     events                     -> EVENTS <cq_events> <acked> <sleeps> (see --events)
  *     quit
@@ -36,14 +36,18 @@
  * Every posted WR gets its own wr_id from one counter (1, 2, 3, ...), so a
  * command waits for its own completion and never mistakes an earlier one's.
  *
- * Number formats follow softnic rdma (see NUM_BASE / the printf formats
- * below; both are described in docs/howto-interop.md).
+ * Numbers follow softnic rdma (docs/howto-interop.md, docs/cli.md): the
+ * identifiers (RADDR, RKEY, QKEY, QPN, PSN, GID, wr_id, imm, addresses) are
+ * hex; LEN, SEED, N, OFF, ADD, COMPARE, SWAP and byte counts are decimal, as
+ * in rdma-core and perftest, in the commands, the replies (SUM, DUMP, MR,
+ * EVENTS) and the options alike. A 0x prefix makes a number hex in any
+ * field; a leading 0 is not octal (see parse_num).
  *
  * Receives: --recv-depth receive WQEs are posted at start, each covering
  * MR[recv_off, mr_size) (recv_off defaults to mr_size/2), and each one is
  * re-posted as soon as its completion has been reported. So after the peer
  * SENDs LEN bytes, `sum RECV_OFF LEN` here equals the sender's `sum 0 LEN`
- * (UD: the payload lands after the 40-byte GRH area, at RECV_OFF + 0x28).
+ * (UD: the payload lands after the 40-byte GRH area, at RECV_OFF + 40).
  *
  * Waiting for completions: by default a command polls its CQ and, when it is
  * empty, arms it and sleeps on the completion channel. With --events it
@@ -67,10 +71,10 @@
 #include <infiniband/verbs.h>
 #include <zlib.h>
 
-/* Base in which command arguments are parsed (addresses, keys, lengths,
- * seeds, offsets, counts): hex without a 0x prefix, the same convention as
- * the LOCAL/REMOTE/MR lines. A 0x prefix is accepted too. */
-#define NUM_BASE 16
+/* The two kinds of number field (parse_num): identifiers are hex, sizes,
+ * counts, offsets, seeds and atomic operands decimal. */
+#define NUM_HEX 1
+#define NUM_DEC 0
 
 /* A UD receive buffer starts with a 40-byte GRH area (IPv4 on rxe: 20 zero
  * bytes, then the IPv4 header of the packet). */
@@ -421,16 +425,53 @@ static int run_sq(struct ibv_send_wr *wr, const char *what)
 	}
 }
 
-static int parse_num(const char *s, uint64_t *v)
+/* Parse a whole number field: hex if hex is set or s starts with 0x (or
+ * 0X), else decimal. No sign, no blanks, no octal, nothing after the
+ * digits; an overflow of 64 bits is an error. Returns 0 on success. */
+static int parse_num(const char *s, int hex, uint64_t *v)
 {
-	char *end;
+	unsigned base = hex ? 16 : 10;
 	if (!s)
 		return -1;
-	errno = 0;
-	*v = strtoull(s, &end, NUM_BASE);
-	if (errno || end == s || *end)
+	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		s += 2;
+		base = 16;
+	}
+	if (!*s)
 		return -1;
+	uint64_t n = 0;
+	for (; *s; s++) {
+		unsigned d;
+		if (*s >= '0' && *s <= '9')
+			d = (unsigned)(*s - '0');
+		else if (*s >= 'a' && *s <= 'f')
+			d = (unsigned)(*s - 'a') + 10;
+		else if (*s >= 'A' && *s <= 'F')
+			d = (unsigned)(*s - 'A') + 10;
+		else
+			return -1;
+		if (d >= base || n > (UINT64_MAX - d) / base)
+			return -1;
+		n = n * base + d;
+	}
+	*v = n;
 	return 0;
+}
+
+/* An option's number (parse_num) that must not exceed max; a bad one is a
+ * usage error. */
+static uint64_t opt_num(const char *name, const char *arg, int hex, uint64_t max)
+{
+	uint64_t v;
+	if (parse_num(arg, hex, &v) || v > max) {
+		if (hex)
+			fprintf(stderr, "verbs_peer: --%s %s: want a hex number of at most %" PRIx64 "\n", name, arg, max);
+		else
+			fprintf(stderr, "verbs_peer: --%s %s: want a decimal number (or 0x hex) of at most %" PRIu64 "\n",
+				name, arg, max);
+		exit(2);
+	}
+	return v;
 }
 
 static void cmd_rdma(int write, char **a, int n)
@@ -438,13 +479,13 @@ static void cmd_rdma(int write, char **a, int n)
 	uint64_t raddr, rkey, len, seed = 0;
 	if (!supported(a[0], !write, 1))
 		return;
-	if (n != (write ? 5 : 4) || parse_num(a[1], &raddr) || parse_num(a[2], &rkey) ||
-	    parse_num(a[3], &len) || (write && parse_num(a[4], &seed))) {
+	if (n != (write ? 5 : 4) || parse_num(a[1], NUM_HEX, &raddr) || parse_num(a[2], NUM_HEX, &rkey) ||
+	    parse_num(a[3], NUM_DEC, &len) || (write && parse_num(a[4], NUM_DEC, &seed))) {
 		printf("ERR usage: %s\n", write ? "write RADDR RKEY LEN SEED" : "read RADDR RKEY LEN");
 		return;
 	}
 	if (len > opt.recv_off || rkey > UINT32_MAX) {
-		printf("ERR length 0x%" PRIx64 " beyond the send area 0x%zx\n", len, opt.recv_off);
+		printf("ERR length %" PRIu64 " beyond the send area %zu\n", len, opt.recv_off);
 		return;
 	}
 	if (write)
@@ -465,13 +506,13 @@ static void cmd_send(char **a, int n)
 {
 	uint64_t len, seed, qkey = peer_qkey;
 	int ud = opt.qp_type == IBV_QPT_UD;
-	if ((n != 3 && !(ud && n == 4)) || parse_num(a[1], &len) || parse_num(a[2], &seed) ||
-	    (n == 4 && (parse_num(a[3], &qkey) || qkey > UINT32_MAX))) {
+	if ((n != 3 && !(ud && n == 4)) || parse_num(a[1], NUM_DEC, &len) || parse_num(a[2], NUM_DEC, &seed) ||
+	    (n == 4 && (parse_num(a[3], NUM_HEX, &qkey) || qkey > UINT32_MAX))) {
 		printf("ERR usage: %s\n", ud ? "send LEN SEED [QKEY]" : "send LEN SEED");
 		return;
 	}
 	if (len > opt.recv_off) {
-		printf("ERR length 0x%" PRIx64 " beyond the send area 0x%zx\n", len, opt.recv_off);
+		printf("ERR length %" PRIu64 " beyond the send area %zu\n", len, opt.recv_off);
 		return;
 	}
 	fill_seed(buf, len, (uint32_t)seed);
@@ -502,8 +543,8 @@ static void cmd_atomic(int cas, char **a, int n)
 	uint64_t raddr, rkey, cmp_add, swap = 0;
 	if (!supported(a[0], 1, 1))
 		return;
-	if (n != (cas ? 5 : 4) || parse_num(a[1], &raddr) || parse_num(a[2], &rkey) ||
-	    parse_num(a[3], &cmp_add) || (cas && parse_num(a[4], &swap))) {
+	if (n != (cas ? 5 : 4) || parse_num(a[1], NUM_HEX, &raddr) || parse_num(a[2], NUM_HEX, &rkey) ||
+	    parse_num(a[3], NUM_DEC, &cmp_add) || (cas && parse_num(a[4], NUM_DEC, &swap))) {
 		printf("ERR usage: %s\n", cas ? "cas RADDR RKEY COMPARE SWAP" : "fadd RADDR RKEY ADD");
 		return;
 	}
@@ -512,7 +553,7 @@ static void cmd_atomic(int cas, char **a, int n)
 		return;
 	}
 	if (opt.recv_off < 8) {
-		printf("ERR the result buffer MR[0,8) overlaps the receive area 0x%zx\n", opt.recv_off);
+		printf("ERR the result buffer MR[0,8) overlaps the receive area at %zu\n", opt.recv_off);
 		return;
 	}
 	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey };
@@ -534,7 +575,7 @@ static void cmd_atomic(int cas, char **a, int n)
 static void cmd_recv(char **a, int n)
 {
 	uint64_t want;
-	if (n != 2 || parse_num(a[1], &want)) {
+	if (n != 2 || parse_num(a[1], NUM_DEC, &want)) {
 		printf("ERR usage: recv N\n");
 		return;
 	}
@@ -564,12 +605,12 @@ static void cmd_recv(char **a, int n)
 static void cmd_sum(char **a, int n)
 {
 	uint64_t off, len;
-	if (n != 3 || parse_num(a[1], &off) || parse_num(a[2], &len)) {
+	if (n != 3 || parse_num(a[1], NUM_DEC, &off) || parse_num(a[2], NUM_DEC, &len)) {
 		printf("ERR usage: sum OFF LEN\n");
 		return;
 	}
 	if (off > opt.mr_size || len > opt.mr_size - off) {
-		printf("ERR range beyond the MR (0x%zx bytes)\n", opt.mr_size);
+		printf("ERR range beyond the MR (%zu bytes)\n", opt.mr_size);
 		return;
 	}
 	uLong c = crc32(0L, Z_NULL, 0);
@@ -579,26 +620,26 @@ static void cmd_sum(char **a, int n)
 		c = crc32(c, buf + off + done, chunk);
 		done += chunk;
 	}
-	printf("SUM %" PRIx64 " %" PRIx64 " %08lx\n", off, len, c);
+	printf("SUM %" PRIu64 " %" PRIu64 " %08lx\n", off, len, c);
 }
 
 /* dump OFF LEN: the bytes of MR[OFF,OFF+LEN) in hex (a UD receive's GRH area). */
 static void cmd_dump(char **a, int n)
 {
 	uint64_t off, len;
-	if (n != 3 || parse_num(a[1], &off) || parse_num(a[2], &len)) {
+	if (n != 3 || parse_num(a[1], NUM_DEC, &off) || parse_num(a[2], NUM_DEC, &len)) {
 		printf("ERR usage: dump OFF LEN\n");
 		return;
 	}
-	if (len > 0x1000) {
-		printf("ERR dump of 0x%" PRIx64 " bytes: at most 0x1000\n", len);
+	if (len > 4096) {
+		printf("ERR dump of %" PRIu64 " bytes: at most 4096\n", len);
 		return;
 	}
 	if (off > opt.mr_size || len > opt.mr_size - off) {
-		printf("ERR range beyond the MR (0x%zx bytes)\n", opt.mr_size);
+		printf("ERR range beyond the MR (%zu bytes)\n", opt.mr_size);
 		return;
 	}
-	printf("DUMP %" PRIx64 " %" PRIx64 " ", off, len);
+	printf("DUMP %" PRIu64 " %" PRIu64 " ", off, len);
 	for (uint64_t i = 0; i < len; i++)
 		printf("%02x", buf[off + i]);
 	printf("%s\n", len ? "" : "-");
@@ -773,6 +814,7 @@ static void usage(void)
 		"  --port N            port (1)\n"
 		"  --gid-index N       local GID index (1: the RoCEv2 IPv4 GID)\n"
 		"  --mtu N             path MTU (1024)\n"
+		"  numbers: N decimal (or 0x hex), HEX hex (0x optional)\n"
 		"  --mr-size N         MR bytes (1048576)\n"
 		"  --recv-off N        offset of the receive area (mr-size/2)\n"
 		"  --recv-depth N      receives kept posted (16, at most 4096)\n"
@@ -817,17 +859,20 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "d:i:g:m:s:o:n:p:r:Q:P:t:c:R:w:eh", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd': opt.dev = optarg; break;
-		case 'i': opt.port = atoi(optarg); break;
-		case 'g': opt.gid_index = atoi(optarg); break;
-		case 'm': opt.mtu = atoi(optarg); break;
-		case 's': opt.mr_size = strtoull(optarg, NULL, 0); break;
-		case 'o': opt.recv_off = strtoull(optarg, NULL, 0); break;
-		case 'n': opt.recv_depth = atoi(optarg); break;
-		case 'p': opt.psn = (uint32_t)strtoul(optarg, NULL, 16) & 0xffffff; opt.have_psn = 1; break;
+		case 'i': opt.port = (int)opt_num("port", optarg, NUM_DEC, 255); break;
+		case 'g': opt.gid_index = (int)opt_num("gid-index", optarg, NUM_DEC, 255); break;
+		case 'm': opt.mtu = (int)opt_num("mtu", optarg, NUM_DEC, 4096); break;
+		case 's': opt.mr_size = (size_t)opt_num("mr-size", optarg, NUM_DEC, 1u << 30); break;
+		case 'o': opt.recv_off = (size_t)opt_num("recv-off", optarg, NUM_DEC, 1u << 30); break;
+		case 'n': opt.recv_depth = (int)opt_num("recv-depth", optarg, NUM_DEC, 4096); break;
+		case 'p':
+			opt.psn = (uint32_t)opt_num("psn", optarg, NUM_HEX, UINT32_MAX) & 0xffffff;
+			opt.have_psn = 1;
+			break;
 		case 'r': opt.remote_ip = optarg; break;
-		case 'Q': opt.remote_qpn = strtol(optarg, NULL, 16); break;
-		case 'P': opt.remote_psn = strtol(optarg, NULL, 16); break;
-		case 'T': opt.timeout = atoi(optarg); break;
+		case 'Q': opt.remote_qpn = (long)opt_num("remote-qpn", optarg, NUM_HEX, 0xffffff); break;
+		case 'P': opt.remote_psn = (long)opt_num("remote-psn", optarg, NUM_HEX, 0xffffff); break;
+		case 'T': opt.timeout = (int)opt_num("timeout", optarg, NUM_DEC, 31); break;
 		case 't':
 			if (!strcasecmp(optarg, "rc"))
 				opt.qp_type = IBV_QPT_RC;
@@ -838,12 +883,12 @@ int main(int argc, char **argv)
 			else
 				usage();
 			break;
-		case 'k': opt.qkey = (uint32_t)strtoul(optarg, NULL, 16); break;
-		case 'K': opt.remote_qkey = (long long)strtoul(optarg, NULL, 16) & 0xffffffffLL; break;
+		case 'k': opt.qkey = (uint32_t)opt_num("qkey", optarg, NUM_HEX, UINT32_MAX); break;
+		case 'K': opt.remote_qkey = (long long)opt_num("remote-qkey", optarg, NUM_HEX, UINT32_MAX); break;
 		case 'e': opt.events = 1; break;
-		case 'c': opt.retry_cnt = atoi(optarg); break;
-		case 'R': opt.rnr_retry = atoi(optarg); break;
-		case 'w': opt.wait_ms = atoi(optarg); break;
+		case 'c': opt.retry_cnt = (int)opt_num("retry-cnt", optarg, NUM_DEC, 7); break;
+		case 'R': opt.rnr_retry = (int)opt_num("rnr-retry", optarg, NUM_DEC, 7); break;
+		case 'w': opt.wait_ms = (int)opt_num("wait-ms", optarg, NUM_DEC, INT32_MAX); break;
 		default: usage();
 		}
 	}
@@ -852,7 +897,7 @@ int main(int argc, char **argv)
 	if (opt.recv_off == (size_t)-1)
 		opt.recv_off = opt.mr_size / 2;
 	if (opt.recv_off >= opt.mr_size)
-		die("--recv-off 0x%zx must lie inside the MR (0x%zx bytes)", opt.recv_off, opt.mr_size);
+		die("--recv-off %zu must lie inside the MR (%zu bytes)", opt.recv_off, opt.mr_size);
 	if (!opt.have_psn) {
 		FILE *r = fopen("/dev/urandom", "r");
 		if (!r || fread(&opt.psn, sizeof opt.psn, 1, r) != 1)
@@ -937,9 +982,9 @@ int main(int argc, char **argv)
 		else if (!strcmp(a[0], "dump"))
 			cmd_dump(a, n);
 		else if (!strcmp(a[0], "events"))
-			printf("EVENTS %" PRIx64 " %" PRIx64 " %" PRIx64 "\n", n_events, n_acked, n_sleeps);
+			printf("EVENTS %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", n_events, n_acked, n_sleeps);
 		else if (!strcmp(a[0], "mr"))
-			printf("MR %" PRIxPTR " %x %zx\n", (uintptr_t)buf, mr->rkey, opt.mr_size);
+			printf("MR %" PRIxPTR " %x %zu\n", (uintptr_t)buf, mr->rkey, opt.mr_size);
 		else if (!strcmp(a[0], "quit"))
 			break;
 		else

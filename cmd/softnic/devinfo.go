@@ -1,0 +1,244 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/softnic/softnic/profile"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/testbed"
+)
+
+func init() {
+	register("devinfo", "print the emulated devices' attributes, as ibv_devinfo does", runDevinfo)
+}
+
+const devinfoHelp = `usage: softnic devinfo [-v] [-d DEVICE] [-i PORT] [-l] [--profile NAME|FILE]
+
+Prints the emulated NICs of the default world (softnic0 and softnic1, back
+to back) in ibv_devinfo's shape: what QUERY_DEVICE, QUERY_PORT and the GID
+table report. The caps shown are the ones the device enforces (one source:
+the profile's caps). -v adds the device caps and the port's details.
+
+Flags:
+`
+
+func runDevinfo(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("devinfo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	verbose := fs.Bool("v", false, "print all the attributes (ibv_devinfo -v)")
+	fs.BoolVar(verbose, "verbose", false, "same as -v")
+	dev := fs.String("d", "", "only this device (softnic0, softnic1)")
+	fs.StringVar(dev, "ib-dev", "", "same as -d")
+	port := fs.Int("i", 0, "only this port (1)")
+	fs.IntVar(port, "ib-port", 0, "same as -i")
+	list := fs.Bool("l", false, "only list the device names")
+	fs.BoolVar(list, "list", false, "same as -l")
+	prof := fs.String("profile", "", "device profile: a name (see softnic profiles) or a JSON file (default "+profile.DefaultName+")")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, devinfoHelp)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "softnic devinfo: unexpected argument %q\n", pos[0])
+		return 2
+	}
+	p, err := profile.Load(*prof)
+	if err != nil {
+		fmt.Fprintln(stderr, "softnic devinfo:", err)
+		return 1
+	}
+	cfg := testbed.DefaultConfig()
+	cfg.Device, cfg.Wire = p.Device, p.Wire
+	w, err := testbed.New(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "softnic devinfo:", err)
+		return 1
+	}
+	defer w.Close()
+	if *list {
+		fmt.Fprintf(stdout, "%d HCAs found:\n", len(w.Hosts))
+		for _, h := range w.Hosts {
+			fmt.Fprintf(stdout, "\t%s\n", h.Ctx.Name())
+		}
+		return 0
+	}
+	found := false
+	for i, h := range w.Hosts {
+		if *dev != "" && h.Ctx.Name() != *dev {
+			continue
+		}
+		found = true
+		if i > 0 && *dev == "" {
+			fmt.Fprintln(stdout)
+		}
+		if err := printDevinfo(stdout, h.Ctx, p, *verbose, *port); err != nil {
+			fmt.Fprintln(stderr, "softnic devinfo:", err)
+			return 1
+		}
+	}
+	if !found {
+		fmt.Fprintf(stderr, "softnic devinfo: IB device '%s' wasn't found (have softnic0, softnic1)\n", *dev)
+		return 1
+	}
+	return 0
+}
+
+// ibSpeed maps a lane rate to ibv_devinfo's active_speed text and enum.
+func ibSpeed(laneGbps float64) string {
+	for _, s := range []struct {
+		g    float64
+		name string
+		enum int
+	}{{2.5, "2.5 Gbps", 1}, {5, "5.0 Gbps", 2}, {10, "10.0 Gbps", 4}, {14, "14.0 Gbps", 16}, {25, "25.0 Gbps", 32}, {50, "50.0 Gbps", 64}, {100, "100.0 Gbps", 128}} {
+		if laneGbps <= s.g+0.01 {
+			return fmt.Sprintf("%s (%d)", s.name, s.enum)
+		}
+	}
+	return "200.0 Gbps (256)"
+}
+
+// eui64 is the node GUID derived from the port MAC (EUI-64, as rxe does).
+func eui64(mac [6]byte) string {
+	return fmt.Sprintf("%02x%02x:%02xff:fe%02x:%02x%02x", mac[0]^0x02, mac[1], mac[2], mac[3], mac[4], mac[5])
+}
+
+func gidString(g [16]byte) string {
+	var b strings.Builder
+	for i := 0; i < 16; i += 2 {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		fmt.Fprintf(&b, "%02x%02x", g[i], g[i+1])
+	}
+	return b.String()
+}
+
+func mtuEnum(b int) int {
+	switch b {
+	case 256:
+		return 1
+	case 512:
+		return 2
+	case 1024:
+		return 3
+	case 2048:
+		return 4
+	case 4096:
+		return 5
+	}
+	return 0
+}
+
+func printDevinfo(w io.Writer, ctx *provider.Context, p profile.Profile, verbose bool, onlyPort int) error {
+	a := ctx.Attr()
+	guid := eui64(a.MAC)
+	fmt.Fprintf(w, "hca_id:\t%s\n", ctx.Name())
+	fmt.Fprintf(w, "\ttransport:\t\t\tInfiniBand (0)\n")
+	fmt.Fprintf(w, "\tfw_ver:\t\t\t\t%s\n", a.FWVersion)
+	fmt.Fprintf(w, "\tnode_guid:\t\t\t%s\n", guid)
+	fmt.Fprintf(w, "\tsys_image_guid:\t\t\t%s\n", guid)
+	fmt.Fprintf(w, "\tvendor_id:\t\t\t0x%04x\n", a.VendorID)
+	fmt.Fprintf(w, "\tvendor_part_id:\t\t\t%d\n", a.VendorPartID)
+	fmt.Fprintf(w, "\thw_ver:\t\t\t\t0x%x\n", a.HWVer)
+	fmt.Fprintf(w, "\tboard_id:\t\t\tSOFTNIC_%s\n", strings.ToUpper(strings.ReplaceAll(p.Name, "-", "_")))
+	fmt.Fprintf(w, "\tphys_port_cnt:\t\t\t1\n")
+	if verbose {
+		rows := []struct {
+			k string
+			v any
+		}{
+			{"max_mr_size", fmt.Sprintf("0x%x", a.MaxMRSize)},
+			{"page_size_cap", "0x1000"},
+			{"max_qp", a.MaxQP},
+			{"max_qp_wr", a.MaxQPWR},
+			{"device_cap_flags", "0x00001000\n\t\t\t\t\tRC_RNR_NAK_GEN"},
+			{"max_sge", a.MaxSGE},
+			{"max_sge_rd", a.MaxSGE},
+			{"max_cq", a.MaxCQ},
+			{"max_cqe", a.MaxCQE},
+			{"max_mr", a.MaxMR},
+			{"max_pd", a.MaxPD},
+			{"max_qp_rd_atom", a.MaxQPRdAtomic},
+			{"max_ee_rd_atom", 0},
+			{"max_res_rd_atom", a.MaxQPRdAtomic * a.MaxQP},
+			{"max_qp_init_rd_atom", a.MaxQPRdAtomic},
+			{"max_ee_init_rd_atom", 0},
+			{"atomic_cap", "ATOMIC_HCA (1)"},
+			{"max_ee", 0},
+			{"max_rdd", 0},
+			{"max_mw", 0},
+			{"max_raw_ipv6_qp", 0},
+			{"max_raw_ethy_qp", 0},
+			{"max_mcast_grp", 0},
+			{"max_mcast_qp_attach", 0},
+			{"max_total_mcast_qp_attach", 0},
+			{"max_ah", a.MaxQP},
+			{"max_srq", a.MaxQP},
+			{"max_srq_wr", a.MaxQPWR - 1},
+			{"max_srq_sge", a.MaxSGE},
+			{"max_pkeys", 1},
+			{"local_ca_ack_delay", 16},
+			{"max_inline_data", a.MaxInline},
+		}
+		for _, r := range rows {
+			tabs := "\t\t\t"
+			if n := len(r.k) + 1; n >= 24 {
+				tabs = "\t"
+			} else if n >= 16 {
+				tabs = "\t\t"
+			}
+			fmt.Fprintf(w, "\t%s:%s%v\n", r.k, tabs, r.v)
+		}
+	}
+	if onlyPort != 0 && onlyPort != 1 {
+		return fmt.Errorf("port %d: the device has port 1", onlyPort)
+	}
+	pa, err := ctx.QueryPort(1)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\t\tport:\t1\n")
+	fmt.Fprintf(w, "\t\t\tstate:\t\t\t%v (%d)\n", pa.State, pa.State)
+	fmt.Fprintf(w, "\t\t\tmax_mtu:\t\t%d (%d)\n", pa.MaxMTU, mtuEnum(pa.MaxMTU))
+	fmt.Fprintf(w, "\t\t\tactive_mtu:\t\t%d (%d)\n", pa.ActiveMTU, mtuEnum(pa.ActiveMTU))
+	fmt.Fprintf(w, "\t\t\tsm_lid:\t\t\t0\n")
+	fmt.Fprintf(w, "\t\t\tport_lid:\t\t0\n")
+	fmt.Fprintf(w, "\t\t\tport_lmc:\t\t0x00\n")
+	fmt.Fprintf(w, "\t\t\tlink_layer:\t\t%s\n", pa.LinkLayer)
+	if verbose {
+		phys := "LINK_UP (5)"
+		if pa.PhysState != 5 {
+			phys = "DISABLED (3)"
+		}
+		fmt.Fprintf(w, "\t\t\tmax_msg_sz:\t\t0x%x\n", pa.MaxMsgSize)
+		fmt.Fprintf(w, "\t\t\tport_cap_flags:\t\t0x04010000\n")
+		fmt.Fprintf(w, "\t\t\tport_cap_flags2:\t0x0000\n")
+		fmt.Fprintf(w, "\t\t\tmax_vl_num:\t\tinvalid value (0)\n")
+		fmt.Fprintf(w, "\t\t\tbad_pkey_cntr:\t\t0x0\n")
+		fmt.Fprintf(w, "\t\t\tqkey_viol_cntr:\t\t0x0\n")
+		fmt.Fprintf(w, "\t\t\tsm_sl:\t\t\t0\n")
+		fmt.Fprintf(w, "\t\t\tpkey_tbl_len:\t\t1\n")
+		fmt.Fprintf(w, "\t\t\tgid_tbl_len:\t\t%d\n", len(pa.GIDs))
+		fmt.Fprintf(w, "\t\t\tsubnet_timeout:\t\t0\n")
+		fmt.Fprintf(w, "\t\t\tinit_type_reply:\t0\n")
+		fmt.Fprintf(w, "\t\t\tactive_width:\t\t4X (2)\n")
+		fmt.Fprintf(w, "\t\t\tactive_speed:\t\t%s\n", ibSpeed(float64(p.Wire.Rate)/4e9))
+		fmt.Fprintf(w, "\t\t\tphys_state:\t\t%s\n", phys)
+		for _, g := range pa.GIDs {
+			fmt.Fprintf(w, "\t\t\tGID[%3d]:\t\t%s, %s\n", g.Index, gidString(g.GID), g.Type)
+		}
+	}
+	fmt.Fprintln(w)
+	return nil
+}

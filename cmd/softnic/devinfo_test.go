@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/softnic/softnic/profile"
+)
+
+// runCLI runs one softnic command line in process.
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func field(t *testing.T, out, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^\t+` + regexp.QuoteMeta(name) + `:\t+(.*)$`).FindStringSubmatch(out)
+	require.NotNil(t, m, "no %s line in\n%s", name, out)
+	return m[1]
+}
+
+func TestDevinfo(t *testing.T) {
+	out, _, code := runCLI(t, "devinfo")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "hca_id:\tsoftnic0\n")
+	require.Contains(t, out, "hca_id:\tsoftnic1\n")
+	require.Equal(t, "InfiniBand (0)", field(t, out, "transport"))
+	require.Equal(t, "16.35.1012", field(t, out, "fw_ver"))
+	require.Equal(t, "0x02c9", field(t, out, "vendor_id"))
+	require.Equal(t, "4119", field(t, out, "vendor_part_id"))
+	require.Equal(t, "PORT_ACTIVE (4)", field(t, out, "state"))
+	require.Equal(t, "4096 (5)", field(t, out, "active_mtu"))
+	require.Equal(t, "Ethernet", field(t, out, "link_layer"))
+	require.NotContains(t, out, "max_qp_wr", "caps only with -v")
+
+	// -v: the caps are the profile's caps, which the device enforces.
+	for _, name := range profile.Names() {
+		t.Run(name, func(t *testing.T) {
+			p, _ := profile.Get(name)
+			out, _, code := runCLI(t, "devinfo", "-v", "-d", "softnic1", "--profile", name)
+			require.Equal(t, 0, code)
+			require.NotContains(t, out, "softnic0")
+			c := p.Device.Caps
+			require.Equal(t, fmt.Sprint(c.MaxQP), field(t, out, "max_qp"))
+			require.Equal(t, fmt.Sprint(c.MaxQPWR), field(t, out, "max_qp_wr"))
+			require.Equal(t, fmt.Sprint(c.MaxSGE), field(t, out, "max_sge"))
+			require.Equal(t, fmt.Sprint(c.MaxCQ), field(t, out, "max_cq"))
+			require.Equal(t, fmt.Sprint(c.MaxCQE), field(t, out, "max_cqe"))
+			require.Equal(t, fmt.Sprintf("0x%x", c.MaxMsgSize), field(t, out, "max_mr_size"))
+			require.Equal(t, fmt.Sprint(c.MaxInline), field(t, out, "max_inline_data"))
+			require.Equal(t, fmt.Sprint(c.MaxRdAtom), field(t, out, "max_qp_rd_atom"))
+			require.Equal(t, "ATOMIC_HCA (1)", field(t, out, "atomic_cap"))
+			require.Equal(t, fmt.Sprint(c.VendorPartID), field(t, out, "vendor_part_id"))
+			require.Equal(t, "0000:0000:0000:0000:0000:ffff:c000:0202, RoCE v2", field(t, out, "GID[  0]"))
+			require.Equal(t, "1", field(t, out, "gid_tbl_len"))
+			speed := map[string]string{"cx5-gen3x16": "25.0 Gbps (32)", "cx6-gen4x16": "50.0 Gbps (64)", "cx7-gen5x16": "100.0 Gbps (128)", "pciebench-gen3x8": "14.0 Gbps (16)"}[name]
+			require.Equal(t, speed, field(t, out, "active_speed"))
+		})
+	}
+
+	out, _, code = runCLI(t, "devinfo", "-l")
+	require.Equal(t, 0, code)
+	require.Equal(t, "2 HCAs found:\n\tsoftnic0\n\tsoftnic1\n", out)
+	_, errOut, code := runCLI(t, "devinfo", "-d", "mlx5_9")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "IB device 'mlx5_9' wasn't found")
+	_, _, code = runCLI(t, "devinfo", "--help")
+	require.Equal(t, 0, code)
+	_, errOut, code = runCLI(t, "devinfo", "--profile", "nope")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "no such profile")
+}
+
+func TestStat(t *testing.T) {
+	out, _, code := runCLI(t, "stat", "--op", "write", "-n", "5", "--size", "4096", "--mtu", "1024")
+	require.Equal(t, 0, code)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2)
+	require.True(t, strings.HasPrefix(lines[0], "link softnic0/1 rx_write_requests 0 "), lines[0])
+	require.Contains(t, lines[0], " sent_pkts 20 ")
+	require.True(t, strings.HasPrefix(lines[1], "link softnic1/1 rx_write_requests 5 "), lines[1])
+	require.NotContains(t, out, "doorbells", "softnic's own counters only with --all")
+
+	// A lost WRITE packet shows where the Linux counters show it.
+	plan := writePlan(t, "drop.json", dropMiddle)
+	out, _, code = runCLI(t, "stat", "--op", "write", "-n", "2", "--size", "4096", "--faults", plan, "--json", "--all")
+	require.Equal(t, 0, code)
+	var links []struct {
+		Ifname   string            `json:"ifname"`
+		Counters map[string]uint64 `json:"counters"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &links))
+	require.Equal(t, "softnic0", links[0].Ifname)
+	require.Positive(t, links[0].Counters["packet_seq_err"]+links[0].Counters["local_ack_timeout_err"], "%v", links[0].Counters)
+	require.Positive(t, links[1].Counters["out_of_sequence"], "%v", links[1].Counters)
+	require.Positive(t, links[0].Counters["doorbells"]+links[0].Counters["blueflame_writes"], "--all adds softnic's counters")
+
+	for _, bad := range [][]string{{"--op", "cas"}, {"-n", "-1"}, {"extra"}} {
+		_, _, code := runCLI(t, append([]string{"stat"}, bad...)...)
+		require.NotEqual(t, 0, code, "%v", bad)
+	}
+	_, _, code = runCLI(t, "stat", "--help")
+	require.Equal(t, 0, code)
+}
+
+func TestProfilesCommand(t *testing.T) {
+	out, _, code := runCLI(t, "profiles")
+	require.Equal(t, 0, code)
+	for _, n := range profile.Names() {
+		require.Contains(t, out, n)
+	}
+	require.Contains(t, out, "113.70 Gb/s")
+	out, _, code = runCLI(t, "profiles", "cx7-gen5x16")
+	require.Equal(t, 0, code)
+	require.Regexp(t, `device.pcie.gen +5 +ConnectX-7`, out)
+	bad := writePlan(t, "bad.json", `{"pcie":{"lanes":0}}`)
+	_, errOut, code := runCLI(t, "profiles", bad)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "field device.pcie.lanes")
+	_, errOut, code = runCLI(t, "trace", "--profile", bad)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "field device.pcie.lanes", "no panic: a field error")
+}

@@ -1,0 +1,656 @@
+package main
+
+// The loops of perftest's tests as non-blocking state machines (actors).
+// perftest's loops block: they spin on a CQ or on the last byte of a
+// buffer. Here each blocking point is a state; an actor's step runs until
+// it would block and reports whether it got anywhere. A scheduler steps
+// every actor and, when none can move, lets the world advance: one engine
+// event in one process (so that each side sees a CQE or a byte at the
+// virtual time it appears), one pump of the real-time driver on a wire.
+//
+// The loops follow perftest's run_iter_lat_write, run_iter_lat_send,
+// run_iter_lat, run_iter_bw and run_iter_bw_server (perftest.md): the same
+// order of polls and posts, the same signalling rule, the same timestamps.
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/provider"
+)
+
+// perfEP is one side's QP and buffers as the loops use them.
+type perfEP struct {
+	qp       *provider.QP
+	scq, rcq *provider.CQ
+	mr       *provider.MR
+	buf      []byte // the registered buffer, from mr.Addr
+	sendOff  uint64 // where messages are sent (written, read into) from
+	recvOff  uint64 // where the peer's messages land
+	remAddr  uint64 // the peer's receive area
+	remKey   uint32
+	ah       *provider.AH // UD
+	remQPN   uint32
+	remQKey  uint32
+	ud       bool
+	maxInl   int
+	atomicOp provider.WROpcode
+}
+
+// perfClock is the time of the run in ps: virtual time in one process,
+// the wall clock on a real wire.
+type perfClock interface {
+	now() int64
+	// beforePost brings the clock up to date before an MMIO (the real-time
+	// driver stamps the post with the wall clock).
+	beforePost()
+}
+
+// cqReady reports whether cq's next CQE belongs to software, without
+// polling (an empty provider Poll would drive the device on its own).
+func cqReady(cq *provider.CQ) bool {
+	ci := cq.ConsumerIndex()
+	return mlx5.CQEOwnedBySW(mlx5.CQE64(cq.CQE(ci)), ci, uint32(cq.Size()))
+}
+
+// pollOne takes one completion from a CQ that cqReady said has one.
+func pollOne(cq *provider.CQ, what string) (provider.WC, error) {
+	var wc [1]provider.WC
+	n, err := cq.Poll(wc[:])
+	if err != nil {
+		return wc[0], err
+	}
+	if n == 0 {
+		return wc[0], fmt.Errorf("%s: the CQE went away", what)
+	}
+	if wc[0].Status != provider.WCSuccess {
+		return wc[0], fmt.Errorf("%s: completion with error %v (wr_id %d, vendor syndrome %#x)", what, wc[0].Status, wc[0].WRID, wc[0].VendorErr)
+	}
+	return wc[0], nil
+}
+
+// perfActor is one side's loop.
+type perfActor interface {
+	step() (bool, error)
+	done() bool
+	// progress is the share of the work done, 0..1, for the progress bar.
+	progress() float64
+	// state names what the actor waits for (for a stuck run's error).
+	state() string
+}
+
+// sendWR builds the WR of a message of size bytes.
+func (e *perfEP) sendWR(op provider.WROpcode, size int, signaled bool, wrid uint64, remOff uint64) provider.SendWR {
+	wr := provider.SendWR{WRID: wrid, Opcode: op, SGL: []provider.SGE{e.mr.SGE(e.sendOff, uint32(size))},
+		RemoteAddr: e.remAddr + remOff, RKey: e.remKey}
+	if signaled {
+		wr.Flags |= provider.SendSignaled
+	}
+	if (op == provider.WRSend || op == provider.WRRDMAWrite) && size <= e.maxInl {
+		wr.Flags |= provider.SendInline
+	}
+	if op == provider.WRRDMARead {
+		wr.SGL = []provider.SGE{e.mr.SGE(e.recvOff, uint32(size))}
+	}
+	if op == provider.WRAtomicFetchAdd || op == provider.WRAtomicCmpSwp {
+		wr.CompareAdd, wr.Swap = 1, 1
+		wr.SGL = []provider.SGE{e.mr.SGE(e.recvOff, 8)}
+	}
+	if e.ud {
+		wr.RemoteAddr, wr.RKey = 0, 0
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = e.ah, e.remQPN, e.remQKey
+	}
+	return wr
+}
+
+// recvWR is a receive of one message (UD: with room for the GRH).
+func (e *perfEP) recvWR(size int, wrid uint64) provider.RecvWR {
+	if e.ud {
+		size += grhArea
+	}
+	return provider.RecvWR{WRID: wrid, SGL: []provider.SGE{e.mr.SGE(e.recvOff, uint32(size))}}
+}
+
+func (e *perfEP) postRecvs(size, n int) error {
+	for i := 0; i < n; i++ {
+		if _, err := e.qp.PostRecv([]provider.RecvWR{e.recvWR(size, 0)}); err != nil {
+			return fmt.Errorf("couldn't post receive %d of %d: %w", i+1, n, err)
+		}
+	}
+	return nil
+}
+
+// --- write_lat --------------------------------------------------------------
+
+// writeLat is run_iter_lat_write: each side RDMA-WRITEs a message whose
+// last byte is the iteration count (mod 256) into the peer's buffer and
+// spins on the last byte of its own until the peer's count arrives. The
+// server posts first.
+type writeLat struct {
+	ep     *perfEP
+	clk    perfClock
+	server bool
+	iters  int
+	size   int
+	// deadline ends a timed run (ps, 0: none): no post after it.
+	deadline int64
+
+	scnt, rcnt, ccnt int
+	phase            int
+	posted           []int64
+	verify           bool
+	verifyErr        error
+}
+
+const (
+	phTop = iota
+	phWaitData
+	phPost
+	phWaitSendCQE
+)
+
+func (a *writeLat) done() bool {
+	return a.phase == phTop && a.scnt >= a.iters && a.ccnt >= a.iters && a.rcnt >= a.iters
+}
+
+func (a *writeLat) progress() float64 { return float64(a.ccnt) / float64(max(a.iters, 1)) }
+
+func (a *writeLat) state() string {
+	return fmt.Sprintf("write_lat %s: %d posted, %d completed, %d of the peer's writes seen (phase %d)", sideName(a.server), a.scnt, a.ccnt, a.rcnt, a.phase)
+}
+
+func sideName(server bool) string {
+	if server {
+		return "server"
+	}
+	return "client"
+}
+
+func (a *writeLat) step() (bool, error) {
+	moved := false
+	for {
+		switch a.phase {
+		case phTop:
+			if a.done() {
+				return moved, nil
+			}
+			if a.deadline > 0 && a.clk.now() >= a.deadline && a.scnt == a.ccnt && a.scnt == a.rcnt+boolInt(a.server) {
+				a.iters = a.scnt
+				a.rcnt, a.ccnt = a.iters, a.iters
+				return true, nil
+			}
+			if a.rcnt < a.iters && !(a.scnt < 1 && a.server) {
+				a.rcnt++
+				a.phase = phWaitData
+			} else {
+				a.phase = phPost
+			}
+			moved = true
+		case phWaitData:
+			last := a.ep.recvOff + uint64(a.size) - 1
+			if a.ep.buf[last] != byte(a.rcnt) {
+				return moved, a.verifyErr
+			}
+			if a.verify {
+				for i, b := range a.ep.buf[a.ep.recvOff:last] {
+					if b != byte(a.rcnt) {
+						a.verifyErr = fmt.Errorf("write_lat %s: iteration %d: the last byte arrived before byte %d of %d (%#x, want %#x): the device did not write the last byte last",
+							sideName(a.server), a.rcnt, i, a.size, b, byte(a.rcnt))
+						return moved, a.verifyErr
+					}
+				}
+			}
+			a.phase = phPost
+			moved = true
+		case phPost:
+			if a.scnt < a.iters {
+				a.clk.beforePost()
+				a.posted = append(a.posted, a.clk.now())
+				a.scnt++
+				send := a.ep.buf[a.ep.sendOff : a.ep.sendOff+uint64(a.size)]
+				if a.verify {
+					for i := range send {
+						send[i] = byte(a.scnt)
+					}
+				}
+				send[a.size-1] = byte(a.scnt)
+				if _, err := a.ep.qp.PostSend([]provider.SendWR{a.ep.sendWR(provider.WRRDMAWrite, a.size, true, uint64(a.scnt), 0)}); err != nil {
+					return moved, fmt.Errorf("couldn't post send: scnt=%d: %w", a.scnt, err)
+				}
+			}
+			a.phase = phWaitSendCQE
+			moved = true
+		case phWaitSendCQE:
+			if a.ccnt < a.iters {
+				if !cqReady(a.ep.scq) {
+					return moved, nil
+				}
+				if _, err := pollOne(a.ep.scq, "write_lat send CQ"); err != nil {
+					return moved, err
+				}
+				a.ccnt++
+			}
+			a.phase = phTop
+			moved = true
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// --- send_lat ---------------------------------------------------------------
+
+// sendLat is run_iter_lat_send: SEND/RECV ping-pong, the client sends
+// first; a receive is re-posted while more messages are to come; a send
+// is signalled every --cq-mod (1 in latency tests) and waited for.
+type sendLat struct {
+	ep       *perfEP
+	clk      perfClock
+	server   bool
+	iters    int
+	size     int
+	rxDepth  int
+	cqMod    int
+	deadline int64
+
+	scnt, rcnt int
+	phase      int
+	posted     []int64
+}
+
+func (a *sendLat) done() bool {
+	return a.phase == phTop && a.scnt >= a.iters && a.rcnt >= a.iters
+}
+
+func (a *sendLat) progress() float64 { return float64(a.scnt) / float64(max(a.iters, 1)) }
+
+func (a *sendLat) state() string {
+	return fmt.Sprintf("send_lat %s: %d sent, %d received (phase %d)", sideName(a.server), a.scnt, a.rcnt, a.phase)
+}
+
+func (a *sendLat) step() (bool, error) {
+	moved := false
+	for {
+		switch a.phase {
+		case phTop:
+			if a.done() {
+				return moved, nil
+			}
+			if a.deadline > 0 && !a.server && a.clk.now() >= a.deadline && a.rcnt == a.scnt {
+				a.iters = a.scnt
+				return true, nil
+			}
+			if a.rcnt < a.iters && !(a.scnt < 1 && !a.server) {
+				a.phase = phWaitData
+			} else {
+				a.phase = phPost
+			}
+			moved = true
+		case phWaitData:
+			if !cqReady(a.ep.rcq) {
+				return moved, nil
+			}
+			if _, err := pollOne(a.ep.rcq, "send_lat receive CQ"); err != nil {
+				return moved, err
+			}
+			a.rcnt++
+			if a.deadline > 0 || a.rcnt+a.rxDepth <= a.iters {
+				if _, err := a.ep.qp.PostRecv([]provider.RecvWR{a.ep.recvWR(a.size, 0)}); err != nil {
+					return moved, fmt.Errorf("couldn't post recv: rcnt=%d: %w", a.rcnt, err)
+				}
+			}
+			a.phase = phPost
+			moved = true
+		case phPost:
+			if a.scnt < a.iters {
+				a.clk.beforePost()
+				a.posted = append(a.posted, a.clk.now())
+				a.scnt++
+				sig := a.scnt%a.cqMod == 0 || (a.deadline == 0 && a.scnt == a.iters)
+				if _, err := a.ep.qp.PostSend([]provider.SendWR{a.ep.sendWR(provider.WRSend, a.size, sig, uint64(a.scnt), 0)}); err != nil {
+					return moved, fmt.Errorf("couldn't post send: scnt=%d: %w", a.scnt, err)
+				}
+				if sig {
+					a.phase = phWaitSendCQE
+					moved = true
+					continue
+				}
+			}
+			a.phase = phTop
+			moved = true
+		case phWaitSendCQE:
+			if !cqReady(a.ep.scq) {
+				return moved, nil
+			}
+			if _, err := pollOne(a.ep.scq, "send_lat send CQ"); err != nil {
+				return moved, err
+			}
+			a.phase = phTop
+			moved = true
+		}
+	}
+}
+
+// --- read_lat, atomic_lat -----------------------------------------------------
+
+// reqLat is run_iter_lat: the client posts one READ (or atomic) and waits
+// for its completion, again and again; the server idles.
+type reqLat struct {
+	ep       *perfEP
+	clk      perfClock
+	op       provider.WROpcode
+	iters    int
+	size     int
+	deadline int64
+
+	scnt    int
+	waiting bool
+	posted  []int64
+}
+
+func (a *reqLat) done() bool { return !a.waiting && a.scnt >= a.iters }
+
+func (a *reqLat) progress() float64 { return float64(a.scnt) / float64(max(a.iters, 1)) }
+
+func (a *reqLat) state() string {
+	return fmt.Sprintf("%s client: %d posted, waiting for a completion: %v", opName(a.op), a.scnt, a.waiting)
+}
+
+func opName(op provider.WROpcode) string {
+	switch op {
+	case provider.WRRDMARead:
+		return "read_lat"
+	case provider.WRAtomicFetchAdd, provider.WRAtomicCmpSwp:
+		return "atomic_lat"
+	}
+	return "lat"
+}
+
+func (a *reqLat) step() (bool, error) {
+	moved := false
+	for {
+		if a.waiting {
+			if !cqReady(a.ep.scq) {
+				return moved, nil
+			}
+			if _, err := pollOne(a.ep.scq, opName(a.op)+" send CQ"); err != nil {
+				return moved, err
+			}
+			a.waiting = false
+			moved = true
+		}
+		if a.deadline > 0 && a.clk.now() >= a.deadline {
+			a.iters = a.scnt
+		}
+		if a.scnt >= a.iters {
+			return moved, nil
+		}
+		a.clk.beforePost()
+		a.posted = append(a.posted, a.clk.now())
+		a.scnt++
+		if _, err := a.ep.qp.PostSend([]provider.SendWR{a.ep.sendWR(a.op, a.size, true, uint64(a.scnt), 0)}); err != nil {
+			return moved, fmt.Errorf("couldn't post send: scnt=%d: %w", a.scnt, err)
+		}
+		a.waiting = true
+		moved = true
+	}
+}
+
+// --- bandwidth ----------------------------------------------------------------
+
+// bwClient is run_iter_bw: per QP, post while fewer than TX depth are
+// outstanding, --post_list WRs per call; WR j of a QP is signalled when
+// j % cq_mod == cq_mod-1 or it is the last, and its CQE stands for cq_mod
+// completions. posted[k] is the time of the post call that started with
+// the k-th WR overall, completed[k] the time the CQE that took the count
+// past k arrived.
+type bwClient struct {
+	eps      []*perfEP
+	clk      perfClock
+	op       provider.WROpcode
+	iters    int // per QP
+	size     int
+	txDepth  int
+	postList int
+	cqMod    int
+	deadline int64
+
+	scnt, ccnt        []int
+	totscnt, totccnt  int
+	posted, completed []int64
+	wrs               []provider.SendWR
+	stopped           bool // a timed run's deadline passed
+	wcs               []provider.WC
+}
+
+func newBWClient(eps []*perfEP, clk perfClock, op provider.WROpcode, iters, size, txDepth, postList, cqMod int, deadline int64) *bwClient {
+	a := &bwClient{eps: eps, clk: clk, op: op, iters: iters, size: size, txDepth: txDepth, postList: postList, cqMod: cqMod,
+		deadline: deadline, scnt: make([]int, len(eps)), ccnt: make([]int, len(eps)), wrs: make([]provider.SendWR, postList),
+		wcs: make([]provider.WC, 16)}
+	if deadline == 0 {
+		a.posted = make([]int64, iters*len(eps))
+		a.completed = make([]int64, iters*len(eps))
+	}
+	return a
+}
+
+func (a *bwClient) total() int { return a.iters * len(a.eps) }
+
+func (a *bwClient) done() bool {
+	if a.stopped {
+		return true
+	}
+	return a.totscnt >= a.total() && a.totccnt >= a.total()
+}
+
+func (a *bwClient) progress() float64 { return float64(a.totccnt) / float64(max(a.total(), 1)) }
+
+func (a *bwClient) state() string {
+	return fmt.Sprintf("bw client: %d of %d posted, %d completed", a.totscnt, a.total(), a.totccnt)
+}
+
+func (a *bwClient) signaled(j int) bool {
+	if a.postList > 1 {
+		return (j+1)%a.postList == 0
+	}
+	return j%a.cqMod == a.cqMod-1 || (a.deadline == 0 && j == a.iters-1)
+}
+
+func (a *bwClient) step() (bool, error) {
+	moved := false
+	if a.deadline > 0 && a.clk.now() >= a.deadline {
+		a.stopped = true
+		return true, nil
+	}
+	for i, e := range a.eps {
+		for (a.deadline > 0 || a.scnt[i] < a.iters) && a.scnt[i]-a.ccnt[i]+a.postList <= a.txDepth {
+			for k := range a.wrs {
+				j := a.scnt[i] + k
+				a.wrs[k] = e.sendWR(a.op, a.size, a.signaled(j), uint64(i), 0)
+				if a.op == provider.WRSend || a.op == provider.WRRDMAWrite {
+					// perftest cycles the remote address; one area suffices here.
+					a.wrs[k].RemoteAddr = e.remAddr
+				}
+				if e.ud {
+					a.wrs[k].RemoteAddr = 0
+				}
+			}
+			a.clk.beforePost()
+			t := a.clk.now()
+			if a.deadline == 0 {
+				a.posted[a.totscnt] = t
+			} else if a.totscnt == 0 {
+				a.posted = append(a.posted, t)
+			}
+			if _, err := e.qp.PostSend(a.wrs); err != nil {
+				return moved, fmt.Errorf("couldn't post send: qp %d scnt=%d: %w", i, a.scnt[i], err)
+			}
+			a.scnt[i] += a.postList
+			a.totscnt += a.postList
+			moved = true
+		}
+	}
+	if a.deadline == 0 && a.totccnt >= a.total() {
+		return moved, nil
+	}
+	for i, e := range a.eps {
+		for cqReady(e.scq) {
+			n, err := e.scq.Poll(a.wcs)
+			if err != nil {
+				return moved, err
+			}
+			for _, wc := range a.wcs[:n] {
+				if wc.Status != provider.WCSuccess {
+					return true, fmt.Errorf("bw: completion with error %v on QP %d after %d of %d posted, %d completed", wc.Status, i, a.totscnt, a.total(), a.totccnt)
+				}
+				q := int(wc.WRID)
+				if q < 0 || q >= len(a.eps) {
+					return true, fmt.Errorf("bw: completion for unknown wr_id %d", wc.WRID)
+				}
+				a.ccnt[q] += a.cqMod
+				a.totccnt += a.cqMod
+				t := a.clk.now()
+				switch {
+				case a.deadline > 0:
+					a.completed = append(a.completed[:0], t)
+				case a.totccnt > a.total():
+					a.completed[a.total()-1] = t
+				default:
+					a.completed[a.totccnt-1] = t
+				}
+			}
+			moved = true
+		}
+	}
+	return moved, nil
+}
+
+// stats is the client's bandwidth row.
+func (a *bwClient) stats(gbits, noPeak bool) bwStats {
+	if a.deadline > 0 {
+		var span int64
+		if len(a.completed) > 0 && len(a.posted) > 0 {
+			span = a.completed[0] - a.posted[0]
+		}
+		return bwFromSpan(min(a.totccnt, a.totscnt), span, a.size, gbits)
+	}
+	return computeBW(a.posted, a.completed, a.size, a.postList, a.cqMod, gbits, noPeak)
+}
+
+// bwServer is run_iter_bw_server (send_bw's receiver): receives posted
+// ahead, each re-posted while more messages are to come; it times the
+// first and the last receive.
+type bwServer struct {
+	eps     []*perfEP
+	clk     perfClock
+	iters   int // per QP
+	size    int
+	posted  []int // receives posted per QP
+	rcnt    int
+	first   int64
+	last    int64
+	endless bool // a timed run: runs until the client is done
+	wcs     []provider.WC
+}
+
+func newBWServer(eps []*perfEP, clk perfClock, iters, size, rxDepth int, endless bool) (*bwServer, error) {
+	a := &bwServer{eps: eps, clk: clk, iters: iters, size: size, posted: make([]int, len(eps)), endless: endless, wcs: make([]provider.WC, 16)}
+	for i, e := range eps {
+		if err := e.postRecvs(size, rxDepth); err != nil {
+			return nil, err
+		}
+		a.posted[i] = rxDepth
+	}
+	return a, nil
+}
+
+func (a *bwServer) done() bool { return !a.endless && a.rcnt >= a.iters*len(a.eps) }
+
+func (a *bwServer) progress() float64 { return float64(a.rcnt) / float64(max(a.iters*len(a.eps), 1)) }
+
+func (a *bwServer) state() string {
+	return fmt.Sprintf("send_bw server: %d of %d received", a.rcnt, a.iters*len(a.eps))
+}
+
+func (a *bwServer) step() (bool, error) {
+	moved := false
+	for i, e := range a.eps {
+		for cqReady(e.rcq) {
+			n, err := e.rcq.Poll(a.wcs)
+			if err != nil {
+				return moved, err
+			}
+			for _, wc := range a.wcs[:n] {
+				if wc.Status != provider.WCSuccess {
+					return true, fmt.Errorf("send_bw server: receive completion with error %v after %d", wc.Status, a.rcnt)
+				}
+				if a.rcnt == 0 {
+					a.first = a.clk.now()
+				}
+				a.rcnt++
+				a.last = a.clk.now()
+				if a.endless || a.posted[i] < a.iters {
+					if _, err := e.qp.PostRecv([]provider.RecvWR{e.recvWR(a.size, 0)}); err != nil {
+						return true, fmt.Errorf("couldn't post recv: rcnt=%d: %w", a.rcnt, err)
+					}
+					a.posted[i]++
+				}
+			}
+			moved = true
+		}
+	}
+	return moved, nil
+}
+
+// errStuck is wrapped when no side can move and the world has nothing
+// left to do.
+var errStuck = errors.New("the run is stuck")
+
+// runActors steps the actors until every one in must is done. advance lets
+// the world move on when no actor could; it fails when it cannot (an idle
+// simulation, a timeout). tick is called after every round (the progress
+// bar).
+func runActors(actors []perfActor, must []perfActor, advance func() error, tick func()) error {
+	for {
+		all := true
+		for _, a := range must {
+			if !a.done() {
+				all = false
+				break
+			}
+		}
+		if all {
+			return nil
+		}
+		moved := false
+		for _, a := range actors {
+			if a.done() {
+				continue
+			}
+			m, err := a.step()
+			if err != nil {
+				return err
+			}
+			moved = moved || m
+		}
+		if tick != nil {
+			tick()
+		}
+		if moved {
+			continue
+		}
+		if err := advance(); err != nil {
+			var st []string
+			for _, a := range actors {
+				st = append(st, a.state())
+			}
+			return fmt.Errorf("%w (%v)", err, st)
+		}
+	}
+}

@@ -1,0 +1,304 @@
+package main
+
+// Mode 1 of `softnic perf`: both sides in one process, two emulated NICs
+// back to back (testbed), virtual time. Nothing here reads the wall clock
+// for a figure: the tables are the model's and the same on every run with
+// the same profile, workload and fault plan. (The progress bar looks at the
+// wall clock only to decide whether to show itself.)
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/softnic/softnic/profile"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/testbed"
+)
+
+// simClock is the engine's virtual time.
+type simClock struct{ eng *sim.Engine }
+
+func (c simClock) now() int64  { return int64(c.eng.Now()) }
+func (c simClock) beforePost() {}
+
+// perfArea is the size of each of a buffer's two areas (send, receive) for
+// messages up to maxSize: page-aligned, with room for a UD GRH.
+func perfArea(maxSize int) int { return roundUp(max(maxSize+grhArea, 64), 4096) }
+
+func perfSim(o perfOpts, stdout, stderr io.Writer) error {
+	prof, err := profile.Load(o.profile)
+	if err != nil {
+		return err
+	}
+	spec := prof.Device
+	cfg := testbed.DefaultConfig()
+	cfg.Device, cfg.Wire = spec, prof.Wire
+	if cfg.Faults, err = loadFaults(o.faults); err != nil {
+		return err
+	}
+	active := spec.Caps.ActiveMTU
+	if active == 0 {
+		active = 4096
+	}
+	mtu := o.mtuBytes(active)
+	if o.conn == "UD" && o.size > mtu && !o.all {
+		return fmt.Errorf("-s %d: a UD message is at most the MTU (%d)", o.size, mtu)
+	}
+	sizes := o.sizes()
+	if o.conn == "UD" && o.all {
+		sizes = sizes[:0]
+		for s := 2; s <= mtu; s *= 2 {
+			sizes = append(sizes, s)
+		}
+	}
+	area := perfArea(sizes[len(sizes)-1])
+	bufSize := 2 * area
+	cfg.MemSize = max(cfg.MemSize, o.qps*bufSize+(16<<20))
+	w, err := testbed.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+
+	typ := map[string]provider.QPType{"RC": provider.QPTypeRC, "UC": provider.QPTypeUC, "UD": provider.QPTypeUD}[o.conn]
+	sq := max(o.txDepth, o.postList)
+	rq := 64
+	if o.test.verb == verbSend {
+		rq = o.rxDepth
+	}
+	pair := make([][2]*perfEP, o.qps)
+	for q := range pair {
+		eps, err := w.ConnectRC(testbed.ConnOpts{MTU: mtu, BufSize: bufSize, SQDepth: sq, RQDepth: rq, CQDepth: sq + rq + 16,
+			MaxInline: o.inline, Type: typ, Timeout: o.qpTimeout,
+			Access: provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic})
+		if err != nil {
+			return fmt.Errorf("couldn't create and connect QP %d: %w", q, err)
+		}
+		for i, e := range eps {
+			peer := eps[1-i]
+			pair[q][i] = &perfEP{qp: e.QP, scq: e.SendCQ, rcq: e.RecvCQ, mr: e.MR, buf: e.Buf.Bytes,
+				sendOff: 0, recvOff: uint64(area), remAddr: peer.MR.Addr + uint64(area), remKey: peer.MR.RKey,
+				ah: e.AH, remQPN: peer.QP.QPN(), remQKey: peer.QKey, ud: typ == provider.QPTypeUD, maxInl: o.inline,
+				atomicOp: atomicOpcode(o.atomic)}
+		}
+	}
+	w.Settle(0)
+
+	hdr := newPerfHeader(&o, mtu, profileLabel(prof), "virtual time (the model's figures, deterministic)", "both")
+	hdr.TXDepth = o.txDepth
+	if o.test.verb == verbSend {
+		hdr.RXDepth = o.rxDepth
+	}
+	for q := range pair {
+		for i, list := range []*[]perfAddr{&hdr.Local, &hdr.Remote} {
+			e := pair[q][i]
+			*list = append(*list, perfAddr{QPN: e.qp.QPN(), PSN: [2]uint32{0x1000, 0x2000}[i], RKey: e.mr.RKey,
+				VAddr: e.mr.Addr + uint64(area), OutReads: uint32(hdr.OutReads), GID: w.Hosts[i].Dev.GID()})
+		}
+	}
+	pr := &perfPrinter{w: stdout, o: &o}
+	pr.header(hdr)
+
+	clk := simClock{w.Eng}
+	bar := newProgressBar(stderr, o.noProgress)
+	defer bar.clear()
+	budget := sim.Duration(o.timeout.Nanoseconds()) * sim.Nanosecond
+	for _, size := range sizes {
+		start := w.Eng.Now()
+		limit := start.Add(budget)
+		var deadline int64
+		if o.duration > 0 {
+			deadline = int64(start.Add(sim.Duration(o.duration) * sim.Second))
+			limit = start.Add(sim.Duration(o.duration)*sim.Second + budget)
+		}
+		advance := func() error {
+			if w.Eng.Now() > limit {
+				return fmt.Errorf("%w: the %v virtual-time budget (--timeout) ran out", errStuck, o.timeout)
+			}
+			if w.Eng.Step() {
+				return nil
+			}
+			moved := false
+			for _, h := range w.Hosts {
+				moved = h.Dev.Progress() || moved
+			}
+			if !moved {
+				return fmt.Errorf("%w: the simulation is idle and no side can move", errStuck)
+			}
+			return nil
+		}
+		if err := perfSimSize(&o, pair, clk, size, deadline, advance, bar, pr); err != nil {
+			return fmt.Errorf("%s, %d bytes: %w", o.test.name, size, err)
+		}
+		w.Settle(1 << 20)
+	}
+	if o.json {
+		pr.res.Counters = worldCounters(w)
+	}
+	bar.clear()
+	return pr.end()
+}
+
+func atomicOpcode(name string) provider.WROpcode {
+	if name == "CMP_AND_SWAP" {
+		return provider.WRAtomicCmpSwp
+	}
+	return provider.WRAtomicFetchAdd
+}
+
+// perfOpcode is the WR opcode of a test.
+func perfOpcode(t perfTest, atomic provider.WROpcode) provider.WROpcode {
+	switch t.verb {
+	case verbSend:
+		return provider.WRSend
+	case verbWrite:
+		return provider.WRRDMAWrite
+	case verbRead:
+		return provider.WRRDMARead
+	}
+	return atomic
+}
+
+// perfSimSize runs one message size with both sides' actors and prints
+// its row.
+func perfSimSize(o *perfOpts, pair [][2]*perfEP, clk perfClock, size int, deadline int64, advance func() error, bar *progressBar, pr *perfPrinter) error {
+	t := o.test
+	iters := o.iters
+	if deadline > 0 {
+		iters = 1 << 30
+	}
+	cli, srv := pair[0][0], pair[0][1]
+	op := perfOpcode(t, cli.atomicOp)
+	var actors, must []perfActor
+	var lat func() []int64
+	switch {
+	case !t.bw && t.verb == verbWrite:
+		for _, e := range pair[0] {
+			clear(e.buf)
+		}
+		c := &writeLat{ep: cli, clk: clk, iters: iters, size: size, deadline: deadline, verify: o.verifyLastByte}
+		s := &writeLat{ep: srv, clk: clk, server: true, iters: iters, size: size, verify: o.verifyLastByte}
+		actors, must, lat = []perfActor{s, c}, []perfActor{c, s}, func() []int64 { return c.posted }
+		if deadline > 0 {
+			must = []perfActor{c}
+		}
+	case !t.bw && t.verb == verbSend:
+		for _, e := range pair[0] {
+			if err := e.postRecvs(size, o.rxDepth); err != nil {
+				return err
+			}
+		}
+		c := &sendLat{ep: cli, clk: clk, iters: iters, size: size, rxDepth: o.rxDepth, cqMod: o.cqMod, deadline: deadline}
+		s := &sendLat{ep: srv, clk: clk, server: true, iters: iters, size: size, rxDepth: o.rxDepth, cqMod: o.cqMod, deadline: deadline}
+		actors, must, lat = []perfActor{s, c}, []perfActor{c, s}, func() []int64 { return c.posted }
+		if deadline > 0 {
+			must = []perfActor{c}
+		}
+	case !t.bw:
+		c := &reqLat{ep: cli, clk: clk, op: op, iters: iters, size: size, deadline: deadline}
+		actors, must, lat = []perfActor{c}, []perfActor{c}, func() []int64 { return c.posted }
+	default:
+		eps := make([]*perfEP, len(pair))
+		seps := make([]*perfEP, len(pair))
+		for q := range pair {
+			eps[q], seps[q] = pair[q][0], pair[q][1]
+		}
+		c := newBWClient(eps, clk, op, iters, size, o.txDepth, o.postList, o.cqMod, deadline)
+		actors, must = []perfActor{c}, []perfActor{c}
+		if t.verb == verbSend {
+			s, err := newBWServer(seps, clk, iters, size, o.rxDepth, deadline > 0)
+			if err != nil {
+				return err
+			}
+			actors = append([]perfActor{s}, c)
+			if deadline == 0 {
+				must = append(must, s)
+			}
+		}
+		if err := runActors(actors, must, advance, bar.ticker(c, deadline, clk)); err != nil {
+			return err
+		}
+		bar.clear()
+		pr.bw(c.stats(o.gbits, o.noPeak || deadline > 0))
+		return nil
+	}
+	if err := runActors(actors, must, advance, bar.ticker(must[0], deadline, clk)); err != nil {
+		return err
+	}
+	bar.clear() // before the row: stdout and stderr may be one terminal
+	posted := lat()
+	if deadline > 0 {
+		var elapsed int64
+		if len(posted) > 0 {
+			elapsed = clk.now() - posted[0]
+		}
+		pr.latDur(computeLatDuration(len(posted), elapsed, size, t.rttDivisor()))
+		return nil
+	}
+	st, ok := computeLat(posted, size, t.rttDivisor())
+	if !ok {
+		return errors.New("too few iterations for the statistics")
+	}
+	pr.lat(st)
+	return nil
+}
+
+// progressBar draws a bar on stderr when stderr is a terminal and the run
+// has lasted longer than a second (wall clock: it is only a display).
+type progressBar struct {
+	w      io.Writer
+	on     bool
+	start  time.Time
+	calls  int
+	shown  bool
+	lastPc int
+}
+
+func newProgressBar(stderr io.Writer, off bool) *progressBar {
+	return &progressBar{w: stderr, on: !off && isTerminal(stderr), start: time.Now(), lastPc: -1}
+}
+
+// ticker returns the tick function of runActors for actor a.
+func (b *progressBar) ticker(a perfActor, deadline int64, clk perfClock) func() {
+	if b == nil || !b.on {
+		return nil
+	}
+	start := clk.now()
+	return func() {
+		b.calls++
+		if b.calls%4096 != 0 || time.Since(b.start) < time.Second {
+			return
+		}
+		f := a.progress()
+		if deadline > 0 {
+			f = float64(clk.now()-start) / float64(max(deadline-start, 1))
+		}
+		pc := int(min(max(f, 0), 1) * 100)
+		if pc == b.lastPc {
+			return
+		}
+		b.lastPc = pc
+		n := pc * 40 / 100
+		fmt.Fprintf(b.w, "\rsoftnic perf: [%-40s] %3d%%", string(repeatByte('#', n)), pc)
+		b.shown = true
+	}
+}
+
+func (b *progressBar) clear() {
+	if b != nil && b.shown {
+		b.lastPc = -1
+		fmt.Fprint(b.w, "\r\033[K")
+		b.shown = false
+	}
+}
+
+func repeatByte(c byte, n int) []byte {
+	s := make([]byte, n)
+	for i := range s {
+		s[i] = c
+	}
+	return s
+}

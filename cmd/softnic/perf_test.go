@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func runPerfCmd(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(append([]string{"perf"}, args...), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// tableRows returns the data rows of a perftest table: the lines after
+// the heading that starts with " #bytes", up to the closing rule.
+func tableRows(t *testing.T, out string) [][]string {
+	t.Helper()
+	var rows [][]string
+	in := false
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, " #bytes"):
+			in = true
+		case in && l == perfRule:
+			return rows
+		case in:
+			rows = append(rows, strings.Fields(l))
+		}
+	}
+	t.Fatalf("no closed table in\n%s", out)
+	return nil
+}
+
+func TestPerfModeOneEveryTest(t *testing.T) {
+	for _, c := range []struct {
+		test  string
+		args  []string
+		cols  int
+		title string
+	}{
+		{"send_lat", nil, 9, "Send Latency Test"},
+		{"write_lat", nil, 9, "RDMA_Write Latency Test"},
+		{"read_lat", nil, 9, "RDMA_Read Latency Test"},
+		{"atomic_lat", nil, 9, "Atomic FETCH_AND_ADD Latency Test"},
+		{"send_bw", []string{"-s", "4096"}, 5, "Send BW Test"},
+		{"write_bw", []string{"-s", "4096"}, 5, "RDMA_Write BW Test"},
+		{"read_bw", []string{"-s", "4096"}, 5, "RDMA_Read BW Test"},
+		{"atomic_bw", nil, 5, "Atomic FETCH_AND_ADD BW Test"},
+	} {
+		t.Run(c.test, func(t *testing.T) {
+			args := append([]string{c.test, "-n", "50"}, c.args...)
+			out, errs, code := runPerfCmd(t, args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			if errs != "" {
+				t.Errorf("stderr %q: no progress bar or message when stderr is not a terminal", errs)
+			}
+			again, _, _ := runPerfCmd(t, args...)
+			if again != out {
+				t.Errorf("two runs differ: the figures are not deterministic\n%s\n---\n%s", out, again)
+			}
+			for _, want := range []string{c.title, "Connection type : RC", "Link type       : Ethernet", " local address: LID 0000 QPN 0x",
+				" remote address: LID 0000 QPN 0x", "softnic profile : cx5-gen3x16", " GID: 00:00:00:00:00:00:00:00:00:00:255:255:192:00:02:01"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("no %q in\n%s", want, out)
+				}
+			}
+			rows := tableRows(t, out)
+			if len(rows) != 1 || len(rows[0]) != c.cols {
+				t.Fatalf("rows %q, want one of %d columns", rows, c.cols)
+			}
+			if rows[0][1] != "50" {
+				t.Errorf("#iterations %q, want 50", rows[0][1])
+			}
+			for _, f := range rows[0][2:] {
+				v, err := strconv.ParseFloat(f, 64)
+				if err != nil || v < 0 {
+					t.Errorf("column %q is not a non-negative number", f)
+				}
+			}
+			if c.cols == 9 {
+				typ, _ := strconv.ParseFloat(rows[0][4], 64)
+				if typ < 0.1 || typ > 20 {
+					t.Errorf("t_typical %v µs is outside any plausible band", typ)
+				}
+			} else {
+				avg, _ := strconv.ParseFloat(rows[0][3], 64)
+				peak, _ := strconv.ParseFloat(rows[0][2], 64)
+				if avg <= 0 || peak+0.01 < avg {
+					t.Errorf("BW average %v, peak %v: want 0 < average <= peak", avg, peak)
+				}
+			}
+		})
+	}
+}
+
+// The half round trip of write_lat counts the peer's turn: read_lat's full
+// round trip of one READ is longer than a write's half.
+func TestPerfLatencyRelations(t *testing.T) {
+	typical := func(test string) float64 {
+		out, errs, code := runPerfCmd(t, test, "-n", "20", "-o", "latency")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", test, code, errs)
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
+		if err != nil {
+			t.Fatalf("%s -o latency printed %q", test, out)
+		}
+		return v
+	}
+	w, r := typical("write_lat"), typical("read_lat")
+	if !(r > w) {
+		t.Errorf("read_lat %v µs <= write_lat %v µs (half RTT)", r, w)
+	}
+}
+
+// ib_write_lat spins on the last byte: every byte of the message must be
+// there once the last one is (several packets at MTU 1024).
+func TestPerfWriteLatLastByteLast(t *testing.T) {
+	o, err := parsePerfArgs([]string{"write_lat", "-n", "10", "-s", "16384", "-m", "1024"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.verifyLastByte = true
+	var out bytes.Buffer
+	if err := perfSim(o, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if rows := tableRows(t, out.String()); len(rows) != 1 || rows[0][0] != "16384" {
+		t.Fatalf("rows %q", rows)
+	}
+}
+
+func TestPerfSweepAndUnits(t *testing.T) {
+	out, errs, code := runPerfCmd(t, "ib_write_bw", "-a", "-n", "10", "--report_gbits")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "BW peak[Gb/sec]") {
+		t.Errorf("no Gb/sec heading:\n%s", out)
+	}
+	rows := tableRows(t, out)
+	if len(rows) != 23 || rows[0][0] != "2" || rows[22][0] != "8388608" {
+		t.Fatalf("-a: %d rows from %v to %v, want 23 from 2 to 8388608", len(rows), rows[0], rows[len(rows)-1])
+	}
+}
+
+func TestPerfJSON(t *testing.T) {
+	out, errs, code := runPerfCmd(t, "send_lat", "-n", "10", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var r perfResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if len(r.Latency) != 1 || r.Latency[0].Iters != 10 || r.Latency[0].RTTDivisor != 2 || r.Header.Profile == "" || r.Header.Test != "send_lat" {
+		t.Errorf("JSON %+v", r)
+	}
+}
+
+func TestPerfFlags(t *testing.T) {
+	if _, _, code := runPerfCmd(t, "--help"); code != 0 {
+		t.Errorf("--help exits %d, want 0", code)
+	}
+	if _, errs, code := runPerfCmd(t, "nosuch_lat"); code != 2 || !strings.Contains(errs, "unknown test") {
+		t.Errorf("unknown test: exit %d, %q", code, errs)
+	}
+	if _, errs, code := runPerfCmd(t); code != 2 || !strings.Contains(errs, "which test") {
+		t.Errorf("no test: exit %d, %q", code, errs)
+	}
+	// Flags after the test word, decimal and 0x sizes.
+	o, err := parsePerfArgs([]string{"ib_send_bw", "-s", "0x1000", "--post_list", "4", "-n", "40"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.test.name != "send_bw" || o.size != 4096 || o.postList != 4 || o.cqMod != 4 || o.iters != 40 {
+		t.Errorf("parsed %+v", o)
+	}
+	o, err = parsePerfArgs([]string{"write_lat"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.size != 2 || o.iters != 1000 || o.txDepth != 1 || o.inline != 220 || o.port != 18515 {
+		t.Errorf("write_lat defaults %+v", o)
+	}
+	o, err = parsePerfArgs([]string{"write_bw"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.size != 65536 || o.iters != 5000 || o.txDepth != 128 || o.cqMod != 1 || o.inline != 0 {
+		t.Errorf("write_bw defaults %+v (a 64 KiB message turns CQ moderation off)", o)
+	}
+	for _, bad := range [][]string{
+		{"atomic_lat", "-s", "16"},
+		{"read_lat", "-c", "UD"},
+		{"write_lat", "-n", "3"},
+		{"write_lat", "-m", "1000"},
+		{"write_lat", "somehost"},
+		{"send_bw", "--post_list", "3", "-n", "10"},
+		{"write_lat", "-s", "ten"},
+	} {
+		if _, err := parsePerfArgs(bad, io.Discard); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestPerfUDAndUC(t *testing.T) {
+	for _, args := range [][]string{{"send_lat", "-c", "UD", "-n", "20"}, {"send_bw", "-c", "UD", "-n", "20", "-s", "1024"},
+		{"write_lat", "-c", "UC", "-n", "20"}, {"write_bw", "-c", "UC", "-n", "20", "-s", "1024"}} {
+		out, errs, code := runPerfCmd(t, args...)
+		if code != 0 {
+			t.Errorf("%q: exit %d: %s", args, code, errs)
+			continue
+		}
+		if !strings.Contains(out, "Connection type : "+args[2]) {
+			t.Errorf("%q: header\n%s", args, out)
+		}
+		tableRows(t, out)
+	}
+}
+
+// A fault plan on the simulated wire: lost frames are retransmitted, the
+// run completes, the figures are worse and still deterministic.
+func TestPerfFaultsOnTheSimulatedWire(t *testing.T) {
+	plan := t.TempDir() + "/drop.json"
+	if err := os.WriteFile(plan, []byte(`{"seed": 1, "rules": [{"point": "wire.tx", "action": "drop", "prob": 0.02}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	avg := func(args ...string) (float64, string) {
+		out, errs, code := runPerfCmd(t, append([]string{"write_bw", "-s", "4096", "-n", "200", "-o", "bandwidth"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errs)
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
+		if err != nil {
+			t.Fatalf("-o bandwidth printed %q", out)
+		}
+		return v, out
+	}
+	clean, _ := avg()
+	lossy, o1 := avg("--faults", plan)
+	_, o2 := avg("--faults", plan)
+	if o1 != o2 {
+		t.Errorf("two runs with the same plan differ: %q, %q", o1, o2)
+	}
+	if !(lossy < clean) {
+		t.Errorf("2%% loss: %v MiB/s, no worse than %v without", lossy, clean)
+	}
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/profile"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/testbed"
+)
+
+func init() {
+	register("stat", "run a workload on two emulated NICs and print their counters, as rdma statistic show does", runStat)
+}
+
+const statHelp = `usage: softnic stat [--op write|read|send] [--size N] [-n N] [--mtu N]
+                   [--faults FILE] [--profile NAME|FILE] [--all] [--json]
+
+Runs N operations of --op one after the other from softnic0 to softnic1
+(back to back, virtual time) and prints each device's counters in the
+shape of 'rdma statistic show': one line per port, "link DEV/1" then name
+value pairs. The names are the Linux mlx5/rxe hw_counters; --all adds
+softnic's own counters (every non-zero one). -n 0 prints the counters of
+an idle pair.
+
+Flags:
+`
+
+func runStat(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("stat", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	op := fs.String("op", "write", "operation: write, read or send")
+	size := fs.Int("size", 64, "bytes per operation (decimal; 0x accepted)")
+	n := fs.Int("n", 100, "number of operations")
+	mtu := fs.Int("mtu", 1024, "path MTU")
+	faults := fs.String("faults", "", "fault plan JSON (see softnic faults --explain)")
+	prof := fs.String("profile", "", "device profile: a name (see softnic profiles) or a JSON file (default "+profile.DefaultName+")")
+	all := fs.Bool("all", false, "also print softnic's own counters (non-zero)")
+	asJSON := fs.Bool("json", false, "print JSON, as rdma -j statistic show")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, statHelp)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "softnic stat: unexpected argument %q\n", pos[0])
+		return 2
+	}
+	if err := doStat(stdout, *op, *size, *n, *mtu, *faults, *prof, *all, *asJSON); err != nil {
+		fmt.Fprintln(stderr, "softnic stat:", err)
+		return 1
+	}
+	return 0
+}
+
+func doStat(w io.Writer, op string, size, n, mtu int, faults, prof string, all, asJSON bool) error {
+	var wop provider.WROpcode
+	switch op {
+	case "write":
+		wop = provider.WRRDMAWrite
+	case "read":
+		wop = provider.WRRDMARead
+	case "send":
+		wop = provider.WRSend
+	default:
+		return fmt.Errorf("--op %q: want write, read or send", op)
+	}
+	if size < 0 || size > 1<<30 {
+		return fmt.Errorf("--size %d out of range 0..%d", size, 1<<30)
+	}
+	if n < 0 {
+		return fmt.Errorf("-n %d is negative", n)
+	}
+	p, err := profile.Load(prof)
+	if err != nil {
+		return err
+	}
+	cfg := testbed.DefaultConfig()
+	cfg.Device, cfg.Wire = p.Device, p.Wire
+	if cfg.Faults, err = loadFaults(faults); err != nil {
+		return err
+	}
+	if need := 2*size + (8 << 20); need > cfg.MemSize {
+		cfg.MemSize = need
+	}
+	world, err := testbed.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer world.Close()
+	eps, err := world.ConnectRC(testbed.ConnOpts{MTU: mtu, BufSize: max(size, 64)})
+	if err != nil {
+		return err
+	}
+	req, rsp := eps[0], eps[1]
+	var failed error
+	for i := 0; i < n && failed == nil; i++ {
+		if wop == provider.WRSend {
+			if _, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: uint64(i), SGL: []provider.SGE{rsp.MR.SGE(0, uint32(max(size, 1)))}}}); err != nil {
+				failed = err
+				break
+			}
+		}
+		wr := provider.SendWR{WRID: uint64(i), Opcode: wop, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, uint32(size))}}
+		if wop != provider.WRSend {
+			wr.RemoteAddr, wr.RKey = rsp.MR.Addr, rsp.MR.RKey
+		}
+		if _, err := req.QP.PostSend([]provider.SendWR{wr}); err != nil {
+			failed = err
+			break
+		}
+		wcs, err := testbed.Wait(req.SendCQ, 1)
+		if err != nil {
+			failed = err
+		} else if wcs[0].Status != provider.WCSuccess {
+			failed = fmt.Errorf("%s %d completed with %v", op, i, wcs[0].Status)
+		}
+	}
+	world.Settle(0)
+	type link struct {
+		Ifname   string            `json:"ifname"`
+		Port     int               `json:"port"`
+		Counters map[string]uint64 `json:"counters"`
+		order    []string
+	}
+	var links []link
+	for _, h := range world.Hosts {
+		c := h.Dev.HWCounters()
+		l := link{Ifname: h.Ctx.Name(), Port: 1, Counters: map[string]uint64{}}
+		for _, name := range device.LinuxHWCounters {
+			l.Counters[name] = c[name]
+			l.order = append(l.order, name)
+		}
+		if all {
+			var own []string
+			for name, v := range c {
+				if _, linux := l.Counters[name]; !linux && v != 0 {
+					own = append(own, name)
+				}
+			}
+			sort.Strings(own)
+			for _, name := range own {
+				l.Counters[name] = c[name]
+				l.order = append(l.order, name)
+			}
+		}
+		links = append(links, l)
+	}
+	if asJSON {
+		b, _ := json.MarshalIndent(links, "", "  ")
+		fmt.Fprintln(w, string(b))
+	} else {
+		for _, l := range links {
+			var b strings.Builder
+			fmt.Fprintf(&b, "link %s/%d", l.Ifname, l.Port)
+			for _, name := range l.order {
+				fmt.Fprintf(&b, " %s %d", name, l.Counters[name])
+			}
+			fmt.Fprintln(w, b.String())
+		}
+	}
+	if failed != nil {
+		return fmt.Errorf("the workload stopped: %w (counters above are as it left them)", failed)
+	}
+	return nil
+}

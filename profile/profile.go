@@ -1,0 +1,489 @@
+package profile
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/wire"
+)
+
+// DefaultName is the profile every command runs when none is named.
+const DefaultName = "cx5-gen3x16"
+
+//go:embed data/*.json
+var files embed.FS
+
+// ErrProfile is wrapped by every error of Load and Parse.
+var ErrProfile = errors.New("profile")
+
+// Error names the profile, and the field when one is at fault.
+type Error struct {
+	Source string // embedded name or file path
+	Field  string // JSON path, e.g. device.pcie.lanes; "" for the whole file
+	Msg    string
+	Err    error // underlying error, if any
+}
+
+func (e *Error) Error() string {
+	s := "profile " + e.Source
+	if e.Field != "" {
+		s += ": field " + e.Field
+	}
+	s += ": " + e.Msg
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap gives ErrProfile and the underlying error.
+func (e *Error) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrProfile, e.Err}
+	}
+	return []error{ErrProfile}
+}
+
+// Profile is a device model and the wire it is cabled to, with the source
+// of every number.
+type Profile struct {
+	Name        string
+	Description string
+	Base        string // the profile this one starts from ("" = none)
+	Source      string // "embedded" or the file it was read from
+	Device      device.Spec
+	Wire        wire.Spec
+	// Cite maps a JSON path (a field, or a section covering all its
+	// fields) to the source of its number(s).
+	Cite map[string]string
+}
+
+// Citation returns the source given for the field at path p, looking up
+// the enclosing sections too.
+func (p Profile) Citation(field string) (string, bool) {
+	for f := field; f != ""; {
+		if c, ok := p.Cite[f]; ok {
+			return c, true
+		}
+		i := strings.LastIndexByte(f, '.')
+		if i < 0 {
+			break
+		}
+		f = f[:i]
+	}
+	return "", false
+}
+
+var embedded = map[string]Profile{}
+
+func init() {
+	ents, err := files.ReadDir("data")
+	if err != nil {
+		panic(err) // the embedded tree is part of the binary
+	}
+	// Load bases first: a profile names its base; resolve lazily.
+	raw := map[string][]byte{}
+	for _, e := range ents {
+		b, err := files.ReadFile(path.Join("data", e.Name()))
+		if err != nil {
+			panic(err)
+		}
+		raw[strings.TrimSuffix(e.Name(), ".json")] = b
+	}
+	var load func(name string, depth int) Profile
+	load = func(name string, depth int) Profile {
+		if p, ok := embedded[name]; ok {
+			return p
+		}
+		b, ok := raw[name]
+		if !ok || depth > 4 {
+			panic("profile: embedded base " + name + " missing or cyclic")
+		}
+		p, err := parse(b, name, "embedded", func(base string) (Profile, error) { return load(base, depth+1), nil }, "")
+		if err != nil {
+			panic(err) // tested: every embedded profile parses
+		}
+		embedded[name] = p
+		return p
+	}
+	for name := range raw {
+		load(name, 0)
+	}
+}
+
+// Names lists the embedded profiles, the default first.
+func Names() []string {
+	ns := make([]string, 0, len(embedded))
+	for n := range embedded {
+		if n != DefaultName {
+			ns = append(ns, n)
+		}
+	}
+	sort.Strings(ns)
+	return append([]string{DefaultName}, ns...)
+}
+
+// All returns the embedded profiles in Names order.
+func All() []Profile {
+	var ps []Profile
+	for _, n := range Names() {
+		ps = append(ps, embedded[n])
+	}
+	return ps
+}
+
+// Get returns an embedded profile by name.
+func Get(name string) (Profile, bool) {
+	p, ok := embedded[name]
+	return p, ok
+}
+
+// Default returns the default profile.
+func Default() Profile { return embedded[DefaultName] }
+
+// Load returns the profile called nameOrFile: the default for "", an
+// embedded profile by name, or else a JSON profile file.
+func Load(nameOrFile string) (Profile, error) {
+	if nameOrFile == "" {
+		return Default(), nil
+	}
+	if p, ok := embedded[nameOrFile]; ok {
+		return p, nil
+	}
+	b, err := os.ReadFile(nameOrFile)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) && !strings.ContainsAny(nameOrFile, "/.") {
+			return Profile{}, &Error{Source: nameOrFile, Msg: "no such profile (have " + strings.Join(Names(), ", ") + ") and no such file"}
+		}
+		return Profile{}, &Error{Source: nameOrFile, Msg: "cannot read", Err: err}
+	}
+	return Parse(b, nameOrFile)
+}
+
+// Parse reads a profile file. The file is a JSON object with the keys
+// name, description, base (an embedded profile to start from, default
+// cx5-gen3x16), device (fields of device.Spec), wire (fields of
+// wire.Spec) and cite; device's sections (pcie, bar, dma, core, host,
+// caps, transport, events) may also stand at the top level. Fields not
+// given keep the base's values. Unknown keys, values of the wrong type,
+// zero or negative numbers and PCIe shapes that do not exist are errors
+// naming the field.
+func Parse(b []byte, file string) (Profile, error) {
+	label := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+	return parse(b, file, file, func(base string) (Profile, error) {
+		p, ok := embedded[base]
+		if !ok {
+			return Profile{}, &Error{Source: file, Field: "base", Msg: fmt.Sprintf("no embedded profile %q (have %s)", base, strings.Join(Names(), ", "))}
+		}
+		return p, nil
+	}, label)
+}
+
+var profileKeys = map[string]bool{"name": true, "description": true, "base": true, "device": true, "wire": true, "cite": true}
+
+func parse(b []byte, name, source string, base func(string) (Profile, error), label string) (Profile, error) {
+	fail := func(field, msg string, err error) (Profile, error) {
+		return Profile{}, &Error{Source: name, Field: field, Msg: msg, Err: err}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var top map[string]any
+	if err := dec.Decode(&top); err != nil {
+		return fail("", "not a JSON object", err)
+	}
+	if dec.More() {
+		return fail("", "trailing data after the JSON object", nil)
+	}
+	devT := reflect.TypeOf(device.Spec{})
+	devKeys := jsonFields(devT)
+	dev, _ := top["device"].(map[string]any)
+	if _, ok := top["device"]; ok && dev == nil {
+		return fail("device", "must be an object", nil)
+	}
+	for k, v := range top {
+		if profileKeys[k] {
+			continue
+		}
+		if _, ok := devKeys[k]; ok && k != "name" {
+			if dev == nil {
+				dev = map[string]any{}
+			}
+			if _, dup := dev[k]; dup {
+				return fail(k, "given both at the top level and under device", nil)
+			}
+			dev[k] = v
+			continue
+		}
+		return fail(k, "unknown key (want name, description, base, device, wire, cite or a device section)", nil)
+	}
+	if err := checkKeys("device", dev, devT); err != nil {
+		return fail(err.field, err.msg, nil)
+	}
+	wireMap, _ := top["wire"].(map[string]any)
+	if _, ok := top["wire"]; ok && wireMap == nil {
+		return fail("wire", "must be an object", nil)
+	}
+	if err := checkKeys("wire", wireMap, reflect.TypeOf(wire.Spec{})); err != nil {
+		return fail(err.field, err.msg, nil)
+	}
+	str := func(k string) (string, error) {
+		v, ok := top[k]
+		if !ok {
+			return "", nil
+		}
+		s, ok := v.(string)
+		if !ok {
+			return "", &Error{Source: name, Field: k, Msg: "must be a string"}
+		}
+		return s, nil
+	}
+	var p Profile
+	var err error
+	if p.Name, err = str("name"); err != nil {
+		return Profile{}, err
+	}
+	if p.Description, err = str("description"); err != nil {
+		return Profile{}, err
+	}
+	if p.Base, err = str("base"); err != nil {
+		return Profile{}, err
+	}
+	if p.Base == "" && source != "embedded" {
+		p.Base = DefaultName // a file starts from the default
+	}
+	p.Cite = map[string]string{}
+	if p.Base != "" {
+		bp, err := base(p.Base)
+		if err != nil {
+			return Profile{}, err
+		}
+		p.Device, p.Wire = bp.Device, bp.Wire
+		for k, v := range bp.Cite {
+			p.Cite[k] = v
+		}
+	}
+	if c, ok := top["cite"]; ok {
+		cm, ok := c.(map[string]any)
+		if !ok {
+			return fail("cite", "must be an object of strings", nil)
+		}
+		for k, v := range cm {
+			s, ok := v.(string)
+			if !ok {
+				return fail("cite."+k, "must be a string", nil)
+			}
+			p.Cite[k] = s
+		}
+	}
+	if dev != nil {
+		db, _ := json.Marshal(dev)
+		if err := json.Unmarshal(db, &p.Device); err != nil {
+			return fail("device", "cannot decode", err)
+		}
+	}
+	if wireMap != nil {
+		wb, _ := json.Marshal(wireMap)
+		if err := json.Unmarshal(wb, &p.Wire); err != nil {
+			return fail("wire", "cannot decode", err)
+		}
+	}
+	if p.Name == "" {
+		p.Name = label
+		if dn, _ := dev["name"].(string); dn != "" {
+			p.Name = dn
+		}
+	}
+	if p.Name == "" {
+		return fail("name", "missing", nil)
+	}
+	p.Device.Name = p.Name
+	p.Source = source
+	if err := validate(&p); err != nil {
+		err.Source = name
+		return Profile{}, err
+	}
+	return p, nil
+}
+
+type keyErr struct{ field, msg string }
+
+// jsonFields maps a struct type's JSON names to its fields.
+func jsonFields(t reflect.Type) map[string]reflect.StructField {
+	m := map[string]reflect.StructField{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := strings.Split(f.Tag.Get("json"), ",")[0]
+		if tag == "-" {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		m[tag] = f
+	}
+	return m
+}
+
+// checkKeys checks a decoded JSON value against type t: known keys only,
+// numbers where numbers go, and so on.
+func checkKeys(p string, v any, t reflect.Type) *keyErr {
+	if v == nil {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return &keyErr{p, "must be an object"}
+		}
+		fs := jsonFields(t)
+		for k, sub := range m {
+			f, ok := fs[k]
+			if !ok {
+				names := make([]string, 0, len(fs))
+				for n := range fs {
+					names = append(names, n)
+				}
+				sort.Strings(names)
+				return &keyErr{p + "." + k, "unknown key (known: " + strings.Join(names, ", ") + ")"}
+			}
+			if err := checkKeys(p+"."+k, sub, f.Type); err != nil {
+				return err
+			}
+		}
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			return &keyErr{p, "must be true or false"}
+		}
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			return &keyErr{p, "must be a string"}
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, ok := v.(json.Number)
+		if !ok {
+			return &keyErr{p, "must be a number"}
+		}
+		if _, err := n.Int64(); err != nil {
+			if _, err := strconv.ParseUint(n.String(), 10, 64); err != nil {
+				return &keyErr{p, "must be a whole number in range, got " + n.String()}
+			}
+		}
+		if strings.HasPrefix(n.String(), "-") && t.Kind() >= reflect.Uint {
+			return &keyErr{p, "must not be negative, got " + n.String()}
+		}
+	case reflect.Float32, reflect.Float64:
+		n, ok := v.(json.Number)
+		if !ok {
+			return &keyErr{p, "must be a number"}
+		}
+		if f, err := n.Float64(); err != nil || math.IsInf(f, 0) {
+			return &keyErr{p, "not a finite number: " + n.String()}
+		}
+	}
+	return nil
+}
+
+// mayBeZero lists the fields where 0 means something (not "forgotten").
+var mayBeZero = map[string]string{
+	"device.pcie.ack_limit":             "0 = the PCIe spec table",
+	"device.pcie.fc_guide":              "0 = the PCIe spec table",
+	"device.bar.bf_reg_size":            "0 = no BlueFlame",
+	"device.bar.fw_rev.major":           "a version number",
+	"device.bar.fw_rev.minor":           "a version number",
+	"device.bar.fw_rev.sub":             "a version number",
+	"device.caps.hw_ver":                "a version number",
+	"device.pcie.host_read_per_line_ps": "0 = no per-line host cost",
+}
+
+// validate checks every number of p (positive unless listed in mayBeZero)
+// and the shapes the packages define.
+func validate(p *Profile) *Error {
+	if err := walkNumbers("device", reflect.ValueOf(p.Device)); err != nil {
+		return err
+	}
+	if err := walkNumbers("wire", reflect.ValueOf(p.Wire)); err != nil {
+		return err
+	}
+	field := func(f string, err error) *Error { return &Error{Field: f, Msg: "invalid", Err: err} }
+	d := p.Device
+	if err := d.PCIe.Validate(); err != nil {
+		return field("device.pcie", err)
+	}
+	if err := d.BAR.Validate(); err != nil {
+		return field("device.bar", err)
+	}
+	if err := p.Wire.Validate(); err != nil {
+		return field("wire", err)
+	}
+	switch d.Caps.ActiveMTU {
+	case 256, 512, 1024, 2048, 4096:
+	default:
+		return &Error{Field: "device.caps.active_mtu", Msg: fmt.Sprintf("%d is not an IB MTU (256, 512, 1024, 2048, 4096)", d.Caps.ActiveMTU)}
+	}
+	if n := d.Events.EQEntries; n < 8 || n&(n-1) != 0 {
+		return &Error{Field: "device.events.eq_entries", Msg: fmt.Sprintf("%d is not a power of two of at least 8", n)}
+	}
+	if d.DMA.MaxReadTags > 1024 {
+		return &Error{Field: "device.dma.max_read_tags", Msg: fmt.Sprintf("%d exceeds PCIe's 10-bit tags (1024)", d.DMA.MaxReadTags)}
+	}
+	if d.Caps.MaxSGE > 61 {
+		return &Error{Field: "device.caps.max_sge", Msg: fmt.Sprintf("%d data segments cannot fit a 63-DS WQE", d.Caps.MaxSGE)}
+	}
+	if d.Caps.FirstQPN < 2 || d.Caps.FirstQPN >= 1<<24 {
+		return &Error{Field: "device.caps.first_qpn", Msg: fmt.Sprintf("%#x not in 0x2..0xffffff (QPN 0 and 1 are the special QPs)", d.Caps.FirstQPN)}
+	}
+	if need := d.Caps.ActiveMTU + 64; p.Wire.MTU < need {
+		return &Error{Field: "wire.mtu", Msg: fmt.Sprintf("%d is too small for active_mtu %d plus the RoCEv2 headers (at least %d)", p.Wire.MTU, d.Caps.ActiveMTU, need)}
+	}
+	return nil
+}
+
+func walkNumbers(p string, v reflect.Value) *Error {
+	switch v.Kind() {
+	case reflect.Struct:
+		fs := v.Type()
+		for i := 0; i < v.NumField(); i++ {
+			f := fs.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			tag := strings.Split(f.Tag.Get("json"), ",")[0]
+			if tag == "-" || tag == "" {
+				continue
+			}
+			if err := walkNumbers(p+"."+tag, v.Field(i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if n := v.Int(); n < 0 || n == 0 && mayBeZero[p] == "" {
+			return &Error{Field: p, Msg: fmt.Sprintf("%d: must be positive", n)}
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if v.Uint() == 0 && mayBeZero[p] == "" {
+			return &Error{Field: p, Msg: "0: must be positive"}
+		}
+	case reflect.Float32, reflect.Float64:
+		if f := v.Float(); !(f > 0) && !(f == 0 && mayBeZero[p] != "") || math.IsInf(f, 0) {
+			return &Error{Field: p, Msg: fmt.Sprintf("%g: must be a positive finite number", f)}
+		}
+	}
+	return nil
+}

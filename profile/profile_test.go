@@ -1,0 +1,178 @@
+package profile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/wire"
+)
+
+func TestEmbeddedProfiles(t *testing.T) {
+	require.Equal(t, []string{"cx5-gen3x16", "cx6-gen4x16", "cx7-gen5x16", "pciebench-gen3x8"}, Names())
+	for _, p := range All() {
+		t.Run(p.Name, func(t *testing.T) {
+			require.Equal(t, p.Name, p.Device.Name)
+			require.NotEmpty(t, p.Description)
+			// Every number cites its source.
+			for _, f := range leaves("device", reflect.TypeOf(device.Spec{})) {
+				_, ok := p.Citation(f)
+				require.True(t, ok, "%s: field %s has no source in cite", p.Name, f)
+			}
+			for _, f := range leaves("wire", reflect.TypeOf(wire.Spec{})) {
+				_, ok := p.Citation(f)
+				require.True(t, ok, "%s: field %s has no source in cite", p.Name, f)
+			}
+			// No citation names a field that does not exist.
+			all := map[string]bool{}
+			for _, f := range append(leaves("device", reflect.TypeOf(device.Spec{})), leaves("wire", reflect.TypeOf(wire.Spec{}))...) {
+				for g := f; g != ""; g = parent(g) {
+					all[g] = true
+				}
+			}
+			for k := range p.Cite {
+				require.True(t, all[k], "cite key %s names no field", k)
+			}
+		})
+	}
+}
+
+// The default profile is the Go default: traces do not change with it.
+func TestDefaultIsTheBuiltIn(t *testing.T) {
+	p := Default()
+	require.Equal(t, device.DefaultSpec(), p.Device)
+	require.Equal(t, wire.DefaultSpec(), p.Wire)
+}
+
+func TestProfilesDiffer(t *testing.T) {
+	cx6, _ := Get("cx6-gen4x16")
+	cx7, _ := Get("cx7-gen5x16")
+	ref, _ := Get("pciebench-gen3x8")
+	require.Equal(t, 4, cx6.Device.PCIe.Gen)
+	require.Equal(t, 5, cx7.Device.PCIe.Gen)
+	require.Equal(t, 8, ref.Device.PCIe.Lanes)
+	require.InDelta(t, 200e9, float64(cx6.Wire.Rate), 1)
+	require.InDelta(t, 400e9, float64(cx7.Wire.Rate), 1)
+	require.Equal(t, uint32(4129), cx7.Device.Caps.VendorPartID)
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(s), 0o644))
+		return p
+	}
+	ok := []struct {
+		name, file string
+		check      func(t *testing.T, p Profile)
+	}{
+		{"a section at the top level", `{"pcie":{"lanes":8}}`, func(t *testing.T, p Profile) {
+			require.Equal(t, 8, p.Device.PCIe.Lanes)
+			require.Equal(t, "custom", p.Name, "a file is labelled by its name, not the base")
+			require.Equal(t, "custom", p.Device.Name)
+			require.Equal(t, DefaultName, p.Base)
+		}},
+		{"a named profile on a base", `{"name":"mine","base":"cx7-gen5x16","device":{"core":{"clock_hz":2e9}}}`, func(t *testing.T, p Profile) {
+			require.Equal(t, "mine", p.Device.Name)
+			require.Equal(t, 5, p.Device.PCIe.Gen)
+			require.InDelta(t, 2e9, float64(p.Device.Core.Clock), 1)
+		}},
+		{"no BlueFlame", `{"bar":{"bf_reg_size":0}}`, func(t *testing.T, p Profile) { require.Zero(t, p.Device.BAR.BFRegSize) }},
+	}
+	for _, c := range ok {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := Load(write("custom.json", c.file))
+			require.NoError(t, err)
+			c.check(t, p)
+		})
+	}
+	bad := []struct{ name, file, field, msg string }{
+		{"zero lanes", `{"pcie":{"lanes":0}}`, "device.pcie.lanes", "must be positive"},
+		{"a lane count that does not exist", `{"pcie":{"lanes":3}}`, "device.pcie", "lanes 3"},
+		{"gen 7", `{"device":{"pcie":{"gen":7}}}`, "device.pcie", "gen 7"},
+		{"zero clock", `{"core":{"clock_hz":0}}`, "device.core.clock_hz", "positive"},
+		{"negative cycles", `{"core":{"rx_cycles":-4}}`, "device.core.rx_cycles", "positive"},
+		{"unknown top-level key", `{"pcei":{}}`, "pcei", "unknown key"},
+		{"unknown nested key", `{"pcie":{"lane":16}}`, "device.pcie.lane", "unknown key"},
+		{"a string for a number", `{"caps":{"max_qp":"many"}}`, "device.caps.max_qp", "must be a number"},
+		{"fractional count", `{"caps":{"max_qp":1.5}}`, "device.caps.max_qp", "whole number"},
+		{"bad MTU", `{"caps":{"active_mtu":1500}}`, "device.caps.active_mtu", "not an IB MTU"},
+		{"unknown base", `{"base":"cx9"}`, "base", "no embedded profile"},
+		{"wire too small for the MTU", `{"wire":{"mtu":1500}}`, "wire.mtu", "too small"},
+		{"zero wire rate", `{"wire":{"rate_bps":0}}`, "wire.rate_bps", "positive"},
+		{"not an object", `[1,2]`, "", "not a JSON object"},
+		{"trailing garbage", `{} {}`, "", "trailing"},
+		{"bad bf_reg_size", `{"bar":{"bf_reg_size":100}}`, "device.bar", "bf_reg_size 100"},
+	}
+	for _, c := range bad {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(write("bad.json", c.file))
+			require.Error(t, err)
+			require.True(t, errors.Is(err, ErrProfile))
+			var pe *Error
+			require.True(t, errors.As(err, &pe))
+			require.Equal(t, c.field, pe.Field, "%v", err)
+			require.Contains(t, err.Error(), c.msg)
+		})
+	}
+	t.Run("no such profile", func(t *testing.T) {
+		_, err := Load("cx9-gen6")
+		require.ErrorIs(t, err, ErrProfile)
+		require.Contains(t, err.Error(), "no such profile (have cx5-gen3x16")
+	})
+	t.Run("by name", func(t *testing.T) {
+		p, err := Load("cx6-gen4x16")
+		require.NoError(t, err)
+		require.Equal(t, "cx6-gen4x16", p.Device.Name)
+	})
+}
+
+func FuzzParse(f *testing.F) {
+	for _, p := range Names() {
+		b, _ := files.ReadFile("data/" + p + ".json")
+		f.Add(b)
+	}
+	f.Add([]byte(`{"pcie":{"lanes":0}}`))
+	f.Add([]byte(`{"device":{"caps":{"max_qp":-1}},"wire":{"rate_bps":1e400}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := Parse(b, "fuzz.json")
+		if err != nil {
+			if !errors.Is(err, ErrProfile) {
+				t.Fatalf("error without ErrProfile: %v", err)
+			}
+			return
+		}
+		if p.Device.PCIe.Validate() != nil || p.Device.Core.Clock <= 0 {
+			t.Fatalf("accepted an invalid profile: %+v", p.Device)
+		}
+	})
+}
+
+func leaves(p string, t reflect.Type) []string {
+	if t.Kind() == reflect.String {
+		return nil // labels, not numbers
+	}
+	if t.Kind() != reflect.Struct {
+		return []string{p}
+	}
+	var out []string
+	for name, f := range jsonFields(t) {
+		out = append(out, leaves(p+"."+name, f.Type)...)
+	}
+	return out
+}
+
+func parent(f string) string {
+	i := strings.LastIndexByte(f, '.')
+	if i < 0 {
+		return ""
+	}
+	return f[:i]
+}

@@ -1,0 +1,276 @@
+package interop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Stock perftest (Debian 12's 4.5-0.17) on rxe in the guest against
+// `softnic perf --wire` on the host, in both roles: the out-of-band TCP
+// exchange is perftest's own, the RoCEv2 traffic goes over the guest's UDP
+// link. Iteration counts are small: rxe under TCG is slow, and CI's budget
+// is the whole interop run.
+var perftestRuns = []struct {
+	test  string
+	sizes []int
+	iters int
+}{
+	{"ib_write_lat", []int{2, 4096}, 100},
+	{"ib_send_lat", []int{2, 4096}, 100},
+	{"ib_read_lat", []int{2, 4096}, 100},
+	{"ib_write_bw", []int{1024, 65536}, 200},
+	{"ib_send_bw", []int{1024, 65536}, 200},
+	// Beyond the five: the other READ test and the atomics, one size each.
+	{"ib_read_bw", []int{65536}, 200},
+	{"ib_atomic_lat", []int{8}, 100},
+	{"ib_atomic_bw", []int{8}, 200},
+}
+
+// perftestTimeout bounds one run (both sides).
+const perftestTimeout = 120 * time.Second
+
+func TestInteropPerftest(t *testing.T) {
+	if os.Getenv("SOFTNIC_INTEROP") != "1" {
+		t.Skip("set SOFTNIC_INTEROP=1 to run the Linux Soft-RoCE interop test (builds and boots a qemu guest)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	img, buildLog, err := buildGuest(ctx, guestCacheDir())
+	require.NoError(t, err, buildLog)
+	g, err := bootGuest(img, guestOptions{img: img, neigh: true}, 90*time.Second)
+	require.NoError(t, err)
+	defer g.shutdown()
+	t.Logf("guest up: %s", g.ready)
+	// perftest's --version exits 1 after printing it.
+	out, _, err := g.run(opTimeout, "ib_write_lat --version")
+	require.NoError(t, err)
+	require.Contains(t, out, "Version:", "the guest has no perftest: rebuild it with guest/build.sh")
+	t.Logf("guest perftest: %s", strings.TrimSpace(out))
+
+	dir := os.Getenv("SOFTNIC_INTEROP_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	} else {
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+	}
+	bin, err := buildSoftnic(ctx, dir)
+	require.NoError(t, err)
+	require.True(t, softnicHas(bin, "perf"), "softnic has no perf command")
+
+	m := &matrix{}
+	defer func() { t.Log("stock perftest × softnic perf matrix:\n" + m.String()) }()
+	for _, r := range perftestRuns {
+		for _, role := range []string{"server", "client"} {
+			dirLabel := "rxe server, softnic client"
+			if role == "client" {
+				dirLabel = "softnic server, rxe client"
+			}
+			for _, size := range r.sizes {
+				t.Run(fmt.Sprintf("%s/guest_%s/%d", r.test, role, size), func(t *testing.T) {
+					before := parseCounters(g.counters())
+					figs, diag, err := runPerftest(g, bin, dir, r.test, role, size, r.iters)
+					after := parseCounters(g.counters())
+					note := figs
+					if u := after.unusual(before); u != "" {
+						note += "  rxe0: " + u
+					}
+					m.add(r.test, dirLabel, int64(size), err, note)
+					if err != nil {
+						t.Fatalf("%v\n%s\nrxe0 counters changed:\n%s", err, diag, after.delta(before))
+					}
+				})
+			}
+		}
+	}
+	t.Logf("whole perftest interop run: %v", time.Since(t0).Round(time.Millisecond))
+}
+
+// perftestCmd is the guest's perftest command line: rxe0, the RoCEv2 IPv4
+// GID, -F (no CPU frequency in the guest), under timeout so that a stuck
+// perftest does not hold the guest's console.
+func perftestCmd(test string, size, iters, port int, host string) string {
+	s := fmt.Sprintf("timeout %d %s -d rxe0 -x 1 -F -s %d -n %d -p %d", int(perftestTimeout.Seconds())-20, test, size, iters, port)
+	if host != "" {
+		s += " " + host
+	}
+	return s
+}
+
+func softnicPerfArgs(g *guest, pcap, test string, size, iters, port int, host string) []string {
+	args := append([]string{"perf", test}, wireArgs(g, pcap)...)
+	args = append(args, "-x", "1", "-s", fmt.Sprint(size), "-n", fmt.Sprint(iters), "-p", fmt.Sprint(port),
+		"--timeout", "30s", "--no-progress")
+	if host != "" {
+		args = append(args, host)
+	}
+	return args
+}
+
+// perfRows returns the data rows of a perftest-shaped table (the lines
+// after the " #bytes" heading that start with a number).
+func perfRows(out string) [][]string {
+	var rows [][]string
+	in := false
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case strings.HasPrefix(strings.TrimSpace(l), "#bytes"):
+			in = true
+		case in && len(f) >= 5 && f[0] != "" && f[0][0] >= '0' && f[0][0] <= '9':
+			rows = append(rows, f)
+		}
+	}
+	return rows
+}
+
+// checkTable wants one row of size and iters from who's output; it
+// returns the row's headline figure (t_typical, or BW average).
+func checkTable(who, out string, size, iters int, lat bool) (string, error) {
+	rows := perfRows(out)
+	if len(rows) != 1 {
+		return "", fmt.Errorf("%s printed %d table rows, want 1:\n%s", who, len(rows), tailLines(out, 30))
+	}
+	r := rows[0]
+	if r[0] != fmt.Sprint(size) || r[1] != fmt.Sprint(iters) {
+		return "", fmt.Errorf("%s's row %q: want %d bytes, %d iterations", who, r, size, iters)
+	}
+	if lat {
+		if len(r) < 9 {
+			return "", fmt.Errorf("%s's latency row %q has %d columns", who, r, len(r))
+		}
+		return "typ " + r[4] + "us", nil
+	}
+	return "avg " + r[3] + "MiB/s", nil
+}
+
+// runPerftest runs one test between stock perftest in the guest (in
+// guestRole) and softnic perf; figs sums up both sides' figures.
+func runPerftest(g *guest, bin, dir, test, guestRole string, size, iters int) (figs, diag string, err error) {
+	pcap := filepath.Join(dir, fmt.Sprintf("perf-%s-guest-%s-%d.pcap", test, guestRole, size))
+	var sn *proc
+	var guestOut string
+	guestCode := -1
+	defer func() {
+		if err == nil {
+			return
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "guest %s (exit %d):\n%s\n", test, guestCode, guestOut)
+		if sn != nil {
+			fmt.Fprintf(&b, "softnic perf stdout:\n%s\nstderr:\n%s\n", sn.stdout.String(), tailLines(sn.stderr.String(), 40))
+		}
+		text, _ := decodePcap(bin, pcap)
+		fmt.Fprintf(&b, "softnic decode %s:\n%s\n", filepath.Base(pcap), tailLines(text, 40))
+		diag = b.String()
+	}()
+	lat := strings.HasSuffix(test, "_lat")
+	switch guestRole {
+	case "server":
+		job, err := g.bg(perftestCmd(test, size, iters, guestTCPPort, ""))
+		if err != nil {
+			return "", "", err
+		}
+		listening := false
+		for deadline := time.Now().Add(opTimeout); time.Now().Before(deadline); {
+			if _, code, _ := g.run(opTimeout, fmt.Sprintf("netstat -ltn | grep -q ':%d '", guestTCPPort)); code == 0 {
+				listening = true
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !listening {
+			guestOut, guestCode, _ = g.wait(job, opTimeout)
+			return "", "", fmt.Errorf("guest %s never listened on :%d", test, guestTCPPort)
+		}
+		for attempt := 1; ; attempt++ {
+			if sn, err = startProc(bin, softnicPerfArgs(g, pcap, test, size, iters, g.hostFwd, "127.0.0.1"), nil, nil); err != nil {
+				return "", "", err
+			}
+			snErr := sn.wait(perftestTimeout)
+			if snErr == nil {
+				break
+			}
+			// slirp may accept a connection the guest never sees: the
+			// guest server is then still waiting; try again.
+			select {
+			case <-job.done:
+			default:
+				if attempt < 3 && strings.Contains(sn.stderr.String(), "exchange 1 ") {
+					time.Sleep(500 * time.Millisecond)
+					continue
+				}
+			}
+			guestOut, guestCode, _ = g.wait(job, opTimeout)
+			return "", "", fmt.Errorf("softnic perf (client): %w: %s", snErr, firstLine(lastLineWith(sn.stderr.String(), "softnic perf:")))
+		}
+		if guestOut, guestCode, err = g.wait(job, perftestTimeout); err != nil {
+			return "", "", err
+		}
+	case "client":
+		port, err := freePort("tcp")
+		if err != nil {
+			return "", "", err
+		}
+		if sn, err = startProc(bin, softnicPerfArgs(g, pcap, test, size, iters, port, ""), nil, nil); err != nil {
+			return "", "", err
+		}
+		defer func() { _ = sn.wait(opTimeout) }()
+		for deadline := time.Now().Add(opTimeout); !tcpListening(port); {
+			select {
+			case <-sn.done:
+				return "", "", fmt.Errorf("softnic perf (server) exited before listening: %v: %s", sn.err, sn.stderr.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				return "", "", fmt.Errorf("softnic perf (server) never listened on :%d", port)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if guestOut, guestCode, err = g.run(perftestTimeout, perftestCmd(test, size, iters, port, slirpHost)); err != nil {
+			return "", "", err
+		}
+		if err := sn.wait(perftestTimeout); err != nil {
+			return "", "", fmt.Errorf("softnic perf (server): %w: %s", err, firstLine(lastLineWith(sn.stderr.String(), "softnic perf:")))
+		}
+	}
+	if guestCode != 0 {
+		return "", "", fmt.Errorf("guest %s exited %d", test, guestCode)
+	}
+	// Both sides print their table, except a read_lat or atomic_lat
+	// server, which perftest has measure nothing.
+	var parts []string
+	var errs []error
+	for _, s := range []struct {
+		who, out string
+		server   bool
+	}{{"guest " + test, guestOut, guestRole == "server"}, {"softnic perf", sn.stdout.String(), guestRole == "client"}} {
+		if s.server && (test == "ib_read_lat" || test == "ib_atomic_lat") {
+			continue
+		}
+		f, err := checkTable(s.who, s.out, size, iters, lat)
+		errs = append(errs, err)
+		if err == nil {
+			who := "rxe"
+			if strings.HasPrefix(s.who, "softnic") {
+				who = "softnic"
+			}
+			parts = append(parts, who+" "+f)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return "", "", err
+	}
+	if text, ok := decodePcap(bin, pcap); !ok {
+		return "", "", fmt.Errorf("softnic decode found bad frames:\n%s", tailLines(text, 40))
+	}
+	return strings.Join(parts, ", "), "", nil
+}

@@ -1,0 +1,113 @@
+package test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/testbed"
+)
+
+// pingPong runs n SEND (or WRITE) ping-pongs of size bytes between two QPs
+// as ib_send_lat / ib_write_lat do — each side reposts its receive, then
+// answers — and returns the mean half round trip in virtual time.
+func pingPong(t *testing.T, op provider.WROpcode, size, n int, prefetch bool) (sim.Duration, *testbed.World) {
+	t.Helper()
+	cfg := testbed.DefaultConfig()
+	cfg.Device.Core.RQPrefetch = prefetch
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 1024, BufSize: 8192, MaxInline: 256})
+	require.NoError(t, err)
+	post := func(e *testbed.Endpoint, peer *testbed.Endpoint) {
+		wr := provider.SendWR{WRID: 1, Opcode: op, Flags: provider.SendSignaled | provider.SendInline,
+			SGL: []provider.SGE{e.MR.SGE(0, uint32(size))}}
+		if op == provider.WRRDMAWriteImm {
+			wr.RemoteAddr, wr.RKey = peer.MR.Addr, peer.MR.RKey
+		}
+		_, err := e.QP.PostSend([]provider.SendWR{wr})
+		require.NoError(t, err)
+	}
+	recv := func(e *testbed.Endpoint) {
+		_, err := e.QP.PostRecv([]provider.RecvWR{{WRID: 2, SGL: []provider.SGE{e.MR.SGE(4096, 4096)}}})
+		require.NoError(t, err)
+	}
+	recv(eps[0])
+	recv(eps[1])
+	w.Settle(0)
+	start := w.Eng.Now()
+	for i := 0; i < n; i++ {
+		for side := 0; side < 2; side++ {
+			me, peer := eps[side], eps[1-side]
+			post(me, peer)
+			wc := waitOne(t, peer.RecvCQ) // the peer sees the message
+			require.Equal(t, provider.WCSuccess, wc.Status)
+			recv(peer)
+			require.Equal(t, provider.WCSuccess, waitOne(t, me.SendCQ).Status)
+		}
+	}
+	return w.Eng.Now().Sub(start) / sim.Duration(2*n), w
+}
+
+// TestRQPrefetchSendLikeWrite: with the receive WQE read ahead, a SEND
+// ping-pong costs what a WRITE-with-immediate ping-pong costs (both
+// consume a receive WQE), as ib_send_lat ≈ ib_write_lat on a CX-5; without
+// it every SEND pays the doorbell-record and WQE reads at the responder.
+func TestRQPrefetchSendLikeWrite(t *testing.T) {
+	send, w := pingPong(t, provider.WRSend, 2, 20, true)
+	write, _ := pingPong(t, provider.WRRDMAWriteImm, 2, 20, true)
+	sendNoPre, _ := pingPong(t, provider.WRSend, 2, 20, false)
+	t.Logf("2 B half round trip: SEND %v, WRITE_IMM %v, SEND without RQ prefetch %v", send, write, sendNoPre)
+	require.InEpsilon(t, float64(write), float64(send), 0.03, "SEND within 3%% of WRITE_IMM")
+	require.Greater(t, float64(sendNoPre), 1.3*float64(send), "read-ahead takes two serial DMA reads off the critical path")
+	hits := w.Hosts[1].Dev.Counters().Get(device.CtrRQPrefetchHit.String())
+	require.GreaterOrEqual(t, hits, uint64(19), "the responder found its WQE read ahead (%d hits)", hits)
+}
+
+// A receive posted long after the poll burst gave up is still found: the
+// message falls back to fetching it, and the world goes idle in between
+// (the burst is bounded).
+func TestRQPrefetchBoundedAndFallback(t *testing.T) {
+	w, req, rsp := connect(t, testbed.ConnOpts{MTU: 1024, BufSize: 8192})
+	w.Settle(0)
+	require.Zero(t, w.Eng.Pending(), "the RTR poll burst ends")
+	// 1 ms later nobody polls any more; post, then send.
+	w.Eng.RunUntil(w.Eng.Now() + sim.Time(sim.Millisecond))
+	_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 7, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}})
+	require.NoError(t, err)
+	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 8, Opcode: provider.WRSend, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, 64)}}})
+	require.NoError(t, err)
+	require.Equal(t, provider.WCSuccess, waitOne(t, rsp.RecvCQ).Status)
+	require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
+	ctr := rsp.Host.Dev.Counters()
+	require.Zero(t, ctr.Get(device.CtrRQPrefetchHit.String()), "nothing was read ahead: the message fetched its WQE")
+	w.Settle(0)
+	require.Zero(t, w.Eng.Pending(), "the burst after the consumed WQE ends too")
+}
+
+// A WQE read ahead is flushed exactly once when the QP goes to ERR.
+func TestRQPrefetchFlush(t *testing.T) {
+	w, req, rsp := connect(t, testbed.ConnOpts{MTU: 1024, BufSize: 8192})
+	_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}, {WRID: 2, SGL: []provider.SGE{rsp.MR.SGE(4096, 4096)}}})
+	require.NoError(t, err)
+	w.Settle(0)
+	require.Positive(t, rsp.Host.Dev.Counters().Get(device.CtrRQPrefetch.String()))
+	require.NoError(t, rsp.QP.Modify(&provider.QPAttr{QPState: provider.QPStateErr}, mlx5.AttrState))
+	w.Settle(0)
+	wcs, err := testbed.Wait(rsp.RecvCQ, 2)
+	require.NoError(t, err)
+	require.Equal(t, []uint64{1, 2}, []uint64{wcs[0].WRID, wcs[1].WRID})
+	for _, wc := range wcs {
+		require.Equal(t, provider.WCWRFlushErr, wc.Status)
+	}
+	n, err := rsp.RecvCQ.Poll(make([]provider.WC, 4))
+	require.NoError(t, err)
+	require.Zero(t, n, "no third completion")
+	_ = req
+}

@@ -1,0 +1,146 @@
+package uverbsdev
+
+import (
+	"errors"
+	"syscall"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/uverbs"
+)
+
+// Errno is the errno the kernel returns for a failed mlx5 command status
+// (mlx5_core's cmd_status_to_err), with one softnic choice: the device
+// answers "no resources" when an object table is full, which the kernel
+// meets as its own allocation failing, so NO_RESOURCES is ENOMEM here
+// (mlx5_core: EAGAIN).
+//
+//	status                          errno
+//	OK                              0
+//	INTERNAL_ERR, BAD_SYS_STATE     EIO
+//	BAD_INPUT_LEN, BAD_OUTPUT_LEN   EIO
+//	BAD_OP, BAD_PARAM, BAD_RES      EINVAL
+//	BAD_RES_STATE, BAD_INDEX        EINVAL
+//	BAD_QP_STATE, BAD_PKT, BAD_SIZE EINVAL
+//	RESOURCE_BUSY                   EBUSY
+//	EXCEED_LIM, NO_RESOURCES        ENOMEM
+func Errno(s mlx5.CmdStatus) syscall.Errno {
+	switch s {
+	case mlx5.StatusOK:
+		return 0
+	case mlx5.StatusResourceBusy:
+		return syscall.EBUSY
+	case mlx5.StatusExceedLim, mlx5.StatusNoResources:
+		return syscall.ENOMEM
+	case mlx5.StatusInternalErr, mlx5.StatusBadSysState, mlx5.StatusBadInputLength, mlx5.StatusBadOutputLength:
+		return syscall.EIO
+	}
+	return syscall.EINVAL
+}
+
+// refusal turns an error of the device or of a decoder into the
+// *uverbs.Error the client gets.
+func refusal(cmd string, err error) *uverbs.Error {
+	var ue *uverbs.Error
+	if errors.As(err, &ue) {
+		return ue
+	}
+	var ce *mlx5.CmdError
+	if errors.As(err, &ce) {
+		return &uverbs.Error{Cmd: cmd, Errno: Errno(ce.Status), Reason: ce.Cmd + ": " + ce.Status.Error() + ": " + ce.Reason}
+	}
+	var fe *uverbs.FormatError
+	if errors.As(err, &fe) {
+		return &uverbs.Error{Cmd: cmd, Errno: fe.Errno, Reason: fe.Error(), Err: fe.Err}
+	}
+	var te *uverbs.TransitionError
+	if errors.As(err, &te) {
+		return &uverbs.Error{Cmd: cmd, Errno: syscall.EINVAL, Reason: te.Error(), Err: te.Err}
+	}
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return &uverbs.Error{Cmd: cmd, Errno: en, Reason: err.Error()}
+	}
+	return &uverbs.Error{Cmd: cmd, Errno: syscall.EINVAL, Reason: err.Error()}
+}
+
+func fail(cmd string, errno syscall.Errno, reason string) *uverbs.Error {
+	return &uverbs.Error{Cmd: cmd, Errno: errno, Reason: reason}
+}
+
+// maxErrno bounds the per-errno counters (Linux errnos are below 134).
+const maxErrno = 134
+
+// counters is a server's (or a device's) count of commands and refusals.
+type counters struct {
+	commands, refused uint64
+	byErrno           [maxErrno]uint64
+	byCmd             map[string]uint64
+}
+
+func (c *counters) count(e *uverbs.Error) {
+	c.commands++
+	if e == nil {
+		return
+	}
+	c.refused++
+	if int(e.Errno) < maxErrno {
+		c.byErrno[e.Errno]++
+	}
+	if c.byCmd == nil {
+		c.byCmd = map[string]uint64{}
+	}
+	c.byCmd[e.Cmd]++
+}
+
+// snapshot names the counters: "commands", "refused", "refused_errno_<E>"
+// (EINVAL, ENOENT, ...) and "refused_cmd_<CMD>" (CREATE_QP, ...), the
+// zero ones left out.
+func (c *counters) snapshot() map[string]uint64 {
+	m := map[string]uint64{"commands": c.commands, "refused": c.refused}
+	for e, n := range c.byErrno {
+		if n != 0 {
+			m["refused_errno_"+errnoName(syscall.Errno(e))] = n
+		}
+	}
+	for k, n := range c.byCmd {
+		m["refused_cmd_"+k] = n
+	}
+	return m
+}
+
+var errnoNames = map[syscall.Errno]string{
+	syscall.EPERM: "EPERM", syscall.ENOENT: "ENOENT", syscall.EIO: "EIO", syscall.EBADF: "EBADF",
+	syscall.EAGAIN: "EAGAIN", syscall.ENOMEM: "ENOMEM", syscall.EFAULT: "EFAULT", syscall.EBUSY: "EBUSY",
+	syscall.EINVAL: "EINVAL", syscall.ENOSPC: "ENOSPC", syscall.ENOSYS: "ENOSYS", syscall.EOPNOTSUPP: "EOPNOTSUPP",
+	syscall.EPROTONOSUPPORT: "EPROTONOSUPPORT", syscall.EEXIST: "EEXIST", syscall.E2BIG: "E2BIG",
+	syscall.EHOSTUNREACH: "EHOSTUNREACH",
+}
+
+func errnoName(e syscall.Errno) string {
+	if n, ok := errnoNames[e]; ok {
+		return n
+	}
+	return "E" + itoa(int(e))
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,305 @@
+package uverbsdev
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"syscall"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/uverbs"
+)
+
+// Device is one emulated NIC as its uverbs clients share it: the handle
+// space (unique across clients, see the package doc) and the counters of
+// every client. Its methods, like the device's, are not safe for concurrent
+// use: the daemon serialises commands per device.
+type Device struct {
+	dev    *device.Device
+	next   uverbs.Handle
+	owner  map[uverbs.Handle]*Server
+	ctrs   counters
+	neigh  func(gid [16]byte) ([6]byte, bool)
+	closed int // clients closed
+}
+
+// NewDevice wraps dev for uverbs clients.
+func NewDevice(dev *device.Device) *Device {
+	return &Device{dev: dev, owner: map[uverbs.Handle]*Server{}}
+}
+
+// SetNeighbour installs the neighbour table the device resolves a RoCE
+// destination GID to a MAC with (MODIFY_QP with an address vector and
+// CREATE_AH: the kernel resolves the destination MAC itself,
+// ib_resolve_eth_dmac). Without one, or for a GID it does not know, the
+// destination MAC is zero.
+func (d *Device) SetNeighbour(f func(gid [16]byte) ([6]byte, bool)) { d.neigh = f }
+
+// Counters are the commands served and refused by all clients of the device
+// (names as Server.Counters), and "clients_closed".
+func (d *Device) Counters() map[string]uint64 {
+	m := d.ctrs.snapshot()
+	m["clients_closed"] = uint64(d.closed)
+	return m
+}
+
+// NewServer opens a client context on the device.
+func (d *Device) NewServer() *Server {
+	return &Server{d: d, dev: d.dev, objs: map[uverbs.Handle]*object{}}
+}
+
+// NewServer is NewDevice(dev).NewServer(): a device with one client.
+func NewServer(dev *device.Device) *Server { return NewDevice(dev).NewServer() }
+
+// kind is the type of a uverbs object.
+type kind uint8
+
+const (
+	kindPD kind = iota + 1
+	kindMR
+	kindCQ
+	kindQP
+	kindSRQ
+	kindAH
+	kindChannel
+	kindUAR
+)
+
+var kindNames = [...]string{kindPD: "PD", kindMR: "MR", kindCQ: "CQ", kindQP: "QP", kindSRQ: "SRQ",
+	kindAH: "AH", kindChannel: "completion channel", kindUAR: "UAR"}
+
+func (k kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return "object"
+}
+
+// object is one entry of a client's object table.
+type object struct {
+	kind  kind
+	h     uverbs.Handle
+	num   uint32 // pdn, lkey, cqn, qpn, srqn, channel id, UAR page
+	rkey  uint32 // MR
+	users int    // PD: MRs, QPs, SRQs, AHs; CQ and SRQ: QPs; channel: CQs
+
+	pd, scq, rcq, srq, channel *object // the objects it holds a reference on
+	qpType                     uverbs.QPType
+	ah                         uverbs.AHAttr
+	dmac                       [6]byte
+}
+
+// Server is one client context of a Device: an open of the uverbs file.
+type Server struct {
+	d    *Device
+	dev  *device.Device
+	objs map[uverbs.Handle]*object
+	ctrs counters
+
+	open   bool // GET_CONTEXT done
+	closed bool
+	uctx   mlx5.ContextResp
+	attr   mlx5.DeviceAttr
+	uars   []bool // dynamic UARs in use, by page - uctx.UARIndex
+}
+
+// Do is Handle under the name of the provider's Transport interface, so
+// that a Server is the in-process (loopback) transport.
+func (s *Server) Do(req, resp []byte) (int, error) { return s.Handle(req, resp) }
+
+// Counters are the commands this client sent and those refused:
+// "commands", "refused", "refused_errno_<E>" and "refused_cmd_<CMD>".
+func (s *Server) Counters() map[string]uint64 { return s.ctrs.snapshot() }
+
+// IsIoctl reports whether b is an ioctl request rather than a write()
+// command: its first u16 (ib_uverbs_ioctl_hdr.length) is len(b), at least
+// 24, and agrees with num_attrs. A write() starts with its command number
+// (0..0xff, or with bit 31 set): only a 24- or 40-byte write of command 24
+// or 40 could match, and neither is a valid write (CREATE_QP is 64 bytes
+// and more, 40 is no command), so Handle refuses it either way.
+// Transports that know the form call HandleWrite or HandleIoctl.
+func IsIoctl(b []byte) bool {
+	if len(b) < uverbs.IoctlHdrSize {
+		return false
+	}
+	n := int(binary.NativeEndian.Uint16(b))
+	return n == len(b) && (n-uverbs.IoctlHdrSize)%uverbs.AttrSize == 0 &&
+		int(binary.NativeEndian.Uint16(b[6:])) == (n-uverbs.IoctlHdrSize)/uverbs.AttrSize
+}
+
+// Handle serves one command: req in the write() or ioctl form (IsIoctl
+// tells which), the response written into resp. It returns the response
+// length, or a *uverbs.Error (nothing useful in resp). It never panics.
+func (s *Server) Handle(req, resp []byte) (n int, err error) {
+	var ue *uverbs.Error
+	if IsIoctl(req) {
+		n, ue = s.ioctl(req, resp)
+	} else {
+		n, ue = s.write(req, resp)
+	}
+	s.ctrs.count(ue)
+	s.d.ctrs.count(ue)
+	if ue != nil {
+		return 0, ue
+	}
+	return n, nil
+}
+
+// HandleWrite serves a command known to be in the write() form.
+func (s *Server) HandleWrite(req, resp []byte) (int, error) {
+	n, ue := s.write(req, resp)
+	s.ctrs.count(ue)
+	s.d.ctrs.count(ue)
+	if ue != nil {
+		return 0, ue
+	}
+	return n, nil
+}
+
+// HandleIoctl serves a command known to be in the ioctl form.
+func (s *Server) HandleIoctl(req, resp []byte) (int, error) {
+	n, ue := s.ioctl(req, resp)
+	s.ctrs.count(ue)
+	s.d.ctrs.count(ue)
+	if ue != nil {
+		return 0, ue
+	}
+	return n, nil
+}
+
+// ---------------------------------------------------------------- object table
+
+func (s *Server) add(o *object) uverbs.Handle {
+	for {
+		s.d.next++
+		if s.d.next == 0 {
+			s.d.next = 1
+		}
+		if _, used := s.d.owner[s.d.next]; !used {
+			break
+		}
+	}
+	o.h = s.d.next
+	s.objs[o.h] = o
+	s.d.owner[o.h] = s
+	return o.h
+}
+
+func (s *Server) remove(o *object) {
+	delete(s.objs, o.h)
+	delete(s.d.owner, o.h)
+}
+
+// lookup resolves a handle of kind k: ENOENT if no client has it, EBADF if
+// another client has it, EINVAL if it names an object of another type.
+func (s *Server) lookup(cmd uverbs.Command, h uverbs.Handle, k kind) (*object, *uverbs.Error) {
+	return s.lookupName(cmd.String(), h, k)
+}
+
+func (s *Server) lookupName(cmd string, h uverbs.Handle, k kind) (*object, *uverbs.Error) {
+	o := s.objs[h]
+	switch {
+	case o != nil && o.kind == k:
+		return o, nil
+	case o != nil:
+		return nil, fail(cmd, syscall.EINVAL, fmt.Sprintf("handle %d is a %v, not a %v", h, o.kind, k))
+	case s.d.owner[h] != nil:
+		return nil, fail(cmd, syscall.EBADF, fmt.Sprintf("%v handle %d belongs to another context", k, h))
+	}
+	return nil, fail(cmd, syscall.ENOENT, fmt.Sprintf("no %v with handle %d", k, h))
+}
+
+// sorted lists the client's objects of kind k, newest first (teardown
+// order: the kernel destroys a file's objects in reverse creation order).
+func (s *Server) sorted(k kind) []*object {
+	var out []*object
+	for _, o := range s.objs {
+		if o.kind == k {
+			out = append(out, o)
+		}
+	}
+	slices.SortFunc(out, func(a, b *object) int { return int(int64(b.h) - int64(a.h)) })
+	return out
+}
+
+// Close destroys everything the client created, as the kernel does when
+// the uverbs file of a dead process is released: QPs are moved to ERR
+// (their outstanding work flushed) and destroyed, then SRQs, AHs, CQs,
+// completion channels and MRs (revoked: no DMA reaches the client's memory
+// through them any more), PDs and dynamic UARs. Later commands fail with
+// EIO. It returns the first device error met, and keeps going.
+func (s *Server) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.d.closed++
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, o := range s.sorted(kindQP) {
+		if q, err := s.dev.QueryQP(o.num); err == nil && q.State != mlx5.QPStateRST && q.State != mlx5.QPStateERR {
+			keep(s.dev.ModifyQP(mlx5.ModifyQPCmd{QPN: o.num, Mask: mlx5.AttrState, State: mlx5.QPStateERR}))
+		}
+		keep(s.dev.DestroyQP(o.num))
+		s.release(o)
+	}
+	for _, o := range s.sorted(kindSRQ) {
+		keep(s.dev.DestroySRQ(o.num))
+		s.release(o)
+	}
+	for _, o := range s.sorted(kindAH) {
+		s.release(o)
+	}
+	for _, o := range s.sorted(kindCQ) {
+		keep(s.dev.DestroyCQ(o.num))
+		s.release(o)
+	}
+	for _, o := range s.sorted(kindChannel) {
+		keep(s.dev.DestroyCompChannel(o.num))
+		s.release(o)
+	}
+	for _, o := range s.sorted(kindMR) {
+		keep(s.dev.DeregMR(o.num))
+		s.release(o)
+	}
+	for _, o := range s.sorted(kindPD) {
+		keep(s.dev.DeallocPD(o.num))
+		s.release(o)
+	}
+	for _, o := range s.sorted(kindUAR) {
+		s.release(o)
+	}
+	s.uars = nil
+	return first
+}
+
+// release drops an object from the table and its references on others.
+func (s *Server) release(o *object) {
+	for _, r := range [...]*object{o.pd, o.scq, o.rcq, o.srq, o.channel} {
+		if r != nil {
+			r.users--
+		}
+	}
+	if o.kind == kindUAR {
+		if i := int(o.num - s.uctx.UARIndex); i >= 0 && i < len(s.uars) {
+			s.uars[i] = false
+		}
+	}
+	s.remove(o)
+}
+
+// Objects reports how many objects of each type the client holds (for the
+// daemon's log and for tests): keys "PD", "MR", "CQ", "QP", "SRQ", "AH",
+// "completion channel", "UAR".
+func (s *Server) Objects() map[string]int {
+	m := map[string]int{}
+	for _, o := range s.objs {
+		m[o.kind.String()]++
+	}
+	return m
+}

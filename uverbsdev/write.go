@@ -1,0 +1,950 @@
+package uverbsdev
+
+import (
+	"fmt"
+	"math/bits"
+	"syscall"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/uverbs"
+)
+
+// maxDriver bounds the driver data a command may carry (the largest mlx5
+// request struct is 56 bytes; the kernel accepts longer input whose extra
+// bytes are zero).
+const maxDriver = 256
+
+// write serves one write() command.
+func (s *Server) write(req, resp []byte) (int, *uverbs.Error) {
+	m, err := uverbs.ParseWrite(req)
+	name := m.Cmd.String()
+	if m.Extended {
+		name = "EX_" + name
+	}
+	switch {
+	case err != nil:
+		return 0, refusal(name, err)
+	case s.closed:
+		return 0, fail(name, syscall.EIO, "context closed")
+	case !s.open && (m.Extended || m.Cmd != uverbs.CmdGetContext):
+		return 0, fail(name, syscall.EINVAL, "no user context: GET_CONTEXT first")
+	}
+	if m.Extended {
+		return s.writeEx(name, &m, resp)
+	}
+	if len(resp) < m.OutLen {
+		return 0, fail(name, syscall.EFAULT, fmt.Sprintf("response buffer of %d bytes, out_words say %d", len(resp), m.OutLen))
+	}
+	out := resp[:m.OutLen]
+	switch m.Cmd {
+	case uverbs.CmdGetContext:
+		return s.getContext(name, &m, out)
+	case uverbs.CmdQueryDevice:
+		return s.queryDevice(name, &m, out)
+	case uverbs.CmdQueryPort:
+		return s.queryPort(name, &m, out)
+	case uverbs.CmdAllocPD:
+		return s.allocPD(name, &m, out)
+	case uverbs.CmdDeallocPD:
+		return s.deallocPD(name, &m)
+	case uverbs.CmdRegMR:
+		return s.regMR(name, &m, out)
+	case uverbs.CmdDeregMR:
+		return s.deregMR(name, &m)
+	case uverbs.CmdCreateCompChannel:
+		return s.createCompChannel(name, &m, out)
+	case uverbs.CmdCreateCQ:
+		return s.createCQ(name, &m, out)
+	case uverbs.CmdDestroyCQ:
+		return s.destroyCQ(name, &m, out)
+	case uverbs.CmdCreateQP:
+		return s.createQP(name, &m, out)
+	case uverbs.CmdModifyQP:
+		return s.modifyQP(name, &m)
+	case uverbs.CmdQueryQP:
+		return s.queryQP(name, &m, out)
+	case uverbs.CmdDestroyQP:
+		return s.destroyQP(name, &m, out)
+	case uverbs.CmdCreateSRQ:
+		return s.createSRQ(name, &m, out)
+	case uverbs.CmdModifySRQ:
+		return s.modifySRQ(name, &m)
+	case uverbs.CmdQuerySRQ:
+		return s.querySRQ(name, &m, out)
+	case uverbs.CmdDestroySRQ:
+		return s.destroySRQ(name, &m, out)
+	case uverbs.CmdCreateAH:
+		return s.createAH(name, &m, out)
+	case uverbs.CmdDestroyAH:
+		return s.destroyAH(name, &m)
+	}
+	// REQ_NOTIFY_CQ, POLL_CQ, POST_*: mlx5 does these in user space (CQ arm
+	// doorbell, CQ ring, send/receive doorbells); RESIZE_CQ is not served.
+	return 0, fail(name, syscall.EOPNOTSUPP, "command not served by this device")
+}
+
+// writeEx serves the extended commands.
+func (s *Server) writeEx(name string, m *uverbs.WriteMsg, resp []byte) (int, *uverbs.Error) {
+	if len(resp) < m.OutLen+m.DriverOutLen {
+		return 0, fail(name, syscall.EFAULT, fmt.Sprintf("response buffer of %d bytes, out words say %d", len(resp), m.OutLen+m.DriverOutLen))
+	}
+	switch m.Cmd {
+	case uverbs.ExCmdModifyQP:
+		var c uverbs.ExModifyQP
+		if err := decodeCore(&c, m.Core); err != nil {
+			return 0, refusal(name, err)
+		}
+		if c.RateLimit != 0 {
+			return 0, fail(name, syscall.EOPNOTSUPP, "rate limit not modelled")
+		}
+		var drv uverbs.MLX5ModifyQP
+		if e := s.driverIn(name, m.Driver, &drv, 0); e != nil {
+			return 0, e
+		}
+		if drv.CompMask != 0 || drv.ECEOptions != 0 {
+			return 0, fail(name, syscall.EOPNOTSUPP, "mlx5 modify_qp comp_mask/ECE not supported")
+		}
+		if _, e := s.doModifyQP(name, &c.Base); e != nil {
+			return 0, e
+		}
+		n := 0
+		if m.OutLen >= uverbs.ExModifyQPRespSize {
+			r := uverbs.ExModifyQPResp{ResponseLength: uverbs.ExModifyQPRespSize}
+			n, _ = r.Encode(resp)
+		}
+		return n, nil
+	case uverbs.ExCmdCreateCQ:
+		var c uverbs.ExCreateCQ
+		if err := decodeCore(&c, m.Core); err != nil {
+			return 0, refusal(name, err)
+		}
+		if c.CompMask != 0 || c.Flags != 0 {
+			return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("comp_mask %#x flags %#x", c.CompMask, c.Flags))
+		}
+		if m.OutLen < uverbs.CreateCQRespSize {
+			return 0, fail(name, syscall.ENOSPC, "response shorter than ib_uverbs_create_cq_resp")
+		}
+		base := uverbs.CreateCQ{UserHandle: c.UserHandle, CQE: c.CQE, CompVector: c.CompVector, CompChannel: c.CompChannel}
+		r, cqn, e := s.doCreateCQ(name, &base, m.Driver)
+		if e != nil {
+			return 0, e
+		}
+		x := uverbs.ExCreateCQResp{Base: r, ResponseLength: uint32(min(m.OutLen, uverbs.ExCreateCQRespSize))}
+		n := putResp(resp[:m.OutLen], &x)
+		d := uverbs.MLX5CreateCQResp{CQN: cqn}
+		n2 := putResp(resp[m.OutLen:m.OutLen+m.DriverOutLen], &d)
+		if n2 == 0 {
+			return n, nil
+		}
+		return m.OutLen + n2, nil
+	case uverbs.ExCmdCreateQP:
+		var c uverbs.ExCreateQP
+		if err := decodeCore(&c, m.Core); err != nil {
+			return 0, refusal(name, err)
+		}
+		switch {
+		case c.CompMask != 0 || c.RwqIndTblHandle != 0:
+			return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("comp_mask %#x (indirection tables are not modelled)", c.CompMask))
+		case c.CreateFlags != 0 || c.SourceQPN != 0:
+			return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("create_flags %#x, source_qpn %#x", c.CreateFlags, c.SourceQPN))
+		case m.OutLen < uverbs.CreateQPRespSize:
+			return 0, fail(name, syscall.ENOSPC, "response shorter than ib_uverbs_create_qp_resp")
+		}
+		base := uverbs.CreateQP{UserHandle: c.UserHandle, PDHandle: c.PDHandle, SendCQHandle: c.SendCQHandle, RecvCQHandle: c.RecvCQHandle,
+			SRQHandle: c.SRQHandle, MaxSendWR: c.MaxSendWR, MaxRecvWR: c.MaxRecvWR, MaxSendSGE: c.MaxSendSGE, MaxRecvSGE: c.MaxRecvSGE,
+			MaxInlineData: c.MaxInlineData, SQSigAll: c.SQSigAll, QPType: c.QPType, IsSRQ: c.IsSRQ}
+		r, d, e := s.doCreateQP(name, &base, m.Driver)
+		if e != nil {
+			return 0, e
+		}
+		x := uverbs.ExCreateQPResp{Base: r, ResponseLength: uint32(min(m.OutLen, uverbs.ExCreateQPRespSize))}
+		n := putResp(resp[:m.OutLen], &x)
+		if n2 := putResp(resp[m.OutLen:m.OutLen+m.DriverOutLen], &d); n2 > 0 {
+			n = m.OutLen + n2
+		}
+		return n, nil
+	case uverbs.ExCmdQueryDevice:
+		var c uverbs.ExQueryDevice
+		if err := decodeCore(&c, m.Core); err != nil {
+			return 0, refusal(name, err)
+		}
+		if c.CompMask != 0 {
+			return 0, fail(name, syscall.EINVAL, fmt.Sprintf("comp_mask %#x", c.CompMask))
+		}
+		base, e := s.deviceResp(name)
+		if e != nil {
+			return 0, e
+		}
+		x := uverbs.ExQueryDeviceResp{Base: base, ResponseLength: uint32(min(m.OutLen, uverbs.ExQueryDeviceRespSize))}
+		if m.OutLen < uverbs.QueryDeviceRespSize {
+			return 0, fail(name, syscall.ENOSPC, "response shorter than ib_uverbs_query_device_resp")
+		}
+		// The mlx5 driver response (mlx5_ib_query_device_resp) is left
+		// zero: no TSO, RSS, CQE compression or packet pacing.
+		clear(resp[m.OutLen : m.OutLen+m.DriverOutLen])
+		n := putResp(resp[:m.OutLen], &x)
+		if m.DriverOutLen > 0 {
+			n = m.OutLen + m.DriverOutLen
+		}
+		return n, nil
+	}
+	return 0, fail(name, syscall.EOPNOTSUPP, "extended command not served by this device")
+}
+
+// decodeCore decodes a core request; the extended ones may be longer than
+// the struct (newer user space), with the extra bytes zero.
+func decodeCore(st uverbs.Struct, b []byte) error {
+	n := st.Size()
+	if len(b) > n {
+		for _, c := range b[n:] {
+			if c != 0 {
+				return &uverbs.FormatError{Struct: "core request", Offset: n, Err: uverbs.ErrReserved, Errno: syscall.EOPNOTSUPP}
+			}
+		}
+		b = b[:n]
+	}
+	return st.Decode(b)
+}
+
+// driverIn decodes the mlx5 driver data into st: at least need bytes;
+// shorter than the struct is zero-filled (older user space), longer must
+// be zero beyond it (the kernel's ib_is_udata_cleared: EOPNOTSUPP).
+func (s *Server) driverIn(name string, b []byte, st uverbs.Struct, need int) *uverbs.Error {
+	n := st.Size()
+	if len(b) < need {
+		return fail(name, syscall.EINVAL, fmt.Sprintf("mlx5 driver data of %d bytes, need %d", len(b), need))
+	}
+	if len(b) > maxDriver {
+		return fail(name, syscall.EINVAL, fmt.Sprintf("mlx5 driver data of %d bytes", len(b)))
+	}
+	if len(b) > n {
+		for _, c := range b[n:] {
+			if c != 0 {
+				return fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("mlx5 driver data: %d unknown non-zero bytes after %d", len(b)-n, n))
+			}
+		}
+		b = b[:n]
+	}
+	if len(b) < n {
+		b = append(make([]byte, 0, n), b...)[:n] // older user space: zero-filled
+	}
+	if err := st.Decode(b); err != nil {
+		return refusal(name, err)
+	}
+	return nil
+}
+
+// putResp encodes st into out, truncated to out's length as copy_to_user
+// of min(outlen, sizeof) does; it returns the bytes written.
+func putResp(out []byte, st uverbs.Struct) int {
+	if len(out) >= st.Size() {
+		n, _ := st.Encode(out)
+		return n
+	}
+	var tmp [maxDriver]byte
+	n, _ := st.Encode(tmp[:st.Size()])
+	return copy(out, tmp[:n])
+}
+
+// reply writes the core response, then the driver response after it (if
+// any room is left: the kernel copies min(outlen, sizeof)).
+func reply(out []byte, core, drv uverbs.Struct) (int, *uverbs.Error) {
+	n := putResp(out, core)
+	if drv != nil && n < len(out) {
+		n += putResp(out[n:], drv)
+	}
+	return n, nil
+}
+
+func pow2(n uint64) bool { return n != 0 && n&(n-1) == 0 }
+
+func roundupPow2(n uint64) uint64 {
+	if n <= 1 {
+		return 1
+	}
+	return 1 << (64 - bits.LeadingZeros64(n-1))
+}
+
+// inMem reports whether [addr, addr+n) is client memory the device reaches
+// (the kernel pins it with ib_umem_get, which fails with EFAULT).
+func (s *Server) inMem(addr, n uint64) bool {
+	mem := s.dev.Mem()
+	return n <= uint64(mem.Size()) && mem.Contains(addr, int(n))
+}
+
+// ---------------------------------------------------------------- device and port
+
+func (s *Server) getContext(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
+	if s.open {
+		return 0, fail(name, syscall.EINVAL, "the file already has a user context")
+	}
+	var drv uverbs.MLX5AllocUcontextReqV2
+	if e := s.driverIn(name, m.Driver, &drv, uverbs.MLX5AllocUcontextReqSize); e != nil {
+		return 0, e
+	}
+	uctx, err := s.dev.GetContext()
+	if err != nil {
+		return 0, refusal(name, err)
+	}
+	attr, err := s.dev.QueryDevice()
+	if err != nil {
+		return 0, refusal(name, err)
+	}
+	switch {
+	case drv.Flags&uverbs.MLX5AllocUctxDevX != 0:
+		return 0, fail(name, syscall.EPERM, "DEVX needs CAP_NET_RAW and is not modelled")
+	case drv.Flags != 0:
+		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("unknown flags %#x", drv.Flags))
+	case drv.CompMask != 0:
+		return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("comp_mask %#x", drv.CompMask))
+	case drv.LibCaps&^uint64(uverbs.MLX5LibCap4KUAR|uverbs.MLX5LibCapDynUAR) != 0:
+		return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("lib_caps %#x", drv.LibCaps))
+	case int(drv.TotalNumBFRegs) > uctx.TotBFRegs:
+		return 0, fail(name, syscall.ENOMEM, fmt.Sprintf("%d bfregs asked, the context has %d", drv.TotalNumBFRegs, uctx.TotBFRegs))
+	case drv.TotalNumBFRegs > 0 && drv.NumLowLatencyBFRegs >= drv.TotalNumBFRegs:
+		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("%d low-latency bfregs of %d", drv.NumLowLatencyBFRegs, drv.TotalNumBFRegs))
+	}
+	s.open, s.uctx, s.attr = true, uctx, attr
+	s.uars = make([]bool, max(uctx.NumUARs, 0))
+	cqeVer := min(int(drv.MaxCQEVersion), uctx.CQEVersion)
+	s.uctx.CQEVersion = cqeVer
+	core := uverbs.GetContextResp{AsyncFD: ^uint32(0), NumCompVectors: 1}
+	r := uverbs.MLX5AllocUcontextResp{
+		QPTabSize: uint32(roundupPow2(uint64(max(attr.MaxQP, 1)))), BFRegSize: uint32(uctx.BFRegSize),
+		TotBFRegs: uint32(uctx.TotBFRegs), CacheLineSize: 64, MaxSQDescSz: uint16(attr.MaxSQDescSz),
+		MaxRQDescSz: uint16(mlx5.DataSegSize * attr.MaxSGE), MaxSendWQEBB: uint32(attr.MaxQPWR * mlx5.MaxWQEBBs),
+		MaxRecvWR: uint32(attr.MaxQPWR), MaxSRQRecvWR: uint32(attr.MaxQPWR), NumPorts: 1,
+		ResponseLength: uint32(min(len(out)-uverbs.GetContextRespSize, uverbs.MLX5AllocUcontextRespSize)),
+		CQEVersion:     uint8(cqeVer), LogUARSize: 12, NumUarsPerPage: 1,
+	}
+	if drv.LibCaps&uverbs.MLX5LibCapDynUAR != 0 {
+		r.NumDynBFRegs = uint32(uctx.TotBFRegs)
+	}
+	return reply(out, &core, &r)
+}
+
+// fwVer packs "major.minor.sub" as mlx5_ib reports fw_ver.
+func fwVer(s string) uint64 {
+	var a, b, c uint64
+	_, _ = fmt.Sscanf(s, "%d.%d.%d", &a, &b, &c)
+	return a<<32 | (b&0xffff)<<16 | c&0xffff
+}
+
+// NodeGUID is the node GUID softnic reports: the port MAC as a modified
+// EUI-64 (U/L bit flipped, ff:fe in the middle), as NICs commonly derive it.
+func NodeGUID(mac [6]byte) uint64 {
+	return uint64(mac[0]^2)<<56 | uint64(mac[1])<<48 | uint64(mac[2])<<40 | 0xfffe<<24 |
+		uint64(mac[3])<<16 | uint64(mac[4])<<8 | uint64(mac[5])
+}
+
+func (s *Server) queryDevice(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
+	var c uverbs.QueryDevice
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	r, e := s.deviceResp(name)
+	if e != nil {
+		return 0, e
+	}
+	return reply(out, &r, nil)
+}
+
+// deviceResp is ib_uverbs_query_device_resp for the device.
+func (s *Server) deviceResp(name string) (uverbs.QueryDeviceResp, *uverbs.Error) {
+	a, err := s.dev.QueryDevice()
+	if err != nil {
+		return uverbs.QueryDeviceResp{}, refusal(name, err)
+	}
+	g := NodeGUID(a.MAC)
+	r := uverbs.QueryDeviceResp{
+		FWVer: fwVer(a.FWVersion), NodeGUID: g, SysImageGUID: g, MaxMRSize: a.MaxMRSize, PageSizeCap: ^uint64(mlx5.UARPageSize - 1),
+		VendorID: a.VendorID, VendorPartID: a.VendorPartID, HWVer: a.HWVer, MaxQP: uint32(a.MaxQP), MaxQPWR: uint32(a.MaxQPWR),
+		MaxSGE: uint32(a.MaxSGE), MaxSGERd: uint32(a.MaxSGE), MaxCQ: uint32(a.MaxCQ), MaxCQE: uint32(a.MaxCQE),
+		MaxMR: uint32(a.MaxMR), MaxPD: uint32(a.MaxPD), MaxQPRdAtom: uint32(a.MaxQPRdAtomic), MaxQPInitRdAtom: uint32(a.MaxQPRdAtomic),
+		MaxResRdAtom: uint32(a.MaxQPRdAtomic * a.MaxQP), AtomicCap: 1, MaxAH: uint32(a.MaxQP), MaxSRQ: uint32(a.MaxQP),
+		MaxSRQWR: uint32(max(a.MaxQPWR-1, 0)), MaxSRQSGE: uint32(a.MaxSGE), MaxPkeys: 1, LocalCAAckDelay: 16, PhysPortCnt: 1,
+	}
+	return r, nil
+}
+
+func (s *Server) queryPort(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
+	var c uverbs.QueryPort
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	a, err := s.dev.QueryPort(int(c.PortNum))
+	if err != nil {
+		return 0, refusal(name, err)
+	}
+	r := uverbs.QueryPortResp{
+		MaxMsgSize: uint32(min(a.MaxMsgSize, 1<<32-1)), GIDTblLen: uint32(len(a.GIDs)), PKeyTblLen: 1,
+		State: uverbs.PortState(a.State), MaxMTU: uverbs.MTU(a.MaxMTU), ActiveMTU: uverbs.MTU(a.ActiveMTU),
+		MaxVLNum: 1, ActiveWidth: 1, PhysState: a.PhysState, LinkLayer: linkLayerEthernet,
+	}
+	return reply(out, &r, nil)
+}
+
+// linkLayerEthernet is IB_LINK_LAYER_ETHERNET.
+const linkLayerEthernet = 2
+
+// ---------------------------------------------------------------- PD, MR, channel
+
+func (s *Server) allocPD(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
+	var c uverbs.AllocPD
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	r, err := s.dev.AllocPD()
+	if err != nil {
+		return 0, refusal(name, err)
+	}
+	h := s.add(&object{kind: kindPD, num: r.PDN})
+	return reply(out, &uverbs.AllocPDResp{PDHandle: h}, &uverbs.MLX5AllocPDResp{PDN: r.PDN})
+}
+
+func (s *Server) deallocPD(name string, m *uverbs.WriteMsg) (int, *uverbs.Error) {
+	var c uverbs.DeallocPD
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	return 0, s.destroyPD(name, c.PDHandle)
+}
+
+func (s *Server) destroyPD(name string, h uverbs.Handle) *uverbs.Error {
+	o, e := s.lookupName(name, h, kindPD)
+	if e != nil {
+		return e
+	}
+	if o.users > 0 {
+		return fail(name, syscall.EBUSY, fmt.Sprintf("PD %d still has %d MRs/QPs/SRQs/AHs", h, o.users))
+	}
+	if err := s.dev.DeallocPD(o.num); err != nil {
+		return refusal(name, err)
+	}
+	s.release(o)
+	return nil
+}
+
+// accessKnown are the access bits the device implements; the other
+// ib_uverbs_access_flags are refused as unsupported.
+const accessKnown = uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteAtomic
+
+func (s *Server) regMR(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
+	var c uverbs.RegMR
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	pd, e := s.lookup(m.Cmd, c.PDHandle, kindPD)
+	if e != nil {
+		return 0, e
+	}
+	const allAccess = uverbs.AccessRelaxedOrdering<<1 - 1
+	switch {
+	case c.Length == 0:
+		return 0, fail(name, syscall.EINVAL, "zero length")
+	case c.AccessFlags&^(allAccess|uverbs.AccessRelaxedOrdering) != 0:
+		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("unknown access bits %#x", uint32(c.AccessFlags)))
+	case c.AccessFlags&(uverbs.AccessRemoteWrite|uverbs.AccessRemoteAtomic) != 0 && c.AccessFlags&uverbs.AccessLocalWrite == 0:
+		return 0, fail(name, syscall.EINVAL, "remote write/atomic access without local write")
+	case c.AccessFlags&^(accessKnown|uverbs.AccessRelaxedOrdering) != 0:
+		return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("access bits %#x not modelled (MW bind, zero-based, ODP, huge TLB)", uint32(c.AccessFlags&^accessKnown)))
+	case !s.inMem(c.Start, c.Length):
+		return 0, fail(name, syscall.EFAULT, fmt.Sprintf("[%#x,+%d) is not the client's memory", c.Start, c.Length))
+	}
+	r, err := s.dev.RegMR(mlx5.RegMRCmd{PDN: pd.num, Addr: c.Start, Length: c.Length, HCAVA: c.HCAVA, Access: uint32(c.AccessFlags & accessKnown)})
+	if err != nil {
+		return 0, refusal(name, err)
+	}
+	pd.users++
+	h := s.add(&object{kind: kindMR, num: r.LKey, rkey: r.RKey, pd: pd})
+	return reply(out, &uverbs.RegMRResp{MRHandle: h, LKey: r.LKey, RKey: r.RKey}, nil)
+}
+
+func (s *Server) deregMR(name string, m *uverbs.WriteMsg) (int, *uverbs.Error) {
+	var c uverbs.DeregMR
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	return 0, s.destroyMR(name, c.MRHandle)
+}
+
+func (s *Server) destroyMR(name string, h uverbs.Handle) *uverbs.Error {
+	o, e := s.lookupName(name, h, kindMR)
+	if e != nil {
+		return e
+	}
+	if err := s.dev.DeregMR(o.num); err != nil {
+		return refusal(name, err)
+	}
+	s.release(o)
+	return nil
+}
+
+func (s *Server) createCompChannel(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
+	var c uverbs.CreateCompChannel
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	id, err := s.dev.CreateCompChannel()
+	if err != nil {
+		return 0, refusal(name, err)
+	}
+	// The kernel returns a file descriptor; softnic returns the channel's
+	// handle, which CREATE_CQ's comp_channel then names.
+	h := s.add(&object{kind: kindChannel, num: id})
+	return reply(out, &uverbs.CreateCompChannelResp{FD: h}, nil)
+}
+
+// ---------------------------------------------------------------- CQ
+
+func (s *Server) createCQ(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
+	var c uverbs.CreateCQ
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	r, cqn, e := s.doCreateCQ(name, &c, m.Driver)
+	if e != nil {
+		return 0, e
+	}
+	return reply(out, &r, &uverbs.MLX5CreateCQResp{CQN: cqn})
+}
+
+func (s *Server) doCreateCQ(name string, c *uverbs.CreateCQ, driver []byte) (uverbs.CreateCQResp, uint32, *uverbs.Error) {
+	var drv uverbs.MLX5CreateCQ
+	if e := s.driverIn(name, driver, &drv, 20); e != nil {
+		return uverbs.CreateCQResp{}, 0, e
+	}
+	entries := roundupPow2(uint64(c.CQE) + 1)
+	uar := s.uctx.UARIndex
+	switch {
+	case c.CQE == 0 || entries > uint64(s.attr.MaxCQE):
+		return uverbs.CreateCQResp{}, 0, fail(name, syscall.EINVAL, fmt.Sprintf("cqe %d (ring of %d, device max %d)", c.CQE, entries, s.attr.MaxCQE))
+	case c.CompVector != 0:
+		return uverbs.CreateCQResp{}, 0, fail(name, syscall.EINVAL, fmt.Sprintf("comp_vector %d (the context has 1)", c.CompVector))
+	case drv.CQESize != 64 && drv.CQESize != 128:
+		return uverbs.CreateCQResp{}, 0, fail(name, syscall.EINVAL, fmt.Sprintf("cqe_size %d", drv.CQESize))
+	case drv.CQECompEn != 0:
+		return uverbs.CreateCQResp{}, 0, fail(name, syscall.EOPNOTSUPP, "CQE compression not modelled")
+	case drv.Flags&^uverbs.MLX5CreateCQFlagUARPageIndex != 0:
+		return uverbs.CreateCQResp{}, 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("flags %#x", drv.Flags))
+	case !s.inMem(drv.BufAddr, entries*uint64(drv.CQESize)):
+		return uverbs.CreateCQResp{}, 0, fail(name, syscall.EFAULT, fmt.Sprintf("CQ buffer %#x is not the client's memory", drv.BufAddr))
+	case !s.inMem(drv.DBAddr, mlx5.DBRecSize):
+		return uverbs.CreateCQResp{}, 0, fail(name, syscall.EFAULT, fmt.Sprintf("doorbell record %#x is not the client's memory", drv.DBAddr))
+	}
+	if drv.Flags&uverbs.MLX5CreateCQFlagUARPageIndex != 0 {
+		if !s.ownsUAR(uint32(drv.UARPageIndex)) {
+			return uverbs.CreateCQResp{}, 0, fail(name, syscall.EINVAL, fmt.Sprintf("UAR page %d is not one of the context's", drv.UARPageIndex))
+		}
+		uar = uint32(drv.UARPageIndex)
+	}
+	var ch *object
+	if c.CompChannel != uverbs.NoCompChannel {
+		var e *uverbs.Error
+		if c.CompChannel < 0 {
+			return uverbs.CreateCQResp{}, 0, fail(name, syscall.EBADF, fmt.Sprintf("comp_channel %d", c.CompChannel))
+		}
+		if ch, e = s.lookupName(name, uverbs.Handle(c.CompChannel), kindChannel); e != nil {
+			return uverbs.CreateCQResp{}, 0, e
+		}
+	}
+	r, err := s.dev.CreateCQ(mlx5.CreateCQCmd{Entries: int(entries), CQESize: int(drv.CQESize), BufAddr: drv.BufAddr, DBAddr: drv.DBAddr, UARIndex: uar})
+	if err != nil {
+		return uverbs.CreateCQResp{}, 0, refusal(name, err)
+	}
+	o := &object{kind: kindCQ, num: r.CQN}
+	if ch != nil {
+		if err := s.dev.AttachCQ(r.CQN, ch.num); err != nil {
+			_ = s.dev.DestroyCQ(r.CQN)
+			return uverbs.CreateCQResp{}, 0, refusal(name, err)
+		}
+		o.channel = ch
+		ch.users++
+	}
+	h := s.add(o)
+	return uverbs.CreateCQResp{CQHandle: h, CQE: uint32(entries - 1)}, r.CQN, nil
+}
+
+func (s *Server) destroyCQ(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
+	var c uverbs.DestroyCQ
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	if e := s.destroyCQObj(name, c.CQHandle); e != nil {
+		return 0, e
+	}
+	return reply(out, &uverbs.DestroyCQResp{}, nil)
+}
+
+func (s *Server) destroyCQObj(name string, h uverbs.Handle) *uverbs.Error {
+	o, e := s.lookupName(name, h, kindCQ)
+	if e != nil {
+		return e
+	}
+	if o.users > 0 {
+		return fail(name, syscall.EBUSY, fmt.Sprintf("CQ %d is used by %d QPs", h, o.users))
+	}
+	if err := s.dev.DestroyCQ(o.num); err != nil {
+		return refusal(name, err)
+	}
+	s.release(o)
+	return nil
+}
+
+// ---------------------------------------------------------------- QP
+
+func (s *Server) createQP(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
+	var c uverbs.CreateQP
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	core, drv, e := s.doCreateQP(name, &c, m.Driver)
+	if e != nil {
+		return 0, e
+	}
+	return reply(out, &core, &drv)
+}
+
+func (s *Server) doCreateQP(name string, c *uverbs.CreateQP, driver []byte) (uverbs.CreateQPResp, uverbs.MLX5CreateQPResp, *uverbs.Error) {
+	core, bfreg, e := s.createQPObj(name, c, driver)
+	return core, uverbs.MLX5CreateQPResp{BFRegIndex: bfreg}, e
+}
+
+func (s *Server) createQPObj(name string, c *uverbs.CreateQP, driver []byte) (uverbs.CreateQPResp, uint32, *uverbs.Error) {
+	var z uverbs.CreateQPResp
+	var drv uverbs.MLX5CreateQP
+	if e := s.driverIn(name, driver, &drv, 32); e != nil {
+		return z, 0, e
+	}
+	typ, ok := c.QPType.MLX5()
+	if !ok {
+		return z, 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("QP type %v (RC, UC, UD are modelled)", c.QPType))
+	}
+	pd, e := s.lookupName(name, c.PDHandle, kindPD)
+	if e != nil {
+		return z, 0, e
+	}
+	scq, e := s.lookupName(name, c.SendCQHandle, kindCQ)
+	if e != nil {
+		return z, 0, e
+	}
+	rcq, e := s.lookupName(name, c.RecvCQHandle, kindCQ)
+	if e != nil {
+		return z, 0, e
+	}
+	var srq *object
+	if c.IsSRQ != 0 {
+		if srq, e = s.lookupName(name, c.SRQHandle, kindSRQ); e != nil {
+			return z, 0, e
+		}
+	}
+	a := &s.attr
+	const knownFlags = uverbs.MLX5QPFlagSignature | uverbs.MLX5QPFlagScatterCQE | uverbs.MLX5QPFlagBFRegIndex | uverbs.MLX5QPFlagUARPageIndex
+	switch {
+	case c.MaxSendWR > uint32(a.MaxQPWR) || c.MaxRecvWR > uint32(a.MaxQPWR):
+		return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("max_send_wr %d / max_recv_wr %d (device max %d)", c.MaxSendWR, c.MaxRecvWR, a.MaxQPWR))
+	case c.MaxSendSGE > uint32(a.MaxSGE) || c.MaxRecvSGE > uint32(a.MaxSGE):
+		return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("max_send_sge %d / max_recv_sge %d (device max %d)", c.MaxSendSGE, c.MaxRecvSGE, a.MaxSGE))
+	case drv.Flags&^knownFlags != 0:
+		return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("unknown mlx5 QP flags %#x", drv.Flags&^knownFlags))
+	case drv.Flags&uverbs.MLX5QPFlagBFRegIndex != 0 && drv.Flags&uverbs.MLX5QPFlagUARPageIndex != 0:
+		return z, 0, fail(name, syscall.EINVAL, "both BFREG_INDEX and UAR_PAGE_INDEX")
+	case drv.SQWQECount == 0 || drv.SQWQECount > 1<<24 || drv.RQWQECount > 1<<24 || drv.RQWQEShift > 16:
+		return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("sq_wqe_count %d, rq_wqe_count %d, rq_wqe_shift %d", drv.SQWQECount, drv.RQWQECount, drv.RQWQEShift))
+	case c.IsSRQ != 0 && drv.RQWQECount != 0:
+		return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("a QP on an SRQ with an RQ of %d WQEs", drv.RQWQECount))
+	case drv.ECEOptions != 0 || drv.DCILogNumConcurrent != 0 || drv.DCILogNumErrored != 0:
+		return z, 0, fail(name, syscall.EOPNOTSUPP, "ECE and DCI streams are not modelled")
+	}
+	rqBytes := uint64(drv.RQWQECount) << drv.RQWQEShift
+	sqBytes := uint64(drv.SQWQECount) * mlx5.WQEBBSize
+	switch {
+	case drv.SQBufAddr != 0 && drv.SQBufAddr != drv.BufAddr+rqBytes:
+		return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("sq_buf_addr %#x: the SQ must follow the RQ at %#x", drv.SQBufAddr, drv.BufAddr+rqBytes))
+	case !s.inMem(drv.BufAddr, rqBytes+sqBytes):
+		return z, 0, fail(name, syscall.EFAULT, fmt.Sprintf("QP buffer [%#x,+%d) is not the client's memory", drv.BufAddr, rqBytes+sqBytes))
+	case !s.inMem(drv.DBAddr, mlx5.DBRecSize):
+		return z, 0, fail(name, syscall.EFAULT, fmt.Sprintf("doorbell record %#x is not the client's memory", drv.DBAddr))
+	}
+	cmd := mlx5.CreateQPCmd{Type: typ, PDN: pd.num, SendCQN: scq.num, RecvCQN: rcq.num, BufAddr: drv.BufAddr, DBAddr: drv.DBAddr,
+		SQWQECnt: int(drv.SQWQECount), RQWQECnt: int(drv.RQWQECount), RQWQEShift: int(drv.RQWQEShift),
+		MaxInline: int(c.MaxInlineData), SigAll: c.SQSigAll != 0, BFRegIndex: -1, UARIndexHint: s.uctx.UARIndex}
+	if srq != nil {
+		cmd.SRQN = srq.num
+	}
+	switch {
+	case drv.Flags&uverbs.MLX5QPFlagBFRegIndex != 0:
+		if int(drv.BFRegIndex) >= s.uctx.TotBFRegs {
+			return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("bfreg %d (the context has %d)", drv.BFRegIndex, s.uctx.TotBFRegs))
+		}
+		cmd.BFRegIndex = int(drv.BFRegIndex)
+	case drv.Flags&uverbs.MLX5QPFlagUARPageIndex != 0:
+		if !s.ownsUAR(drv.BFRegIndex) {
+			return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("UAR page %d is not one of the context's", drv.BFRegIndex))
+		}
+		cmd.UARIndexHint = drv.BFRegIndex
+	}
+	r, err := s.dev.CreateQP(cmd)
+	if err != nil {
+		return z, 0, refusal(name, err)
+	}
+	o := &object{kind: kindQP, num: r.QPN, pd: pd, scq: scq, rcq: rcq, srq: srq, qpType: c.QPType}
+	for _, ref := range [...]*object{pd, scq, rcq, srq} {
+		if ref != nil {
+			ref.users++
+		}
+	}
+	h := s.add(o)
+	inl := min(c.MaxInlineData, uint32(max(s.dev.Spec().Caps.MaxInline, 0)))
+	core := uverbs.CreateQPResp{QPHandle: h, QPN: r.QPN, MaxSendWR: c.MaxSendWR, MaxRecvWR: c.MaxRecvWR,
+		MaxSendSGE: c.MaxSendSGE, MaxRecvSGE: c.MaxRecvSGE, MaxInlineData: inl}
+	return core, uint32(r.BFRegIndex), nil
+}
+
+// qpAttrKnown are the ib_qp_attr_mask bits a MODIFY_QP may carry
+// (IB_QP_ATTR_STANDARD_BITS and RATE_LIMIT).
+const qpAttrKnown = uverbs.QPAttrMask(1<<21-1) | uverbs.QPAttrRateLimit
+
+func (s *Server) modifyQP(name string, m *uverbs.WriteMsg) (int, *uverbs.Error) {
+	var c uverbs.ModifyQP
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	for _, b := range m.Driver {
+		if b != 0 {
+			return 0, fail(name, syscall.EOPNOTSUPP, "MODIFY_QP carries no mlx5 driver data")
+		}
+	}
+	return s.doModifyQP(name, &c)
+}
+
+func (s *Server) doModifyQP(name string, c *uverbs.ModifyQP) (int, *uverbs.Error) {
+	o, e := s.lookupName(name, c.QPHandle, kindQP)
+	if e != nil {
+		return 0, e
+	}
+	mask := c.AttrMask
+	if mask&^qpAttrKnown != 0 {
+		return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("attr_mask bits %#x", uint32(mask&^qpAttrKnown)))
+	}
+	if mask&uverbs.QPAttrRateLimit != 0 {
+		return 0, fail(name, syscall.EOPNOTSUPP, "rate limit not modelled")
+	}
+	state, okS := c.QPState.MLX5()
+	cur, okC := c.CurQPState.MLX5()
+	if mask&uverbs.QPAttrState != 0 && !okS || mask&uverbs.QPAttrCurState != 0 && !okC {
+		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("qp_state %d / cur_qp_state %d", c.QPState, c.CurQPState))
+	}
+	d := &c.Dest
+	cmd := mlx5.ModifyQPCmd{
+		QPN: o.num, Mask: uint32(mask), State: state, CurState: cur, AccessFlags: uint32(c.QPAccessFlags),
+		PKeyIndex: c.PKeyIndex, Port: c.PortNum, QKey: c.QKey, PathMTU: mlx5.MTU(c.PathMTU),
+		AV:      mlx5.AV{DGID: d.DGID, SGIDIndex: d.SGIDIndex, HopLimit: d.HopLimit, TrafficClass: d.TrafficClass, FlowLabel: d.FlowLabel},
+		Timeout: c.Timeout, RetryCnt: c.RetryCnt, RNRRetry: c.RNRRetry, RQPSN: c.RQPSN, SQPSN: c.SQPSN,
+		MaxQPRdAtomic: c.MaxRdAtomic, MaxDestRdAtomic: c.MaxDestRdAtomic, MinRNRTimer: c.MinRNRTimer, DestQPN: c.DestQPNum,
+	}
+	if mask&uverbs.QPAttrAV != 0 {
+		if d.IsGlobal == 0 {
+			return 0, fail(name, syscall.EINVAL, "a RoCE address vector needs a GRH (is_global)")
+		}
+		cmd.AV.DMAC = s.resolve(d.DGID)
+	}
+	if err := s.dev.ModifyQP(cmd); err != nil {
+		return 0, refusal(name, err)
+	}
+	return 0, nil
+}
+
+// resolve is the kernel's ib_resolve_eth_dmac: the neighbour table's MAC
+// for a destination GID (zero if unknown).
+func (s *Server) resolve(gid [16]byte) [6]byte {
+	if s.d.neigh != nil {
+		if mac, ok := s.d.neigh(gid); ok {
+			return mac
+		}
+	}
+	return [6]byte{}
+}
+
+func (s *Server) queryQP(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
+	var c uverbs.QueryQP
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	o, e := s.lookup(m.Cmd, c.QPHandle, kindQP)
+	if e != nil {
+		return 0, e
+	}
+	a, err := s.dev.QueryQP(o.num)
+	if err != nil {
+		return 0, refusal(name, err)
+	}
+	st, ok := uverbs.QPStateFromMLX5(a.State)
+	if !ok {
+		st = uverbs.QPStateErr
+	}
+	r := uverbs.QueryQPResp{QPState: st, CurQPState: st, PathMTU: uverbs.MTU(a.PathMTU), DestQPNum: a.DestQPN,
+		SQPSN: a.SQPSN, RQPSN: a.RQPSN, PortNum: 1}
+	return reply(out, &r, nil)
+}
+
+func (s *Server) destroyQP(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
+	var c uverbs.DestroyQP
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	if e := s.destroyQPObj(name, c.QPHandle); e != nil {
+		return 0, e
+	}
+	return reply(out, &uverbs.DestroyQPResp{}, nil)
+}
+
+func (s *Server) destroyQPObj(name string, h uverbs.Handle) *uverbs.Error {
+	o, e := s.lookupName(name, h, kindQP)
+	if e != nil {
+		return e
+	}
+	if err := s.dev.DestroyQP(o.num); err != nil {
+		return refusal(name, err)
+	}
+	s.release(o)
+	return nil
+}
+
+// ---------------------------------------------------------------- SRQ
+
+func (s *Server) createSRQ(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
+	var c uverbs.CreateSRQ
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	var drv uverbs.MLX5CreateSRQ
+	if e := s.driverIn(name, m.Driver, &drv, 16); e != nil {
+		return 0, e
+	}
+	pd, e := s.lookup(m.Cmd, c.PDHandle, kindPD)
+	if e != nil {
+		return 0, e
+	}
+	a := &s.attr
+	switch {
+	case c.MaxWR == 0 || c.MaxWR >= uint32(a.MaxQPWR):
+		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("max_wr %d (device max %d)", c.MaxWR, a.MaxQPWR-1))
+	case c.MaxSGE == 0 || c.MaxSGE > uint32(a.MaxSGE):
+		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("max_sge %d (device max %d)", c.MaxSGE, a.MaxSGE))
+	case drv.Flags&^uverbs.MLX5SRQFlagSignature != 0:
+		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("mlx5 SRQ flags %#x", drv.Flags))
+	}
+	cnt := roundupPow2(uint64(c.MaxWR) + 1)
+	stride := roundupPow2(mlx5.SRQNextSegSize + mlx5.DataSegSize*uint64(c.MaxSGE))
+	shift := bits.TrailingZeros64(stride)
+	if !s.inMem(drv.BufAddr, cnt*stride) {
+		return 0, fail(name, syscall.EFAULT, fmt.Sprintf("SRQ buffer [%#x,+%d) is not the client's memory", drv.BufAddr, cnt*stride))
+	}
+	if !s.inMem(drv.DBAddr, mlx5.DBRecSize) {
+		return 0, fail(name, syscall.EFAULT, fmt.Sprintf("doorbell record %#x is not the client's memory", drv.DBAddr))
+	}
+	r, err := s.dev.CreateSRQ(mlx5.CreateSRQCmd{PDN: pd.num, BufAddr: drv.BufAddr, DBAddr: drv.DBAddr, WQECnt: int(cnt), WQEShift: shift, Limit: c.SRQLimit})
+	if err != nil {
+		return 0, refusal(name, err)
+	}
+	pd.users++
+	h := s.add(&object{kind: kindSRQ, num: r.SRQN, pd: pd})
+	core := uverbs.CreateSRQResp{SRQHandle: h, MaxWR: uint32(cnt - 1), MaxSGE: uint32((stride - mlx5.SRQNextSegSize) / mlx5.DataSegSize), SRQN: r.SRQN}
+	return reply(out, &core, &uverbs.MLX5CreateSRQResp{SRQN: r.SRQN})
+}
+
+func (s *Server) modifySRQ(name string, m *uverbs.WriteMsg) (int, *uverbs.Error) {
+	var c uverbs.ModifySRQ
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	o, e := s.lookup(m.Cmd, c.SRQHandle, kindSRQ)
+	if e != nil {
+		return 0, e
+	}
+	if err := s.dev.ModifySRQ(mlx5.ModifySRQCmd{SRQN: o.num, Mask: uint32(c.AttrMask), MaxWR: int(c.MaxWR), Limit: c.SRQLimit}); err != nil {
+		return 0, refusal(name, err)
+	}
+	return 0, nil
+}
+
+func (s *Server) querySRQ(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
+	var c uverbs.QuerySRQ
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	o, e := s.lookup(m.Cmd, c.SRQHandle, kindSRQ)
+	if e != nil {
+		return 0, e
+	}
+	a, err := s.dev.QuerySRQ(o.num)
+	if err != nil {
+		return 0, refusal(name, err)
+	}
+	return reply(out, &uverbs.QuerySRQResp{MaxWR: uint32(a.MaxWR), MaxSGE: uint32(a.MaxSGE), SRQLimit: a.Limit}, nil)
+}
+
+func (s *Server) destroySRQ(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
+	var c uverbs.DestroySRQ
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	if e := s.destroySRQObj(name, c.SRQHandle); e != nil {
+		return 0, e
+	}
+	return reply(out, &uverbs.DestroySRQResp{}, nil)
+}
+
+func (s *Server) destroySRQObj(name string, h uverbs.Handle) *uverbs.Error {
+	o, e := s.lookupName(name, h, kindSRQ)
+	if e != nil {
+		return e
+	}
+	if o.users > 0 {
+		return fail(name, syscall.EBUSY, fmt.Sprintf("SRQ %d is used by %d QPs", h, o.users))
+	}
+	if err := s.dev.DestroySRQ(o.num); err != nil {
+		return refusal(name, err)
+	}
+	s.release(o)
+	return nil
+}
+
+// ---------------------------------------------------------------- AH
+
+func (s *Server) createAH(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
+	var c uverbs.CreateAH
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	pd, e := s.lookup(m.Cmd, c.PDHandle, kindPD)
+	if e != nil {
+		return 0, e
+	}
+	switch {
+	case c.Attr.IsGlobal == 0:
+		return 0, fail(name, syscall.EINVAL, "a RoCE address handle needs a GRH (is_global)")
+	case c.Attr.PortNum != 1:
+		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("port %d (the device has port 1)", c.Attr.PortNum))
+	case c.Attr.Grh.SGIDIndex > 1:
+		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("sgid index %d", c.Attr.Grh.SGIDIndex))
+	}
+	o := &object{kind: kindAH, pd: pd, ah: c.Attr, dmac: s.resolve(c.Attr.Grh.DGID)}
+	pd.users++
+	h := s.add(o)
+	return reply(out, &uverbs.CreateAHResp{AHHandle: h}, &uverbs.MLX5CreateAHResp{ResponseLength: uverbs.MLX5CreateAHRespSize, DMAC: o.dmac})
+}
+
+func (s *Server) destroyAH(name string, m *uverbs.WriteMsg) (int, *uverbs.Error) {
+	var c uverbs.DestroyAH
+	if err := c.Decode(m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	o, e := s.lookup(m.Cmd, c.AHHandle, kindAH)
+	if e != nil {
+		return 0, e
+	}
+	s.release(o)
+	return 0, nil
+}
