@@ -187,6 +187,9 @@ func (b *BAR0) emit(now sim.Time, off uint64, p []byte) {
 	if !b.fx.bypass && (b.fx.in != nil || b.fx.linkLost) && b.emitFault(now, off, p) {
 		return
 	}
+	if b.fx.obs != nil {
+		b.observe(now, off, p)
+	}
 	arrive, s := b.link.HostWrite(now, off, len(p))
 	arrive = arrive.Add(b.fx.extra)
 
@@ -217,6 +220,22 @@ func (b *BAR0) Store64(off uint64, v uint64) {
 	b.store(off, p[:])
 }
 
+var _ pcie.LineStorer = (*BAR0)(nil)
+
+// StoreLines is a BlueFlame copy in one call (pcie.LineStorer): Flush,
+// the 8-byte stores of a then b in ascending order, Flush — the same
+// effect, store by store, as the separate calls.
+func (b *BAR0) StoreLines(off uint64, x, y []byte) {
+	b.Flush()
+	for _, p := range [2][]byte{x, y} {
+		for i := 0; i+8 <= len(p); i += 8 {
+			b.store(off, p[i:i+8])
+			off += 8
+		}
+	}
+	b.Flush()
+}
+
 // Store32 is one 32-bit store of v's little-endian image at off.
 func (b *BAR0) Store32(off uint64, v uint32) {
 	var p [4]byte
@@ -233,7 +252,7 @@ func (b *BAR0) store(off uint64, p []byte) {
 	now := b.eng.Now()
 	if off%uint64(len(p)) != 0 {
 		b.ctr.Inc(CtrBarMisalignedStore)
-		b.rec.Warnf(b.node, now, "bar", CtrBarMisalignedStore, "%d-byte store at BAR0 %#x is not naturally aligned; dropped", len(p), off)
+		b.rec.Warnf(b.node, now, "bar", CtrBarMisalignedStore.String(), "%d-byte store at BAR0 %#x is not naturally aligned; dropped", len(p), off)
 		b.eng.Advance(b.cfg.StoreCost)
 		return
 	}
@@ -300,7 +319,7 @@ type wcLine struct {
 func (l *wcLine) Fire(now sim.Time) {
 	if l.active && now >= l.alloc.Add(l.b.cfg.WCDrain) {
 		l.b.ctr.Inc(CtrWcLateDrain)
-		l.b.rec.Warnf(l.b.node, now, "bar", CtrWcLateDrain, "WC line at BAR0 %#x drained %v after its first store without a fence", l.addr, l.b.cfg.WCDrain)
+		l.b.rec.Warnf(l.b.node, now, "bar", CtrWcLateDrain.String(), "WC line at BAR0 %#x drained %v after its first store without a fence", l.addr, l.b.cfg.WCDrain)
 		l.b.emitLine(now, l, "drain")
 	}
 }

@@ -1,21 +1,23 @@
 package bar
 
+import "github.com/softnic/softnic/trace"
+
 // Counter (and warning) names, in one catalogue.
-const (
-	CtrPcieMmioTlps       = "pcie_mmio_tlps"
-	CtrPcieMmioBytes      = "pcie_mmio_bytes"
-	CtrBarMisalignedStore = "bar_misaligned_store"
-	CtrBarBadWidth        = "bar_bad_width"
-	CtrWcLateDrain        = "wc_late_drain"
-	CtrWcEvict            = "wc_evict"
-	CtrBarUnknownAccess   = "bar_unknown_access"
-	CtrBarWoRead          = "bar_wo_read"
-	CtrBarRoWrite         = "bar_ro_write"
-	CtrBarCmdDbell        = "bar_cmd_dbell"
-	CtrBarCqArm           = "bar_cq_arm"
-	CtrBarEqDoorbell      = "bar_eq_doorbell"
-	CtrBarDoorbell        = "bar_doorbell"
-	CtrBfBadDs            = "bf_bad_ds"
-	CtrBarBlueflame       = "bar_blueflame"
-	CtrBfTorn             = "bf_torn"
+var (
+	CtrPcieMmioTlps       = trace.NewCounter("pcie_mmio_tlps")
+	CtrPcieMmioBytes      = trace.NewCounter("pcie_mmio_bytes")
+	CtrBarMisalignedStore = trace.NewCounter("bar_misaligned_store")
+	CtrBarBadWidth        = trace.NewCounter("bar_bad_width")
+	CtrWcLateDrain        = trace.NewCounter("wc_late_drain")
+	CtrWcEvict            = trace.NewCounter("wc_evict")
+	CtrBarUnknownAccess   = trace.NewCounter("bar_unknown_access")
+	CtrBarWoRead          = trace.NewCounter("bar_wo_read")
+	CtrBarRoWrite         = trace.NewCounter("bar_ro_write")
+	CtrBarCmdDbell        = trace.NewCounter("bar_cmd_dbell")
+	CtrBarCqArm           = trace.NewCounter("bar_cq_arm")
+	CtrBarEqDoorbell      = trace.NewCounter("bar_eq_doorbell")
+	CtrBarDoorbell        = trace.NewCounter("bar_doorbell")
+	CtrBfBadDs            = trace.NewCounter("bf_bad_ds")
+	CtrBarBlueflame       = trace.NewCounter("bar_blueflame")
+	CtrBfTorn             = trace.NewCounter("bf_torn")
 )

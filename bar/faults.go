@@ -3,7 +3,9 @@ package bar
 import (
 	"fmt"
 
+	"github.com/softnic/softnic/env"
 	"github.com/softnic/softnic/fault"
+	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/trace"
 )
@@ -16,17 +18,21 @@ import (
 // consequences and their sources.
 
 // Counters of this file (a separate block of the catalogue).
-const (
-	CtrFaultWCLine   = "fault_wc_line"     // a WC line a fault rule dropped, tore, delayed, reordered, duplicated or corrupted
-	CtrFaultMMIOTLP  = "fault_mmio_tlp"    // an MMIO TLP a fault rule dropped, delayed, duplicated, corrupted or failed (UR)
-	CtrBfOutOfOrder  = "bf_out_of_order"   // BlueFlame lines that did not arrive ascending: doorbell fallback
-	CtrLinkLostRead  = "pcie_link_lost_rd" // MMIO reads answered all ones: the link is lost
-	CtrLinkLostWrite = "pcie_link_lost_wr" // MMIO writes lost with the link
+var (
+	CtrFaultWCLine   = trace.NewCounter("fault_wc_line")     // a WC line a fault rule dropped, tore, delayed, reordered, duplicated or corrupted
+	CtrFaultMMIOTLP  = trace.NewCounter("fault_mmio_tlp")    // an MMIO TLP a fault rule dropped, delayed, duplicated, corrupted or failed (UR)
+	CtrBfOutOfOrder  = trace.NewCounter("bf_out_of_order")   // BlueFlame lines that did not arrive ascending: doorbell fallback
+	CtrLinkLostRead  = trace.NewCounter("pcie_link_lost_rd") // MMIO reads answered all ones: the link is lost
+	CtrLinkLostWrite = trace.NewCounter("pcie_link_lost_wr") // MMIO writes lost with the link
 )
 
-// BFObserver sees every write that reaches a BlueFlame buffer (the
-// device's checked mode): bfreg k of UAR uar, buffer half (0 or 1), at
-// rel inside it. data is valid only during the call.
+// BFObserver sees every write to a BlueFlame buffer (the device's checked
+// mode) as it leaves the CPU for the link: bfreg k of UAR uar, buffer half
+// (0 or 1), at rel inside it; data is valid only during the call. PCIe
+// delivers posted writes in this order, so it is the order a device sees.
+// (It is taken at the CPU because the link model's calendar can let a
+// short TLP overtake a longer one issued just before it; the order of
+// arrival is then not the order PCIe guarantees.)
 type BFObserver interface {
 	BFWrite(t sim.Time, uar uint32, bfreg, half int, rel uint64, data []byte)
 }
@@ -40,6 +46,7 @@ type faultState struct {
 	synd     uint8
 	frozen   uint32 // health_counter when FW died
 	linkLost bool
+	obsBuf   [64]byte     // the write handed to obs
 	bypass   bool         // emitFault is sending: no second decision
 	extra    sim.Duration // added to the arrival of the write being sent
 }
@@ -96,6 +103,23 @@ func (b *BAR0) SetFaults(in *fault.Injector) {
 	}
 }
 
+// observe hands an MMIO write in a bfreg area to the observer.
+func (b *BAR0) observe(now sim.Time, off uint64, p []byte) {
+	if b.cfg.BFRegSize == 0 || !b.isUAR(off) {
+		return
+	}
+	r := off % mlx5.UARPageSize
+	if r < mlx5.UARBFRegOffset || r >= mlx5.UARBFRegOffset+4*uint64(b.cfg.BFRegSize) {
+		return
+	}
+	r -= mlx5.UARBFRegOffset
+	k := int(r / uint64(b.cfg.BFRegSize))
+	rel := r % uint64(b.cfg.BFRegSize)
+	half := int(rel / uint64(b.bfBuf))
+	n := copy(b.fx.obsBuf[:], p) // through a copy: p must not escape (Store64 stays allocation-free)
+	b.fx.obs.BFWrite(now, uint32(off/mlx5.UARPageSize), k, half, rel%uint64(b.bfBuf), b.fx.obsBuf[:n])
+}
+
 // SetObserver installs a BlueFlame observer (nil removes it).
 func (b *BAR0) SetObserver(o BFObserver) { b.fx.obs = o }
 
@@ -132,15 +156,15 @@ func (b *BAR0) healthWord(rel uint64, v uint32) uint32 {
 	return v
 }
 
-func (b *BAR0) faultWarn(t sim.Time, name string, qpn uint32, flow uint64, d fault.Decision, format string, args ...any) {
+func (b *BAR0) faultWarn(t sim.Time, name trace.Counter, qpn uint32, flow uint64, d fault.Decision, format string, args ...any) {
 	pt := fault.WCBuffer
 	if name == CtrFaultMMIOTLP {
 		pt = fault.PCIeTLP
 	}
 	b.ctr.Inc(name)
-	b.ctr.Inc(fault.CounterName(pt, d.Action))
+	b.ctr.Inc(env.FaultCounter(pt, d.Action))
 	if b.rec.On() {
-		b.rec.Record(trace.Event{Name: name, Component: "fault", Node: b.node, Start: t, End: t, QPN: qpn, Flow: flow,
+		b.rec.Record(trace.Event{Name: name.String(), Component: "fault", Node: b.node, Start: t, End: t, QPN: qpn, Flow: flow,
 			PSN: trace.NoPSN, Level: trace.Warn, Detail: fmt.Sprintf(format, args...) + " [rule " + b.fx.in.RuleString(d.Rule) + "]"})
 	}
 }

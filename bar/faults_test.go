@@ -26,11 +26,11 @@ func TestWCLineFaults(t *testing.T) {
 		want string // the first call the device sees
 		ctr  string
 	}{
-		{fault.Tear, "db", CtrBfTorn},          // half the line missing: doorbell fallback at the drain time
-		{fault.Drop, "", CtrBfTorn},            // the ctrl line never arrives: nothing to ring
-		{fault.Reorder, "db", CtrBfOutOfOrder}, // line 1 first: lines not ascending
-		{fault.Duplicate, "db", CtrBfTorn},     // line 0 twice: a new WQE seems to start; fallback
-		{fault.Delay, "db", CtrBfOutOfOrder},   // line 0 held: line 1 comes first
+		{fault.Tear, "db", CtrBfTorn.String()},          // half the line missing: doorbell fallback at the drain time
+		{fault.Drop, "", CtrBfTorn.String()},            // the ctrl line never arrives: nothing to ring
+		{fault.Reorder, "db", CtrBfOutOfOrder.String()}, // line 1 first: lines not ascending
+		{fault.Duplicate, "db", CtrBfTorn.String()},     // line 0 twice: a new WQE seems to start; fallback
+		{fault.Delay, "db", CtrBfOutOfOrder.String()},   // line 0 held: line 1 comes first
 		{fault.Corrupt, "bf", ""},
 	} {
 		t.Run(tc.a.String(), func(t *testing.T) {
@@ -46,7 +46,7 @@ func TestWCLineFaults(t *testing.T) {
 			r.copyBF(r.bfOff(uar, 0, 0), w)
 			r.b.Flush()
 			r.settle()
-			require.Equal(t, uint64(1), r.ctr.Get(CtrFaultWCLine))
+			require.Equal(t, uint64(1), r.ctr.Value(CtrFaultWCLine))
 			require.Equal(t, uint64(1), r.ctr.Get(fault.CounterName(fault.WCBuffer, tc.a)))
 			if tc.want == "" {
 				for _, c := range r.h.calls {
@@ -111,8 +111,8 @@ func TestFatalHealthAndLinkLoss(t *testing.T) {
 	r.b.Flush()
 	r.settle()
 	require.Empty(t, r.h.calls)
-	require.NotZero(t, r.ctr.Get(CtrLinkLostWrite))
-	require.NotZero(t, r.ctr.Get(CtrLinkLostRead))
+	require.NotZero(t, r.ctr.Value(CtrLinkLostWrite))
+	require.NotZero(t, r.ctr.Value(CtrLinkLostRead))
 }
 
 func leU64(b []byte) uint64 {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/trace"
 )
 
 // Access is a register's access type.
@@ -201,13 +202,13 @@ func (b *BAR0) dispatch(t sim.Time, off uint64, width int, data []byte) uint32 {
 	return 0
 }
 
-func (b *BAR0) bad(t sim.Time, counter string, off uint64, width int, write bool) {
+func (b *BAR0) bad(t sim.Time, counter trace.Counter, off uint64, width int, write bool) {
 	b.ctr.Inc(counter)
 	op := "read"
 	if write {
 		op = "write"
 	}
-	b.rec.Warnf(b.node, t, "bar", counter, "%d-byte %s at BAR0 %#x", width, op, off)
+	b.rec.Warnf(b.node, t, "bar", counter.String(), "%d-byte %s at BAR0 %#x", width, op, off)
 }
 
 func readFWRev(b *BAR0, _ *Acc) uint32 {
@@ -313,9 +314,6 @@ func writeBF(b *BAR0, a *Acc) {
 		return
 	}
 	idx := int(a.UAR-b.cfg.FirstUAR)*bufsPerUAR + 2*k + buf
-	if b.fx.obs != nil {
-		b.fx.obs.BFWrite(a.T, a.UAR, k, buf, rel, a.Data)
-	}
 	b.bf[idx].write(a.T, a.UAR, k, rel, a.Data)
 }
 
@@ -376,7 +374,7 @@ func (s *bfAsm) write(t sim.Time, uar uint32, bfreg int, rel uint64, data []byte
 		need := (ds*mlx5.DSSize + mlx5.WQEBBSize - 1) &^ (mlx5.WQEBBSize - 1)
 		if ds == 0 || need > b.bfBuf {
 			b.ctr.Inc(CtrBfBadDs)
-			b.rec.Warnf(b.node, t, "bar", CtrBfBadDs, "UAR %d bfreg %d: BlueFlame ctrl has ds %d (buffer %d B); ringing as a doorbell", uar, bfreg, ds, b.bfBuf)
+			b.rec.Warnf(b.node, t, "bar", CtrBfBadDs.String(), "UAR %d bfreg %d: BlueFlame ctrl has ds %d (buffer %d B); ringing as a doorbell", uar, bfreg, ds, b.bfBuf)
 			s.pending = false
 			b.doorbell(t, uar, bfreg, s.buf[:8])
 			return
@@ -388,7 +386,7 @@ func (s *bfAsm) write(t sim.Time, uar uint32, bfreg int, rel uint64, data []byte
 				// used: the device rings the doorbell and fetches the WQE
 				// (faults.md §2.4, inferred from the kernel's WC test).
 				b.ctr.Inc(CtrBfOutOfOrder)
-				b.rec.Warnf(b.node, t, "bar", CtrBfOutOfOrder, "UAR %d bfreg %d: BlueFlame lines arrived out of order; falling back to a doorbell", uar, bfreg)
+				b.rec.Warnf(b.node, t, "bar", CtrBfOutOfOrder.String(), "UAR %d bfreg %d: BlueFlame lines arrived out of order; falling back to a doorbell", uar, bfreg)
 				b.doorbell(t, uar, bfreg, s.buf[:8])
 				return
 			}
@@ -414,9 +412,9 @@ func (s *bfAsm) torn(t sim.Time, why string) {
 	s.pending = false
 	b.ctr.Inc(CtrBfTorn)
 	if s.mask&3 != 3 {
-		b.rec.Warnf(b.node, t, "bar", CtrBfTorn, "UAR %d bfreg %d: torn BlueFlame WQE without its ctrl segment dropped (%s)", s.uar, s.bfreg, why)
+		b.rec.Warnf(b.node, t, "bar", CtrBfTorn.String(), "UAR %d bfreg %d: torn BlueFlame WQE without its ctrl segment dropped (%s)", s.uar, s.bfreg, why)
 		return
 	}
-	b.rec.Warnf(b.node, t, "bar", CtrBfTorn, "UAR %d bfreg %d: torn BlueFlame WQE (%s); falling back to a doorbell", s.uar, s.bfreg, why)
+	b.rec.Warnf(b.node, t, "bar", CtrBfTorn.String(), "UAR %d bfreg %d: torn BlueFlame WQE (%s); falling back to a doorbell", s.uar, s.bfreg, why)
 	b.doorbell(t, s.uar, s.bfreg, s.buf[:8])
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/trace"
 	"github.com/softnic/softnic/wqefetch"
 )
 
@@ -46,6 +47,15 @@ func (v *Violation) Unwrap() error { return ErrProtocol }
 
 // Counter is the violation's counter name, check_R<n>_<name>.
 func (v *Violation) Counter() string { return "check_" + v.Rule + "_" + v.Name }
+
+// checkCounters are the counters of the rule table, by violation name.
+var checkCounters = func() map[string]trace.Counter {
+	m := map[string]trace.Counter{}
+	for _, r := range CheckRules {
+		m[r.Name] = trace.NewCounter("check_" + r.Rule + "_" + r.Name)
+	}
+	return m
+}()
 
 // CheckRule is one row of the rule table.
 type CheckRule struct {
@@ -104,6 +114,13 @@ type Checker struct {
 	qps    map[uint32]*chkQP
 	cqs    map[uint32]*chkCQ
 	bfregs map[[2]uint32]*chkBF
+	halves map[[2]uint32]*chkHalf // by (uar<<8|bfreg, qpn)
+}
+
+// chkHalf is the newest post of a QP on a bfreg: its index and half.
+type chkHalf struct {
+	idx  uint16
+	half int
 }
 
 type chkQP struct {
@@ -128,19 +145,17 @@ type chkCQ struct {
 }
 
 type chkBF struct {
-	seen     bool
-	lastHalf int
-	pending  bool
-	pendQPN  uint32
-	need     int
-	got      int
+	pending bool
+	pendQPN uint32
+	need    int
+	got     int
 }
 
 // EnableCheck turns checked mode on (once; later calls return the same
 // checker) and returns the checker.
 func (d *Device) EnableCheck(o CheckOptions) *Checker {
 	if d.chk == nil {
-		d.chk = &Checker{d: d, opts: o, qps: map[uint32]*chkQP{}, cqs: map[uint32]*chkCQ{}, bfregs: map[[2]uint32]*chkBF{}}
+		d.chk = &Checker{d: d, opts: o, qps: map[uint32]*chkQP{}, cqs: map[uint32]*chkCQ{}, bfregs: map[[2]uint32]*chkBF{}, halves: map[[2]uint32]*chkHalf{}}
 		d.bar.SetObserver(d.chk) // QPs and CQs created before are not checked
 	}
 	return d.chk
@@ -174,7 +189,7 @@ func (c *Checker) report(t sim.Time, name string, qpn uint32, format string, arg
 	r := checkRuleIndex[name]
 	v := &Violation{Rule: r.Rule, Name: name, Node: c.d.node, QPN: qpn, At: t, Observed: fmt.Sprintf(format, args...), Source: r.Source}
 	c.found = append(c.found, v)
-	c.d.inc(v.Counter())
+	c.d.inc(checkCounters[name])
 	c.d.rec.Warnf(c.d.node, t, "check", v.Counter(), "%s %s: %s: %s (source: %s)", r.Rule, r.Message, name, v.Observed, r.Source)
 	if c.opts.OnViolation != nil {
 		c.opts.OnViolation(v)
@@ -246,7 +261,7 @@ func (c *Checker) doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte, bf b
 		ahead := r16 - end
 		switch {
 		case ahead == 0:
-		case r16 == s.lastEnd || int16(ahead) < 0 && int(-int16(ahead)) <= s.sqSize:
+		case int16(ahead) < 0 && int(-int16(ahead)) <= s.sqSize:
 			c.report(t, "doorbell-before-record", qpn, "doorbell for wqe_index %d (+%d WQEBBs = %d) but the record still holds %d", idx, bbs, end, r16)
 		case int(ahead) > s.sqSize || c.slotIndex(s, end) != end:
 			c.report(t, "record-mismatch", qpn, "doorbell for wqe_index %d (+%d WQEBBs = %d) but the record holds %d, past what was written", idx, bbs, end, r16)
@@ -372,11 +387,23 @@ func (c *Checker) BFWrite(t sim.Time, uar uint32, bfreg, half int, rel uint64, d
 	if rel == 0 && len(data) == 4 {
 		c.report(t, "doorbell-32bit", 0, "4-byte write at offset 0 of UAR %d bfreg %d half %d", uar, bfreg, half)
 	}
-	if rel == 0 {
-		if st.seen && half == st.lastHalf {
-			c.report(t, "bf-half-reused", qpn, "UAR %d bfreg %d: half %d written twice in a row", uar, bfreg, half)
+	if rel == 0 && len(data) >= 8 {
+		// Halves alternate in post order: compare with the newest post of
+		// this QP on this bfreg by wqe_index, so that a write the link
+		// delivered late (the model's PCIe calendar can let a short TLP
+		// overtake a longer one) is not taken for a reuse.
+		idx := binary.BigEndian.Uint16(data[1:3])
+		hk := [2]uint32{uar<<8 | uint32(bfreg), qpn}
+		h := c.halves[hk]
+		switch {
+		case h == nil:
+			c.halves[hk] = &chkHalf{idx: idx, half: half}
+		case int16(idx-h.idx) > 0:
+			if half == h.half {
+				c.report(t, "bf-half-reused", qpn, "UAR %d bfreg %d: half %d written for wqe_index %d right after wqe_index %d", uar, bfreg, half, idx, h.idx)
+			}
+			h.idx, h.half = idx, half
 		}
-		st.seen, st.lastHalf = true, half
 	}
 	if rel == 0 && len(data) == 8 {
 		return // a doorbell

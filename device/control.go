@@ -120,6 +120,9 @@ func (d *Device) DeregMR(lkey uint32) error {
 	if err := d.keys.Remove(lkey); err != nil {
 		return cmdErr("DESTROY_MKEY", mlx5.StatusBadResource, "%v", err)
 	}
+	// DESTROY_MKEY completes once the DMA writes already issued through
+	// the key have drained: nothing lands in the buffer after it returns.
+	d.dma.Drain()
 	return nil
 }
 

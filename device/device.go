@@ -75,6 +75,8 @@ type Device struct {
 
 	ev eventState // event queues, completion channels, link state (events.go, eq.go)
 
+	cycMemo [16]cycMemo // cyc's conversions of cycle counts
+
 	fx  faultState // fault injection and device fatal (faults.go, fatal.go)
 	chk *Checker   // checked mode (check.go); nil: off
 }
@@ -157,15 +159,30 @@ func (d *Device) HostWork(stage string, qpn uint32, bytes int) {
 // noPSN is the PSN of a trace stage that handles no packet.
 const noPSN = trace.NoPSN
 
-func (d *Device) cyc(n int64) sim.Duration { return d.spec.Core.cycles(n) }
+// cyc is the duration of n core cycles. The few counts the spec names
+// come back on every packet, so each conversion (a rounded float
+// division) is kept in a small direct-mapped memo.
+func (d *Device) cyc(n int64) sim.Duration {
+	m := &d.cycMemo[uint64(n)%uint64(len(d.cycMemo))]
+	if !m.ok || m.n != n {
+		*m = cycMemo{n: n, d: d.spec.Core.cycles(n), ok: true}
+	}
+	return m.d
+}
+
+type cycMemo struct {
+	n  int64
+	d  sim.Duration
+	ok bool
+}
 
 // inc counts one event of name.
-func (d *Device) inc(name string) { d.ctr.Inc(name) }
+func (d *Device) inc(name trace.Counter) { d.ctr.Inc(name) }
 
 // warn counts name and records a trace warning.
-func (d *Device) warn(t sim.Time, name, format string, args ...any) {
+func (d *Device) warn(t sim.Time, name trace.Counter, format string, args ...any) {
 	d.ctr.Inc(name)
-	d.rec.Warnf(d.node, t, "device", name, format, args...)
+	d.rec.Warnf(d.node, t, "device", name.String(), format, args...)
 }
 
 // Doorbell is called by BAR0 when an 8-byte doorbell arrives (bar.Handler).
@@ -304,7 +321,10 @@ func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Durat
 		e = &txEvent{d: d}
 	}
 	e.q, e.gen, e.resp, e.buf, e.n = q, q.txGen, resp, buf, n
-	d.eng.At(end, e)
+	// The frame leaves the port a pipeline latency after it is built:
+	// latency only, the packetizer is free for the next one (see
+	// CoreSpec.TxPipeline).
+	d.eng.At(end.Add(d.spec.Core.TxPipeline), e)
 	d.inc(CtrSentPkts)
 	return start, end, n, nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/trace"
 )
 
 // Completion and asynchronous events: the device side (EQEs, eq.go), the
@@ -14,40 +15,41 @@ import (
 // conditions to events and where each comes from.
 
 // Event counters (the catalogue's style: names are what they count).
-const (
-	CtrCQArmsSolicited     = "cq_arms_solicited"      // arms for solicited completions only
-	CtrCQArmSN             = "cq_arm_sn_unexpected"   // arm sequence number ≠ completion events raised mod 4 (mlx5.md §6.7)
-	CtrCQArmBadCI          = "cq_arm_bad_ci"          // arm consumer index not within the ring behind the producer
-	CtrCQArmDBRMismatch    = "cq_arm_dbr_mismatch"    // doorbell record word 1 ≠ the arm doorbell (written after it, or not at all)
-	CtrCQArmInError        = "cq_arm_cq_in_error"     // arm of a CQ in error: no event will come
-	CtrCQArmImmediate      = "cq_arm_fired_at_once"   // arms that found qualifying CQEs beyond their consumer index
-	CtrCQEvents            = "cq_events"              // completion EQEs raised (one per arm)
-	CtrCQModerationTimer   = "cq_moderation_timeouts" // events raised by the cq_period timer
-	CtrCQResizes           = "cq_resizes"
-	CtrEQEs                = "eqes"                     // EQEs written
-	CtrEQOverrun           = "eq_overrun"               // EQEs dropped: the EQ's consumer was a ring behind
-	CtrEQEWriteError       = "eqe_write_error"          // an EQE outside host memory
-	CtrEQNoMemory          = "eq_no_memory"             // no host memory for an EQ ring: its events skip the ring
-	CtrInterrupts          = "msix_interrupts"          // MSI-X messages sent
-	CtrEQDoorbells         = "eq_doorbells"             // EQ doorbells accepted
-	CtrEQDoorbellUnknownEQ = "eq_doorbell_unknown_eq"   // EQ doorbell naming no EQ
-	CtrEQDoorbellWrongUAR  = "eq_doorbell_wrong_uar"    // EQ doorbell on a UAR page other than the EQ's
-	CtrEQDoorbellBadCI     = "eq_doorbell_bad_ci"       // EQ doorbell CI beyond the EQEs written
-	CtrCmdDoorbellIgnored  = "cmd_doorbell_ignored"     // command-interface doorbell (mailboxes not modelled)
-	CtrCompEvents          = "comp_events"              // completion events queued on a channel
-	CtrCompEventsDropped   = "comp_events_dropped"      // channel queue full: event dropped
-	CtrCompEventNoChannel  = "comp_events_no_channel"   // event of a CQ without a channel (uverbs drops it)
-	CtrCompEventStaleCQ    = "comp_events_destroyed_cq" // event of a CQ destroyed meanwhile
-	CtrAsyncEvents         = "async_events"             // asynchronous events queued
-	CtrAsyncEventsDropped  = "async_events_dropped"     // async queue full: event dropped
-	CtrAsyncEventUnmapped  = "async_event_unmapped"     // an event type with no EQE
-	CtrEQEUnknown          = "eqe_not_an_event"         // an EQE the dispatcher does not deliver
-	CtrLinkDown            = "link_down"                // port went down
-	CtrLinkUp              = "link_up"                  // port came (back) up
-	CtrTxDropLinkDown      = "tx_drop_link_down"        // frames not sent: the port is down
-	CtrRxDropLinkDown      = "rx_drop_link_down"        // frames not received: the port is down
-	ctrAsyncEventPrefix    = "async_event_"             // + event name, e.g. async_event_CQ_ERR
+var (
+	CtrCQArmsSolicited     = trace.NewCounter("cq_arms_solicited")      // arms for solicited completions only
+	CtrCQArmSN             = trace.NewCounter("cq_arm_sn_unexpected")   // arm sequence number ≠ completion events raised mod 4 (mlx5.md §6.7)
+	CtrCQArmBadCI          = trace.NewCounter("cq_arm_bad_ci")          // arm consumer index not within the ring behind the producer
+	CtrCQArmDBRMismatch    = trace.NewCounter("cq_arm_dbr_mismatch")    // doorbell record word 1 ≠ the arm doorbell (written after it, or not at all)
+	CtrCQArmInError        = trace.NewCounter("cq_arm_cq_in_error")     // arm of a CQ in error: no event will come
+	CtrCQArmImmediate      = trace.NewCounter("cq_arm_fired_at_once")   // arms that found qualifying CQEs beyond their consumer index
+	CtrCQEvents            = trace.NewCounter("cq_events")              // completion EQEs raised (one per arm)
+	CtrCQModerationTimer   = trace.NewCounter("cq_moderation_timeouts") // events raised by the cq_period timer
+	CtrCQResizes           = trace.NewCounter("cq_resizes")
+	CtrEQEs                = trace.NewCounter("eqes")                     // EQEs written
+	CtrEQOverrun           = trace.NewCounter("eq_overrun")               // EQEs dropped: the EQ's consumer was a ring behind
+	CtrEQEWriteError       = trace.NewCounter("eqe_write_error")          // an EQE outside host memory
+	CtrEQNoMemory          = trace.NewCounter("eq_no_memory")             // no host memory for an EQ ring: its events skip the ring
+	CtrInterrupts          = trace.NewCounter("msix_interrupts")          // MSI-X messages sent
+	CtrEQDoorbells         = trace.NewCounter("eq_doorbells")             // EQ doorbells accepted
+	CtrEQDoorbellUnknownEQ = trace.NewCounter("eq_doorbell_unknown_eq")   // EQ doorbell naming no EQ
+	CtrEQDoorbellWrongUAR  = trace.NewCounter("eq_doorbell_wrong_uar")    // EQ doorbell on a UAR page other than the EQ's
+	CtrEQDoorbellBadCI     = trace.NewCounter("eq_doorbell_bad_ci")       // EQ doorbell CI beyond the EQEs written
+	CtrCmdDoorbellIgnored  = trace.NewCounter("cmd_doorbell_ignored")     // command-interface doorbell (mailboxes not modelled)
+	CtrCompEvents          = trace.NewCounter("comp_events")              // completion events queued on a channel
+	CtrCompEventsDropped   = trace.NewCounter("comp_events_dropped")      // channel queue full: event dropped
+	CtrCompEventNoChannel  = trace.NewCounter("comp_events_no_channel")   // event of a CQ without a channel (uverbs drops it)
+	CtrCompEventStaleCQ    = trace.NewCounter("comp_events_destroyed_cq") // event of a CQ destroyed meanwhile
+	CtrAsyncEvents         = trace.NewCounter("async_events")             // asynchronous events queued
+	CtrAsyncEventsDropped  = trace.NewCounter("async_events_dropped")     // async queue full: event dropped
+	CtrAsyncEventUnmapped  = trace.NewCounter("async_event_unmapped")     // an event type with no EQE
+	CtrEQEUnknown          = trace.NewCounter("eqe_not_an_event")         // an EQE the dispatcher does not deliver
+	CtrLinkDown            = trace.NewCounter("link_down")                // port went down
+	CtrLinkUp              = trace.NewCounter("link_up")                  // port came (back) up
+	CtrTxDropLinkDown      = trace.NewCounter("tx_drop_link_down")        // frames not sent: the port is down
+	CtrRxDropLinkDown      = trace.NewCounter("rx_drop_link_down")        // frames not received: the port is down
 )
+
+const ctrAsyncEventPrefix = "async_event_" // + event name, e.g. async_event_CQ_ERR
 
 // eventState is the device's event machinery.
 type eventState struct {
@@ -84,9 +86,9 @@ func (f *fifo[T]) pop(out []T) int {
 	return n
 }
 
-var asyncEventNames = func() (m [256]string) {
+var asyncEventNames = func() (m [256]trace.Counter) {
 	for i := range m {
-		m[i] = ctrAsyncEventPrefix + mlx5.EventType(i).String()
+		m[i] = trace.NewCounter(ctrAsyncEventPrefix + mlx5.EventType(i).String())
 	}
 	return m
 }()
@@ -300,12 +302,12 @@ func (d *Device) SetLinkState(up bool) {
 	now := d.eng.Now()
 	d.ev.linkDown = !up
 	if up {
-		d.rec.Warnf(d.node, now, "device", CtrLinkUp, "port 1: link up")
+		d.rec.Warnf(d.node, now, "device", CtrLinkUp.String(), "port 1: link up")
 		d.inc(CtrLinkUp)
 		d.asyncEvent(now, mlx5.EventPortActive, 1)
 		return
 	}
-	d.rec.Warnf(d.node, now, "device", CtrLinkDown, "port 1: link down")
+	d.rec.Warnf(d.node, now, "device", CtrLinkDown.String(), "port 1: link down")
 	d.inc(CtrLinkDown)
 	d.asyncEvent(now, mlx5.EventPortErr, 1)
 }

@@ -100,8 +100,8 @@ func TestWriteCQEAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(1000, func() { cb.step(armed) }); n != 0 {
 			t.Errorf("armed %v: %v allocations per CQE", armed, n)
 		}
-		if cb.d.ctr.Get(CtrCQEs) < 1512 || armed && cb.d.ctr.Get(CtrCompEvents) < 1512 {
-			t.Errorf("armed %v: %d CQEs, %d events", armed, cb.d.ctr.Get(CtrCQEs), cb.d.ctr.Get(CtrCompEvents))
+		if cb.d.ctr.Value(CtrCQEs) < 1512 || armed && cb.d.ctr.Value(CtrCompEvents) < 1512 {
+			t.Errorf("armed %v: %d CQEs, %d events", armed, cb.d.ctr.Value(CtrCQEs), cb.d.ctr.Value(CtrCompEvents))
 		}
 	}
 }

@@ -178,7 +178,7 @@ func TestCQNotification(t *testing.T) {
 		{"an arm with a stale sequence number is counted and still taken", func(t *testing.T, e *evWorld) {
 			e.armSN(2, false)
 			e.w.Settle(0)
-			require.Equal(t, uint64(1), e.dev.Counters().Get(device.CtrCQArmSN))
+			require.Equal(t, uint64(1), e.dev.Counters().Value(device.CtrCQArmSN))
 			e.send(false)
 			require.Equal(t, 1, e.events())
 		}},
@@ -191,7 +191,7 @@ func TestCQNotification(t *testing.T) {
 			e.dev.MMIO().Store64(uint64(e.dev.Spec().BAR.FirstUAR)*mlx5.UARPageSize+mlx5.UARCQArmOffset, binary.LittleEndian.Uint64(db[:]))
 			e.dev.MMIO().Flush()
 			e.w.Settle(0)
-			require.Equal(t, uint64(1), e.dev.Counters().Get(device.CtrCQArmDBRMismatch))
+			require.Equal(t, uint64(1), e.dev.Counters().Value(device.CtrCQArmDBRMismatch))
 		}},
 	}
 	for _, c := range cases {
@@ -199,9 +199,9 @@ func TestCQNotification(t *testing.T) {
 			e := newEvWorld(t, testbed.ConnOpts{})
 			c.run(t, e)
 			ctr := e.dev.Counters()
-			require.Equal(t, uint64(e.reads), ctr.Get(device.CtrCQEvents), "events raised = events read")
-			require.Zero(t, ctr.Get(device.CtrCompEventsDropped))
-			require.Zero(t, ctr.Get(device.CtrEQOverrun))
+			require.Equal(t, uint64(e.reads), ctr.Value(device.CtrCQEvents), "events raised = events read")
+			require.Zero(t, ctr.Value(device.CtrCompEventsDropped))
+			require.Zero(t, ctr.Value(device.CtrEQOverrun))
 		})
 	}
 }
@@ -394,8 +394,8 @@ func TestLinkDownDrops(t *testing.T) {
 	wcs, err := testbed.Wait(req.SendCQ, 1)
 	require.NoError(t, err)
 	require.Equal(t, provider.WCRetryExcErr, wcs[0].Status)
-	require.Equal(t, uint64(3), req.Host.Dev.Counters().Get(device.CtrTxDropLinkDown), "the first send and two retries")
-	require.Zero(t, rsp.Host.Dev.Counters().Get(device.CtrRcvdPkts))
+	require.Equal(t, uint64(3), req.Host.Dev.Counters().Value(device.CtrTxDropLinkDown), "the first send and two retries")
+	require.Zero(t, rsp.Host.Dev.Counters().Value(device.CtrRcvdPkts))
 	w.SetLink(true)
 	w.SetLink(true) // no change: no event
 	require.Equal(t, []mlx5.AsyncEvent{{Type: mlx5.EventPortErr, Num: 1}, {Type: mlx5.EventPortActive, Num: 1}}, asyncEvents(w, 0))
@@ -417,8 +417,8 @@ func TestEventQueueBound(t *testing.T) {
 	}
 	d := w.Hosts[0].Dev
 	require.Equal(t, 4, d.PendingEvents(0))
-	require.Equal(t, uint64(4), d.Counters().Get(device.CtrAsyncEvents))
-	require.Equal(t, uint64(6), d.Counters().Get(device.CtrAsyncEventsDropped))
+	require.Equal(t, uint64(4), d.Counters().Value(device.CtrAsyncEvents))
+	require.Equal(t, uint64(6), d.Counters().Value(device.CtrAsyncEventsDropped))
 	require.Len(t, asyncEvents(w, 0), 4)
 }
 
@@ -437,9 +437,9 @@ func TestEQDoorbellFromUser(t *testing.T) {
 		d.MMIO().Flush() // one write-combined line per store
 	}
 	w.Settle(0)
-	require.Equal(t, uint64(2), d.Counters().Get(device.CtrEQDoorbellWrongUAR))
-	require.Equal(t, uint64(1), d.Counters().Get(device.CtrEQDoorbellUnknownEQ))
-	require.Zero(t, d.Counters().Get(device.CtrInterrupts))
+	require.Equal(t, uint64(2), d.Counters().Value(device.CtrEQDoorbellWrongUAR))
+	require.Equal(t, uint64(1), d.Counters().Value(device.CtrEQDoorbellUnknownEQ))
+	require.Zero(t, d.Counters().Value(device.CtrInterrupts))
 }
 
 // FuzzEventDoorbells: arbitrary CQ arm and EQ doorbell stores (any CQN,

@@ -63,7 +63,7 @@ func (e fatalDetect) Fire(now sim.Time) {
 	d := e.d
 	d.fx.detected = true
 	d.inc(CtrDeviceFatalSeen)
-	d.rec.Warnf(d.node, now, "kernel", CtrDeviceFatalSeen, "health poll: fatal error detected (syndrome %#x): IB_EVENT_DEVICE_FATAL", d.fx.synd)
+	d.rec.Warnf(d.node, now, "kernel", CtrDeviceFatalSeen.String(), "health poll: fatal error detected (syndrome %#x): IB_EVENT_DEVICE_FATAL", d.fx.synd)
 	d.kernelEvent(now, mlx5.EventDeviceFatal, 0)
 	for _, q := range d.sortedQPs() {
 		if q.dead {

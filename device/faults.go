@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/softnic/softnic/dma"
+	"github.com/softnic/softnic/env"
 	"github.com/softnic/softnic/fault"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/sim"
@@ -64,22 +65,23 @@ const (
 )
 
 // Counters of the fault machinery (a separate block of the catalogue).
-const (
-	CtrFaultDoorbell     = "fault_doorbell"       // doorbells a fault rule changed
-	CtrFaultCQE          = "fault_cqe"            // CQEs a fault rule lost, delayed, corrupted or overran
-	CtrFaultEQE          = "fault_eqe"            // EQEs a fault rule lost, delayed or overran
-	CtrCompEQOverrun     = "comp_eq_overrun"      // completion EQ overruns (Linux vNIC name): EQ frozen
-	CtrAsyncEQOverrun    = "async_eq_overrun"     // async EQ overruns (Linux vNIC name): device fatal
-	CtrCQErrorAccess     = "cq_error_access"      // CQs put in error by a failed CQE or record access
-	CtrCQOverrunIgnored  = "cq_overrun_ignored"   // CQEs written over unconsumed ones (cqc.oi)
-	CtrDeviceFatal       = "device_fatal"         // firmware fatal errors
-	CtrDeviceFatalSeen   = "device_fatal_handled" // the driver saw it (health poll) and flushed
-	CtrPCILinkLost       = "pci_link_lost"        // PCIe link losses
-	CtrDeadUARStore      = "uar_store_dead"       // UAR stores after a device fatal error: lost
-	CtrDeadRxDrop        = "rx_drop_device_dead"  // frames received by a dead device
-	CtrCmdFailedFatal    = "cmd_failed_fatal"     // commands failed in the error state
-	CtrWQEFetchPCIeError = "wqe_fetch_pcie_error" // send WQEs whose fetch failed on PCIe
-	CtrBFShort           = "bf_short"             // a BlueFlame WQE shorter than a control segment: dropped
+var (
+	CtrFaultDoorbell     = trace.NewCounter("fault_doorbell")       // doorbells a fault rule changed
+	CtrFaultCQE          = trace.NewCounter("fault_cqe")            // CQEs a fault rule lost, delayed, corrupted or overran
+	CtrFaultEQE          = trace.NewCounter("fault_eqe")            // EQEs a fault rule lost, delayed or overran
+	CtrCompEQOverrun     = trace.NewCounter("comp_eq_overrun")      // completion EQ overruns (Linux vNIC name): EQ frozen
+	CtrAsyncEQOverrun    = trace.NewCounter("async_eq_overrun")     // async EQ overruns (Linux vNIC name): device fatal
+	CtrCQErrorAccess     = trace.NewCounter("cq_error_access")      // CQs put in error by a failed CQE or record access
+	CtrCQOverrunIgnored  = trace.NewCounter("cq_overrun_ignored")   // CQEs written over unconsumed ones (cqc.oi)
+	CtrDeviceFatal       = trace.NewCounter("device_fatal")         // firmware fatal errors
+	CtrDeviceFatalSeen   = trace.NewCounter("device_fatal_handled") // the driver saw it (health poll) and flushed
+	CtrPCILinkLost       = trace.NewCounter("pci_link_lost")        // PCIe link losses
+	CtrDeadUARStore      = trace.NewCounter("uar_store_dead")       // UAR stores after a device fatal error: lost
+	CtrDeadRxDrop        = trace.NewCounter("rx_drop_device_dead")  // frames received by a dead device
+	CtrCmdFailedFatal    = trace.NewCounter("cmd_failed_fatal")     // commands failed in the error state
+	CtrWQEFetchPCIeError = trace.NewCounter("wqe_fetch_pcie_error") // send WQEs whose fetch failed on PCIe
+	CtrBFShort           = trace.NewCounter("bf_short")             // a BlueFlame WQE shorter than a control segment: dropped
+	ctrFaultTimed        = trace.NewCounter("fault_timed")          // timed rules (port, device) that fired
 )
 
 // faultState is the device's part of fault injection.
@@ -160,8 +162,8 @@ func (f *timedFault) Fire(now sim.Time) {
 		return
 	}
 	d.fx.in.MarkFired(s.Rule)
-	d.inc(fault.CounterName(s.Point, s.Action))
-	d.faultEvent(now, "fault_"+string(s.Point), 0, 0, "%s at %v [rule %s]", s.Action, now, d.fx.in.RuleString(s.Rule))
+	d.inc(env.FaultCounter(s.Point, s.Action))
+	d.faultEvent(now, ctrFaultTimed, 0, 0, "%s %s at %v [rule %s]", s.Point, s.Action, now, d.fx.in.RuleString(s.Rule))
 	switch s.Action {
 	case fault.Down:
 		d.SetLinkState(false)
@@ -177,10 +179,10 @@ func (f *timedFault) Fire(now sim.Time) {
 
 // faultEvent records a fired fault in the trace (component "fault") and
 // counts name.
-func (d *Device) faultEvent(t sim.Time, name string, qpn uint32, flow uint64, format string, args ...any) {
+func (d *Device) faultEvent(t sim.Time, name trace.Counter, qpn uint32, flow uint64, format string, args ...any) {
 	d.inc(name)
 	if d.rec.On() {
-		d.rec.Record(trace.Event{Name: name, Component: "fault", Node: d.node, Start: t, End: t, QPN: qpn, Flow: flow,
+		d.rec.Record(trace.Event{Name: name.String(), Component: "fault", Node: d.node, Start: t, End: t, QPN: qpn, Flow: flow,
 			PSN: trace.NoPSN, Level: trace.Warn, Detail: fmt.Sprintf(format, args...)})
 	}
 }
@@ -212,7 +214,7 @@ func (d *Device) doorbellFault(t sim.Time, uar uint32, bfreg int, ctrl *[8]byte,
 	}
 	flow := wqefetch.FlowID(qpn, idx)
 	note := func(format string, args ...any) {
-		d.inc(fault.CounterName(fault.Doorbell, dec.Action))
+		d.inc(env.FaultCounter(fault.Doorbell, dec.Action))
 		d.faultEvent(t, CtrFaultDoorbell, qpn, flow, "%s of QP %#x wqe_index %d: %s [rule %s]", kind, qpn, idx,
 			fmt.Sprintf(format, args...), d.fx.in.RuleString(dec.Rule))
 	}
@@ -320,7 +322,7 @@ func (d *Device) cqFault(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64) bool
 	if dec.Action == fault.None {
 		return false
 	}
-	d.inc(fault.CounterName(fault.CQ, dec.Action))
+	d.inc(env.FaultCounter(fault.CQ, dec.Action))
 	note := func(what string) {
 		d.faultEvent(t, CtrFaultCQE, f.QPN, flow, "CQ %d CQE for QP %#x wqe_counter %d: %s [rule %s]", c.cqn, f.QPN, f.WQECounter, what, d.fx.in.RuleString(dec.Rule))
 	}
@@ -378,7 +380,7 @@ func (d *Device) eqFault(t sim.Time, q *eq, f *mlx5.EQEFields, qpn uint32) bool 
 	if dec.Action == fault.None {
 		return false
 	}
-	d.inc(fault.CounterName(fault.EQ, dec.Action))
+	d.inc(env.FaultCounter(fault.EQ, dec.Action))
 	note := func(what string) {
 		d.faultEvent(t, CtrFaultEQE, qpn, 0, "EQ %d %v EQE: %s [rule %s]", q.eqn, f.Type, what, d.fx.in.RuleString(dec.Rule))
 	}

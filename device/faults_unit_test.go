@@ -18,7 +18,7 @@ func TestBlueFlameShort(t *testing.T) {
 	defer w.Close()
 	d := w.Hosts[0].Dev
 	d.BlueFlame(0, 3, 0, []byte{1, 2, 3})
-	require.Equal(t, uint64(1), d.Counters().Get(device.CtrBFShort))
+	require.Equal(t, uint64(1), d.Counters().Value(device.CtrBFShort))
 }
 
 // Commands fail after a device fatal error; teardown still works.
@@ -38,7 +38,7 @@ func TestFatalCommands(t *testing.T) {
 	_, err = d.QueryDevice()
 	require.Error(t, err)
 	require.NoError(t, d.DeallocPD(pd.PDN))
-	require.NotZero(t, d.Counters().Get(device.CtrCmdFailedFatal))
+	require.NotZero(t, d.Counters().Value(device.CtrCmdFailedFatal))
 	d.EnterFatal(w.Eng.Now(), 0x2, "again") // once only
 	_, synd = d.Fatal()
 	require.Equal(t, uint8(1), synd)

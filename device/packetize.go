@@ -65,6 +65,7 @@ func (d *Device) packetize(t sim.Time, q *qp, pl *payload, flow uint64) (sim.Tim
 		return t, errPacketize
 	}
 	d.rec.StagePSN(d.node, "roce", "packetize", start, end, n, 0, q.qpn, flow, psn)
+	d.txPipeline(end, n, q.qpn, flow, psn)
 	d.inc(CtrTxPackets)
 	return end, nil
 }
@@ -98,7 +99,7 @@ func (d *Device) sgeCopy(t sim.Time, pdn uint32, sges []mlx5.DataFields, off uin
 		if need == dma.LocalRead {
 			dn, st, err = d.dma.Read(t, host, buf[:n])
 		} else {
-			dn, st, err = d.dma.Write(t, host, buf[:n])
+			dn, st, err = d.dma.WriteVisible(t, host, buf[:n])
 		}
 		if err != nil {
 			return t, tlps, len(buf), err
@@ -134,4 +135,13 @@ func (d *Device) sendAck(t sim.Time, q *qp, psn roce.PSN, synd roce.Syndrome) {
 		d.inc(CtrNAKsSent)
 	}
 	d.rec.StagePSN(d.node, "roce", "ack", start, end, n, 0, q.qpn, 0, int32(psn&0xffffff))
+	d.txPipeline(end, n, q.qpn, 0, int32(psn&0xffffff))
+}
+
+// txPipeline records the port's transmit latency after a frame is built
+// (emit hands the frame to the port that much later).
+func (d *Device) txPipeline(end sim.Time, n int, qpn uint32, flow uint64, psn int32) {
+	if pl := d.spec.Core.TxPipeline; pl > 0 {
+		d.rec.StagePSN(d.node, "roce", "tx_pipeline", end, end.Add(pl), n, 0, qpn, flow, psn)
+	}
 }

@@ -92,7 +92,7 @@ func (q *qp) setState(t sim.Time, s mlx5.QPState) {
 func (q *qp) toError(t sim.Time) {
 	d := q.d
 	if q.state != mlx5.QPStateERR {
-		d.rec.Warnf(d.node, t, "device", CtrQPToError, "QP %#x %v → ERR", q.qpn, q.state)
+		d.rec.Warnf(d.node, t, "device", CtrQPToError.String(), "QP %#x %v → ERR", q.qpn, q.state)
 		d.inc(CtrQPToError)
 		q.txGen++ // frames built but not yet sent never leave
 	}
@@ -108,7 +108,7 @@ func (q *qp) toError(t sim.Time) {
 // (a send error does not take down a datagram QP's receive side).
 func (q *qp) toSQE(t sim.Time) {
 	d := q.d
-	d.rec.Warnf(d.node, t, "device", CtrQPToError, "QP %#x %v → SQE", q.qpn, q.state)
+	d.rec.Warnf(d.node, t, "device", CtrQPToError.String(), "QP %#x %v → SQE", q.qpn, q.state)
 	d.inc(CtrQPToError)
 	q.setState(t, mlx5.QPStateSQER)
 	q.req.flushAll(t)
@@ -216,14 +216,14 @@ func (d *Device) scanErrorRQs(t sim.Time) bool {
 		return false
 	}
 	before := d.eng.Pending()
-	cqes := d.ctr.Get(CtrCQEs)
+	cqes := d.ctr.Value(CtrCQEs)
 	for _, q := range d.sortedQPs() {
 		if q.state != mlx5.QPStateERR || q.dead || q.rq.size() == 0 {
 			continue
 		}
-		n0 := d.ctr.Get(CtrRespCQEFlushError)
+		n0 := d.ctr.Value(CtrRespCQEFlushError)
 		q.flushRecvs(t)
-		d.ctr.Add(CtrRQFlushedInErr, d.ctr.Get(CtrRespCQEFlushError)-n0)
+		d.ctr.Add(CtrRQFlushedInErr, d.ctr.Value(CtrRespCQEFlushError)-n0)
 	}
-	return d.eng.Pending() != before || d.ctr.Get(CtrCQEs) != cqes
+	return d.eng.Pending() != before || d.ctr.Value(CtrCQEs) != cqes
 }

@@ -71,6 +71,12 @@ func (d *Device) ReceiveFrame(t sim.Time, frame []byte) {
 	}
 	d.inc(CtrRxPackets)
 	d.inc(CtrRcvdPkts)
+	if pl := d.spec.Core.RxPipeline; pl > 0 {
+		// The port's receive pipeline (MAC, parser, steering): latency
+		// only, packets keep their order (see CoreSpec.RxPipeline).
+		d.rec.StagePSN(d.node, "roce", "rx_pipeline", t, t.Add(pl), len(frame), 0, qpn, 0, int32(p.BTH.PSN()&0xffffff))
+		t = t.Add(pl)
+	}
 	start := max(t, q.rxBusy)
 	t = start.Add(d.cyc(d.spec.Core.RxCycles))
 	q.rxBusy = t

@@ -187,7 +187,7 @@ func (r *rqRing) refresh(t sim.Time) sim.Time {
 // 16-bit count of WQEs posted, big-endian) by DMA and extends it relative
 // to consumed. A count more than size ahead of consumed is a provider bug:
 // counted (bad) and ignored. It returns when the value is in the device.
-func (d *Device) readProducer(t sim.Time, dbr uint64, consumed, size uint32, what string, id uint32, readErr, bad string) (sim.Time, uint32, bool) {
+func (d *Device) readProducer(t sim.Time, dbr uint64, consumed, size uint32, what string, id uint32, readErr, bad counter) (sim.Time, uint32, bool) {
 	var b [4]byte
 	d.dbrTarget()
 	done, _, err := d.dma.Read(t, dbr, b[:])

@@ -41,9 +41,9 @@ type swqe struct {
 	av        wqefetch.Datagram // UD: where the datagram goes
 	swapAdd   uint64            // atomics: swap (CMP_SWAP) or add (FETCH_ADD) value
 	compare   uint64            // CMP_SWAP: compare value
-	sges      [wqefetch.MaxSGE]mlx5.DataFields
+	sges      []mlx5.DataFields // out of line: kept (and reused) by the slot
 	nsge      int
-	inline    [wqefetch.MaxWQEBytes]byte
+	inline    []byte // out of line, like sges
 	isInline  bool
 	length    uint64
 	firstPSN  roce.PSN
@@ -77,6 +77,7 @@ type requester struct {
 	ackPSN   roce.PSN // last PSN acknowledged (cumulative)
 	sentPSN  roce.PSN // next PSN never sent before (retransmissions are behind it)
 	wqes     []swqe
+	maxSlots int // the ring never grows past one slot per WQEBB of the SQ
 	head     int
 	count    int
 	cur      int // WQEs [0,cur) of the ring (relative to head) are fully transmitted
@@ -99,9 +100,15 @@ type rnrExpiry struct{ r *requester }
 
 func (h rnrExpiry) Fire(now sim.Time) { h.r.onRNR(now) }
 
+// initialSlots is how many swqe slots a requester's ring has once its
+// first WQE arrives (none before); it doubles, up to one slot per SQ basic
+// block, only when WQEs outstanding fill it, so an idle or lightly used QP
+// costs little Go heap.
+const initialSlots = 4
+
 func (r *requester) init(q *qp, sq *wqefetch.Queue, slots int) {
 	r.q, r.sq = q, sq
-	r.wqes = make([]swqe, slots)
+	r.maxSlots = slots
 	r.timer = q.d.eng.NewTimer(ackTimeout{r})
 	r.rnrTimer = q.d.eng.NewTimer(rnrExpiry{r})
 }
@@ -122,11 +129,24 @@ func (r *requester) stopTimers() {
 	r.rnrWait = false
 }
 
+// grow doubles the ring (up to maxSlots), keeping the outstanding WQEs in
+// order from index 0.
+func (r *requester) grow() {
+	n := make([]swqe, min(max(2*len(r.wqes), initialSlots), r.maxSlots))
+	for i := 0; i < r.count; i++ {
+		n[i] = *r.at(i)
+	}
+	r.wqes, r.head = n, 0
+}
+
 func (r *requester) at(i int) *swqe { return &r.wqes[(r.head+i)%len(r.wqes)] }
 
 func (r *requester) push() *swqe {
 	if r.count == len(r.wqes) {
-		return nil
+		if len(r.wqes) >= r.maxSlots {
+			return nil
+		}
+		r.grow()
 	}
 	w := r.at(r.count)
 	r.count++
@@ -182,7 +202,8 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 		return
 	}
 	ce := w.Ctrl.FMCESE & mlx5.CEMask
-	*e = swqe{idx: w.Index, op: w.Ctrl.Opcode, flow: wqefetch.FlowID(q.qpn, w.Index), imm: w.Ctrl.Imm,
+	sges, inline := e.sges[:0], e.inline[:0]
+	*e = swqe{sges: sges, inline: inline, idx: w.Index, op: w.Ctrl.Opcode, flow: wqefetch.FlowID(q.qpn, w.Index), imm: w.Ctrl.Imm,
 		state:    wqefetch.StateValid,
 		signaled: q.sigAll || ce == mlx5.CECQUpdate || ce == mlx5.CECQAndEQ,
 		se:       w.Ctrl.FMCESE&mlx5.SolicitedEvent != 0,
@@ -215,9 +236,10 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 	e.length = w.Length
 	e.isInline = w.IsInline
 	if w.IsInline {
-		copy(e.inline[:], w.Inline)
+		e.inline = append(e.inline, w.Inline...)
 	} else {
-		e.nsge = copy(e.sges[:], w.SGEs)
+		e.sges = append(e.sges, w.SGEs...)
+		e.nsge = len(e.sges)
 	}
 	if e.op == mlx5.OpNOP {
 		// A NOP completes in order, once everything before it has.
@@ -600,7 +622,7 @@ func (r *requester) onTimeout(now sim.Time) {
 	}
 	d.inc(CtrLocalACKTimeoutErr)
 	d.inc(CtrRoceAdpRetransTo)
-	d.rec.Warnf(d.node, now, "device", CtrLocalACKTimeoutErr, "QP %#x: ACK timeout, resending from PSN %#x", q.qpn, uint32(r.oldestUnacked()))
+	d.rec.Warnf(d.node, now, "device", CtrLocalACKTimeoutErr.String(), "QP %#x: ACK timeout, resending from PSN %#x", q.qpn, uint32(r.oldestUnacked()))
 	if w := r.front(); w.rdAtomic() {
 		w.rereqOn, w.rereq = true, w.readNext
 	}

@@ -23,8 +23,9 @@ type responder struct {
 	recv struct { // a SEND (or WRITE with immediate) being placed
 		active bool
 		held   bool // UC: a receive WQE taken by a message that was dropped, kept for the next one
-		wqe    recvWQE
-		off    uint64
+		// wqe is allocated on the QP's first receive (recvSlot): a kilobyte of SGEs.
+		wqe *recvWQE
+		off uint64
 	}
 	wr struct { // an RDMA WRITE being received
 		active bool
@@ -226,14 +227,23 @@ func (r *responder) rnr(t sim.Time, psn roce.PSN) {
 		r.dropMessage() // no RNR NAK on UC: the message is lost
 		return
 	}
-	d.rec.Warnf(d.node, t, "device", CtrOutOfBuffer, "QP %#x PSN %#x: no receive WQE posted, RNR NAK", q.qpn, uint32(psn))
+	d.rec.Warnf(d.node, t, "device", CtrOutOfBuffer.String(), "QP %#x PSN %#x: no receive WQE posted, RNR NAK", q.qpn, uint32(psn))
 	r.nakSent, r.nakTrig = true, psn
 	d.sendAck(t, q, psn, roce.RNRNAKSyndrome(q.minRNR))
 }
 
+// recvSlot is where the responder keeps the receive WQE it takes; QPs
+// that never receive never allocate it.
+func (r *responder) recvSlot() *recvWQE {
+	if r.recv.wqe == nil {
+		r.recv.wqe = new(recvWQE)
+	}
+	return r.recv.wqe
+}
+
 // scatter writes src at offset off of the receive WQE in use.
 func (r *responder) scatter(t sim.Time, off uint64, src []byte) (sim.Time, int, error) {
-	w := &r.recv.wqe
+	w := r.recvSlot()
 	done, tlps, left, err := r.q.d.sgeCopy(t, r.q.rq.pd(), w.sges[:w.nsge], off, src, dma.LocalWrite)
 	if err == nil && left > 0 {
 		err = errRecvTooSmall
@@ -255,7 +265,7 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 			return
 		}
 		if !r.recv.held {
-			done, ok := q.rq.take(t, &r.recv.wqe, int32(psn&0xffffff))
+			done, ok := q.rq.take(t, r.recvSlot(), int32(psn&0xffffff))
 			t = done
 			q.rxBusy = max(q.rxBusy, done)
 			if !ok {
@@ -359,7 +369,7 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 	imm := pos.Last() && p.Info.HasImm()
 	if imm {
 		if !r.recv.held {
-			done, ok := q.rq.take(t, &r.recv.wqe, int32(psn&0xffffff))
+			done, ok := q.rq.take(t, r.recvSlot(), int32(psn&0xffffff))
 			t = done
 			q.rxBusy = max(q.rxBusy, done)
 			if !ok {
@@ -380,7 +390,7 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 			r.error(t, psn, nakRemoteAcc, mlx5.SyndRemoteAccess)
 			return
 		}
-		dn, st, err := d.dma.Write(t, host, p.Payload)
+		dn, st, err := d.dma.WriteVisible(t, host, p.Payload) // the host sees the bytes when they land (ib_write_lat polls the last one)
 		if err != nil {
 			d.warn(t, CtrRxWriteDMA, "QP %#x: %v", q.qpn, err)
 			r.error(t, psn, nakRemoteOp, 0)
@@ -410,7 +420,7 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 
 // rdAtomicAllowed applies the checks every READ and atomic passes first:
 // the QP's access, max_dest_rd_atomic, and how many are being answered.
-func (r *responder) rdAtomicAllowed(t sim.Time, p *roce.Packet, access uint32, ctr string) bool {
+func (r *responder) rdAtomicAllowed(t sim.Time, p *roce.Packet, access uint32, ctr counter) bool {
 	q := r.q
 	d := q.d
 	psn := p.BTH.PSN()
@@ -706,7 +716,7 @@ func (r *responder) rxUD(arrive, t sim.Time, p *roce.Packet) {
 		d.warn(t, CtrRxBadLength, "UD QP %#x: %d payload bytes over the port MTU %d", q.qpn, len(p.Payload), d.spec.Caps.ActiveMTU)
 		return
 	}
-	w := &r.recv.wqe
+	w := r.recvSlot()
 	done, ok := q.rq.take(t, w, int32(p.BTH.PSN()&0xffffff))
 	q.rxBusy = max(q.rxBusy, done)
 	if !ok {

@@ -114,7 +114,7 @@ func TestResponderSequenceAndErrors(t *testing.T) {
 		require.True(t, rep[0].AETH.Syndrome().IsNAK())
 		require.Equal(t, uint8(0), rep[0].AETH.Syndrome().Value(), "PSN sequence error")
 		require.Equal(t, roce.PSN(ePSN), rep[0].BTH.PSN())
-		require.Equal(t, uint64(2), r.ctr(device.CtrOutOfSequence))
+		require.Equal(t, uint64(2), r.ctr(device.CtrOutOfSequence.String()))
 	})
 	t.Run("duplicate is re-ACKed with the last good PSN", func(t *testing.T) {
 		r := newRxWorld(t, testbed.ConnOpts{})
@@ -123,7 +123,7 @@ func TestResponderSequenceAndErrors(t *testing.T) {
 		require.Len(t, rep, 1)
 		require.True(t, rep[0].AETH.Syndrome().IsACK())
 		require.Equal(t, roce.PSN(ePSN-1), rep[0].BTH.PSN())
-		require.Equal(t, uint64(1), r.ctr(device.CtrDuplicateRequest))
+		require.Equal(t, uint64(1), r.ctr(device.CtrDuplicateRequest.String()))
 	})
 	t.Run("middle without first", func(t *testing.T) {
 		r := newRxWorld(t, testbed.ConnOpts{MTU: 256})
@@ -172,7 +172,7 @@ func TestResponderSequenceAndErrors(t *testing.T) {
 	t.Run("atomic without remote-atomic access", func(t *testing.T) {
 		r := newRxWorld(t, testbed.ConnOpts{})
 		r.inject(t, r.params(roce.OpRCFetchAdd, ePSN), nil, nil)
-		require.Equal(t, uint64(1), r.ctr(device.CtrRxAtomicNotAllowed))
+		require.Equal(t, uint64(1), r.ctr(device.CtrRxAtomicNotAllowed.String()))
 		require.Equal(t, uint8(1), r.replies(t)[0].AETH.Syndrome().Value())
 	})
 }

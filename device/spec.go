@@ -51,6 +51,18 @@ type CoreSpec struct {
 	AckCycles       int64    `json:"ack_cycles"`       // build an ACK / NAK
 	CQECycles       int64    `json:"cqe_cycles"`       // build one CQE
 
+	// TxPipeline and RxPipeline are the latency of the port's transmit
+	// path (after a packet is built, until its first bit is on the wire)
+	// and of its receive path (last bit in, until the packet reaches its
+	// QP's processing). Latency only: they do not occupy the packetizer or
+	// the receive stage, so they cost no message rate. No public source
+	// gives them (timing.md §5.2); assumed 250 ns each so that the
+	// perftest 2 B RC half round trip lands in the published 0.8-1.0 µs
+	// band (timing.md §4.1, §7 check 7; softnic calibrate). Without them
+	// the model's half round trip was 0.38 µs.
+	TxPipeline sim.Duration `json:"tx_pipeline_ps"`
+	RxPipeline sim.Duration `json:"rx_pipeline_ps"`
+
 	// Receive-WQE read-ahead (see rqPrefetch; unconfirmed mechanism).
 	RQPrefetch     bool         `json:"rq_prefetch"`         // read the next posted receive WQE ahead
 	RQPolls        int          `json:"rq_polls"`            // doorbell-record re-reads while none is posted
@@ -114,6 +126,8 @@ func DefaultSpec() Spec {
 			ResponderCycles: 30,
 			AckCycles:       20,
 			CQECycles:       20,
+			TxPipeline:      250 * sim.Nanosecond,
+			RxPipeline:      250 * sim.Nanosecond,
 			RQPrefetch:      true,
 			RQPolls:         8,
 			RQPollInterval:  500 * sim.Nanosecond,

@@ -87,7 +87,7 @@ func (s *srq) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 	// The limit event fires once when fewer than srq_limit WQEs are left,
 	// and disarms (the limit reads 0 afterwards, as in verbs).
 	if s.limit > 0 && s.posted-s.taken < s.limit {
-		d.rec.Warnf(d.node, done, "device", CtrSRQLimit, "SRQ %#x: %d WQEs left, below srq_limit %d", s.srqn, s.posted-s.taken, s.limit)
+		d.rec.Warnf(d.node, done, "device", CtrSRQLimit.String(), "SRQ %#x: %d WQEs left, below srq_limit %d", s.srqn, s.posted-s.taken, s.limit)
 		d.inc(CtrSRQLimit)
 		s.limit = 0
 		d.asyncEvent(done, mlx5.EventSRQLimitReached, s.srqn)

@@ -1,19 +1,21 @@
 package dma
 
+import "github.com/softnic/softnic/trace"
+
 // Counter (and warning) names, in one catalogue.
-const (
-	CtrDmaRangeError  = "dma_range_error"
-	CtrDmaTagStall    = "dma_tag_stall"
-	CtrDmaReads       = "dma_reads"
-	CtrDmaReadBytes   = "dma_read_bytes"
-	CtrPcieDmaTlps    = "pcie_dma_tlps"
-	CtrPcieDmaBytes   = "pcie_dma_bytes"
-	CtrDmaWrites      = "dma_writes"
-	CtrDmaWriteBytes  = "dma_write_bytes"
-	CtrDmaKeyError    = "dma_key_error"
-	CtrDmaLengthError = "dma_length_error"
-	CtrDmaBadKey      = "dma_bad_key"
-	CtrDmaPdMismatch  = "dma_pd_mismatch"
-	CtrDmaBounds      = "dma_bounds"
-	CtrDmaAccess      = "dma_access"
+var (
+	CtrDmaRangeError  = trace.NewCounter("dma_range_error")
+	CtrDmaTagStall    = trace.NewCounter("dma_tag_stall")
+	CtrDmaReads       = trace.NewCounter("dma_reads")
+	CtrDmaReadBytes   = trace.NewCounter("dma_read_bytes")
+	CtrPcieDmaTlps    = trace.NewCounter("pcie_dma_tlps")
+	CtrPcieDmaBytes   = trace.NewCounter("pcie_dma_bytes")
+	CtrDmaWrites      = trace.NewCounter("dma_writes")
+	CtrDmaWriteBytes  = trace.NewCounter("dma_write_bytes")
+	CtrDmaKeyError    = trace.NewCounter("dma_key_error")
+	CtrDmaLengthError = trace.NewCounter("dma_length_error")
+	CtrDmaBadKey      = trace.NewCounter("dma_bad_key")
+	CtrDmaPdMismatch  = trace.NewCounter("dma_pd_mismatch")
+	CtrDmaBounds      = trace.NewCounter("dma_bounds")
+	CtrDmaAccess      = trace.NewCounter("dma_access")
 )

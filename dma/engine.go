@@ -42,12 +42,13 @@ type Engine struct {
 	ctr  *trace.Counters
 
 	tagFree []sim.Time // when each read tag is free again
-	picked  []int      // scratch: tags chosen for one read
+	picked  int        // tags acquire chose for the read under way (the first ones)
 
 	qpn  uint32 // trace labels for the next operations (SetFlow)
 	flow uint64
 
-	landings *landing // free list of deferred writes
+	landings *landing   // free list of deferred writes
+	pending  []*landing // deferred writes not yet landed, in issue order
 
 	faults *fault.Injector // fault.DMARead / fault.DMAWrite (faults.go)
 	target fault.Kind      // what the next access is for (SetTarget)
@@ -65,7 +66,7 @@ func New(ev env.Env, link *pcie.Link, mem *shm.Region, cfg Config) *Engine {
 	ev = ev.WithDefaults()
 	eng, rec, node, ctr := ev.Eng, ev.Rec, ev.Node, ev.Ctr
 	return &Engine{eng: eng, link: link, mem: mem, cfg: cfg, rec: rec, node: node, ctr: ctr,
-		tagFree: make([]sim.Time, cfg.MaxReadTags), picked: make([]int, 0, cfg.MaxReadTags)}
+		tagFree: make([]sim.Time, cfg.MaxReadTags)}
 }
 
 // Config returns the engine's configuration (defaults filled in).
@@ -95,31 +96,28 @@ func requests(addr uint64, n, mrrs int) int {
 // acquire picks the k tags that free up first and returns when all k are
 // free (not before at). k is capped at MaxReadTags: a longer read holds
 // every tag for its whole duration, a simplification of real engines that
-// reissue tags as completions return.
+// reissue tags as completions return. Tags are interchangeable, so
+// tagFree is kept sorted: the k that free up first are its first k.
 func (e *Engine) acquire(at sim.Time, k int) sim.Time {
 	k = min(k, len(e.tagFree))
-	e.picked = e.picked[:0]
-	start := at
-	for j := 0; j < k; j++ {
-		best := -1
-		for i, t := range e.tagFree {
-			if t == sim.Never {
-				continue // already picked for this read
-			}
-			if best < 0 || t < e.tagFree[best] {
-				best = i
-			}
-		}
-		start = max(start, e.tagFree[best])
-		e.picked = append(e.picked, best)
-		e.tagFree[best] = sim.Never
+	e.picked = k
+	if k == 0 {
+		return at
 	}
-	return start
+	return max(at, e.tagFree[k-1])
 }
 
+// release frees the tags acquire picked at done, keeping tagFree sorted.
 func (e *Engine) release(done sim.Time) {
-	for _, i := range e.picked {
-		e.tagFree[i] = done
+	k, f := e.picked, e.tagFree
+	rest := f[k:]
+	j := 0
+	for j < len(rest) && rest[j] <= done {
+		j++
+	}
+	copy(f, rest[:j])
+	for i := j; i < j+k; i++ {
+		f[i] = done
 	}
 }
 
@@ -136,7 +134,7 @@ func (e *Engine) InFlightReads(t sim.Time) int {
 
 func (e *Engine) rangeError(at sim.Time, op string, err error) {
 	e.ctr.Inc(CtrDmaRangeError)
-	e.rec.Warnf(e.node, at, "dma", CtrDmaRangeError, "%s: %v", op, err)
+	e.rec.Warnf(e.node, at, "dma", CtrDmaRangeError.String(), "%s: %v", op, err)
 }
 
 // Read copies len(dst) bytes of host memory at addr into dst. The data is
@@ -145,6 +143,9 @@ func (e *Engine) rangeError(at sim.Time, op string, err error) {
 // The read waits for free tags, then takes pcie.Link.DeviceRead's time;
 // done is when the last completion is at the device.
 func (e *Engine) Read(at sim.Time, addr uint64, dst []byte) (done sim.Time, s pcie.Stats, err error) {
+	if len(e.pending) > 0 {
+		e.settle(addr, len(dst))
+	}
 	if err = e.mem.Read(addr, dst); err != nil {
 		e.rangeError(at, "read", err)
 		return at, s, err
@@ -218,14 +219,50 @@ type landing struct {
 	addr uint64
 	buf  []byte
 	next *landing
+	live bool // not yet stored (a device read may store it early)
 }
 
 // Fire stores the bytes and returns the landing to the free list.
 func (l *landing) Fire(now sim.Time) {
-	if err := l.e.mem.Write(l.addr, l.buf); err != nil {
-		l.e.rangeError(now, "write", err) // only if the region was closed meanwhile
+	e := l.e
+	if l.live {
+		if err := e.mem.Write(l.addr, l.buf); err != nil {
+			e.rangeError(now, "write", err) // only if the region was closed meanwhile
+		}
 	}
-	l.next, l.e.landings = l.e.landings, l
+	for i, p := range e.pending {
+		if p == l {
+			e.pending = append(e.pending[:i], e.pending[i+1:]...)
+			break
+		}
+	}
+	l.live = false
+	l.next, e.landings = e.landings, l
+}
+
+// Drain stores every deferred write now (a control command that must not
+// return while DMA writes are still on their way, e.g. DESTROY_MKEY).
+func (e *Engine) Drain() {
+	for _, l := range e.pending {
+		if l.live {
+			_ = e.mem.Write(l.addr, l.buf)
+			l.live = false
+		}
+	}
+}
+
+// settle stores, in issue order, the deferred writes that overlap
+// [addr, addr+n) before a device read of that range: PCIe does not let a
+// read pass the posted writes issued before it, so the read must see them
+// (a WRITE then a READ or an atomic of the same bytes), even though the
+// host's CPU would see them only at their landing time.
+func (e *Engine) settle(addr uint64, n int) {
+	for _, l := range e.pending {
+		if l.live && addr < l.addr+uint64(len(l.buf)) && l.addr < addr+uint64(n) {
+			_ = e.mem.Write(l.addr, l.buf) // the range was checked when it was issued
+			l.live = false
+		}
+	}
 }
 
 // TimeWrite times a posted write of n bytes to addr without touching
@@ -278,7 +315,8 @@ func (e *Engine) WriteVisible(at sim.Time, addr uint64, src []byte) (done sim.Ti
 	} else {
 		e.landings = l.next
 	}
-	l.addr, l.buf = addr, append(l.buf[:0], src...)
+	l.addr, l.buf, l.live = addr, append(l.buf[:0], src...), true
+	e.pending = append(e.pending, l)
 	e.eng.At(done, l)
 	return done, s, nil
 }
@@ -374,6 +412,6 @@ func (e *Engine) fail(at sim.Time, op string, err error) error {
 		name = CtrDmaAccess
 	}
 	e.ctr.Inc(name)
-	e.rec.Warnf(e.node, at, "dma", name, "%s: %v", op, err)
+	e.rec.Warnf(e.node, at, "dma", name.String(), "%s: %v", op, err)
 	return err
 }

@@ -345,3 +345,25 @@ func BenchmarkWriteVisible64(b *testing.B) {
 		r.eng.RunUntil(now + 10_000)
 	}
 }
+
+// A device read of bytes a deferred write has not landed yet sees them:
+// PCIe keeps a read behind the posted writes issued before it. Bytes it
+// does not touch land on time; Drain lands everything at once.
+func TestReadSeesEarlierWrites(t *testing.T) {
+	r := newRig(t, Config{})
+	done, _, err := r.dma.WriteVisible(0, memBase+0x300, []byte("abcd"))
+	require.NoError(t, err)
+	_, _, err = r.dma.WriteVisible(0, memBase+0x400, []byte("wxyz"))
+	require.NoError(t, err)
+	view, _ := r.mem.Slice(memBase+0x400, 4)
+	got := make([]byte, 2)
+	_, _, err = r.dma.Read(1, memBase+0x302, got)
+	require.NoError(t, err)
+	require.Equal(t, "cd", string(got), "the read sees the write issued before it")
+	require.Equal(t, make([]byte, 4), view, "a write the read does not touch still lands at its time")
+	r.dma.Drain()
+	require.Equal(t, "wxyz", string(view))
+	r.eng.RunUntil(done + sim.Time(sim.Microsecond))
+	require.Equal(t, "wxyz", string(view), "a drained write does not land twice (nor stale)")
+	require.Zero(t, r.eng.Pending())
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/softnic/softnic/env"
 	"github.com/softnic/softnic/fault"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/trace"
@@ -17,9 +18,9 @@ import (
 // and maps to LOCAL_PROT_ERR through Syndrome.
 
 // Counters of this file (a separate block of the catalogue).
-const (
-	CtrDmaFaultRead  = "dma_fault_read"  // DMA reads a fault rule failed, delayed or corrupted
-	CtrDmaFaultWrite = "dma_fault_write" // DMA writes a fault rule failed, delayed or corrupted
+var (
+	CtrDmaFaultRead  = trace.NewCounter("dma_fault_read")  // DMA reads a fault rule failed, delayed or corrupted
+	CtrDmaFaultWrite = trace.NewCounter("dma_fault_write") // DMA writes a fault rule failed, delayed or corrupted
 )
 
 // ErrPCIe is wrapped by every injected PCIe / IOMMU error.
@@ -111,10 +112,10 @@ func (e *Engine) inject(pt fault.Point, at sim.Time, addr uint64, buf []byte) (s
 		return 0, nil
 	}
 	e.ctr.Inc(ctr)
-	e.ctr.Inc(fault.CounterName(pt, d.Action))
+	e.ctr.Inc(env.FaultCounter(pt, d.Action))
 	warn := func(format string, args ...any) {
 		if e.rec.On() {
-			e.rec.Record(trace.Event{Name: ctr, Component: "fault", Node: e.node, Start: at, End: at, QPN: e.qpn, Flow: e.flow,
+			e.rec.Record(trace.Event{Name: ctr.String(), Component: "fault", Node: e.node, Start: at, End: at, QPN: e.qpn, Flow: e.flow,
 				PSN: trace.NoPSN, Level: trace.Warn, Detail: fmt.Sprintf(format, args...) + " [rule " + e.faults.RuleString(d.Rule) + "]"})
 		}
 	}

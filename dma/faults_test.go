@@ -49,8 +49,8 @@ func TestPCIeErrors(t *testing.T) {
 			got := make([]byte, 1)
 			require.NoError(t, r.mem.Read(memBase+64, got))
 			require.Zero(t, got[0])
-			require.Equal(t, uint64(1), r.ctr.Get(CtrDmaFaultRead))
-			require.Equal(t, uint64(1), r.ctr.Get(CtrDmaFaultWrite))
+			require.Equal(t, uint64(1), r.ctr.Value(CtrDmaFaultRead))
+			require.Equal(t, uint64(1), r.ctr.Value(CtrDmaFaultWrite))
 			require.Equal(t, uint64(2), r.ctr.Get(fault.CounterName(fault.DMARead, a))+r.ctr.Get(fault.CounterName(fault.DMAWrite, a)))
 		})
 	}

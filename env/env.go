@@ -31,9 +31,9 @@ func (e Env) WithDefaults() Env {
 }
 
 // Warnf counts name and records a warning of component at t.
-func (e *Env) Warnf(t sim.Time, component, name, format string, args ...any) {
+func (e *Env) Warnf(t sim.Time, component string, name trace.Counter, format string, args ...any) {
 	e.Ctr.Inc(name)
-	e.Rec.Warnf(e.Node, t, component, name, format, args...)
+	e.Rec.Warnf(e.Node, t, component, name.String(), format, args...)
 }
 
 // Stage records one stage of the walk on the env's node.

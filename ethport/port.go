@@ -18,28 +18,28 @@ import (
 const Component = "ethport"
 
 // Counter (and warning) names.
-const (
-	CtrRxFrames        = "port_rx_frames"          // frames from the transport
-	CtrRxRoCE          = "port_rx_roce"            // IPv4/UDP-4791 frames for us, handed to the device
-	CtrTxFrames        = "port_tx_frames"          // frames handed to the transport (device and ARP)
-	CtrTxErrors        = "port_tx_errors"          // the transport refused a frame
-	CtrARPRequestsRcvd = "port_arp_requests_rcvd"  // who-has for our IP
-	CtrARPRepliesSent  = "port_arp_replies_sent"   // our answers
-	CtrARPRequestsSent = "port_arp_requests_sent"  // our who-has (first tries and retries)
-	CtrARPRepliesRcvd  = "port_arp_replies_rcvd"   // replies addressed to our IP
-	CtrARPResolved     = "port_arp_resolved"       // resolutions completed by a reply
-	CtrARPTimeouts     = "port_arp_timeouts"       // resolutions that ran out of retries
-	CtrARPNotForUs     = "port_arp_not_for_us"     // ARP about other addresses (may refresh the cache)
-	CtrDropRunt        = "port_drop_runt"          // shorter than an Ethernet header
-	CtrDropOtherMAC    = "port_drop_other_mac"     // unicast to another MAC, multicast, or broadcast non-ARP
-	CtrDropEtherType   = "port_drop_ethertype"     // not IPv4 or ARP (IPv6, VLAN tags, LLDP, ...)
-	CtrDropARPBad      = "port_drop_arp_malformed" // short or not IPv4-over-Ethernet ARP, unknown op
-	CtrDropIPBad       = "port_drop_ip_malformed"  // not a whole IPv4 header
-	CtrDropOtherIP     = "port_drop_other_ip"      // IPv4 to another address
-	CtrDropFragment    = "port_drop_ip_fragment"   // IPv4 fragment (RoCEv2 is never fragmented)
-	CtrDropNotUDP      = "port_drop_not_udp"       // IPv4 protocol other than UDP (ICMP, TCP, ...)
-	CtrDropNotRoCE     = "port_drop_not_roce"      // UDP to a port other than 4791
-	CtrDropNoReceiver  = "port_drop_no_receiver"   // RoCE frame but no device attached
+var (
+	CtrRxFrames        = trace.NewCounter("port_rx_frames")          // frames from the transport
+	CtrRxRoCE          = trace.NewCounter("port_rx_roce")            // IPv4/UDP-4791 frames for us, handed to the device
+	CtrTxFrames        = trace.NewCounter("port_tx_frames")          // frames handed to the transport (device and ARP)
+	CtrTxErrors        = trace.NewCounter("port_tx_errors")          // the transport refused a frame
+	CtrARPRequestsRcvd = trace.NewCounter("port_arp_requests_rcvd")  // who-has for our IP
+	CtrARPRepliesSent  = trace.NewCounter("port_arp_replies_sent")   // our answers
+	CtrARPRequestsSent = trace.NewCounter("port_arp_requests_sent")  // our who-has (first tries and retries)
+	CtrARPRepliesRcvd  = trace.NewCounter("port_arp_replies_rcvd")   // replies addressed to our IP
+	CtrARPResolved     = trace.NewCounter("port_arp_resolved")       // resolutions completed by a reply
+	CtrARPTimeouts     = trace.NewCounter("port_arp_timeouts")       // resolutions that ran out of retries
+	CtrARPNotForUs     = trace.NewCounter("port_arp_not_for_us")     // ARP about other addresses (may refresh the cache)
+	CtrDropRunt        = trace.NewCounter("port_drop_runt")          // shorter than an Ethernet header
+	CtrDropOtherMAC    = trace.NewCounter("port_drop_other_mac")     // unicast to another MAC, multicast, or broadcast non-ARP
+	CtrDropEtherType   = trace.NewCounter("port_drop_ethertype")     // not IPv4 or ARP (IPv6, VLAN tags, LLDP, ...)
+	CtrDropARPBad      = trace.NewCounter("port_drop_arp_malformed") // short or not IPv4-over-Ethernet ARP, unknown op
+	CtrDropIPBad       = trace.NewCounter("port_drop_ip_malformed")  // not a whole IPv4 header
+	CtrDropOtherIP     = trace.NewCounter("port_drop_other_ip")      // IPv4 to another address
+	CtrDropFragment    = trace.NewCounter("port_drop_ip_fragment")   // IPv4 fragment (RoCEv2 is never fragmented)
+	CtrDropNotUDP      = trace.NewCounter("port_drop_not_udp")       // IPv4 protocol other than UDP (ICMP, TCP, ...)
+	CtrDropNotRoCE     = trace.NewCounter("port_drop_not_roce")      // UDP to a port other than 4791
+	CtrDropNoReceiver  = trace.NewCounter("port_drop_no_receiver")   // RoCE frame but no device attached
 )
 
 // Defaults for Config's zero fields. Three requests 333 ms apart give the
@@ -179,7 +179,7 @@ func (p *Port) send(t sim.Time, frame []byte) {
 	}
 	if err := p.tx.Send(frame); err != nil {
 		p.ctr.Inc(CtrTxErrors)
-		p.rec.Warnf(p.cfg.Node, t, Component, CtrTxErrors, "frame of %d bytes: %v", len(frame), err)
+		p.rec.Warnf(p.cfg.Node, t, Component, CtrTxErrors.String(), "frame of %d bytes: %v", len(frame), err)
 		return
 	}
 	p.ctr.Inc(CtrTxFrames)
@@ -188,7 +188,7 @@ func (p *Port) send(t sim.Time, frame []byte) {
 // drop counts a dropped frame. Drops are expected on a shared segment
 // (IPv6 neighbour discovery, other hosts' traffic), so they are counted
 // rather than traced.
-func (p *Port) drop(name string) { p.ctr.Inc(name) }
+func (p *Port) drop(name trace.Counter) { p.ctr.Inc(name) }
 
 // ReceiveFrame takes one frame from the transport (wire.Receiver). ARP is
 // handled here; IPv4/UDP-4791 frames for the port's MAC and IP go to the
@@ -335,7 +335,7 @@ func (r *Resolution) Fire(now sim.Time) {
 	p := r.p
 	if r.Tries >= p.cfg.ARPTries {
 		p.ctr.Inc(CtrARPTimeouts)
-		p.rec.Warnf(p.cfg.Node, now, Component, CtrARPTimeouts, "no ARP reply for %v after %d requests", r.IP, r.Tries)
+		p.rec.Warnf(p.cfg.Node, now, Component, CtrARPTimeouts.String(), "no ARP reply for %v after %d requests", r.IP, r.Tries)
 		r.finish([6]byte{}, fmt.Errorf("%w for %v after %d requests %.0f ms apart", ErrARPTimeout, r.IP, r.Tries,
 			float64(p.cfg.ARPInterval)/float64(sim.Millisecond)))
 		return

@@ -125,9 +125,9 @@ func TestAnswersWhoHas(t *testing.T) {
 	require.Equal(t, peerIP.AsSlice(), arp.DstProtAddress)
 	require.Len(t, e.tx.frames[0], ethport.ARPFrameLen, "no padding on a real transport")
 	c := e.p.Counters()
-	require.Equal(t, uint64(1), c.Get(ethport.CtrARPRequestsRcvd))
-	require.Equal(t, uint64(1), c.Get(ethport.CtrARPRepliesSent))
-	require.Equal(t, uint64(1), c.Get(ethport.CtrTxFrames))
+	require.Equal(t, uint64(1), c.Value(ethport.CtrARPRequestsRcvd))
+	require.Equal(t, uint64(1), c.Value(ethport.CtrARPRepliesSent))
+	require.Equal(t, uint64(1), c.Value(ethport.CtrTxFrames))
 	// The asker is learned (it is about to talk to us), so no ARP is needed
 	// to answer it.
 	mac, ok := e.p.Neighbor(peerIP)
@@ -144,7 +144,7 @@ func TestIgnoresARPForOthers(t *testing.T) {
 	e := newEnv(t)
 	e.p.ReceiveFrame(0, arpFrame(ethport.ARPRequest, ethport.Broadcast, peerMAC, peerIP, [6]byte{}, thirdIP))
 	require.Empty(t, e.tx.frames)
-	require.Equal(t, uint64(1), e.p.Counters().Get(ethport.CtrARPNotForUs))
+	require.Equal(t, uint64(1), e.p.Counters().Value(ethport.CtrARPNotForUs))
 	_, ok := e.p.Neighbor(peerIP)
 	require.False(t, ok, "ARP between others creates no entry")
 }
@@ -171,9 +171,9 @@ func TestResolveByARP(t *testing.T) {
 	e.eng.Run(0) // the retry timer fires and does nothing
 	require.Len(t, e.tx.frames, 1, "no retry after the answer")
 	c := e.p.Counters()
-	require.Equal(t, uint64(1), c.Get(ethport.CtrARPResolved))
-	require.Equal(t, uint64(1), c.Get(ethport.CtrARPRepliesRcvd))
-	require.Equal(t, uint64(0), c.Get(ethport.CtrARPTimeouts))
+	require.Equal(t, uint64(1), c.Value(ethport.CtrARPResolved))
+	require.Equal(t, uint64(1), c.Value(ethport.CtrARPRepliesRcvd))
+	require.Equal(t, uint64(0), c.Value(ethport.CtrARPTimeouts))
 	again := e.p.Resolve(peerIP)
 	require.True(t, again.Done())
 	require.Equal(t, peerMAC, again.MAC)
@@ -197,10 +197,10 @@ func TestResolveRetriesThenTimesOut(t *testing.T) {
 	I := ethport.DefaultARPInterval
 	require.Equal(t, []sim.Time{sim.Time(I), sim.Time(2 * I)}, sentAt, "retries one interval apart")
 	require.Equal(t, sim.Time(3*I), e.eng.Now(), "gives up one interval after the last request")
-	require.Equal(t, uint64(1), e.p.Counters().Get(ethport.CtrARPTimeouts))
-	require.Equal(t, uint64(3), e.p.Counters().Get(ethport.CtrARPRequestsSent))
+	require.Equal(t, uint64(1), e.p.Counters().Value(ethport.CtrARPTimeouts))
+	require.Equal(t, uint64(3), e.p.Counters().Value(ethport.CtrARPRequestsSent))
 	require.Len(t, e.rec.Warnings(), 1)
-	require.Equal(t, ethport.CtrARPTimeouts, e.rec.Warnings()[0].Name)
+	require.Equal(t, ethport.CtrARPTimeouts.String(), e.rec.Warnings()[0].Name)
 	// A late reply is still learned for next time.
 	e.p.ReceiveFrame(e.eng.Now(), arpFrame(ethport.ARPReply, ourMAC, peerMAC, peerIP, ourMAC, ourIP))
 	mac, ok := e.p.Neighbor(peerIP)
@@ -281,38 +281,38 @@ func TestPassesRoCEAndDropsTheRest(t *testing.T) {
 		frame []byte
 		ctr   string
 	}{
-		{"RoCE for us", good, ethport.CtrRxRoCE},
-		{"runt", good[:13], ethport.CtrDropRunt},
-		{"other unicast MAC", mod(func(b []byte) []byte { b[5] = 0x77; return b }), ethport.CtrDropOtherMAC},
-		{"broadcast IPv4", mod(func(b []byte) []byte { copy(b, ethport.Broadcast[:]); return b }), ethport.CtrDropOtherMAC},
+		{"RoCE for us", good, ethport.CtrRxRoCE.String()},
+		{"runt", good[:13], ethport.CtrDropRunt.String()},
+		{"other unicast MAC", mod(func(b []byte) []byte { b[5] = 0x77; return b }), ethport.CtrDropOtherMAC.String()},
+		{"broadcast IPv4", mod(func(b []byte) []byte { copy(b, ethport.Broadcast[:]); return b }), ethport.CtrDropOtherMAC.String()},
 		{"multicast ARP", mod(func(b []byte) []byte {
 			a := arpFrame(ethport.ARPRequest, [6]byte{0x01, 0x80, 0xc2, 0, 0, 0}, peerMAC, peerIP, [6]byte{}, ourIP)
 			return a
-		}), ethport.CtrDropOtherMAC},
-		{"IPv6", mod(func(b []byte) []byte { binary.BigEndian.PutUint16(b[12:], 0x86dd); return b }), ethport.CtrDropEtherType},
-		{"VLAN tag", mod(func(b []byte) []byte { binary.BigEndian.PutUint16(b[12:], 0x8100); return b }), ethport.CtrDropEtherType},
-		{"short IPv4", good[:ipOff+10], ethport.CtrDropIPBad},
-		{"IP version 5", mod(func(b []byte) []byte { b[ipOff] = 0x55; return b }), ethport.CtrDropIPBad},
-		{"IHL below 5", mod(func(b []byte) []byte { b[ipOff] = 0x44; return b }), ethport.CtrDropIPBad},
-		{"other IP", mod(func(b []byte) []byte { b[ipOff+19] = 9; return b }), ethport.CtrDropOtherIP},
-		{"fragment", mod(func(b []byte) []byte { b[ipOff+6] |= 0x20; return b }), ethport.CtrDropFragment},
-		{"TCP", mod(func(b []byte) []byte { b[ipOff+9] = 6; return b }), ethport.CtrDropNotUDP},
-		{"UDP header cut", good[:udpOff+4], ethport.CtrDropIPBad},
-		{"UDP port 4792", mod(func(b []byte) []byte { binary.BigEndian.PutUint16(b[udpOff+2:], 4792); return b }), ethport.CtrDropNotRoCE},
+		}), ethport.CtrDropOtherMAC.String()},
+		{"IPv6", mod(func(b []byte) []byte { binary.BigEndian.PutUint16(b[12:], 0x86dd); return b }), ethport.CtrDropEtherType.String()},
+		{"VLAN tag", mod(func(b []byte) []byte { binary.BigEndian.PutUint16(b[12:], 0x8100); return b }), ethport.CtrDropEtherType.String()},
+		{"short IPv4", good[:ipOff+10], ethport.CtrDropIPBad.String()},
+		{"IP version 5", mod(func(b []byte) []byte { b[ipOff] = 0x55; return b }), ethport.CtrDropIPBad.String()},
+		{"IHL below 5", mod(func(b []byte) []byte { b[ipOff] = 0x44; return b }), ethport.CtrDropIPBad.String()},
+		{"other IP", mod(func(b []byte) []byte { b[ipOff+19] = 9; return b }), ethport.CtrDropOtherIP.String()},
+		{"fragment", mod(func(b []byte) []byte { b[ipOff+6] |= 0x20; return b }), ethport.CtrDropFragment.String()},
+		{"TCP", mod(func(b []byte) []byte { b[ipOff+9] = 6; return b }), ethport.CtrDropNotUDP.String()},
+		{"UDP header cut", good[:udpOff+4], ethport.CtrDropIPBad.String()},
+		{"UDP port 4792", mod(func(b []byte) []byte { binary.BigEndian.PutUint16(b[udpOff+2:], 4792); return b }), ethport.CtrDropNotRoCE.String()},
 		{"ARP short", mod(func(b []byte) []byte {
 			return arpFrame(ethport.ARPRequest, ethport.Broadcast, peerMAC, peerIP, [6]byte{}, ourIP)[:30]
-		}), ethport.CtrDropARPBad},
+		}), ethport.CtrDropARPBad.String()},
 		{"ARP for IPv6", mod(func(b []byte) []byte {
 			a := arpFrame(ethport.ARPRequest, ethport.Broadcast, peerMAC, peerIP, [6]byte{}, ourIP)
 			binary.BigEndian.PutUint16(a[ethport.EthHeaderLen+2:], 0x86dd)
 			return a
-		}), ethport.CtrDropARPBad},
+		}), ethport.CtrDropARPBad.String()},
 		{"ARP op 3", mod(func(b []byte) []byte {
 			return arpFrame(3, ethport.Broadcast, peerMAC, peerIP, [6]byte{}, ourIP)
-		}), ethport.CtrDropARPBad},
+		}), ethport.CtrDropARPBad.String()},
 		{"who-has from 0.0.0.0", mod(func(b []byte) []byte {
 			return arpFrame(ethport.ARPRequest, ethport.Broadcast, peerMAC, netip.IPv4Unspecified(), [6]byte{}, ourIP)
-		}), ethport.CtrDropARPBad},
+		}), ethport.CtrDropARPBad.String()},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -320,8 +320,8 @@ func TestPassesRoCEAndDropsTheRest(t *testing.T) {
 			e.p.ReceiveFrame(0, tc.frame)
 			c := e.p.Counters()
 			require.Equal(t, uint64(1), c.Get(tc.ctr), "counters: %v", c.Snapshot())
-			require.Equal(t, uint64(1), c.Get(ethport.CtrRxFrames))
-			if tc.ctr == ethport.CtrRxRoCE {
+			require.Equal(t, uint64(1), c.Value(ethport.CtrRxFrames))
+			if tc.ctr == ethport.CtrRxRoCE.String() {
 				require.Len(t, e.rx.frames, 1)
 				require.Equal(t, tc.frame, e.rx.frames[0])
 			} else {
@@ -336,7 +336,7 @@ func TestNoReceiverAttached(t *testing.T) {
 	p, err := ethport.New(sim.NewEngine(), ethport.Config{MAC: ourMAC, IP: ourIP}, &fakeTx{}, nil)
 	require.NoError(t, err)
 	p.ReceiveFrame(0, roceFrame(t))
-	require.Equal(t, uint64(1), p.Counters().Get(ethport.CtrDropNoReceiver))
+	require.Equal(t, uint64(1), p.Counters().Value(ethport.CtrDropNoReceiver))
 }
 
 func TestSendAndTxErrors(t *testing.T) {
@@ -346,10 +346,10 @@ func TestSendAndTxErrors(t *testing.T) {
 	f := roceFrame(t)
 	require.Equal(t, sim.Time(7), e.p.Send(7, f))
 	require.Equal(t, [][]byte{f}, e.tx.frames)
-	require.Equal(t, uint64(1), e.p.Counters().Get(ethport.CtrTxFrames))
+	require.Equal(t, uint64(1), e.p.Counters().Value(ethport.CtrTxFrames))
 	e.tx.err = errors.New("link down")
 	e.p.Send(8, f)
-	require.Equal(t, uint64(1), e.p.Counters().Get(ethport.CtrTxErrors))
+	require.Equal(t, uint64(1), e.p.Counters().Value(ethport.CtrTxErrors))
 	require.Len(t, e.rec.Warnings(), 1)
 	e.p.ReceiveFrame(9, f)
 	require.Equal(t, []bool{true, true, false}, seen, "the tap sees both directions")

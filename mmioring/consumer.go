@@ -20,11 +20,11 @@ type Consumer struct {
 	// futex. Set before use.
 	Spin, Yield int
 
-	pos      uint32 // next slot to read (authoritative; never re-read)
-	released uint32 // last value stored to the shared consumer index
-	prod     uint32 // cached producer index
-	closed   bool
-	err      error // sticky ErrBadRing
+	pos      uint32      // next slot to read (authoritative; never re-read)
+	released uint32      // last value stored to the shared consumer index
+	prod     uint32      // cached producer index
+	closed   atomic.Bool // Close may come from another goroutine
+	err      error       // sticky ErrBadRing
 }
 
 // Consumer returns the ring's consumer endpoint, resuming from the
@@ -50,13 +50,16 @@ func (c *Consumer) PopN(out []Record, deadline time.Time) (int, error) {
 	if c.err != nil {
 		return 0, c.err
 	}
-	if c.closed {
+	if c.closed.Load() {
 		return 0, ErrClosed
 	}
 	if len(out) == 0 {
 		return 0, nil
 	}
 	if c.prod == c.pos && !c.refill() {
+		if c.err != nil {
+			return 0, c.err
+		}
 		if err := c.waitData(deadline); err != nil {
 			return 0, err
 		}
@@ -103,10 +106,12 @@ func (c *Consumer) PopN(out []Record, deadline time.Time) (int, error) {
 				break
 			}
 			rec.Data = *c.r.slot(c.pos + 1)
-		case 4:
-			data &= 0xffffffff
-			fallthrough
+		case 0:
+			clear(rec.Data[:])
 		default:
+			if width == 4 {
+				data &= 0xffffffff
+			}
 			le.PutUint64(rec.Data[:8], data)
 			clear(rec.Data[8:])
 		}
@@ -157,7 +162,11 @@ func (c *Consumer) refill() bool {
 // the "consumer sleeping" futex word, re-checked after it is set so that a
 // publish between check and sleep is never missed.
 func (c *Consumer) waitData(deadline time.Time) error {
-	for i := 0; i < c.Spin; i++ {
+	spin, yield := c.Spin, c.Yield
+	if deadline.IsZero() {
+		spin, yield = 0, 0 // a poll: one look, no spinning
+	}
+	for i := 0; i < spin; i++ {
 		if c.refill() {
 			return nil
 		}
@@ -165,7 +174,7 @@ func (c *Consumer) waitData(deadline time.Time) error {
 			return c.err
 		}
 	}
-	for i := 0; i < c.Yield; i++ {
+	for i := 0; i < yield; i++ {
 		runtime.Gosched()
 		if c.refill() {
 			return nil
@@ -216,9 +225,10 @@ func (c *Consumer) waitData(deadline time.Time) error {
 }
 
 // Close marks the consumer side closed and wakes the producer, whose
-// pushes then fail with ErrClosed.
+// pushes then fail with ErrClosed. It may be called from any goroutine,
+// and fails a Pop blocked in another.
 func (c *Consumer) Close() error {
-	c.closed = true
+	c.closed.Store(true)
 	c.r.close(closedConsumer)
 	return nil
 }

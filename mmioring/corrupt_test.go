@@ -2,6 +2,8 @@ package mmioring
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -174,19 +176,25 @@ func TestProducerSeesCorruptConsumer(t *testing.T) {
 		{"consumer ahead of producer", 5},
 		{"consumer far behind", 1 << 31},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			mem := anonMem(t, Size(4))
-			r, err := Init(mem, 4)
-			require.NoError(t, err)
-			p := r.Producer()
-			rec := Store64(0x800, 1, 0)
-			for range 4 {
-				require.NoError(t, p.Push(&rec, time.Time{}))
-			}
-			le.PutUint32(mem[offCons:], tc.cons)
-			require.ErrorIs(t, p.Push(&rec, time.Now().Add(time.Second)), ErrBadRing)
-			require.ErrorIs(t, p.Push(&rec, time.Time{}), ErrBadRing, "sticky")
-		})
+		for _, wait := range []time.Duration{0, time.Second} {
+			t.Run(fmt.Sprintf("%s wait %v", tc.name, wait), func(t *testing.T) {
+				mem := anonMem(t, Size(4))
+				r, err := Init(mem, 4)
+				require.NoError(t, err)
+				p := r.Producer()
+				rec := Store64(0x800, 1, 0)
+				for range 4 {
+					require.NoError(t, p.Push(&rec, time.Time{}))
+				}
+				le.PutUint32(mem[offCons:], tc.cons)
+				var deadline time.Time
+				if wait > 0 {
+					deadline = time.Now().Add(wait)
+				}
+				require.ErrorIs(t, p.Push(&rec, deadline), ErrBadRing)
+				require.ErrorIs(t, p.Push(&rec, time.Time{}), ErrBadRing, "sticky")
+			})
+		}
 	}
 }
 
@@ -214,4 +222,66 @@ func TestFlagScribble(t *testing.T) {
 	var rec Record
 	require.ErrorIs(t, c.Pop(&rec, start.Add(40*time.Millisecond)), ErrTimeout)
 	require.Less(t, time.Since(start), 2*time.Second)
+}
+
+// TestHostileWriterConcurrent: a producer that scribbles on slots and
+// indices while the consumer pops. The consumer returns errors or
+// well-formed records, within its deadlines, and never panics.
+func TestHostileWriterConcurrent(t *testing.T) {
+	mem := anonMem(t, Size(16))
+	r, err := Init(mem, 16)
+	require.NoError(t, err)
+	c := r.Consumer()
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		x := uint64(0x243f6a8885a308d3)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			// Plausible records at positions the consumer is about to
+			// read, a producer index near the consumer's, and now and
+			// then a random word anywhere in the slots.
+			cons := atomic.LoadUint32(r.cons)
+			pos := cons + uint32(x>>8)%16
+			s := r.slot(pos)
+			widths := [...]uint8{0, 4, 8, 64, 64, 7, 65}
+			le.PutUint32(s[slotSeq:], pos)
+			s[slotWidth] = widths[(x>>20)%uint64(len(widths))]
+			s[slotFlags] = uint8(x>>28) & 3
+			le.PutUint64(s[slotOff:], (x>>32)&0xfc0)
+			le.PutUint64(s[slotMask:], x&-(x>>63))
+			if x&0x300 == 0 {
+				atomic.StoreUint32(r.prod, cons+uint32(x>>12)%18)
+			}
+			if x&0xf000 == 0 {
+				o := HeaderSize + int(x>>40)%(16*SlotSize-4)&^3
+				atomic.StoreUint32(word(mem, o), uint32(x))
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	var out [4]Record
+	good, bad := 0, 0
+	end := time.Now().Add(200 * time.Millisecond)
+	for time.Now().Before(end) {
+		start := time.Now()
+		n, err := c.PopN(out[:], start.Add(5*time.Millisecond))
+		require.Less(t, time.Since(start), time.Second)
+		for i := range n {
+			require.NoError(t, out[i].Check())
+		}
+		good += n
+		if errors.Is(err, ErrBadRing) {
+			bad++
+			c = r.Consumer() // a new endpoint from the shared index, as a daemon re-attaching would
+		}
+	}
+	t.Logf("%d records passed the checks, %d ring errors", good, bad)
 }

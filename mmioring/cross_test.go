@@ -18,13 +18,13 @@ import (
 // ring: childEnv says what to do, the memfd is fd 3 (cmd.ExtraFiles), its
 // size is in sizeEnv.
 const (
-	childEnv = "SOFTNIC_RING_CHILD" // "count:N:batch" or "stream"
+	childEnv = "SOFTNIC_RING_CHILD" // "count:N:batch", "stream" or "consume"
 	sizeEnv  = "SOFTNIC_RING_SIZE"
 )
 
 // childMain is the producer process. count: push records 0..N-1 in
 // batches of batch and close. stream: push records until the ring fails
-// (the parent kills it).
+// (the parent kills it). consume: pop and check records until killed.
 func childMain() int {
 	size, err := strconv.Atoi(os.Getenv(sizeEnv))
 	if err != nil {
@@ -40,6 +40,24 @@ func childMain() int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child: attach:", err)
 		return 2
+	}
+	if os.Getenv(childEnv) == "consume" {
+		c := r.Consumer()
+		var out [16]Record
+		for next := uint64(0); ; {
+			n, err := c.PopN(out[:], time.Now().Add(10*time.Second))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "child: pop:", err)
+				return 1
+			}
+			for j := range n {
+				if out[j] != genRecord(next) {
+					fmt.Fprintln(os.Stderr, "child: record", next, "out of order")
+					return 1
+				}
+				next++
+			}
+		}
 	}
 	p := r.Producer()
 	total, batch := ^uint64(0), 8
@@ -66,6 +84,12 @@ func childMain() int {
 
 // crossRing makes a memfd ring and starts the child producer on it.
 func crossRing(t testing.TB, slots int, mode string) (*exec.Cmd, *Consumer) {
+	cmd, r := crossRingOf(t, slots, mode)
+	return cmd, r.Consumer()
+}
+
+// crossRingOf is crossRing returning the ring, for either endpoint.
+func crossRingOf(t testing.TB, slots int, mode string) (*exec.Cmd, *Ring) {
 	t.Helper()
 	reg, mem := memfdMem(t, Size(slots))
 	if reg.Fd() < 0 {
@@ -88,7 +112,7 @@ func crossRing(t testing.TB, slots int, mode string) (*exec.Cmd, *Consumer) {
 			cmd.Wait()
 		}
 	})
-	return cmd, r.Consumer()
+	return cmd, r
 }
 
 func TestCrossProcess(t *testing.T) {
@@ -144,5 +168,34 @@ func TestCrossProcess(t *testing.T) {
 		require.ErrorAs(t, err, &ee)
 		require.Equal(t, syscall.SIGKILL, ee.Sys().(syscall.WaitStatus).Signal())
 		t.Logf("%d records in order before and after the kill", next)
+	})
+	t.Run("consumer killed", func(t *testing.T) {
+		cmd, r := crossRingOf(t, 1024, "consume")
+		p := r.Producer()
+		var batch [16]Record
+		const deadline = 300 * time.Millisecond
+		killed := false
+		for i := uint64(0); ; {
+			if !killed && i >= 100_000 {
+				require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+				killed = true
+			}
+			for j := range batch {
+				batch[j] = genRecord(i + uint64(j))
+			}
+			start := time.Now()
+			n, err := p.PushN(batch[:], start.Add(deadline))
+			i += uint64(n)
+			if err != nil {
+				require.True(t, killed, "error before the kill: %v", err)
+				require.ErrorIs(t, err, ErrTimeout, "a dead consumer never closed the ring")
+				require.Less(t, time.Since(start), deadline+time.Second, "Push returned within its deadline")
+				break
+			}
+		}
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee)
+		require.Equal(t, syscall.SIGKILL, ee.Sys().(syscall.WaitStatus).Signal(), "the child checked every record it popped")
 	})
 }

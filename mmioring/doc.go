@@ -64,6 +64,14 @@
 // the producer index, so the consumer sees the whole line or none of it, in
 // ring order with every other write.
 //
+// Why indices and not Vyukov-style per-slot sequence publication: a
+// batch (PushN, PopN) then costs one atomic store per side however many
+// records it holds, each side polls one word rather than the next slot,
+// and an untrusted peer has only two words to lie with, both checked
+// against the ring size. The sequence word in each header slot is kept
+// for checking, not for publication: it catches a producer index that
+// claims slots the producer never wrote.
+//
 // # Memory ordering
 //
 // The rules of timing.md §9.5, with Go's sync/atomic (sequentially

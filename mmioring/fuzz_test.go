@@ -100,6 +100,11 @@ func drain(t *testing.T, c *Consumer, slots int) int {
 			if e := out[i].Check(); e != nil {
 				t.Fatalf("Pop returned a malformed record: %v", e)
 			}
+			for _, b := range out[i].Data[out[i].Width:] {
+				if b != 0 {
+					t.Fatalf("Pop left bytes past width %d: % x", out[i].Width, out[i].Data)
+				}
+			}
 			used += out[i].Slots()
 		}
 		switch {

@@ -25,11 +25,11 @@ type Producer struct {
 	// futex. Set before use.
 	Spin, Yield int
 
-	pos       uint32 // next slot to write (authoritative; never re-read)
-	published uint32 // last value stored to the shared producer index
-	cons      uint32 // cached consumer index
-	closed    bool
-	err       error // sticky ErrBadRing
+	pos       uint32      // next slot to write (authoritative; never re-read)
+	published uint32      // last value stored to the shared producer index
+	cons      uint32      // cached consumer index
+	closed    atomic.Bool // Close may come from another goroutine
+	err       error       // sticky ErrBadRing
 }
 
 // Producer returns the ring's producer endpoint, resuming from the
@@ -55,7 +55,7 @@ func (p *Producer) PushN(recs []Record, deadline time.Time) (int, error) {
 	if p.err != nil {
 		return 0, p.err
 	}
-	if p.closed || atomic.LoadUint32(p.r.closed) != 0 {
+	if p.closed.Load() || atomic.LoadUint32(p.r.closed) != 0 {
 		return 0, ErrClosed
 	}
 	n := p.r.n
@@ -68,6 +68,9 @@ func (p *Producer) PushN(recs []Record, deadline time.Time) (int, error) {
 		need := uint32(nslots(rec.Width))
 		if p.pos-p.cons+need > n && (!p.reload() || p.pos-p.cons+need > n) {
 			p.publish()
+			if p.err != nil {
+				return i, p.err
+			}
 			if err := p.waitSpace(need, deadline); err != nil {
 				return i, err
 			}
@@ -141,7 +144,11 @@ func (p *Producer) hasSpace(need uint32) bool {
 // the "producer waiting" futex word, re-checked after it is set so that a
 // consumer release between check and sleep is never missed.
 func (p *Producer) waitSpace(need uint32, deadline time.Time) error {
-	for i := 0; i < p.Spin; i++ {
+	spin, yield := p.Spin, p.Yield
+	if deadline.IsZero() {
+		spin, yield = 0, 0 // a poll: one look, no spinning
+	}
+	for i := 0; i < spin; i++ {
 		if p.hasSpace(need) {
 			return nil
 		}
@@ -149,7 +156,7 @@ func (p *Producer) waitSpace(need uint32, deadline time.Time) error {
 			return p.err
 		}
 	}
-	for i := 0; i < p.Yield; i++ {
+	for i := 0; i < yield; i++ {
 		runtime.Gosched()
 		if p.hasSpace(need) {
 			return nil
@@ -192,10 +199,10 @@ func (p *Producer) waitSpace(need uint32, deadline time.Time) error {
 }
 
 // Close marks the producer side closed and wakes the consumer; the
-// consumer still pops what was published, then gets ErrClosed.
+// consumer still pops what was published, then gets ErrClosed. It may be
+// called from any goroutine, and fails a Push blocked in another.
 func (p *Producer) Close() error {
-	p.publish()
-	p.closed = true
+	p.closed.Store(true)
 	p.r.close(closedProducer)
 	return nil
 }

@@ -79,7 +79,17 @@ func (l *lane) prune(at sim.Time) {
 // between booked intervals, and returns that start.
 func (l *lane) reserve(ready sim.Time, d sim.Duration) sim.Time {
 	t := ready
-	i := 0
+	// Skip, by bisection, the intervals that end at or before ready (the
+	// loop below would pass over them one by one): ends are increasing.
+	i, hi := 0, l.n
+	for i < hi {
+		m := int(uint(i+hi) >> 1)
+		if l.iv[m].e <= t {
+			i = m + 1
+		} else {
+			hi = m
+		}
+	}
 	for ; i < l.n; i++ {
 		if l.iv[i].e <= t {
 			continue
@@ -170,15 +180,11 @@ func (l *Link) send(ln *lane, t sim.Time, p, h int) sim.Time {
 }
 
 // sendPosted is send for a posted write: it starts no earlier than the
-// previous posted write on the lane ended (*last), which it then moves up.
-// Holding the end, not the start, keeps posted writes in order even when
-// the lane's calendar has forgotten the previous one (prune after a call
-// stamped later): a short doorbell could otherwise overlap, and overtake,
-// a BlueFlame line sent just before it.
+// previous posted write on the lane (*last), which it then moves up.
 func (l *Link) sendPosted(ln *lane, last *sim.Time, t sim.Time, p, h int) sim.Time {
 	d := l.ser(p + h)
 	start := ln.reserve(max(t, *last), d)
-	*last = start.Add(d)
+	*last = start
 	return start.Add(d + l.spec.FlightLatency)
 }
 
@@ -233,13 +239,15 @@ func chunk(addr uint64, n, size int) int {
 func (l *Link) DeviceWrite(at sim.Time, addr uint64, n int) (done sim.Time, s Stats) {
 	l.up.prune(at)
 	done = at
+	total, k := max(n, 0), 0
 	for n > 0 {
 		c := chunk(addr, n, l.spec.MPS)
 		done = max(done, l.sendPosted(&l.up, &l.lastUpMWr, at, c, l.spec.HdrMWr))
-		l.count(&l.tot.Up, &l.tot.DeviceMWr, &s, 1, 0, 0, c, c+l.spec.HdrMWr)
+		k++
 		addr += uint64(c)
 		n -= c
 	}
+	l.count(&l.tot.Up, &l.tot.DeviceMWr, &s, k, 0, 0, total, total+k*l.spec.HdrMWr)
 	return done, s
 }
 
@@ -256,13 +264,14 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 	l.down.prune(at)
 	sp := &l.spec
 	done = at
+	total, nreq, ncpl := max(n, 0), 0, 0
 	var cursor sim.Time   // when the host has produced everything so far
 	lastLine := uint64(0) // last cache line already charged
 	charged := false
 	for n > 0 {
 		req := chunk(addr, n, sp.MRRS)
 		arrive := l.send(&l.up, at, 0, sp.HdrMRd)
-		l.count(&l.tot.Up, &l.tot.MRd, &s, 0, 1, 0, 0, sp.HdrMRd)
+		nreq++
 		ready := max(cursor, arrive.Add(sp.HostReadLatency))
 		for a, r := addr, req; r > 0; {
 			var c int
@@ -282,7 +291,7 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 				lastLine, charged = last, true
 			}
 			done = max(done, l.send(&l.down, ready, c, sp.HdrCplD))
-			l.count(&l.tot.Down, &l.tot.CplD, &s, 0, 0, 1, c, c+sp.HdrCplD)
+			ncpl++
 			a += uint64(c)
 			r -= c
 		}
@@ -290,5 +299,8 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 		addr += uint64(req)
 		n -= req
 	}
+	// Counted once for the whole read: every MRd and every CplD alike.
+	l.count(&l.tot.Up, &l.tot.MRd, &s, 0, nreq, 0, 0, nreq*sp.HdrMRd)
+	l.count(&l.tot.Down, &l.tot.CplD, &s, 0, 0, ncpl, total, total+ncpl*sp.HdrCplD)
 	return done, s
 }

@@ -21,3 +21,15 @@ type MMIO interface {
 	// (x86 sfence; mmio_flush_writes / mmio_wc_start in rdma-core).
 	Flush()
 }
+
+// LineStorer is an MMIO port that also takes a whole BlueFlame copy in
+// one call. StoreLines(off, a, b) must have exactly the effect of Flush,
+// then Store64(off+8*i, little-endian word i) for every 8-byte word of a
+// and then of b (the WQE's bytes; b is the part after the ring wrap, often
+// empty), in ascending order, then Flush: mmio_wc_start, mlx5_bf_copy and
+// mmio_flush_writes. off is 64-byte aligned; len(a) and len(b) are
+// multiples of 64. A provider uses it when its port has it, and the
+// separate calls otherwise.
+type LineStorer interface {
+	StoreLines(off uint64, a, b []byte)
+}

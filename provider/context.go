@@ -23,6 +23,7 @@ type Context struct {
 	name string
 	ctl  mlx5.Control
 	mmio pcie.MMIO
+	line pcie.LineStorer // mmio's one-call 64-byte store, when it has one
 	mem  *shm.Region
 	prog mlx5.Progressor // nil for real hardware
 	host mlx5.HostModel  // nil unless the device accounts host CPU time
@@ -72,6 +73,7 @@ func Open(dev Device) (*Context, error) {
 		qps: map[uint32]*QP{}, cqs: map[uint32]*CQ{}, pds: map[uint32]*PD{}, mrs: map[uint32]*MR{},
 		srqs: map[uint32]*SRQ{}, ahs: map[*AH]struct{}{},
 	}
+	c.line, _ = dev.MMIO.(pcie.LineStorer)
 	c.prog, _ = dev.Control.(mlx5.Progressor)
 	c.host, _ = dev.Control.(mlx5.HostModel)
 	c.ctrs, _ = dev.Control.(CounterSource)

@@ -357,6 +357,21 @@ func (d *FakeDev) Store64(off uint64, v uint64) {
 	d.Ops = append(d.Ops, op)
 }
 
+// StoreLines implements pcie.LineStorer: the separate calls.
+func (d *FakeDev) StoreLines(off uint64, a, b []byte) {
+	if !d.RecordOps {
+		return
+	}
+	d.Flush()
+	for _, p := range [2][]byte{a, b} {
+		for i := 0; i+8 <= len(p); i += 8 {
+			d.Store64(off, binary.LittleEndian.Uint64(p[i:]))
+			off += 8
+		}
+	}
+	d.Flush()
+}
+
 // Store32 implements pcie.MMIO.
 func (d *FakeDev) Store32(off uint64, v uint32) { d.Store64(off, uint64(v)) }
 

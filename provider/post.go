@@ -53,6 +53,13 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 		}
 		return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: detail(ErrBadState, "QP is %v", qp.state)}
 	}
+	if len(wrs) == 1 {
+		// One common WR (the BlueFlame case): no list bookkeeping.
+		if off, ds, ok := qp.buildSimple(&wrs[0], 0); ok {
+			qp.ringSend(1, off, ds)
+			return 1, nil
+		}
+	}
 	var (
 		nreq    int
 		err     error
@@ -149,6 +156,9 @@ func checkLengths(sgl []SGE, maxMsg uint64) error {
 // when the device's atomic_cap is IBV_ATOMIC_NONE; DeviceAttr carries no
 // atomic capability, so atomics are always built here.
 func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
+	if off, ds, ok := qp.buildSimple(wr, nreq); ok {
+		return off, ds, nil
+	}
 	sq := &qp.sq
 	mop, ok := wr.Opcode.mlx5Opcode()
 	switch {
@@ -270,15 +280,96 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 		qp.bugWQE(ctrl, nreq, off)
 	}
 
-	idx := sq.curPost & (sq.cnt - 1)
-	sq.wrid[idx] = wr.WRID
-	sq.wqeHead[idx] = sq.head + uint32(nreq)
-	sq.postedAt[idx] = uint16(sq.curPost)
+	h := (sq.head + uint32(nreq)) & uint32(len(sq.ctr)-1)
+	sq.wrid[h], sq.ctr[h] = wr.WRID, uint16(sq.curPost)
 	sq.curPost += uint32(mlx5.WQEBBs(ds))
 	if qp.ctx.host != nil {
 		qp.ctx.host.HostWork("wqe_build", qp.qpn, ds*mlx5.DSSize)
 	}
 	return off, ds, nil
+}
+
+// buildSimple is buildSend for the common WR: an RC or UC SEND, SEND with
+// immediate, RDMA WRITE (with immediate) or READ with at most one SGE and
+// no inline data, which passes every check of buildSend. Its WQE (ctrl,
+// then the remote-address segment for RDMA, then the data segment) fits
+// in its first WQEBB, so it is written through one array view of that
+// basic block, word by word, with no bounds checks per field. The bytes
+// are exactly those buildSend writes. ok is false for any other WR: the
+// caller takes the general path, which also reports the errors.
+func (qp *QP) buildSimple(wr *SendWR, nreq int) (off, ds int, ok bool) {
+	if qp.bug.set != 0 {
+		return 0, 0, false // a QP with Bugs takes the general path (bugs.go)
+	}
+	sq := &qp.sq
+	var mop mlx5.Opcode
+	switch wr.Opcode {
+	case WRRDMAWrite:
+		mop = mlx5.OpRDMAWrite
+	case WRRDMAWriteImm:
+		mop = mlx5.OpRDMAWriteImm
+	case WRSend:
+		mop = mlx5.OpSend
+	case WRSendImm:
+		mop = mlx5.OpSendImm
+	case WRRDMARead:
+		mop = mlx5.OpRDMARead
+	default:
+		return 0, 0, false
+	}
+	if qp.typ != QPTypeRC && (qp.typ != QPTypeUC || mop == mlx5.OpRDMARead) ||
+		wr.Flags&^(SendFence|SendSignaled|SendSolicited) != 0 ||
+		sq.head-sq.tail+uint32(nreq) >= sq.maxPost || len(wr.SGL) > 1 || len(wr.SGL) > sq.maxGS {
+		return 0, 0, false
+	}
+	var sge *SGE
+	if len(wr.SGL) == 1 {
+		sge = &wr.SGL[0]
+		if sge.Length&mlx5.InlineFlag != 0 || qp.ctx.maxMsg > 0 && uint64(sge.Length) > qp.ctx.maxMsg {
+			return 0, 0, false
+		}
+	}
+	off = int(sq.curPost&(sq.cnt-1)) * mlx5.WQEBBSize
+	w := (*[mlx5.WQEBBSize]byte)(sq.buf[off : off+mlx5.WQEBBSize])
+	ds = 1
+	pos := mlx5.CtrlSegSize
+	if mop != mlx5.OpSend && mop != mlx5.OpSendImm {
+		binary.BigEndian.PutUint64(w[16:24], wr.RemoteAddr)
+		binary.BigEndian.PutUint64(w[24:32], uint64(wr.RKey)<<32)
+		pos += mlx5.RaddrSegSize
+		ds++
+	}
+	if sge != nil && sge.Length != 0 { // libmlx5 skips zero-length SGEs
+		d := (*[mlx5.DataSegSize]byte)(w[pos : pos+mlx5.DataSegSize])
+		binary.BigEndian.PutUint64(d[0:8], uint64(sge.Length)<<32|uint64(sge.LKey))
+		binary.BigEndian.PutUint64(d[8:16], sge.Addr)
+		ds++
+	}
+	fmcese := uint8(0)
+	if wr.Flags&SendFence != 0 {
+		fmcese |= mlx5.FenceSmallAndFen
+	}
+	if wr.Flags&SendSignaled != 0 || qp.sigAll {
+		fmcese |= mlx5.CECQUpdate
+	}
+	if wr.Flags&SendSolicited != 0 {
+		fmcese |= mlx5.SolicitedEvent
+	}
+	imm := uint32(0)
+	if mop == mlx5.OpSendImm || mop == mlx5.OpRDMAWriteImm {
+		imm = wr.Imm
+	}
+	// ctrl: opmod_idx_opcode, qpn_ds, signature|0|0|fm_ce_se, imm.
+	binary.BigEndian.PutUint64(w[0:8], uint64(uint32(sq.curPost&0xffff)<<8|uint32(mop))<<32|uint64(qp.qpn<<8|uint32(ds)))
+	binary.BigEndian.PutUint64(w[8:16], uint64(fmcese)<<32|uint64(imm))
+
+	h := (sq.head + uint32(nreq)) & uint32(len(sq.ctr)-1)
+	sq.wrid[h], sq.ctr[h] = wr.WRID, uint16(sq.curPost)
+	sq.curPost++
+	if qp.ctx.host != nil {
+		qp.ctx.host.HostWork("wqe_build", qp.qpn, ds*mlx5.DSSize)
+	}
+	return off, ds, true
 }
 
 // writeInline concatenates the SGEs' bytes into one inline segment at pos
@@ -359,27 +450,34 @@ func (qp *QP) ringSend(nreq, lastOff, lastDS int) {
 		qp.ctx.host.HostWork("dbr_update", qp.qpn, 4)
 	}
 	mmio := qp.ctx.mmio
-	mmio.Flush() // mmio_wc_start()
 	reg := qp.bfReg + qp.bfOffset
 	if qp.bfOn && nreq == 1 && qp.bfBufSize > 0 && lastDS > 1 && uint64(lastDS*mlx5.DSSize) <= qp.bfBufSize {
 		// BlueFlame: the whole WQE, padded to 64-byte lines, as strictly
 		// ascending 8-byte stores into the current BF buffer; the source
-		// wraps at the ring end (mlx5_bf_copy).
+		// wraps at the ring end (mlx5_bf_copy). WQEs start on a WQEBB and
+		// the ring is whole WQEBBs, so a line never straddles the wrap.
 		n := (lastDS*mlx5.DSSize + 63) &^ 63
-		src := lastOff
-		for i := 0; i < n; i += 8 {
-			if src == len(sq.buf) {
-				src = 0
+		a, b := sq.buf[lastOff:min(lastOff+n, len(sq.buf))], sq.buf[:max(0, lastOff+n-len(sq.buf))]
+		if line := qp.ctx.line; line != nil {
+			line.StoreLines(reg, a, b) // mmio_wc_start, the copy, mmio_flush_writes
+		} else {
+			mmio.Flush() // mmio_wc_start()
+			off := reg
+			for _, p := range [2][]byte{a, b} {
+				for i := 0; i+8 <= len(p); i += 8 {
+					mmio.Store64(off, binary.LittleEndian.Uint64(p[i:]))
+					off += 8
+				}
 			}
-			mmio.Store64(reg+uint64(i), binary.LittleEndian.Uint64(sq.buf[src:src+8]))
-			src += 8
+			mmio.Flush() // mmio_flush_writes()
 		}
 	} else {
 		// Doorbell: the first 8 bytes of the last WQE's ctrl segment
 		// (opmod_idx_opcode, qpn_ds).
+		mmio.Flush() // mmio_wc_start()
 		mmio.Store64(reg, binary.LittleEndian.Uint64(sq.buf[lastOff:lastOff+8]))
+		mmio.Flush() // mmio_flush_writes()
 	}
-	mmio.Flush() // mmio_flush_writes()
 	qp.bfOffset ^= qp.bfBufSize
 }
 

@@ -27,18 +27,19 @@ func sqOverhead(t QPType) int {
 // sendQueue is the SQ half of a QP (struct mlx5_wq for the SQ plus the
 // per-slot bookkeeping libmlx5 keeps).
 type sendQueue struct {
-	buf      []byte // the ring, cnt WQEBBs, aliasing host memory
-	addr     uint64
-	cnt      uint32 // WQEBBs, a power of two (0: no SQ)
-	curPost  uint32 // WQEBB producer counter (free-running; ctrl wqe_index = low 16 bits)
-	head     uint32 // WRs posted
-	tail     uint32 // WRs retired by completions
-	maxPost  uint32 // WRs that may be outstanding
-	maxGS    int
-	maxInl   int
-	wrid     []uint64 // per slot of a WQE's first WQEBB
-	wqeHead  []uint32 // per slot: head value of that WR (retirement advances tail past it)
-	postedAt []uint16 // per slot: wqe_index written into the ctrl segment
+	buf     []byte // the ring, cnt WQEBBs, aliasing host memory
+	addr    uint64
+	cnt     uint32 // WQEBBs, a power of two (0: no SQ)
+	curPost uint32 // WQEBB producer counter (free-running; ctrl wqe_index = low 16 bits)
+	head    uint32 // WRs posted
+	tail    uint32 // WRs retired by completions
+	maxPost uint32 // WRs that may be outstanding
+	maxGS   int
+	maxInl  int
+	// Per posted WR (not per WQEBB) until its completion, indexed by its
+	// head value: len is a power of two >= maxPost.
+	wrid []uint64
+	ctr  []uint16 // the wqe_index written into its ctrl segment
 }
 
 // retire completes the WQE whose first WQEBB counter is ctr (requester
@@ -47,13 +48,17 @@ func (sq *sendQueue) retire(ctr uint16, wc *WC) error {
 	if sq.cnt == 0 {
 		return detail(ErrBadCQE, "requester CQE for a QP without a send queue")
 	}
-	idx := uint32(ctr) & (sq.cnt - 1)
-	if sq.postedAt[idx] != ctr || sq.wqeHead[idx]-sq.tail >= sq.head-sq.tail {
-		return detail(ErrBadCQE, "requester CQE wqe_counter %#04x names no outstanding WQE", ctr)
+	// Completions come in posting order: the WR named is the first
+	// outstanding one posted at ctr (those before it were unsignalled).
+	mask := uint32(len(sq.ctr) - 1)
+	for h := sq.tail; h != sq.head; h++ {
+		if sq.ctr[h&mask] == ctr {
+			wc.WRID = sq.wrid[h&mask]
+			sq.tail = h + 1
+			return nil
+		}
 	}
-	wc.WRID = sq.wrid[idx]
-	sq.tail = sq.wqeHead[idx] + 1
-	return nil
+	return detail(ErrBadCQE, "requester CQE wqe_counter %#04x names no outstanding WQE", ctr)
 }
 
 // recvQueue is the RQ half of a QP.
@@ -242,9 +247,8 @@ func (qp *QP) sizeSQ(cp QPCap, a *mlx5.DeviceAttr) error {
 	// leaves -4 bytes: libmlx5 stores that (reporting 2^32-4 through the
 	// unsigned cap and refusing every inline post); the provider reports 0.
 	qp.sq.maxInl = max(0, min(wqeSize-overhead-mlx5.InlineHdrSize, a.MaxInline))
-	qp.sq.wrid = make([]uint64, cnt)
-	qp.sq.wqeHead = make([]uint32, cnt)
-	qp.sq.postedAt = make([]uint16, cnt)
+	qp.sq.wrid = make([]uint64, roundupPow2(int(qp.sq.maxPost)))
+	qp.sq.ctr = make([]uint16, len(qp.sq.wrid))
 	qp.cap.MaxSendWR = int(qp.sq.maxPost)
 	qp.cap.MaxInline = qp.sq.maxInl
 	return nil

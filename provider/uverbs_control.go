@@ -22,7 +22,11 @@ import (
 // Command buffers have no shared address space: the response address a
 // write() carries is nominal (the response is resp), and an ioctl's
 // PTR_OUT attributes name offsets in resp, after the copy of the
-// attribute array the device returns at its head (package uverbsdev).
+// attribute array the device returns at its head (package uverbsdev). A
+// Transport onto the kernel's /dev/infiniband/uverbsN sends the same bytes
+// after turning those nominal addresses into pointers into resp (the
+// response word of a write(), ex_hdr.response, the PTR_OUT data words),
+// as an ioctl proxy rewrites attribute pointers.
 type Transport interface {
 	Do(req, resp []byte) (int, error)
 }
@@ -151,10 +155,11 @@ func decodeResp(cmd string, b []byte, st uverbs.Struct, min int) error {
 	if len(b) < min {
 		return detail(ErrNotSupported, "uverbs %s: response of %d bytes, need %d", cmd, len(b), min)
 	}
-	var tmp [512]byte
 	n := st.Size()
-	copy(tmp[:n], b)
-	if err := st.Decode(tmp[:n]); err != nil {
+	if len(b) < n {
+		b = append(make([]byte, 0, n), b...)[:n] // the rare short response
+	}
+	if err := st.Decode(b[:n]); err != nil {
 		return detail(ErrNotSupported, "uverbs %s: response: %v", cmd, err)
 	}
 	return nil

@@ -184,7 +184,12 @@ func BuildFrame(dst []byte, p *FrameParams, payload []byte) (int, error) {
 	off += n
 	clear(t[off : off+pad])
 	off += pad
-	binary.LittleEndian.PutUint32(t[off:], icrcInPlace(ip[:ipLen+udpLen-ICRCSize], v6))
+	c := ip[:ipLen+udpLen-ICRCSize]
+	if v6 {
+		binary.LittleEndian.PutUint32(t[off:], icrc6(c))
+	} else {
+		binary.LittleEndian.PutUint32(t[off:], icrc4(c))
+	}
 	return total, nil
 }
 

@@ -10,13 +10,6 @@ import (
 // finalized (complemented) form, hence the ^.
 const icrcSeed = ^uint32(0xDEBB20E3)
 
-// ones supplies the all-ones bytes that replace masked fields.
-var ones = [8]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}
-
-// v6Byte0 maps an IPv6 version nibble to byte 0 with its traffic-class
-// nibble masked: v<<4 | 0xF.
-var v6Byte0 = [16]byte{0x0F, 0x1F, 0x2F, 0x3F, 0x4F, 0x5F, 0x6F, 0x7F, 0x8F, 0x9F, 0xAF, 0xBF, 0xCF, 0xDF, 0xEF, 0xFF}
-
 // Sizes of the fixed IP headers RoCEv2 uses (no IPv4 options, no IPv6
 // extension headers).
 const (
@@ -51,90 +44,73 @@ func ICRC(ip []byte) (uint32, error) {
 	return 0, ErrBadVersion
 }
 
-// icrc4 feeds ip to the CRC in pieces, substituting all-ones for the masked
-// fields: TOS(1), TTL(8), header checksum(10-11), UDP checksum(26-27), BTH
-// byte 4 (32). len(ip) >= 40.
+// icrc4 runs the CRC over the IPv4, UDP and BTH headers (40 bytes, five
+// 8-byte words) with the masked fields set to all-ones as the words are
+// read — TOS(1), TTL(8), header checksum(10-11), UDP checksum(26-27), BTH
+// byte 4 (32) — then over the rest of ip in one crc32 pass. ip is only
+// read. len(ip) >= 40.
 func icrc4(ip []byte) uint32 {
-	t := crc32.IEEETable
-	c := crc32.Update(icrcSeed, t, ip[0:1]) // version, IHL
-	c = crc32.Update(c, t, ones[:1])        // TOS
-	c = crc32.Update(c, t, ip[2:8])         // total length, ID, flags, fragment
-	c = crc32.Update(c, t, ones[:1])        // TTL
-	c = crc32.Update(c, t, ip[9:10])        // protocol
-	c = crc32.Update(c, t, ones[:2])        // header checksum
-	c = crc32.Update(c, t, ip[12:26])       // addresses, UDP ports, UDP length
-	c = crc32.Update(c, t, ones[:2])        // UDP checksum
-	c = crc32.Update(c, t, ip[28:32])       // BTH 0-3
-	c = crc32.Update(c, t, ones[:1])        // BTH 4: FECN, BECN, resv6a
-	return crc32.Update(c, t, ip[33:])      // rest of BTH, ext headers, payload, pad
+	_ = ip[39]
+	r := ^icrcSeed
+	r = crcWord(r, binary.LittleEndian.Uint64(ip[0:])|0xFF<<8)
+	r = crcWord(r, binary.LittleEndian.Uint64(ip[8:])|0xFFFF00FF)
+	r = crcWord(r, binary.LittleEndian.Uint64(ip[16:]))
+	r = crcWord(r, binary.LittleEndian.Uint64(ip[24:])|0xFFFF<<16)
+	r = crcWord(r, binary.LittleEndian.Uint64(ip[32:])|0xFF)
+	return crc32.Update(^r, crc32.IEEETable, ip[40:])
 }
 
-// icrc6: traffic class (byte 0 low nibble, byte 1 high nibble), flow label
-// (bytes 1-3), hop limit (7), UDP checksum (46-47), BTH byte 4 (52).
-// len(ip) >= 60.
+// icrc6 is icrc4 for IPv6: traffic class (byte 0 low nibble, byte 1 high
+// nibble), flow label (bytes 1-3), hop limit (7), UDP checksum (46-47),
+// BTH byte 4 (52); seven words, then the rest from byte 56. len(ip) >= 60.
 func icrc6(ip []byte) uint32 {
-	t := crc32.IEEETable
-	v := ip[0] >> 4
-	c := crc32.Update(icrcSeed, t, v6Byte0[v:v+1]) // version, TC high nibble masked
-	c = crc32.Update(c, t, ones[:3])               // TC low nibble, flow label
-	c = crc32.Update(c, t, ip[4:7])                // payload length, next header
-	c = crc32.Update(c, t, ones[:1])               // hop limit
-	c = crc32.Update(c, t, ip[8:46])               // addresses, UDP ports, UDP length
-	c = crc32.Update(c, t, ones[:2])               // UDP checksum
-	c = crc32.Update(c, t, ip[48:52])              // BTH 0-3
-	c = crc32.Update(c, t, ones[:1])               // BTH 4
-	return crc32.Update(c, t, ip[53:])
+	_ = ip[59]
+	r := ^icrcSeed
+	r = crcWord(r, binary.LittleEndian.Uint64(ip[0:])|0xFF000000FFFFFF0F)
+	r = crcWord(r, binary.LittleEndian.Uint64(ip[8:]))
+	r = crcWord(r, binary.LittleEndian.Uint64(ip[16:]))
+	r = crcWord(r, binary.LittleEndian.Uint64(ip[24:]))
+	r = crcWord(r, binary.LittleEndian.Uint64(ip[32:]))
+	r = crcWord(r, binary.LittleEndian.Uint64(ip[40:])|0xFFFF<<48)
+	r = crcWord(r, binary.LittleEndian.Uint64(ip[48:])|0xFF<<32)
+	return crc32.Update(^r, crc32.IEEETable, ip[56:])
 }
 
-// icrcInPlace computes the ICRC of a writable ip buffer by setting the masked
-// fields to all-ones, running one CRC pass and restoring them. It is the
-// fastest form; the builder uses it. len(ip) must be checked by the caller.
-func icrcInPlace(ip []byte, v6 bool) uint32 {
-	if v6 {
-		w0 := binary.BigEndian.Uint32(ip[0:])
-		hl := ip[7]
-		uc := binary.BigEndian.Uint16(ip[46:])
-		b4 := ip[52]
-		binary.BigEndian.PutUint32(ip[0:], w0|0x0FFFFFFF)
-		ip[7] = 0xFF
-		binary.BigEndian.PutUint16(ip[46:], 0xFFFF)
-		ip[52] = 0xFF
-		c := crc32.Update(icrcSeed, crc32.IEEETable, ip)
-		binary.BigEndian.PutUint32(ip[0:], w0)
-		ip[7] = hl
-		binary.BigEndian.PutUint16(ip[46:], uc)
-		ip[52] = b4
-		return c
+// crcTab8 are the eight slicing tables of the reflected IEEE CRC-32:
+// crcTab8[0] is crc32.IEEETable, crcTab8[k][i] is entry i advanced k more
+// zero bytes.
+var crcTab8 = func() (t [8][256]uint32) {
+	t[0] = *crc32.IEEETable
+	for k := 1; k < 8; k++ {
+		for i := range 256 {
+			v := t[k-1][i]
+			t[k][i] = v>>8 ^ t[0][v&0xFF]
+		}
 	}
-	tos, ttl := ip[1], ip[8]
-	hc := binary.BigEndian.Uint16(ip[10:])
-	uc := binary.BigEndian.Uint16(ip[26:])
-	b4 := ip[32]
-	ip[1], ip[8] = 0xFF, 0xFF
-	binary.BigEndian.PutUint16(ip[10:], 0xFFFF)
-	binary.BigEndian.PutUint16(ip[26:], 0xFFFF)
-	ip[32] = 0xFF
-	c := crc32.Update(icrcSeed, crc32.IEEETable, ip)
-	ip[1], ip[8] = tos, ttl
-	binary.BigEndian.PutUint16(ip[10:], hc)
-	binary.BigEndian.PutUint16(ip[26:], uc)
-	ip[32] = b4
-	return c
+	return t
+}()
+
+// crcWord advances the (non-complemented) CRC register r over the eight
+// bytes of w, least significant byte first.
+func crcWord(r uint32, w uint64) uint32 {
+	r ^= uint32(w)
+	h := uint32(w >> 32)
+	return crcTab8[7][r&0xFF] ^ crcTab8[6][r>>8&0xFF] ^ crcTab8[5][r>>16&0xFF] ^ crcTab8[4][r>>24] ^
+		crcTab8[3][h&0xFF] ^ crcTab8[2][h>>8&0xFF] ^ crcTab8[1][h>>16&0xFF] ^ crcTab8[0][h>>24]
 }
 
 // ipv4Checksum returns the ones'-complement header checksum of a 20-byte
-// IPv4 header, treating the checksum field (bytes 10-11) as zero.
+// IPv4 header, treating the checksum field (bytes 10-11) as zero. The
+// 16-bit words are summed as 32-bit ones (RFC 1071 §2: the sum is the same
+// with end-around carries folded in at the end).
 func ipv4Checksum(h []byte) uint16 {
 	_ = h[IPv4HeaderSize-1]
-	var sum uint32
-	for i := 0; i < IPv4HeaderSize; i += 2 {
-		if i == 10 {
-			continue
-		}
-		sum += uint32(h[i])<<8 | uint32(h[i+1])
-	}
-	for sum > 0xFFFF {
-		sum = sum&0xFFFF + sum>>16
-	}
+	sum := uint64(binary.BigEndian.Uint32(h[0:])) + uint64(binary.BigEndian.Uint32(h[4:])) +
+		uint64(binary.BigEndian.Uint32(h[8:])&0xFFFF0000) + uint64(binary.BigEndian.Uint32(h[12:])) +
+		uint64(binary.BigEndian.Uint32(h[16:]))
+	sum = sum&0xFFFFFFFF + sum>>32
+	sum = sum&0xFFFF + sum>>16
+	sum = sum&0xFFFF + sum>>16
+	sum = sum&0xFFFF + sum>>16
 	return ^uint16(sum)
 }

@@ -66,7 +66,7 @@ func TestICRCVector(t *testing.T) {
 		t.Fatalf("icrcInPlace = %#x (buffer restored: %v)", got, string(cp) == string(ip))
 	}
 	// The seed form: eight 0xFF bytes leave the register at 0xDEBB20E3.
-	if c := crc32.ChecksumIEEE(ones[:]); c != icrcSeed {
+	if c := crc32.ChecksumIEEE([]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}); c != icrcSeed {
 		t.Fatalf("crc(ff×8) = %#x, want %#x", c, icrcSeed)
 	}
 	var pkt Packet
@@ -189,5 +189,80 @@ func BenchmarkICRC(b *testing.B) {
 				icrcInPlace(ip, false)
 			}
 		})
+	}
+}
+
+// icrcInPlace computes the ICRC of a writable ip buffer by setting the masked
+// fields to all-ones, running one CRC pass and restoring them: the builder's
+// form before icrc4/icrc6 masked the words as they read them, kept as a
+// second reference. len(ip) must be checked by the caller.
+func icrcInPlace(ip []byte, v6 bool) uint32 {
+	if v6 {
+		w0 := binary.BigEndian.Uint32(ip[0:])
+		hl := ip[7]
+		uc := binary.BigEndian.Uint16(ip[46:])
+		b4 := ip[52]
+		binary.BigEndian.PutUint32(ip[0:], w0|0x0FFFFFFF)
+		ip[7] = 0xFF
+		binary.BigEndian.PutUint16(ip[46:], 0xFFFF)
+		ip[52] = 0xFF
+		c := crc32.Update(icrcSeed, crc32.IEEETable, ip)
+		binary.BigEndian.PutUint32(ip[0:], w0)
+		ip[7] = hl
+		binary.BigEndian.PutUint16(ip[46:], uc)
+		ip[52] = b4
+		return c
+	}
+	tos, ttl := ip[1], ip[8]
+	hc := binary.BigEndian.Uint16(ip[10:])
+	uc := binary.BigEndian.Uint16(ip[26:])
+	b4 := ip[32]
+	ip[1], ip[8] = 0xFF, 0xFF
+	binary.BigEndian.PutUint16(ip[10:], 0xFFFF)
+	binary.BigEndian.PutUint16(ip[26:], 0xFFFF)
+	ip[32] = 0xFF
+	c := crc32.Update(icrcSeed, crc32.IEEETable, ip)
+	ip[1], ip[8] = tos, ttl
+	binary.BigEndian.PutUint16(ip[10:], hc)
+	binary.BigEndian.PutUint16(ip[26:], uc)
+	ip[32] = b4
+	return c
+}
+
+// TestIPv4ChecksumWords: the 32-bit-word sum gives the 16-bit-word sum's
+// checksum for any header (a reference loop, random and edge headers).
+func TestIPv4ChecksumWords(t *testing.T) {
+	ref := func(h []byte) uint16 {
+		var sum uint32
+		for i := 0; i < IPv4HeaderSize; i += 2 {
+			if i != 10 {
+				sum += uint32(h[i])<<8 | uint32(h[i+1])
+			}
+		}
+		for sum > 0xFFFF {
+			sum = sum&0xFFFF + sum>>16
+		}
+		return ^uint16(sum)
+	}
+	h := make([]byte, IPv4HeaderSize)
+	check := func() {
+		if got, want := ipv4Checksum(h), ref(h); got != want {
+			t.Fatalf("header % x: checksum %#04x, want %#04x", h, got, want)
+		}
+	}
+	check()
+	for i := range h {
+		h[i] = 0xFF
+	}
+	check()
+	x := uint32(1)
+	for n := 0; n < 200000; n++ {
+		for i := range h {
+			x ^= x << 13
+			x ^= x >> 17
+			x ^= x << 5
+			h[i] = byte(x)
+		}
+		check()
 	}
 }

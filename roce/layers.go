@@ -494,6 +494,10 @@ func PatchFrame(frame []byte) error {
 		binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
 	}
 	end := hl + udpLen - ICRCSize
-	binary.LittleEndian.PutUint32(ip[end:], icrcInPlace(ip[:end], hl == IPv6HeaderSize))
+	c := icrc4
+	if hl == IPv6HeaderSize {
+		c = icrc6
+	}
+	binary.LittleEndian.PutUint32(ip[end:], c(ip[:end]))
 	return nil
 }

@@ -3,6 +3,7 @@ package shm
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -34,10 +35,34 @@ func (e *RangeError) Unwrap() error { return ErrOutOfRange }
 type Region struct {
 	mem   []byte
 	base  uint64
-	fd    int // memfd, or -1 for an anonymous mapping
-	free  []span
+	fd    int    // memfd, or -1 for an anonymous mapping
+	free  []span // sorted by offset, never adjacent
 	used  map[uint64]int
 	inUse int
+	// skip[k]: no free span before index skip[k].from can hold a request
+	// of k's size class and alignment, so first fit for such a request
+	// starts there: the same span plain first fit finds, without walking
+	// again the gaps alignment leaves behind every ring and doorbell
+	// record (what made creating many QPs quadratic).
+	skip map[fitClass]int
+}
+
+// fitClass is a request's size class (the largest power of two <= its
+// size) and alignment. A span that cannot hold 1<<size bytes at that
+// alignment cannot hold any larger request of the same alignment.
+type fitClass struct{ size, align uint8 }
+
+func classOf(size, align int) fitClass {
+	return fitClass{uint8(bits.Len(uint(size)) - 1), uint8(bits.TrailingZeros(uint(align)))}
+}
+
+// fits reports whether span s holds size bytes at IOVA alignment align,
+// and where they would start.
+func (r *Region) fits(s span, size, align int) (int, bool) {
+	// Align the IOVA, not just the offset, so that hardware-style
+	// alignment rules hold for the addresses the device sees.
+	a := int((r.base+uint64(s.off)+uint64(align-1))&^uint64(align-1) - r.base)
+	return a, a+size <= s.off+s.size
 }
 
 type span struct{ off, size int }
@@ -153,29 +178,60 @@ func (r *Region) Alloc(size, align int) (uint64, error) {
 		align = 8
 	}
 	size = (size + 7) &^ 7
-	for i, s := range r.free {
-		// Align the IOVA, not just the offset, so that hardware-style
-		// alignment rules hold for the addresses the device sees.
-		a := int((r.base+uint64(s.off)+uint64(align-1))&^uint64(align-1) - r.base)
-		if a+size > s.off+s.size {
+	if r.skip == nil {
+		r.skip = map[fitClass]int{}
+	}
+	c := classOf(size, align)
+	from := r.skip[c]
+	for i := from; i < len(r.free); i++ {
+		if i == from {
+			if _, ok := r.fits(r.free[i], 1<<c.size, align); !ok {
+				from++ // no request of this class fits it: skip it from now on
+			}
+		}
+		a, ok := r.fits(r.free[i], size, align)
+		if !ok {
 			continue
 		}
+		r.skip[c] = from
 		return r.carve(i, a, size), nil
 	}
+	r.skip[c] = from
 	return 0, fmt.Errorf("%w: %d bytes (align %d), %d of %d in use", ErrNoSpace, size, align, r.inUse, len(r.mem))
 }
 
 // carve takes [a, a+size) out of free span i, zeroes it and records it.
 func (r *Region) carve(i, a, size int) uint64 {
 	s := r.free[i]
-	var rest []span
+	var rest [2]span
+	n := 0
 	if a > s.off {
-		rest = append(rest, span{s.off, a - s.off})
+		rest[n] = span{s.off, a - s.off}
+		n++
 	}
 	if end := s.off + s.size; a+size < end {
-		rest = append(rest, span{a + size, end - a - size})
+		rest[n] = span{a + size, end - a - size}
+		n++
 	}
-	r.free = append(r.free[:i], append(rest, r.free[i+1:]...)...)
+	// Replace span i by its n pieces in place. Pieces of a span a class
+	// skips are smaller still: only the skip indexes past i move.
+	switch n {
+	case 0:
+		r.free = append(r.free[:i], r.free[i+1:]...)
+	case 1:
+		r.free[i] = rest[0]
+	case 2:
+		r.free = append(r.free, span{})
+		copy(r.free[i+2:], r.free[i+1:])
+		r.free[i], r.free[i+1] = rest[0], rest[1]
+	}
+	if n != 1 {
+		for c, k := range r.skip {
+			if i < k {
+				r.skip[c] = k + n - 1
+			}
+		}
+	}
 	clear(r.mem[a : a+size])
 	addr := r.base + uint64(a)
 	r.used[addr] = size
@@ -215,18 +271,25 @@ func (r *Region) Free(addr uint64) error {
 	}
 	delete(r.used, addr)
 	r.inUse -= size
-	r.free = append(r.free, span{int(addr - r.base), size})
-	sort.Slice(r.free, func(i, j int) bool { return r.free[i].off < r.free[j].off })
-	merged := r.free[:1]
-	for _, s := range r.free[1:] {
-		last := &merged[len(merged)-1]
-		if last.off+last.size == s.off {
-			last.size += s.size
-		} else {
-			merged = append(merged, s)
-		}
+	off := int(addr - r.base)
+	i := sort.Search(len(r.free), func(i int) bool { return r.free[i].off > off })
+	r.free = append(r.free, span{})
+	copy(r.free[i+1:], r.free[i:])
+	r.free[i] = span{off, size}
+	// Merge with the next span, then with the previous one.
+	if i+1 < len(r.free) && off+size == r.free[i+1].off {
+		r.free[i].size += r.free[i+1].size
+		r.free = append(r.free[:i+1], r.free[i+2:]...)
 	}
-	r.free = merged
+	if i > 0 && r.free[i-1].off+r.free[i-1].size == off {
+		r.free[i-1].size += r.free[i].size
+		r.free = append(r.free[:i], r.free[i+1:]...)
+		i--
+	}
+	// The freed span may fit anything: first fit must look at it again.
+	for c, k := range r.skip {
+		r.skip[c] = min(k, i)
+	}
 	return nil
 }
 

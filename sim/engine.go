@@ -13,92 +13,129 @@ type HandlerFunc func(now Time)
 // Fire calls f(now).
 func (f HandlerFunc) Fire(now Time) { f(now) }
 
-type event struct {
-	at  Time
-	seq uint64
-	h   Handler
-	tm  *Timer // non-nil: the event is tm's; its heap index is kept in tm.idx
+// entry is one scheduled event in the heap: its key and the slot that
+// holds its handler. It has no pointers, so sifting moves plain words.
+type entry struct {
+	at   Time
+	seq  uint64
+	slot int32
 }
 
-type eventHeap []event
-
-func (q eventHeap) less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
-	}
-	return q[i].seq < q[j].seq
+func (a *entry) before(b *entry) bool {
+	return a.at < b.at || a.at == b.at && a.seq < b.seq
 }
 
-func (q eventHeap) swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	if t := q[i].tm; t != nil {
-		t.idx = i
-	}
-	if t := q[j].tm; t != nil {
-		t.idx = j
-	}
+// slotRec is what a slot holds: the handler, and the timer whose event it
+// is (nil for At/After events).
+type slotRec struct {
+	h  Handler
+	tm *Timer
 }
 
-func (q eventHeap) up(i int) {
+// eventHeap is a 4-ary min-heap on (at, seq) of pointer-free entries,
+// with the handlers in slots beside it. Keys are unique (seq only grows),
+// so the order events leave it is the same whatever its shape. Sifting
+// moves a hole instead of swapping pairs; pos tracks each slot's heap
+// index so that a timer can be re-keyed or removed in place.
+type eventHeap struct {
+	h     []entry
+	pos   []int32 // slot -> index in h
+	slots []slotRec
+	free  []int32
+}
+
+func (q *eventHeap) len() int { return len(q.h) }
+
+// set puts en at i.
+func (q *eventHeap) set(i int, en entry) {
+	q.h[i] = en
+	q.pos[en.slot] = int32(i)
+}
+
+// up moves en, to be stored at hole i, towards the root.
+func (q *eventHeap) up(i int, en entry) {
+	h := q.h
 	for i > 0 {
-		p := (i - 1) / 2
-		if !q.less(i, p) {
+		p := (i - 1) / 4
+		if !en.before(&h[p]) {
 			break
 		}
-		q.swap(i, p)
+		q.set(i, h[p])
 		i = p
 	}
+	q.set(i, en)
 }
 
-func (q eventHeap) down(i int) {
-	n := len(q)
+// down moves en, to be stored at hole i, towards the leaves.
+func (q *eventHeap) down(i int, en entry) {
+	h := q.h
+	n := len(h)
 	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && q.less(l, m) {
-			m = l
+		c := 4*i + 1
+		if c >= n {
+			break
 		}
-		if r < n && q.less(r, m) {
-			m = r
+		m := c
+		for k := c + 1; k < c+4 && k < n; k++ {
+			if h[k].before(&h[m]) {
+				m = k
+			}
 		}
-		if m == i {
-			return
+		if !h[m].before(&en) {
+			break
 		}
-		q.swap(i, m)
+		q.set(i, h[m])
 		i = m
 	}
+	q.set(i, en)
 }
 
-func (q *eventHeap) push(ev event) {
-	*q = append(*q, ev)
-	i := len(*q) - 1
-	if ev.tm != nil {
-		ev.tm.idx = i
+// fix restores the heap after the key at i changed to en's.
+func (q *eventHeap) fix(i int, en entry) {
+	if i > 0 && en.before(&q.h[(i-1)/4]) {
+		q.up(i, en)
+	} else {
+		q.down(i, en)
 	}
-	q.up(i)
 }
 
-// remove takes out the event at index i and returns it.
-func (q *eventHeap) remove(i int) event {
-	h := *q
-	n := len(h) - 1
-	ev := h[i]
-	if i != n {
-		h.swap(i, n)
+// push schedules h (of timer tm, or nil) at (at, seq) and returns its slot.
+func (q *eventHeap) push(at Time, seq uint64, h Handler, tm *Timer) int32 {
+	var s int32
+	if k := len(q.free); k > 0 {
+		s = q.free[k-1]
+		q.free = q.free[:k-1]
+	} else {
+		s = int32(len(q.slots))
+		q.slots = append(q.slots, slotRec{})
+		q.pos = append(q.pos, 0)
 	}
-	h[n] = event{}
-	h = h[:n]
+	q.slots[s] = slotRec{h: h, tm: tm}
+	q.h = append(q.h, entry{})
+	q.up(len(q.h)-1, entry{at: at, seq: seq, slot: s})
+	return s
+}
+
+// remove takes out the event at index i, frees its slot and returns its
+// time and what the slot held.
+func (q *eventHeap) remove(i int) (Time, slotRec) {
+	en := q.h[i]
+	n := len(q.h) - 1
+	last := q.h[n]
+	q.h = q.h[:n]
 	if i < n {
-		h.down(i)
-		h.up(i)
+		q.fix(i, last)
 	}
-	*q = h
-	if ev.tm != nil {
-		ev.tm.idx = -1
+	r := q.slots[en.slot]
+	q.slots[en.slot] = slotRec{}
+	q.free = append(q.free, en.slot)
+	if r.tm != nil {
+		r.tm.slot = -1
 	}
-	return ev
+	return en.at, r
 }
 
-func (q eventHeap) peek() Time { return q[0].at }
+func (q *eventHeap) peek() Time { return q.h[0].at }
 
 // Engine is a deterministic discrete-event scheduler. It is not safe for
 // concurrent use: one goroutine (the application's) drives it.
@@ -110,7 +147,7 @@ type Engine struct {
 }
 
 // NewEngine returns an engine at time 0.
-func NewEngine() *Engine { return &Engine{q: make(eventHeap, 0, 256)} }
+func NewEngine() *Engine { return &Engine{q: eventHeap{h: make([]entry, 0, 256)}} }
 
 // Now is the current virtual time.
 func (e *Engine) Now() Time { return e.now }
@@ -119,7 +156,7 @@ func (e *Engine) Now() Time { return e.now }
 func (e *Engine) Fired() uint64 { return e.fired }
 
 // Pending is the number of scheduled events (armed timers included).
-func (e *Engine) Pending() int { return len(e.q) }
+func (e *Engine) Pending() int { return e.q.len() }
 
 // At schedules h at time t; a time in the past runs at Now (never earlier).
 // Events with equal times run in the order they were scheduled.
@@ -128,7 +165,7 @@ func (e *Engine) At(t Time, h Handler) {
 		t = e.now
 	}
 	e.seq++
-	e.q.push(event{at: t, seq: e.seq, h: h})
+	e.q.push(t, e.seq, h, nil)
 }
 
 // After schedules h d after now.
@@ -136,7 +173,7 @@ func (e *Engine) After(d Duration, h Handler) { e.At(e.now.Add(d), h) }
 
 // Next is the time of the earliest pending event, or Never.
 func (e *Engine) Next() Time {
-	if len(e.q) == 0 {
+	if e.q.len() == 0 {
 		return Never
 	}
 	return e.q.peek()
@@ -145,20 +182,20 @@ func (e *Engine) Next() Time {
 // Step runs the earliest event (and advances the clock to it). It reports
 // false when nothing is scheduled.
 func (e *Engine) Step() bool {
-	if len(e.q) == 0 {
+	if e.q.len() == 0 {
 		return false
 	}
-	ev := e.q.remove(0)
-	e.now = ev.at
+	at, r := e.q.remove(0)
+	e.now = at
 	e.fired++
-	ev.h.Fire(ev.at)
+	r.h.Fire(at)
 	return true
 }
 
 // RunUntil runs every event scheduled at or before t, then sets the clock to
 // t (if t is later than now).
 func (e *Engine) RunUntil(t Time) {
-	for len(e.q) > 0 && e.q.peek() <= t {
+	for e.q.len() > 0 && e.q.peek() <= t {
 		e.Step()
 	}
 	if t > e.now {
@@ -185,14 +222,14 @@ func (e *Engine) Run(limit int) int {
 // Timer is not usable: make one with Engine.NewTimer. Not safe for
 // concurrent use.
 type Timer struct {
-	e   *Engine
-	h   Handler
-	idx int // heap index while armed, -1 otherwise
-	at  Time
+	e    *Engine
+	h    Handler
+	slot int32 // the engine slot of its event while armed, -1 otherwise
+	at   Time
 }
 
 // NewTimer returns a stopped timer that calls h when it expires.
-func (e *Engine) NewTimer(h Handler) *Timer { return &Timer{e: e, h: h, idx: -1} }
+func (e *Engine) NewTimer(h Handler) *Timer { return &Timer{e: e, h: h, slot: -1} }
 
 // Reset (re)arms the timer to fire at t (at Now if t is in the past),
 // replacing any earlier deadline. Among events at the same time it runs
@@ -202,12 +239,13 @@ func (t *Timer) Reset(at Time) {
 	if at < e.now {
 		at = e.now
 	}
-	if t.idx >= 0 {
-		e.q.remove(t.idx)
-	}
 	t.at = at
 	e.seq++
-	e.q.push(event{at: at, seq: e.seq, h: t.h, tm: t})
+	if t.slot >= 0 {
+		e.q.fix(int(e.q.pos[t.slot]), entry{at: at, seq: e.seq, slot: t.slot})
+		return
+	}
+	t.slot = e.q.push(at, e.seq, t.h, t)
 }
 
 // ResetAfter arms the timer d after now.
@@ -215,15 +253,15 @@ func (t *Timer) ResetAfter(d Duration) { t.Reset(t.e.now.Add(d)) }
 
 // Stop disarms the timer. It reports whether the timer was armed.
 func (t *Timer) Stop() bool {
-	if t == nil || t.idx < 0 {
+	if t == nil || t.slot < 0 {
 		return false
 	}
-	t.e.q.remove(t.idx)
+	t.e.q.remove(int(t.e.q.pos[t.slot]))
 	return true
 }
 
 // Armed reports whether the timer will fire.
-func (t *Timer) Armed() bool { return t != nil && t.idx >= 0 }
+func (t *Timer) Armed() bool { return t != nil && t.slot >= 0 }
 
 // When is the deadline of an armed timer (Never when stopped).
 func (t *Timer) When() Time {

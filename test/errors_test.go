@@ -56,52 +56,52 @@ func TestErrorClasses(t *testing.T) {
 	}{
 		{name: "local QP operation (atomic with two result buffers)", wr: func(e env) provider.SendWR {
 			return provider.SendWR{Opcode: provider.WRAtomicFetchAdd, SGL: []provider.SGE{e.req.MR.SGE(0, 8), e.req.MR.SGE(8, 8)}, RemoteAddr: e.rsp.MR.Addr, RKey: e.rsp.MR.RKey}
-		}, status: provider.WCLocQPOpErr, counter: device.CtrWQEMalformed, rspState: provider.QPStateRTS},
+		}, status: provider.WCLocQPOpErr, counter: device.CtrWQEMalformed.String(), rspState: provider.QPStateRTS},
 		{name: "local length at the responder (SEND larger than the receive buffer)", wr: func(e env) provider.SendWR {
 			_, err := e.rsp.QP.PostRecv([]provider.RecvWR{{WRID: 50, SGL: []provider.SGE{e.rsp.MR.SGE(4096, 64)}}})
 			if err != nil {
 				panic(err)
 			}
 			return provider.SendWR{Opcode: provider.WRSend, SGL: []provider.SGE{e.req.MR.SGE(0, 100)}}
-		}, status: provider.WCRemInvReqErr, rspRecv: provider.WCLocLenErr, node: 1, counter: device.CtrRespLocalLengthError, rspState: provider.QPStateErr,
+		}, status: provider.WCRemInvReqErr, rspRecv: provider.WCLocLenErr, node: 1, counter: device.CtrRespLocalLengthError.String(), rspState: provider.QPStateErr,
 			rspWrites: [2]int{4096, 4096 + 64}},
 		{name: "local protection (bad lkey)", wr: func(e env) provider.SendWR {
 			s := e.req.MR.SGE(0, 64)
 			s.LKey ^= 0x4400
 			return provider.SendWR{Opcode: provider.WRRDMAWrite, SGL: []provider.SGE{s}, RemoteAddr: e.rsp.MR.Addr, RKey: e.rsp.MR.RKey}
-		}, status: provider.WCLocProtErr, counter: device.CtrWQEBadLKey, rspState: provider.QPStateRTS},
+		}, status: provider.WCLocProtErr, counter: device.CtrWQEBadLKey.String(), rspState: provider.QPStateRTS},
 		{name: "remote access (bad rkey)", wr: func(e env) provider.SendWR {
 			return provider.SendWR{Opcode: provider.WRRDMAWrite, SGL: []provider.SGE{e.req.MR.SGE(0, 64)}, RemoteAddr: e.rsp.MR.Addr, RKey: e.rsp.MR.RKey ^ 0x1100}
-		}, status: provider.WCRemAccessErr, node: 0, counter: device.CtrReqRemoteAccessErrors, rspState: provider.QPStateErr},
+		}, status: provider.WCRemAccessErr, node: 0, counter: device.CtrReqRemoteAccessErrors.String(), rspState: provider.QPStateErr},
 		{name: "remote access (READ out of bounds)", wr: func(e env) provider.SendWR {
 			return provider.SendWR{Opcode: provider.WRRDMARead, SGL: []provider.SGE{e.req.MR.SGE(0, 64)}, RemoteAddr: e.rsp.MR.Addr + e.rsp.MR.Length - 32, RKey: e.rsp.MR.RKey}
-		}, status: provider.WCRemAccessErr, node: 1, counter: device.CtrRespRemoteAccessErrors, rspState: provider.QPStateErr},
+		}, status: provider.WCRemAccessErr, node: 1, counter: device.CtrRespRemoteAccessErrors.String(), rspState: provider.QPStateErr},
 		{name: "remote invalid request (misaligned atomic)", opts: testbed.ConnOpts{Access: provider.AccessLocalWrite | provider.AccessRemoteAtomic},
 			wr: func(e env) provider.SendWR {
 				return provider.SendWR{Opcode: provider.WRAtomicFetchAdd, SGL: []provider.SGE{e.req.MR.SGE(0, 8)}, RemoteAddr: e.rsp.MR.Addr + 4, RKey: e.rsp.MR.RKey, CompareAdd: 1}
-			}, status: provider.WCRemInvReqErr, node: 1, counter: device.CtrRxAtomicMisaligned, rspState: provider.QPStateErr},
+			}, status: provider.WCRemInvReqErr, node: 1, counter: device.CtrRxAtomicMisaligned.String(), rspState: provider.QPStateErr},
 		{name: "remote invalid request (READ without remote-read access)", opts: testbed.ConnOpts{Access: provider.AccessLocalWrite | provider.AccessRemoteWrite},
 			wr: func(e env) provider.SendWR {
 				return provider.SendWR{Opcode: provider.WRRDMARead, SGL: []provider.SGE{e.req.MR.SGE(0, 8)}, RemoteAddr: e.rsp.MR.Addr, RKey: e.rsp.MR.RKey}
-			}, status: provider.WCRemInvReqErr, node: 0, counter: device.CtrReqRemoteInvalidRequest, rspState: provider.QPStateErr},
+			}, status: provider.WCRemInvReqErr, node: 0, counter: device.CtrReqRemoteInvalidRequest.String(), rspState: provider.QPStateErr},
 		{name: "remote operational (receive buffer outside its MR)", wr: func(e env) provider.SendWR {
 			_, err := e.rsp.QP.PostRecv([]provider.RecvWR{{WRID: 50, SGL: []provider.SGE{{Addr: e.rsp.MR.Addr, Length: 64, LKey: e.rsp.MR.LKey ^ 0x2200}}}})
 			if err != nil {
 				panic(err)
 			}
 			return provider.SendWR{Opcode: provider.WRSend, SGL: []provider.SGE{e.req.MR.SGE(0, 64)}}
-		}, status: provider.WCRemOpErr, node: 1, counter: device.CtrRxRecvProt, rspState: provider.QPStateErr},
+		}, status: provider.WCRemOpErr, node: 1, counter: device.CtrRxRecvProt.String(), rspState: provider.QPStateErr},
 		{name: "retry exceeded (peer gone)", opts: testbed.ConnOpts{Timeout: 4, RetryCnt: 3},
 			rules: []fault.Rule{{Point: fault.WireTx, Action: fault.Drop, Match: fault.Match{Node: node(0)}}},
 			wr: func(e env) provider.SendWR {
 				return provider.SendWR{Opcode: provider.WRRDMAWrite, SGL: []provider.SGE{e.req.MR.SGE(0, 64)}, RemoteAddr: e.rsp.MR.Addr, RKey: e.rsp.MR.RKey}
-			}, status: provider.WCRetryExcErr, counter: device.CtrReqTransportRetriesExceeded, rspState: provider.QPStateRTS},
+			}, status: provider.WCRetryExcErr, counter: device.CtrReqTransportRetriesExceeded.String(), rspState: provider.QPStateRTS},
 		{name: "RNR retry exceeded", opts: testbed.ConnOpts{MinRNR: 1, RNRRetry: 1}, wr: func(e env) provider.SendWR {
 			return provider.SendWR{Opcode: provider.WRSend, SGL: []provider.SGE{e.req.MR.SGE(0, 64)}}
-		}, status: provider.WCRNRRetryExcErr, counter: device.CtrReqRNRRetriesExceeded, rspState: provider.QPStateRTS},
+		}, status: provider.WCRNRRetryExcErr, counter: device.CtrReqRNRRetriesExceeded.String(), rspState: provider.QPStateRTS},
 		{name: "bad response (an ACK-only answer to a READ is corrupted into a WRITE response)",
 			rules: []fault.Rule{{Point: fault.WireTx, Action: fault.Drop, Match: fault.Match{Node: node(1), Opcode: opc(roce.OpRCReadResponseOnly)}}},
-			wr:    nil, status: provider.WCBadRespErr, counter: device.CtrRxResponseBadOpcode, rspState: provider.QPStateRTS},
+			wr:    nil, status: provider.WCBadRespErr, counter: device.CtrRxResponseBadOpcode.String(), rspState: provider.QPStateRTS},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -187,7 +187,7 @@ func TestDeregMRFencesWrite(t *testing.T) {
 	_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
 		SGL: []provider.SGE{req.MR.SGE(0, 32<<10)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
 	require.NoError(t, err)
-	for ctr(w, 1, device.CtrRxWriteRequests) == 0 || w.Hosts[1].Dev.Counters().Get(device.CtrRcvdPkts) < 10 {
+	for ctr(w, 1, device.CtrRxWriteRequests.String()) == 0 || w.Hosts[1].Dev.Counters().Value(device.CtrRcvdPkts) < 10 {
 		require.True(t, w.Eng.Step())
 	}
 	require.NoError(t, rsp.MR.Dereg())
@@ -196,7 +196,7 @@ func TestDeregMRFencesWrite(t *testing.T) {
 	require.Equal(t, provider.WCRemAccessErr, wc.Status)
 	w.Settle(0)
 	sameBytes(t, frozen, rsp.Buf.Bytes, "no byte lands after DeregMR returned")
-	require.NotZero(t, ctr(w, 1, device.CtrRxWriteRKey))
+	require.NotZero(t, ctr(w, 1, device.CtrRxWriteRKey.String()))
 }
 
 // TestCQOverrun: a 1-entry CQ that nobody polls overruns: the CQ goes to
@@ -219,13 +219,13 @@ func TestCQOverrun(t *testing.T) {
 	_, err = req.QP.PostSend(wrs)
 	require.NoError(t, err)
 	w.Settle(0)
-	require.Equal(t, uint64(1), ctr(w, 0, device.CtrCQOverrun))
-	require.NotZero(t, ctr(w, 0, device.CtrCQEDroppedOverrun))
+	require.Equal(t, uint64(1), ctr(w, 0, device.CtrCQOverrun.String()))
+	require.NotZero(t, ctr(w, 0, device.CtrCQEDroppedOverrun.String()))
 	require.Equal(t, provider.QPStateErr, qpState(t, req.QP))
 	require.Zero(t, w.Eng.Pending())
 	var warned bool
 	for _, ev := range w.Rec.Warnings() {
-		warned = warned || ev.Name == device.CtrCQOverrun
+		warned = warned || ev.Name == device.CtrCQOverrun.String()
 	}
 	require.True(t, warned, "a cq_overrun warning in the trace")
 }
@@ -240,7 +240,7 @@ func TestDestroyQPQuiesces(t *testing.T) {
 		{WRID: 2, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 64)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey},
 	})
 	require.NoError(t, err)
-	for ctr(w, 0, device.CtrRNRNakRetryErr) == 0 {
+	for ctr(w, 0, device.CtrRNRNakRetryErr.String()) == 0 {
 		require.True(t, w.Eng.Step())
 	}
 	sent := w.Wire.Get("wire_tx_frames")
@@ -284,7 +284,7 @@ func TestMaxRdAtomic(t *testing.T) {
 		require.Equal(t, provider.WCSuccess, wc.Status)
 	}
 	require.Equal(t, 1, most)
-	require.NotZero(t, ctr(w, 0, device.CtrWindowStall))
+	require.NotZero(t, ctr(w, 0, device.CtrWindowStall.String()))
 }
 
 // TestAtomics: FETCH_ADD and CMP_SWAP (a swap that happens and one that
@@ -324,6 +324,6 @@ func TestAtomics(t *testing.T) {
 	require.Equal(t, uint64(42), res(1), "CMP_SWAP returns the original")
 	require.Equal(t, uint64(0xdead), res(2), "the second compare fails and returns the swapped value")
 	require.Equal(t, uint64(0xdead), word(8))
-	require.Equal(t, uint64(3), ctr(w, 1, device.CtrRxAtomicRequests))
-	require.Equal(t, uint64(1), ctr(w, 1, device.CtrReplayAtomic))
+	require.Equal(t, uint64(3), ctr(w, 1, device.CtrRxAtomicRequests.String()))
+	require.Equal(t, uint64(1), ctr(w, 1, device.CtrReplayAtomic.String()))
 }

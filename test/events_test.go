@@ -99,7 +99,7 @@ func TestCompletionChannel(t *testing.T) {
 				getEvent(t, rsp.Channel, rsp.RecvCQ)
 				drain(t, rsp.RecvCQ, 1)
 			}
-			require.Zero(t, rsp.Host.Dev.Counters().Get(device.CtrCQArmSN), "arm_sn advanced with every event")
+			require.Zero(t, rsp.Host.Dev.Counters().Value(device.CtrCQArmSN), "arm_sn advanced with every event")
 		}},
 		{"solicited only: a plain SEND gives no event, a solicited one does", func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
 			require.NoError(t, rsp.RecvCQ.ReqNotify(true))
@@ -344,7 +344,7 @@ func TestCQModeration(t *testing.T) {
 		el := w.Eng.Now().Sub(landed)
 		require.GreaterOrEqual(t, el, 49*sim.Microsecond)
 		require.Less(t, el, 55*sim.Microsecond)
-		require.Equal(t, uint64(1), rsp.Host.Dev.Counters().Get(device.CtrCQModerationTimer))
+		require.Equal(t, uint64(1), rsp.Host.Dev.Counters().Value(device.CtrCQModerationTimer))
 	})
 	t.Run("period over 12 bits is refused", func(t *testing.T) {
 		_, _, rsp := connect(t, testbed.ConnOpts{})

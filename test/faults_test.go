@@ -13,6 +13,7 @@ import (
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/testbed"
+	"github.com/softnic/softnic/trace"
 	"github.com/stretchr/testify/require"
 )
 
@@ -69,7 +70,16 @@ func untouched(t *testing.T, rsp *testbed.Endpoint, off, n int) {
 	}
 }
 
-func hctr(h *testbed.Host, name string) uint64 { return h.Dev.Counters().Get(name) }
+// hctr is a counter of h's device, by id or by name.
+func hctr(h *testbed.Host, c any) uint64 {
+	switch c := c.(type) {
+	case trace.Counter:
+		return h.Dev.Counters().Value(c)
+	case string:
+		return h.Dev.Counters().Get(c)
+	}
+	panic(fmt.Sprintf("hctr: %T", c))
+}
 
 func asyncEvents(t *testing.T, h *testbed.Host) []mlx5.EventType {
 	t.Helper()
@@ -519,7 +529,7 @@ func TestFaultRandomPlans(t *testing.T) {
 				w.Hosts[0].Dev.Counters().Get(fault.CounterName(fault.CQ, fault.Drop)) +
 				w.Hosts[0].Dev.Counters().Get("fault_mmio_tlp") + w.Hosts[0].Dev.Counters().Get("fault_wc_line") +
 				w.Hosts[0].Dev.Counters().Get(fault.CounterName(fault.Doorbell, fault.Stale)) +
-				w.Hosts[0].Dev.Counters().Get(device.CtrCQOverrun) + w.Hosts[0].Dev.Counters().Get(device.CtrCQErrorAccess)
+				w.Hosts[0].Dev.Counters().Value(device.CtrCQOverrun) + w.Hosts[0].Dev.Counters().Value(device.CtrCQErrorAccess)
 			// Silence is allowed only where the reference says it is: a lost
 			// doorbell / MMIO / CQE, or an errored CQ or device.
 			require.True(t, qerr != nil || st == provider.QPStateErr || fatal || lost > 0,

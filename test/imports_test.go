@@ -35,13 +35,14 @@ var moduleGraph = map[string]importRule{
 	"roce":                {allow: []string{"sim", "trace", "fault"}},
 	"wire":                {allow: []string{"sim", "trace", "fault", "internal/tuntap"}}, // real transports: TAP ioctls
 	"internal/tuntap":     {},
+	"internal/perfreport": {}, // docs/performance.sh: runs the benchmarks, writes docs/performance.md
 	"ethport":             {allow: []string{"sim", "trace", "roce", "wire"}},
 	"env":                 {allow: []string{"sim", "trace", "fault"}}, // the one environment of a device's engines
 	"bar":                 {allow: []string{"pcie", "mlx5", "sim", "trace", "env", "fault"}},
 	"dma":                 {allow: []string{"pcie", "shm", "sim", "trace", "fault", "mlx5", "env"}}, // mlx5: access bits, data segments, syndromes (DESIGN.md §3 amended)
 	"wqefetch":            {allow: []string{"dma", "mlx5", "sim", "trace", "fault", "env"}},
 	"device":              {allow: []string{"sim", "mlx5", "uverbs", "shm", "trace", "fault", "pcie", "roce", "wire", "bar", "dma", "wqefetch", "env"}},
-	"provider":            {allow: []string{"mlx5", "uverbs", "shm", "pcie"}, uses: map[string][]string{"pcie": {"MMIO"}}},
+	"provider":            {allow: []string{"mlx5", "uverbs", "shm", "pcie"}, uses: map[string][]string{"pcie": {"MMIO", "LineStorer"}}},
 	"profile":             {allow: []string{"device", "wire", "pcie", "bar", "dma", "sim"}}, // device profiles as data
 	"uverbsdev":           {allow: []string{"device", "mlx5", "uverbs", "shm", "sim"}},      // the device end of the uverbs control channel
 	"testbed":             {any: true, deny: []string{"cmd"}},                               // assembles worlds for cmd and test
@@ -325,7 +326,7 @@ func TestCheckImports(t *testing.T) {
 		{"provider reaches into device", file("provider", false, mod+"/device"), "provider imports device"},
 		{"provider uses the MMIO port", withUses(file("provider", false, mod+"/pcie"), mod+"/pcie", "MMIO"), ""},
 		{"provider uses pcie link model", withUses(file("provider", false, mod+"/pcie"), mod+"/pcie", "MMIO", "Link"),
-			"may use only [MMIO] from pcie, not Link"},
+			"may use only [MMIO LineStorer] from pcie, not Link"},
 		{"testbed assembles the device", file("testbed", false, mod+"/device", mod+"/provider", mod+"/wire"), ""},
 		{"testbed imports cmd", file("testbed", false, mod+"/cmd/softnic"), "testbed imports cmd/softnic"},
 		{"test imports anything", file("test", true, mod+"/device", mod+"/cmd/softnic", "github.com/google/gopacket/layers"), ""},

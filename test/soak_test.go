@@ -223,21 +223,21 @@ func runSoak(t *testing.T, seed uint64, total int) (soakStats, sim.Duration) {
 	}
 	for i := 0; i < 2; i++ {
 		c := w.Hosts[i].Dev.Counters()
-		st.timeouts += c.Get(device.CtrLocalACKTimeoutErr)
-		st.retrans += c.Get(device.CtrRetransmittedPkts)
-		st.naks += c.Get(device.CtrNAKsSent)
-		st.seqNAKs += c.Get(device.CtrPacketSeqErr)
-		st.rnrNAKs += c.Get(device.CtrRNRNAKsSent)
-		st.dupReqs += c.Get(device.CtrDuplicateRequest)
-		st.impliedNAK += c.Get(device.CtrImpliedNAKSeqErr)
-		st.replays += c.Get(device.CtrReplayRead) + c.Get(device.CtrReplayAtomic)
+		st.timeouts += c.Value(device.CtrLocalACKTimeoutErr)
+		st.retrans += c.Value(device.CtrRetransmittedPkts)
+		st.naks += c.Value(device.CtrNAKsSent)
+		st.seqNAKs += c.Value(device.CtrPacketSeqErr)
+		st.rnrNAKs += c.Value(device.CtrRNRNAKsSent)
+		st.dupReqs += c.Value(device.CtrDuplicateRequest)
+		st.impliedNAK += c.Value(device.CtrImpliedNAKSeqErr)
+		st.replays += c.Value(device.CtrReplayRead) + c.Value(device.CtrReplayAtomic)
 	}
 	// Atomics ran exactly once: the responders executed as many as were posted.
 	var atomics uint64
 	for _, p := range pairs {
 		atomics += uint64(p.atomics)
 	}
-	require.Equal(t, atomics, w.Hosts[1].Dev.Counters().Get(device.CtrRxAtomicRequests), "each atomic executed exactly once")
+	require.Equal(t, atomics, w.Hosts[1].Dev.Counters().Value(device.CtrRxAtomicRequests), "each atomic executed exactly once")
 	for _, h := range w.Hosts {
 		if h.Dev.Checker().Err() != nil {
 			soakDump(t, w)
@@ -260,7 +260,7 @@ func soakDump(t *testing.T, w *testbed.World) {
 		return
 	}
 	for _, e := range w.Rec.Warnings() {
-		if e.Component != "wire" && e.Name != device.CtrRxDropBadICRC {
+		if e.Component != "wire" && e.Name != device.CtrRxDropBadICRC.String() {
 			t.Log(e.Node, e.Start, e.Name, e.Detail)
 		}
 	}

@@ -83,7 +83,7 @@ func TestLossRecoveredByTimeout(t *testing.T) {
 			require.Equal(t, provider.WCSuccess, wc.Status)
 			require.Equal(t, uint64(7), wc.WRID)
 			require.Equal(t, src, dst)
-			require.Equal(t, uint64(1), ctr(w, 0, device.CtrLocalACKTimeoutErr), "exactly one timeout")
+			require.Equal(t, uint64(1), ctr(w, 0, device.CtrLocalACKTimeoutErr.String()), "exactly one timeout")
 			// 4.096 µs · 2^8 ≈ 1.05 ms: recovery took one timeout, not more.
 			el := w.Eng.Now().Sub(start)
 			require.Greater(t, el, 1048*sim.Microsecond)
@@ -113,8 +113,8 @@ func TestRetryExceeded(t *testing.T) {
 	require.Equal(t, provider.WCWRFlushErr, wcs[1].Status)
 	require.Equal(t, uint64(2), wcs[1].WRID)
 	require.Equal(t, provider.QPStateErr, qpState(t, req.QP))
-	require.Equal(t, uint64(2), ctr(w, 0, device.CtrLocalACKTimeoutErr), "two retries, then the third expiry fails")
-	require.Equal(t, uint64(1), ctr(w, 0, device.CtrReqTransportRetriesExceeded))
+	require.Equal(t, uint64(2), ctr(w, 0, device.CtrLocalACKTimeoutErr.String()), "two retries, then the third expiry fails")
+	require.Equal(t, uint64(1), ctr(w, 0, device.CtrReqTransportRetriesExceeded.String()))
 	require.Equal(t, before, req.Buf.Bytes, "the READ placed nothing")
 	w.Settle(0)
 	require.Zero(t, w.Eng.Pending(), "no timer left behind")
@@ -139,14 +139,14 @@ func TestRetryCnt7(t *testing.T) {
 		if !inf {
 			wc := waitOne(t, req.SendCQ)
 			require.Equal(t, provider.WCRetryExcErr, wc.Status)
-			require.Equal(t, uint64(7), ctr(w, 0, device.CtrLocalACKTimeoutErr))
+			require.Equal(t, uint64(7), ctr(w, 0, device.CtrLocalACKTimeoutErr.String()))
 			continue
 		}
 		w.Eng.RunUntil(w.Eng.Now().Add(100 * sim.Millisecond)) // ≈ 12000 timeouts of 8.2 µs
 		n, err := req.SendCQ.Poll(make([]provider.WC, 1))
 		require.NoError(t, err)
 		require.Zero(t, n, "still retrying")
-		require.Greater(t, ctr(w, 0, device.CtrLocalACKTimeoutErr), uint64(10000))
+		require.Greater(t, ctr(w, 0, device.CtrLocalACKTimeoutErr.String()), uint64(10000))
 	}
 }
 
@@ -159,10 +159,10 @@ func TestRNRRetryExceeded(t *testing.T) {
 	require.NoError(t, err)
 	wc := waitOne(t, req.SendCQ)
 	require.Equal(t, provider.WCRNRRetryExcErr, wc.Status)
-	require.Equal(t, uint64(3), ctr(w, 1, device.CtrRNRNAKsSent))
-	require.Equal(t, uint64(3), ctr(w, 1, device.CtrOutOfBuffer))
-	require.Equal(t, uint64(2), ctr(w, 0, device.CtrRNRNakRetryErr))
-	require.Equal(t, uint64(1), ctr(w, 0, device.CtrReqRNRRetriesExceeded))
+	require.Equal(t, uint64(3), ctr(w, 1, device.CtrRNRNAKsSent.String()))
+	require.Equal(t, uint64(3), ctr(w, 1, device.CtrOutOfBuffer.String()))
+	require.Equal(t, uint64(2), ctr(w, 0, device.CtrRNRNakRetryErr.String()))
+	require.Equal(t, uint64(1), ctr(w, 0, device.CtrReqRNRRetriesExceeded.String()))
 	require.Equal(t, provider.QPStateErr, qpState(t, req.QP))
 }
 
@@ -185,10 +185,10 @@ func TestReadResponsesOutOfOrder(t *testing.T) {
 	require.Equal(t, provider.WCSuccess, wcs[1].Status)
 	require.Equal(t, rsp.Buf.Bytes[:16<<10], req.Buf.Bytes[:16<<10])
 	require.Equal(t, req.Buf.Bytes[16<<10:17<<10], rsp.Buf.Bytes[32<<10:33<<10])
-	require.Greater(t, ctr(w, 0, device.CtrReadRespOOO), uint64(1))
-	require.Equal(t, uint64(1), ctr(w, 0, device.CtrImpliedNAKSeqErr), "one re-request for the gap")
-	require.Equal(t, uint64(1), ctr(w, 1, device.CtrReplayRead))
-	require.Zero(t, ctr(w, 0, device.CtrLocalACKTimeoutErr), "recovered without waiting for the timer")
+	require.Greater(t, ctr(w, 0, device.CtrReadRespOOO.String()), uint64(1))
+	require.Equal(t, uint64(1), ctr(w, 0, device.CtrImpliedNAKSeqErr.String()), "one re-request for the gap")
+	require.Equal(t, uint64(1), ctr(w, 1, device.CtrReplayRead.String()))
+	require.Zero(t, ctr(w, 0, device.CtrLocalACKTimeoutErr.String()), "recovered without waiting for the timer")
 }
 
 // TestNAKLostWithPacket: a packet and the PSN-sequence NAK it causes are
@@ -205,7 +205,7 @@ func TestNAKLostWithPacket(t *testing.T) {
 	wc := waitOne(t, req.SendCQ)
 	require.Equal(t, provider.WCSuccess, wc.Status)
 	require.Equal(t, req.Buf.Bytes[:8192], rsp.Buf.Bytes[:8192])
-	require.GreaterOrEqual(t, ctr(w, 1, device.CtrNAKsSent), uint64(1))
+	require.GreaterOrEqual(t, ctr(w, 1, device.CtrNAKsSent.String()), uint64(1))
 	require.Equal(t, provider.QPStateRTS, qpState(t, req.QP))
 }
 

@@ -97,7 +97,7 @@ func TestUDOversize(t *testing.T) {
 	require.Equal(t, provider.WCLocLenErr, wc.Status)
 	require.Empty(t, ops)
 	require.Equal(t, provider.QPStateSQE, qpState(t, req.QP))
-	require.Equal(t, uint64(1), ctr(w, 0, device.CtrUDOversize))
+	require.Equal(t, uint64(1), ctr(w, 0, device.CtrUDOversize.String()))
 	// A send posted to the queue in error is flushed.
 	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 4, Opcode: provider.WRSend, Flags: provider.SendSignaled,
 		SGL: []provider.SGE{req.MR.SGE(0, 10)}, AH: req.AH, RemoteQPN: rsp.QP.QPN(), RemoteQKey: rsp.QKey}})
@@ -133,7 +133,7 @@ func TestUDQKey(t *testing.T) {
 	n, err := rsp.RecvCQ.Poll(make([]provider.WC, 1))
 	require.NoError(t, err)
 	require.Zero(t, n)
-	require.Equal(t, uint64(1), ctr(w, 1, device.CtrRxDropBadQKey))
+	require.Equal(t, uint64(1), ctr(w, 1, device.CtrRxDropBadQKey.String()))
 	send(0x80000000) // the QP's own Q_Key, which both sides share here
 	require.Equal(t, provider.WCSuccess, waitOne(t, rsp.RecvCQ).Status)
 }
@@ -257,7 +257,7 @@ func TestUCLoss(t *testing.T) {
 			require.Equal(t, uint32(2500), rwc.ByteLen, "the damaged message is gone, the next is whole")
 			require.Equal(t, uint64(1), rwc.WRID, "it used the receive the dropped message had taken")
 			require.True(t, bytes.Equal(req.Buf.Bytes[4096:4096+2500], rsp.Buf.Bytes[:2500]))
-			require.Equal(t, uint64(1), ctr(w, 1, device.CtrRxUCDropped), "one message dropped")
+			require.Equal(t, uint64(1), ctr(w, 1, device.CtrRxUCDropped.String()), "one message dropped")
 		})
 	}
 }
@@ -295,7 +295,7 @@ func TestSRQShared(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, n, k)
 	}
-	limits := func() uint64 { return w.Hosts[1].Dev.Counters().Get(device.CtrSRQLimit) }
+	limits := func() uint64 { return w.Hosts[1].Dev.Counters().Value(device.CtrSRQLimit) }
 	post(8)
 	require.NoError(t, srq.Modify(provider.SRQAttr{SRQLimit: 4}, provider.SRQAttrLimit))
 	sent := 0
@@ -337,10 +337,10 @@ func TestSRQShared(t *testing.T) {
 	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 99, Opcode: provider.WRSend, Flags: provider.SendSignaled,
 		SGL: []provider.SGE{req.MR.SGE(0, 100)}}})
 	require.NoError(t, err)
-	for i := 0; i < 2000 && w.Hosts[1].Dev.Counters().Get(device.CtrRNRNAKsSent) == 0; i++ {
+	for i := 0; i < 2000 && w.Hosts[1].Dev.Counters().Value(device.CtrRNRNAKsSent) == 0; i++ {
 		w.Eng.Step()
 	}
-	require.NotZero(t, w.Hosts[1].Dev.Counters().Get(device.CtrRNRNAKsSent))
+	require.NotZero(t, w.Hosts[1].Dev.Counters().Value(device.CtrRNRNAKsSent))
 	post(4)
 	require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
 	rwc := waitOne(t, pairs[2][1].RecvCQ)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -32,6 +33,9 @@ import (
 // requires identical results and traces.
 func bothControls(t *testing.T, mod func(*testbed.Config), opts testbed.ConnOpts, work func(t *testing.T, w *testbed.World, eps [2]*testbed.Endpoint, log *strings.Builder)) {
 	t.Helper()
+	if os.Getenv("SOFTNIC_TESTBED_UVERBS") != "" {
+		t.Skip("SOFTNIC_TESTBED_UVERBS puts both runs over uverbs: nothing to compare")
+	}
 	type run struct {
 		digest, counters string
 		trace            []byte
@@ -49,6 +53,16 @@ func bothControls(t *testing.T, mod func(*testbed.Config), opts testbed.ConnOpts
 		eps, err := w.ConnectRC(opts)
 		require.NoError(t, err, "uverbs control %v", uv)
 		var log strings.Builder
+		for _, e := range eps {
+			// What QUERY_DEVICE, QUERY_PORT, the GID table and GET_CONTEXT
+			// rebuild over uverbs is what the device says, but for the
+			// inline limit, which no uverbs answer carries.
+			a := e.Host.Ctx.Attr()
+			a.MaxInline = 0
+			p, err := e.Host.Ctx.QueryPort(1)
+			require.NoError(t, err)
+			fmt.Fprintf(&log, "attr %+v\nport %+v\n", a, p)
+		}
 		work(t, w, eps, &log)
 		w.Settle(0)
 		for _, e := range eps {
@@ -203,6 +217,17 @@ func TestUverbsControlUDAndSRQ(t *testing.T) {
 			fmt.Fprintf(log, "async %+v %v\n", ev, err)
 		})
 	})
+	t.Run("loopback cable", func(t *testing.T) {
+		bothControls(t, func(c *testbed.Config) { c.Loopback = true }, testbed.ConnOpts{}, func(t *testing.T, w *testbed.World, eps [2]*testbed.Endpoint, log *strings.Builder) {
+			req, rsp := eps[0], eps[1]
+			for i := 0; i < 4; i++ {
+				_, err := req.QP.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+					SGL: []provider.SGE{req.MR.SGE(0, uint32(1000*i+1))}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
+				require.NoError(t, err)
+				wcLog(t, req.SendCQ, 1, log)
+			}
+		})
+	})
 	t.Run("channel", func(t *testing.T) {
 		bothControls(t, nil, testbed.ConnOpts{Channel: true}, func(t *testing.T, w *testbed.World, eps [2]*testbed.Endpoint, log *strings.Builder) {
 			req, rsp := eps[0], eps[1]
@@ -309,5 +334,45 @@ func TestUverbsControlRefusals(t *testing.T) {
 	require.NoError(t, h.Uverbs.Close())
 	_, err = h.Ctx.AllocPD()
 	require.ErrorIs(t, err, syscall.EIO)
+	require.ErrorIs(t, err, provider.ErrClosed)
+}
+
+// TestUverbsClientDies: when a client's uverbs context closes (the daemon
+// does it when the process dies), its QPs are flushed and destroyed and
+// its MRs revoked; the peer of its QP runs into retry-exceeded, as on a
+// real fabric, and the other host's client keeps working.
+func TestUverbsClientDies(t *testing.T) {
+	cfg := testbed.DefaultConfig()
+	cfg.UverbsControl = true
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	defer w.Close()
+	eps, err := w.ConnectRC(testbed.ConnOpts{Timeout: 8, RetryCnt: 2})
+	require.NoError(t, err)
+	dead, peer := eps[0], eps[1]
+	_, err = peer.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{peer.MR.SGE(0, 64)}, RemoteAddr: dead.MR.Addr, RKey: dead.MR.RKey}})
+	require.NoError(t, err)
+	wc := waitOne(t, peer.SendCQ)
+	require.Equal(t, provider.WCSuccess, wc.Status)
+
+	objs := dead.Host.Uverbs.Objects()
+	require.Equal(t, 1, objs["QP"])
+	require.NoError(t, dead.Host.Uverbs.Close())
+	require.Empty(t, dead.Host.Uverbs.Objects())
+	_, err = dead.Host.Dev.QueryQP(dead.QP.QPN())
+	require.Error(t, err, "the dead client's QP is destroyed on the device")
+	require.Error(t, dead.Host.Dev.DeregMR(dead.MR.LKey), "its MR is revoked")
+
+	_, err = peer.QP.PostSend([]provider.SendWR{{WRID: 2, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{peer.MR.SGE(0, 64)}, RemoteAddr: dead.MR.Addr, RKey: dead.MR.RKey}})
+	require.NoError(t, err)
+	wc = waitOne(t, peer.SendCQ)
+	require.Equal(t, provider.WCRetryExcErr, wc.Status, "the peer of a dead client's QP")
+	// The surviving client's context still serves commands.
+	pd, err := peer.Host.Ctx.AllocPD()
+	require.NoError(t, err)
+	require.NoError(t, pd.Dealloc())
+	_, err = dead.Host.Ctx.AllocPD()
 	require.ErrorIs(t, err, provider.ErrClosed)
 }

@@ -32,7 +32,9 @@ type Config struct {
 	Loopback bool
 	// UverbsControl opens each host's provider context over uverbs bytes
 	// (provider.UverbsControl through an in-process uverbsdev.Server)
-	// instead of the device's Go control interface (uverbs.go).
+	// instead of the device's Go control interface (uverbs.go). The
+	// environment variable SOFTNIC_TESTBED_UVERBS=1 turns it on for every
+	// world, so that a whole suite can be rerun over uverbs.
 	UverbsControl bool
 }
 
@@ -110,7 +112,7 @@ func New(cfg Config) (*World, error) {
 		ports[i].Attach(i, dev)
 		var ctl mlx5.Control = dev
 		var srv *uverbsdev.Server
-		if cfg.UverbsControl {
+		if cfg.UverbsControl || uverbsFromEnv {
 			ctl, srv = uverbsLoopback(dev)
 		}
 		ctx, err := provider.Open(provider.Device{Name: fmt.Sprintf("softnic%d", i), Control: ctl, MMIO: dev.MMIO(), Mem: mem})

@@ -1,6 +1,8 @@
 package testbed
 
 import (
+	"os"
+
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
@@ -49,3 +51,7 @@ func neighbour(gid [16]byte) ([6]byte, bool) {
 	}
 	return [6]byte{}, false
 }
+
+// uverbsFromEnv is SOFTNIC_TESTBED_UVERBS set: every world's providers
+// open over uverbs (Config.UverbsControl).
+var uverbsFromEnv = os.Getenv("SOFTNIC_TESTBED_UVERBS") != ""

@@ -507,7 +507,16 @@ func LinkFlows(events []Event) []Event {
 			if k, ok := requester(e.Node, e.QPN); ok {
 				e.Flow = request(k, e.PSN)
 			}
-		case "ack", "packetize", "payload_dma":
+		case "rx_pipeline":
+			// A request at its responder, or a response at its requester.
+			if k, ok := requester(e.Node, e.QPN); ok {
+				if f := request(k, e.PSN); f != 0 {
+					e.Flow = f
+					continue
+				}
+			}
+			e.Flow = response(qpKey{e.Node, e.QPN}, e.PSN)
+		case "ack", "packetize", "payload_dma", "tx_pipeline":
 			if k, ok := requester(e.Node, e.QPN); ok {
 				e.Flow = response(k, e.PSN)
 			}

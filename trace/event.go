@@ -39,29 +39,72 @@ type Event struct {
 	Detail string
 }
 
-// Recorder collects events. A nil *Recorder records nothing, so components
-// can call it unconditionally; check On() before building costly details.
+// DefaultCapacity is how many events a NewRecorder keeps: the most recent
+// 65536 (about 8 MiB). A walk of one post_send records a few dozen; a long
+// run keeps its tail and counts what it overwrote (Dropped). Sinks still
+// see every event.
+const DefaultCapacity = 1 << 16
+
+// Recorder collects events into a ring of bounded capacity. A nil
+// *Recorder records nothing, so components can call it unconditionally;
+// check On() before building costly details.
 type Recorder struct {
-	events []Event
+	events  []Event
+	cap     int    // 0: unbounded
+	next    int    // once full: the oldest event, overwritten next
+	dropped uint64 // events overwritten
 	// Sinks see every event as it is recorded (e.g. a streaming writer).
 	Sinks []func(*Event)
 }
 
-// NewRecorder returns an empty recorder.
-func NewRecorder() *Recorder { return &Recorder{} }
+// NewRecorder returns an empty recorder keeping DefaultCapacity events.
+func NewRecorder() *Recorder { return &Recorder{cap: DefaultCapacity} }
+
+// NewRecorderCap returns an empty recorder keeping the n most recent
+// events (n <= 0: every event, without bound).
+func NewRecorderCap(n int) *Recorder { return &Recorder{cap: max(n, 0)} }
 
 // On reports whether events are being recorded.
 func (r *Recorder) On() bool { return r != nil }
 
-// Record appends ev.
+// Record keeps ev, overwriting the oldest event when the ring is full.
 func (r *Recorder) Record(ev Event) {
 	if r == nil {
 		return
 	}
-	r.events = append(r.events, ev)
-	for _, s := range r.Sinks {
-		s(&r.events[len(r.events)-1])
+	p := r.slot()
+	*p = ev
+	r.sink(p)
+}
+
+// slot is where the next event goes: appended, or the oldest overwritten
+// once the ring is full.
+func (r *Recorder) slot() *Event {
+	if r.cap == 0 || len(r.events) < r.cap {
+		r.events = append(r.events, Event{})
+		return &r.events[len(r.events)-1]
 	}
+	p := &r.events[r.next]
+	r.next++
+	if r.next == len(r.events) {
+		r.next = 0
+	}
+	r.dropped++
+	return p
+}
+
+func (r *Recorder) sink(p *Event) {
+	for _, s := range r.Sinks {
+		s(p)
+	}
+}
+
+// Dropped is the number of events the ring overwrote.
+func (r *Recorder) Dropped() uint64 {
+	if r == nil {
+		return 0
+	}
+	return r.dropped
 }
 
 // NoPSN is the PSN of an event that handles no packet.
@@ -72,7 +115,9 @@ func (r *Recorder) Stage(node int, component, name string, start, end sim.Time, 
 	if r == nil {
 		return
 	}
-	r.Record(Event{Name: name, Component: component, Node: node, Start: start, End: end, Bytes: bytes, TLPs: tlps, QPN: qpn, Flow: flow, PSN: NoPSN})
+	p := r.slot()
+	*p = Event{Name: name, Component: component, Node: node, Start: start, End: end, Bytes: bytes, TLPs: tlps, QPN: qpn, Flow: flow, PSN: NoPSN}
+	r.sink(p)
 }
 
 // StagePSN records an Info event of the packet with BTH PSN psn (NoPSN:
@@ -81,7 +126,9 @@ func (r *Recorder) StagePSN(node int, component, name string, start, end sim.Tim
 	if r == nil {
 		return
 	}
-	r.Record(Event{Name: name, Component: component, Node: node, Start: start, End: end, Bytes: bytes, TLPs: tlps, QPN: qpn, Flow: flow, PSN: psn})
+	p := r.slot()
+	*p = Event{Name: name, Component: component, Node: node, Start: start, End: end, Bytes: bytes, TLPs: tlps, QPN: qpn, Flow: flow, PSN: psn}
+	r.sink(p)
 }
 
 // HasFlow reports whether the event belongs to flow f (its Flow or one
@@ -120,18 +167,24 @@ func (r *Recorder) Warnf(node int, t sim.Time, component, name string, format st
 	r.Record(Event{Name: name, Component: component, Node: node, Start: t, End: t, PSN: NoPSN, Level: Warn, Detail: fmt.Sprintf(format, args...)})
 }
 
-// Events returns the recorded events in recording order.
+// Events returns the events kept, in recording order (a copy once the
+// ring has wrapped).
 func (r *Recorder) Events() []Event {
 	if r == nil {
 		return nil
 	}
-	return r.events
+	if r.next == 0 {
+		return r.events
+	}
+	return append(append(make([]Event, 0, len(r.events)), r.events[r.next:]...), r.events[:r.next]...)
 }
 
 // Reset drops all recorded events.
 func (r *Recorder) Reset() {
 	if r != nil {
+		clear(r.events)
 		r.events = r.events[:0]
+		r.next, r.dropped = 0, 0
 	}
 }
 
@@ -146,41 +199,114 @@ func (r *Recorder) Warnings() []Event {
 	return w
 }
 
-// Counters is a set of named event counters (drops, errors, TLPs, ...).
-// The zero value is ready to use. Not safe for concurrent use.
-type Counters struct {
-	m map[string]uint64
-}
+// Counter is the id of one named counter. Each package declares its
+// counters once, in its catalogue, as package-level variables:
+//
+//	CtrFoo = trace.NewCounter("foo") // what foo counts
+//
+// so a call site reads ctr.Inc(CtrFoo) and costs an index into a slice,
+// not a hash of the name.
+type Counter uint32
 
-// Inc adds one to name.
-func (c *Counters) Inc(name string) { c.Add(name, 1) }
+var (
+	counterNames  []string
+	counterByName = map[string]Counter{}
+)
 
-// Add adds n to name.
-func (c *Counters) Add(name string, n uint64) {
-	if c.m == nil {
-		c.m = make(map[string]uint64)
+// NewCounter returns the id of the counter called name, registering it on
+// first use; the same name always gives the same id. Call it only from
+// package-level variable declarations (program initialisation): the name
+// table is not locked.
+func NewCounter(name string) Counter {
+	if id, ok := counterByName[name]; ok {
+		return id
 	}
-	c.m[name] += n
+	id := Counter(len(counterNames))
+	counterNames = append(counterNames, name)
+	counterByName[name] = id
+	return id
 }
 
-// Get returns the value of name (0 if never counted).
-func (c *Counters) Get(name string) uint64 { return c.m[name] }
+// CounterByName returns the id of a registered counter name.
+func CounterByName(name string) (Counter, bool) {
+	id, ok := counterByName[name]
+	return id, ok
+}
 
-// Names returns the counter names in sorted order.
+// String is the counter's name.
+func (c Counter) String() string {
+	if int(c) < len(counterNames) {
+		return counterNames[c]
+	}
+	return fmt.Sprintf("counter#%d", uint32(c))
+}
+
+// Counters is a set of named event counters (drops, errors, TLPs, ...),
+// indexed by Counter id. A counter that was never added to is absent from
+// Names and Snapshot (one that was added 0 is present). The zero value is
+// ready to use. Not safe for concurrent use.
+type Counters struct {
+	v    []uint64
+	seen []bool
+}
+
+// Inc adds one to id.
+func (c *Counters) Inc(id Counter) { c.Add(id, 1) }
+
+// Add adds n to id.
+func (c *Counters) Add(id Counter, n uint64) {
+	if int(id) >= len(c.v) {
+		c.grow()
+	}
+	c.v[id] += n
+	c.seen[id] = true
+}
+
+// grow sizes the set for every registered counter.
+func (c *Counters) grow() {
+	v := make([]uint64, len(counterNames))
+	s := make([]bool, len(counterNames))
+	copy(v, c.v)
+	copy(s, c.seen)
+	c.v, c.seen = v, s
+}
+
+// Value returns the value of id (0 if never counted).
+func (c *Counters) Value(id Counter) uint64 {
+	if int(id) < len(c.v) {
+		return c.v[id]
+	}
+	return 0
+}
+
+// Get returns the value of the counter called name (0 if never counted or
+// not a registered name).
+func (c *Counters) Get(name string) uint64 {
+	if id, ok := counterByName[name]; ok {
+		return c.Value(id)
+	}
+	return 0
+}
+
+// Names returns the names of the counters added to, in sorted order.
 func (c *Counters) Names() []string {
-	n := make([]string, 0, len(c.m))
-	for k := range c.m {
-		n = append(n, k)
+	n := make([]string, 0)
+	for id, ok := range c.seen {
+		if ok {
+			n = append(n, counterNames[id])
+		}
 	}
 	sort.Strings(n)
 	return n
 }
 
-// Snapshot copies the counters.
+// Snapshot copies the counters added to, by name.
 func (c *Counters) Snapshot() map[string]uint64 {
-	s := make(map[string]uint64, len(c.m))
-	for k, v := range c.m {
-		s[k] = v
+	s := make(map[string]uint64)
+	for id, ok := range c.seen {
+		if ok {
+			s[counterNames[id]] = c.v[id]
+		}
 	}
 	return s
 }
@@ -206,6 +332,8 @@ var Stages = map[string]StageInfo{
 	"wqe_fetch":       {"On a doorbell the WQE fetch engine DMA-reads the new WQEBBs from the send queue ring (MRd requests, CplD completions), copies and validates them. BlueFlame skips this read.", "mlx5.md §4.9", "MRd/CplD"},
 	"rq_wqe_fetch":    {"The responder reads the next receive WQE (scatter list) from its receive queue ring by DMA.", "mlx5.md §5 (receive queue)", "MRd/CplD"},
 	"rq_wqe_prefetch": {"The device reads the next posted receive WQE ahead, before a message needs it (after RTR and after each receive it consumes; the read-ahead mechanism is an assumption, see device/recvq.go).", "mlx5.md §5 (receive queue); timing.md §4.1", "MRd/CplD"},
+	"tx_pipeline":     {"The built packet crosses the port's transmit pipeline to the wire (latency only; an assumed profile figure, core.tx_pipeline_ps).", "timing.md §4.1, §5.2", ""},
+	"rx_pipeline":     {"The received packet crosses the port's receive pipeline to its QP (latency only; an assumed profile figure, core.rx_pipeline_ps).", "timing.md §4.1, §5.2", ""},
 	"rq_wqe_hit":      {"The responder takes the receive WQE it read ahead: no DMA on the message's critical path (it waits only if the read-ahead is still in flight).", "mlx5.md §5 (receive queue); timing.md §4.1", ""},
 	"srq_wqe_fetch":   {"The responder reads the next receive WQE from the shared receive queue by DMA.", "mlx5.md §5 (SRQ)", "MRd/CplD"},
 	"payload_dma":     {"The DMA engine gathers the payload of each data segment after the lkey/PD/bounds checks: Memory Read requests split by MRRS, completions (CplD) split by RCB and MPS.", "PCIe Base Spec §2 (MRd/CplD); mlx5.md §4.3", "MRd/CplD"},

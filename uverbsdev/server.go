@@ -37,8 +37,12 @@ func NewDevice(dev *device.Device) *Device {
 func (d *Device) SetNeighbour(f func(gid [16]byte) ([6]byte, bool)) { d.neigh = f }
 
 // Counters are the commands served and refused by all clients of the device
-// (names as Server.Counters).
-func (d *Device) Counters() map[string]uint64 { return d.ctrs.snapshot() }
+// (names as Server.Counters), and "clients_closed".
+func (d *Device) Counters() map[string]uint64 {
+	m := d.ctrs.snapshot()
+	m["clients_closed"] = uint64(d.closed)
+	return m
+}
 
 // NewServer opens a client context on the device.
 func (d *Device) NewServer() *Server {

@@ -137,6 +137,56 @@ func (s *Server) writeEx(name string, m *uverbs.WriteMsg, resp []byte) (int, *uv
 			return n, nil
 		}
 		return m.OutLen + n2, nil
+	case uverbs.ExCmdCreateQP:
+		var c uverbs.ExCreateQP
+		if err := decodeCore(&c, m.Core); err != nil {
+			return 0, refusal(name, err)
+		}
+		switch {
+		case c.CompMask != 0 || c.RwqIndTblHandle != 0:
+			return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("comp_mask %#x (indirection tables are not modelled)", c.CompMask))
+		case c.CreateFlags != 0 || c.SourceQPN != 0:
+			return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("create_flags %#x, source_qpn %#x", c.CreateFlags, c.SourceQPN))
+		case m.OutLen < uverbs.CreateQPRespSize:
+			return 0, fail(name, syscall.ENOSPC, "response shorter than ib_uverbs_create_qp_resp")
+		}
+		base := uverbs.CreateQP{UserHandle: c.UserHandle, PDHandle: c.PDHandle, SendCQHandle: c.SendCQHandle, RecvCQHandle: c.RecvCQHandle,
+			SRQHandle: c.SRQHandle, MaxSendWR: c.MaxSendWR, MaxRecvWR: c.MaxRecvWR, MaxSendSGE: c.MaxSendSGE, MaxRecvSGE: c.MaxRecvSGE,
+			MaxInlineData: c.MaxInlineData, SQSigAll: c.SQSigAll, QPType: c.QPType, IsSRQ: c.IsSRQ}
+		r, d, e := s.doCreateQP(name, &base, m.Driver)
+		if e != nil {
+			return 0, e
+		}
+		x := uverbs.ExCreateQPResp{Base: r, ResponseLength: uint32(min(m.OutLen, uverbs.ExCreateQPRespSize))}
+		n := putResp(resp[:m.OutLen], &x)
+		if n2 := putResp(resp[m.OutLen:m.OutLen+m.DriverOutLen], &d); n2 > 0 {
+			n = m.OutLen + n2
+		}
+		return n, nil
+	case uverbs.ExCmdQueryDevice:
+		var c uverbs.ExQueryDevice
+		if err := decodeCore(&c, m.Core); err != nil {
+			return 0, refusal(name, err)
+		}
+		if c.CompMask != 0 {
+			return 0, fail(name, syscall.EINVAL, fmt.Sprintf("comp_mask %#x", c.CompMask))
+		}
+		base, e := s.deviceResp(name)
+		if e != nil {
+			return 0, e
+		}
+		x := uverbs.ExQueryDeviceResp{Base: base, ResponseLength: uint32(min(m.OutLen, uverbs.ExQueryDeviceRespSize))}
+		if m.OutLen < uverbs.QueryDeviceRespSize {
+			return 0, fail(name, syscall.ENOSPC, "response shorter than ib_uverbs_query_device_resp")
+		}
+		// The mlx5 driver response (mlx5_ib_query_device_resp) is left
+		// zero: no TSO, RSS, CQE compression or packet pacing.
+		clear(resp[m.OutLen : m.OutLen+m.DriverOutLen])
+		n := putResp(resp[:m.OutLen], &x)
+		if m.DriverOutLen > 0 {
+			n = m.OutLen + m.DriverOutLen
+		}
+		return n, nil
 	}
 	return 0, fail(name, syscall.EOPNOTSUPP, "extended command not served by this device")
 }
@@ -167,14 +217,18 @@ func (s *Server) driverIn(name string, b []byte, st uverbs.Struct, need int) *uv
 	if len(b) > maxDriver {
 		return fail(name, syscall.EINVAL, fmt.Sprintf("mlx5 driver data of %d bytes", len(b)))
 	}
-	var tmp [maxDriver]byte
-	k := copy(tmp[:n], b)
-	for _, c := range b[k:] {
-		if c != 0 {
-			return fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("mlx5 driver data: %d unknown non-zero bytes after %d", len(b)-k, n))
+	if len(b) > n {
+		for _, c := range b[n:] {
+			if c != 0 {
+				return fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("mlx5 driver data: %d unknown non-zero bytes after %d", len(b)-n, n))
+			}
 		}
+		b = b[:n]
 	}
-	if err := st.Decode(tmp[:n]); err != nil {
+	if len(b) < n {
+		b = append(make([]byte, 0, n), b...)[:n] // older user space: zero-filled
+	}
+	if err := st.Decode(b); err != nil {
 		return refusal(name, err)
 	}
 	return nil
@@ -288,9 +342,18 @@ func (s *Server) queryDevice(name string, m *uverbs.WriteMsg, out []byte) (int, 
 	if err := c.Decode(m.Core); err != nil {
 		return 0, refusal(name, err)
 	}
+	r, e := s.deviceResp(name)
+	if e != nil {
+		return 0, e
+	}
+	return reply(out, &r, nil)
+}
+
+// deviceResp is ib_uverbs_query_device_resp for the device.
+func (s *Server) deviceResp(name string) (uverbs.QueryDeviceResp, *uverbs.Error) {
 	a, err := s.dev.QueryDevice()
 	if err != nil {
-		return 0, refusal(name, err)
+		return uverbs.QueryDeviceResp{}, refusal(name, err)
 	}
 	g := NodeGUID(a.MAC)
 	r := uverbs.QueryDeviceResp{
@@ -301,7 +364,7 @@ func (s *Server) queryDevice(name string, m *uverbs.WriteMsg, out []byte) (int, 
 		MaxResRdAtom: uint32(a.MaxQPRdAtomic * a.MaxQP), AtomicCap: 1, MaxAH: uint32(a.MaxQP), MaxSRQ: uint32(a.MaxQP),
 		MaxSRQWR: uint32(max(a.MaxQPWR-1, 0)), MaxSRQSGE: uint32(a.MaxSGE), MaxPkeys: 1, LocalCAAckDelay: 16, PhysPortCnt: 1,
 	}
-	return reply(out, &r, nil)
+	return r, nil
 }
 
 func (s *Server) queryPort(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
@@ -535,59 +598,73 @@ func (s *Server) createQP(name string, m *uverbs.WriteMsg, out []byte) (int, *uv
 	if err := c.Decode(m.Core); err != nil {
 		return 0, refusal(name, err)
 	}
-	var drv uverbs.MLX5CreateQP
-	if e := s.driverIn(name, m.Driver, &drv, 32); e != nil {
+	core, drv, e := s.doCreateQP(name, &c, m.Driver)
+	if e != nil {
 		return 0, e
+	}
+	return reply(out, &core, &drv)
+}
+
+func (s *Server) doCreateQP(name string, c *uverbs.CreateQP, driver []byte) (uverbs.CreateQPResp, uverbs.MLX5CreateQPResp, *uverbs.Error) {
+	core, bfreg, e := s.createQPObj(name, c, driver)
+	return core, uverbs.MLX5CreateQPResp{BFRegIndex: bfreg}, e
+}
+
+func (s *Server) createQPObj(name string, c *uverbs.CreateQP, driver []byte) (uverbs.CreateQPResp, uint32, *uverbs.Error) {
+	var z uverbs.CreateQPResp
+	var drv uverbs.MLX5CreateQP
+	if e := s.driverIn(name, driver, &drv, 32); e != nil {
+		return z, 0, e
 	}
 	typ, ok := c.QPType.MLX5()
 	if !ok {
-		return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("QP type %v (RC, UC, UD are modelled)", c.QPType))
+		return z, 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("QP type %v (RC, UC, UD are modelled)", c.QPType))
 	}
-	pd, e := s.lookup(m.Cmd, c.PDHandle, kindPD)
+	pd, e := s.lookupName(name, c.PDHandle, kindPD)
 	if e != nil {
-		return 0, e
+		return z, 0, e
 	}
-	scq, e := s.lookup(m.Cmd, c.SendCQHandle, kindCQ)
+	scq, e := s.lookupName(name, c.SendCQHandle, kindCQ)
 	if e != nil {
-		return 0, e
+		return z, 0, e
 	}
-	rcq, e := s.lookup(m.Cmd, c.RecvCQHandle, kindCQ)
+	rcq, e := s.lookupName(name, c.RecvCQHandle, kindCQ)
 	if e != nil {
-		return 0, e
+		return z, 0, e
 	}
 	var srq *object
 	if c.IsSRQ != 0 {
-		if srq, e = s.lookup(m.Cmd, c.SRQHandle, kindSRQ); e != nil {
-			return 0, e
+		if srq, e = s.lookupName(name, c.SRQHandle, kindSRQ); e != nil {
+			return z, 0, e
 		}
 	}
 	a := &s.attr
 	const knownFlags = uverbs.MLX5QPFlagSignature | uverbs.MLX5QPFlagScatterCQE | uverbs.MLX5QPFlagBFRegIndex | uverbs.MLX5QPFlagUARPageIndex
 	switch {
 	case c.MaxSendWR > uint32(a.MaxQPWR) || c.MaxRecvWR > uint32(a.MaxQPWR):
-		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("max_send_wr %d / max_recv_wr %d (device max %d)", c.MaxSendWR, c.MaxRecvWR, a.MaxQPWR))
+		return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("max_send_wr %d / max_recv_wr %d (device max %d)", c.MaxSendWR, c.MaxRecvWR, a.MaxQPWR))
 	case c.MaxSendSGE > uint32(a.MaxSGE) || c.MaxRecvSGE > uint32(a.MaxSGE):
-		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("max_send_sge %d / max_recv_sge %d (device max %d)", c.MaxSendSGE, c.MaxRecvSGE, a.MaxSGE))
+		return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("max_send_sge %d / max_recv_sge %d (device max %d)", c.MaxSendSGE, c.MaxRecvSGE, a.MaxSGE))
 	case drv.Flags&^knownFlags != 0:
-		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("unknown mlx5 QP flags %#x", drv.Flags&^knownFlags))
+		return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("unknown mlx5 QP flags %#x", drv.Flags&^knownFlags))
 	case drv.Flags&uverbs.MLX5QPFlagBFRegIndex != 0 && drv.Flags&uverbs.MLX5QPFlagUARPageIndex != 0:
-		return 0, fail(name, syscall.EINVAL, "both BFREG_INDEX and UAR_PAGE_INDEX")
+		return z, 0, fail(name, syscall.EINVAL, "both BFREG_INDEX and UAR_PAGE_INDEX")
 	case drv.SQWQECount == 0 || drv.SQWQECount > 1<<24 || drv.RQWQECount > 1<<24 || drv.RQWQEShift > 16:
-		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("sq_wqe_count %d, rq_wqe_count %d, rq_wqe_shift %d", drv.SQWQECount, drv.RQWQECount, drv.RQWQEShift))
+		return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("sq_wqe_count %d, rq_wqe_count %d, rq_wqe_shift %d", drv.SQWQECount, drv.RQWQECount, drv.RQWQEShift))
 	case c.IsSRQ != 0 && drv.RQWQECount != 0:
-		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("a QP on an SRQ with an RQ of %d WQEs", drv.RQWQECount))
+		return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("a QP on an SRQ with an RQ of %d WQEs", drv.RQWQECount))
 	case drv.ECEOptions != 0 || drv.DCILogNumConcurrent != 0 || drv.DCILogNumErrored != 0:
-		return 0, fail(name, syscall.EOPNOTSUPP, "ECE and DCI streams are not modelled")
+		return z, 0, fail(name, syscall.EOPNOTSUPP, "ECE and DCI streams are not modelled")
 	}
 	rqBytes := uint64(drv.RQWQECount) << drv.RQWQEShift
 	sqBytes := uint64(drv.SQWQECount) * mlx5.WQEBBSize
 	switch {
 	case drv.SQBufAddr != 0 && drv.SQBufAddr != drv.BufAddr+rqBytes:
-		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("sq_buf_addr %#x: the SQ must follow the RQ at %#x", drv.SQBufAddr, drv.BufAddr+rqBytes))
+		return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("sq_buf_addr %#x: the SQ must follow the RQ at %#x", drv.SQBufAddr, drv.BufAddr+rqBytes))
 	case !s.inMem(drv.BufAddr, rqBytes+sqBytes):
-		return 0, fail(name, syscall.EFAULT, fmt.Sprintf("QP buffer [%#x,+%d) is not the client's memory", drv.BufAddr, rqBytes+sqBytes))
+		return z, 0, fail(name, syscall.EFAULT, fmt.Sprintf("QP buffer [%#x,+%d) is not the client's memory", drv.BufAddr, rqBytes+sqBytes))
 	case !s.inMem(drv.DBAddr, mlx5.DBRecSize):
-		return 0, fail(name, syscall.EFAULT, fmt.Sprintf("doorbell record %#x is not the client's memory", drv.DBAddr))
+		return z, 0, fail(name, syscall.EFAULT, fmt.Sprintf("doorbell record %#x is not the client's memory", drv.DBAddr))
 	}
 	cmd := mlx5.CreateQPCmd{Type: typ, PDN: pd.num, SendCQN: scq.num, RecvCQN: rcq.num, BufAddr: drv.BufAddr, DBAddr: drv.DBAddr,
 		SQWQECnt: int(drv.SQWQECount), RQWQECnt: int(drv.RQWQECount), RQWQEShift: int(drv.RQWQEShift),
@@ -598,18 +675,18 @@ func (s *Server) createQP(name string, m *uverbs.WriteMsg, out []byte) (int, *uv
 	switch {
 	case drv.Flags&uverbs.MLX5QPFlagBFRegIndex != 0:
 		if int(drv.BFRegIndex) >= s.uctx.TotBFRegs {
-			return 0, fail(name, syscall.EINVAL, fmt.Sprintf("bfreg %d (the context has %d)", drv.BFRegIndex, s.uctx.TotBFRegs))
+			return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("bfreg %d (the context has %d)", drv.BFRegIndex, s.uctx.TotBFRegs))
 		}
 		cmd.BFRegIndex = int(drv.BFRegIndex)
 	case drv.Flags&uverbs.MLX5QPFlagUARPageIndex != 0:
 		if !s.ownsUAR(drv.BFRegIndex) {
-			return 0, fail(name, syscall.EINVAL, fmt.Sprintf("UAR page %d is not one of the context's", drv.BFRegIndex))
+			return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("UAR page %d is not one of the context's", drv.BFRegIndex))
 		}
 		cmd.UARIndexHint = drv.BFRegIndex
 	}
 	r, err := s.dev.CreateQP(cmd)
 	if err != nil {
-		return 0, refusal(name, err)
+		return z, 0, refusal(name, err)
 	}
 	o := &object{kind: kindQP, num: r.QPN, pd: pd, scq: scq, rcq: rcq, srq: srq, qpType: c.QPType}
 	for _, ref := range [...]*object{pd, scq, rcq, srq} {
@@ -621,7 +698,7 @@ func (s *Server) createQP(name string, m *uverbs.WriteMsg, out []byte) (int, *uv
 	inl := min(c.MaxInlineData, uint32(max(s.dev.Spec().Caps.MaxInline, 0)))
 	core := uverbs.CreateQPResp{QPHandle: h, QPN: r.QPN, MaxSendWR: c.MaxSendWR, MaxRecvWR: c.MaxRecvWR,
 		MaxSendSGE: c.MaxSendSGE, MaxRecvSGE: c.MaxRecvSGE, MaxInlineData: inl}
-	return reply(out, &core, &uverbs.MLX5CreateQPResp{BFRegIndex: uint32(r.BFRegIndex)})
+	return core, uint32(r.BFRegIndex), nil
 }
 
 // qpAttrKnown are the ib_qp_attr_mask bits a MODIFY_QP may carry

@@ -72,15 +72,15 @@ func TestFaultsByOpcodeAndPSN(t *testing.T) {
 		ctr  string
 	}{
 		{"drop the 3rd write of QP 0x100", fault.Rule{Point: fault.WireTx, Action: fault.Drop, Nth: 3,
-			Match: fault.Match{QPN: new(uint32(0x100)), Opcode: new(uint8(0x0A))}}, []int32{0, 1, 2, 3, 4, 6, 7, -1}, CtrFaultDrop},
+			Match: fault.Match{QPN: new(uint32(0x100)), Opcode: new(uint8(0x0A))}}, []int32{0, 1, 2, 3, 4, 6, 7, -1}, CtrFaultDrop.String()},
 		{"duplicate every ack", fault.Rule{Point: fault.WireTx, Action: fault.Duplicate, Match: fault.Match{Opcode: new(uint8(0x11))}},
-			[]int32{0, 1, 1, 2, 3, 4, 5, 6, 7, 7, -1}, CtrFaultDuplicate},
+			[]int32{0, 1, 1, 2, 3, 4, 5, 6, 7, 7, -1}, CtrFaultDuplicate.String()},
 		{"rx drop psn 4", fault.Rule{Point: fault.WireRx, Action: fault.Drop, Match: fault.Match{PSN: new(uint32(4))}},
-			[]int32{0, 1, 2, 3, 5, 6, 7, -1}, CtrFaultDrop},
+			[]int32{0, 1, 2, 3, 5, 6, 7, -1}, CtrFaultDrop.String()},
 		{"drop psn range 2..5 of opcode 0x0a", fault.Rule{Point: fault.WireTx, Action: fault.Drop,
-			Match: fault.Match{PSNFrom: new(uint32(2)), PSNTo: new(uint32(5)), Opcode: new(uint8(0x0A))}}, []int32{0, 1, 4, 6, 7, -1}, CtrFaultDrop},
+			Match: fault.Match{PSNFrom: new(uint32(2)), PSNTo: new(uint32(5)), Opcode: new(uint8(0x0A))}}, []int32{0, 1, 4, 6, 7, -1}, CtrFaultDrop.String()},
 		{"delay the read request", fault.Rule{Point: fault.WireTx, Action: fault.Delay, Delay: 5 * sim.Microsecond,
-			Match: fault.Match{Opcode: new(uint8(0x0C))}}, []int32{0, 1, 2, 3, 5, 6, 7, -1, 4}, CtrFaultDelay},
+			Match: fault.Match{Opcode: new(uint8(0x0C))}}, []int32{0, 1, 2, 3, 5, 6, 7, -1, 4}, CtrFaultDelay.String()},
 		{"opcode rule skips non-RoCE frames", fault.Rule{Point: fault.WireTx, Action: fault.Drop, Match: fault.Match{Opcode: new(uint8(0))}},
 			[]int32{0, 1, 2, 3, 4, 5, 6, 7, -1}, ""},
 	}

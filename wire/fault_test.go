@@ -53,42 +53,42 @@ func TestFaults(t *testing.T) {
 			rule:      fault.Rule{Point: fault.WireTx, Action: fault.Drop, Nth: 2},
 			wantTags:  []byte{1, 3},
 			wantTimes: []sim.Time{arrival(1), arrival(3)},
-			ctr:       CtrFaultDrop,
+			ctr:       CtrFaultDrop.String(),
 		},
 		{
 			name:      "tx duplicate",
 			rule:      fault.Rule{Point: fault.WireTx, Action: fault.Duplicate, Nth: 2},
 			wantTags:  []byte{1, 2, 2, 3},
 			wantTimes: []sim.Time{arrival(1), arrival(2), arrival(2), arrival(3)},
-			ctr:       CtrFaultDuplicate,
+			ctr:       CtrFaultDuplicate.String(),
 		},
 		{
 			name:      "tx delay",
 			rule:      fault.Rule{Point: fault.WireTx, Action: fault.Delay, Nth: 1, Delay: 150 * sim.Nanosecond},
 			wantTags:  []byte{2, 1, 3},
 			wantTimes: []sim.Time{arrival(2), arrival(1) + 150_000, arrival(3)},
-			ctr:       CtrFaultDelay,
+			ctr:       CtrFaultDelay.String(),
 		},
 		{
 			name:      "tx reorder",
 			rule:      fault.Rule{Point: fault.WireTx, Action: fault.Reorder, Nth: 1},
 			wantTags:  []byte{2, 1, 3},
 			wantTimes: []sim.Time{arrival(2), arrival(2), arrival(3)},
-			ctr:       CtrFaultReorder,
+			ctr:       CtrFaultReorder.String(),
 		},
 		{
 			name:      "tx reorder twice in a row",
 			rule:      fault.Rule{Point: fault.WireTx, Action: fault.Reorder, Count: 2},
 			wantTags:  []byte{1, 3, 2},
 			wantTimes: []sim.Time{arrival(2), arrival(3), arrival(3)},
-			ctr:       CtrFaultReorder,
+			ctr:       CtrFaultReorder.String(),
 		},
 		{
 			name:      "tx reorder of the last frame times out",
 			rule:      fault.Rule{Point: fault.WireTx, Action: fault.Reorder, Nth: 3},
 			wantTags:  []byte{1, 2, 3},
 			wantTimes: []sim.Time{arrival(1), arrival(2), arrival(3).Add(DefaultReorderWindow)},
-			ctr:       CtrFaultReorder,
+			ctr:       CtrFaultReorder.String(),
 		},
 		{
 			name:      "tx reorder released by a dropped frame",
@@ -96,42 +96,42 @@ func TestFaults(t *testing.T) {
 			extra:     []fault.Rule{{Point: fault.WireTx, Action: fault.Drop, Nth: 2}},
 			wantTags:  []byte{1, 3},
 			wantTimes: []sim.Time{arrival(2), arrival(3)},
-			ctr:       CtrFaultReorder,
+			ctr:       CtrFaultReorder.String(),
 		},
 		{
 			name:      "tx tear is not a wire fault",
 			rule:      fault.Rule{Point: fault.WireTx, Action: fault.Tear, Nth: 1},
 			wantTags:  []byte{1, 2, 3},
 			wantTimes: []sim.Time{arrival(1), arrival(2), arrival(3)},
-			ctr:       CtrFaultUnsupported,
+			ctr:       CtrFaultUnsupported.String(),
 		},
 		{
 			name:      "rx drop",
 			rule:      fault.Rule{Point: fault.WireRx, Action: fault.Drop, Every: 2},
 			wantTags:  []byte{1, 3},
 			wantTimes: []sim.Time{arrival(1), arrival(3)},
-			ctr:       CtrFaultDrop,
+			ctr:       CtrFaultDrop.String(),
 		},
 		{
 			name:      "rx duplicate",
 			rule:      fault.Rule{Point: fault.WireRx, Action: fault.Duplicate, Nth: 3},
 			wantTags:  []byte{1, 2, 3, 3},
 			wantTimes: []sim.Time{arrival(1), arrival(2), arrival(3), arrival(3)},
-			ctr:       CtrFaultDuplicate,
+			ctr:       CtrFaultDuplicate.String(),
 		},
 		{
 			name:      "rx delay",
 			rule:      fault.Rule{Point: fault.WireRx, Action: fault.Delay, Nth: 1, Delay: 250 * sim.Nanosecond},
 			wantTags:  []byte{2, 3, 1},
 			wantTimes: []sim.Time{arrival(2), arrival(3), arrival(1) + 250_000},
-			ctr:       CtrFaultDelay,
+			ctr:       CtrFaultDelay.String(),
 		},
 		{
 			name:      "rx reorder is not supported",
 			rule:      fault.Rule{Point: fault.WireRx, Action: fault.Reorder, Nth: 1},
 			wantTags:  []byte{1, 2, 3},
 			wantTimes: []sim.Time{arrival(1), arrival(2), arrival(3)},
-			ctr:       CtrFaultUnsupported,
+			ctr:       CtrFaultUnsupported.String(),
 		},
 		{
 			name:      "rule for the other node does not fire",
@@ -155,7 +155,7 @@ func TestFaults(t *testing.T) {
 			// Every pooled packet came back (reference counts balance).
 			require.Equal(t, e.link.npkts, len(e.link.free))
 			require.NotZero(t, e.link.npkts)
-			require.Equal(t, uint64(3), e.ctr.Get(CtrTxFrames))
+			require.Equal(t, uint64(3), e.ctr.Value(CtrTxFrames))
 		})
 	}
 }
@@ -192,7 +192,7 @@ func TestCorrupt(t *testing.T) {
 				default: // random, or outside [14, len): chosen past the Ethernet header
 					require.GreaterOrEqual(t, diff[0], EthHeaderLen)
 				}
-				require.Equal(t, uint64(1), e.ctr.Get(CtrFaultCorrupt))
+				require.Equal(t, uint64(1), e.ctr.Value(CtrFaultCorrupt))
 			})
 		}
 	}
@@ -243,7 +243,7 @@ func TestDeterminism(t *testing.T) {
 	require.Equal(t, ev1, ev2)
 	require.Equal(t, c1, c2)
 	// The plan really did something.
-	for _, c := range []string{CtrFaultDrop, CtrFaultCorrupt, CtrFaultDuplicate, CtrFaultReorder, CtrFaultDelay} {
+	for _, c := range []string{CtrFaultDrop.String(), CtrFaultCorrupt.String(), CtrFaultDuplicate.String(), CtrFaultReorder.String(), CtrFaultDelay.String()} {
 		require.NotZero(t, c1[c], c)
 	}
 	_, b3, _, _ := run(t, 12)

@@ -58,5 +58,5 @@ func TestCorruptCaughtByICRC(t *testing.T) {
 			require.NoError(t, err, "frame %d", i)
 		}
 	}
-	require.Equal(t, uint64(5), l.Counters().Get(wire.CtrFaultCorrupt))
+	require.Equal(t, uint64(5), l.Counters().Value(wire.CtrFaultCorrupt))
 }

@@ -29,21 +29,21 @@ type Transport interface {
 }
 
 // Counter (and warning) names used by the link.
-const (
-	CtrTxFrames         = "wire_tx_frames"         // frames that started transmission
-	CtrTxBytes          = "wire_tx_bytes"          // their bytes (without FCS/preamble/IFG)
-	CtrRxFrames         = "wire_rx_frames"         // frames handed to a receiver
-	CtrRxBytes          = "wire_rx_bytes"          // their bytes
-	CtrDropOversize     = "wire_drop_oversize"     // frame longer than 14 B + MTU, never sent
-	CtrDropRunt         = "wire_drop_runt"         // frame shorter than an Ethernet header, never sent
-	CtrDropNoReceiver   = "wire_drop_no_receiver"  // arrived at a port with nothing attached
-	CtrFaultDrop        = "wire_fault_drop"        // lost by a fault rule (tx or rx)
-	CtrFaultCorrupt     = "wire_fault_corrupt"     // one byte flipped by a fault rule
-	CtrFaultDuplicate   = "wire_fault_duplicate"   // delivered twice by a fault rule
-	CtrFaultDelay       = "wire_fault_delay"       // delivered late by a fault rule
-	CtrFaultReorder     = "wire_fault_reorder"     // held behind the next frame by a fault rule
-	CtrFaultUnsupported = "wire_fault_unsupported" // an action the wire cannot apply (tear, rx reorder); ignored
-	CtrTapErrors        = "wire_tap_errors"        // a FrameWriter tap failed
+var (
+	CtrTxFrames         = trace.NewCounter("wire_tx_frames")         // frames that started transmission
+	CtrTxBytes          = trace.NewCounter("wire_tx_bytes")          // their bytes (without FCS/preamble/IFG)
+	CtrRxFrames         = trace.NewCounter("wire_rx_frames")         // frames handed to a receiver
+	CtrRxBytes          = trace.NewCounter("wire_rx_bytes")          // their bytes
+	CtrDropOversize     = trace.NewCounter("wire_drop_oversize")     // frame longer than 14 B + MTU, never sent
+	CtrDropRunt         = trace.NewCounter("wire_drop_runt")         // frame shorter than an Ethernet header, never sent
+	CtrDropNoReceiver   = trace.NewCounter("wire_drop_no_receiver")  // arrived at a port with nothing attached
+	CtrFaultDrop        = trace.NewCounter("wire_fault_drop")        // lost by a fault rule (tx or rx)
+	CtrFaultCorrupt     = trace.NewCounter("wire_fault_corrupt")     // one byte flipped by a fault rule
+	CtrFaultDuplicate   = trace.NewCounter("wire_fault_duplicate")   // delivered twice by a fault rule
+	CtrFaultDelay       = trace.NewCounter("wire_fault_delay")       // delivered late by a fault rule
+	CtrFaultReorder     = trace.NewCounter("wire_fault_reorder")     // held behind the next frame by a fault rule
+	CtrFaultUnsupported = trace.NewCounter("wire_fault_unsupported") // an action the wire cannot apply (tear, rx reorder); ignored
+	CtrTapErrors        = trace.NewCounter("wire_tap_errors")        // a FrameWriter tap failed
 )
 
 // Component is the trace component name of wire events.
@@ -184,7 +184,7 @@ func (l *Link) AddWriter(w FrameWriter) {
 			l.ctr.Inc(CtrTapErrors)
 			if !failed {
 				failed = true
-				l.rec.Warnf(l.ports[0].node, t, Component, CtrTapErrors, "capture write failed: %v", err)
+				l.rec.Warnf(l.ports[0].node, t, Component, CtrTapErrors.String(), "capture write failed: %v", err)
 			}
 		}
 	})
@@ -206,12 +206,12 @@ func (p *Port) SendFlow(t sim.Time, frame []byte, flow uint64) sim.Time {
 	n := len(frame)
 	if n < EthHeaderLen {
 		l.ctr.Inc(CtrDropRunt)
-		l.rec.Warnf(p.node, t, Component, CtrDropRunt, "frame of %d B is shorter than an Ethernet header", n)
+		l.rec.Warnf(p.node, t, Component, CtrDropRunt.String(), "frame of %d B is shorter than an Ethernet header", n)
 		return t
 	}
 	if n > EthHeaderLen+l.spec.MTU {
 		l.ctr.Inc(CtrDropOversize)
-		l.rec.Warnf(p.node, t, Component, CtrDropOversize, "frame of %d B exceeds MTU %d + %d B header", n, l.spec.MTU, EthHeaderLen)
+		l.rec.Warnf(p.node, t, Component, CtrDropOversize.String(), "frame of %d B exceeds MTU %d + %d B header", n, l.spec.MTU, EthHeaderLen)
 		return t
 	}
 	d := p.out
@@ -238,22 +238,22 @@ func (p *Port) SendFlow(t sim.Time, frame []byte, flow uint64) sim.Time {
 		pk = l.schedule(d, frame, arrive)
 	case fault.Drop:
 		l.ctr.Inc(CtrFaultDrop)
-		l.rec.Warnf(p.node, start, Component, CtrFaultDrop, "tx: frame of %d B (qpn %#x) dropped by fault rule %d", n, qpn, dec.Rule)
+		l.rec.Warnf(p.node, start, Component, CtrFaultDrop.String(), "tx: frame of %d B (qpn %#x) dropped by fault rule %d", n, qpn, dec.Rule)
 	case fault.Corrupt:
 		pk = l.schedule(d, frame, arrive)
 		off := corrupt(pk.buf, dec)
 		l.ctr.Inc(CtrFaultCorrupt)
-		l.rec.Warnf(p.node, start, Component, CtrFaultCorrupt, "tx: frame of %d B (qpn %#x): byte %d flipped by fault rule %d", n, qpn, off, dec.Rule)
+		l.rec.Warnf(p.node, start, Component, CtrFaultCorrupt.String(), "tx: frame of %d B (qpn %#x): byte %d flipped by fault rule %d", n, qpn, off, dec.Rule)
 	case fault.Duplicate:
 		pk = l.schedule(d, frame, arrive)
 		l.schedule(d, frame, arrive)
 		l.ctr.Inc(CtrFaultDuplicate)
-		l.rec.Warnf(p.node, start, Component, CtrFaultDuplicate, "tx: frame of %d B (qpn %#x) duplicated by fault rule %d", n, qpn, dec.Rule)
+		l.rec.Warnf(p.node, start, Component, CtrFaultDuplicate.String(), "tx: frame of %d B (qpn %#x) duplicated by fault rule %d", n, qpn, dec.Rule)
 	case fault.Delay:
 		arrive = arrive.Add(dec.Delay)
 		pk = l.schedule(d, frame, arrive)
 		l.ctr.Inc(CtrFaultDelay)
-		l.rec.Warnf(p.node, start, Component, CtrFaultDelay, "tx: frame of %d B (qpn %#x) delayed %v by fault rule %d", n, qpn, dec.Delay, dec.Rule)
+		l.rec.Warnf(p.node, start, Component, CtrFaultDelay.String(), "tx: frame of %d B (qpn %#x) delayed %v by fault rule %d", n, qpn, dec.Delay, dec.Rule)
 	case fault.Reorder:
 		if d.held != nil { // two reorders in a row: the older one goes first
 			l.release(d, arrive)
@@ -261,11 +261,11 @@ func (p *Port) SendFlow(t sim.Time, frame []byte, flow uint64) sim.Time {
 		pk = l.schedule(d, frame, arrive.Add(l.spec.ReorderWindow))
 		d.held = pk
 		l.ctr.Inc(CtrFaultReorder)
-		l.rec.Warnf(p.node, start, Component, CtrFaultReorder, "tx: frame of %d B (qpn %#x) held behind the next frame by fault rule %d", n, qpn, dec.Rule)
+		l.rec.Warnf(p.node, start, Component, CtrFaultReorder.String(), "tx: frame of %d B (qpn %#x) held behind the next frame by fault rule %d", n, qpn, dec.Rule)
 	default:
 		pk = l.schedule(d, frame, arrive)
 		l.ctr.Inc(CtrFaultUnsupported)
-		l.rec.Warnf(p.node, start, Component, CtrFaultUnsupported, "tx: fault action %s (rule %d) does not apply to the wire; ignored", dec.Action, dec.Rule)
+		l.rec.Warnf(p.node, start, Component, CtrFaultUnsupported.String(), "tx: fault action %s (rule %d) does not apply to the wire; ignored", dec.Action, dec.Rule)
 	}
 	// A frame held by Reorder goes right after the next frame (even a
 	// lost one: it would have released it on a real network).
@@ -341,33 +341,33 @@ func (l *Link) arrive(pk *packet, now sim.Time) {
 		case fault.None:
 		case fault.Drop:
 			l.ctr.Inc(CtrFaultDrop)
-			l.rec.Warnf(to.node, now, Component, CtrFaultDrop, "rx: frame of %d B (qpn %#x) dropped by fault rule %d", n, qpn, dec.Rule)
+			l.rec.Warnf(to.node, now, Component, CtrFaultDrop.String(), "rx: frame of %d B (qpn %#x) dropped by fault rule %d", n, qpn, dec.Rule)
 			return
 		case fault.Corrupt:
 			off := corrupt(pk.buf, dec)
 			l.ctr.Inc(CtrFaultCorrupt)
-			l.rec.Warnf(to.node, now, Component, CtrFaultCorrupt, "rx: frame of %d B (qpn %#x): byte %d flipped by fault rule %d", n, qpn, off, dec.Rule)
+			l.rec.Warnf(to.node, now, Component, CtrFaultCorrupt.String(), "rx: frame of %d B (qpn %#x): byte %d flipped by fault rule %d", n, qpn, off, dec.Rule)
 		case fault.Duplicate:
 			copies = 2
 			l.ctr.Inc(CtrFaultDuplicate)
-			l.rec.Warnf(to.node, now, Component, CtrFaultDuplicate, "rx: frame of %d B (qpn %#x) duplicated by fault rule %d", n, qpn, dec.Rule)
+			l.rec.Warnf(to.node, now, Component, CtrFaultDuplicate.String(), "rx: frame of %d B (qpn %#x) duplicated by fault rule %d", n, qpn, dec.Rule)
 		case fault.Delay:
 			// Hand a copy over later; it has passed the rx hook already.
 			late := l.get(pk.buf)
 			late.dir, late.rxDone, late.refs = pk.dir, true, 1
 			l.eng.At(now.Add(dec.Delay), late)
 			l.ctr.Inc(CtrFaultDelay)
-			l.rec.Warnf(to.node, now, Component, CtrFaultDelay, "rx: frame of %d B (qpn %#x) delayed %v by fault rule %d", n, qpn, dec.Delay, dec.Rule)
+			l.rec.Warnf(to.node, now, Component, CtrFaultDelay.String(), "rx: frame of %d B (qpn %#x) delayed %v by fault rule %d", n, qpn, dec.Delay, dec.Rule)
 			return
 		default:
 			l.ctr.Inc(CtrFaultUnsupported)
-			l.rec.Warnf(to.node, now, Component, CtrFaultUnsupported, "rx: fault action %s (rule %d) does not apply at wire.rx; ignored", dec.Action, dec.Rule)
+			l.rec.Warnf(to.node, now, Component, CtrFaultUnsupported.String(), "rx: fault action %s (rule %d) does not apply at wire.rx; ignored", dec.Action, dec.Rule)
 		}
 	}
 	for range copies {
 		if to.recv == nil {
 			l.ctr.Inc(CtrDropNoReceiver)
-			l.rec.Warnf(to.node, now, Component, CtrDropNoReceiver, "frame of %d B (qpn %#x) arrived at a port with no receiver", n, qpn)
+			l.rec.Warnf(to.node, now, Component, CtrDropNoReceiver.String(), "frame of %d B (qpn %#x) arrived at a port with no receiver", n, qpn)
 			continue
 		}
 		l.ctr.Inc(CtrRxFrames)

@@ -216,14 +216,14 @@ func TestOrdering(t *testing.T) {
 			require.Greater(t, g.t, e.b.got[i-1].t)
 		}
 	}
-	require.Equal(t, uint64(100), e.ctr.Get(CtrTxFrames))
-	require.Equal(t, uint64(100), e.ctr.Get(CtrRxFrames))
+	require.Equal(t, uint64(100), e.ctr.Value(CtrTxFrames))
+	require.Equal(t, uint64(100), e.ctr.Value(CtrRxFrames))
 	var total uint64
 	for _, f := range sent {
 		total += uint64(len(f))
 	}
-	require.Equal(t, total, e.ctr.Get(CtrTxBytes))
-	require.Equal(t, total, e.ctr.Get(CtrRxBytes))
+	require.Equal(t, total, e.ctr.Value(CtrTxBytes))
+	require.Equal(t, total, e.ctr.Value(CtrRxBytes))
 }
 
 func TestCallerBufferReuse(t *testing.T) {
@@ -283,7 +283,7 @@ func TestReentrantSend(t *testing.T) {
 	require.Equal(t, 49, ea.seen)
 	require.Equal(t, 50, eb.seen)
 	require.Equal(t, sim.Time(99*16720), eng.Now())
-	require.Equal(t, uint64(99), l.Counters().Get(CtrRxFrames))
+	require.Equal(t, uint64(99), l.Counters().Value(CtrRxFrames))
 }
 
 func TestBadFrames(t *testing.T) {
@@ -292,9 +292,9 @@ func TestBadFrames(t *testing.T) {
 		n    int
 		ctr  string
 	}{
-		{"runt", EthHeaderLen - 1, CtrDropRunt},
-		{"empty", 0, CtrDropRunt},
-		{"oversize", EthHeaderLen + DefaultMTU + 1, CtrDropOversize},
+		{"runt", EthHeaderLen - 1, CtrDropRunt.String()},
+		{"empty", 0, CtrDropRunt.String()},
+		{"oversize", EthHeaderLen + DefaultMTU + 1, CtrDropOversize.String()},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -306,7 +306,7 @@ func TestBadFrames(t *testing.T) {
 			require.Empty(t, e.b.got)
 			require.Zero(t, tapped)
 			require.Equal(t, uint64(1), e.ctr.Get(tc.ctr))
-			require.Zero(t, e.ctr.Get(CtrTxFrames))
+			require.Zero(t, e.ctr.Value(CtrTxFrames))
 			w := e.rec.Warnings()
 			require.Len(t, w, 1)
 			require.Equal(t, tc.ctr, w[0].Name)
@@ -320,7 +320,7 @@ func TestBadFrames(t *testing.T) {
 	e.link.A().Send(0, frame(EthHeaderLen+1501, 1))
 	e.eng.Run(0)
 	require.Len(t, e.b.got, 1)
-	require.Equal(t, uint64(1), e.ctr.Get(CtrDropOversize))
+	require.Equal(t, uint64(1), e.ctr.Value(CtrDropOversize))
 }
 
 func TestNoReceiver(t *testing.T) {
@@ -330,8 +330,8 @@ func TestNoReceiver(t *testing.T) {
 	l := NewLink(eng, Spec{}, rec, ctr, nil)
 	l.A().Send(0, frame(60, 1))
 	eng.Run(0)
-	require.Equal(t, uint64(1), ctr.Get(CtrDropNoReceiver))
-	require.Zero(t, ctr.Get(CtrRxFrames))
+	require.Equal(t, uint64(1), ctr.Value(CtrDropNoReceiver))
+	require.Zero(t, ctr.Value(CtrRxFrames))
 	require.Len(t, rec.Warnings(), 1)
 }
 
@@ -446,6 +446,6 @@ func TestAddWriterErrors(t *testing.T) {
 	sendN(e, 3)
 	require.Equal(t, 3, w.calls)
 	require.Len(t, e.b.got, 3, "capture errors do not stop the link")
-	require.Equal(t, uint64(3), e.ctr.Get(CtrTapErrors))
-	require.Equal(t, []string{CtrTapErrors}, warnNames(e.rec))
+	require.Equal(t, uint64(3), e.ctr.Value(CtrTapErrors))
+	require.Equal(t, []string{CtrTapErrors.String()}, warnNames(e.rec))
 }

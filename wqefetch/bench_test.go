@@ -95,7 +95,7 @@ func TestDoorbellFetchDoesNotAllocate(t *testing.T) {
 				c.op(h)
 			}
 			require.Zero(t, testing.AllocsPerRun(1000, func() { c.op(h) }))
-			require.Zero(t, h.e.ctr.Get(CtrFetchStale))
+			require.Zero(t, h.e.ctr.Value(CtrFetchStale))
 			require.Equal(t, h.pc, h.q.Next())
 		})
 	}
@@ -117,7 +117,7 @@ func BenchmarkDoorbellFetchOutOfOrder(b *testing.B) {
 	for range 100 {
 		h.outOfOrder()
 	}
-	require.NotZero(b, h.e.ctr.Get(CtrFetchOutOfOrder))
+	require.NotZero(b, h.e.ctr.Value(CtrFetchOutOfOrder))
 	b.ReportAllocs()
 	for b.Loop() {
 		h.outOfOrder()

@@ -72,7 +72,7 @@ func TestDecodeAtomics(t *testing.T) {
 			if c.want != nil {
 				require.Equal(t, StateInvalid, w.State)
 				require.True(t, errors.Is(w.Err, c.want), "got %v", w.Err)
-				require.Equal(t, uint64(1), v.ctr.Get(CtrWQEInvalid))
+				require.Equal(t, uint64(1), v.ctr.Value(CtrWQEInvalid))
 				return
 			}
 			require.Equal(t, StateValid, w.State, "%v", w.Err)

@@ -97,8 +97,8 @@ func TestOutOfOrderFetchCompletion(t *testing.T) {
 			}
 			v.eng.Run(0)
 			require.True(t, reordered(fetchEnds(v.rec)), "the case must make a later fetch complete first: %v", fetchEnds(v.rec))
-			require.Zero(t, v.ctr.Get(CtrFetchStale))
-			require.NotZero(t, v.ctr.Get(CtrFetchOutOfOrder))
+			require.Zero(t, v.ctr.Value(CtrFetchStale))
+			require.NotZero(t, v.ctr.Value(CtrFetchOutOfOrder))
 			require.Len(t, v.s.got, len(want), "every WQE reaches the sink")
 			for i, g := range v.s.got {
 				require.Equal(t, want[i], g.w.Index, "ring order")
@@ -236,13 +236,13 @@ func TestRandomPostsStayInOrder(t *testing.T) {
 			v.eng.Run(0)
 			require.Equal(t, total, len(s.want))
 			require.Equal(t, len(s.want), s.head, "every WQE reaches the sink")
-			require.Zero(t, v.ctr.Get(CtrFetchStale))
-			require.Zero(t, v.ctr.Get(CtrWQEInvalid))
+			require.Zero(t, v.ctr.Value(CtrFetchStale))
+			require.Zero(t, v.ctr.Value(CtrWQEInvalid))
 			require.Equal(t, pc, v.q.Next())
 			require.False(t, v.q.Pending())
 			require.Zero(t, v.q.InFlight())
 			require.Greater(t, int(v.q.Fetches+v.q.BFs), total/size, "the ring wrapped many times")
-			outOfOrder += v.ctr.Get(CtrFetchOutOfOrder)
+			outOfOrder += v.ctr.Value(CtrFetchOutOfOrder)
 			t.Logf("ring %d, tags %d, start %d, end %d: %d fetches (%d out of order), %d BlueFlame, %d tag stalls",
 				size, tags, start, pc, v.q.Fetches, v.q.OutOfOrder, v.q.BFs, v.ctr.Get("dma_tag_stall"))
 		})
@@ -307,7 +307,7 @@ func TestResetAndCloseDropInFlightFetches(t *testing.T) {
 			require.False(t, v.q.Pending())
 			v.eng.Run(0)
 			require.Len(t, v.s.got, c.delivered, "nothing of the old generation is delivered")
-			require.Equal(t, c.stale, v.ctr.Get(CtrFetchStale))
+			require.Equal(t, c.stale, v.ctr.Value(CtrFetchStale))
 			require.Equal(t, c.stale, v.q.Stale)
 
 			// The queue after the reset (or close) sees only new WQEs.
@@ -315,7 +315,7 @@ func TestResetAndCloseDropInFlightFetches(t *testing.T) {
 			if v.q.Closed() {
 				require.ErrorIs(t, v.e.Doorbell(v.eng.Now(), v.q, db), ErrQueueClosed)
 				require.False(t, v.e.BlueFlame(v.eng.Now(), v.q, v.ring[:64]))
-				require.Equal(t, uint64(1), v.ctr.Get(CtrDBClosed))
+				require.Equal(t, uint64(1), v.ctr.Value(CtrDBClosed))
 				v.q.Reset(0)
 				require.True(t, v.q.Closed(), "Reset does not reopen a closed queue")
 				v.eng.Run(0)
@@ -326,7 +326,7 @@ func TestResetAndCloseDropInFlightFetches(t *testing.T) {
 			v.eng.Run(0)
 			require.Len(t, v.s.got, c.delivered+1)
 			require.Equal(t, uint32(100), v.s.got[c.delivered].w.Ctrl.Imm)
-			require.Equal(t, c.stale, v.ctr.Get(CtrFetchStale))
+			require.Equal(t, c.stale, v.ctr.Value(CtrFetchStale))
 		})
 	}
 
@@ -340,7 +340,7 @@ func TestResetAndCloseDropInFlightFetches(t *testing.T) {
 		v.eng.Run(0)
 		require.Len(t, v.s.got, 1)
 		require.Equal(t, uint32(2), v.s.got[0].w.Ctrl.Imm)
-		require.Equal(t, uint64(1), v.ctr.Get(CtrFetchStale))
+		require.Equal(t, uint64(1), v.ctr.Value(CtrFetchStale))
 		require.Equal(t, uint16(1), v.q.Next())
 	})
 
@@ -359,7 +359,7 @@ func TestResetAndCloseDropInFlightFetches(t *testing.T) {
 		require.NoError(t, v.e.Doorbell(0, v.q, db))
 		v.eng.Run(0)
 		require.Len(t, rs.got, 1, "WQEs after the reset are not delivered")
-		require.Equal(t, uint64(1), v.ctr.Get(CtrFetchStale))
+		require.Equal(t, uint64(1), v.ctr.Value(CtrFetchStale))
 		require.Equal(t, uint16(0), v.q.Next())
 	})
 }

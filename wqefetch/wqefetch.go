@@ -70,22 +70,22 @@ var (
 
 // Counter names this package increments in the engine's trace.Counters.
 // Warnings recorded with trace.Recorder.Warnf use the same names.
-const (
-	CtrDBBadQPN     = "db_bad_qpn"      // doorbell QPN is not the queue's QP
-	CtrDBNoNewWQE   = "db_no_new_wqe"   // doorbell announces nothing past what was already fetched
-	CtrDBBadCounter = "db_bad_counter"  // doorbell counter laps the ring or is behind it
-	CtrDBClosed     = "db_closed_queue" // doorbell on a queue after Queue.Close
+var (
+	CtrDBBadQPN     = trace.NewCounter("db_bad_qpn")      // doorbell QPN is not the queue's QP
+	CtrDBNoNewWQE   = trace.NewCounter("db_no_new_wqe")   // doorbell announces nothing past what was already fetched
+	CtrDBBadCounter = trace.NewCounter("db_bad_counter")  // doorbell counter laps the ring or is behind it
+	CtrDBClosed     = trace.NewCounter("db_closed_queue") // doorbell on a queue after Queue.Close
 
-	CtrFetchReads      = "wqe_fetch_reads"        // DMA reads issued for WQE fetches (two for a wrapped range)
-	CtrFetchBytes      = "wqe_fetch_bytes"        // bytes requested by WQE fetches
-	CtrFetchDMAError   = "wqe_fetch_dma_error"    // a WQE fetch read outside host memory (bytes zeroed)
-	CtrFetchOutOfOrder = "wqe_fetch_out_of_order" // a fetch completed before an earlier one and waited for it
-	CtrFetchStale      = "wqe_fetch_stale"        // a fetch dropped because its queue was reset or closed
+	CtrFetchReads      = trace.NewCounter("wqe_fetch_reads")        // DMA reads issued for WQE fetches (two for a wrapped range)
+	CtrFetchBytes      = trace.NewCounter("wqe_fetch_bytes")        // bytes requested by WQE fetches
+	CtrFetchDMAError   = trace.NewCounter("wqe_fetch_dma_error")    // a WQE fetch read outside host memory (bytes zeroed)
+	CtrFetchOutOfOrder = trace.NewCounter("wqe_fetch_out_of_order") // a fetch completed before an earlier one and waited for it
+	CtrFetchStale      = trace.NewCounter("wqe_fetch_stale")        // a fetch dropped because its queue was reset or closed
 
-	CtrBF         = "wqe_bf"            // WQE taken from a BlueFlame write, no fetch
-	CtrBFFallback = "bf_fallback_fetch" // BlueFlame write not usable: the caller falls back to a doorbell
+	CtrBF         = trace.NewCounter("wqe_bf")            // WQE taken from a BlueFlame write, no fetch
+	CtrBFFallback = trace.NewCounter("bf_fallback_fetch") // BlueFlame write not usable: the caller falls back to a doorbell
 
-	CtrWQEInvalid = "wqe_invalid" // WQE failed validation (StateInvalid)
+	CtrWQEInvalid = trace.NewCounter("wqe_invalid") // WQE failed validation (StateInvalid)
 )
 
 // StageFetch is the trace stage of one doorbell fetch (request to last
@@ -220,8 +220,17 @@ type Queue struct {
 // NewQueue returns the fetch state for a send queue of size WQEBBs at base.
 // size must be a power of two.
 func NewQueue(qpn uint32, base uint64, size int, node int) *Queue {
-	return &Queue{QPN: qpn, Base: base, Size: size, Node: node,
-		stage: make([]byte, size*mlx5.WQEBBSize), ranges: make([]fetchRange, size)}
+	return &Queue{QPN: qpn, Base: base, Size: size, Node: node}
+}
+
+// alloc makes the staging copy and the in-flight ring the first time the
+// queue takes WQEs (a doorbell fetch or a BlueFlame write): a QP that is
+// created and never posted to costs no ring-sized Go heap.
+func (q *Queue) alloc() {
+	if q.stage == nil {
+		q.stage = make([]byte, q.Size*mlx5.WQEBBSize)
+		q.ranges = make([]fetchRange, q.Size)
+	}
 }
 
 // Next is the counter of the next WQEBB the device expects.
@@ -370,12 +379,12 @@ func (e *Engine) Doorbell(t sim.Time, q *Queue, ctrl [8]byte) error {
 	ds := int(ctrl[7] & 0x3f)
 	if q.closed {
 		e.ctr.Inc(CtrDBClosed)
-		e.rec.Warnf(e.node, t, component, CtrDBClosed, "doorbell for wqe_index %d on the closed queue of QP %#x", idx, q.QPN)
+		e.rec.Warnf(e.node, t, component, CtrDBClosed.String(), "doorbell for wqe_index %d on the closed queue of QP %#x", idx, q.QPN)
 		return ErrQueueClosed
 	}
 	if c.QPN() != q.QPN {
 		e.ctr.Inc(CtrDBBadQPN)
-		e.rec.Warnf(e.node, t, component, CtrDBBadQPN, "doorbell QPN %#x on queue of QP %#x", c.QPN(), q.QPN)
+		e.rec.Warnf(e.node, t, component, CtrDBBadQPN.String(), "doorbell QPN %#x on queue of QP %#x", c.QPN(), q.QPN)
 		return ErrBadQPN
 	}
 	bbs := mlx5.WQEBBs(ds)
@@ -388,12 +397,12 @@ func (e *Engine) Doorbell(t sim.Time, q *Queue, ctrl [8]byte) error {
 	ahead := q.issued.Dist(end)
 	if ahead == 0 {
 		e.ctr.Inc(CtrDBNoNewWQE)
-		e.rec.Warnf(e.node, t, component, CtrDBNoNewWQE, "QP %#x doorbell for wqe_index %d announces nothing new", q.QPN, idx)
+		e.rec.Warnf(e.node, t, component, CtrDBNoNewWQE.String(), "QP %#x doorbell for wqe_index %d announces nothing new", q.QPN, idx)
 		return nil
 	}
 	if ahead > q.Size || q.next.Dist(end) > q.Size {
 		e.ctr.Inc(CtrDBBadCounter)
-		e.rec.Warnf(e.node, t, component, CtrDBBadCounter, "QP %#x doorbell wqe_index %d (+%d BBs) laps the %d-BB ring (device at %d)", q.QPN, idx, bbs, q.Size, q.next)
+		e.rec.Warnf(e.node, t, component, CtrDBBadCounter.String(), "QP %#x doorbell wqe_index %d (+%d BBs) laps the %d-BB ring (device at %d)", q.QPN, idx, bbs, q.Size, q.next)
 		return ErrBadDoorbell
 	}
 	e.fetch(t, q, end)
@@ -409,6 +418,7 @@ func (e *Engine) Doorbell(t sim.Time, q *Queue, ctrl [8]byte) error {
 // fetch never overwrites staged bytes not yet parsed.
 func (e *Engine) fetch(t sim.Time, q *Queue, end mlx5.WQECounter) {
 	q.owner = e
+	q.alloc()
 	from := q.issued
 	n := from.Dist(end)
 	mask := q.Size - 1
@@ -435,7 +445,7 @@ func (e *Engine) fetch(t sim.Time, q *Queue, end mlx5.WQECounter) {
 			// Mark the bytes invalid (zero) so validation fails them.
 			clear(dst)
 			e.ctr.Inc(CtrFetchDMAError)
-			e.rec.Warnf(e.node, t, component, CtrFetchDMAError, "QP %#x SQ read [%#x,+%d): %v", q.QPN, q.Base+uint64(off), len(dst), err)
+			e.rec.Warnf(e.node, t, component, CtrFetchDMAError.String(), "QP %#x SQ read [%#x,+%d): %v", q.QPN, q.Base+uint64(off), len(dst), err)
 		}
 		if d > done {
 			done = d
@@ -490,6 +500,7 @@ func (e *Engine) BlueFlame(t sim.Time, q *Queue, wqe []byte) bool {
 		return false
 	}
 	q.owner = e
+	q.alloc()
 	// Copy the BF bytes into the staging ring exactly where the host wrote
 	// its copy, so both paths parse the same way.
 	mask := q.Size - 1

@@ -113,8 +113,8 @@ func TestDoorbellFetchAndDecode(t *testing.T) {
 	require.Equal(t, uint64(33), w.Length)
 	require.Equal(t, uint16(2), v.q.Next())
 	// One DMA read for both WQEs, timed like a 128-byte read.
-	require.Equal(t, uint64(1), v.ctr.Get(CtrFetchReads))
-	require.Equal(t, uint64(128), v.ctr.Get(CtrFetchBytes))
+	require.Equal(t, uint64(1), v.ctr.Value(CtrFetchReads))
+	require.Equal(t, uint64(128), v.ctr.Value(CtrFetchBytes))
 	require.Greater(t, v.s.got[0].t, sim.Time(500*sim.Nanosecond))
 }
 
@@ -135,7 +135,7 @@ func TestFetchWrapsTheRing(t *testing.T) {
 	require.Equal(t, StateValid, w.State, "%v", w.Err)
 	require.True(t, w.IsInline)
 	require.Equal(t, payload, w.Inline)
-	require.Equal(t, uint64(2), v.ctr.Get(CtrFetchReads), "a wrapped range takes two reads")
+	require.Equal(t, uint64(2), v.ctr.Value(CtrFetchReads), "a wrapped range takes two reads")
 	require.Equal(t, uint16(5), v.q.Next())
 }
 
@@ -148,7 +148,7 @@ func TestBlueFlame(t *testing.T) {
 	require.Len(t, v.s.got, 1, "taken at once, no fetch")
 	require.Equal(t, FromBlueFlame, v.s.got[0].w.Source)
 	require.Equal(t, sim.Time(100), v.s.got[0].t)
-	require.Zero(t, v.ctr.Get(CtrFetchReads))
+	require.Zero(t, v.ctr.Value(CtrFetchReads))
 
 	// Out of order (index 5 while the device expects 1): fall back.
 	db5 := v.put(5, mlx5.OpRDMAWrite, 3, writeWQE)
@@ -172,11 +172,11 @@ func TestDoorbellChecks(t *testing.T) {
 	lap := db
 	binary.BigEndian.PutUint16(lap[1:3], 20) // far past the ring
 	require.ErrorIs(t, v.e.Doorbell(0, v.q, lap), ErrBadDoorbell)
-	require.Equal(t, uint64(1), v.ctr.Get(CtrDBBadCounter))
+	require.Equal(t, uint64(1), v.ctr.Value(CtrDBBadCounter))
 	require.NoError(t, v.e.Doorbell(0, v.q, db))
 	v.eng.Run(0)
 	require.NoError(t, v.e.Doorbell(0, v.q, db), "a repeated doorbell announces nothing new")
-	require.Equal(t, uint64(1), v.ctr.Get(CtrDBNoNewWQE))
+	require.Equal(t, uint64(1), v.ctr.Value(CtrDBNoNewWQE))
 	require.Len(t, v.rec.Warnings(), 3)
 }
 
@@ -210,7 +210,7 @@ func TestValidation(t *testing.T) {
 			require.Len(t, v.s.got, 1)
 			require.Equal(t, StateInvalid, v.s.got[0].w.State)
 			require.True(t, errors.Is(v.s.got[0].err, c.want), "got %v", v.s.got[0].err)
-			require.Equal(t, uint64(1), v.ctr.Get(CtrWQEInvalid))
+			require.Equal(t, uint64(1), v.ctr.Value(CtrWQEInvalid))
 		})
 	}
 	t.Run("DS 0 still makes progress", func(t *testing.T) {

@@ -89,14 +89,7 @@ func perfWire(o perfOpts, stdout, stderr io.Writer) error {
 
 // drain pumps the network for d, or less once at least 50 ms have
 // passed and nothing is scheduled.
-func (s *perfWireSide) drain(d time.Duration) {
-	start := time.Now()
-	for time.Since(start) < d {
-		if !s.rt.pump(idleWait, 64) && time.Since(start) > 50*time.Millisecond && s.rt.eng.Pending() == 0 {
-			return
-		}
-	}
-}
+func (s *perfWireSide) drain(d time.Duration) { s.rt.linger(d) }
 
 // readFull reads exactly n bytes with a deadline.
 func readFull(c net.Conn, n int, timeout time.Duration) ([]byte, error) {

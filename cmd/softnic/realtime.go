@@ -297,8 +297,16 @@ func newRealNet(o netOpts, memNeed int, tr wire.RealTransport, stderr io.Writer)
 	return r, nil
 }
 
-// Close releases the transport, the capture and host memory.
+// Close releases the transport, the capture and host memory. A NIC does
+// not vanish when its program is done: first the device keeps running
+// for a moment (at most closeLinger), so that the ACK of the peer's last
+// message still leaves, a retransmission is still answered, and work in
+// flight finishes (a ConnectX ACKs in hardware; without this the peer of a
+// finished rc_pingpong saw retry-exceeded).
 func (r *realNet) Close() {
+	if r.ctx != nil && r.tr != nil && r.rx != nil {
+		r.linger(closeLinger)
+	}
 	if r.ctx != nil {
 		_ = r.ctx.Close()
 		r.ctx = nil
@@ -319,6 +327,21 @@ func (r *realNet) Close() {
 	if r.mem != nil {
 		_ = r.mem.Close()
 		r.mem = nil
+	}
+}
+
+// closeLinger bounds how long Close keeps the device running.
+const closeLinger = 300 * time.Millisecond
+
+// linger drives the network until the device has nothing left to do, but
+// at least 30 ms (a peer's last frames may still be on their way) and at
+// most max.
+func (r *realNet) linger(max time.Duration) {
+	start := time.Now()
+	for time.Since(start) < max {
+		if !r.pump(idleWait, 64) && r.eng.Pending() == 0 && time.Since(start) > 30*time.Millisecond {
+			return
+		}
 	}
 }
 

@@ -152,7 +152,7 @@ func TestAwaitAnswersARP(t *testing.T) {
 	sent := tr.Sent()
 	require.Len(t, sent, 1)
 	require.Equal(t, peerMAC[:], sent[0][0:6], "reply to the asker")
-	require.Equal(t, uint64(1), r.port.Counters().Get(ethport.CtrARPRepliesSent))
+	require.Equal(t, uint64(1), r.port.Counters().Value(ethport.CtrARPRepliesSent))
 
 	_, err = await(r, make(chan int), 5*time.Millisecond, "nothing")
 	require.ErrorIs(t, err, errTimeout)

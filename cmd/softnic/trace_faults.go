@@ -24,13 +24,13 @@ import (
 var consequenceNames = map[string]string{
 	"bf_torn": "BlueFlame WQE torn: doorbell fallback", "bf_out_of_order": "BlueFlame lines out of order: doorbell fallback",
 	"bf_fallback_fetch": "BlueFlame not usable: WQE fetched from memory", "db_no_new_wqe": "doorbell ignored (announces nothing new)",
-	"db_bad_counter": "doorbell counter laps the ring: refused", device.CtrWQEFetchPCIeError: "WQE fetch failed on PCIe",
-	device.CtrWQEMalformed: "WQE failed validation", device.CtrPayloadDMAError: "payload DMA failed", device.CtrQPToError: "QP to ERR",
-	device.CtrCQOverrun: "CQ overrun", device.CtrCQErrorAccess: "CQ error (access)", device.CtrDeviceFatal: "device fatal",
-	device.CtrDeviceFatalSeen: "driver saw the fatal error", device.CtrLinkDown: "link down", device.CtrLinkUp: "link up",
-	device.CtrLocalACKTimeoutErr: "ACK timeout, retry", device.CtrReqTransportRetriesExceeded: "retries exceeded",
-	device.CtrAsyncEQOverrun: "async EQ overrun", device.CtrCompEQOverrun: "completion EQ overrun", "wc_late_drain": "WC line drained late",
-	"rx_write_dma": "responder write DMA failed: NAK", device.CtrCQEWriteError: "CQE write failed",
+	"db_bad_counter": "doorbell counter laps the ring: refused", device.CtrWQEFetchPCIeError.String(): "WQE fetch failed on PCIe",
+	device.CtrWQEMalformed.String(): "WQE failed validation", device.CtrPayloadDMAError.String(): "payload DMA failed", device.CtrQPToError.String(): "QP to ERR",
+	device.CtrCQOverrun.String(): "CQ overrun", device.CtrCQErrorAccess.String(): "CQ error (access)", device.CtrDeviceFatal.String(): "device fatal",
+	device.CtrDeviceFatalSeen.String(): "driver saw the fatal error", device.CtrLinkDown.String(): "link down", device.CtrLinkUp.String(): "link up",
+	device.CtrLocalACKTimeoutErr.String(): "ACK timeout, retry", device.CtrReqTransportRetriesExceeded.String(): "retries exceeded",
+	device.CtrAsyncEQOverrun.String(): "async EQ overrun", device.CtrCompEQOverrun.String(): "completion EQ overrun", "wc_late_drain": "WC line drained late",
+	"rx_write_dma": "responder write DMA failed: NAK", device.CtrCQEWriteError.String(): "CQE write failed",
 }
 
 // faultSection prints the faults and their consequences since t0.

@@ -385,7 +385,7 @@ func TestTraceChromeFlows(t *testing.T) {
 		{[]string{"--no-bf"}, 1, []string{"wqe_build", "doorbell_mmio", "doorbell_decode", "wqe_fetch", "wqe_parse", "payload_dma", "packetize", "wire", "responder", "ack", "wire", "ack_rx", "cqe_write", "poll"}, nil},
 		{[]string{"--batch", "4"}, 4, []string{"wqe_build", "dbr_update", "doorbell_mmio", "wc_flush", "pcie_tlp", "doorbell_decode", "wqe_fetch", "wqe_parse", "payload_dma", "packetize", "wire", "responder", "ack", "wire", "ack_rx", "cqe_write", "poll"},
 			[]string{"dbr_update", "doorbell_mmio", "wc_flush", "pcie_tlp", "doorbell_decode", "wqe_fetch"}},
-		{[]string{"--op", "read", "--size", "3000"}, 1, []string{"wqe_build", "wqe_parse", "packetize", "wire", "responder", "payload_dma", "packetize", "wire", "packetize", "packetize", "wire", "read_scatter", "wire", "read_scatter", "read_scatter", "cqe_write", "poll"}, nil},
+		{[]string{"--op", "read", "--size", "3000"}, 1, []string{"wqe_build", "wqe_parse", "packetize", "wire", "responder", "payload_dma", "packetize", "tx_pipeline", "packetize", "packetize", "wire", "wire", "rx_pipeline", "wire", "read_scatter", "read_scatter", "read_scatter", "cqe_write", "poll"}, nil},
 		{[]string{"--op", "send", "--size", "3000"}, 1, []string{"wqe_build", "wqe_parse", "packetize", "wire", "responder", "rq_wqe_hit", "responder", "responder", "cqe_write", "ack", "wire", "ack_rx", "cqe_write", "poll", "poll"}, nil},
 		// A lost WRITE MIDDLE packet: the NAK, the retransmitted packets
 		// and their wire and responder stages join the WQE's flow.
@@ -527,8 +527,8 @@ func TestTracePathAndClosingLine(t *testing.T) {
 		args         []string
 		header, last string
 	}{
-		{nil, "blueflame path,", "BlueFlame: no WQE fetch (-528.740 ns against the doorbell path, 1672.836 ns)"},
-		{[]string{"--no-bf"}, "doorbell path (--no-bf),", "doorbell: WQE fetched by DMA (+528.740 ns against the BlueFlame path, 1144.096 ns)"},
+		{nil, "blueflame path,", "BlueFlame: no WQE fetch (-528.740 ns against the doorbell path, 2672.836 ns)"},
+		{[]string{"--no-bf"}, "doorbell path (--no-bf),", "doorbell: WQE fetched by DMA (+528.740 ns against the BlueFlame path, 2144.096 ns)"},
 		{[]string{"--op", "send", "--size", "0"}, "doorbell path (a ctrl-only WQE goes by the doorbell),", "doorbell: BlueFlame does not apply here"},
 		{[]string{"--inline", "--size", "400"}, "doorbell path (WQE of 448 B larger than the 256-B BlueFlame buffer),", "doorbell: BlueFlame does not apply here"},
 		{[]string{"--batch", "4"}, "doorbell path (a post list of 4 WQEs rings one doorbell),", "doorbell: BlueFlame does not apply here"},

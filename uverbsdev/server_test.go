@@ -1,0 +1,489 @@
+package uverbsdev
+
+import (
+	"encoding/binary"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/uverbs"
+)
+
+// TestRoundTrip: every command the server serves, its response decoded
+// and checked against the device's own answer.
+func TestRoundTrip(t *testing.T) {
+	r := newRig(t, 4<<20)
+	s := r.s
+	uc, page := r.open(s)
+	dctx, _ := r.dev.GetContext()
+	dattr, _ := r.dev.QueryDevice()
+	require.Equal(t, uint32(dctx.BFRegSize), uc.BFRegSize)
+	require.Equal(t, uint32(dctx.TotBFRegs), uc.TotBFRegs)
+	require.Equal(t, uint32(dctx.TotBFRegs), uc.NumDynBFRegs)
+	require.Equal(t, uint8(1), uc.CQEVersion)
+	require.Equal(t, uint16(dattr.MaxSQDescSz), uc.MaxSQDescSz)
+	require.Equal(t, dctx.UARIndex, page, "the first dynamic UAR is the context's first page")
+
+	b := r.must(s, uverbs.CmdQueryDevice, &uverbs.QueryDevice{Response: 1}, nil, uverbs.QueryDeviceRespSize)
+	qd := decode[uverbs.QueryDeviceResp](t, b)
+	require.Equal(t, NodeGUID(rigMAC), qd.NodeGUID)
+	require.Equal(t, uint32(dattr.MaxQP), qd.MaxQP)
+	require.Equal(t, uint32(dattr.MaxCQE), qd.MaxCQE)
+	require.Equal(t, dattr.MaxMRSize, qd.MaxMRSize)
+	require.Equal(t, dattr.VendorPartID, qd.VendorPartID)
+	require.Equal(t, uint8(1), qd.PhysPortCnt)
+
+	b = r.must(s, uverbs.CmdQueryPort, &uverbs.QueryPort{Response: 1, PortNum: 1}, nil, uverbs.QueryPortRespSize)
+	qp := decode[uverbs.QueryPortResp](t, b)
+	require.Equal(t, uverbs.PortActive, qp.State)
+	require.Equal(t, uint32(1), qp.GIDTblLen)
+	require.Equal(t, uverbs.MTU(dattr.ActiveMTU), qp.ActiveMTU)
+	require.Equal(t, uint8(linkLayerEthernet), qp.LinkLayer)
+
+	// GID entry 0 by ioctl.
+	const gh = uverbs.IoctlHdrSize + 4*uverbs.AttrSize
+	io, err := uverbs.NewIoctl(r.req[:], uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5)
+	require.NoError(t, err)
+	for _, a := range []uverbs.AttrFields{uverbs.AttrU32In(AttrQueryGIDEntryPort, 1), uverbs.AttrU32In(AttrQueryGIDEntryGIDIndex, 0),
+		uverbs.AttrU32In(AttrQueryGIDEntryFlags, 0), uverbs.AttrPtrOut(AttrQueryGIDEntryRespEntry, gh, GIDEntrySize)} {
+		require.NoError(t, io.Add(a))
+	}
+	n, err := s.Handle(io.Bytes(), r.out[:gh+GIDEntrySize])
+	require.NoError(t, err)
+	require.Equal(t, gh+GIDEntrySize, n)
+	require.Equal(t, rigIP.As16(), [16]byte(r.out[gh:gh+16]))
+	require.Equal(t, uint32(GIDTypeRoCEv2), binary.NativeEndian.Uint32(r.out[gh+24:]))
+
+	pd, pdn := r.allocPD(s)
+	require.NotZero(t, pdn)
+	mr, lkey := r.regMR(s, pd)
+
+	// A completion channel and a CQ reporting to it.
+	b = r.must(s, uverbs.CmdCreateCompChannel, &uverbs.CreateCompChannel{Response: 1}, nil, uverbs.CreateCompChannelRespSize)
+	ch := decode[uverbs.CreateCompChannelResp](t, b).FD
+	cqCh, _, err := r.createCQ(s, page, int32(ch))
+	require.NoError(t, err)
+	cq, cqn, err := r.createCQ(s, page, uverbs.NoCompChannel)
+	require.NoError(t, err)
+
+	srq, srqn := r.createSRQ(s, pd)
+	require.NoError(t, r.modifyErr(uverbs.ModifySRQ{SRQHandle: srq, AttrMask: uverbs.SRQAttrLimit, SRQLimit: 8}))
+	b = r.must(s, uverbs.CmdQuerySRQ, &uverbs.QuerySRQ{Response: 1, SRQHandle: srq}, nil, uverbs.QuerySRQRespSize)
+	qs := decode[uverbs.QuerySRQResp](t, b)
+	require.Equal(t, uverbs.QuerySRQResp{MaxWR: 63, MaxSGE: 1, SRQLimit: 8}, qs)
+
+	qpH, qpn, bfreg, err := r.createQP(s, pd, cq, 0)
+	require.NoError(t, err)
+	qp2, qpn2, _, err := r.createQP(s, pd, cqCh, srq)
+	require.NoError(t, err)
+	require.NotEqual(t, qpn, qpn2)
+	require.Less(t, int(bfreg), dctx.TotBFRegs)
+	r.connect(s, qpH)
+	require.Equal(t, mlx5.QPStateRTS, r.state(qpn))
+	b = r.must(s, uverbs.CmdQueryQP, &uverbs.QueryQP{Response: 1, QPHandle: qpH, AttrMask: uverbs.QPAttrState}, nil, uverbs.QueryQPRespSize)
+	qq := decode[uverbs.QueryQPResp](t, b)
+	require.Equal(t, uverbs.QPStateRTS, qq.QPState)
+	require.Equal(t, uint32(0x123), qq.DestQPNum)
+	require.Equal(t, uint32(0x1000), qq.SQPSN)
+	require.Equal(t, uverbs.MTU1024, qq.PathMTU)
+
+	// Extended MODIFY_QP: RTS → ERR.
+	x := uverbs.ExModifyQP{Base: uverbs.ModifyQP{QPHandle: qpH, AttrMask: uverbs.QPAttrState, QPState: uverbs.QPStateErr}}
+	k, err := uverbs.PutExWriteHdr(r.req[:], uverbs.ExCmdModifyQP, uverbs.ExModifyQPSize, 0, uverbs.ExModifyQPRespSize, 0, 1)
+	require.NoError(t, err)
+	_, _ = x.Encode(r.req[uverbs.CmdHdrSize+uverbs.ExCmdHdrSize:])
+	n, err = s.Handle(r.req[:k], r.out[:uverbs.ExModifyQPRespSize])
+	require.NoError(t, err)
+	require.Equal(t, uverbs.ExModifyQPRespSize, n)
+	require.Equal(t, mlx5.QPStateERR, r.state(qpn))
+
+	// Extended QUERY_DEVICE, CREATE_CQ and CREATE_QP.
+	b, err = r.ex(s, uverbs.ExCmdQueryDevice, &uverbs.ExQueryDevice{}, nil, uverbs.ExQueryDeviceRespSize, 0)
+	require.NoError(t, err)
+	xq := decode[uverbs.ExQueryDeviceResp](t, b)
+	require.Equal(t, qd, xq.Base)
+	require.Equal(t, uint32(uverbs.ExQueryDeviceRespSize), xq.ResponseLength)
+	cb, cd := r.alloc(64*64), r.alloc(64)
+	b, err = r.ex(s, uverbs.ExCmdCreateCQ, &uverbs.ExCreateCQ{CQE: 31, CompChannel: -1}, &uverbs.MLX5CreateCQ{BufAddr: cb, DBAddr: cd, CQESize: 64},
+		uverbs.ExCreateCQRespSize, uverbs.MLX5CreateCQRespSize)
+	require.NoError(t, err)
+	xc := decode[uverbs.ExCreateCQResp](t, b)
+	require.Equal(t, uint32(31), xc.Base.CQE)
+	xcqn := decode[uverbs.MLX5CreateCQResp](t, b[uverbs.ExCreateCQRespSize:]).CQN
+	require.NotZero(t, xcqn)
+	c0, d0 := r.qpReq(pd, xc.Base.CQHandle, 0)
+	b, err = r.ex(s, uverbs.ExCmdCreateQP, &uverbs.ExCreateQP{PDHandle: pd, SendCQHandle: xc.Base.CQHandle, RecvCQHandle: xc.Base.CQHandle,
+		MaxSendWR: c0.MaxSendWR, MaxRecvWR: c0.MaxRecvWR, QPType: uverbs.QPTypeUC}, &d0, uverbs.ExCreateQPRespSize, uverbs.MLX5CreateQPRespSize)
+	require.NoError(t, err)
+	xp := decode[uverbs.ExCreateQPResp](t, b)
+	require.NotZero(t, xp.Base.QPN)
+	r.must(s, uverbs.CmdDestroyQP, &uverbs.DestroyQP{Response: 1, QPHandle: xp.Base.QPHandle}, nil, uverbs.DestroyQPRespSize)
+	r.must(s, uverbs.CmdDestroyCQ, &uverbs.DestroyCQ{Response: 1, CQHandle: xc.Base.CQHandle}, nil, uverbs.DestroyCQRespSize)
+
+	// An address handle: the kernel resolves the destination MAC.
+	b = r.must(s, uverbs.CmdCreateAH, &uverbs.CreateAH{Response: 1, PDHandle: pd,
+		Attr: uverbs.AHAttr{Grh: uverbs.GlobalRoute{DGID: peerIP.As16(), SGIDIndex: 1, HopLimit: 64}, IsGlobal: 1, PortNum: 1}},
+		nil, uverbs.CreateAHRespSize+uverbs.MLX5CreateAHRespSize)
+	ah := decode[uverbs.CreateAHResp](t, b).AHHandle
+	require.Equal(t, peerMAC, decode[uverbs.MLX5CreateAHResp](t, b[4:]).DMAC)
+
+	require.Equal(t, map[string]int{"PD": 1, "MR": 1, "CQ": 2, "QP": 2, "SRQ": 1, "AH": 1, "completion channel": 1, "UAR": 1}, s.Objects())
+
+	// Tear down through both framings.
+	r.must(s, uverbs.CmdDestroyAH, &uverbs.DestroyAH{AHHandle: ah}, nil, 0)
+	r.must(s, uverbs.CmdDestroyQP, &uverbs.DestroyQP{Response: 1, QPHandle: qpH}, nil, uverbs.DestroyQPRespSize)
+	io, err = uverbs.Destroy(r.req[:], uverbs.ObjectQP, qp2, uverbs.IoctlHdrSize+2*uverbs.AttrSize, uverbs.DriverMLX5)
+	require.NoError(t, err)
+	_, err = s.Handle(io.Bytes(), r.out[:uverbs.IoctlHdrSize+2*uverbs.AttrSize+uverbs.DestroyQPRespSize])
+	require.NoError(t, err)
+	_, err = r.dev.QueryQP(qpn2)
+	require.Error(t, err, "QP destroyed on the device")
+	r.must(s, uverbs.CmdDestroySRQ, &uverbs.DestroySRQ{Response: 1, SRQHandle: srq}, nil, uverbs.DestroySRQRespSize)
+	_, err = r.dev.QuerySRQ(srqn)
+	require.Error(t, err)
+	r.must(s, uverbs.CmdDestroyCQ, &uverbs.DestroyCQ{Response: 1, CQHandle: cq}, nil, uverbs.DestroyCQRespSize)
+	require.Error(t, r.dev.DestroyCQ(cqn), "CQ destroyed on the device")
+	r.must(s, uverbs.CmdDestroyCQ, &uverbs.DestroyCQ{Response: 1, CQHandle: cqCh}, nil, uverbs.DestroyCQRespSize)
+	r.must(s, uverbs.CmdDeregMR, &uverbs.DeregMR{MRHandle: mr}, nil, 0)
+	require.Error(t, r.dev.DeregMR(lkey))
+	io, err = uverbs.Destroy(r.req[:], uverbs.ObjectPD, pd, 0, uverbs.DriverMLX5)
+	require.NoError(t, err)
+	_, err = s.Handle(io.Bytes(), r.out[:])
+	require.NoError(t, err)
+	require.Error(t, r.dev.DeallocPD(pdn))
+	require.Equal(t, map[string]int{"completion channel": 1, "UAR": 1}, s.Objects())
+	require.NoError(t, s.Close())
+	require.Empty(t, s.Objects())
+	require.Equal(t, uint64(0), s.Counters()["refused"])
+}
+
+func (r *rig) modifyErr(m uverbs.ModifySRQ) error {
+	_, err := r.do(r.s, uverbs.CmdModifySRQ, &m, nil, 0)
+	return err
+}
+
+// TestBFRegLayout: the provider computes a QP's doorbell register from the
+// bfreg_index CREATE_QP returns (two bfregs per UAR page from the
+// context's first UAR, at 0x800 + n*bf_reg_size); that must be where the
+// device put it.
+func TestBFRegLayout(t *testing.T) {
+	r := newRig(t, 4<<20)
+	uctx, _ := r.dev.GetContext()
+	o := r.build(r.s)
+	for i := 0; i < 2*uctx.TotBFRegs+3; i++ {
+		c, d := r.qpReq(o.pd, o.cq, 0)
+		typ, _ := c.QPType.MLX5()
+		resp, err := r.dev.CreateQP(mlx5.CreateQPCmd{Type: typ, PDN: o.pdn, SendCQN: o.cqn, RecvCQN: o.cqn, BufAddr: d.BufAddr, DBAddr: d.DBAddr,
+			SQWQECnt: 64, RQWQECnt: 64, RQWQEShift: 6, BFRegIndex: -1})
+		require.NoError(t, err)
+		n := uint32(resp.BFRegIndex)
+		want := uint64(uctx.UARIndex+n/2)*mlx5.UARPageSize + mlx5.UARBFRegOffset + uint64(n%2)*uint64(uctx.BFRegSize)
+		require.Equal(t, want, resp.BFRegOffset, "qp %d bfreg %d", i, n)
+		require.NoError(t, r.dev.DestroyQP(resp.QPN))
+	}
+}
+
+// TestRefusals: bad input of every kind gets the errno the kernel gives,
+// is counted, and leaves the server serving.
+func TestRefusals(t *testing.T) {
+	r := newRig(t, 4<<20)
+	s := r.s
+	other := r.d.NewServer()
+
+	// Before GET_CONTEXT.
+	_, err := r.do(s, uverbs.CmdAllocPD, &uverbs.AllocPD{Response: 1}, nil, 8)
+	require.Equal(t, syscall.EINVAL, errno(t, err))
+	_, err = r.do(s, uverbs.CmdGetContext, &uverbs.GetContext{Response: 1},
+		&uverbs.MLX5AllocUcontextReqV2{Flags: uverbs.MLX5AllocUctxDevX}, uverbs.GetContextRespSize+uverbs.MLX5AllocUcontextRespSize)
+	require.Equal(t, syscall.EPERM, errno(t, err), "DEVX")
+	_, err = r.do(s, uverbs.CmdGetContext, &uverbs.GetContext{Response: 1},
+		&uverbs.MLX5AllocUcontextReqV2{CompMask: 1}, uverbs.GetContextRespSize+uverbs.MLX5AllocUcontextRespSize)
+	require.Equal(t, syscall.EOPNOTSUPP, errno(t, err))
+	_, err = r.do(s, uverbs.CmdGetContext, &uverbs.GetContext{Response: 1},
+		&uverbs.MLX5AllocUcontextReqV2{TotalNumBFRegs: 1 << 20}, uverbs.GetContextRespSize+uverbs.MLX5AllocUcontextRespSize)
+	require.Equal(t, syscall.ENOMEM, errno(t, err))
+	_, err = r.do(s, uverbs.CmdGetContext, &uverbs.GetContext{Response: 1}, nil, uverbs.GetContextRespSize)
+	require.Equal(t, syscall.EINVAL, errno(t, err), "no driver data")
+
+	o := r.build(s)
+	oo := r.build(other)
+	_, err = r.do(s, uverbs.CmdGetContext, &uverbs.GetContext{Response: 1}, &uverbs.MLX5AllocUcontextReqV2{}, uverbs.GetContextRespSize+uverbs.MLX5AllocUcontextRespSize)
+	require.Equal(t, syscall.EINVAL, errno(t, err), "second context")
+
+	raw := func(b []byte, out int) error {
+		_, err := s.Handle(b, r.out[:out])
+		return err
+	}
+	hdr := func(cmd uint32, inWords, outWords uint16, body int) []byte {
+		b := make([]byte, body)
+		binary.NativeEndian.PutUint32(b, cmd)
+		binary.NativeEndian.PutUint16(b[4:], inWords)
+		binary.NativeEndian.PutUint16(b[6:], outWords)
+		return b
+	}
+	cq := func(c uverbs.CreateCQ, d uverbs.MLX5CreateCQ) error {
+		c.Response = 1
+		if d.BufAddr == 0 {
+			d.BufAddr, d.DBAddr = r.alloc(64*64), r.alloc(64)
+		}
+		_, err := r.do(s, uverbs.CmdCreateCQ, &c, &d, 16)
+		return err
+	}
+	qp := func(f func(*uverbs.CreateQP, *uverbs.MLX5CreateQP)) error {
+		c, d := r.qpReq(o.pd, o.cq, 0)
+		f(&c, &d)
+		_, err := r.do(s, uverbs.CmdCreateQP, &c, &d, uverbs.CreateQPRespSize+uverbs.MLX5CreateQPRespSize)
+		return err
+	}
+	mrAt := func(start, n uint64, acc uverbs.Access) error {
+		_, err := r.do(s, uverbs.CmdRegMR, &uverbs.RegMR{Response: 1, Start: start, Length: n, HCAVA: start, PDHandle: o.pd, AccessFlags: acc}, nil, 12)
+		return err
+	}
+	base := r.alloc(4096)
+	refused := s.Counters()["refused"]
+	cases := []struct {
+		name string
+		err  error
+		want syscall.Errno
+	}{
+		{"short header", raw([]byte{1, 2, 3}, 0), syscall.ENOSPC},
+		{"in_words disagree with the length", raw(hdr(3, 5, 2, 16), 8), syscall.EINVAL},
+		{"reserved command bits", raw(hdr(3|1<<16, 4, 2, 16), 8), syscall.EINVAL},
+		{"core request truncated", raw(hdr(uint32(uverbs.CmdCreateCQ), 4, 4, 16), 16), syscall.ENOSPC},
+		{"out_words below the core response", raw(hdr(uint32(uverbs.CmdAllocPD), 4, 0, 16), 0), syscall.ENOSPC},
+		{"response buffer shorter than out_words", raw(hdr(uint32(uverbs.CmdAllocPD), 4, 2, 16), 4), syscall.EFAULT},
+		{"unknown command", raw(hdr(99, 2, 0, 8), 0), syscall.EOPNOTSUPP},
+		{"POST_SEND (mlx5 posts in user space)", raw(hdr(uint32(uverbs.CmdPostSend), 8, 1, 32), 4), syscall.EOPNOTSUPP},
+		{"extended command not served", raw(append(hdr(99|uverbs.CmdFlagExtended, 1, 0, 8), make([]byte, 24)...), 0), syscall.EOPNOTSUPP},
+		{"EX_QUERY_DEVICE without room for the response", raw(append(hdr(uint32(uverbs.ExCmdQueryDevice)|uverbs.CmdFlagExtended, 1, 0, 8), make([]byte, 24)...), 0), syscall.ENOSPC},
+		{"EX_CREATE_QP with create flags", func() error {
+			c, d := r.qpReq(o.pd, o.cq, 0)
+			x := uverbs.ExCreateQP{PDHandle: c.PDHandle, SendCQHandle: c.SendCQHandle, RecvCQHandle: c.RecvCQHandle, QPType: c.QPType, CreateFlags: 2}
+			_, err := r.ex(s, uverbs.ExCmdCreateQP, &x, &d, uverbs.ExCreateQPRespSize, uverbs.MLX5CreateQPRespSize)
+			return err
+		}(), syscall.EOPNOTSUPP},
+
+		{"unknown PD handle", func() error {
+			_, err := r.do(s, uverbs.CmdDeallocPD, &uverbs.DeallocPD{PDHandle: 9999}, nil, 0)
+			return err
+		}(), syscall.ENOENT},
+		{"another client's PD", func() error {
+			_, err := r.do(s, uverbs.CmdDeallocPD, &uverbs.DeallocPD{PDHandle: oo.pd}, nil, 0)
+			return err
+		}(), syscall.EBADF},
+		{"another client's QP", r.modify(s, uverbs.ModifyQP{QPHandle: oo.qp, AttrMask: uverbs.QPAttrState, QPState: uverbs.QPStateErr}), syscall.EBADF},
+		{"a CQ handle as a PD", func() error {
+			_, err := r.do(s, uverbs.CmdDeallocPD, &uverbs.DeallocPD{PDHandle: o.cq}, nil, 0)
+			return err
+		}(), syscall.EINVAL},
+		{"PD with live MRs, QPs, SRQ", func() error {
+			_, err := r.do(s, uverbs.CmdDeallocPD, &uverbs.DeallocPD{PDHandle: o.pd}, nil, 0)
+			return err
+		}(), syscall.EBUSY},
+		{"CQ used by a QP", func() error {
+			_, err := r.do(s, uverbs.CmdDestroyCQ, &uverbs.DestroyCQ{Response: 1, CQHandle: o.cq}, nil, 8)
+			return err
+		}(), syscall.EBUSY},
+
+		{"MR outside the client's memory", mrAt(rigBase+8<<20, 4096, uverbs.AccessLocalWrite), syscall.EFAULT},
+		{"MR of zero length", mrAt(base, 0, uverbs.AccessLocalWrite), syscall.EINVAL},
+		{"MR remote write without local write", mrAt(base, 4096, uverbs.AccessRemoteWrite), syscall.EINVAL},
+		{"MR on demand", mrAt(base, 4096, uverbs.AccessLocalWrite|uverbs.AccessOnDemand), syscall.EOPNOTSUPP},
+		{"MR unknown access bit", mrAt(base, 4096, 1<<30), syscall.EINVAL},
+
+		{"CQ of 0 entries", cq(uverbs.CreateCQ{CompChannel: -1}, uverbs.MLX5CreateCQ{CQESize: 64}), syscall.EINVAL},
+		{"CQ beyond max_cqe", cq(uverbs.CreateCQ{CQE: 1 << 30, CompChannel: -1}, uverbs.MLX5CreateCQ{CQESize: 64}), syscall.EINVAL},
+		{"CQ of 32-byte CQEs", cq(uverbs.CreateCQ{CQE: 63, CompChannel: -1}, uverbs.MLX5CreateCQ{CQESize: 32}), syscall.EINVAL},
+		{"CQ with 128-byte CQEs (not modelled)", cq(uverbs.CreateCQ{CQE: 63, CompChannel: -1}, uverbs.MLX5CreateCQ{CQESize: 128}), syscall.EINVAL},
+		{"CQ on another context's UAR page", cq(uverbs.CreateCQ{CQE: 63, CompChannel: -1},
+			uverbs.MLX5CreateCQ{CQESize: 64, Flags: uverbs.MLX5CreateCQFlagUARPageIndex, UARPageIndex: uint16(o.uar + 5)}), syscall.EINVAL},
+		{"CQ on an unknown channel", cq(uverbs.CreateCQ{CQE: 63, CompChannel: 4242}, uverbs.MLX5CreateCQ{CQESize: 64}), syscall.ENOENT},
+		{"CQ with comp_vector 3", cq(uverbs.CreateCQ{CQE: 63, CompChannel: -1, CompVector: 3}, uverbs.MLX5CreateCQ{CQESize: 64}), syscall.EINVAL},
+		{"CQ ring outside memory", cq(uverbs.CreateCQ{CQE: 63, CompChannel: -1}, uverbs.MLX5CreateCQ{CQESize: 64, BufAddr: 0x1000, DBAddr: base}), syscall.EFAULT},
+		{"CQ with CQE compression", cq(uverbs.CreateCQ{CQE: 63, CompChannel: -1}, uverbs.MLX5CreateCQ{CQESize: 64, CQECompEn: 1}), syscall.EOPNOTSUPP},
+		{"CQ reserved core bytes", func() error {
+			n, err := uverbs.EncodeWrite(r.req[:], uverbs.CmdCreateCQ, &uverbs.CreateCQ{Response: 1, CQE: 63, CompChannel: -1}, &uverbs.MLX5CreateCQ{CQESize: 64}, 16)
+			require.NoError(t, err)
+			r.req[uverbs.CmdHdrSize+28] = 1
+			return raw(r.req[:n], 16)
+		}(), syscall.EINVAL},
+		{"CQ driver data with unknown trailing bytes", func() error {
+			n, err := uverbs.PutWriteHdr(r.req[:], uverbs.CmdCreateCQ, uverbs.CreateCQSize+uverbs.MLX5CreateCQSize+8, 16)
+			require.NoError(t, err)
+			c := uverbs.CreateCQ{Response: 1, CQE: 63, CompChannel: -1}
+			_, _ = c.Encode(r.req[uverbs.CmdHdrSize:])
+			d := uverbs.MLX5CreateCQ{BufAddr: r.alloc(4096), DBAddr: r.alloc(64), CQESize: 64}
+			_, _ = d.Encode(r.req[uverbs.CmdHdrSize+uverbs.CreateCQSize:])
+			r.req[n-1] = 7
+			return raw(r.req[:n], 16)
+		}(), syscall.EOPNOTSUPP},
+
+		{"QP of type XRC", qp(func(c *uverbs.CreateQP, d *uverbs.MLX5CreateQP) { c.QPType = uverbs.QPTypeXRCIni }), syscall.EOPNOTSUPP},
+		{"QP of type 77", qp(func(c *uverbs.CreateQP, d *uverbs.MLX5CreateQP) { c.QPType = 77 }), syscall.EOPNOTSUPP},
+		{"QP with an empty SQ", qp(func(c *uverbs.CreateQP, d *uverbs.MLX5CreateQP) { d.SQWQECount = 0 }), syscall.EINVAL},
+		{"QP SQ not a power of two", qp(func(c *uverbs.CreateQP, d *uverbs.MLX5CreateQP) { d.SQWQECount = 48 }), syscall.EINVAL},
+		{"QP beyond max_qp_wr", qp(func(c *uverbs.CreateQP, d *uverbs.MLX5CreateQP) { c.MaxRecvWR = 1 << 30 }), syscall.EINVAL},
+		{"QP buffer outside memory", qp(func(c *uverbs.CreateQP, d *uverbs.MLX5CreateQP) { d.BufAddr = rigBase + 64<<20 }), syscall.EFAULT},
+		{"QP with a huge RQ shift", qp(func(c *uverbs.CreateQP, d *uverbs.MLX5CreateQP) { d.RQWQEShift = 40 }), syscall.EINVAL},
+		{"QP unknown mlx5 flag", qp(func(c *uverbs.CreateQP, d *uverbs.MLX5CreateQP) { d.Flags = 1 << 20 }), syscall.EINVAL},
+		{"QP on a bfreg the context lacks", qp(func(c *uverbs.CreateQP, d *uverbs.MLX5CreateQP) {
+			d.Flags, d.BFRegIndex = uverbs.MLX5QPFlagBFRegIndex, 1<<20
+		}), syscall.EINVAL},
+		{"QP SQ not after the RQ", qp(func(c *uverbs.CreateQP, d *uverbs.MLX5CreateQP) { d.SQBufAddr = d.BufAddr }), syscall.EINVAL},
+		{"QP on an unknown SRQ", qp(func(c *uverbs.CreateQP, d *uverbs.MLX5CreateQP) { c.IsSRQ, c.SRQHandle, d.RQWQECount = 1, 31337, 0 }), syscall.ENOENT},
+		{"QP on an SRQ with its own RQ", qp(func(c *uverbs.CreateQP, d *uverbs.MLX5CreateQP) { c.IsSRQ, c.SRQHandle = 1, o.srq }), syscall.EINVAL},
+		{"QP on another client's CQ", qp(func(c *uverbs.CreateQP, d *uverbs.MLX5CreateQP) { c.SendCQHandle = oo.cq }), syscall.EBADF},
+
+		{"MODIFY_QP to state 9", r.modify(s, uverbs.ModifyQP{QPHandle: o.qp, AttrMask: uverbs.QPAttrState, QPState: 9}), syscall.EINVAL},
+		{"MODIFY_QP RESET to RTS", r.modify(s, uverbs.ModifyQP{QPHandle: o.qp, AttrMask: uverbs.QPAttrState | uverbs.QPAttrSQPSN, QPState: uverbs.QPStateRTS}), syscall.EINVAL},
+		{"MODIFY_QP INIT without port", r.modify(s, uverbs.ModifyQP{QPHandle: o.qp, AttrMask: uverbs.QPAttrState, QPState: uverbs.QPStateInit}), syscall.EINVAL},
+		{"MODIFY_QP unknown mask bit", r.modify(s, uverbs.ModifyQP{QPHandle: o.qp, AttrMask: 1 << 28}), syscall.EOPNOTSUPP},
+		{"MODIFY_QP AV without GRH", r.modify(s, uverbs.ModifyQP{QPHandle: o.qp, AttrMask: uverbs.QPAttrAV}), syscall.EINVAL},
+		{"MODIFY_QP of a destroyed... never-made QP", r.modify(s, uverbs.ModifyQP{QPHandle: 0}), syscall.ENOENT},
+
+		{"SRQ of 0 WRs", func() error {
+			_, err := r.do(s, uverbs.CmdCreateSRQ, &uverbs.CreateSRQ{Response: 1, PDHandle: o.pd, MaxSGE: 1}, &uverbs.MLX5CreateSRQ{BufAddr: base, DBAddr: base}, 24)
+			return err
+		}(), syscall.EINVAL},
+		{"SRQ resize (mlx5 cannot)", r.modifyErr(uverbs.ModifySRQ{SRQHandle: o.srq, AttrMask: uverbs.SRQAttrMaxWR, MaxWR: 8}), syscall.EINVAL},
+		{"SRQ used by a QP", func() error {
+			_, _, _, err := r.createQP(s, o.pd, o.cq, o.srq)
+			require.NoError(t, err)
+			_, err = r.do(s, uverbs.CmdDestroySRQ, &uverbs.DestroySRQ{Response: 1, SRQHandle: o.srq}, nil, 4)
+			return err
+		}(), syscall.EBUSY},
+		{"QUERY_PORT 2", func() error {
+			_, err := r.do(s, uverbs.CmdQueryPort, &uverbs.QueryPort{Response: 1, PortNum: 2}, nil, uverbs.QueryPortRespSize)
+			return err
+		}(), syscall.EINVAL},
+		{"AH without GRH", func() error {
+			_, err := r.do(s, uverbs.CmdCreateAH, &uverbs.CreateAH{Response: 1, PDHandle: o.pd, Attr: uverbs.AHAttr{PortNum: 1}}, nil, 20)
+			return err
+		}(), syscall.EINVAL},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.want, errno(t, c.err), "%s: %v", c.name, c.err)
+	}
+	require.Equal(t, uint64(len(cases)), s.Counters()["refused"]-refused, "every refusal counted")
+	require.NotZero(t, s.Counters()["refused_errno_EBADF"])
+	require.NotZero(t, s.Counters()["refused_cmd_CREATE_QP"])
+	require.NotZero(t, r.d.Counters()["refused"])
+
+	// The server still serves, and the other client is untouched.
+	_, _, err = r.createCQ(s, o.uar, -1)
+	require.NoError(t, err)
+	require.Equal(t, mlx5.QPStateRST, r.state(oo.qpn))
+	require.Zero(t, other.Counters()["refused"])
+}
+
+// TestIoctlRefusals: the ioctl side.
+func TestIoctlRefusals(t *testing.T) {
+	r := newRig(t, 4<<20)
+	s := r.s
+	_, _, err := r.uarAlloc(s)
+	require.Equal(t, syscall.EINVAL, errno(t, err), "before GET_CONTEXT")
+	uctx, _ := r.dev.GetContext()
+	r.open(s)
+	for i := 1; i < uctx.NumUARs; i++ {
+		_, _, err := r.uarAlloc(s)
+		require.NoError(t, err)
+	}
+	_, _, err = r.uarAlloc(s)
+	require.Equal(t, syscall.ENOMEM, errno(t, err), "every UAR page allocated")
+
+	call := func(io uverbs.Ioctl, out int) error {
+		_, err := s.Handle(io.Bytes(), r.out[:out])
+		return err
+	}
+	io := func(obj uverbs.ObjectID, m uverbs.MethodID, drv uverbs.DriverID, attrs ...uverbs.AttrFields) uverbs.Ioctl {
+		q, err := uverbs.NewIoctl(r.req[:], obj, m, drv)
+		require.NoError(t, err)
+		for _, a := range attrs {
+			require.NoError(t, q.Add(a))
+		}
+		return q
+	}
+	gid := func(port, idx uint32, out uint64) uverbs.Ioctl {
+		return io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrU32In(AttrQueryGIDEntryPort, port),
+			uverbs.AttrU32In(AttrQueryGIDEntryGIDIndex, idx), uverbs.AttrPtrOut(AttrQueryGIDEntryRespEntry, out, GIDEntrySize))
+	}
+	const h3 = uverbs.IoctlHdrSize + 3*uverbs.AttrSize
+	require.NoError(t, call(gid(1, 0, h3), h3+GIDEntrySize))
+	cases := []struct {
+		name string
+		err  error
+		want syscall.Errno
+	}{
+		{"wrong driver id", call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverRXE), 64), syscall.EINVAL},
+		{"unknown method", call(io(uverbs.ObjectDevice, 77, uverbs.DriverMLX5), 64), syscall.EPROTONOSUPPORT},
+		{"GID index beyond the table", call(gid(1, 3, h3), h3+GIDEntrySize), syscall.EINVAL},
+		{"GID of port 2", call(gid(2, 0, h3), h3+GIDEntrySize), syscall.EINVAL},
+		{"output outside the response", call(gid(1, 0, 4000), h3+GIDEntrySize), syscall.EFAULT},
+		{"output over the attribute array", call(gid(1, 0, 8), h3+GIDEntrySize), syscall.EFAULT},
+		{"response shorter than the attributes", call(gid(1, 0, h3), 16), syscall.EFAULT},
+		{"output attribute too short", call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrU32In(AttrQueryGIDEntryPort, 1),
+			uverbs.AttrU32In(AttrQueryGIDEntryGIDIndex, 0), uverbs.AttrPtrOut(AttrQueryGIDEntryRespEntry, h3, 8)), h3+GIDEntrySize), syscall.ENOSPC},
+		{"missing attribute", call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrU32In(AttrQueryGIDEntryPort, 1)), 64), syscall.EINVAL},
+		{"unknown mandatory attribute", call(io(uverbs.ObjectPD, uverbs.MethodPDDestroy, uverbs.DriverMLX5, uverbs.AttrIDR(0, 1), uverbs.AttrU32In(9, 1)), 64), syscall.EPROTONOSUPPORT},
+		{"destroy an unknown UAR", call(io(uverbs.MLX5ObjectUAR, uverbs.MLX5MethodUARObjDestroy, uverbs.DriverMLX5, uverbs.AttrIDR(uverbs.MLX5AttrUARObjDestroyHandle, 4711)), 64), syscall.ENOENT},
+		{"UAR of type 5", call(io(uverbs.MLX5ObjectUAR, uverbs.MLX5MethodUARObjAlloc, uverbs.DriverMLX5, uverbs.AttrIDRNew(uverbs.MLX5AttrUARObjAllocHandle),
+			uverbs.AttrConstIn(uverbs.MLX5AttrUARObjAllocType, 5), uverbs.AttrPtrOut(uverbs.MLX5AttrUARObjAllocMmapOffset, uarHdr, 8),
+			uverbs.AttrPtrOut(uverbs.MLX5AttrUARObjAllocMmapLength, uarHdr+8, 4), uverbs.AttrPtrOut(uverbs.MLX5AttrUARObjAllocPageID, uarHdr+12, 4)), uarHdr+16), syscall.EINVAL},
+		{"reserved header words", func() error {
+			q := gid(1, 0, h3)
+			b := q.Bytes()
+			b[9] = 1
+			_, err := s.Handle(b, r.out[:h3+GIDEntrySize])
+			return err
+		}(), syscall.EPROTONOSUPPORT},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.want, errno(t, c.err), "%s: %v", c.name, c.err)
+	}
+}
+
+// TestClose: a client's Close destroys what it made, on the device too,
+// and leaves another client's objects alone; a closed client gets EIO.
+func TestClose(t *testing.T) {
+	r := newRig(t, 4<<20)
+	a, b := r.s, r.d.NewServer()
+	oa, ob := r.build(a), r.build(b)
+	r.connect(a, oa.qp)
+	r.connect(b, ob.qp)
+	require.NoError(t, a.Close())
+	require.Empty(t, a.Objects())
+	_, err := r.dev.QueryQP(oa.qpn)
+	require.Error(t, err, "QP destroyed")
+	_, err = r.dev.QuerySRQ(oa.srqn)
+	require.Error(t, err, "SRQ destroyed")
+	require.Error(t, r.dev.DeregMR(oa.lkey), "MR revoked")
+	require.Error(t, r.dev.DestroyCQ(oa.cqn), "CQ destroyed")
+	require.Error(t, r.dev.DeallocPD(oa.pdn), "PD freed")
+	require.Equal(t, mlx5.QPStateRTS, r.state(ob.qpn), "the other client's QP is untouched")
+	_, err = r.do(a, uverbs.CmdAllocPD, &uverbs.AllocPD{Response: 1}, nil, 8)
+	require.Equal(t, syscall.EIO, errno(t, err))
+	// The dead client's handles are gone for everyone: ENOENT, not EBADF.
+	_, err = r.do(b, uverbs.CmdDeallocPD, &uverbs.DeallocPD{PDHandle: oa.pd}, nil, 0)
+	require.Equal(t, syscall.ENOENT, errno(t, err))
+	require.NoError(t, a.Close(), "twice is harmless")
+	require.NoError(t, b.Close())
+}
+
+// TestErrnoTable pins the status → errno mapping.
+func TestErrnoTable(t *testing.T) {
+	want := map[mlx5.CmdStatus]syscall.Errno{
+		mlx5.StatusOK: 0, mlx5.StatusInternalErr: syscall.EIO, mlx5.StatusBadOp: syscall.EINVAL, mlx5.StatusBadParam: syscall.EINVAL,
+		mlx5.StatusBadSysState: syscall.EIO, mlx5.StatusBadResource: syscall.EINVAL, mlx5.StatusResourceBusy: syscall.EBUSY,
+		mlx5.StatusExceedLim: syscall.ENOMEM, mlx5.StatusBadResState: syscall.EINVAL, mlx5.StatusBadIndex: syscall.EINVAL,
+		mlx5.StatusNoResources: syscall.ENOMEM, mlx5.StatusBadQPState: syscall.EINVAL, mlx5.StatusBadPkt: syscall.EINVAL,
+		mlx5.StatusBadSize: syscall.EINVAL, mlx5.StatusBadInputLength: syscall.EIO, mlx5.StatusBadOutputLength: syscall.EIO,
+	}
+	for st, e := range want {
+		require.Equal(t, e, Errno(st), "%v", st)
+	}
+	ue := refusal("CREATE_QP", &mlx5.CmdError{Cmd: "CREATE_QP", Status: mlx5.StatusNoResources, Reason: "64 QPs in use"})
+	require.ErrorIs(t, ue, syscall.ENOMEM)
+	require.Contains(t, ue.Error(), "64 QPs in use")
+}
