@@ -241,8 +241,8 @@ func putResp(out []byte, st uverbs.Struct) int {
 		n, _ := st.Encode(out)
 		return n
 	}
-	var tmp [maxDriver]byte
-	n, _ := st.Encode(tmp[:st.Size()])
+	tmp := make([]byte, st.Size()) // the rare short response buffer
+	n, _ := st.Encode(tmp)
 	return copy(out, tmp[:n])
 }
 
