@@ -252,8 +252,13 @@ func TestFaultDMA(t *testing.T) {
 		w, req, rsp := faultWorld(t, `{"rules":[{"point":"dma.write","action":"poison","nth":1,"match":{"node":1,"target":"data"}}]}`, nil)
 		writeWR(t, req, rsp, 1, 0, 64)
 		wc := waitOne(t, req.SendCQ)
-		require.NotEqual(t, provider.WCSuccess, wc.Status)
+		require.Equal(t, provider.WCRemOpErr, wc.Status) // NAK remote operational error
+		require.Equal(t, uint32(device.VendorRemoteOp), wc.VendorErr)
 		require.NotZero(t, hctr(w.Hosts[1], device.CtrNAKsSent))
+		st, err := rsp.QP.QueryState()
+		require.NoError(t, err)
+		require.Equal(t, provider.QPStateErr, st, "the responder QP is in error")
+		require.Contains(t, asyncEvents(t, w.Hosts[1]), mlx5.EventQPFatal)
 		untouched(t, rsp, 0, 0)
 	})
 	t.Run("cqe write: CQ error, CQ_ERR", func(t *testing.T) {
