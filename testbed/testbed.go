@@ -292,32 +292,27 @@ func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) {
 	if o.Type == provider.QPTypeUD {
 		return eps, w.connectUD(eps, o)
 	}
-	rc := o.Type == provider.QPTypeRC
-	for i, e := range eps {
+	// Both QPs to RTR before either goes to RTS.
+	attr := func(i int) provider.ConnectAttr {
 		peer := eps[1-i]
 		pid := peer.Host.Dev.Identity()
-		a := provider.QPAttr{QPState: provider.QPStateInit, PKeyIndex: 0, Port: 1, AccessFlags: o.Access}
-		if err := e.QP.Modify(&a, mlx5.AttrState|mlx5.AttrPKeyIndex|mlx5.AttrPort|mlx5.AttrAccessFlags); err != nil {
+		return provider.ConnectAttr{
+			Peer: provider.Peer{QPN: peer.QP.QPN(), PSN: o.PSN[1-i], GID: pid.IP.As16(), MAC: pid.MAC},
+			PSN:  o.PSN[i], MTU: o.MTU, Access: o.Access, SGIDIndex: 1, HopLimit: 64,
+			MaxRdAtomic: uint8(o.MaxRdAtomic), MaxDestRdAtomic: uint8(o.MaxDestRdAtomic), MinRNRTimer: o.MinRNR,
+			Timeout: timeout, RetryCnt: retry, RNRRetry: o.RNRRetry,
+		}
+	}
+	for i, e := range eps {
+		if err := e.QP.ToInit(attr(i)); err != nil {
 			return eps, err
 		}
-		a = provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mtu, DestQPN: peer.QP.QPN(), RQPSN: o.PSN[1-i],
-			MaxDestRdAtomic: uint8(o.MaxDestRdAtomic), MinRNRTimer: o.MinRNR,
-			AV: provider.AV{DMAC: pid.MAC, DGID: pid.IP.As16(), HopLimit: 64, SGIDIndex: 1}}
-		mask := uint32(mlx5.AttrState | mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN)
-		if rc {
-			mask |= mlx5.AttrMaxDestRdAtomic | mlx5.AttrMinRNRTimer
-		}
-		if err := e.QP.Modify(&a, mask); err != nil {
+		if err := e.QP.ToRTR(attr(i)); err != nil {
 			return eps, err
 		}
 	}
 	for i, e := range eps {
-		a := provider.QPAttr{QPState: provider.QPStateRTS, Timeout: timeout, RetryCnt: retry, RNRRetry: o.RNRRetry, SQPSN: o.PSN[i], MaxRdAtomic: uint8(o.MaxRdAtomic)}
-		mask := uint32(mlx5.AttrState | mlx5.AttrSQPSN)
-		if rc {
-			mask |= mlx5.AttrTimeout | mlx5.AttrRetryCnt | mlx5.AttrRNRRetry | mlx5.AttrMaxQPRdAtomic
-		}
-		if err := e.QP.Modify(&a, mask); err != nil {
+		if err := e.QP.ToRTS(attr(i)); err != nil {
 			return eps, err
 		}
 	}
@@ -333,18 +328,8 @@ func (w *World) connectUD(eps [2]*Endpoint, o ConnOpts) error {
 		if e.AH, err = e.PD.CreateAH(provider.AHAttr{DGID: pid.IP.As16(), DMAC: pid.MAC, Port: 1, SGIDIndex: 1, HopLimit: 64}); err != nil {
 			return err
 		}
-		steps := []struct {
-			a    provider.QPAttr
-			mask uint32
-		}{
-			{provider.QPAttr{QPState: provider.QPStateInit, PKeyIndex: 0, Port: 1, QKey: o.QKey}, mlx5.AttrState | mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrQKey},
-			{provider.QPAttr{QPState: provider.QPStateRTR}, mlx5.AttrState},
-			{provider.QPAttr{QPState: provider.QPStateRTS, SQPSN: o.PSN[i]}, mlx5.AttrState | mlx5.AttrSQPSN},
-		}
-		for _, st := range steps {
-			if err := e.QP.Modify(&st.a, st.mask); err != nil {
-				return err
-			}
+		if err := e.QP.Connect(provider.ConnectAttr{QKey: o.QKey, PSN: o.PSN[i]}); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 )
 
@@ -134,9 +133,8 @@ func (s *perfWireSide) init() error {
 	if err != nil {
 		return fmt.Errorf("couldn't create QP: %w", err)
 	}
-	a := provider.QPAttr{QPState: provider.QPStateInit, Port: 1, AccessFlags: access}
-	if err := s.qp.Modify(&a, mlx5.AttrState|mlx5.AttrPKeyIndex|mlx5.AttrPort|mlx5.AttrAccessFlags); err != nil {
-		return fmt.Errorf("failed to modify QP to INIT: %w", err)
+	if err := s.qp.ToInit(provider.ConnectAttr{Access: access}); err != nil {
+		return err
 	}
 	s.my = ptDest{OutReads: perfOutReads, QPN: s.qp.QPN(), PSN: rand.Uint32() & 0xffffff, RKey: s.mr.RKey,
 		VAddr: s.mr.Addr + uint64(s.area), GID: s.rt.GID(), hasGID: true}
@@ -188,25 +186,15 @@ func (s *perfWireSide) connectQP() error {
 	if err != nil {
 		return fmt.Errorf("failed to modify QP to RTR: %w", err)
 	}
-	a := provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mlx5.MTUFromBytes(s.mtu), DestQPN: s.rem.QPN,
-		RQPSN: s.rem.PSN, MaxDestRdAtomic: perfOutReads, MinRNRTimer: 12,
-		AV: provider.AV{DMAC: mac, DGID: s.rem.GID, HopLimit: 64, SGIDIndex: uint8(s.o.gidIdx)}}
-	mask := uint32(mlx5.AttrState | mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN)
-	rc := s.o.conn == "RC"
-	if rc {
-		mask |= mlx5.AttrMaxDestRdAtomic | mlx5.AttrMinRNRTimer
+	a := provider.ConnectAttr{Peer: provider.Peer{QPN: s.rem.QPN, PSN: s.rem.PSN, GID: s.rem.GID, MAC: mac},
+		PSN: s.my.PSN, MTU: s.mtu, SGIDIndex: uint8(s.o.gidIdx), HopLimit: 64,
+		MaxDestRdAtomic: perfOutReads, MinRNRTimer: 12,
+		Timeout: uint8(s.o.qpTimeout), RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: uint8(min(max(s.rem.OutReads, 1), perfOutReads))}
+	if err := s.qp.ToRTR(a); err != nil {
+		return err
 	}
-	if err := s.qp.Modify(&a, mask); err != nil {
-		return fmt.Errorf("failed to modify QP to RTR: %w", err)
-	}
-	reads := uint8(min(max(s.rem.OutReads, 1), perfOutReads))
-	a = provider.QPAttr{QPState: provider.QPStateRTS, Timeout: uint8(s.o.qpTimeout), RetryCnt: 7, RNRRetry: 7, SQPSN: s.my.PSN, MaxRdAtomic: reads}
-	mask = mlx5.AttrState | mlx5.AttrSQPSN
-	if rc {
-		mask |= mlx5.AttrTimeout | mlx5.AttrRetryCnt | mlx5.AttrRNRRetry | mlx5.AttrMaxQPRdAtomic
-	}
-	if err := s.qp.Modify(&a, mask); err != nil {
-		return fmt.Errorf("failed to modify QP to RTS: %w", err)
+	if err := s.qp.ToRTS(a); err != nil {
+		return err
 	}
 	s.ep = &perfEP{qp: s.qp, scq: s.scq, rcq: s.rcq, mr: s.mr, buf: s.buf.Bytes, sendOff: 0, recvOff: uint64(s.area),
 		remAddr: s.rem.VAddr, remKey: s.rem.RKey, maxInl: s.o.inline, atomicOp: atomicOpcode(s.o.atomic)}

@@ -341,11 +341,7 @@ func (pp *pingpong) init() error {
 	if pp.qp.Cap().MaxInline >= pp.o.size {
 		pp.flags |= provider.SendInline
 	}
-	a := provider.QPAttr{QPState: provider.QPStateInit, Port: 1}
-	if err := pp.qp.Modify(&a, mlx5.AttrState|mlx5.AttrPKeyIndex|mlx5.AttrPort|mlx5.AttrAccessFlags); err != nil {
-		return fmt.Errorf("failed to modify QP to INIT: %w", err)
-	}
-	return nil
+	return pp.qp.ToInit(provider.ConnectAttr{})
 }
 
 // postRecv posts n receives of the whole buffer; it returns how many went.
@@ -382,19 +378,13 @@ func (pp *pingpong) connect(myPSN uint32, rem ppDest) error {
 	if pp.o.gidIdx >= 0 {
 		sgid = uint8(pp.o.gidIdx)
 	}
-	a := provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mlx5.MTUFromBytes(pp.o.mtu), DestQPN: rem.qpn,
-		RQPSN: rem.psn, MaxDestRdAtomic: 1, MinRNRTimer: 12,
-		AV: provider.AV{DMAC: mac, DGID: rem.gid, HopLimit: 1, SGIDIndex: sgid}}
-	if err := pp.qp.Modify(&a, mlx5.AttrState|mlx5.AttrAV|mlx5.AttrPathMTU|mlx5.AttrDestQPN|mlx5.AttrRQPSN|
-		mlx5.AttrMaxDestRdAtomic|mlx5.AttrMinRNRTimer); err != nil {
-		return fmt.Errorf("failed to modify QP to RTR: %w", err)
+	a := provider.DefaultConnectAttr() // ibv_rc_pingpong's attributes
+	a.Peer = provider.Peer{QPN: rem.qpn, PSN: rem.psn, GID: rem.gid, MAC: mac}
+	a.PSN, a.MTU, a.SGIDIndex, a.HopLimit = myPSN, pp.o.mtu, sgid, 1
+	if err := pp.qp.ToRTR(a); err != nil {
+		return err
 	}
-	a = provider.QPAttr{QPState: provider.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: myPSN, MaxRdAtomic: 1}
-	if err := pp.qp.Modify(&a, mlx5.AttrState|mlx5.AttrTimeout|mlx5.AttrRetryCnt|mlx5.AttrRNRRetry|
-		mlx5.AttrSQPSN|mlx5.AttrMaxQPRdAtomic); err != nil {
-		return fmt.Errorf("failed to modify QP to RTS: %w", err)
-	}
-	return nil
+	return pp.qp.ToRTS(a)
 }
 
 // ioResult carries a blocking network call's outcome to the driver.

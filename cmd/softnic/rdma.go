@@ -441,18 +441,10 @@ func (ep *rdmaEP) setup() error {
 	// What each QP type takes to INIT (the IB transition table): RC the
 	// access for remote write, read and atomics; UC remote write only; UD
 	// a Q_Key.
-	a := provider.QPAttr{QPState: provider.QPStateInit, Port: 1, AccessFlags: access, QKey: ep.qkey}
-	mask := uint32(mlx5.AttrState | mlx5.AttrPKeyIndex | mlx5.AttrPort)
-	switch ep.typ {
-	case provider.QPTypeUD:
-		mask |= mlx5.AttrQKey
-	case provider.QPTypeUC:
-		a.AccessFlags = provider.AccessLocalWrite | provider.AccessRemoteWrite
-		mask |= mlx5.AttrAccessFlags
-	default:
-		mask |= mlx5.AttrAccessFlags
+	if ep.typ == provider.QPTypeUC {
+		access = provider.AccessLocalWrite | provider.AccessRemoteWrite
 	}
-	if err := ep.qp.Modify(&a, mask); err != nil {
+	if err := ep.qp.ToInit(provider.ConnectAttr{Access: access, QKey: ep.qkey}); err != nil {
 		return err
 	}
 	for i := 0; i < ep.o.recvDepth; i++ {
@@ -579,40 +571,24 @@ func (ep *rdmaEP) connect(r remoteInfo) error {
 	if err != nil {
 		return err
 	}
-	switch ep.typ {
-	case provider.QPTypeUD:
-		a := provider.QPAttr{QPState: provider.QPStateRTR}
-		if err := ep.qp.Modify(&a, mlx5.AttrState); err != nil {
-			return err
-		}
-		a = provider.QPAttr{QPState: provider.QPStateRTS, SQPSN: ep.psn}
-		if err := ep.qp.Modify(&a, mlx5.AttrState|mlx5.AttrSQPSN); err != nil {
-			return err
-		}
+	a := provider.ConnectAttr{Peer: provider.Peer{QPN: r.qpn, PSN: r.psn, GID: r.ip.As16(), MAC: mac},
+		PSN: ep.psn, MTU: ep.o.mtu, SGIDIndex: uint8(ep.o.gidIndex), HopLimit: 64,
+		MaxRdAtomic: 16, MaxDestRdAtomic: 16, MinRNRTimer: 12,
+		Timeout: uint8(ep.o.timeout), RetryCnt: uint8(ep.o.retryCnt), RNRRetry: uint8(ep.o.rnrRetry)}
+	if err := ep.qp.ToRTR(a); err != nil {
+		return err
+	}
+	if err := ep.qp.ToRTS(a); err != nil {
+		return err
+	}
+	if ep.typ == provider.QPTypeUD {
+		// No connection: sends go through an address handle to the peer.
 		ep.ah, err = ep.pd.CreateAH(provider.AHAttr{DGID: r.ip.As16(), DMAC: mac, Port: 1,
 			SGIDIndex: uint8(ep.o.gidIndex), HopLimit: 64})
 		ep.peer = r
 		return err
-	case provider.QPTypeUC:
-		// No ACKs: no responder resources, RNR, timeout or retries.
-		a := provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mlx5.MTUFromBytes(ep.o.mtu), DestQPN: r.qpn, RQPSN: r.psn,
-			AV: provider.AV{DMAC: mac, DGID: r.ip.As16(), HopLimit: 64, SGIDIndex: uint8(ep.o.gidIndex)}}
-		if err := ep.qp.Modify(&a, mlx5.AttrState|mlx5.AttrAV|mlx5.AttrPathMTU|mlx5.AttrDestQPN|mlx5.AttrRQPSN); err != nil {
-			return err
-		}
-		a = provider.QPAttr{QPState: provider.QPStateRTS, SQPSN: ep.psn}
-		return ep.qp.Modify(&a, mlx5.AttrState|mlx5.AttrSQPSN)
 	}
-	a := provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mlx5.MTUFromBytes(ep.o.mtu), DestQPN: r.qpn, RQPSN: r.psn,
-		MaxDestRdAtomic: 16, MinRNRTimer: 12,
-		AV: provider.AV{DMAC: mac, DGID: r.ip.As16(), HopLimit: 64, SGIDIndex: uint8(ep.o.gidIndex)}}
-	if err := ep.qp.Modify(&a, mlx5.AttrState|mlx5.AttrAV|mlx5.AttrPathMTU|mlx5.AttrDestQPN|mlx5.AttrRQPSN|
-		mlx5.AttrMaxDestRdAtomic|mlx5.AttrMinRNRTimer); err != nil {
-		return err
-	}
-	a = provider.QPAttr{QPState: provider.QPStateRTS, Timeout: uint8(ep.o.timeout), RetryCnt: uint8(ep.o.retryCnt),
-		RNRRetry: uint8(ep.o.rnrRetry), SQPSN: ep.psn, MaxRdAtomic: 16}
-	return ep.qp.Modify(&a, mlx5.AttrState|mlx5.AttrTimeout|mlx5.AttrRetryCnt|mlx5.AttrRNRRetry|mlx5.AttrSQPSN|mlx5.AttrMaxQPRdAtomic)
+	return nil
 }
 
 // supports reports whether the QP type has an operation for cmd; if not,

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/testbed"
 )
@@ -97,43 +96,14 @@ func connectTrace(w *testbed.World, c traceConn) ([2]*traceEP, error) {
 		}
 		eps[i] = e
 	}
-	mtu := mlx5.MTUFromBytes(c.mtu)
 	for i, e := range eps {
 		peer := eps[1-i]
 		pid := peer.Host.Dev.Identity()
-		av := provider.AV{DMAC: pid.MAC, DGID: pid.IP.As16(), HopLimit: 64, SGIDIndex: 1}
-		a := provider.QPAttr{QPState: provider.QPStateInit, Port: 1, AccessFlags: access, QKey: traceQKey}
-		mask := uint32(mlx5.AttrState | mlx5.AttrPKeyIndex | mlx5.AttrPort)
-		if c.typ == provider.QPTypeUD {
-			mask |= mlx5.AttrQKey
-		} else {
-			mask |= mlx5.AttrAccessFlags
-		}
-		if err := e.QP.Modify(&a, mask); err != nil {
-			return eps, err
-		}
-		var rtr, rts provider.QPAttr
-		var rtrMask, rtsMask uint32
-		switch c.typ {
-		case provider.QPTypeUD:
-			rtr, rtrMask = provider.QPAttr{QPState: provider.QPStateRTR}, mlx5.AttrState
-			rts, rtsMask = provider.QPAttr{QPState: provider.QPStateRTS, SQPSN: psn[i]}, mlx5.AttrState|mlx5.AttrSQPSN
-		case provider.QPTypeUC:
-			rtr = provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mtu, DestQPN: peer.QP.QPN(), RQPSN: psn[1-i], AV: av}
-			rtrMask = mlx5.AttrState | mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN
-			rts, rtsMask = provider.QPAttr{QPState: provider.QPStateRTS, SQPSN: psn[i]}, mlx5.AttrState|mlx5.AttrSQPSN
-		default: // RC, as testbed.ConnectRC
-			rtr = provider.QPAttr{QPState: provider.QPStateRTR, PathMTU: mtu, DestQPN: peer.QP.QPN(), RQPSN: psn[1-i],
-				MaxDestRdAtomic: 16, MinRNRTimer: 12, AV: av}
-			rtrMask = mlx5.AttrState | mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN |
-				mlx5.AttrMaxDestRdAtomic | mlx5.AttrMinRNRTimer
-			rts = provider.QPAttr{QPState: provider.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: psn[i], MaxRdAtomic: 16}
-			rtsMask = mlx5.AttrState | mlx5.AttrTimeout | mlx5.AttrRetryCnt | mlx5.AttrRNRRetry | mlx5.AttrSQPSN | mlx5.AttrMaxQPRdAtomic
-		}
-		if err := e.QP.Modify(&rtr, rtrMask); err != nil {
-			return eps, err
-		}
-		if err := e.QP.Modify(&rts, rtsMask); err != nil {
+		// As testbed.ConnectRC for RC; one QP after the other.
+		a := provider.ConnectAttr{Peer: provider.Peer{QPN: peer.QP.QPN(), PSN: psn[1-i], GID: pid.IP.As16(), MAC: pid.MAC},
+			PSN: psn[i], MTU: c.mtu, Access: access, QKey: traceQKey, SGIDIndex: 1, HopLimit: 64,
+			MaxRdAtomic: 16, MaxDestRdAtomic: 16, MinRNRTimer: 12, Timeout: 14, RetryCnt: 7, RNRRetry: 7}
+		if err := e.QP.Connect(a); err != nil {
 			return eps, err
 		}
 		if c.typ == provider.QPTypeUD {
