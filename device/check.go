@@ -88,6 +88,7 @@ var CheckRules = []CheckRule{
 	{"R11", "bf-no-buffer", "BlueFlame on a bfreg with no BF buffer (libmlx5: bfreg 0)", "libmlx5 mlx5.c, qp.c (uuarn 0 never does BF)"},
 	{"R11", "bf-interleaved", "BlueFlame lines of two QPs interleaved on one bfreg", "libmlx5 qp.c mmio_wc_spinlock; libxlio#123"},
 	{"R11", "bf-not-in-memory", "BlueFlame WQE differs from the WQE in host memory", "kernel wc.c (the device may use the memory copy)"},
+	{"R12", "rq-sge-terminator", "a short receive SGE list does not end with the terminator (lkey 0x100, byte_count 0)", "libmlx5 qp.c mlx5_post_recv, srq.c mlx5_post_srq_recv (MLX5_INVALID_LKEY)"},
 	{"R15", "doorbell-32bit", "doorbell written as 32-bit stores", "DPDK mlx5_common.h; kernel mlx5/doorbell.h"},
 }
 
@@ -492,5 +493,27 @@ func (c *Checker) arm(t sim.Time, q *cq, a mlx5.CQArm) {
 	}
 	if w, ok := c.peek32(q.dbr + 4*mlx5.DBRArm); ok && w != a.ArmWord() {
 		c.report(t, "arm-before-record", 0, "CQ %d arm doorbell %#08x but dbrec[1] holds %#08x", q.cqn, a.ArmWord(), w)
+	}
+}
+
+// recvWQE checks a receive WQE as the responder takes it (R12): its SGE
+// list (from off within the WQE) must end at the stride or at a
+// terminator, lkey MLX5_INVALID_LKEY with byte_count 0. An all-zero entry
+// is a terminator that was never written: no MR has lkey 0 and the
+// provider never writes an empty entry. (A stale SGE left over from an
+// earlier post in the slot looks valid and cannot be told apart.)
+func (c *Checker) recvWQE(t sim.Time, what string, id uint32, idx uint32, wqe []byte, off int) {
+	for k, o := 0, off; o+mlx5.DataSegSize <= len(wqe); k, o = k+1, o+mlx5.DataSegSize {
+		f := mlx5.DataSeg(wqe[o:]).Fields()
+		switch {
+		case f.LKey == mlx5.InvalidKey:
+			if f.ByteCount != 0 {
+				c.report(t, "rq-sge-terminator", id, "%s %#x receive WQE %d: terminator at entry %d has byte_count %d (must be 0)", what, id, idx, k, f.ByteCount)
+			}
+			return
+		case f.LKey == 0 && f.ByteCount == 0 && f.Addr == 0:
+			c.report(t, "rq-sge-terminator", id, "%s %#x receive WQE %d: entry %d is empty where the terminator (lkey 0x100) belongs, after %d SGEs", what, id, idx, k, k)
+			return
+		}
 	}
 }

@@ -237,6 +237,9 @@ func (r *rqRing) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 		}
 		d.rec.StagePSN(d.node, "dma", "rq_wqe_fetch", t, done, len(buf), st.TLPs(), r.qpn, 0, psn)
 	}
+	if d.chk != nil {
+		d.chk.recvWQE(done, "QP", r.qpn, r.tail, buf, 0)
+	}
 	w.index = uint16(r.tail)
 	w.nsge = 0
 	for off := 0; off+mlx5.DataSegSize <= len(buf) && w.nsge < len(w.sges); off += mlx5.DataSegSize {

@@ -72,6 +72,9 @@ func (s *srq) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 		return t, false
 	}
 	d.rec.StagePSN(d.node, "dma", "srq_wqe_fetch", t, done, len(buf), st.TLPs(), 0, 0, psn)
+	if d.chk != nil {
+		d.chk.recvWQE(done, "SRQ", s.srqn, slot, buf, mlx5.SRQNextSegSize)
+	}
 	w.index = uint16(slot)
 	w.nsge = 0
 	for off := mlx5.SRQNextSegSize; off+mlx5.DataSegSize <= len(buf) && w.nsge < len(w.sges); off += mlx5.DataSegSize {

@@ -32,6 +32,7 @@ const (
 	BugBFAnyBfreg                           // R11: BlueFlame even on a bfreg without a BF buffer (bfreg 0)
 	BugBFTooLong                            // R11: BlueFlame for a WQE longer than the BF buffer
 	Bug32BitDoorbell                        // R15: the doorbell as two 32-bit stores
+	BugRecvNoTerminator                     // R12: a short receive SGE list without the terminator entry
 )
 
 // qpBugs is a QP's deliberate mistakes and what committing them needs.

@@ -533,7 +533,7 @@ func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
 			mlx5.DataSeg(slot[j*mlx5.DataSegSize:]).Encode(&mlx5.DataFields{ByteCount: sge.Length, LKey: sge.LKey, Addr: sge.Addr})
 			j++
 		}
-		if j < rq.maxGS {
+		if j < rq.maxGS && qp.bug.set&BugRecvNoTerminator == 0 {
 			mlx5.DataSeg(slot[j*mlx5.DataSegSize:]).Encode(&mlx5.DataFields{LKey: mlx5.InvalidKey})
 		}
 		rq.wrid[idx] = wr.WRID

@@ -234,3 +234,54 @@ func TestCheckerCleanProvider(t *testing.T) {
 		require.NoError(t, h.Dev.Checker().Err())
 	}
 }
+
+// TestCheckerRQTerminator: R12 is observed at the responder, when it takes
+// a receive WQE whose short SGE list lacks the terminator — read ahead or
+// fetched, RQ or SRQ. The clean provider trips nothing.
+func TestCheckerRQTerminator(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		bug    bool
+		srq    bool
+		expect bool
+	}{
+		{"RQ without the terminator", true, false, true},
+		{"RQ, clean", false, false, false},
+		{"SRQ, clean", false, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testbed.DefaultConfig()
+			cfg.Check = true
+			w, err := testbed.New(cfg)
+			require.NoError(t, err)
+			t.Cleanup(w.Close)
+			eps, err := w.ConnectRC(testbed.ConnOpts{MaxSGE: 4, SRQ: c.srq})
+			require.NoError(t, err)
+			req, rsp := eps[0], eps[1]
+			if c.bug {
+				rsp.QP.SetBugs(provider.BugRecvNoTerminator)
+			}
+			wr := []provider.RecvWR{{WRID: 9, SGL: []provider.SGE{rsp.MR.SGE(0, 256)}}}
+			if c.srq {
+				_, err = rsp.SRQ.PostRecv(wr)
+			} else {
+				_, err = rsp.QP.PostRecv(wr)
+			}
+			require.NoError(t, err)
+			_, err = req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 64)}}})
+			require.NoError(t, err)
+			_, _ = testbed.Wait(rsp.RecvCQ, 1)
+			vs := w.Hosts[1].Dev.Checker().Violations()
+			if !c.expect {
+				require.Empty(t, vs)
+				return
+			}
+			require.NotEmpty(t, vs)
+			require.Equal(t, "R12", vs[0].Rule)
+			require.Equal(t, "rq-sge-terminator", vs[0].Name)
+			require.Contains(t, vs[0].Observed, "after 1 SGEs")
+			require.NotZero(t, w.Hosts[1].Dev.Counters().Get(vs[0].Counter()))
+			require.Empty(t, w.Hosts[0].Dev.Checker().Violations(), "the requester did nothing wrong")
+		})
+	}
+}
