@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,21 +28,12 @@ Flags:
 
 func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	out := fs.String("o", "-", "output file (- is stdout), e.g. docs/calibration.md")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, calibrateHelp)
-		fs.PrintDefaults()
+	pos, code, ok := parseCommand(fs, calibrateHelp, args, stderr)
+	if !ok {
+		return code
 	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "softnic calibrate: unexpected argument %q\n", pos[0])
+	if !noArgs("calibrate", pos, stderr) {
 		return 2
 	}
 	ts, err := calibrate.All()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,29 +27,21 @@ Flags:
 
 func runDevinfo(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("devinfo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	verbose := fs.Bool("v", false, "print all the attributes (ibv_devinfo -v)")
 	fs.BoolVar(verbose, "verbose", false, "same as -v")
 	dev := fs.String("d", "", "only this device (softnic0, softnic1)")
 	fs.StringVar(dev, "ib-dev", "", "same as -d")
-	port := fs.Int("i", 0, "only this port (1)")
-	fs.IntVar(port, "ib-port", 0, "same as -i")
+	var port int
+	intVar(fs, &port, "i", 0, "only this port (1)")
+	intVar(fs, &port, "ib-port", 0, "same as -i")
 	list := fs.Bool("l", false, "only list the device names")
 	fs.BoolVar(list, "list", false, "same as -l")
 	prof := fs.String("profile", "", "device profile: a name (see softnic profiles) or a JSON file (default "+profile.DefaultName+")")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, devinfoHelp)
-		fs.PrintDefaults()
+	pos, code, ok := parseCommand(fs, devinfoHelp, args, stderr)
+	if !ok {
+		return code
 	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "softnic devinfo: unexpected argument %q\n", pos[0])
+	if !noArgs("devinfo", pos, stderr) {
 		return 2
 	}
 	p, err := profile.Load(*prof)
@@ -82,7 +73,7 @@ func runDevinfo(args []string, stdout, stderr io.Writer) int {
 		if i > 0 && *dev == "" {
 			fmt.Fprintln(stdout)
 		}
-		if err := printDevinfo(stdout, h.Ctx, p, *verbose, *port); err != nil {
+		if err := printDevinfo(stdout, h.Ctx, p, *verbose, port); err != nil {
 			fmt.Fprintln(stderr, "softnic devinfo:", err)
 			return 1
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,18 +31,10 @@ Flags:
 
 func runProfiles(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("profiles", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, profilesHelp)
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	pos, code, ok := parseCommand(fs, profilesHelp, args, stderr)
+	if !ok {
+		return code
 	}
 	switch len(pos) {
 	case 0:

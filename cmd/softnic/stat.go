@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,31 +33,23 @@ Flags:
 
 func runStat(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("stat", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	op := fs.String("op", "write", "operation: write, read or send")
-	size := fs.Int("size", 64, "bytes per operation (decimal; 0x accepted)")
-	n := fs.Int("n", 100, "number of operations")
-	mtu := fs.Int("mtu", 1024, "path MTU")
+	var size, n, mtu int
+	intVar(fs, &size, "size", 64, "bytes per operation")
+	intVar(fs, &n, "n", 100, "number of operations")
+	intVar(fs, &mtu, "mtu", 1024, "path MTU")
 	faults := fs.String("faults", "", "fault plan JSON (see softnic faults --explain)")
 	prof := fs.String("profile", "", "device profile: a name (see softnic profiles) or a JSON file (default "+profile.DefaultName+")")
 	all := fs.Bool("all", false, "also print softnic's own counters (non-zero)")
 	asJSON := fs.Bool("json", false, "print JSON, as rdma -j statistic show")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, statHelp)
-		fs.PrintDefaults()
+	pos, code, ok := parseCommand(fs, statHelp, args, stderr)
+	if !ok {
+		return code
 	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+	if !noArgs("stat", pos, stderr) {
 		return 2
 	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "softnic stat: unexpected argument %q\n", pos[0])
-		return 2
-	}
-	if err := doStat(stdout, *op, *size, *n, *mtu, *faults, *prof, *all, *asJSON); err != nil {
+	if err := doStat(stdout, *op, size, n, mtu, *faults, *prof, *all, *asJSON); err != nil {
 		fmt.Fprintln(stderr, "softnic stat:", err)
 		return 1
 	}

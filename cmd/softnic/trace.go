@@ -163,9 +163,9 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o traceOpts
 	fs.StringVar(&o.op, "op", "write", "operation: "+traceOpNames)
-	fs.IntVar(&o.size, "size", 64, "message size in bytes")
-	fs.IntVar(&o.mtu, "mtu", 1024, "path MTU (256..4096)")
-	fs.IntVar(&o.batch, "batch", 1, "post a list of N WQEs with one doorbell")
+	intVar(fs, &o.size, "size", 64, "message size in bytes")
+	intVar(fs, &o.mtu, "mtu", 1024, "path MTU (256..4096)")
+	intVar(fs, &o.batch, "batch", 1, "post a list of N WQEs with one doorbell")
 	fs.BoolVar(&o.inline, "inline", false, "send the payload inline in the WQE")
 	fs.BoolVar(&o.noBF, "no-bf", false, "ring the 8-byte doorbell instead of BlueFlame")
 	fs.BoolVar(&o.json, "json", false, "print the walk as one JSON object")

@@ -136,10 +136,22 @@ func TestTraceOptionsAndOutputs(t *testing.T) {
 	require.Equal(t, 0, run([]string{"trace", "--hexdump"}, &out, &errb))
 	require.Contains(t, out.String(), "ctrl ")
 	require.Contains(t, out.String(), "requester CQE 0")
-	for _, bad := range [][]string{{"--op", "atomic"}, {"--mtu", "1000"}, {"--batch", "0"}, {"--size", "-1"}} {
+	for _, bad := range [][]string{{"--op", "atomic"}, {"--mtu", "1000"}, {"--batch", "0"}} {
 		errb.Reset()
 		require.Equal(t, 1, run(append([]string{"trace"}, bad...), &out, &errb), "%v", bad)
 		require.True(t, strings.HasPrefix(errb.String(), "softnic trace:"))
+	}
+	// Sizes are decimal (0x for hex, a leading 0 is not octal) and never
+	// negative: a bad one is a usage error, exit 2, naming the flag.
+	for _, bad := range []string{"-1", "1k", "0x"} {
+		errb.Reset()
+		require.Equal(t, 2, run([]string{"trace", "--size", bad}, &out, &errb), bad)
+		require.Contains(t, errb.String(), "-size")
+	}
+	for arg, want := range map[string]string{"010": "WRITE 10 B", "0x40": "WRITE 64 B"} {
+		out.Reset()
+		require.Equal(t, 0, run([]string{"trace", "--size", arg}, &out, &errb), arg)
+		require.Contains(t, out.String(), want, arg)
 	}
 }
 
