@@ -274,7 +274,8 @@ func (e *txEvent) Fire(now sim.Time) {
 	case q != nil && (q.dead || e.gen != q.txGen):
 		d.inc(CtrTxDropDestroyed)
 	case d.ev.linkDown:
-		d.inc(CtrTxDropLinkDown)
+		// Never on the wire, so in no capture: the trace says so.
+		d.warn(now, CtrTxDropLinkDown, "port 1 down: a %d-byte frame is not sent", e.n)
 	case d.fx.fatal:
 		d.inc(CtrTxDropDestroyed)
 	case d.port != nil:

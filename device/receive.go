@@ -23,7 +23,8 @@ const (
 // previous one is done.
 func (d *Device) ReceiveFrame(t sim.Time, frame []byte) {
 	if d.ev.linkDown {
-		d.inc(CtrRxDropLinkDown)
+		// On the wire (and in its capture), lost at the port.
+		d.warn(t, CtrRxDropLinkDown, "port 1 down: a %d-byte frame from the wire is dropped", len(frame))
 		return
 	}
 	if d.fx.fatal {
