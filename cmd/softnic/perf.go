@@ -16,7 +16,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -147,40 +146,6 @@ type perfOpts struct {
 	verifyLastByte bool
 }
 
-// decInt is an int flag in decimal with an optional 0x (hex) prefix.
-type decInt struct{ p *int }
-
-func (d decInt) String() string {
-	if d.p == nil {
-		return "0"
-	}
-	return strconv.Itoa(*d.p)
-}
-
-func (d decInt) Set(s string) error {
-	v, err := parseDecimal(s)
-	if err != nil {
-		return err
-	}
-	*d.p = v
-	return nil
-}
-
-// parseDecimal reads a size or count: decimal, or hex with 0x.
-func parseDecimal(s string) (int, error) {
-	var v int64
-	var err error
-	if t, ok := strings.CutPrefix(strings.ToLower(s), "0x"); ok {
-		v, err = strconv.ParseInt(t, 16, 64)
-	} else {
-		v, err = strconv.ParseInt(s, 10, 64)
-	}
-	if err != nil || v < -1<<31 || v > 1<<40 {
-		return 0, fmt.Errorf("%q is not a decimal number (or 0x hex)", s)
-	}
-	return int(v), nil
-}
-
 // perfFlags builds the flag set: perftest's short and long spellings.
 func perfFlags(o *perfOpts, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
@@ -188,7 +153,7 @@ func perfFlags(o *perfOpts, stderr io.Writer) *flag.FlagSet {
 	num := func(p *int, def int, usage string, names ...string) {
 		*p = def
 		for _, n := range names {
-			fs.Var(decInt{p}, n, usage)
+			fs.Var(sizeFlagInt(p), n, usage)
 		}
 	}
 	boolean := func(p *bool, usage string, names ...string) {
@@ -357,7 +322,7 @@ func (o *perfOpts) resolve() error {
 		return fmt.Errorf("--post_list %d out of range 1..1024", o.postList)
 	case o.postList > 1 && !t.bw:
 		return errors.New("--post_list is for bandwidth tests")
-	case o.inline < -1 || o.inline > 912:
+	case o.inline > 912: // -1 (perftest's default) only as the default: flags are never negative
 		return fmt.Errorf("-I %d out of range 0..912", o.inline)
 	case o.cqMod < 1 || o.cqMod > 16384:
 		return fmt.Errorf("--cq-mod %d out of range 1..16384", o.cqMod)

@@ -184,6 +184,10 @@ func TestPerfFlags(t *testing.T) {
 	if o.test.name != "send_bw" || o.size != 4096 || o.postList != 4 || o.cqMod != 4 || o.iters != 40 {
 		t.Errorf("parsed %+v", o)
 	}
+	// A leading 0 is a decimal digit, not octal (docs/cli.md).
+	if o, err := parsePerfArgs([]string{"write_lat", "-s", "010"}, io.Discard); err != nil || o.size != 10 {
+		t.Errorf("-s 010: size %d, %v; want 10", o.size, err)
+	}
 	o, err = parsePerfArgs([]string{"write_lat"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -206,6 +210,8 @@ func TestPerfFlags(t *testing.T) {
 		{"write_lat", "somehost"},
 		{"send_bw", "--post_list", "3", "-n", "10"},
 		{"write_lat", "-s", "ten"},
+		{"write_lat", "-I", "-1"}, // sizes are never negative (docs/cli.md), -1 is only the default
+		{"write_lat", "-n", "-5"},
 	} {
 		if _, err := parsePerfArgs(bad, io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
