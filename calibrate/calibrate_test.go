@@ -56,7 +56,7 @@ func TestDocIsGenerated(t *testing.T) {
 	ts, err := All()
 	require.NoError(t, err)
 	var b bytes.Buffer
-	Markdown(&b, ts)
+	require.NoError(t, Markdown(&b, ts))
 	const path = "../docs/calibration.md"
 	if *update {
 		require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))

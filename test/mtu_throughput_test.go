@@ -5,33 +5,21 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/softnic/softnic/provider"
-	"github.com/softnic/softnic/sim"
-	"github.com/softnic/softnic/testbed"
+	"github.com/softnic/softnic/calibrate"
+	"github.com/softnic/softnic/profile"
 )
 
-// writeGbps is the virtual-time goodput of one RDMA WRITE of size bytes
-// at the given MTU, post → CQE, with tags PCIe read tags (0: the profile's).
+// writeGbps is calibrate.WriteGbps on the default profile with tags PCIe
+// read tags (0: the profile's).
 func writeGbps(t *testing.T, size, mtu, tags int) float64 {
 	t.Helper()
-	cfg := testbed.DefaultConfig()
+	p := profile.Default()
 	if tags > 0 {
-		cfg.Device.DMA.MaxReadTags = tags
+		p.Device.DMA.MaxReadTags = tags
 	}
-	w, err := testbed.New(cfg)
+	g, err := calibrate.WriteGbps(p, size, mtu)
 	require.NoError(t, err)
-	t.Cleanup(w.Close)
-	eps, err := w.ConnectRC(testbed.ConnOpts{MTU: mtu, BufSize: size})
-	require.NoError(t, err)
-	req, rsp := eps[0], eps[1]
-	w.Settle(0)
-	start := w.Eng.Now()
-	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
-		SGL: []provider.SGE{req.MR.SGE(0, uint32(size))}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
-	require.NoError(t, err)
-	require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
-	d := w.Eng.Now().Sub(start)
-	return float64(size) * 8 / (float64(d) / float64(sim.Second)) / 1e9
+	return g
 }
 
 // TestMTUThroughput: a 1 MiB WRITE gets faster, never slower, as the MTU
@@ -44,7 +32,7 @@ func writeGbps(t *testing.T, size, mtu, tags int) float64 {
 func TestMTUThroughput(t *testing.T) {
 	prev := 0.0
 	var at [5]float64
-	for i, mtu := range []int{256, 512, 1024, 2048, 4096} {
+	for i, mtu := range calibrate.MTUs {
 		g := writeGbps(t, 1<<20, mtu, 0)
 		at[i] = g
 		t.Logf("1 MiB WRITE at MTU %4d: %.1f Gb/s", mtu, g)

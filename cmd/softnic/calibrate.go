@@ -50,7 +50,10 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		}
 		w = &errWriter{w: f}
 	}
-	calibrate.Markdown(w, ts)
+	if err := calibrate.Markdown(w, ts); err != nil {
+		fmt.Fprintln(stderr, "softnic calibrate:", err)
+		return 1
+	}
 	if f != nil {
 		werr := w.(*errWriter).err
 		if cerr := f.Close(); werr == nil {
