@@ -260,20 +260,7 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 		return 0, 0, detail(ErrInvalidArg, "WQE of %d octowords", ds)
 	}
 
-	fmcese := uint8(0)
-	if wr.Flags&SendFence != 0 {
-		fmcese |= mlx5.FenceSmallAndFen
-	}
-	if wr.Flags&SendSignaled != 0 || qp.sigAll {
-		fmcese |= mlx5.CECQUpdate
-	}
-	if wr.Flags&SendSolicited != 0 {
-		fmcese |= mlx5.SolicitedEvent
-	}
-	imm := uint32(0)
-	if mop == mlx5.OpSendImm || mop == mlx5.OpRDMAWriteImm {
-		imm = wr.Imm
-	}
+	fmcese, imm := qp.ctrlFlags(wr, mop)
 	ctrl := mlx5.CtrlSeg(sq.buf[off : off+mlx5.CtrlSegSize])
 	ctrl.Encode(&mlx5.CtrlFields{WQEIndex: uint16(sq.curPost), Opcode: mop, QPN: qp.qpn, DS: uint8(ds), FMCESE: fmcese, Imm: imm})
 	if qp.bug.set != 0 {
@@ -287,6 +274,25 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 		qp.ctx.host.HostWork("wqe_build", qp.qpn, ds*mlx5.DSSize)
 	}
 	return off, ds, nil
+}
+
+// ctrlFlags is the ctrl segment's fm_ce_se byte and immediate for wr
+// (mlx5_post_send: fence, CQ update on signaled or sq_sig_all, solicited;
+// the immediate only for the WITH_IMM opcodes).
+func (qp *QP) ctrlFlags(wr *SendWR, mop mlx5.Opcode) (fmcese uint8, imm uint32) {
+	if wr.Flags&SendFence != 0 {
+		fmcese |= mlx5.FenceSmallAndFen
+	}
+	if wr.Flags&SendSignaled != 0 || qp.sigAll {
+		fmcese |= mlx5.CECQUpdate
+	}
+	if wr.Flags&SendSolicited != 0 {
+		fmcese |= mlx5.SolicitedEvent
+	}
+	if mop == mlx5.OpSendImm || mop == mlx5.OpRDMAWriteImm {
+		imm = wr.Imm
+	}
+	return fmcese, imm
 }
 
 // buildSimple is buildSend for the common WR: an RC or UC SEND, SEND with
@@ -345,20 +351,7 @@ func (qp *QP) buildSimple(wr *SendWR, nreq int) (off, ds int, ok bool) {
 		binary.BigEndian.PutUint64(d[8:16], sge.Addr)
 		ds++
 	}
-	fmcese := uint8(0)
-	if wr.Flags&SendFence != 0 {
-		fmcese |= mlx5.FenceSmallAndFen
-	}
-	if wr.Flags&SendSignaled != 0 || qp.sigAll {
-		fmcese |= mlx5.CECQUpdate
-	}
-	if wr.Flags&SendSolicited != 0 {
-		fmcese |= mlx5.SolicitedEvent
-	}
-	imm := uint32(0)
-	if mop == mlx5.OpSendImm || mop == mlx5.OpRDMAWriteImm {
-		imm = wr.Imm
-	}
+	fmcese, imm := qp.ctrlFlags(wr, mop)
 	// ctrl: opmod_idx_opcode, qpn_ds, signature|0|0|fm_ce_se, imm.
 	binary.BigEndian.PutUint64(w[0:8], uint64(uint32(sq.curPost&0xffff)<<8|uint32(mop))<<32|uint64(qp.qpn<<8|uint32(ds)))
 	binary.BigEndian.PutUint64(w[8:16], uint64(fmcese)<<32|uint64(imm))
