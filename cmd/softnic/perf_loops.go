@@ -54,20 +54,25 @@ func cqReady(cq *provider.CQ) bool {
 	return mlx5.CQEOwnedBySW(mlx5.CQE64(cq.CQE(ci)), ci, uint32(cq.Size()))
 }
 
-// pollOne takes one completion from a CQ that cqReady said has one.
-func pollOne(cq *provider.CQ, what string) (provider.WC, error) {
+// pollReady takes one successful completion from cq if cqReady says it
+// has one: false and no error when it has none yet. test and which name
+// the CQ in an error ("write_lat", "send": "write_lat send CQ").
+func pollReady(cq *provider.CQ, test, which string) (bool, error) {
+	if !cqReady(cq) {
+		return false, nil
+	}
 	var wc [1]provider.WC
 	n, err := cq.Poll(wc[:])
 	if err != nil {
-		return wc[0], err
+		return false, err
 	}
 	if n == 0 {
-		return wc[0], fmt.Errorf("%s: the CQE went away", what)
+		return false, fmt.Errorf("%s %s CQ: the CQE went away", test, which)
 	}
 	if wc[0].Status != provider.WCSuccess {
-		return wc[0], fmt.Errorf("%s: completion with error %v (wr_id %d, vendor syndrome %#x)", what, wc[0].Status, wc[0].WRID, wc[0].VendorErr)
+		return false, fmt.Errorf("%s %s CQ: completion with error %v (wr_id %d, vendor syndrome %#x)", test, which, wc[0].Status, wc[0].WRID, wc[0].VendorErr)
 	}
-	return wc[0], nil
+	return true, nil
 }
 
 // perfActor is one side's loop.
@@ -223,10 +228,7 @@ func (a *writeLat) step() (bool, error) {
 			moved = true
 		case phWaitSendCQE:
 			if a.ccnt < a.iters {
-				if !cqReady(a.ep.scq) {
-					return moved, nil
-				}
-				if _, err := pollOne(a.ep.scq, "write_lat send CQ"); err != nil {
+				if ok, err := pollReady(a.ep.scq, "write_lat", "send"); !ok {
 					return moved, err
 				}
 				a.ccnt++
@@ -293,10 +295,7 @@ func (a *sendLat) step() (bool, error) {
 			}
 			moved = true
 		case phWaitData:
-			if !cqReady(a.ep.rcq) {
-				return moved, nil
-			}
-			if _, err := pollOne(a.ep.rcq, "send_lat receive CQ"); err != nil {
+			if ok, err := pollReady(a.ep.rcq, "send_lat", "receive"); !ok {
 				return moved, err
 			}
 			a.rcnt++
@@ -325,10 +324,7 @@ func (a *sendLat) step() (bool, error) {
 			a.phase = phTop
 			moved = true
 		case phWaitSendCQE:
-			if !cqReady(a.ep.scq) {
-				return moved, nil
-			}
-			if _, err := pollOne(a.ep.scq, "send_lat send CQ"); err != nil {
+			if ok, err := pollReady(a.ep.scq, "send_lat", "send"); !ok {
 				return moved, err
 			}
 			a.phase = phTop
@@ -376,10 +372,7 @@ func (a *reqLat) step() (bool, error) {
 	moved := false
 	for {
 		if a.waiting {
-			if !cqReady(a.ep.scq) {
-				return moved, nil
-			}
-			if _, err := pollOne(a.ep.scq, opName(a.op)+" send CQ"); err != nil {
+			if ok, err := pollReady(a.ep.scq, opName(a.op), "send"); !ok {
 				return moved, err
 			}
 			a.waiting = false
