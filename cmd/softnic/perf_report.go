@@ -245,37 +245,29 @@ func (p *perfPrinter) heading() {
 
 func (p *perfPrinter) lat(s latStats) {
 	p.res.Latency = append(p.res.Latency, s)
-	switch {
-	case p.o.json:
-	case p.o.output == "latency":
-		fmt.Fprintf(p.w, "%f\n", s.Avg)
-	default:
-		p.heading()
-		writeLatRow(p.w, s)
-	}
+	p.row("latency", s.Avg, func() { writeLatRow(p.w, s) })
 }
 
 func (p *perfPrinter) latDur(s latDuration) {
 	p.res.LatDuration = append(p.res.LatDuration, s)
-	switch {
-	case p.o.json:
-	case p.o.output == "latency":
-		fmt.Fprintf(p.w, "%f\n", s.Avg)
-	default:
-		p.heading()
-		writeLatDurRow(p.w, s)
-	}
+	p.row("latency", s.Avg, func() { writeLatDurRow(p.w, s) })
 }
 
 func (p *perfPrinter) bw(s bwStats) {
 	p.res.Bandwidth = append(p.res.Bandwidth, s)
+	p.row("bandwidth", s.Avg, func() { writeBWRow(p.w, s, p.o.gbits) })
+}
+
+// row prints one result: nothing with --json (end writes the document),
+// the average alone with -o output, else a table row under the heading.
+func (p *perfPrinter) row(output string, avg float64, write func()) {
 	switch {
 	case p.o.json:
-	case p.o.output == "bandwidth":
-		fmt.Fprintf(p.w, "%f\n", s.Avg)
+	case p.o.output == output:
+		fmt.Fprintf(p.w, "%f\n", avg)
 	default:
 		p.heading()
-		writeBWRow(p.w, s, p.o.gbits)
+		write()
 	}
 }
 
