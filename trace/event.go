@@ -112,12 +112,7 @@ const NoPSN int32 = -1
 
 // Stage records an Info event without a PSN.
 func (r *Recorder) Stage(node int, component, name string, start, end sim.Time, bytes, tlps int, qpn uint32, flow uint64) {
-	if r == nil {
-		return
-	}
-	p := r.slot()
-	*p = Event{Name: name, Component: component, Node: node, Start: start, End: end, Bytes: bytes, TLPs: tlps, QPN: qpn, Flow: flow, PSN: NoPSN}
-	r.sink(p)
+	r.StagePSN(node, component, name, start, end, bytes, tlps, qpn, flow, NoPSN)
 }
 
 // StagePSN records an Info event of the packet with BTH PSN psn (NoPSN:
