@@ -225,7 +225,6 @@ type Timer struct {
 	e    *Engine
 	h    Handler
 	slot int32 // the engine slot of its event while armed, -1 otherwise
-	at   Time
 }
 
 // NewTimer returns a stopped timer that calls h when it expires.
@@ -239,7 +238,6 @@ func (t *Timer) Reset(at Time) {
 	if at < e.now {
 		at = e.now
 	}
-	t.at = at
 	e.seq++
 	if t.slot >= 0 {
 		e.q.fix(int(e.q.pos[t.slot]), entry{at: at, seq: e.seq, slot: t.slot})
@@ -268,5 +266,5 @@ func (t *Timer) When() Time {
 	if !t.Armed() {
 		return Never
 	}
-	return t.at
+	return t.e.q.h[t.e.q.pos[t.slot]].at
 }
