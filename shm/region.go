@@ -168,16 +168,22 @@ func (r *Region) Write(addr uint64, src []byte) error {
 	return nil
 }
 
+// allocArgs checks an allocation's size and alignment (a power of two)
+// and rounds them up to whole, 8-byte aligned words.
+func allocArgs(size, align int) (int, int, error) {
+	if size <= 0 || align <= 0 || align&(align-1) != 0 {
+		return 0, 0, fmt.Errorf("%w: alloc size %d align %d", ErrBadArg, size, align)
+	}
+	return (size + 7) &^ 7, max(align, 8), nil
+}
+
 // Alloc reserves size bytes aligned to align (a power of two, at least 8),
 // zeroed, first fit, and returns their IOVA.
 func (r *Region) Alloc(size, align int) (uint64, error) {
-	if size <= 0 || align <= 0 || align&(align-1) != 0 {
-		return 0, fmt.Errorf("%w: alloc size %d align %d", ErrBadArg, size, align)
+	size, align, err := allocArgs(size, align)
+	if err != nil {
+		return 0, err
 	}
-	if align < 8 {
-		align = 8
-	}
-	size = (size + 7) &^ 7
 	if r.skip == nil {
 		r.skip = map[fitClass]int{}
 	}
@@ -197,7 +203,12 @@ func (r *Region) Alloc(size, align int) (uint64, error) {
 		return r.carve(i, a, size), nil
 	}
 	r.skip[c] = from
-	return 0, fmt.Errorf("%w: %d bytes (align %d), %d of %d in use", ErrNoSpace, size, align, r.inUse, len(r.mem))
+	return 0, r.noSpace(size, align)
+}
+
+// noSpace is the error of a request no free span holds.
+func (r *Region) noSpace(size, align int) error {
+	return fmt.Errorf("%w: %d bytes (align %d), %d of %d in use", ErrNoSpace, size, align, r.inUse, len(r.mem))
 }
 
 // carve takes [a, a+size) out of free span i, zeroes it and records it.
@@ -244,13 +255,10 @@ func (r *Region) carve(i, a, size int) uint64 {
 // application allocates from the bottom, so that those addresses do not
 // depend on it.
 func (r *Region) AllocTop(size, align int) (uint64, error) {
-	if size <= 0 || align <= 0 || align&(align-1) != 0 {
-		return 0, fmt.Errorf("%w: alloc size %d align %d", ErrBadArg, size, align)
+	size, align, err := allocArgs(size, align)
+	if err != nil {
+		return 0, err
 	}
-	if align < 8 {
-		align = 8
-	}
-	size = (size + 7) &^ 7
 	for i := len(r.free) - 1; i >= 0; i-- {
 		s := r.free[i]
 		end := s.off + s.size
@@ -260,7 +268,7 @@ func (r *Region) AllocTop(size, align int) (uint64, error) {
 		}
 		return r.carve(i, a, size), nil
 	}
-	return 0, fmt.Errorf("%w: %d bytes (align %d), %d of %d in use", ErrNoSpace, size, align, r.inUse, len(r.mem))
+	return 0, r.noSpace(size, align)
 }
 
 // Free releases an allocation made by Alloc.
