@@ -34,6 +34,7 @@ package main
 
 import (
 	"cmp"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -667,23 +668,8 @@ func parseGIDHex(s string) ([16]byte, error) {
 	if len(s) != 32 {
 		return g, fmt.Errorf("GID %q: want 32 hex digits", s)
 	}
-	for i := range g {
-		var v byte
-		for _, c := range []byte(s[2*i : 2*i+2]) {
-			var d byte
-			switch {
-			case c >= '0' && c <= '9':
-				d = c - '0'
-			case c >= 'a' && c <= 'f':
-				d = c - 'a' + 10
-			case c >= 'A' && c <= 'F':
-				d = c - 'A' + 10
-			default:
-				return g, fmt.Errorf("GID %q: %q is not a hex digit", s, c)
-			}
-			v = v<<4 | d
-		}
-		g[i] = v
+	if _, err := hex.Decode(g[:], []byte(s)); err != nil {
+		return [16]byte{}, fmt.Errorf("GID %q: %w", s, err)
 	}
 	return g, nil
 }
