@@ -1,17 +1,21 @@
 package provider
 
-import "github.com/softnic/softnic/mlx5"
+import (
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/uverbs"
+)
 
-// PortState is enum ibv_port_state.
+// PortState is enum ibv_port_state. Its values are uverbs.PortState's
+// (the ABI's one table); the type is the provider's own for its String.
 type PortState uint8
 
 // Port states (ibv_port_state).
 const (
-	PortNop    PortState = 0
-	PortDown   PortState = 1
-	PortInit   PortState = 2
-	PortArmed  PortState = 3
-	PortActive PortState = 4
+	PortNop    = PortState(uverbs.PortNop)
+	PortDown   = PortState(uverbs.PortDown)
+	PortInit   = PortState(uverbs.PortInit)
+	PortArmed  = PortState(uverbs.PortArmed)
+	PortActive = PortState(uverbs.PortActive)
 )
 
 func (s PortState) String() string {
