@@ -65,7 +65,7 @@ func TestRQPrefetchSendLikeWrite(t *testing.T) {
 	t.Logf("2 B half round trip: SEND %v, WRITE_IMM %v, SEND without RQ prefetch %v", send, write, sendNoPre)
 	require.InEpsilon(t, float64(write), float64(send), 0.03, "SEND within 3%% of WRITE_IMM")
 	require.Greater(t, float64(sendNoPre), 1.3*float64(send), "read-ahead takes two serial DMA reads off the critical path")
-	hits := w.Hosts[1].Dev.Counters().Get(device.CtrRQPrefetchHit.String())
+	hits := w.Hosts[1].Dev.Counters().Value(device.CtrRQPrefetchHit)
 	require.GreaterOrEqual(t, hits, uint64(19), "the responder found its WQE read ahead (%d hits)", hits)
 }
 
@@ -86,7 +86,7 @@ func TestRQPrefetchBoundedAndFallback(t *testing.T) {
 	require.Equal(t, provider.WCSuccess, waitOne(t, rsp.RecvCQ).Status)
 	require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
 	ctr := rsp.Host.Dev.Counters()
-	require.Zero(t, ctr.Get(device.CtrRQPrefetchHit.String()), "nothing was read ahead: the message fetched its WQE")
+	require.Zero(t, ctr.Value(device.CtrRQPrefetchHit), "nothing was read ahead: the message fetched its WQE")
 	w.Settle(0)
 	require.Zero(t, w.Eng.Pending(), "the burst after the consumed WQE ends too")
 }
@@ -97,7 +97,7 @@ func TestRQPrefetchFlush(t *testing.T) {
 	_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}, {WRID: 2, SGL: []provider.SGE{rsp.MR.SGE(4096, 4096)}}})
 	require.NoError(t, err)
 	w.Settle(0)
-	require.Positive(t, rsp.Host.Dev.Counters().Get(device.CtrRQPrefetch.String()))
+	require.Positive(t, rsp.Host.Dev.Counters().Value(device.CtrRQPrefetch))
 	require.NoError(t, rsp.QP.Modify(&provider.QPAttr{QPState: provider.QPStateErr}, mlx5.AttrState))
 	w.Settle(0)
 	wcs, err := testbed.Wait(rsp.RecvCQ, 2)
