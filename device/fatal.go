@@ -134,9 +134,8 @@ func (d *Device) swFlush(t sim.Time, q *qp) {
 	if rq, ok := q.rq.(*rqRing); ok && rq.cnt > 0 {
 		var b [4]byte
 		if d.mem.Read(rq.dbr, b[:]) == nil {
-			c16 := uint16(binary.BigEndian.Uint32(b[:]))
-			if ahead := uint32(c16 - uint16(rq.tail)); ahead <= rq.cnt {
-				rq.head = rq.tail + ahead
+			if posted, ok := extendProducer(uint16(binary.BigEndian.Uint32(b[:])), rq.tail, rq.cnt); ok {
+				rq.head = posted
 			}
 		}
 		for {

@@ -16,6 +16,21 @@ type recvWQE struct {
 	nsge  int
 }
 
+// parse fills w from a receive WQE's data segments, which start at off of
+// buf and end at the first terminator key (mlx5.InvalidKey) or buf's end.
+func (w *recvWQE) parse(index uint16, buf []byte, off int) {
+	w.index = index
+	w.nsge = 0
+	for ; off+mlx5.DataSegSize <= len(buf) && w.nsge < len(w.sges); off += mlx5.DataSegSize {
+		s := mlx5.DataSeg(buf[off:]).Fields()
+		if s.LKey == mlx5.InvalidKey {
+			break
+		}
+		w.sges[w.nsge] = s
+		w.nsge++
+	}
+}
+
 // recvQueue is where a QP's incoming SENDs and WRITE-with-immediates find
 // their buffers. The QP's own RQ implements it; a shared receive queue
 // will implement it too (one SRQ behind several QPs).
@@ -79,9 +94,8 @@ type rqRing struct {
 // pays the two reads as before. Every read is a real DMA on the link.
 type rqPrefetch struct {
 	buf   []byte   // the WQE read ahead, stride bytes (allocated on first use)
-	idx   uint32   // its counter
 	ready sim.Time // when it is in the device
-	ok    bool     // buf holds WQE idx
+	ok    bool     // buf holds the next WQE to consume (every consumption or reset clears it)
 	polls int      // doorbell-record re-reads left in this burst
 	timer *sim.Timer
 }
@@ -112,7 +126,7 @@ func (r *rqRing) prime(t sim.Time) {
 }
 
 func (r *rqRing) kick(t sim.Time) {
-	if r.tail == 0 || r.pre.ok || r.cnt == 0 || !r.d.spec.Core.RQPrefetch {
+	if r.tail == 0 || r.pre.ok {
 		return // never received: a send-only QP does not read its RQ
 	}
 	r.prime(t)
@@ -132,34 +146,44 @@ func (r *rqRing) prefetch(t sim.Time) {
 	if r.pre.ok || !r.live() {
 		return
 	}
-	if r.tail == r.head {
-		t = r.refresh(t)
-		if r.tail == r.head {
-			if r.pre.polls > 0 {
-				r.pre.polls--
-				if r.pre.timer == nil {
-					r.pre.timer = d.eng.NewTimer(rqPollTimer{r})
-				}
-				r.pre.timer.Reset(t + sim.Time(d.spec.Core.RQPollInterval))
+	if t = r.await(t); r.tail == r.head {
+		if r.pre.polls > 0 {
+			r.pre.polls--
+			if r.pre.timer == nil {
+				r.pre.timer = d.eng.NewTimer(rqPollTimer{r})
 			}
-			return
+			r.pre.timer.Reset(t + sim.Time(d.spec.Core.RQPollInterval))
 		}
+		return
 	}
 	if r.pre.buf == nil {
 		r.pre.buf = make([]byte, r.stride)
 	}
-	slot := r.tail & (r.cnt - 1)
-	done, st, err := d.dma.Read(t, r.base+uint64(slot)*uint64(r.stride), r.pre.buf)
+	done, st, err := d.dma.Read(t, r.slotAddr(), r.pre.buf)
 	if err != nil {
 		d.warn(t, CtrRQReadError, "QP %#x RQ WQE %d (prefetch): %v", r.qpn, r.tail, err)
 		return
 	}
 	d.inc(CtrRQPrefetch)
 	d.rec.StagePSN(d.node, "dma", "rq_wqe_prefetch", t, done, len(r.pre.buf), st.TLPs(), r.qpn, 0, noPSN)
-	r.pre.idx, r.pre.ready, r.pre.ok = r.tail, done, true
+	r.pre.ready, r.pre.ok = done, true
 	if r.pre.timer != nil {
 		r.pre.timer.Stop()
 	}
+}
+
+// await re-reads the doorbell record if every WQE known to be posted is
+// consumed, and returns when the device knows.
+func (r *rqRing) await(t sim.Time) sim.Time {
+	if r.tail == r.head {
+		return r.refresh(t)
+	}
+	return t
+}
+
+// slotAddr is the host address of the next WQE to consume.
+func (r *rqRing) slotAddr() uint64 {
+	return r.base + uint64(r.tail&(r.cnt-1))*uint64(r.stride)
 }
 
 func (r *rqRing) size() int { return int(r.cnt) }
@@ -196,12 +220,19 @@ func (d *Device) readProducer(t sim.Time, dbr uint64, consumed, size uint32, wha
 		return t, 0, false
 	}
 	c16 := uint16(binary.BigEndian.Uint32(b[:]))
-	ahead := uint32(c16 - uint16(consumed))
-	if ahead > size {
-		d.warn(t, bad, "%s %#x doorbell record %d is %d ahead of the %d consumed (queue of %d)", what, id, c16, ahead, uint16(consumed), size)
+	posted, ok := extendProducer(c16, consumed, size)
+	if !ok {
+		d.warn(t, bad, "%s %#x doorbell record %d is %d ahead of the %d consumed (queue of %d)", what, id, c16, posted-consumed, uint16(consumed), size)
 		return done, 0, false
 	}
-	return done, consumed + ahead, true
+	return done, posted, true
+}
+
+// extendProducer extends a doorbell record's 16-bit count of WQEs posted
+// relative to consumed; ok is false when it is more than size ahead.
+func extendProducer(c16 uint16, consumed, size uint32) (posted uint32, ok bool) {
+	ahead := uint32(c16 - uint16(consumed))
+	return consumed + ahead, ahead <= size
 }
 
 func (r *rqRing) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
@@ -209,28 +240,22 @@ func (r *rqRing) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 	if r.cnt == 0 {
 		return t, false
 	}
-	if r.tail == r.head {
-		t = r.refresh(t)
-		if r.tail == r.head {
-			return t, false
-		}
+	if t = r.await(t); r.tail == r.head {
+		return t, false
 	}
 	var buf []byte
 	var done sim.Time
-	if r.pre.ok && r.pre.idx == r.tail {
+	if r.pre.ok {
+		r.pre.ok = false
 		// Read ahead: on chip once its read completed.
 		buf, done = r.pre.buf, max(t, r.pre.ready)
-		r.pre.ok = false
 		d.inc(CtrRQPrefetchHit)
 		d.rec.StagePSN(d.node, "device", "rq_wqe_hit", t, done, len(buf), 0, r.qpn, 0, psn)
 	} else {
-		r.pre.ok = false
-		slot := r.tail & (r.cnt - 1)
-		addr := r.base + uint64(slot)*uint64(r.stride)
 		buf = d.rqbuf[:r.stride]
 		var st pcie.Stats
 		var err error
-		done, st, err = d.dma.Read(t, addr, buf)
+		done, st, err = d.dma.Read(t, r.slotAddr(), buf)
 		if err != nil {
 			d.warn(t, CtrRQReadError, "QP %#x RQ WQE %d: %v", r.qpn, r.tail, err)
 			return t, false
@@ -240,21 +265,9 @@ func (r *rqRing) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 	if d.chk != nil {
 		d.chk.recvWQE(done, "QP", r.qpn, r.tail, buf, 0)
 	}
-	w.index = uint16(r.tail)
-	w.nsge = 0
-	for off := 0; off+mlx5.DataSegSize <= len(buf) && w.nsge < len(w.sges); off += mlx5.DataSegSize {
-		s := mlx5.DataSeg(buf[off:]).Fields()
-		if s.LKey == mlx5.InvalidKey {
-			break
-		}
-		w.sges[w.nsge] = s
-		w.nsge++
-	}
+	w.parse(uint16(r.tail), buf, 0)
 	r.tail++
-	if d.spec.Core.RQPrefetch {
-		r.pre.polls = d.spec.Core.RQPolls
-		r.prefetch(done)
-	}
+	r.prime(done) // read the next one ahead
 	return done, true
 }
 

@@ -75,16 +75,7 @@ func (s *srq) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 	if d.chk != nil {
 		d.chk.recvWQE(done, "SRQ", s.srqn, slot, buf, mlx5.SRQNextSegSize)
 	}
-	w.index = uint16(slot)
-	w.nsge = 0
-	for off := mlx5.SRQNextSegSize; off+mlx5.DataSegSize <= len(buf) && w.nsge < len(w.sges); off += mlx5.DataSegSize {
-		f := mlx5.DataSeg(buf[off:]).Fields()
-		if f.LKey == mlx5.InvalidKey {
-			break
-		}
-		w.sges[w.nsge] = f
-		w.nsge++
-	}
+	w.parse(uint16(slot), buf, mlx5.SRQNextSegSize)
 	s.cur = binary.BigEndian.Uint16(buf[mlx5.SRQOffNextWQEIndex:])
 	s.taken++
 	// The limit event fires once when fewer than srq_limit WQEs are left,
