@@ -133,9 +133,7 @@ type perfOpts struct {
 	gidIdx     int
 	atomic     string
 	noPeak     bool
-	profile    string
 	json       bool
-	faults     string
 	timeout    time.Duration
 	net        netOpts
 	noProgress bool
@@ -227,7 +225,6 @@ func parsePerfArgs(args []string, stderr io.Writer) (perfOpts, error) {
 			o.cqModSet = true
 		}
 	})
-	o.faults, o.profile = o.net.faults, o.net.profile
 	switch len(words) {
 	case 0:
 		return o, fmt.Errorf("which test? (%s)", perfTestNames())

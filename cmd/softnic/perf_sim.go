@@ -29,14 +29,14 @@ func (c simClock) beforePost() {}
 func perfArea(maxSize int) int { return roundUp(max(maxSize+grhArea, 64), 4096) }
 
 func perfSim(o perfOpts, stdout, stderr io.Writer) error {
-	prof, err := profile.Load(o.profile)
+	prof, err := profile.Load(o.net.profile)
 	if err != nil {
 		return err
 	}
 	spec := prof.Device
 	cfg := testbed.DefaultConfig()
 	cfg.Device, cfg.Wire = spec, prof.Wire
-	if cfg.Faults, err = loadFaults(o.faults); err != nil {
+	if cfg.Faults, err = loadFaults(o.net.faults); err != nil {
 		return err
 	}
 	active := spec.Caps.ActiveMTU
