@@ -283,36 +283,25 @@ func (u *UverbsControl) QueryPort(port int) (mlx5.PortAttr, error) {
 	return a, nil
 }
 
-// Attribute ids of UVERBS_METHOD_QUERY_GID_ENTRY and the size of struct
-// ib_uverbs_gid_entry (rdma/ib_user_ioctl_cmds.h, ib_user_ioctl_verbs.h).
-const (
-	attrGIDEntryPort, attrGIDEntryIndex, attrGIDEntryFlags, attrGIDEntryResp uverbs.AttrID = 0, 1, 2, 3
-	gidEntrySize                                                                           = 32
-)
-
 func (u *UverbsControl) queryGID(port, index uint32) ([16]byte, error) {
 	const cmd = "UVERBS_METHOD_QUERY_GID_ENTRY"
 	const hdr = uverbs.IoctlHdrSize + 4*uverbs.AttrSize
-	io, err := uverbs.NewIoctl(u.req[:], uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5)
-	for _, a := range [...]uverbs.AttrFields{uverbs.AttrU32In(attrGIDEntryPort, port), uverbs.AttrU32In(attrGIDEntryIndex, index),
-		uverbs.AttrU32In(attrGIDEntryFlags, 0), uverbs.AttrPtrOut(attrGIDEntryResp, hdr, gidEntrySize)} {
-		if err == nil {
-			err = io.Add(a)
-		}
-	}
+	io, err := uverbs.QueryGIDEntryIoctl(u.req[:], port, index, hdr, uverbs.DriverMLX5)
 	if err != nil {
 		return [16]byte{}, u.fail(cmd, err)
 	}
-	n, err := u.t.Do(io.Bytes(), u.resp[:hdr+gidEntrySize])
+	n, err := u.t.Do(io.Bytes(), u.resp[:hdr+uverbs.GIDEntrySize])
 	if err != nil {
 		return [16]byte{}, u.fail(cmd, err)
 	}
-	if n < hdr+gidEntrySize {
+	if n < hdr+uverbs.GIDEntrySize {
 		return [16]byte{}, detail(ErrNotSupported, "uverbs %s: response of %d bytes", cmd, n)
 	}
-	var gid [16]byte
-	copy(gid[:], u.resp[hdr:hdr+16])
-	return gid, nil
+	var e uverbs.GIDEntry
+	if err := e.Decode(u.resp[hdr:n]); err != nil {
+		return [16]byte{}, u.fail(cmd, err)
+	}
+	return e.GID, nil
 }
 
 // ---------------------------------------------------------------- PD and MR

@@ -173,7 +173,15 @@ const (
 	AttrGetContextCoreSupport    AttrID = 1
 	AttrQueryPortPortNum         AttrID = 0
 	AttrQueryPortResp            AttrID = 1
+	AttrQueryGIDEntryPort        AttrID = 0
+	AttrQueryGIDEntryGIDIndex    AttrID = 1
+	AttrQueryGIDEntryFlags       AttrID = 2
+	AttrQueryGIDEntryRespEntry   AttrID = 3
 )
+
+// GIDTypeRoCEv2 is IB_UVERBS_GID_TYPE_ROCE_V2, GIDEntry.GIDType of a RoCE
+// v2 GID.
+const GIDTypeRoCEv2 = 2
 
 // Methods of the CQ, QP and SRQ objects and their attributes.
 const (

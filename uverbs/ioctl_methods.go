@@ -61,6 +61,20 @@ func QueryPortIoctl(b []byte, port uint8, resp uint64, driverID DriverID) (Ioctl
 	return r, r.Add(AttrPtrOut(AttrQueryPortResp, resp, QueryPortRespExSize))
 }
 
+// QueryGIDEntryIoctl builds DEVICE/QUERY_GID_ENTRY in b: the port and GID
+// index inline, flags 0, and a GIDEntrySize-byte ib_uverbs_gid_entry
+// written at resp.
+func QueryGIDEntryIoctl(b []byte, port, index uint32, resp uint64, driverID DriverID) (Ioctl, error) {
+	r, err := NewIoctl(b, ObjectDevice, MethodQueryGIDEntry, driverID)
+	for _, a := range [...]AttrFields{AttrU32In(AttrQueryGIDEntryPort, port), AttrU32In(AttrQueryGIDEntryGIDIndex, index),
+		AttrU32In(AttrQueryGIDEntryFlags, 0), AttrPtrOut(AttrQueryGIDEntryRespEntry, resp, GIDEntrySize)} {
+		if err == nil {
+			err = r.Add(a)
+		}
+	}
+	return r, err
+}
+
 // destroyMethods are the destroy method, handle attribute, response
 // attribute and response size of each object (0 size: no response).
 var destroyMethods = map[ObjectID]struct {

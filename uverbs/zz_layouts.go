@@ -1086,6 +1086,57 @@ func (s *QueryPortRespEx) get(b []byte) error {
 	return nil
 }
 
+// GIDEntry is struct ib_uverbs_gid_entry (32 bytes): one GID table entry: the UVERBS_METHOD_QUERY_GID_ENTRY response attribute.
+type GIDEntry struct {
+	GID           [16]byte // gid @0
+	GIDIndex      uint32   // gid_index @16
+	PortNum       uint32   // port_num @20
+	GIDType       uint32   // gid_type @24
+	NetdevIfindex uint32   // netdev_ifindex @28
+}
+
+// GIDEntrySize is sizeof(struct ib_uverbs_gid_entry).
+const GIDEntrySize = 32
+
+// Size is the encoded size, 32 bytes.
+func (*GIDEntry) Size() int { return 32 }
+
+// Encode writes the struct into b[:32] and returns 32; reserved bytes are written as zero.
+func (s *GIDEntry) Encode(b []byte) (int, error) {
+	if len(b) < 32 {
+		return 0, shortBuffer("ib_uverbs_gid_entry", 32, len(b))
+	}
+	s.put(b)
+	return 32, nil
+}
+
+// Decode reads the struct from b[:32]: a shorter b is ErrTruncated. Bytes past 32 are not read.
+func (s *GIDEntry) Decode(b []byte) error {
+	if len(b) < 32 {
+		return truncated("ib_uverbs_gid_entry", 32, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *GIDEntry) put(b []byte) {
+	_ = b[31]
+	copy(b[0:16], s.GID[:])
+	binary.NativeEndian.PutUint32(b[16:], uint32(s.GIDIndex))
+	binary.NativeEndian.PutUint32(b[20:], uint32(s.PortNum))
+	binary.NativeEndian.PutUint32(b[24:], uint32(s.GIDType))
+	binary.NativeEndian.PutUint32(b[28:], uint32(s.NetdevIfindex))
+}
+
+func (s *GIDEntry) get(b []byte) error {
+	_ = b[31]
+	copy(s.GID[:], b[0:16])
+	s.GIDIndex = uint32(binary.NativeEndian.Uint32(b[16:]))
+	s.PortNum = uint32(binary.NativeEndian.Uint32(b[20:]))
+	s.GIDType = uint32(binary.NativeEndian.Uint32(b[24:]))
+	s.NetdevIfindex = uint32(binary.NativeEndian.Uint32(b[28:]))
+	return nil
+}
+
 // AllocPD is struct ib_uverbs_alloc_pd (8 bytes): ALLOC_PD request.
 type AllocPD struct {
 	Response uint64 // response @0
@@ -4845,6 +4896,13 @@ var layouts = []Layout{
 		{Go: "PortCapFlags2", C: "port_cap_flags2", Offset: 40, Width: 2, Kind: "u16"},
 		{Go: "", C: "reserved", Offset: 42, Width: 6, Kind: "pad6"},
 	}},
+	{Go: "GIDEntry", C: "ib_uverbs_gid_entry", Size: 32, Members: []Member{
+		{Go: "GID", C: "gid", Offset: 0, Width: 16, Kind: "b16"},
+		{Go: "GIDIndex", C: "gid_index", Offset: 16, Width: 4, Kind: "u32"},
+		{Go: "PortNum", C: "port_num", Offset: 20, Width: 4, Kind: "u32"},
+		{Go: "GIDType", C: "gid_type", Offset: 24, Width: 4, Kind: "u32"},
+		{Go: "NetdevIfindex", C: "netdev_ifindex", Offset: 28, Width: 4, Kind: "u32"},
+	}},
 	{Go: "AllocPD", C: "ib_uverbs_alloc_pd", Size: 8, Members: []Member{
 		{Go: "Response", C: "response", Offset: 0, Width: 8, Kind: "u64"},
 	}},
@@ -5365,6 +5423,7 @@ var registry = []func() Struct{
 	func() Struct { return new(QueryPort) },
 	func() Struct { return new(QueryPortResp) },
 	func() Struct { return new(QueryPortRespEx) },
+	func() Struct { return new(GIDEntry) },
 	func() Struct { return new(AllocPD) },
 	func() Struct { return new(AllocPDResp) },
 	func() Struct { return new(DeallocPD) },

@@ -8,31 +8,6 @@ import (
 	"github.com/softnic/softnic/uverbs"
 )
 
-// GIDEntrySize is sizeof(struct ib_uverbs_gid_entry): gid[2] (u64) at 0,
-// gid_index at 16, port_num at 20, gid_type at 24, netdev_ifindex at 28.
-const GIDEntrySize = 32
-
-// GIDTypeRoCEv2 is IB_UVERBS_GID_TYPE_ROCE_V2.
-const GIDTypeRoCEv2 = 2
-
-// Attribute ids of UVERBS_METHOD_QUERY_GID_ENTRY (enum
-// uverbs_attrs_query_gid_entry_cmd_attr_ids).
-const (
-	AttrQueryGIDEntryPort      uverbs.AttrID = 0
-	AttrQueryGIDEntryGIDIndex  uverbs.AttrID = 1
-	AttrQueryGIDEntryFlags     uverbs.AttrID = 2
-	AttrQueryGIDEntryRespEntry uverbs.AttrID = 3
-)
-
-// PutGIDEntry encodes an ib_uverbs_gid_entry into b (at least GIDEntrySize).
-func PutGIDEntry(b []byte, gid [16]byte, index, port, typ uint32) {
-	copy(b[0:16], gid[:])
-	binary.NativeEndian.PutUint32(b[16:], index)
-	binary.NativeEndian.PutUint32(b[20:], port)
-	binary.NativeEndian.PutUint32(b[24:], typ)
-	binary.NativeEndian.PutUint32(b[28:], 0)
-}
-
 // ioctlReq is one ioctl being served: the request's attributes and the
 // response buffer whose head is the attribute array as the kernel
 // leaves it.
@@ -305,19 +280,19 @@ func (s *Server) uarDestroy(r *ioctlReq) *uverbs.Error {
 // queryGIDEntry is UVERBS_METHOD_QUERY_GID_ENTRY: one entry of the port's
 // GID table (every entry is RoCE v2).
 func (s *Server) queryGIDEntry(r *ioctlReq) *uverbs.Error {
-	if e := r.check(AttrQueryGIDEntryPort, AttrQueryGIDEntryGIDIndex, AttrQueryGIDEntryFlags, AttrQueryGIDEntryRespEntry); e != nil {
+	if e := r.check(uverbs.AttrQueryGIDEntryPort, uverbs.AttrQueryGIDEntryGIDIndex, uverbs.AttrQueryGIDEntryFlags, uverbs.AttrQueryGIDEntryRespEntry); e != nil {
 		return e
 	}
-	port, e := r.inline(AttrQueryGIDEntryPort, 4)
+	port, e := r.inline(uverbs.AttrQueryGIDEntryPort, 4)
 	if e != nil {
 		return e
 	}
-	idx, e := r.inline(AttrQueryGIDEntryGIDIndex, 4)
+	idx, e := r.inline(uverbs.AttrQueryGIDEntryGIDIndex, 4)
 	if e != nil {
 		return e
 	}
-	if _, ok := r.find(AttrQueryGIDEntryFlags); ok {
-		fl, e := r.inline(AttrQueryGIDEntryFlags, 4)
+	if _, ok := r.find(uverbs.AttrQueryGIDEntryFlags); ok {
+		fl, e := r.inline(uverbs.AttrQueryGIDEntryFlags, 4)
 		if e != nil {
 			return e
 		}
@@ -325,7 +300,7 @@ func (s *Server) queryGIDEntry(r *ioctlReq) *uverbs.Error {
 			return fail(r.name, syscall.EINVAL, fmt.Sprintf("flags %#x", fl))
 		}
 	}
-	out, e := r.output(AttrQueryGIDEntryRespEntry, GIDEntrySize)
+	out, e := r.output(uverbs.AttrQueryGIDEntryRespEntry, uverbs.GIDEntrySize)
 	if e != nil {
 		return e
 	}
@@ -336,6 +311,7 @@ func (s *Server) queryGIDEntry(r *ioctlReq) *uverbs.Error {
 	if idx >= uint64(len(a.GIDs)) {
 		return fail(r.name, syscall.EINVAL, fmt.Sprintf("GID index %d (the table has %d)", idx, len(a.GIDs)))
 	}
-	PutGIDEntry(out, a.GIDs[idx], uint32(idx), uint32(port), GIDTypeRoCEv2)
+	g := uverbs.GIDEntry{GID: a.GIDs[idx], GIDIndex: uint32(idx), PortNum: uint32(port), GIDType: uverbs.GIDTypeRoCEv2}
+	g.Encode(out) // out is GIDEntrySize bytes: cannot fail
 	return nil
 }

@@ -46,15 +46,15 @@ func TestRoundTrip(t *testing.T) {
 	const gh = uverbs.IoctlHdrSize + 4*uverbs.AttrSize
 	io, err := uverbs.NewIoctl(r.req[:], uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5)
 	require.NoError(t, err)
-	for _, a := range []uverbs.AttrFields{uverbs.AttrU32In(AttrQueryGIDEntryPort, 1), uverbs.AttrU32In(AttrQueryGIDEntryGIDIndex, 0),
-		uverbs.AttrU32In(AttrQueryGIDEntryFlags, 0), uverbs.AttrPtrOut(AttrQueryGIDEntryRespEntry, gh, GIDEntrySize)} {
+	for _, a := range []uverbs.AttrFields{uverbs.AttrU32In(uverbs.AttrQueryGIDEntryPort, 1), uverbs.AttrU32In(uverbs.AttrQueryGIDEntryGIDIndex, 0),
+		uverbs.AttrU32In(uverbs.AttrQueryGIDEntryFlags, 0), uverbs.AttrPtrOut(uverbs.AttrQueryGIDEntryRespEntry, gh, uverbs.GIDEntrySize)} {
 		require.NoError(t, io.Add(a))
 	}
-	n, err := s.Handle(io.Bytes(), r.out[:gh+GIDEntrySize])
+	n, err := s.Handle(io.Bytes(), r.out[:gh+uverbs.GIDEntrySize])
 	require.NoError(t, err)
-	require.Equal(t, gh+GIDEntrySize, n)
+	require.Equal(t, gh+uverbs.GIDEntrySize, n)
 	require.Equal(t, rigIP.As16(), [16]byte(r.out[gh:gh+16]))
-	require.Equal(t, uint32(GIDTypeRoCEv2), binary.NativeEndian.Uint32(r.out[gh+24:]))
+	require.Equal(t, uint32(uverbs.GIDTypeRoCEv2), binary.NativeEndian.Uint32(r.out[gh+24:]))
 
 	pd, pdn := r.allocPD(s)
 	require.NotZero(t, pdn)
@@ -406,11 +406,11 @@ func TestIoctlRefusals(t *testing.T) {
 		return q
 	}
 	gid := func(port, idx uint32, out uint64) uverbs.Ioctl {
-		return io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrU32In(AttrQueryGIDEntryPort, port),
-			uverbs.AttrU32In(AttrQueryGIDEntryGIDIndex, idx), uverbs.AttrPtrOut(AttrQueryGIDEntryRespEntry, out, GIDEntrySize))
+		return io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrU32In(uverbs.AttrQueryGIDEntryPort, port),
+			uverbs.AttrU32In(uverbs.AttrQueryGIDEntryGIDIndex, idx), uverbs.AttrPtrOut(uverbs.AttrQueryGIDEntryRespEntry, out, uverbs.GIDEntrySize))
 	}
 	const h3 = uverbs.IoctlHdrSize + 3*uverbs.AttrSize
-	require.NoError(t, call(gid(1, 0, h3), h3+GIDEntrySize))
+	require.NoError(t, call(gid(1, 0, h3), h3+uverbs.GIDEntrySize))
 	cases := []struct {
 		name string
 		err  error
@@ -418,14 +418,14 @@ func TestIoctlRefusals(t *testing.T) {
 	}{
 		{"wrong driver id", call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverRXE), 64), syscall.EINVAL},
 		{"unknown method", call(io(uverbs.ObjectDevice, 77, uverbs.DriverMLX5), 64), syscall.EPROTONOSUPPORT},
-		{"GID index beyond the table", call(gid(1, 3, h3), h3+GIDEntrySize), syscall.EINVAL},
-		{"GID of port 2", call(gid(2, 0, h3), h3+GIDEntrySize), syscall.EINVAL},
-		{"output outside the response", call(gid(1, 0, 4000), h3+GIDEntrySize), syscall.EFAULT},
-		{"output over the attribute array", call(gid(1, 0, 8), h3+GIDEntrySize), syscall.EFAULT},
+		{"GID index beyond the table", call(gid(1, 3, h3), h3+uverbs.GIDEntrySize), syscall.EINVAL},
+		{"GID of port 2", call(gid(2, 0, h3), h3+uverbs.GIDEntrySize), syscall.EINVAL},
+		{"output outside the response", call(gid(1, 0, 4000), h3+uverbs.GIDEntrySize), syscall.EFAULT},
+		{"output over the attribute array", call(gid(1, 0, 8), h3+uverbs.GIDEntrySize), syscall.EFAULT},
 		{"response shorter than the attributes", call(gid(1, 0, h3), 16), syscall.EFAULT},
-		{"output attribute too short", call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrU32In(AttrQueryGIDEntryPort, 1),
-			uverbs.AttrU32In(AttrQueryGIDEntryGIDIndex, 0), uverbs.AttrPtrOut(AttrQueryGIDEntryRespEntry, h3, 8)), h3+GIDEntrySize), syscall.ENOSPC},
-		{"missing attribute", call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrU32In(AttrQueryGIDEntryPort, 1)), 64), syscall.EINVAL},
+		{"output attribute too short", call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrU32In(uverbs.AttrQueryGIDEntryPort, 1),
+			uverbs.AttrU32In(uverbs.AttrQueryGIDEntryGIDIndex, 0), uverbs.AttrPtrOut(uverbs.AttrQueryGIDEntryRespEntry, h3, 8)), h3+uverbs.GIDEntrySize), syscall.ENOSPC},
+		{"missing attribute", call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrU32In(uverbs.AttrQueryGIDEntryPort, 1)), 64), syscall.EINVAL},
 		{"unknown mandatory attribute", call(io(uverbs.ObjectPD, uverbs.MethodPDDestroy, uverbs.DriverMLX5, uverbs.AttrIDR(0, 1), uverbs.AttrU32In(9, 1)), 64), syscall.EPROTONOSUPPORT},
 		{"destroy an unknown UAR", call(io(uverbs.MLX5ObjectUAR, uverbs.MLX5MethodUARObjDestroy, uverbs.DriverMLX5, uverbs.AttrIDR(uverbs.MLX5AttrUARObjDestroyHandle, 4711)), 64), syscall.ENOENT},
 		{"UAR of type 5", call(io(uverbs.MLX5ObjectUAR, uverbs.MLX5MethodUARObjAlloc, uverbs.DriverMLX5, uverbs.AttrIDRNew(uverbs.MLX5AttrUARObjAllocHandle),
@@ -435,7 +435,7 @@ func TestIoctlRefusals(t *testing.T) {
 			q := gid(1, 0, h3)
 			b := q.Bytes()
 			b[9] = 1
-			_, err := s.Handle(b, r.out[:h3+GIDEntrySize])
+			_, err := s.Handle(b, r.out[:h3+uverbs.GIDEntrySize])
 			return err
 		}(), syscall.EPROTONOSUPPORT},
 	}
