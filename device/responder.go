@@ -241,6 +241,24 @@ func (r *responder) recvSlot() *recvWQE {
 	return r.recv.wqe
 }
 
+// takeRecv opens a message that consumes a receive WQE: the one a UC
+// message dropped kept (held), or the next posted one. Without one it
+// answers RNR and reports false. t is when the WQE is in the device.
+func (r *responder) takeRecv(t sim.Time, psn roce.PSN) (sim.Time, bool) {
+	q := r.q
+	if !r.recv.held {
+		done, ok := q.rq.take(t, r.recvSlot(), int32(psn&0xffffff))
+		t = done
+		q.rxBusy = max(q.rxBusy, done)
+		if !ok {
+			r.rnr(t, psn)
+			return t, false
+		}
+	}
+	r.recv.active, r.recv.held = true, false
+	return t, true
+}
+
 // scatter writes src at offset off of the receive WQE in use.
 func (r *responder) scatter(t sim.Time, off uint64, src []byte) (sim.Time, int, error) {
 	w := r.recvSlot()
@@ -264,16 +282,11 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 			r.error(t, psn, nakInvalidReq, mlx5.SyndRemoteInvalidReq)
 			return
 		}
-		if !r.recv.held {
-			done, ok := q.rq.take(t, r.recvSlot(), int32(psn&0xffffff))
-			t = done
-			q.rxBusy = max(q.rxBusy, done)
-			if !ok {
-				r.rnr(t, psn)
-				return
-			}
+		var ok bool
+		if t, ok = r.takeRecv(t, psn); !ok {
+			return
 		}
-		r.recv.active, r.recv.held, r.recv.off = true, false, 0
+		r.recv.off = 0
 	} else if !r.recv.active {
 		d.warn(t, CtrRxMissingFirst, "QP %#x: %v without a First", q.qpn, p.Opcode)
 		r.error(t, psn, nakInvalidReq, 0)
@@ -296,7 +309,8 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 		}
 		return
 	}
-	q.rxBusy = max(q.rxBusy, d.issued(t, done, len(p.Payload)+tlps*d.spec.PCIe.HdrMWr))
+	issued := d.issued(t, done, len(p.Payload)+tlps*d.spec.PCIe.HdrMWr)
+	q.rxBusy = max(q.rxBusy, issued)
 	r.recv.off += uint64(len(p.Payload))
 	r.ePSN = r.ePSN.Next()
 	d.rec.StagePSN(d.node, "device", "responder", arrive, done, len(p.Payload), tlps, q.qpn, 0, int32(psn&0xffffff))
@@ -311,7 +325,7 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 		r.recv.active = false
 		// The CQE is built while the data's writes are on the link: it
 		// queues behind them (posted writes stay ordered) and lands after.
-		d.writeCQE(d.issued(t, done, len(p.Payload)+tlps*d.spec.PCIe.HdrMWr), q.rcq, &f, 0, int32(psn&0xffffff))
+		d.writeCQE(issued, q.rcq, &f, 0, int32(psn&0xffffff))
 	}
 	if p.BTH.AckReq() && q.typ == mlx5.QPTypeRC {
 		d.sendAck(done, q, psn, roce.ACKSyndrome(0x1f))
@@ -368,16 +382,10 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 	// data so that an RNR NAK leaves nothing half done.
 	imm := pos.Last() && p.Info.HasImm()
 	if imm {
-		if !r.recv.held {
-			done, ok := q.rq.take(t, r.recvSlot(), int32(psn&0xffffff))
-			t = done
-			q.rxBusy = max(q.rxBusy, done)
-			if !ok {
-				r.rnr(t, psn)
-				return
-			}
+		var ok bool
+		if t, ok = r.takeRecv(t, psn); !ok {
+			return
 		}
-		r.recv.active, r.recv.held = true, false
 	}
 	done := t
 	tlps, wire := 0, 0
@@ -398,7 +406,8 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 		}
 		done, tlps, wire = dn, st.TLPs(), st.WireBytes
 	}
-	q.rxBusy = max(q.rxBusy, d.issued(t, done, wire))
+	issued := d.issued(t, done, wire)
+	q.rxBusy = max(q.rxBusy, issued)
 	r.wr.va += n
 	r.wr.left -= n
 	r.ePSN = r.ePSN.Next()
@@ -410,7 +419,7 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 			f := mlx5.CQEFields{Opcode: mlx5.CQERespWrImm, QPN: q.qpn, WQECounter: r.recv.wqe.index,
 				ByteCnt: r.wr.total, Imm: p.ImmDt.Imm(), SE: p.BTH.SE(), FlagsRQPN: 2 << 24}
 			r.recv.active = false
-			d.writeCQE(d.issued(t, done, wire), q.rcq, &f, 0, int32(psn&0xffffff)) // behind the data, as for SEND
+			d.writeCQE(issued, q.rcq, &f, 0, int32(psn&0xffffff)) // behind the data, as for SEND
 		}
 	}
 	if p.BTH.AckReq() && q.typ == mlx5.QPTypeRC {
