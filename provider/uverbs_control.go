@@ -271,7 +271,7 @@ func (u *UverbsControl) QueryPort(port int) (mlx5.PortAttr, error) {
 	if err := decodeResp(cmd, b, &r, uverbs.QueryPortRespSize); err != nil {
 		return mlx5.PortAttr{}, err
 	}
-	a := mlx5.PortAttr{State: uint8(r.State), PhysState: r.PhysState, MaxMTU: mlx5.MTU(r.MaxMTU), ActiveMTU: mlx5.MTU(r.ActiveMTU),
+	a := mlx5.PortAttr{State: uint8(r.State), PhysState: r.PhysState, MaxMTU: r.MaxMTU, ActiveMTU: r.ActiveMTU,
 		MaxMsgSize: uint64(r.MaxMsgSize)}
 	for i := uint32(0); i < r.GIDTblLen && i < 256; i++ {
 		gid, err := u.queryGID(uint32(port), i)
@@ -504,7 +504,7 @@ func (u *UverbsControl) ModifyQP(c mlx5.ModifyQPCmd) error {
 			TrafficClass: c.AV.TrafficClass, PortNum: c.Port},
 		QPHandle: h, AttrMask: uverbs.QPAttrMask(c.Mask), QKey: c.QKey, RQPSN: c.RQPSN, SQPSN: c.SQPSN, DestQPNum: c.DestQPN,
 		QPAccessFlags: uverbs.Access(c.AccessFlags), PKeyIndex: c.PKeyIndex, QPState: state, CurQPState: cur,
-		PathMTU: uverbs.MTU(c.PathMTU), MaxRdAtomic: c.MaxQPRdAtomic, MaxDestRdAtomic: c.MaxDestRdAtomic,
+		PathMTU: c.PathMTU, MaxRdAtomic: c.MaxQPRdAtomic, MaxDestRdAtomic: c.MaxDestRdAtomic,
 		MinRNRTimer: c.MinRNRTimer, PortNum: c.Port, Timeout: c.Timeout, RetryCnt: c.RetryCnt, RNRRetry: c.RNRRetry,
 	}
 	if c.Mask&mlx5.AttrAV != 0 {
@@ -534,7 +534,7 @@ func (u *UverbsControl) QueryQP(qpn uint32) (mlx5.QPAttr, error) {
 	if !ok {
 		return mlx5.QPAttr{}, detail(ErrNotSupported, "uverbs %s: qp_state %d", cmd, r.QPState)
 	}
-	return mlx5.QPAttr{State: st, PathMTU: mlx5.MTU(r.PathMTU), DestQPN: r.DestQPNum, SQPSN: r.SQPSN, RQPSN: r.RQPSN}, nil
+	return mlx5.QPAttr{State: st, PathMTU: r.PathMTU, DestQPN: r.DestQPNum, SQPSN: r.SQPSN, RQPSN: r.RQPSN}, nil
 }
 
 // DestroyQP is DESTROY_QP.

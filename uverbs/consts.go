@@ -1,6 +1,10 @@
 package uverbs
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/softnic/softnic/mlx5"
+)
 
 // Command is an ib_uverbs write command number (enum ib_uverbs_write_cmds,
 // uverbs.md §3.2). Extended commands use the same numbers with
@@ -342,25 +346,18 @@ func (s QPState) String() string {
 	return "QPS_" + strconv.Itoa(int(s))
 }
 
-// MTU is enum ib_mtu / ibv_mtu.
-type MTU uint8
+// MTU is enum ib_mtu / ibv_mtu: the same IB path-MTU code the mlx5 QPC
+// carries, so one type (and one Bytes).
+type MTU = mlx5.MTU
 
 // Path MTUs.
 const (
-	MTU256  MTU = 1
-	MTU512  MTU = 2
-	MTU1024 MTU = 3
-	MTU2048 MTU = 4
-	MTU4096 MTU = 5
+	MTU256  = mlx5.MTU256
+	MTU512  = mlx5.MTU512
+	MTU1024 = mlx5.MTU1024
+	MTU2048 = mlx5.MTU2048
+	MTU4096 = mlx5.MTU4096
 )
-
-// Bytes is the MTU in bytes, 0 for a value outside 1..5.
-func (m MTU) Bytes() int {
-	if m < MTU256 || m > MTU4096 {
-		return 0
-	}
-	return 128 << m
-}
 
 // PortState is enum ib_port_state / ibv_port_state.
 type PortState uint8

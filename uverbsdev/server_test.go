@@ -39,7 +39,7 @@ func TestRoundTrip(t *testing.T) {
 	qp := decode[uverbs.QueryPortResp](t, b)
 	require.Equal(t, uverbs.PortActive, qp.State)
 	require.Equal(t, uint32(1), qp.GIDTblLen)
-	require.Equal(t, uverbs.MTU(dattr.ActiveMTU), qp.ActiveMTU)
+	require.Equal(t, dattr.ActiveMTU, qp.ActiveMTU)
 	require.Equal(t, uint8(linkLayerEthernet), qp.LinkLayer)
 
 	// GID entry 0 by ioctl.

@@ -378,7 +378,7 @@ func (s *Server) queryPort(name string, m *uverbs.WriteMsg, out []byte) (int, *u
 	}
 	r := uverbs.QueryPortResp{
 		MaxMsgSize: uint32(min(a.MaxMsgSize, 1<<32-1)), GIDTblLen: uint32(len(a.GIDs)), PKeyTblLen: 1,
-		State: uverbs.PortState(a.State), MaxMTU: uverbs.MTU(a.MaxMTU), ActiveMTU: uverbs.MTU(a.ActiveMTU),
+		State: uverbs.PortState(a.State), MaxMTU: a.MaxMTU, ActiveMTU: a.ActiveMTU,
 		MaxVLNum: 1, ActiveWidth: 1, PhysState: a.PhysState, LinkLayer: linkLayerEthernet,
 	}
 	return reply(out, &r, nil)
@@ -738,7 +738,7 @@ func (s *Server) doModifyQP(name string, c *uverbs.ModifyQP) (int, *uverbs.Error
 	d := &c.Dest
 	cmd := mlx5.ModifyQPCmd{
 		QPN: o.num, Mask: uint32(mask), State: state, CurState: cur, AccessFlags: uint32(c.QPAccessFlags),
-		PKeyIndex: c.PKeyIndex, Port: c.PortNum, QKey: c.QKey, PathMTU: mlx5.MTU(c.PathMTU),
+		PKeyIndex: c.PKeyIndex, Port: c.PortNum, QKey: c.QKey, PathMTU: c.PathMTU,
 		AV:      mlx5.AV{DGID: d.DGID, SGIDIndex: d.SGIDIndex, HopLimit: d.HopLimit, TrafficClass: d.TrafficClass, FlowLabel: d.FlowLabel},
 		Timeout: c.Timeout, RetryCnt: c.RetryCnt, RNRRetry: c.RNRRetry, RQPSN: c.RQPSN, SQPSN: c.SQPSN,
 		MaxQPRdAtomic: c.MaxRdAtomic, MaxDestRdAtomic: c.MaxDestRdAtomic, MinRNRTimer: c.MinRNRTimer, DestQPN: c.DestQPNum,
@@ -783,7 +783,7 @@ func (s *Server) queryQP(name string, m *uverbs.WriteMsg, out []byte) (int, *uve
 	if !ok {
 		st = uverbs.QPStateErr
 	}
-	r := uverbs.QueryQPResp{QPState: st, CurQPState: st, PathMTU: uverbs.MTU(a.PathMTU), DestQPNum: a.DestQPN,
+	r := uverbs.QueryQPResp{QPState: st, CurQPState: st, PathMTU: a.PathMTU, DestQPNum: a.DestQPN,
 		SQPSN: a.SQPSN, RQPSN: a.RQPSN, PortNum: 1}
 	return reply(out, &r, nil)
 }
