@@ -204,16 +204,9 @@ func parsePerfArgs(args []string, stderr io.Writer) (perfOpts, error) {
 		fmt.Fprint(stderr, perfHelp)
 		fs.PrintDefaults()
 	}
-	var words []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return o, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		words = append(words, fs.Arg(0))
-		args = fs.Args()[1:]
+	words, err := parseInterspersed(fs, args)
+	if err != nil {
+		return o, err
 	}
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {

@@ -184,6 +184,10 @@ func TestPerfFlags(t *testing.T) {
 	if o.test.name != "send_bw" || o.size != 4096 || o.postList != 4 || o.cqMod != 4 || o.iters != 40 {
 		t.Errorf("parsed %+v", o)
 	}
+	// Flags before and after the words; after "--" everything is a word.
+	if o, err := parsePerfArgs([]string{"-n", "20", "write_lat", "-s", "8", "--wire", "udp:1,2", "--", "-host"}, io.Discard); err != nil || o.iters != 20 || o.size != 8 || o.host != "-host" {
+		t.Errorf("-- host: %+v, %v", o, err)
+	}
 	// A leading 0 is a decimal digit, not octal (docs/cli.md).
 	if o, err := parsePerfArgs([]string{"write_lat", "-s", "010"}, io.Discard); err != nil || o.size != 10 {
 		t.Errorf("-s 010: size %d, %v; want 10", o.size, err)
@@ -212,6 +216,7 @@ func TestPerfFlags(t *testing.T) {
 		{"write_lat", "-s", "ten"},
 		{"write_lat", "-I", "-1"}, // sizes are never negative (docs/cli.md), -1 is only the default
 		{"write_lat", "-n", "-5"},
+		{"write_lat", "--wire", "udp:1,2", "--", "host", "-s", "8"}, // after "--", -s is a third word
 	} {
 		if _, err := parsePerfArgs(bad, io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
