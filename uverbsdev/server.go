@@ -131,35 +131,21 @@ func IsIoctl(b []byte) bool {
 // Handle serves one command: req in the write() or ioctl form (IsIoctl
 // tells which), the response written into resp. It returns the response
 // length, or a *uverbs.Error (nothing useful in resp). It never panics.
-func (s *Server) Handle(req, resp []byte) (n int, err error) {
-	var ue *uverbs.Error
+func (s *Server) Handle(req, resp []byte) (int, error) {
 	if IsIoctl(req) {
-		n, ue = s.ioctl(req, resp)
-	} else {
-		n, ue = s.write(req, resp)
+		return s.HandleIoctl(req, resp)
 	}
-	s.ctrs.count(ue)
-	s.d.ctrs.count(ue)
-	if ue != nil {
-		return 0, ue
-	}
-	return n, nil
+	return s.HandleWrite(req, resp)
 }
 
 // HandleWrite serves a command known to be in the write() form.
-func (s *Server) HandleWrite(req, resp []byte) (int, error) {
-	n, ue := s.write(req, resp)
-	s.ctrs.count(ue)
-	s.d.ctrs.count(ue)
-	if ue != nil {
-		return 0, ue
-	}
-	return n, nil
-}
+func (s *Server) HandleWrite(req, resp []byte) (int, error) { return s.done(s.write(req, resp)) }
 
 // HandleIoctl serves a command known to be in the ioctl form.
-func (s *Server) HandleIoctl(req, resp []byte) (int, error) {
-	n, ue := s.ioctl(req, resp)
+func (s *Server) HandleIoctl(req, resp []byte) (int, error) { return s.done(s.ioctl(req, resp)) }
+
+// done counts a served command in the client's and the device's counters.
+func (s *Server) done(n int, ue *uverbs.Error) (int, error) {
 	s.ctrs.count(ue)
 	s.d.ctrs.count(ue)
 	if ue != nil {
@@ -248,31 +234,20 @@ func (s *Server) Close() error {
 		keep(s.dev.DestroyQP(o.num))
 		s.release(o)
 	}
-	for _, o := range s.sorted(kindSRQ) {
-		keep(s.dev.DestroySRQ(o.num))
-		s.release(o)
-	}
-	for _, o := range s.sorted(kindAH) {
-		s.release(o)
-	}
-	for _, o := range s.sorted(kindCQ) {
-		keep(s.dev.DestroyCQ(o.num))
-		s.release(o)
-	}
-	for _, o := range s.sorted(kindChannel) {
-		keep(s.dev.DestroyCompChannel(o.num))
-		s.release(o)
-	}
-	for _, o := range s.sorted(kindMR) {
-		keep(s.dev.DeregMR(o.num))
-		s.release(o)
-	}
-	for _, o := range s.sorted(kindPD) {
-		keep(s.dev.DeallocPD(o.num))
-		s.release(o)
-	}
-	for _, o := range s.sorted(kindUAR) {
-		s.release(o)
+	// Then the rest in dependency order; AHs and UARs have no device object.
+	for _, step := range [...]struct {
+		k       kind
+		destroy func(uint32) error
+	}{
+		{kindSRQ, s.dev.DestroySRQ}, {kindAH, nil}, {kindCQ, s.dev.DestroyCQ},
+		{kindChannel, s.dev.DestroyCompChannel}, {kindMR, s.dev.DeregMR}, {kindPD, s.dev.DeallocPD}, {kindUAR, nil},
+	} {
+		for _, o := range s.sorted(step.k) {
+			if step.destroy != nil {
+				keep(step.destroy(o.num))
+			}
+			s.release(o)
+		}
 	}
 	s.uars = nil
 	return first

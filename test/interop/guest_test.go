@@ -334,6 +334,17 @@ func (g *guest) mustRun(timeout time.Duration, shell string) (string, error) {
 	return out, err
 }
 
+// listening waits, for at most timeout, until a guest program listens on
+// TCP port (through slirp a connect succeeds even before it does).
+func (g *guest) listening(port int, timeout time.Duration) bool {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if _, code, _ := g.run(opTimeout, fmt.Sprintf("netstat -ltn | grep -q ':%d '", port)); code == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // bg starts a shell command in the background in the guest; its output
 // arrives when it ends.
 func (g *guest) bg(shell string) (*guestJob, error) { return g.start("bg", shell) }

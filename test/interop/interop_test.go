@@ -106,10 +106,7 @@ func testLoopbackPingpong(t *testing.T, g *guest, m *matrix) {
 	n := pingpongSizes[len(pingpongSizes)-1]
 	job, err := g.bg(guestPingpong(n, guestTCPPort, ""))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, code, _ := g.run(opTimeout, fmt.Sprintf("netstat -ltn | grep -q ':%d '", guestTCPPort))
-		return code == 0
-	}, opTimeout, 100*time.Millisecond)
+	require.True(t, g.listening(guestTCPPort, opTimeout), "guest ibv_rc_pingpong never listened on :%d", guestTCPPort)
 	cout, ccode, err := g.run(60*time.Second, guestPingpong(n, guestTCPPort, "127.0.0.1"))
 	require.NoError(t, err)
 	sout, scode, err := g.wait(job, 60*time.Second)
@@ -536,15 +533,7 @@ func runPingpong(g *guest, bin, dir, guestRole string, size uint64) (diag string
 		}
 		// Through slirp a connect succeeds even before the guest listens:
 		// wait until it does.
-		listening := false
-		for deadline := time.Now().Add(opTimeout); time.Now().Before(deadline); {
-			if _, code, _ := g.run(opTimeout, fmt.Sprintf("netstat -ltn | grep -q ':%d '", guestTCPPort)); code == 0 {
-				listening = true
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if !listening {
+		if !g.listening(guestTCPPort, opTimeout) {
 			guestOut, guestCode, _ = g.wait(job, opTimeout)
 			return "", fmt.Errorf("guest ibv_rc_pingpong never listened on :%d", guestTCPPort)
 		}

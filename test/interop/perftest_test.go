@@ -179,15 +179,7 @@ func runPerftest(g *guest, bin, dir, test, guestRole string, size, iters int) (f
 		if err != nil {
 			return "", "", err
 		}
-		listening := false
-		for deadline := time.Now().Add(opTimeout); time.Now().Before(deadline); {
-			if _, code, _ := g.run(opTimeout, fmt.Sprintf("netstat -ltn | grep -q ':%d '", guestTCPPort)); code == 0 {
-				listening = true
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if !listening {
+		if !g.listening(guestTCPPort, opTimeout) {
 			guestOut, guestCode, _ = g.wait(job, opTimeout)
 			return "", "", fmt.Errorf("guest %s never listened on :%d", test, guestTCPPort)
 		}
