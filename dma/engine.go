@@ -299,7 +299,7 @@ func (e *Engine) WriteVisible(at sim.Time, addr uint64, src []byte) (done sim.Ti
 	var extra sim.Duration
 	var corrupt []byte
 	if e.faults == nil && !e.dead {
-		e.target, e.tqpn, e.twqe = fault.KindData, 0, 0
+		e.clearTarget()
 	} else {
 		corrupt = append([]byte(nil), src...)
 		if extra, err = e.inject(fault.DMAWrite, at, addr, corrupt); err != nil {

@@ -69,6 +69,12 @@ func (e *Engine) SetFaults(in *fault.Injector) {
 // fault matching uses it.
 func (e *Engine) SetTarget(k fault.Kind) { e.target = k }
 
+// clearTarget ends a SetTarget / SetTargetFor at the operation it was
+// for. It resets to KindNone (read as KindData by inject), not KindData:
+// a non-zero target is what sends an access without faults through the
+// fault hooks, so that only a labelled access pays for them.
+func (e *Engine) clearTarget() { e.target, e.tqpn, e.twqe = fault.KindNone, 0, 0 }
+
 // SetTargetFor is SetTarget for an access the current flow label does not
 // describe (a WQE fetch): qpn and the wqe_index are what fault rules match.
 func (e *Engine) SetTargetFor(k fault.Kind, qpn uint32, wqe uint16) {
@@ -85,7 +91,7 @@ func (e *Engine) Dead() { e.dead = true }
 // writes: before the bytes land — buf is the caller's copy to land).
 func (e *Engine) inject(pt fault.Point, at sim.Time, addr uint64, buf []byte) (sim.Duration, error) {
 	target, tqpn, twqe := e.target, e.tqpn, e.twqe
-	e.target, e.tqpn, e.twqe = fault.KindData, 0, 0
+	e.clearTarget()
 	if target == fault.KindNone {
 		target = fault.KindData
 	}
@@ -139,7 +145,7 @@ func (e *Engine) inject(pt fault.Point, at sim.Time, addr uint64, buf []byte) (s
 // copy, so the caller's buffer is untouched) and reported with extra -1.
 func (e *Engine) writeFault(at sim.Time, addr uint64, src []byte) (sim.Duration, error) {
 	if e.faults == nil && !e.dead {
-		e.target, e.tqpn, e.twqe = fault.KindData, 0, 0
+		e.clearTarget()
 		return 0, nil
 	}
 	buf := append([]byte(nil), src...)
