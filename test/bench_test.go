@@ -35,17 +35,7 @@ func BenchmarkE2EWrite64(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := req.QP.PostSend(wrs); err != nil {
-					b.Fatal(err)
-				}
-				for n := 0; n == 0; {
-					if n, err = req.SendCQ.Poll(wcs); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if wcs[0].Status != provider.WCSuccess {
-					b.Fatal(wcs[0].Status)
-				}
+				postWait(b, req, wrs, wcs)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
 		})
