@@ -75,20 +75,18 @@ func perfWire(o perfOpts, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
 	s.pc = &ptConn{c: conn, client: o.host != "", timeout: o.timeout, read: func(n int, timeout time.Duration) ([]byte, error) {
 		return awaitIO(rt, bg(func() ([]byte, error) { return readFull(conn, n, timeout) }), timeout+time.Second, "the peer's perftest exchange")
 	}}
 	err = s.run(sizes)
 	// The NIC is hardware to the peer: what it still owes (the ACK of the
-	// peer's last WRITE, say) goes out before the process ends.
-	s.drain(500 * time.Millisecond)
+	// peer's last WRITE, say) goes out before the process ends. Close
+	// lingers for that (closeLinger), while the TCP connection is still
+	// open; the deferred Close is then a no-op.
+	rt.Close()
+	conn.Close()
 	return err
 }
-
-// drain pumps the network for d, or less once at least 50 ms have
-// passed and nothing is scheduled.
-func (s *perfWireSide) drain(d time.Duration) { s.rt.linger(d) }
 
 // readFull reads exactly n bytes with a deadline.
 func readFull(c net.Conn, n int, timeout time.Duration) ([]byte, error) {
