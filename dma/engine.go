@@ -182,6 +182,9 @@ func (e *Engine) Read(at sim.Time, addr uint64, dst []byte) (done sim.Time, s pc
 // doorbell record) must not let the host see it before done: use
 // WriteVisible, or write at done from its own scheduled event.
 func (e *Engine) Write(at sim.Time, addr uint64, src []byte) (done sim.Time, s pcie.Stats, err error) {
+	if len(e.pending) > 0 {
+		e.settle(addr, len(src)) // posted writes stay in order: an earlier one must not land over these bytes
+	}
 	var extra sim.Duration
 	if e.faults != nil || e.dead || e.target != 0 {
 		if extra, err = e.writeFault(at, addr, src); err != nil {
@@ -240,27 +243,32 @@ func (l *landing) Fire(now sim.Time) {
 	l.next, e.landings = e.landings, l
 }
 
+// store lands a deferred write early (its Fire then only recycles it).
+func (l *landing) store() {
+	if l.live {
+		_ = l.e.mem.Write(l.addr, l.buf) // the range was checked when it was issued
+		l.live = false
+	}
+}
+
 // Drain stores every deferred write now (a control command that must not
 // return while DMA writes are still on their way, e.g. DESTROY_MKEY).
 func (e *Engine) Drain() {
 	for _, l := range e.pending {
-		if l.live {
-			_ = e.mem.Write(l.addr, l.buf)
-			l.live = false
-		}
+		l.store()
 	}
 }
 
 // settle stores, in issue order, the deferred writes that overlap
-// [addr, addr+n) before a device read of that range: PCIe does not let a
-// read pass the posted writes issued before it, so the read must see them
-// (a WRITE then a READ or an atomic of the same bytes), even though the
-// host's CPU would see them only at their landing time.
+// [addr, addr+n) before a device access of that range. PCIe does not let
+// a read pass the posted writes issued before it, so the read must see
+// them (a WRITE then a READ or an atomic of the same bytes), even though
+// the host's CPU would see them only at their landing time; nor does it
+// let a later posted write pass them, so they must not land over it.
 func (e *Engine) settle(addr uint64, n int) {
 	for _, l := range e.pending {
-		if l.live && addr < l.addr+uint64(len(l.buf)) && l.addr < addr+uint64(n) {
-			_ = e.mem.Write(l.addr, l.buf) // the range was checked when it was issued
-			l.live = false
+		if addr < l.addr+uint64(len(l.buf)) && l.addr < addr+uint64(n) {
+			l.store()
 		}
 	}
 }

@@ -367,3 +367,20 @@ func TestReadSeesEarlierWrites(t *testing.T) {
 	require.Equal(t, "wxyz", string(view), "a drained write does not land twice (nor stale)")
 	require.Zero(t, r.eng.Pending())
 }
+
+// A device write of bytes an earlier deferred write has not landed yet
+// wins: posted writes stay in order, so the earlier one must not land
+// over it afterwards (a WRITE's payload, then a SEND scattered over the
+// same buffer).
+func TestWriteAfterDeferredWrite(t *testing.T) {
+	r := newRig(t, Config{})
+	done, _, err := r.dma.WriteVisible(0, memBase+0x300, []byte("abcd"))
+	require.NoError(t, err)
+	_, _, err = r.dma.Write(1, memBase+0x302, []byte("XY"))
+	require.NoError(t, err)
+	view, _ := r.mem.Slice(memBase+0x300, 4)
+	require.Equal(t, "abXY", string(view), "the earlier write is stored before the later one")
+	r.eng.RunUntil(done + sim.Time(sim.Microsecond))
+	require.Equal(t, "abXY", string(view), "the earlier write does not land over the later one")
+	require.Zero(t, r.eng.Pending())
+}
