@@ -3,7 +3,6 @@ package mmioring
 import (
 	"encoding/binary"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -158,70 +157,23 @@ func (c *Consumer) refill() bool {
 	return avail != 0
 }
 
-// waitData waits until a record is published: spin, yield, then sleep on
-// the "consumer sleeping" futex word, re-checked after it is set so that a
-// publish between check and sleep is never missed.
+// waitData waits until a record is published, sleeping on the "consumer
+// sleeping" futex word; once the ring is closed it still drains what the
+// producer published before it closed.
 func (c *Consumer) waitData(deadline time.Time) error {
-	spin, yield := c.Spin, c.Yield
-	if deadline.IsZero() {
-		spin, yield = 0, 0 // a poll: one look, no spinning
+	return await(c.r, c.r.consSleep, c.Spin, c.Yield, deadline, ErrEmpty, c)
+}
+
+// ready reports whether records are available (or why the ring is bad).
+func (c *Consumer) ready() (bool, error) { return c.refill(), c.err }
+
+// closedErr: the producer may have published its last records and closed
+// since the last look, so drain those first.
+func (c *Consumer) closedErr() error {
+	if ok, err := c.ready(); ok || err != nil {
+		return err
 	}
-	for i := 0; i < spin; i++ {
-		if c.refill() {
-			return nil
-		}
-		if c.err != nil {
-			return c.err
-		}
-	}
-	for i := 0; i < yield; i++ {
-		runtime.Gosched()
-		if c.refill() {
-			return nil
-		}
-		if c.err != nil {
-			return c.err
-		}
-	}
-	r := c.r
-	defer atomic.StoreUint32(r.consSleep, 0)
-	for {
-		if atomic.LoadUint32(r.closed) != 0 {
-			// The producer may have published its last records and
-			// closed since the last look: drain those first.
-			if c.refill() {
-				return nil
-			}
-			if c.err != nil {
-				return c.err
-			}
-			return ErrClosed
-		}
-		if deadline.IsZero() {
-			return ErrEmpty
-		}
-		d := time.Until(deadline)
-		if d <= 0 {
-			return ErrTimeout
-		}
-		atomic.StoreUint32(r.consSleep, 1)
-		if c.refill() {
-			return nil
-		}
-		if c.err != nil {
-			return c.err
-		}
-		if atomic.LoadUint32(r.closed) != 0 {
-			continue
-		}
-		futexWait(r.consSleep, 1, d)
-		if c.refill() {
-			return nil
-		}
-		if c.err != nil {
-			return c.err
-		}
-	}
+	return ErrClosed
 }
 
 // Close marks the consumer side closed and wakes the producer, whose

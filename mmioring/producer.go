@@ -3,7 +3,6 @@ package mmioring
 import (
 	"encoding/binary"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -28,6 +27,7 @@ type Producer struct {
 	pos       uint32      // next slot to write (authoritative; never re-read)
 	published uint32      // last value stored to the shared producer index
 	cons      uint32      // cached consumer index
+	need      uint32      // slots the blocked PushN waits for (waitSpace)
 	closed    atomic.Bool // Close may come from another goroutine
 	err       error       // sticky ErrBadRing
 }
@@ -136,67 +136,19 @@ func (p *Producer) reload() bool {
 	return true
 }
 
-func (p *Producer) hasSpace(need uint32) bool {
-	return p.reload() && p.pos-p.cons+need <= p.r.n
+// waitSpace waits until need slots are free, sleeping on the "producer
+// waiting" futex word.
+func (p *Producer) waitSpace(need uint32, deadline time.Time) error {
+	p.need = need
+	return await(p.r, p.r.prodWait, p.Spin, p.Yield, deadline, ErrFull, p)
 }
 
-// waitSpace waits until need slots are free: spin, yield, then sleep on
-// the "producer waiting" futex word, re-checked after it is set so that a
-// consumer release between check and sleep is never missed.
-func (p *Producer) waitSpace(need uint32, deadline time.Time) error {
-	spin, yield := p.Spin, p.Yield
-	if deadline.IsZero() {
-		spin, yield = 0, 0 // a poll: one look, no spinning
-	}
-	for i := 0; i < spin; i++ {
-		if p.hasSpace(need) {
-			return nil
-		}
-		if p.err != nil {
-			return p.err
-		}
-	}
-	for i := 0; i < yield; i++ {
-		runtime.Gosched()
-		if p.hasSpace(need) {
-			return nil
-		}
-		if p.err != nil {
-			return p.err
-		}
-	}
-	r := p.r
-	defer atomic.StoreUint32(r.prodWait, 0)
-	for {
-		if atomic.LoadUint32(r.closed) != 0 {
-			return ErrClosed
-		}
-		if deadline.IsZero() {
-			return ErrFull
-		}
-		d := time.Until(deadline)
-		if d <= 0 {
-			return ErrTimeout
-		}
-		atomic.StoreUint32(r.prodWait, 1)
-		if p.hasSpace(need) {
-			return nil
-		}
-		if p.err != nil {
-			return p.err
-		}
-		if atomic.LoadUint32(r.closed) != 0 {
-			return ErrClosed
-		}
-		futexWait(r.prodWait, 1, d)
-		if p.hasSpace(need) {
-			return nil
-		}
-		if p.err != nil {
-			return p.err
-		}
-	}
+// ready reports whether p.need slots are free (or why the ring is bad).
+func (p *Producer) ready() (bool, error) {
+	return p.reload() && p.pos-p.cons+p.need <= p.r.n, p.err
 }
+
+func (p *Producer) closedErr() error { return ErrClosed }
 
 // Close marks the producer side closed and wakes the consumer; the
 // consumer still pops what was published, then gets ErrClosed. It may be

@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -302,4 +304,55 @@ func (r *Ring) close(bit uint32) {
 	atomic.StoreUint32(r.prodWait, 0)
 	futexWake(r.consSleep, 1<<30)
 	futexWake(r.prodWait, 1<<30)
+}
+
+// waiter is the endpoint a blocked call waits for: ready reports whether
+// it can go on, or the sticky error that stops it; closedErr is what it
+// returns once the ring is closed.
+type waiter interface {
+	ready() (bool, error)
+	closedErr() error
+}
+
+// await is the one wait of both endpoints: spin polls of w.ready, yield
+// more after runtime.Gosched each, then sleeps on the futex word, which it
+// sets before its last look so that a peer's store-and-wake between that
+// look and the sleep is never missed. It ends at the deadline with
+// ErrTimeout; the zero deadline is a poll, one look and then empty.
+func await[W waiter](r *Ring, word *uint32, spin, yield int, deadline time.Time, empty error, w W) error {
+	if deadline.IsZero() {
+		spin, yield = 0, 0 // a poll: one look, no spinning
+	}
+	for i := 0; i < spin+yield; i++ {
+		if i >= spin {
+			runtime.Gosched()
+		}
+		if ok, err := w.ready(); ok || err != nil {
+			return err
+		}
+	}
+	defer atomic.StoreUint32(word, 0)
+	for {
+		if atomic.LoadUint32(r.closed) != 0 {
+			return w.closedErr()
+		}
+		if deadline.IsZero() {
+			return empty
+		}
+		d := time.Until(deadline)
+		if d <= 0 {
+			return ErrTimeout
+		}
+		atomic.StoreUint32(word, 1)
+		if ok, err := w.ready(); ok || err != nil {
+			return err
+		}
+		if atomic.LoadUint32(r.closed) != 0 {
+			continue
+		}
+		futexWait(word, 1, d)
+		if ok, err := w.ready(); ok || err != nil {
+			return err
+		}
+	}
 }
