@@ -331,11 +331,15 @@ func (l *Link) arrive(pk *packet, now sim.Time) {
 	to := pk.dir.to
 	n := len(pk.buf)
 	copies := 1
-	// The rx hook sees the frame as it arrives (after any tx corruption).
-	ev := FrameEvent(to.node, pk.buf)
-	qpn := ev.QPN
-	if !pk.rxDone {
+	// qpn is the frame's BTH DestQP as it arrived (before any rx
+	// corruption), for warnings; without a fault plan the frame is parsed
+	// only if a warning needs it.
+	qpn, haveQPN := uint32(0), false
+	if !pk.rxDone && l.inj != nil {
 		pk.rxDone = true
+		// The rx hook sees the frame as it arrives (after any tx corruption).
+		ev := FrameEvent(to.node, pk.buf)
+		qpn, haveQPN = ev.QPN, true
 		dec := l.inj.Decide(fault.WireRx, ev)
 		switch dec.Action {
 		case fault.None:
@@ -366,6 +370,9 @@ func (l *Link) arrive(pk *packet, now sim.Time) {
 	}
 	for range copies {
 		if to.recv == nil {
+			if !haveQPN {
+				qpn = PeekQPN(pk.buf)
+			}
 			l.ctr.Inc(CtrDropNoReceiver)
 			l.rec.Warnf(to.node, now, Component, CtrDropNoReceiver.String(), "frame of %d B (qpn %#x) arrived at a port with no receiver", n, qpn)
 			continue
