@@ -115,22 +115,6 @@ func gidString(g [16]byte) string {
 	return b.String()
 }
 
-func mtuEnum(b int) int {
-	switch b {
-	case 256:
-		return 1
-	case 512:
-		return 2
-	case 1024:
-		return 3
-	case 2048:
-		return 4
-	case 4096:
-		return 5
-	}
-	return 0
-}
-
 func printDevinfo(w io.Writer, ctx *provider.Context, p profile.Profile, verbose bool, onlyPort int) error {
 	a := ctx.Attr()
 	guid := eui64(a.MAC)
@@ -201,8 +185,8 @@ func printDevinfo(w io.Writer, ctx *provider.Context, p profile.Profile, verbose
 	}
 	fmt.Fprintf(w, "\t\tport:\t1\n")
 	fmt.Fprintf(w, "\t\t\tstate:\t\t\t%v (%d)\n", pa.State, pa.State)
-	fmt.Fprintf(w, "\t\t\tmax_mtu:\t\t%d (%d)\n", pa.MaxMTU, mtuEnum(pa.MaxMTU))
-	fmt.Fprintf(w, "\t\t\tactive_mtu:\t\t%d (%d)\n", pa.ActiveMTU, mtuEnum(pa.ActiveMTU))
+	fmt.Fprintf(w, "\t\t\tmax_mtu:\t\t%d (%d)\n", pa.MaxMTU, ibvMTU(pa.MaxMTU))
+	fmt.Fprintf(w, "\t\t\tactive_mtu:\t\t%d (%d)\n", pa.ActiveMTU, ibvMTU(pa.ActiveMTU))
 	fmt.Fprintf(w, "\t\t\tsm_lid:\t\t\t0\n")
 	fmt.Fprintf(w, "\t\t\tport_lid:\t\t0\n")
 	fmt.Fprintf(w, "\t\t\tport_lmc:\t\t0x00\n")

@@ -29,6 +29,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/softnic/softnic/mlx5"
 )
 
 // Message sizes: the keys with a GID (RoCE) and without (IB LIDs), the
@@ -168,14 +170,8 @@ func parsePTVersion(b []byte) (float64, error) {
 }
 
 // ibvMTU is the ibv_mtu enum of an MTU in bytes (256 -> 1 ... 4096 -> 5).
-func ibvMTU(bytes int) int {
-	for e := 1; e <= 5; e++ {
-		if 128<<e == bytes {
-			return e
-		}
-	}
-	return 0
-}
+// 0 for any other size. mlx5's MTU codes are the same enum.
+func ibvMTU(bytes int) int { return int(mlx5.MTUFromBytes(bytes)) }
 
 // ptReport is perftest's bw_report_data as the report exchange carries it.
 type ptReport struct {
