@@ -206,13 +206,8 @@ func (c *Checker) peek32(addr uint64) (uint32, bool) {
 }
 
 // qpCreated is CREATE_QP's hook: the checker learns the QP's bfreg and
-// record, and checks that the record is zero (R2). The software flush of a
-// device fatal error needs the record too.
+// record, and checks that the record is zero (R2).
 func (d *Device) qpCreated(q *qp, c mlx5.CreateQPCmd, uar uint32, bfreg int, resp mlx5.CreateQPResp) {
-	if d.fx.sqDBR == nil {
-		d.fx.sqDBR = map[uint32]uint64{}
-	}
-	d.fx.sqDBR[q.qpn] = c.DBAddr
 	k := d.chk
 	if k == nil {
 		return

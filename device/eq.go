@@ -161,7 +161,7 @@ func (d *Device) writeEQE(t sim.Time, q *eq, f *mlx5.EQEFields, qpn uint32, flow
 		d.dispatch(t, t, f, flow)
 		return
 	}
-	if d.fx.cqDelay = 0; (d.fx.in != nil || d.fx.fatal || d.fx.eqFrozen[1]) && d.eqFault(t, q, f, qpn) {
+	if d.fx.cqDelay = 0; (d.fx.in != nil || d.fx.fatal || d.fx.compEQFrozen) && d.eqFault(t, q, f, qpn) {
 		return
 	}
 	if q.pi-q.ci >= q.nent {

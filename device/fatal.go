@@ -111,9 +111,9 @@ func (d *Device) swFlush(t sim.Time, q *qp) {
 	// Posted but never fetched: walk the ring from the device's next WQEBB
 	// to the doorbell record's counter.
 	sq := r.sq
-	if dbr, ok := d.fx.sqDBR[q.qpn]; ok && !sq.Closed() {
+	if !sq.Closed() {
 		var b [4]byte
-		if d.mem.Read(dbr+4*mlx5.DBRSend, b[:]) == nil {
+		if d.mem.Read(q.dbr+4*mlx5.DBRSend, b[:]) == nil {
 			pi := uint16(binary.BigEndian.Uint32(b[:]))
 			for idx := sq.Next(); idx != pi && uint16(pi-idx) <= uint16(sq.Size); {
 				var c [16]byte

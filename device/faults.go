@@ -92,15 +92,14 @@ type faultState struct {
 	replay    bool               // delivering a held or duplicated doorbell
 	cqDelay   sim.Duration       // extra landing delay of the CQE or EQE being written
 	cqCorrupt fault.Decision     // a corrupt decision for the CQE being written
-	sqDBR     map[uint32]uint64  // per QP, its doorbell record (the software flush reads it)
 
-	fatal    bool
-	detected bool
-	linkLost bool
-	synd     uint8
-	fatalAt  sim.Time
-	cqErr    map[uint32]uint8 // CQ error syndrome per CQ (default overrun)
-	eqFrozen [2]bool          // async, completion
+	fatal        bool
+	detected     bool
+	linkLost     bool
+	synd         uint8
+	fatalAt      sim.Time
+	cqErr        map[uint32]uint8 // CQ error syndrome per CQ (default overrun)
+	compEQFrozen bool             // the completion EQ overran (an async EQ overrun is fatal instead)
 }
 
 // heldDB is a doorbell or BlueFlame write delivered later.
@@ -364,11 +363,7 @@ func (d *Device) corruptCQE(b []byte) {
 // eqFault consults fault.EQ for an EQE about to be written to q. It
 // reports true when the EQE is not written.
 func (d *Device) eqFault(t sim.Time, q *eq, f *mlx5.EQEFields, qpn uint32) bool {
-	k := 0
-	if q == &d.ev.comp {
-		k = 1
-	}
-	if d.fx.eqFrozen[k] || d.fx.fatal {
+	if (d.fx.compEQFrozen && q == &d.ev.comp) || d.fx.fatal {
 		d.inc(CtrEQOverrun)
 		return true
 	}
@@ -409,7 +404,7 @@ func (d *Device) eqOverrun(t sim.Time, q *eq) {
 		d.EnterFatal(t, 0xc, "async EQ overrun")
 		return
 	}
-	d.fx.eqFrozen[1] = true
+	d.fx.compEQFrozen = true
 	d.warn(t, CtrCompEQOverrun, "completion EQ %d overrun: frozen, no more completion events", q.eqn)
 }
 

@@ -23,6 +23,7 @@ type qp struct {
 	state  mlx5.QPState
 	dead   bool // destroyed: sends nothing, writes no CQE
 	sigAll bool
+	dbr    uint64 // the doorbell record: RQ counter (word 0), SQ counter (word 1)
 
 	// attributes
 	access    uint32
