@@ -126,23 +126,6 @@ func (r *Recorder) StagePSN(node int, component, name string, start, end sim.Tim
 	r.sink(p)
 }
 
-// HasFlow reports whether the event belongs to flow f (its Flow or one
-// of its Flows); f 0 is no flow.
-func (e *Event) HasFlow(f uint64) bool {
-	if f == 0 {
-		return false
-	}
-	if e.Flow == f {
-		return true
-	}
-	for _, x := range e.Flows {
-		if x == f {
-			return true
-		}
-	}
-	return false
-}
-
 // AllFlows returns Flow (if any) followed by Flows.
 func (e *Event) AllFlows() []uint64 {
 	if e.Flow == 0 {
