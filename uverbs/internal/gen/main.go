@@ -154,19 +154,8 @@ func goType(m member) string {
 	if m.gotype != "" {
 		return m.gotype
 	}
-	switch m.kind {
-	case "u8":
-		return "uint8"
-	case "u16":
-		return "uint16"
-	case "u32", "be32":
-		return "uint32"
-	case "s32":
-		return "int32"
-	case "u64", "be64":
-		return "uint64"
-	case "s64":
-		return "int64"
+	if b := base(m); b != "" {
+		return b
 	}
 	return fmt.Sprintf("[%d]byte", m.width)
 }
