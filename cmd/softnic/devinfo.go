@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 
 	"github.com/softnic/softnic/profile"
@@ -104,16 +105,8 @@ func eui64(mac [6]byte) string {
 	return fmt.Sprintf("%02x%02x:%02xff:fe%02x:%02x%02x", mac[0]^0x02, mac[1], mac[2], mac[3], mac[4], mac[5])
 }
 
-func gidString(g [16]byte) string {
-	var b strings.Builder
-	for i := 0; i < 16; i += 2 {
-		if i > 0 {
-			b.WriteByte(':')
-		}
-		fmt.Fprintf(&b, "%02x%02x", g[i], g[i+1])
-	}
-	return b.String()
-}
+// gidString is ibv_devinfo's GID: eight groups of four hex digits.
+func gidString(g [16]byte) string { return netip.AddrFrom16(g).StringExpanded() }
 
 func printDevinfo(w io.Writer, ctx *provider.Context, p profile.Profile, verbose bool, onlyPort int) error {
 	a := ctx.Attr()
