@@ -215,19 +215,23 @@ func (d *Device) qpCreated(q *qp, c mlx5.CreateQPCmd, uar uint32, bfreg int, res
 	rqBytes := c.RQWQECnt << c.RQWQEShift
 	k.qps[q.qpn] = &chkQP{uar: uar, bfreg: bfreg, bfBuf: resp.BFBufSize, dbr: c.DBAddr, sqBase: c.BufAddr + uint64(rqBytes),
 		sqSize: c.SQWQECnt, maxInline: c.MaxInline, sigAll: c.SigAll, bbs: make([]uint8, c.SQWQECnt)}
-	w0, ok0 := k.peek32(c.DBAddr)
-	w1, ok1 := k.peek32(c.DBAddr + 4)
-	if ok0 && ok1 && (w0 != 0 || w1 != 0) {
+	if w0, w1, dirty := k.recordDirty(c.DBAddr); dirty {
 		k.report(d.eng.Now(), "record-not-zero", q.qpn, "QP doorbell record at %#x holds %#08x %#08x at CREATE_QP", c.DBAddr, w0, w1)
 	}
+}
+
+// recordDirty reports whether a new queue's doorbell record (two words
+// at addr) is not zero, and what it holds.
+func (c *Checker) recordDirty(addr uint64) (w0, w1 uint32, dirty bool) {
+	w0, ok0 := c.peek32(addr)
+	w1, ok1 := c.peek32(addr + 4)
+	return w0, w1, ok0 && ok1 && (w0 != 0 || w1 != 0)
 }
 
 // cqCreated checks a new CQ's record is zero (R2).
 func (c *Checker) cqCreated(q *cq, cmd mlx5.CreateCQCmd) {
 	c.cqs[q.cqn] = &chkCQ{}
-	w0, ok0 := c.peek32(cmd.DBAddr)
-	w1, ok1 := c.peek32(cmd.DBAddr + 4)
-	if ok0 && ok1 && (w0 != 0 || w1 != 0) {
+	if w0, w1, dirty := c.recordDirty(cmd.DBAddr); dirty {
 		c.report(c.d.eng.Now(), "record-not-zero", 0, "CQ %d doorbell record at %#x holds %#08x %#08x at CREATE_CQ", q.cqn, cmd.DBAddr, w0, w1)
 	}
 }
@@ -252,8 +256,9 @@ func (c *Checker) doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte, bf b
 	// more while the doorbell was on the link — but only over WQEs really
 	// written: the control segment at the doorbell's end must carry that
 	// index.
-	if rec, ok := c.peek32(s.dbr + 4*mlx5.DBRSend); ok {
-		r16 := uint16(rec)
+	rec, recOK := c.peek32(s.dbr + 4*mlx5.DBRSend)
+	r16 := uint16(rec)
+	if recOK {
 		ahead := r16 - end
 		switch {
 		case ahead == 0:
@@ -278,9 +283,9 @@ func (c *Checker) doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte, bf b
 	}
 	// WQEs the record announces past this doorbell need a doorbell of
 	// their own soon; look again after a grace period.
-	if rec, ok := c.peek32(s.dbr + 4*mlx5.DBRSend); ok && uint16(rec) != end && int(uint16(rec)-end) <= s.sqSize && !s.watch {
+	if recOK && r16 != end && int(r16-end) <= s.sqSize && !s.watch {
 		s.watch = true
-		c.d.eng.At(t.Add(recordGrace), &recordWatch{c: c, s: s, qpn: qpn, rec: uint16(rec), end: s.lastEnd})
+		c.d.eng.At(t.Add(recordGrace), &recordWatch{c: c, s: s, qpn: qpn, rec: r16, end: s.lastEnd})
 	}
 }
 
@@ -343,8 +348,9 @@ func (c *Checker) blueFlame(t sim.Time, uar uint32, bfreg int, wqe []byte) {
 	idx := int(cs.WQEIndex())
 	for i := 0; i < n; i += mlx5.WQEBBSize {
 		slot := uint64((idx + i/mlx5.WQEBBSize) & (s.sqSize - 1))
+		var bb [mlx5.WQEBBSize]byte
 		k := min(mlx5.WQEBBSize, n-i)
-		mem := make([]byte, k)
+		mem := bb[:k]
 		if c.d.mem.Read(s.sqBase+slot*mlx5.WQEBBSize, mem) != nil {
 			break
 		}

@@ -118,13 +118,29 @@ func (h *heldDB) Fire(now sim.Time) {
 	}
 	h.done = true
 	d := h.d
-	d.fx.replay = true
-	if h.bf != nil {
-		d.BlueFlame(now, h.uar, h.bfreg, h.bf)
-	} else {
-		d.Doorbell(now, h.uar, h.bfreg, h.ctrl)
+	if h.bf == nil {
+		d.replayDoorbell(now, h.uar, h.bfreg, h.ctrl)
+		return
 	}
+	d.fx.replay = true
+	d.BlueFlame(now, h.uar, h.bfreg, h.bf)
 	d.fx.replay = false
+}
+
+// replayDoorbell delivers a doorbell the fault machinery made (held,
+// duplicated, or a BlueFlame write turned into a doorbell): the doorbell
+// hook does not consult the rules again for it.
+func (d *Device) replayDoorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte) {
+	d.fx.replay = true
+	d.Doorbell(t, uar, bfreg, ctrl)
+	d.fx.replay = false
+}
+
+// announceNothing sets the counter of doorbell ctrl to QP q's next
+// WQEBB less the doorbell's own WQE: a doorbell that starts nothing new.
+func announceNothing(ctrl *[8]byte, q *qp) {
+	bbs := max(mlx5.WQEBBs(int(ctrl[7]&0x3f)), 1)
+	binary.BigEndian.PutUint16(ctrl[1:3], q.req.sq.Next()-uint16(bbs))
 }
 
 // SetFaults makes the device and its engines consult in at every hook
@@ -258,9 +274,7 @@ func (d *Device) doorbellFault(t sim.Time, uar uint32, bfreg int, ctrl *[8]byte,
 		case hadPrev:
 			*ctrl = prev
 		case q != nil:
-			// No earlier doorbell: a counter that announces nothing new.
-			bbs := max(mlx5.WQEBBs(int(ctrl[7]&0x3f)), 1)
-			binary.BigEndian.PutUint16(ctrl[1:3], q.req.sq.Next()-uint16(bbs))
+			announceNothing(ctrl, q) // no earlier doorbell
 		}
 		note("stale counter: wqe_index %d arrives instead", mlx5.CtrlSeg(ctrl[:]).WQEIndex())
 	case fault.Jump:
@@ -272,23 +286,18 @@ func (d *Device) doorbellFault(t sim.Time, uar uint32, bfreg int, ctrl *[8]byte,
 		if d.spec.Faults.DoorbellReadsRecord {
 			// The device takes the record's (older) counter: nothing new.
 			if q := d.qps[qpn]; q != nil {
-				bbs := max(mlx5.WQEBBs(int(ctrl[7]&0x3f)), 1)
-				binary.BigEndian.PutUint16(ctrl[1:3], q.req.sq.Next()-uint16(bbs))
+				announceNothing(ctrl, q)
 			}
 		}
 		if bf != nil {
-			d.fx.replay = true
-			d.Doorbell(t, uar, bfreg, *ctrl)
-			d.fx.replay = false
+			d.replayDoorbell(t, uar, bfreg, *ctrl)
 			return true
 		}
 		return false
 	}
 	if bf != nil {
 		// A changed counter: the device treats it as a doorbell.
-		d.fx.replay = true
-		d.Doorbell(t, uar, bfreg, *ctrl)
-		d.fx.replay = false
+		d.replayDoorbell(t, uar, bfreg, *ctrl)
 		return true
 	}
 	d.fx.lastDB[qpn] = *ctrl
