@@ -69,6 +69,11 @@ func run(baseDir, out string, rounds int) error {
 		return err
 	}
 	baseBench := filepath.Join(baseDir, "test", "perf_bench_test.go")
+	if _, err := os.Stat(baseBench); err == nil {
+		// Not a checkout of the baseline: the copy, and its removal below,
+		// would replace and then delete a file of that tree.
+		return fmt.Errorf("%s already has test/perf_bench_test.go: -base must be a checkout of %s", baseDir, baseCommit)
+	}
 	if err := os.WriteFile(baseBench, src, 0o644); err != nil {
 		return err
 	}
