@@ -751,7 +751,6 @@ func (ep *rdmaEP) post(wr provider.SendWR, rkey, n, seed uint64) {
 	if op != provider.WRRDMARead {
 		fillSeed(ep.buf.Bytes[:n], uint32(seed))
 	}
-	wr.Flags |= provider.SendSignaled
 	if n > 0 {
 		wr.SGL = []provider.SGE{ep.mr.SGE(0, uint32(n))}
 	}
@@ -805,8 +804,8 @@ func (ep *rdmaEP) postAndWait(wr provider.SendWR) (provider.WC, bool) {
 	}
 	start := time.Now()
 	var wcs [1]provider.WC
+	what := func() string { return fmt.Sprintf("the %s completion of wr_id %x", op, wr.WRID) }
 	for {
-		what := func() string { return fmt.Sprintf("the %s completion of wr_id %x", op, wr.WRID) }
 		if _, err := ep.rt.pollCQSince(ep.scq, wcs[:], start, ep.wait, what); err != nil {
 			fmt.Fprintln(ep.out, "ERR", err)
 			return provider.WC{}, false
