@@ -450,10 +450,12 @@ func (d *Device) QueryPort(port int) (mlx5.PortAttr, error) {
 	if port != 1 {
 		return mlx5.PortAttr{}, cmdErr("QUERY_PORT", mlx5.StatusBadParam, "port %d (the device has port 1)", port)
 	}
-	a := mlx5.PortAttr{State: 4, PhysState: 5, MaxMTU: mlx5.MTUFromBytes(d.spec.Caps.ActiveMTU),
-		ActiveMTU: mlx5.MTUFromBytes(d.spec.Caps.ActiveMTU), MaxMsgSize: d.spec.Caps.MaxMsgSize, GIDs: [][16]byte{d.GID()}}
+	const physDisabled, physLinkUp = 3, 5 // ib_port_phys_state
+	mtu := mlx5.MTUFromBytes(d.spec.Caps.ActiveMTU)
+	a := mlx5.PortAttr{State: uint8(uverbs.PortActive), PhysState: physLinkUp, MaxMTU: mtu,
+		ActiveMTU: mtu, MaxMsgSize: d.spec.Caps.MaxMsgSize, GIDs: [][16]byte{d.GID()}}
 	if !d.LinkUp() {
-		a.State, a.PhysState = 1, 3
+		a.State, a.PhysState = uint8(uverbs.PortDown), physDisabled
 	}
 	return a, nil
 }
