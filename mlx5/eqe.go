@@ -246,10 +246,7 @@ func ParseEQDoorbell(b []byte) (eqn uint8, ci uint32) {
 // mlx5_ib_handle_qp_event, mlx5_ib_cq_event, mlx5_ib_srq_event,
 // handle_port_change). DEVICE_FATAL has no EQE in mlx5 (it is found by
 // health polling); softnic raises it as INTERNAL_ERROR.
-var eventEQE = map[EventType]struct {
-	t   EQEType
-	sub uint8
-}{
+var eventEQE = map[EventType]eqeKey{
 	EventCQErr:            {EQECQError, 0},
 	EventQPFatal:          {EQEWQCatasError, 0},
 	EventQPReqErr:         {EQEWQInvalReqError, 0},
@@ -277,44 +274,32 @@ func EQEForEvent(ev EventType) (t EQEType, sub uint8, ok bool) {
 // EventForEQE is the verbs event an EQE of type t and sub-type sub is
 // delivered as; ok is false for EQEs that are not verbs events
 // (completions, commands, page requests, unknown types and sub-types).
-// Port change INITIALIZED is reported as PORT_ERR, as mlx5_ib does.
+// It is eventEQE read backwards: the sub-type matters only for port
+// changes, and port change INITIALIZED is reported as PORT_ERR, as
+// mlx5_ib does.
 func EventForEQE(t EQEType, sub uint8) (EventType, bool) {
-	switch t {
-	case EQECQError:
-		return EventCQErr, true
-	case EQEWQCatasError:
-		return EventQPFatal, true
-	case EQEWQInvalReqError:
-		return EventQPReqErr, true
-	case EQEWQAccessError:
-		return EventQPAccessErr, true
-	case EQECommEst:
-		return EventCommEst, true
-	case EQESQDrained:
-		return EventSQDrained, true
-	case EQEPathMig:
-		return EventPathMig, true
-	case EQEPathMigFailed:
-		return EventPathMigErr, true
-	case EQEInternalError:
-		return EventDeviceFatal, true
-	case EQESRQCatasError:
-		return EventSRQErr, true
-	case EQESRQRQLimit:
-		return EventSRQLimitReached, true
-	case EQESRQLastWQE:
-		return EventQPLastWQEReached, true
-	case EQEPortChange:
-		switch sub {
-		case PortChangeActive:
-			return EventPortActive, true
-		case PortChangeDown, PortChangeInitialized:
-			return EventPortErr, true
-		case PortChangeLID:
-			return EventLIDChange, true
-		case PortChangePKey:
-			return EventPKeyChange, true
-		}
+	switch {
+	case t != EQEPortChange:
+		sub = 0
+	case sub == PortChangeInitialized:
+		return EventPortErr, true
 	}
-	return 0, false
+	ev, ok := eqeEvent[eqeKey{t, sub}]
+	return ev, ok
 }
+
+// eqeKey is an EQE type and sub-type.
+type eqeKey struct {
+	t   EQEType
+	sub uint8
+}
+
+// eqeEvent is eventEQE inverted (each EQE type and sub-type carries one
+// event).
+var eqeEvent = func() map[eqeKey]EventType {
+	m := make(map[eqeKey]EventType, len(eventEQE))
+	for ev, e := range eventEQE {
+		m[e] = ev
+	}
+	return m
+}()
