@@ -208,7 +208,6 @@ type Queue struct {
 	head     uint32       // first in-flight fetch (ranges[head&(Size-1)])
 	tail     uint32       // one past the last
 	owner    *Engine      // the engine that fetched for this queue last (for counters on Reset/Close)
-	fetchErr bool         // the range being parsed failed its DMA read
 	// Stats
 	Fetches    uint64
 	FetchBytes uint64
@@ -357,10 +356,7 @@ func (e *Engine) drain(now sim.Time, q *Queue) {
 		from, to, start, bad := r.from, r.to, r.start, r.dmaErr
 		*r = fetchRange{}
 		q.head++
-		q.fetchErr = bad
-		ok := e.parse(now, q, gen, from, to, start, FromDMA)
-		q.fetchErr = false
-		if !ok {
+		if !e.parse(now, q, gen, from, to, start, FromDMA, bad) {
 			return
 		}
 	}
@@ -512,15 +508,16 @@ func (e *Engine) BlueFlame(t sim.Time, q *Queue, wqe []byte) bool {
 	q.issued = end
 	q.BFs++
 	e.ctr.Inc(CtrBF)
-	e.parse(t, q, q.gen, idx, end, t, FromBlueFlame)
+	e.parse(t, q, q.gen, idx, end, t, FromBlueFlame, false)
 	return true
 }
 
 // parse decodes the WQEs in [from, to) (one fetch or one BlueFlame write,
 // announced at ann) from the staging ring and hands them to the sink in
-// order. It reports false, dropping the rest of the range, when the sink
-// reset or closed the queue (generation gen is gone).
-func (e *Engine) parse(t sim.Time, q *Queue, gen uint32, from, to mlx5.WQECounter, ann sim.Time, src Source) bool {
+// order; dmaErr marks a range whose read failed (every WQE ErrFetchDMA).
+// It reports false, dropping the rest of the range, when the sink reset or
+// closed the queue (generation gen is gone).
+func (e *Engine) parse(t sim.Time, q *Queue, gen uint32, from, to mlx5.WQECounter, ann sim.Time, src Source, dmaErr bool) bool {
 	for from != to {
 		if q.closed || q.gen != gen || q.next != from {
 			// The sink reset or closed the queue while we were
@@ -531,7 +528,7 @@ func (e *Engine) parse(t sim.Time, q *Queue, gen uint32, from, to mlx5.WQECounte
 		}
 		w := &e.wqe
 		bbs := e.decode(q, from, to, w)
-		if q.fetchErr {
+		if dmaErr {
 			w.State = StateInvalid
 			w.Err = fmt.Errorf("%w: WQEBBs [%d, %d) of QP %#x", ErrFetchDMA, uint16(from), uint16(to), q.QPN)
 		}

@@ -288,10 +288,7 @@ func (s *perfWireSide) run(sizes []int) error {
 	case !t.bw && t.verb == verbWrite:
 		for _, size := range sizes {
 			a := &writeLat{ep: s.ep, clk: s.clk, server: !client, iters: o.iters, size: size}
-			if err := runActors([]perfActor{a}, []perfActor{a}, s.advance([]perfActor{a}), nil); err != nil {
-				return fmt.Errorf("%s, %d bytes: %w", t.name, size, err)
-			}
-			if err := s.latRow(pr, a.posted, size); err != nil {
+			if err := s.latRun(pr, size, a, &a.posted); err != nil {
 				return err
 			}
 		}
@@ -305,10 +302,7 @@ func (s *perfWireSide) run(sizes []int) error {
 				return err
 			}
 			a := &sendLat{ep: s.ep, clk: s.clk, server: !client, iters: o.iters, size: size, rxDepth: o.rxDepth, cqMod: o.cqMod}
-			if err := runActors([]perfActor{a}, []perfActor{a}, s.advance([]perfActor{a}), nil); err != nil {
-				return fmt.Errorf("%s, %d bytes: %w", t.name, size, err)
-			}
-			if err := s.latRow(pr, a.posted, size); err != nil {
+			if err := s.latRun(pr, size, a, &a.posted); err != nil {
 				return err
 			}
 		}
@@ -331,10 +325,7 @@ func (s *perfWireSide) run(sizes []int) error {
 		}
 		for _, size := range sizes {
 			a := &reqLat{ep: s.ep, clk: s.clk, op: perfOpcode(t, s.ep.atomicOp), iters: o.iters, size: size}
-			if err := runActors([]perfActor{a}, []perfActor{a}, s.advance([]perfActor{a}), nil); err != nil {
-				return fmt.Errorf("%s, %d bytes: %w", t.name, size, err)
-			}
-			if err := s.latRow(pr, a.posted, size); err != nil {
+			if err := s.latRun(pr, size, a, &a.posted); err != nil {
 				return err
 			}
 		}
@@ -418,8 +409,13 @@ func (s *perfWireSide) run(sizes []int) error {
 	}
 }
 
-func (s *perfWireSide) latRow(pr *perfPrinter, posted []int64, size int) error {
-	st, ok := computeLat(posted, size, s.o.test.rttDivisor())
+// latRun runs one latency actor for size and prints its row from the post
+// times it recorded in *posted.
+func (s *perfWireSide) latRun(pr *perfPrinter, size int, a perfActor, posted *[]int64) error {
+	if err := runActors([]perfActor{a}, []perfActor{a}, s.advance([]perfActor{a}), nil); err != nil {
+		return fmt.Errorf("%s, %d bytes: %w", s.o.test.name, size, err)
+	}
+	st, ok := computeLat(*posted, size, s.o.test.rttDivisor())
 	if !ok {
 		return errors.New("too few iterations for the statistics")
 	}
