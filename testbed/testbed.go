@@ -49,8 +49,9 @@ type Host struct {
 	Mem  *shm.Region
 	Dev  *device.Device
 	Ctx  *provider.Context
-	// Uverbs is the host's uverbs client context on its device (with
-	// Config.UverbsControl; nil otherwise).
+	// Uverbs is the device end (the uverbsdev server) that Ctx's control
+	// path talks to over uverbs bytes, with Config.UverbsControl or
+	// SOFTNIC_TESTBED_UVERBS; nil otherwise.
 	Uverbs *uverbsdev.Server
 }
 
