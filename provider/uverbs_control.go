@@ -174,6 +174,21 @@ func (u *UverbsControl) handle(cmd string, m map[uint32]uverbs.Handle, what stri
 	return h, nil
 }
 
+// destroy sends cmd, built by req from the handle of the object numbered
+// num in m, and forgets the number once the device has agreed.
+func (u *UverbsControl) destroy(cmd uverbs.Command, m map[uint32]uverbs.Handle, what string, num uint32, outLen int,
+	req func(uverbs.Handle) uverbs.Struct) error {
+	h, err := u.handle(cmd.String(), m, what, num)
+	if err != nil {
+		return err
+	}
+	if _, err := u.write(cmd, req(h), nil, outLen); err != nil {
+		return err
+	}
+	delete(m, num)
+	return nil
+}
+
 // ---------------------------------------------------------------- context and device
 
 // GetContext is GET_CONTEXT with libmlx5's driver data (asking for dynamic
@@ -327,15 +342,9 @@ func (u *UverbsControl) AllocPD() (mlx5.PDResp, error) {
 
 // DeallocPD is DEALLOC_PD.
 func (u *UverbsControl) DeallocPD(pdn uint32) error {
-	h, err := u.handle("DEALLOC_PD", u.pds, "PD", pdn)
-	if err != nil {
-		return err
-	}
-	if _, err := u.write(uverbs.CmdDeallocPD, &uverbs.DeallocPD{PDHandle: h}, nil, 0); err != nil {
-		return err
-	}
-	delete(u.pds, pdn)
-	return nil
+	return u.destroy(uverbs.CmdDeallocPD, u.pds, "PD", pdn, 0, func(h uverbs.Handle) uverbs.Struct {
+		return &uverbs.DeallocPD{PDHandle: h}
+	})
 }
 
 // RegMR is REG_MR.
@@ -360,15 +369,9 @@ func (u *UverbsControl) RegMR(c mlx5.RegMRCmd) (mlx5.RegMRResp, error) {
 
 // DeregMR is DEREG_MR.
 func (u *UverbsControl) DeregMR(lkey uint32) error {
-	h, err := u.handle("DEREG_MR", u.mrs, "MR", lkey)
-	if err != nil {
-		return err
-	}
-	if _, err := u.write(uverbs.CmdDeregMR, &uverbs.DeregMR{MRHandle: h}, nil, 0); err != nil {
-		return err
-	}
-	delete(u.mrs, lkey)
-	return nil
+	return u.destroy(uverbs.CmdDeregMR, u.mrs, "MR", lkey, 0, func(h uverbs.Handle) uverbs.Struct {
+		return &uverbs.DeregMR{MRHandle: h}
+	})
 }
 
 // ---------------------------------------------------------------- CQ
@@ -402,15 +405,9 @@ func (u *UverbsControl) CreateCQ(c mlx5.CreateCQCmd) (mlx5.CreateCQResp, error) 
 
 // DestroyCQ is DESTROY_CQ.
 func (u *UverbsControl) DestroyCQ(cqn uint32) error {
-	h, err := u.handle("DESTROY_CQ", u.cqs, "CQ", cqn)
-	if err != nil {
-		return err
-	}
-	if _, err := u.write(uverbs.CmdDestroyCQ, &uverbs.DestroyCQ{Response: nominalResponse, CQHandle: h}, nil, uverbs.DestroyCQRespSize); err != nil {
-		return err
-	}
-	delete(u.cqs, cqn)
-	return nil
+	return u.destroy(uverbs.CmdDestroyCQ, u.cqs, "CQ", cqn, uverbs.DestroyCQRespSize, func(h uverbs.Handle) uverbs.Struct {
+		return &uverbs.DestroyCQ{Response: nominalResponse, CQHandle: h}
+	})
 }
 
 // ---------------------------------------------------------------- QP
@@ -539,15 +536,9 @@ func (u *UverbsControl) QueryQP(qpn uint32) (mlx5.QPAttr, error) {
 
 // DestroyQP is DESTROY_QP.
 func (u *UverbsControl) DestroyQP(qpn uint32) error {
-	h, err := u.handle("DESTROY_QP", u.qps, "QP", qpn)
-	if err != nil {
-		return err
-	}
-	if _, err := u.write(uverbs.CmdDestroyQP, &uverbs.DestroyQP{Response: nominalResponse, QPHandle: h}, nil, uverbs.DestroyQPRespSize); err != nil {
-		return err
-	}
-	delete(u.qps, qpn)
-	return nil
+	return u.destroy(uverbs.CmdDestroyQP, u.qps, "QP", qpn, uverbs.DestroyQPRespSize, func(h uverbs.Handle) uverbs.Struct {
+		return &uverbs.DestroyQP{Response: nominalResponse, QPHandle: h}
+	})
 }
 
 // ---------------------------------------------------------------- SRQ
@@ -612,13 +603,7 @@ func (u *UverbsControl) QuerySRQ(srqn uint32) (mlx5.SRQAttr, error) {
 
 // DestroySRQ is DESTROY_SRQ.
 func (u *UverbsControl) DestroySRQ(srqn uint32) error {
-	h, err := u.handle("DESTROY_SRQ", u.srqs, "SRQ", srqn)
-	if err != nil {
-		return err
-	}
-	if _, err := u.write(uverbs.CmdDestroySRQ, &uverbs.DestroySRQ{Response: nominalResponse, SRQHandle: h}, nil, uverbs.DestroySRQRespSize); err != nil {
-		return err
-	}
-	delete(u.srqs, srqn)
-	return nil
+	return u.destroy(uverbs.CmdDestroySRQ, u.srqs, "SRQ", srqn, uverbs.DestroySRQRespSize, func(h uverbs.Handle) uverbs.Struct {
+		return &uverbs.DestroySRQ{Response: nominalResponse, SRQHandle: h}
+	})
 }
