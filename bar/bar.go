@@ -396,15 +396,7 @@ func (b *BAR0) emitLine(now sim.Time, l *wcLine, reason string) {
 	if b.fx.in != nil && b.wcFault(now, l, reason) {
 		return
 	}
-	for m := l.mask; m != 0; {
-		start := bits.TrailingZeros64(m)
-		run := bits.TrailingZeros64(^(m >> uint(start)))
-		if start+run >= 64 {
-			run = 64 - start
-		}
-		b.emit(now, l.addr+uint64(start), l.data[start:start+run])
-		m &^= byteMask(uint64(start), run)
-	}
+	b.emitRuns(now, l.addr, l.mask, &l.data)
 	if b.rec.On() {
 		qpn, flow := b.flowAt(l.addr)
 		b.rec.Record(trace.Event{Name: "wc_flush", Component: "bar", Node: b.node, Start: l.alloc, End: now,

@@ -2,6 +2,7 @@ package bar
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/softnic/softnic/env"
 	"github.com/softnic/softnic/fault"
@@ -184,14 +185,8 @@ func (b *BAR0) wcFault(now sim.Time, l *wcLine, reason string) bool {
 	case fault.None:
 		return false
 	case fault.Corrupt:
-		var valid []int
-		for i := 0; i < 64; i++ {
-			if l.mask&(1<<uint(i)) != 0 {
-				valid = append(valid, i)
-			}
-		}
-		if len(valid) > 0 {
-			o := valid[d.Offset(0, len(valid))]
+		if n := bits.OnesCount64(l.mask); n > 0 {
+			o := nthByte(l.mask, d.Offset(0, n))
 			l.data[o] ^= d.Mask()
 			b.faultWarn(now, CtrFaultWCLine, qpn, flow, d, "WC line at BAR0 %#x: byte %d corrupted (%s)", l.addr, o, reason)
 		}
@@ -204,7 +199,7 @@ func (b *BAR0) wcFault(now sim.Time, l *wcLine, reason string) bool {
 		if keep == 0 || keep == l.mask {
 			keep = l.mask & (l.mask - 1) // at least one byte goes missing
 		}
-		b.faultWarn(now, CtrFaultWCLine, qpn, flow, d, "WC line at BAR0 %#x torn: %d of %d bytes leave (%s)", l.addr, popcount(keep), popcount(l.mask), reason)
+		b.faultWarn(now, CtrFaultWCLine, qpn, flow, d, "WC line at BAR0 %#x torn: %d of %d bytes leave (%s)", l.addr, bits.OnesCount64(keep), bits.OnesCount64(l.mask), reason)
 		l.mask = keep
 		if l.mask != 0 {
 			b.emitRuns(now, l.addr, l.mask, &l.data)
@@ -221,11 +216,9 @@ func (b *BAR0) wcFault(now sim.Time, l *wcLine, reason string) bool {
 			// if none does (nothing is held for ever).
 			at = now.Add(max(b.cfg.WCDrain, sim.Nanosecond))
 			b.faultWarn(now, CtrFaultWCLine, qpn, flow, d, "WC line at BAR0 %#x held behind the next line (%s)", l.addr, reason)
+			b.fx.pend = append(b.fx.pend, h)
 		} else {
 			b.faultWarn(now, CtrFaultWCLine, qpn, flow, d, "WC line at BAR0 %#x held %v as if never flushed (%s)", l.addr, d.Delay, reason)
-		}
-		if h.reorder {
-			b.fx.pend = append(b.fx.pend, h)
 		}
 		b.eng.At(at, h)
 	default:
@@ -252,37 +245,25 @@ func (b *BAR0) releaseReordered(now sim.Time) {
 	b.fx.pend = b.fx.pend[:0]
 }
 
+// nthByte is the offset of the k-th (from 0) valid byte of a line's mask.
+func nthByte(mask uint64, k int) int {
+	for ; k > 0; k-- {
+		mask &= mask - 1
+	}
+	return bits.TrailingZeros64(mask)
+}
+
 // emitRuns sends the valid bytes of a line, one MWr per contiguous run.
 func (b *BAR0) emitRuns(now sim.Time, addr, mask uint64, data *[64]byte) {
 	for m := mask; m != 0; {
-		start := trailingZeros(m)
-		run := trailingZeros(^(m >> uint(start)))
+		start := bits.TrailingZeros64(m)
+		run := bits.TrailingZeros64(^(m >> uint(start)))
 		if start+run >= 64 {
 			run = 64 - start
 		}
 		b.emit(now, addr+uint64(start), data[start:start+run])
 		m &^= byteMask(uint64(start), run)
 	}
-}
-
-func popcount(m uint64) int {
-	n := 0
-	for ; m != 0; m &= m - 1 {
-		n++
-	}
-	return n
-}
-
-func trailingZeros(m uint64) int {
-	if m == 0 {
-		return 64
-	}
-	n := 0
-	for m&1 == 0 {
-		m >>= 1
-		n++
-	}
-	return n
 }
 
 // tlpFault consults fault.PCIeTLP for an MMIO write of p at off leaving the
