@@ -43,19 +43,21 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	}
 	w := stdout
 	var f *os.File
+	var fw *errWriter // keeps the first write error to the file
 	if *out != "-" {
 		if f, err = os.Create(*out); err != nil {
 			fmt.Fprintln(stderr, "softnic calibrate:", err)
 			return 1
 		}
-		w = &errWriter{w: f}
+		fw = &errWriter{w: f}
+		w = fw
 	}
 	if err := calibrate.Markdown(w, ts); err != nil {
 		fmt.Fprintln(stderr, "softnic calibrate:", err)
 		return 1
 	}
 	if f != nil {
-		werr := w.(*errWriter).err
+		werr := fw.err
 		if cerr := f.Close(); werr == nil {
 			werr = cerr
 		}
