@@ -36,7 +36,6 @@ type Identity struct {
 // and its timers (events on the engine), and the control plane. It reaches
 // the world only through its DMA engine and its port.
 type Device struct {
-	env  env.Env // what every engine of this device is given
 	eng  *sim.Engine
 	spec Spec
 	id   Identity
@@ -93,11 +92,11 @@ func New(eng *sim.Engine, spec Spec, id Identity, mem *shm.Region, rec *trace.Re
 		d.nextQPN = 2
 	}
 	d.link = pcie.NewLink(spec.PCIe)
-	d.env = env.Env{Eng: eng, Rec: rec, Ctr: &d.ctr, Node: id.Node}
-	d.bar = bar.New(d.env, d.link, d, spec.BAR)
-	d.dma = dma.New(d.env, d.link, mem, spec.DMA)
+	ev := env.Env{Eng: eng, Rec: rec, Ctr: &d.ctr, Node: id.Node} // what every engine of this device is given
+	d.bar = bar.New(ev, d.link, d, spec.BAR)
+	d.dma = dma.New(ev, d.link, mem, spec.DMA)
 	d.keys = dma.NewKeys()
-	d.fetch = wqefetch.New(d.env, d.dma, d)
+	d.fetch = wqefetch.New(ev, d.dma, d)
 	d.nextUAR = spec.BAR.FirstUAR
 	d.bar.Reset()
 	d.initEQs()

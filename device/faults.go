@@ -152,7 +152,6 @@ func (d *Device) SetFaults(in *fault.Injector) {
 	if in.Has(fault.Doorbell, fault.CQ, fault.EQ, fault.Port, fault.Dev) {
 		d.fx.in = in // the device's own points; none: its hooks cost nothing
 	}
-	d.env.Faults = in
 	d.bar.SetFaults(in)
 	d.dma.SetFaults(in)
 	for _, s := range in.Scheduled() {
