@@ -150,11 +150,12 @@ func htmlWalk(j traceJSON) trace.Walk {
 				ws.Hex, ws.HexNote = b.String(), "BlueFlame copies the WQE itself into the BF buffer in 64-byte write-combined stores (bytes from the WQE):"
 			}
 		case "doorbell_mmio":
-			if i := wqeOf(s, k); i >= 0 && len(wqes[i]) >= 8 {
-				// A post list rings once, with the last WQE's control segment.
-				if s.Flow == 0 && len(wqes) > 1 {
-					i = len(wqes) - 1
-				}
+			i := wqeOf(s, k)
+			// A post list rings once, with the last WQE's control segment.
+			if i >= 0 && s.Flow == 0 && len(wqes) > 1 {
+				i = len(wqes) - 1
+			}
+			if i >= 0 && len(wqes[i]) >= 8 {
 				ws.Hex = fmt.Sprintf("  UAR+0x800  %s  first 8 bytes of WQE %d's ctrl segment\n", hexLine(wqes[i][:8]), i)
 				ws.HexNote = "The doorbell is one 8-byte store of the control segment's first 8 bytes (bytes from the WQE):"
 			}

@@ -261,3 +261,27 @@ func TestHTMLChromium(t *testing.T) {
 	require.Contains(t, dom, `data-key="wqe_fetch#0" data-status="only in B"`)
 	require.Contains(t, dom, `<ul id="jserrors"></ul>`)
 }
+
+// A walk JSON is input: view refuses or renders a hand-edited or cut one,
+// it never panics (a short last WQE, stages whose bytes are missing or
+// malformed, absurd TLP counts).
+func TestViewHostileWalk(t *testing.T) {
+	dir := t.TempDir()
+	tlp := `, "tlp_addr": 4096`
+	stages := []string{`{"name": "doorbell_mmio", "node": 0}`, `{"name": "bf_mmio", "node": 0}`,
+		`{"name": "wqe_build", "node": 0}`, `{"name": "wqe_fetch", "node": 0` + tlp + `}`,
+		`{"name": "pcie_tlp", "node": 0, "tlps": 1000000` + tlp + `}`, `{"name": "pcie_tlp", "node": 0, "tlps": -3` + tlp + `}`,
+		`{"name": "payload_dma", "node": 0}`, `{"name": "cqe_write", "node": 0` + tlp + `}`, `{"name": "poll", "node": 0}`,
+		`{"name": "dbr_update", "node": 0}`, `{"name": "wire", "node": 0, "frame_hex": "00ff"}`,
+		`{"name": "packetize", "node": 0, "flow": 4294967295}`}
+	for i, wqes := range []string{`[{"wqe_hex": "0011223344556677"}, {"wqe_hex": ""}]`, `[{"wqe_hex": "zz", "length": 4000000000}]`, `[]`} {
+		for _, path := range []string{"doorbell", "blueflame"} {
+			f := filepath.Join(dir, fmt.Sprintf("w%d%s.json", i, path))
+			doc := fmt.Sprintf(`{"op": "write", "path": %q, "stages": [%s], "wqes": %s, "cqe_hex": ["00"], "dbr_hex": "0001"}`, path, strings.Join(stages, ", "), wqes)
+			require.NoError(t, os.WriteFile(f, []byte(doc), 0o644))
+			var out, errb bytes.Buffer
+			require.Equal(t, 0, run([]string{"view", f}, &out, &errb), "%s: %s", doc, errb.String())
+			require.Contains(t, out.String(), "doorbell_mmio")
+		}
+	}
+}
