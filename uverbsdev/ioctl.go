@@ -150,23 +150,17 @@ func (s *Server) ioctl(req, resp []byte) (int, *uverbs.Error) {
 	case [2]uint16{uint16(uverbs.ObjectDevice), uint16(uverbs.MethodQueryGIDEntry)}:
 		e = s.queryGIDEntry(r)
 	case [2]uint16{uint16(uverbs.ObjectPD), uint16(uverbs.MethodPDDestroy)}:
-		e = s.destroyByIoctl(r, uverbs.AttrDestroyPDHandle, 0, 0, s.destroyPD)
+		e = s.destroyByIoctl(r, uverbs.AttrDestroyPDHandle, 0, 0, kindPD)
 	case [2]uint16{uint16(uverbs.ObjectMR), uint16(uverbs.MethodMRDestroy)}:
-		e = s.destroyByIoctl(r, uverbs.AttrDestroyMRHandle, 0, 0, s.destroyMR)
+		e = s.destroyByIoctl(r, uverbs.AttrDestroyMRHandle, 0, 0, kindMR)
 	case [2]uint16{uint16(uverbs.ObjectAH), uint16(uverbs.MethodAHDestroy)}:
-		e = s.destroyByIoctl(r, uverbs.AttrDestroyAHHandle, 0, 0, func(name string, h uverbs.Handle) *uverbs.Error {
-			o, e := s.lookupName(name, h, kindAH)
-			if e == nil {
-				s.release(o)
-			}
-			return e
-		})
+		e = s.destroyByIoctl(r, uverbs.AttrDestroyAHHandle, 0, 0, kindAH)
 	case [2]uint16{uint16(uverbs.ObjectCQ), uint16(uverbs.MethodCQDestroy)}:
-		e = s.destroyByIoctl(r, uverbs.AttrDestroyCQHandle, uverbs.AttrDestroyCQResp, uverbs.DestroyCQRespSize, s.destroyCQObj)
+		e = s.destroyByIoctl(r, uverbs.AttrDestroyCQHandle, uverbs.AttrDestroyCQResp, uverbs.DestroyCQRespSize, kindCQ)
 	case [2]uint16{uint16(uverbs.ObjectQP), uint16(uverbs.MethodQPDestroy)}:
-		e = s.destroyByIoctl(r, uverbs.AttrDestroyQPHandle, uverbs.AttrDestroyQPResp, uverbs.DestroyQPRespSize, s.destroyQPObj)
+		e = s.destroyByIoctl(r, uverbs.AttrDestroyQPHandle, uverbs.AttrDestroyQPResp, uverbs.DestroyQPRespSize, kindQP)
 	case [2]uint16{uint16(uverbs.ObjectSRQ), uint16(uverbs.MethodSRQDestroy)}:
-		e = s.destroyByIoctl(r, uverbs.AttrDestroySRQHandle, uverbs.AttrDestroySRQResp, uverbs.DestroySRQRespSize, s.destroySRQObj)
+		e = s.destroyByIoctl(r, uverbs.AttrDestroySRQHandle, uverbs.AttrDestroySRQResp, uverbs.DestroySRQRespSize, kindSRQ)
 	default:
 		e = fail(name, syscall.EPROTONOSUPPORT, "method not served by this device")
 	}
@@ -179,7 +173,7 @@ func (s *Server) ioctl(req, resp []byte) (int, *uverbs.Error) {
 // destroyByIoctl serves <object>/DESTROY: the handle attribute, and an
 // optional response (event counts, all zero here: events are read
 // elsewhere).
-func (s *Server) destroyByIoctl(r *ioctlReq, hid, rid uverbs.AttrID, rlen int, destroy func(string, uverbs.Handle) *uverbs.Error) *uverbs.Error {
+func (s *Server) destroyByIoctl(r *ioctlReq, hid, rid uverbs.AttrID, rlen int, k kind) *uverbs.Error {
 	known := []uverbs.AttrID{hid}
 	if rlen > 0 {
 		known = append(known, rid)
@@ -199,7 +193,7 @@ func (s *Server) destroyByIoctl(r *ioctlReq, hid, rid uverbs.AttrID, rlen int, d
 			}
 		}
 	}
-	if e := destroy(r.name, h); e != nil {
+	if e := s.destroyObj(r.name, h, k); e != nil {
 		return e
 	}
 	clear(out)

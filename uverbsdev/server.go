@@ -234,23 +234,57 @@ func (s *Server) Close() error {
 		keep(s.dev.DestroyQP(o.num))
 		s.release(o)
 	}
-	// Then the rest in dependency order; AHs and UARs have no device object.
-	for _, step := range [...]struct {
-		k       kind
-		destroy func(uint32) error
-	}{
-		{kindSRQ, s.dev.DestroySRQ}, {kindAH, nil}, {kindCQ, s.dev.DestroyCQ},
-		{kindChannel, s.dev.DestroyCompChannel}, {kindMR, s.dev.DeregMR}, {kindPD, s.dev.DeallocPD}, {kindUAR, nil},
-	} {
-		for _, o := range s.sorted(step.k) {
-			if step.destroy != nil {
-				keep(step.destroy(o.num))
-			}
+	for _, k := range [...]kind{kindSRQ, kindAH, kindCQ, kindChannel, kindMR, kindPD, kindUAR} {
+		for _, o := range s.sorted(k) {
+			keep(s.devDestroy(k, o.num))
 			s.release(o)
 		}
 	}
 	s.uars = nil
 	return first
+}
+
+// devDestroy frees the device object behind an object of kind k (AHs and
+// UARs have none).
+func (s *Server) devDestroy(k kind, num uint32) error {
+	switch k {
+	case kindQP:
+		return s.dev.DestroyQP(num)
+	case kindSRQ:
+		return s.dev.DestroySRQ(num)
+	case kindCQ:
+		return s.dev.DestroyCQ(num)
+	case kindChannel:
+		return s.dev.DestroyCompChannel(num)
+	case kindMR:
+		return s.dev.DeregMR(num)
+	case kindPD:
+		return s.dev.DeallocPD(num)
+	}
+	return nil
+}
+
+// busyReason says, with the count, what still holds an object of a kind
+// that others reference.
+var busyReason = [...]string{kindPD: "still has %d MRs/QPs/SRQs/AHs", kindCQ: "is used by %d QPs",
+	kindSRQ: "is used by %d QPs", kindChannel: "is used by %d CQs"}
+
+// destroyObj is a client's DEALLOC/DEREG/DESTROY of its object h of kind
+// k: EBUSY while other objects hold it; else the device frees it and the
+// table forgets it.
+func (s *Server) destroyObj(name string, h uverbs.Handle, k kind) *uverbs.Error {
+	o, e := s.lookupName(name, h, k)
+	if e != nil {
+		return e
+	}
+	if o.users > 0 {
+		return fail(name, syscall.EBUSY, fmt.Sprintf("%v %d "+busyReason[k], k, h, o.users))
+	}
+	if err := s.devDestroy(k, o.num); err != nil {
+		return refusal(name, err)
+	}
+	s.release(o)
+	return nil
 }
 
 // release drops an object from the table and its references on others.

@@ -407,22 +407,7 @@ func (s *Server) deallocPD(name string, m *uverbs.WriteMsg) (int, *uverbs.Error)
 	if err := c.Decode(m.Core); err != nil {
 		return 0, refusal(name, err)
 	}
-	return 0, s.destroyPD(name, c.PDHandle)
-}
-
-func (s *Server) destroyPD(name string, h uverbs.Handle) *uverbs.Error {
-	o, e := s.lookupName(name, h, kindPD)
-	if e != nil {
-		return e
-	}
-	if o.users > 0 {
-		return fail(name, syscall.EBUSY, fmt.Sprintf("PD %d still has %d MRs/QPs/SRQs/AHs", h, o.users))
-	}
-	if err := s.dev.DeallocPD(o.num); err != nil {
-		return refusal(name, err)
-	}
-	s.release(o)
-	return nil
+	return 0, s.destroyObj(name, c.PDHandle, kindPD)
 }
 
 // accessKnown are the access bits the device implements; the other
@@ -465,19 +450,7 @@ func (s *Server) deregMR(name string, m *uverbs.WriteMsg) (int, *uverbs.Error) {
 	if err := c.Decode(m.Core); err != nil {
 		return 0, refusal(name, err)
 	}
-	return 0, s.destroyMR(name, c.MRHandle)
-}
-
-func (s *Server) destroyMR(name string, h uverbs.Handle) *uverbs.Error {
-	o, e := s.lookupName(name, h, kindMR)
-	if e != nil {
-		return e
-	}
-	if err := s.dev.DeregMR(o.num); err != nil {
-		return refusal(name, err)
-	}
-	s.release(o)
-	return nil
+	return 0, s.destroyObj(name, c.MRHandle, kindMR)
 }
 
 func (s *Server) createCompChannel(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
@@ -570,25 +543,10 @@ func (s *Server) destroyCQ(name string, m *uverbs.WriteMsg, out []byte) (int, *u
 	if err := c.Decode(m.Core); err != nil {
 		return 0, refusal(name, err)
 	}
-	if e := s.destroyCQObj(name, c.CQHandle); e != nil {
+	if e := s.destroyObj(name, c.CQHandle, kindCQ); e != nil {
 		return 0, e
 	}
 	return reply(out, &uverbs.DestroyCQResp{}, nil)
-}
-
-func (s *Server) destroyCQObj(name string, h uverbs.Handle) *uverbs.Error {
-	o, e := s.lookupName(name, h, kindCQ)
-	if e != nil {
-		return e
-	}
-	if o.users > 0 {
-		return fail(name, syscall.EBUSY, fmt.Sprintf("CQ %d is used by %d QPs", h, o.users))
-	}
-	if err := s.dev.DestroyCQ(o.num); err != nil {
-		return refusal(name, err)
-	}
-	s.release(o)
-	return nil
 }
 
 // ---------------------------------------------------------------- QP
@@ -793,22 +751,10 @@ func (s *Server) destroyQP(name string, m *uverbs.WriteMsg, out []byte) (int, *u
 	if err := c.Decode(m.Core); err != nil {
 		return 0, refusal(name, err)
 	}
-	if e := s.destroyQPObj(name, c.QPHandle); e != nil {
+	if e := s.destroyObj(name, c.QPHandle, kindQP); e != nil {
 		return 0, e
 	}
 	return reply(out, &uverbs.DestroyQPResp{}, nil)
-}
-
-func (s *Server) destroyQPObj(name string, h uverbs.Handle) *uverbs.Error {
-	o, e := s.lookupName(name, h, kindQP)
-	if e != nil {
-		return e
-	}
-	if err := s.dev.DestroyQP(o.num); err != nil {
-		return refusal(name, err)
-	}
-	s.release(o)
-	return nil
 }
 
 // ---------------------------------------------------------------- SRQ
@@ -890,25 +836,10 @@ func (s *Server) destroySRQ(name string, m *uverbs.WriteMsg, out []byte) (int, *
 	if err := c.Decode(m.Core); err != nil {
 		return 0, refusal(name, err)
 	}
-	if e := s.destroySRQObj(name, c.SRQHandle); e != nil {
+	if e := s.destroyObj(name, c.SRQHandle, kindSRQ); e != nil {
 		return 0, e
 	}
 	return reply(out, &uverbs.DestroySRQResp{}, nil)
-}
-
-func (s *Server) destroySRQObj(name string, h uverbs.Handle) *uverbs.Error {
-	o, e := s.lookupName(name, h, kindSRQ)
-	if e != nil {
-		return e
-	}
-	if o.users > 0 {
-		return fail(name, syscall.EBUSY, fmt.Sprintf("SRQ %d is used by %d QPs", h, o.users))
-	}
-	if err := s.dev.DestroySRQ(o.num); err != nil {
-		return refusal(name, err)
-	}
-	s.release(o)
-	return nil
 }
 
 // ---------------------------------------------------------------- AH
@@ -941,10 +872,5 @@ func (s *Server) destroyAH(name string, m *uverbs.WriteMsg) (int, *uverbs.Error)
 	if err := c.Decode(m.Core); err != nil {
 		return 0, refusal(name, err)
 	}
-	o, e := s.lookup(m.Cmd, c.AHHandle, kindAH)
-	if e != nil {
-		return 0, e
-	}
-	s.release(o)
-	return 0, nil
+	return 0, s.destroyObj(name, c.AHHandle, kindAH)
 }
