@@ -92,3 +92,22 @@ func TestNoFaultsNoAllocs(t *testing.T) {
 		_, _, _ = r.dma.Write(0, memBase, buf)
 	}))
 }
+
+// A labelled access clears its label, so that the accesses after it (with
+// no plan set) take the path that skips the fault hooks: target 0.
+func TestTargetClearedAfterOneAccess(t *testing.T) {
+	r := newRig(t, Config{})
+	buf := make([]byte, 8)
+	for _, access := range []func(){
+		func() { _, _, _ = r.dma.Read(0, memBase, buf) },
+		func() { _, _, _ = r.dma.Write(0, memBase, buf) },
+		func() { _, _, _ = r.dma.WriteVisible(0, memBase, buf) },
+		func() { _, _, _ = r.dma.TimeWrite(0, memBase, len(buf)) },
+	} {
+		r.dma.SetTargetFor(fault.KindWQE, 7, 3)
+		access()
+		require.Equal(t, fault.KindNone, r.dma.target)
+		require.Zero(t, r.dma.tqpn)
+		require.Zero(t, r.dma.twqe)
+	}
+}
