@@ -283,3 +283,33 @@ func TestIoctlMethods(t *testing.T) {
 
 // objectFlowForTest is UVERBS_OBJECT_FLOW, which Destroy does not know.
 const objectFlowForTest ObjectID = 9
+
+// TestViewOffsets: the byte views (CmdHdr, ExCmdHdr, IoctlHdr, Attr) keep
+// their own offset constants for speed; they must be the generated
+// layouts' (which test/uverbslayout checks against the uapi headers).
+func TestViewOffsets(t *testing.T) {
+	views := map[string]map[string]int{
+		"ib_uverbs_cmd_hdr": {"command": cmdHdrCommand, "in_words": cmdHdrInWords, "out_words": cmdHdrOutWords},
+		"ib_uverbs_ex_cmd_hdr": {"response": exHdrResponse, "provider_in_words": exHdrProvIn,
+			"provider_out_words": exHdrProvOut, "cmd_hdr_reserved": exHdrReserved},
+		"ib_uverbs_ioctl_hdr": {"length": ioLength, "object_id": ioObject, "method_id": ioMethod, "num_attrs": ioNumAttrs,
+			"reserved1": ioReserved1, "driver_id": ioDriverID, "reserved2": ioReserved2},
+		"ib_uverbs_attr": {"attr_id": attrID, "len": attrLen, "flags": attrFlags, "attr_data.enum_data.elem_id": attrElemID,
+			"attr_data.enum_data.reserved": attrRsv, "data": attrData},
+	}
+	seen := 0
+	for _, l := range Layouts() {
+		v, ok := views[l.C]
+		if !ok {
+			continue
+		}
+		seen++
+		require.Len(t, v, len(l.Members), l.C)
+		for _, m := range l.Members {
+			off, ok := v[m.C]
+			require.True(t, ok, "%s.%s has no view offset", l.C, m.C)
+			require.Equal(t, m.Offset, off, "%s.%s", l.C, m.C)
+		}
+	}
+	require.Equal(t, len(views), seen)
+}
