@@ -835,7 +835,7 @@ func annotateWQE(b []byte, ud bool) string {
 		fmt.Fprintf(&s, "         %s  rgid %v\n", hexLine(segs[32:48]), netip.AddrFrom16(g))
 		segs = segs[mlx5.DatagramSegSize:]
 	}
-	if f.Opcode == mlx5.OpRDMAWrite || f.Opcode == mlx5.OpRDMAWriteImm || f.Opcode == mlx5.OpRDMARead {
+	if (f.Opcode == mlx5.OpRDMAWrite || f.Opcode == mlx5.OpRDMAWriteImm || f.Opcode == mlx5.OpRDMARead) && len(segs) >= mlx5.RaddrSegSize {
 		r := mlx5.RaddrSeg(segs)
 		fmt.Fprintf(&s, "  raddr  %s  raddr %#x rkey %#x\n", hexLine(segs[:16]), r.RAddr(), r.RKey())
 		segs = segs[16:]

@@ -274,7 +274,8 @@ func TestViewHostileWalk(t *testing.T) {
 		`{"name": "payload_dma", "node": 0}`, `{"name": "cqe_write", "node": 0` + tlp + `}`, `{"name": "poll", "node": 0}`,
 		`{"name": "dbr_update", "node": 0}`, `{"name": "wire", "node": 0, "frame_hex": "00ff"}`,
 		`{"name": "packetize", "node": 0, "flow": 4294967295}`}
-	for i, wqes := range []string{`[{"wqe_hex": "0011223344556677"}, {"wqe_hex": ""}]`, `[{"wqe_hex": "zz", "length": 4000000000}]`, `[]`} {
+	for i, wqes := range []string{`[{"wqe_hex": "0011223344556677"}, {"wqe_hex": ""}]`, `[{"wqe_hex": "zz", "length": 4000000000}]`, `[]`,
+		`[{"wqe_hex": "00000008000000000000000000000000"}]`, `[{"wqe_hex": "0000000800000000000000000000000000000000"}]`} {
 		for _, path := range []string{"doorbell", "blueflame"} {
 			f := filepath.Join(dir, fmt.Sprintf("w%d%s.json", i, path))
 			doc := fmt.Sprintf(`{"op": "write", "path": %q, "stages": [%s], "wqes": %s, "cqe_hex": ["00"], "dbr_hex": "0001"}`, path, strings.Join(stages, ", "), wqes)
