@@ -149,9 +149,8 @@ func perfFlags(o *perfOpts, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	num := func(p *int, def int, usage string, names ...string) {
-		*p = def
 		for _, n := range names {
-			fs.Var(sizeFlagInt(p), n, usage)
+			intVar(fs, p, n, def, usage)
 		}
 	}
 	boolean := func(p *bool, usage string, names ...string) {

@@ -114,24 +114,17 @@ func runRDMA(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.remoteQPN, "remote-qpn", "", "peer QPN in hex (skips the REMOTE line)")
 	fs.StringVar(&o.remotePSN, "remote-psn", "", "peer initial PSN in hex (with --remote-qpn; default 0)")
 	fs.StringVar(&o.psn, "psn", "", "own initial PSN in hex (default random)")
-	o.gidIndex = 1
-	fs.Var(sizeFlagInt(&o.gidIndex), "gid-index", "local GID index (0 and 1 both name the IPv4-mapped GID)")
-	o.mtu = 1024
-	fs.Var(sizeFlagInt(&o.mtu), "mtu", "path MTU: 256, 512, 1024, 2048 or 4096")
+	intVar(fs, &o.gidIndex, "gid-index", 1, "local GID index (0 and 1 both name the IPv4-mapped GID)")
+	intVar(fs, &o.mtu, "mtu", 1024, "path MTU: 256, 512, 1024, 2048 or 4096")
 	o.mrSize = 1 << 20
 	fs.Var(sizeFlagU64(&o.mrSize), "mr-size", "MR size in bytes")
 	o.recvOff = -1
 	fs.Var(sizeFlagI64(&o.recvOff, "mr-size/2"), "recv-off", "offset of the receive area in the MR, in bytes")
-	o.recvDepth = 16
-	fs.Var(sizeFlagInt(&o.recvDepth), "recv-depth", "receives kept posted")
-	o.timeout = 16
-	fs.Var(sizeFlagInt(&o.timeout), "timeout", "QP local ACK timeout exponent (4.096 µs × 2^N)")
-	o.retryCnt = 6
-	fs.Var(sizeFlagInt(&o.retryCnt), "retry-cnt", "QP retry count")
-	o.rnrRetry = 6
-	fs.Var(sizeFlagInt(&o.rnrRetry), "rnr-retry", "QP RNR retry count (7 = infinite)")
-	o.waitMS = 20000
-	fs.Var(sizeFlagInt(&o.waitMS), "wait-ms", "how long a command waits for its completions, in ms")
+	intVar(fs, &o.recvDepth, "recv-depth", 16, "receives kept posted")
+	intVar(fs, &o.timeout, "timeout", 16, "QP local ACK timeout exponent (4.096 µs × 2^N)")
+	intVar(fs, &o.retryCnt, "retry-cnt", 6, "QP retry count")
+	intVar(fs, &o.rnrRetry, "rnr-retry", 6, "QP RNR retry count (7 = infinite)")
+	intVar(fs, &o.waitMS, "wait-ms", 20000, "how long a command waits for its completions, in ms")
 	fs.StringVar(&o.qpType, "qp-type", "rc", "QP type: rc, uc or ud")
 	fs.StringVar(&o.qkey, "qkey", fmt.Sprintf("%x", defaultQKey), "own Q_Key in hex (UD)")
 	fs.StringVar(&o.remoteQKey, "remote-qkey", "", "the peer's Q_Key in hex (UD, with --remote-qpn; default: own)")

@@ -115,7 +115,7 @@ func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.Var(&o.neigh, "neigh", "static neighbour IP=MAC (repeatable); other peers are resolved by ARP")
 	fs.StringVar(&o.pcap, "pcap", "", "write every frame sent and received on the wire to this pcap file")
 	fs.DurationVar(&o.lead, "lead", defaultLead, "how far virtual time may run ahead of the wall clock")
-	fs.Var(sizeFlagInt(&o.memSize), "mem", "host memory in bytes (default: enough for the buffers)")
+	intVar(fs, &o.memSize, "mem", 0, "host memory in bytes (default: enough for the buffers)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not echo device and port warnings to stderr")
 	fs.StringVar(&o.profile, "profile", "", "device profile: a name (see softnic profiles) or a JSON file (default "+profile.DefaultName+")")
 	fs.StringVar(&o.faults, "faults", "", "fault plan JSON applied where the port meets the real wire (wire.tx: frames sent, wire.rx: frames received) and at every device hook point (see softnic faults --explain)")
