@@ -2,7 +2,6 @@ package provider
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"syscall"
 
@@ -113,18 +112,9 @@ func ErrnoSentinel(cmd string, e syscall.Errno) error {
 
 // fail wraps a refusal or a transport failure of command cmd.
 func (u *UverbsControl) fail(cmd string, err error) error {
-	var ue *uverbs.Error
-	if !errors.As(err, &ue) {
-		var fe *uverbs.FormatError
-		var en syscall.Errno
-		switch {
-		case errors.As(err, &fe):
-			ue = &uverbs.Error{Cmd: cmd, Errno: fe.Errno, Reason: fe.Error(), Err: fe.Err}
-		case errors.As(err, &en):
-			ue = &uverbs.Error{Cmd: cmd, Errno: en, Reason: err.Error()}
-		default:
-			return fmt.Errorf("%w: uverbs %s: control transport: %w", ErrClosed, cmd, err)
-		}
+	ue := uverbs.ErrorOf(cmd, err)
+	if ue == nil {
+		return fmt.Errorf("%w: uverbs %s: control transport: %w", ErrClosed, cmd, err)
 	}
 	return fmt.Errorf("%w: %w", ErrnoSentinel(cmd, ue.Errno), ue)
 }

@@ -58,6 +58,29 @@ func (e *Error) Unwrap() []error {
 	return []error{e.Errno, e.Err}
 }
 
+// ErrorOf is the *Error that command cmd fails with for err: err's own
+// *Error; one made from a *FormatError or a bare syscall.Errno, with their
+// errno; from a *TransitionError, EINVAL; nil for anything else.
+func ErrorOf(cmd string, err error) *Error {
+	var ue *Error
+	if errors.As(err, &ue) {
+		return ue
+	}
+	var fe *FormatError
+	if errors.As(err, &fe) {
+		return &Error{Cmd: cmd, Errno: fe.Errno, Reason: fe.Error(), Err: fe.Err}
+	}
+	var te *TransitionError
+	if errors.As(err, &te) {
+		return &Error{Cmd: cmd, Errno: syscall.EINVAL, Reason: te.Error(), Err: te.Err}
+	}
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return &Error{Cmd: cmd, Errno: en, Reason: err.Error()}
+	}
+	return nil
+}
+
 // Errorf is a shorthand for &Error{Cmd: cmd.String(), Errno: errno, Reason: reason}.
 func (c Command) Errorf(errno syscall.Errno, reason string) *Error {
 	return &Error{Cmd: c.String(), Errno: errno, Reason: reason}

@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"errors"
+	"fmt"
 	"syscall"
 	"testing"
 
@@ -47,4 +48,18 @@ func TestErrorUnwrap(t *testing.T) {
 	require.Equal(t, "QPT_1", QPType(1).String())
 	require.Equal(t, 1024, MTU1024.Bytes())
 	require.Zero(t, MTU(6).Bytes())
+}
+
+func TestErrorOf(t *testing.T) {
+	own := CmdAllocPD.Errorf(syscall.EBUSY, "busy")
+	require.Same(t, own, ErrorOf("X", fmt.Errorf("wrapped: %w", own)))
+	e := ErrorOf("CREATE_CQ", truncated("ib_uverbs_create_cq", 32, 4))
+	require.Equal(t, &Error{Cmd: "CREATE_CQ", Errno: syscall.ENOSPC, Reason: "uverbs: ib_uverbs_create_cq: truncated (need 32 bytes, have 4)", Err: ErrTruncated}, e)
+	te := &TransitionError{Type: QPTypeRC, Cur: QPStateReset, Next: QPStateRTS, Err: ErrBadTransition}
+	e = ErrorOf("MODIFY_QP", te)
+	require.Equal(t, syscall.EINVAL, e.Errno)
+	require.ErrorIs(t, e, ErrBadTransition)
+	e = ErrorOf("ALLOC_PD", fmt.Errorf("send: %w", syscall.EPIPE))
+	require.Equal(t, &Error{Cmd: "ALLOC_PD", Errno: syscall.EPIPE, Reason: "send: broken pipe"}, e)
+	require.Nil(t, ErrorOf("ALLOC_PD", errors.New("broken")))
 }

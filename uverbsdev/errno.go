@@ -40,25 +40,12 @@ func Errno(s mlx5.CmdStatus) syscall.Errno {
 // refusal turns an error of the device or of a decoder into the
 // *uverbs.Error the client gets.
 func refusal(cmd string, err error) *uverbs.Error {
-	var ue *uverbs.Error
-	if errors.As(err, &ue) {
-		return ue
-	}
 	var ce *mlx5.CmdError
 	if errors.As(err, &ce) {
 		return &uverbs.Error{Cmd: cmd, Errno: Errno(ce.Status), Reason: ce.Cmd + ": " + ce.Status.Error() + ": " + ce.Reason}
 	}
-	var fe *uverbs.FormatError
-	if errors.As(err, &fe) {
-		return &uverbs.Error{Cmd: cmd, Errno: fe.Errno, Reason: fe.Error(), Err: fe.Err}
-	}
-	var te *uverbs.TransitionError
-	if errors.As(err, &te) {
-		return &uverbs.Error{Cmd: cmd, Errno: syscall.EINVAL, Reason: te.Error(), Err: te.Err}
-	}
-	var en syscall.Errno
-	if errors.As(err, &en) {
-		return &uverbs.Error{Cmd: cmd, Errno: en, Reason: err.Error()}
+	if ue := uverbs.ErrorOf(cmd, err); ue != nil {
+		return ue
 	}
 	return &uverbs.Error{Cmd: cmd, Errno: syscall.EINVAL, Reason: err.Error()}
 }
