@@ -97,8 +97,12 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64, psn
 	if d.fx.fatal {
 		return t // a dead device writes nothing (the driver's software flush does, fatal.go)
 	}
-	if d.fx.in != nil && d.cqFault(t, c, f, flow) {
-		return t
+	var delay sim.Duration
+	if d.fx.in != nil {
+		var drop bool
+		if delay, drop = d.cqFault(t, c, f, flow); drop {
+			return t
+		}
 	}
 	if d.chk != nil {
 		d.chk.cqe(t, c, f)
@@ -138,7 +142,7 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64, psn
 		}
 		return t
 	}
-	done = done.Add(d.fx.cqDelay)
+	done = done.Add(delay)
 	var l *cqeLanding
 	if k := len(d.lfree); k > 0 {
 		l = d.lfree[k-1]

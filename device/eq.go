@@ -161,8 +161,12 @@ func (d *Device) writeEQE(t sim.Time, q *eq, f *mlx5.EQEFields, qpn uint32, flow
 		d.dispatch(t, t, f, flow)
 		return
 	}
-	if d.fx.cqDelay = 0; (d.fx.in != nil || d.fx.fatal || d.fx.compEQFrozen) && d.eqFault(t, q, f, qpn) {
-		return
+	var delay sim.Duration
+	if d.fx.in != nil || d.fx.fatal || d.fx.compEQFrozen {
+		var drop bool
+		if delay, drop = d.eqFault(t, q, f, qpn); drop {
+			return
+		}
 	}
 	if q.pi-q.ci >= q.nent {
 		d.warn(t, CtrEQOverrun, "EQ %d overrun: producer %d, consumer %d, %d entries; %v EQE dropped", q.eqn, q.pi, q.ci, q.nent, f.Type)
@@ -178,7 +182,7 @@ func (d *Device) writeEQE(t sim.Time, q *eq, f *mlx5.EQEFields, qpn uint32, flow
 		d.warn(t, CtrEQEWriteError, "EQ %d EQE write at %#x: %v", q.eqn, addr, err)
 		return
 	}
-	done = done.Add(d.fx.cqDelay)
+	done = done.Add(delay)
 	var l *eqeLanding
 	if k := len(d.ev.eqeFree); k > 0 {
 		l = d.ev.eqeFree[k-1]

@@ -90,7 +90,6 @@ type faultState struct {
 	lastDB    map[uint32][8]byte // per QP, the last doorbell delivered (stale)
 	held      []*heldDB          // doorbells held behind the next (reorder)
 	replay    bool               // delivering a held or duplicated doorbell
-	cqDelay   sim.Duration       // extra landing delay of the CQE or EQE being written
 	cqCorrupt fault.Decision     // a corrupt decision for the CQE being written
 
 	fatal        bool
@@ -317,17 +316,18 @@ func (d *Device) releaseHeldDoorbells(t sim.Time) {
 }
 
 // cqFault consults fault.CQ for the CQE f about to be written to c. It
-// reports true when the CQE is not written (lost, or the CQ overran).
-func (d *Device) cqFault(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64) bool {
-	d.fx.cqDelay, d.fx.cqCorrupt = 0, fault.Decision{}
+// returns the CQE's extra landing delay, and true when the CQE is not
+// written (lost, or the CQ overran).
+func (d *Device) cqFault(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64) (delay sim.Duration, drop bool) {
+	d.fx.cqCorrupt = fault.Decision{}
 	if d.fx.in == nil {
-		return false
+		return 0, false
 	}
 	ev := fault.NewEvent(d.node, f.QPN)
 	ev.WQE = int32(f.WQECounter)
 	dec := d.fx.in.Decide(fault.CQ, ev)
 	if dec.Action == fault.None {
-		return false
+		return 0, false
 	}
 	d.inc(env.FaultCounter(fault.CQ, dec.Action))
 	note := func(what string) {
@@ -336,25 +336,25 @@ func (d *Device) cqFault(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64) bool
 	switch dec.Action {
 	case fault.Drop:
 		note("lost")
-		return true
+		return 0, true
 	case fault.Delay:
 		note(fmt.Sprintf("lands %v late", dec.Delay))
-		d.fx.cqDelay = dec.Delay
+		return dec.Delay, false
 	case fault.Overrun:
 		note("CQ overrun")
 		if c.oi {
 			d.inc(CtrCQOverrunIgnored)
-			return false
+			return 0, false
 		}
 		d.cqOverrun(t, c, f.QPN)
-		return true
+		return 0, true
 	case fault.Corrupt:
 		// Applied to the encoded CQE by corruptCQE (never to op_own: the
 		// poller must see the entry to meet the damage).
 		d.fx.cqCorrupt = dec
 		note("corrupted")
 	}
-	return false
+	return 0, false
 }
 
 // corruptCQE applies a pending corrupt decision to an encoded CQE.
@@ -369,19 +369,20 @@ func (d *Device) corruptCQE(b []byte) {
 }
 
 // eqFault consults fault.EQ for an EQE about to be written to q. It
-// reports true when the EQE is not written.
-func (d *Device) eqFault(t sim.Time, q *eq, f *mlx5.EQEFields, qpn uint32) bool {
+// returns the EQE's extra landing delay, and true when the EQE is not
+// written.
+func (d *Device) eqFault(t sim.Time, q *eq, f *mlx5.EQEFields, qpn uint32) (delay sim.Duration, drop bool) {
 	if (d.fx.compEQFrozen && q == &d.ev.comp) || d.fx.fatal {
 		d.inc(CtrEQOverrun)
-		return true
+		return 0, true
 	}
 	if d.fx.in == nil {
-		return false
+		return 0, false
 	}
 	ev := fault.NewEvent(d.node, qpn)
 	dec := d.fx.in.Decide(fault.EQ, ev)
 	if dec.Action == fault.None {
-		return false
+		return 0, false
 	}
 	d.inc(env.FaultCounter(fault.EQ, dec.Action))
 	note := func(what string) {
@@ -390,16 +391,16 @@ func (d *Device) eqFault(t sim.Time, q *eq, f *mlx5.EQEFields, qpn uint32) bool 
 	switch dec.Action {
 	case fault.Drop:
 		note("lost")
-		return true
+		return 0, true
 	case fault.Delay:
 		note(fmt.Sprintf("lands %v late", dec.Delay))
-		d.fx.cqDelay = dec.Delay
+		return dec.Delay, false
 	case fault.Overrun:
 		note("EQ overrun")
 		d.eqOverrun(t, q)
-		return true
+		return 0, true
 	}
-	return false
+	return 0, false
 }
 
 // eqOverrun is an EQ whose consumer fell a ring behind. The async EQ's is
