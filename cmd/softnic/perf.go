@@ -118,7 +118,8 @@ type perfOpts struct {
 	rxDepth    int
 	qps        int
 	postList   int
-	inline     int // -1: perftest's default for the test
+	inline     int
+	inlineSet  bool // -I given; else perftest's default for the test
 	cqMod      int
 	cqModSet   bool
 	conn       string
@@ -170,7 +171,7 @@ func perfFlags(o *perfOpts, stderr io.Writer) *flag.FlagSet {
 	num(&o.rxDepth, 0, "rx queue size (send tests; default 512, at most the iterations)", "r", "rx-depth")
 	num(&o.qps, 1, "number of QPs (bandwidth tests)", "q", "qp")
 	num(&o.postList, 1, "post a list of this many WRs per post call", "l", "post_list")
-	num(&o.inline, -1, "max size of message to be sent inline (default 220 write_lat, 236 send_lat, 0 otherwise)", "I", "inline_size")
+	num(&o.inline, 0, "max size of message to be sent inline (default 220 write_lat, 236 send_lat, 0 otherwise)", "I", "inline_size")
 	num(&o.cqMod, 100, "generate a CQE every this many sends (bandwidth tests)", "Q", "cq-mod")
 	str(&o.conn, "RC", "connection type RC, UC or UD", "c", "connection")
 	num(&o.mtu, 0, "MTU size: 256 - 4096 (default: the port's active MTU)", "m", "mtu")
@@ -215,6 +216,8 @@ func parsePerfArgs(args []string, stderr io.Writer) (perfOpts, error) {
 			o.itersSet = true
 		case "Q", "cq-mod":
 			o.cqModSet = true
+		case "I", "inline_size":
+			o.inlineSet = true
 		}
 	})
 	switch len(words) {
@@ -311,7 +314,7 @@ func (o *perfOpts) resolve() error {
 		return fmt.Errorf("--post_list %d out of range 1..1024", o.postList)
 	case o.postList > 1 && !t.bw:
 		return errors.New("--post_list is for bandwidth tests")
-	case o.inline > 912: // -1 (perftest's default) only as the default: flags are never negative
+	case o.inline > 912:
 		return fmt.Errorf("-I %d out of range 0..912", o.inline)
 	case o.cqMod < 1 || o.cqMod > 16384:
 		return fmt.Errorf("--cq-mod %d out of range 1..16384", o.cqMod)
@@ -370,8 +373,7 @@ func (o *perfOpts) resolve() error {
 	if o.postList > o.txDepth {
 		return fmt.Errorf("--post_list %d is larger than -t %d", o.postList, o.txDepth)
 	}
-	if o.inline == -1 {
-		o.inline = 0
+	if !o.inlineSet {
 		if !t.bw {
 			switch {
 			case t.verb == verbWrite:

@@ -188,6 +188,10 @@ func TestPerfFlags(t *testing.T) {
 	if o, err := parsePerfArgs([]string{"-n", "20", "write_lat", "-s", "8", "--wire", "udp:1,2", "--", "-host"}, io.Discard); err != nil || o.iters != 20 || o.size != 8 || o.host != "-host" {
 		t.Errorf("-- host: %+v, %v", o, err)
 	}
+	// -I 0 is asked for, not perftest's default (220 for write_lat).
+	if o, err := parsePerfArgs([]string{"write_lat", "-I", "0"}, io.Discard); err != nil || o.inline != 0 {
+		t.Errorf("-I 0: inline %d, %v; want 0", o.inline, err)
+	}
 	// A leading 0 is a decimal digit, not octal (docs/cli.md).
 	if o, err := parsePerfArgs([]string{"write_lat", "-s", "010"}, io.Discard); err != nil || o.size != 10 {
 		t.Errorf("-s 010: size %d, %v; want 10", o.size, err)
