@@ -1,7 +1,6 @@
 package mmioring
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -119,22 +118,7 @@ func TestCrossProcess(t *testing.T) {
 	t.Run("sequence", func(t *testing.T) {
 		const total = 200_000
 		cmd, c := crossRing(t, 1024, fmt.Sprintf("count:%d:16", total))
-		var out [64]Record
-		next := uint64(0)
-		for {
-			n, err := c.PopN(out[:], time.Now().Add(10*time.Second))
-			if errors.Is(err, ErrClosed) {
-				break
-			}
-			require.NoError(t, err)
-			for j := range n {
-				if want := genRecord(next); out[j] != want {
-					require.Equal(t, want, out[j], "record %d", next)
-				}
-				next++
-			}
-		}
-		require.Equal(t, uint64(total), next)
+		require.Equal(t, uint64(total), popInOrder(t, c, func(uint64) int { return 64 }))
 		require.NoError(t, cmd.Wait())
 	})
 	t.Run("producer killed", func(t *testing.T) {

@@ -67,6 +67,28 @@ func lineData(seed uint64) *[64]byte {
 
 // genRecord is record i of a deterministic mixed stream: every kind, some
 // flushed, offsets walking over four UAR pages.
+// popInOrder pops from c until ErrClosed, k(next) records (at most 64) at
+// a time with a 10 s deadline, requiring record i to be genRecord(i); it
+// returns how many it popped.
+func popInOrder(t *testing.T, c *Consumer, k func(next uint64) int) uint64 {
+	t.Helper()
+	var out [64]Record
+	next := uint64(0)
+	for {
+		n, err := c.PopN(out[:k(next)], time.Now().Add(10*time.Second))
+		if errors.Is(err, ErrClosed) {
+			return next
+		}
+		require.NoError(t, err)
+		for j := range n {
+			if want := genRecord(next); out[j] != want {
+				require.Equal(t, want, out[j], "record %d", next)
+			}
+			next++
+		}
+	}
+}
+
 func genRecord(i uint64) Record {
 	t := int64(i * 1000)
 	page := 0x1000 * (1 + i%4)
@@ -352,22 +374,7 @@ func TestOrderMillion(t *testing.T) {
 				}
 				perr = p.Close()
 			})
-			var out [29]Record
-			next := uint64(0)
-			for {
-				k := 1 + int(next%29)
-				n, err := c.PopN(out[:k], time.Now().Add(10*time.Second))
-				if errors.Is(err, ErrClosed) {
-					break
-				}
-				require.NoError(t, err)
-				for j := range n {
-					if want := genRecord(next); out[j] != want {
-						require.Equal(t, want, out[j], "record %d", next)
-					}
-					next++
-				}
-			}
+			next := popInOrder(t, c, func(next uint64) int { return 1 + int(next%29) })
 			wg.Wait()
 			require.NoError(t, perr)
 			require.Equal(t, uint64(total), next)
@@ -410,18 +417,5 @@ func TestSoak(t *testing.T) {
 		}
 		p.Close()
 	}()
-	var out [5]Record
-	next := uint64(0)
-	for {
-		n, err := c.PopN(out[:1+next%5], time.Now().Add(10*time.Second))
-		if errors.Is(err, ErrClosed) {
-			break
-		}
-		require.NoError(t, err)
-		for j := range n {
-			require.Equal(t, genRecord(next), out[j], "record %d", next)
-			next++
-		}
-	}
-	require.Equal(t, total, next)
+	require.Equal(t, total, popInOrder(t, c, func(next uint64) int { return 1 + int(next%5) }))
 }
