@@ -137,6 +137,7 @@ type chkQP struct {
 	retired   uint16 // counter after the last CQE's WQE
 	sinceSig  int    // WQEBBs since the last signalled WQE
 	watch     bool   // a recordWatch is pending
+	gone      bool   // the QP was destroyed: a pending recordWatch ends
 	bbs       []uint8
 }
 
@@ -228,6 +229,15 @@ func (c *Checker) recordDirty(addr uint64) (w0, w1 uint32, dirty bool) {
 	return w0, w1, ok0 && ok1 && (w0 != 0 || w1 != 0)
 }
 
+// qpDestroyed forgets a destroyed QP: later doorbells naming it are the
+// device's business (an unknown QP), and a record watch on it ends.
+func (c *Checker) qpDestroyed(qpn uint32) {
+	if s := c.qps[qpn]; s != nil {
+		s.gone = true
+		delete(c.qps, qpn)
+	}
+}
+
 // cqCreated checks a new CQ's record is zero (R2).
 func (c *Checker) cqCreated(q *cq, cmd mlx5.CreateCQCmd) {
 	c.cqs[q.cqn] = &chkCQ{}
@@ -308,6 +318,9 @@ type recordWatch struct {
 
 func (w *recordWatch) Fire(now sim.Time) {
 	s := w.s
+	if s.gone {
+		return
+	}
 	r32, ok := w.c.peek32(s.dbr + 4*mlx5.DBRSend)
 	rec := uint16(r32)
 	if ahead := rec - s.lastEnd; !ok || ahead == 0 || int(ahead) > s.sqSize {

@@ -247,6 +247,10 @@ func (d *Device) DestroyQP(qpn uint32) error {
 		q.srq.users--
 	}
 	delete(d.qps, qpn)
+	delete(d.fx.lastDB, qpn)
+	if d.chk != nil {
+		d.chk.qpDestroyed(qpn)
+	}
 	return nil
 }
 
