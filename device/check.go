@@ -395,49 +395,50 @@ func (c *Checker) BFWrite(t sim.Time, uar uint32, bfreg, half int, rel uint64, d
 		st = &chkBF{}
 		c.bfregs[key] = st
 	}
-	var qpn uint32
-	if rel == 0 && len(data) >= 8 {
-		qpn = binary.BigEndian.Uint32(data[4:8]) >> 8
-	}
-	if rel == 0 && len(data) == 4 {
-		c.report(t, "doorbell-32bit", 0, "4-byte write at offset 0 of UAR %d bfreg %d half %d", uar, bfreg, half)
-	}
-	if rel == 0 && len(data) >= 8 {
-		// Halves alternate in post order: compare with the newest post of
-		// this QP on this bfreg by wqe_index, so that a write the link
-		// delivered late (the model's PCIe calendar can let a short TLP
-		// overtake a longer one) is not taken for a reuse.
-		idx := binary.BigEndian.Uint16(data[1:3])
-		hk := [2]uint32{uar<<8 | uint32(bfreg), qpn}
-		h := c.halves[hk]
-		switch {
-		case h == nil:
-			c.halves[hk] = &chkHalf{idx: idx, half: half}
-		case int16(idx-h.idx) > 0:
-			if half == h.half {
-				c.report(t, "bf-half-reused", qpn, "UAR %d bfreg %d: half %d written for wqe_index %d right after wqe_index %d", uar, bfreg, half, idx, h.idx)
-			}
-			h.idx, h.half = idx, half
+	partial := rel%64 != 0 || len(data)%64 != 0
+	const partialMsg = "%d bytes at +%#x of UAR %d bfreg %d half %d"
+	if rel != 0 || len(data) < 8 {
+		// Not the start of a WQE: a later part of one, or a short store.
+		if rel == 0 && len(data) == 4 {
+			c.report(t, "doorbell-32bit", 0, "4-byte write at offset 0 of UAR %d bfreg %d half %d", uar, bfreg, half)
 		}
-	}
-	if rel == 0 && len(data) == 8 {
-		return // a doorbell
-	}
-	if rel%64 != 0 || len(data)%64 != 0 {
-		c.report(t, "bf-not-whole-lines", qpn, "%d bytes at +%#x of UAR %d bfreg %d half %d", len(data), rel, uar, bfreg, half)
-	}
-	if rel == 0 && len(data) >= 8 {
-		if st.pending && st.got < st.need && st.pendQPN != qpn {
-			c.report(t, "bf-interleaved", qpn, "UAR %d bfreg %d: QP %#x starts a BlueFlame WQE while %d of %d bytes of QP %#x's are in", uar, bfreg, qpn, st.got, st.need, st.pendQPN)
+		if partial {
+			c.report(t, "bf-not-whole-lines", 0, partialMsg, len(data), rel, uar, bfreg, half)
 		}
-		ds := int(data[7] & 0x3f)
-		st.pending, st.pendQPN, st.need, st.got = true, qpn, (ds*mlx5.DSSize+63)&^63, len(data)
-		if bufSize := c.d.spec.BAR.BFRegSize / 2; st.need > bufSize {
-			c.report(t, "bf-too-long", qpn, "BlueFlame WQE of DS %d (%d bytes) in a %d-byte BF buffer", ds, st.need, bufSize)
-		}
+		st.got += len(data)
 		return
 	}
-	st.got += len(data)
+	qpn := binary.BigEndian.Uint32(data[4:8]) >> 8
+	// Halves alternate in post order: compare with the newest post of
+	// this QP on this bfreg by wqe_index, so that a write the link
+	// delivered late (the model's PCIe calendar can let a short TLP
+	// overtake a longer one) is not taken for a reuse.
+	idx := binary.BigEndian.Uint16(data[1:3])
+	hk := [2]uint32{uar<<8 | uint32(bfreg), qpn}
+	h := c.halves[hk]
+	switch {
+	case h == nil:
+		c.halves[hk] = &chkHalf{idx: idx, half: half}
+	case int16(idx-h.idx) > 0:
+		if half == h.half {
+			c.report(t, "bf-half-reused", qpn, "UAR %d bfreg %d: half %d written for wqe_index %d right after wqe_index %d", uar, bfreg, half, idx, h.idx)
+		}
+		h.idx, h.half = idx, half
+	}
+	if len(data) == 8 {
+		return // a doorbell
+	}
+	if partial {
+		c.report(t, "bf-not-whole-lines", qpn, partialMsg, len(data), rel, uar, bfreg, half)
+	}
+	if st.pending && st.got < st.need && st.pendQPN != qpn {
+		c.report(t, "bf-interleaved", qpn, "UAR %d bfreg %d: QP %#x starts a BlueFlame WQE while %d of %d bytes of QP %#x's are in", uar, bfreg, qpn, st.got, st.need, st.pendQPN)
+	}
+	ds := int(data[7] & 0x3f)
+	st.pending, st.pendQPN, st.need, st.got = true, qpn, (ds*mlx5.DSSize+63)&^63, len(data)
+	if bufSize := c.d.spec.BAR.BFRegSize / 2; st.need > bufSize {
+		c.report(t, "bf-too-long", qpn, "BlueFlame WQE of DS %d (%d bytes) in a %d-byte BF buffer", ds, st.need, bufSize)
+	}
 }
 
 // wqe checks a fetched or BlueFlame WQE: R4, R5, R7, R8.
