@@ -24,6 +24,8 @@ type Consumer struct {
 	prod     uint32      // cached producer index
 	closed   atomic.Bool // Close may come from another goroutine
 	err      error       // sticky ErrBadRing
+	call     uint32      // ring position of the last call popped (Reply answers it)
+	haveCall bool
 }
 
 // Consumer returns the ring's consumer endpoint, resuming from the
@@ -107,6 +109,10 @@ func (c *Consumer) PopN(out []Record, deadline time.Time) (int, error) {
 			rec.Data = *c.r.slot(c.pos + 1)
 		case 0:
 			clear(rec.Data[:])
+			if flags == FlagCall {
+				le.PutUint64(rec.Data[:8], data)
+				c.call, c.haveCall = c.pos, true
+			}
 		default:
 			if width == 4 {
 				data &= 0xffffffff

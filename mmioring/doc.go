@@ -34,7 +34,14 @@
 //	   256     4  consumer index: free-running u32 count of slots released (atomic)
 //	   260     4  producer waiting (ring full): 1 while the producer sleeps or is
 //	              about to; the producer's futex word (atomic)
-//	   264   248  reserved (rest of the consumer's line, then a spare line)
+//	   264   120  reserved (rest of the consumer's line)
+//	   384     4  reply sequence: ring position of the call answered + 1 (atomic;
+//	              the consumer writes the reply line, the producer's futex word)
+//	   388     4  producer awaiting a reply: 1 while the producer sleeps (atomic)
+//	   392     8  reply time (ps)
+//	   400     8  reply value
+//	   408     4  reply status (0, or an errno)
+//	   412   100  reserved
 //	   512  64*N  slots; ring position p lives in slot p & (N-1)
 //
 // Each flag word sits on the line of the side that must check it on every
@@ -51,12 +58,15 @@
 //	              payload, or a stale slot from the previous lap, is caught)
 //	     4     1  width: 4, 8, 64 (a write-combined line), or 0 (a flush alone)
 //	     5     1  flags: bit 0 FlagFlush (a WC flush / sfence followed this write);
-//	              other bits must be zero
+//	              bit 1 FlagCall (a call, alone, on a width-0 record); other
+//	              bits must be zero
 //	     6     2  reserved, zero
-//	     8     8  BAR0 offset, a multiple of the width (0 for width 0)
+//	     8     8  BAR0 offset, a multiple of the width (0 for a flush; a call's
+//	              argument)
 //	    16     8  host virtual time of the write, ps
 //	    24     8  byte enables of a line (bit i: byte i written; non-zero), else 0
-//	    32     8  data of a 4- or 8-byte write (a 4-byte write in the low half)
+//	    32     8  data of a 4- or 8-byte write (a 4-byte write in the low half);
+//	              a call's operation word
 //	    40    24  reserved, zero
 //
 // A 64-byte line's data is the whole of the next slot (position p+1, which
@@ -104,6 +114,18 @@
 //     swap before the sleep makes FUTEX_WAIT return at once, so no wake-up
 //     is lost. Close sets its closed bit, zeroes both flag words and wakes
 //     both, so a sleeping peer fails with ErrClosed at once.
+//
+// # Calls
+//
+// The producer sometimes needs an answer: the device's clock after it ran
+// up to the host's time, the next event, the value of a register read. A
+// call is a width-0 record with FlagCall alone, published in ring order
+// behind every write before it; Producer.Call then waits for the reply
+// line (spin, yield, futex on the reply sequence word, deadline). The
+// consumer answers with Consumer.Reply, which publishes the reply by one
+// atomic store of the call's position + 1. One call is outstanding at a
+// time, so one reply line is enough. The ring does not define operations:
+// the daemon does (package serve).
 //
 // # Waiting
 //

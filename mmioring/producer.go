@@ -98,6 +98,10 @@ func (p *Producer) write(rec *Record) {
 		d = uint64(le.Uint32(rec.Data[:4]))
 	case 8:
 		d = le.Uint64(rec.Data[:8])
+	case 0:
+		if rec.Flags == FlagCall {
+			d = le.Uint64(rec.Data[:8])
+		}
 	}
 	le.PutUint64(s[slotData:], d)
 	le.PutUint64(s[40:], 0)

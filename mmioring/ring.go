@@ -57,6 +57,12 @@ const (
 	offCons      = 256 // consumer line: consumer index
 	offProdWait  = 260 // consumer line: "producer waiting" (producer's futex word)
 
+	offReplySeq   = 384 // reply line: ring position of the call answered, + 1 (atomic)
+	offReplyWait  = 388 // reply line: "producer awaiting a reply" (atomic)
+	offReplyTime  = 392 // reply line: u64
+	offReplyValue = 400 // reply line: u64
+	offReplyState = 408 // reply line: u32 status
+
 	closedProducer = 1
 	closedConsumer = 2
 )
@@ -78,7 +84,13 @@ const (
 // no store of its own.
 const FlagFlush = 1
 
-const knownFlags = FlagFlush
+// FlagCall marks a Width-0 record as a call: a request the consumer
+// answers on the ring's reply line (Consumer.Reply, Producer.Call). The
+// ring does not interpret it: Data's first 8 bytes carry the caller's
+// operation word and Off its argument, as the daemon defines them.
+const FlagCall = 2
+
+const knownFlags = FlagFlush | FlagCall
 
 // FullMask is the byte-enable mask of a whole 64-byte line.
 const FullMask = ^uint64(0)
@@ -94,7 +106,8 @@ type Record struct {
 	// whole BlueFlame line, fewer bits for a line evicted early); else 0.
 	Mask uint64
 	// Data: the first Width bytes are the write, little-endian for 4 and 8
-	// (bytes past Width are zero on Pop).
+	// (bytes past Width are zero on Pop); for a call, its first 8 bytes
+	// are the operation word.
 	Data [64]byte
 }
 
@@ -148,10 +161,16 @@ func checkFields(width, flags uint8, off, mask uint64) error {
 	if flags&^knownFlags != 0 {
 		return fmt.Errorf("%w: unknown flags %#x", ErrBadRecord, flags)
 	}
+	if flags&FlagCall != 0 && (width != 0 || flags != FlagCall || mask != 0) {
+		return fmt.Errorf("%w: a call is a width-0 record with FlagCall alone and no mask (width %d, flags %#x, mask %#x)", ErrBadRecord, width, flags, mask)
+	}
 	switch width {
 	case 0:
+		if flags == FlagCall {
+			return nil // a call: Off is its argument, not an offset
+		}
 		if flags&FlagFlush == 0 || off != 0 || mask != 0 {
-			return fmt.Errorf("%w: a width-0 record is a flush alone (flags %#x, off %#x, mask %#x)", ErrBadRecord, flags, off, mask)
+			return fmt.Errorf("%w: a width-0 record is a flush alone or a call (flags %#x, off %#x, mask %#x)", ErrBadRecord, flags, off, mask)
 		}
 	case 4, 8:
 		if mask != 0 {
@@ -186,6 +205,8 @@ type Ring struct {
 	consSleep *uint32
 	cons      *uint32
 	prodWait  *uint32
+	replySeq  *uint32
+	replyWait *uint32
 }
 
 // Init lays out a new ring of slots slots (a power of two, MinSlots to
@@ -276,6 +297,8 @@ func newRing(mem []byte, n uint32) *Ring {
 		consSleep: word(mem, offConsSleep),
 		cons:      word(mem, offCons),
 		prodWait:  word(mem, offProdWait),
+		replySeq:  word(mem, offReplySeq),
+		replyWait: word(mem, offReplyWait),
 	}
 }
 
@@ -302,8 +325,10 @@ func (r *Ring) close(bit uint32) {
 	atomic.OrUint32(r.closed, bit)
 	atomic.StoreUint32(r.consSleep, 0)
 	atomic.StoreUint32(r.prodWait, 0)
+	atomic.StoreUint32(r.replyWait, 0)
 	futexWake(r.consSleep, 1<<30)
 	futexWake(r.prodWait, 1<<30)
+	futexWake(r.replySeq, 1<<30)
 }
 
 // waiter is the endpoint a blocked call waits for: ready reports whether
