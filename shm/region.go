@@ -76,10 +76,13 @@ func New(name string, size int, base uint64) (*Region, error) {
 		return nil, fmt.Errorf("%w: size %d", ErrBadArg, size)
 	}
 	size = (size + 4095) &^ 4095
-	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	var mem []byte
 	if err == nil {
 		if err = unix.Ftruncate(fd, int64(size)); err == nil {
+			// Sealed against shrinking, so that a daemon that maps it
+			// (Map) can never be made to fault by a truncation.
+			_, _ = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK)
 			mem, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 		}
 		if err != nil {
