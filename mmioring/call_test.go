@@ -98,3 +98,14 @@ func TestCallRecordRules(t *testing.T) {
 		})
 	}
 }
+
+// TestLabelsCarried: a record's QPN and flow labels cross the ring.
+func TestLabelsCarried(t *testing.T) {
+	_, p, c := newTestRing(t, anonMem, 8)
+	in := Line(0x1800, lineData(3), FullMask, 42)
+	in.QPN, in.Flow = 0x1234, 0x1234<<16|7
+	require.NoError(t, p.Push(&in, time.Time{}))
+	var out Record
+	require.NoError(t, c.Pop(&out, time.Time{}))
+	require.Equal(t, in, out)
+}

@@ -81,6 +81,8 @@ func (c *Consumer) PopN(out []Record, deadline time.Time) (int, error) {
 		t := le.Uint64(s[slotTime:])
 		mask := le.Uint64(s[slotMask:])
 		data := le.Uint64(s[slotData:])
+		qpn := le.Uint32(s[slotQPN:])
+		flow := le.Uint64(s[slotFlow:])
 		if seq != c.pos {
 			err = c.fail("slot %d holds sequence %d", c.pos, seq)
 			break
@@ -100,6 +102,7 @@ func (c *Consumer) PopN(out []Record, deadline time.Time) (int, error) {
 		}
 		rec := &out[n]
 		rec.Off, rec.Time, rec.Width, rec.Flags, rec.Mask = off, int64(t), width, flags, mask
+		rec.QPN, rec.Flow = qpn, flow
 		switch width {
 		case 64:
 			if avail < 2 {

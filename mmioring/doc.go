@@ -67,7 +67,11 @@
 //	    24     8  byte enables of a line (bit i: byte i written; non-zero), else 0
 //	    32     8  data of a 4- or 8-byte write (a 4-byte write in the low half);
 //	              a call's operation word
-//	    40    24  reserved, zero
+//	    40     4  QPN label: the QP of the doorbell or BlueFlame post the host
+//	              tracked the write in (trace and fault labels only)
+//	    44     4  reserved, zero
+//	    48     8  flow label of that post (trace.Event.Flow)
+//	    56     8  reserved, zero
 //
 // A 64-byte line's data is the whole of the next slot (position p+1, which
 // wraps to slot 0 after slot N-1). Both slots are published by one store of

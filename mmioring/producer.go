@@ -104,8 +104,9 @@ func (p *Producer) write(rec *Record) {
 		}
 	}
 	le.PutUint64(s[slotData:], d)
-	le.PutUint64(s[40:], 0)
-	le.PutUint64(s[48:], 0)
+	le.PutUint32(s[slotQPN:], rec.QPN)
+	le.PutUint32(s[slotRsvd2:], 0)
+	le.PutUint64(s[slotFlow:], rec.Flow)
 	le.PutUint64(s[56:], 0)
 	p.pos++
 	if rec.Width == 64 {

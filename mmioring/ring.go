@@ -77,6 +77,9 @@ const (
 	slotTime  = 16 // u64 host virtual time, ps
 	slotMask  = 24 // u64 byte enables of a line record, else 0
 	slotData  = 32 // u64 data of a 4- or 8-byte store (little-endian)
+	slotQPN   = 40 // u32 the QP the host's tracking says the write belongs to (label only)
+	slotRsvd2 = 44 // u32, zero
+	slotFlow  = 48 // u64 the trace flow of that post (label only)
 )
 
 // FlagFlush marks a write after which the host drained its write-combining
@@ -109,6 +112,11 @@ type Record struct {
 	// (bytes past Width are zero on Pop); for a call, its first 8 bytes
 	// are the operation word.
 	Data [64]byte
+	// QPN and Flow label the write with the doorbell or BlueFlame post
+	// the host's tracking put it in (pcie.FlowPort): the trace and fault
+	// rules name it by them, the device never acts on them.
+	QPN  uint32
+	Flow uint64
 }
 
 // Store32 is a 4-byte write.
