@@ -189,11 +189,7 @@ func (c *CPU) Load32(off uint64) uint32 {
 	c.flushWC(now, "uc")
 	c.closePosts()
 	v, done := c.port.Read32(now, off)
-	if d := done.Sub(c.clk.Now()); d > 0 {
-		c.clk.Advance(d)
-	} else {
-		c.clk.Advance(0)
-	}
+	c.clk.Advance(max(done.Sub(c.clk.Now()), 0)) // to done (the port ran the clock to the MRd's arrival)
 	return v
 }
 
