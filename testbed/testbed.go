@@ -138,6 +138,9 @@ func New(cfg Config) (*World, error) {
 	return w, nil
 }
 
+// The host CPU times the provider's own work.
+var _ provider.HostWorker = (*host.CPU)(nil)
+
 // NewCPU is the host CPU in front of dev, on the same clock (eng), recorder
 // and counter set and with the same node, so that its stages and counters
 // sit with the device's; cfg's BAR layout is replaced by dev's. Give it to
