@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/softnic/softnic/host"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/pcie"
 	"github.com/softnic/softnic/sim"
@@ -53,15 +54,30 @@ type rig struct {
 	rec  *trace.Recorder
 	ctr  *trace.Counters
 	b    *BAR0
+	m    *host.CPU // the CPU in front of b: the tests store through it
 }
 
-func newRig(t testing.TB, mut func(*Config)) *rig {
+// hostFor is the default host CPU in front of a BAR0 configured cfg.
+func hostFor(cfg Config) host.Config {
+	hc := host.DefaultConfig()
+	hc.FirstUAR, hc.NumUARs, hc.BFRegSize = cfg.FirstUAR, cfg.NumUARs, cfg.BFRegSize
+	return hc
+}
+
+// newRig is BAR0 configured by mut behind a host CPU configured by hmut
+// (nil: defaults), on one engine, recorder and counter set.
+func newRig(t testing.TB, mut func(*Config), hmut ...func(*host.Config)) *rig {
 	cfg := DefaultConfig()
 	if mut != nil {
 		mut(&cfg)
 	}
 	r := &rig{eng: sim.NewEngine(), link: pcie.NewLink(pcie.Gen3x8()), h: &recHandler{}, rec: trace.NewRecorder(), ctr: &trace.Counters{}}
 	r.b = New(env.Env{Eng: r.eng, Rec: r.rec, Ctr: r.ctr}, r.link, r.h, cfg)
+	hc := hostFor(r.b.Config())
+	for _, f := range hmut {
+		f(&hc)
+	}
+	r.m = host.New(r.eng, r.rec, r.ctr, 0, r.b, hc)
 	return r
 }
 
@@ -82,10 +98,10 @@ func (r *rig) stages(name string) []trace.Event {
 }
 
 // be32 reads a register: Load32 returns its little-endian memory image.
-func (r *rig) be32(off uint64) uint32 { return bits.ReverseBytes32(r.b.Load32(off)) }
+func (r *rig) be32(off uint64) uint32 { return bits.ReverseBytes32(r.m.Load32(off)) }
 
 // be32Store writes a BE32 register value as a driver's iowrite32be does.
-func (r *rig) be32Store(off uint64, v uint32) { r.b.Store32(off, bits.ReverseBytes32(v)) }
+func (r *rig) be32Store(off uint64, v uint32) { r.m.Store32(off, bits.ReverseBytes32(v)) }
 
 // wqe builds a send WQE of ds octowords, padded to whole 64-byte lines the
 // way libmlx5's BlueFlame copy sends it.
@@ -102,7 +118,7 @@ func wqe(qpn uint32, idx uint16, ds int) []byte {
 // copyBF stores w with ascending 8-byte stores at off (libmlx5's BF copy).
 func (r *rig) copyBF(off uint64, w []byte) {
 	for i := 0; i < len(w); i += 8 {
-		r.b.Store64(off+uint64(i), binary.LittleEndian.Uint64(w[i:]))
+		r.m.Store64(off+uint64(i), binary.LittleEndian.Uint64(w[i:]))
 	}
 }
 
@@ -168,7 +184,7 @@ func TestControlDoorbells(t *testing.T) {
 	uar := r.b.UAROffset(r.b.Config().FirstUAR + 1)
 	r.be32Store(uar+mlx5.UAREQArmOffset, 5<<24|7)
 	r.be32Store(uar+mlx5.UAREQUpdateOffset, 5<<24|8)
-	r.b.Flush()
+	r.m.Flush()
 	r.settle()
 	require.Len(t, r.h.calls, 3)
 	require.Equal(t, call{kind: "cmd", t: r.h.calls[0].t, data: []byte{0, 0, 0, 8}}, r.h.calls[0])
@@ -188,23 +204,23 @@ func TestBadAccesses(t *testing.T) {
 		counter string
 		want    uint32 // for reads
 	}{
-		{"read of a reserved init offset", func(r *rig) uint32 { return r.b.Load32(0x8) }, "bar_unknown_access", 0xFFFFFFFF},
-		{"read between init segment and UARs", func(r *rig) uint32 { return r.b.Load32(0x2800) }, "bar_unknown_access", 0xFFFFFFFF},
-		{"read past the last UAR", func(r *rig) uint32 { return r.b.Load32(first + 8*mlx5.UARPageSize) }, "bar_unknown_access", 0xFFFFFFFF},
-		{"read of a reserved UAR offset", func(r *rig) uint32 { return r.b.Load32(first + 0x100) }, "bar_unknown_access", 0xFFFFFFFF},
-		{"write to a reserved init offset", func(r *rig) uint32 { r.b.Store32(0x20, 1); return 0 }, "bar_unknown_access", 0},
-		{"write far outside BAR0", func(r *rig) uint32 { r.b.Store64(1<<40, 1); return 0 }, "bar_unknown_access", 0},
-		{"write to fw_rev", func(r *rig) uint32 { r.b.Store32(mlx5.InitSegFWRev, 1); return 0 }, "bar_ro_write", 0},
-		{"write to the health buffer", func(r *rig) uint32 { r.b.Store32(mlx5.InitSegHealth+4, 1); return 0 }, "bar_ro_write", 0},
-		{"read of cmd_dbell", func(r *rig) uint32 { return r.b.Load32(mlx5.InitSegCmdDbell) }, "bar_wo_read", 0},
-		{"read of a BF buffer", func(r *rig) uint32 { return r.b.Load32(first + 0x800) }, "bar_wo_read", 0},
-		{"read of the CQ arm doorbell", func(r *rig) uint32 { return r.b.Load32(first + 0x20) }, "bar_bad_width", 0xFFFFFFFF},
-		{"8-byte store to a 4-byte register", func(r *rig) uint32 { r.b.Store64(mlx5.InitSegCmdqAddrH, 1); return 0 }, "bar_bad_width", 0},
-		{"4-byte store to the CQ arm doorbell", func(r *rig) uint32 { r.b.Store32(first+0x20, 1); r.b.Flush(); return 0 }, "bar_bad_width", 0},
-		{"8-byte store to an EQ doorbell", func(r *rig) uint32 { r.b.Store64(first+0x40, 1); r.b.Flush(); return 0 }, "bar_bad_width", 0},
-		{"misaligned 8-byte store", func(r *rig) uint32 { r.b.Store64(first+0x804, 1); r.b.Flush(); return 0 }, "bar_misaligned_store", 0},
-		{"misaligned 4-byte store", func(r *rig) uint32 { r.b.Store32(0x1FE, 1); return 0 }, "bar_misaligned_store", 0},
-		{"misaligned load", func(r *rig) uint32 { return r.b.Load32(0x2) }, "bar_bad_width", 0xFFFFFFFF},
+		{"read of a reserved init offset", func(r *rig) uint32 { return r.m.Load32(0x8) }, "bar_unknown_access", 0xFFFFFFFF},
+		{"read between init segment and UARs", func(r *rig) uint32 { return r.m.Load32(0x2800) }, "bar_unknown_access", 0xFFFFFFFF},
+		{"read past the last UAR", func(r *rig) uint32 { return r.m.Load32(first + 8*mlx5.UARPageSize) }, "bar_unknown_access", 0xFFFFFFFF},
+		{"read of a reserved UAR offset", func(r *rig) uint32 { return r.m.Load32(first + 0x100) }, "bar_unknown_access", 0xFFFFFFFF},
+		{"write to a reserved init offset", func(r *rig) uint32 { r.m.Store32(0x20, 1); return 0 }, "bar_unknown_access", 0},
+		{"write far outside BAR0", func(r *rig) uint32 { r.m.Store64(1<<40, 1); return 0 }, "bar_unknown_access", 0},
+		{"write to fw_rev", func(r *rig) uint32 { r.m.Store32(mlx5.InitSegFWRev, 1); return 0 }, "bar_ro_write", 0},
+		{"write to the health buffer", func(r *rig) uint32 { r.m.Store32(mlx5.InitSegHealth+4, 1); return 0 }, "bar_ro_write", 0},
+		{"read of cmd_dbell", func(r *rig) uint32 { return r.m.Load32(mlx5.InitSegCmdDbell) }, "bar_wo_read", 0},
+		{"read of a BF buffer", func(r *rig) uint32 { return r.m.Load32(first + 0x800) }, "bar_wo_read", 0},
+		{"read of the CQ arm doorbell", func(r *rig) uint32 { return r.m.Load32(first + 0x20) }, "bar_bad_width", 0xFFFFFFFF},
+		{"8-byte store to a 4-byte register", func(r *rig) uint32 { r.m.Store64(mlx5.InitSegCmdqAddrH, 1); return 0 }, "bar_bad_width", 0},
+		{"4-byte store to the CQ arm doorbell", func(r *rig) uint32 { r.m.Store32(first+0x20, 1); r.m.Flush(); return 0 }, "bar_bad_width", 0},
+		{"8-byte store to an EQ doorbell", func(r *rig) uint32 { r.m.Store64(first+0x40, 1); r.m.Flush(); return 0 }, "bar_bad_width", 0},
+		{"misaligned 8-byte store", func(r *rig) uint32 { r.m.Store64(first+0x804, 1); r.m.Flush(); return 0 }, "bar_misaligned_store", 0},
+		{"misaligned 4-byte store", func(r *rig) uint32 { r.m.Store32(0x1FE, 1); return 0 }, "bar_misaligned_store", 0},
+		{"misaligned load", func(r *rig) uint32 { return r.m.Load32(0x2) }, "bar_bad_width", 0xFFFFFFFF},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,12 +273,12 @@ func TestWCPartialWaitsForFlush(t *testing.T) {
 	var db [8]byte
 	binary.BigEndian.PutUint32(db[0:], arm.ArmWord())
 	binary.BigEndian.PutUint32(db[4:], arm.CQN)
-	r.b.Store64(uar+mlx5.UARCQArmOffset, binary.LittleEndian.Uint64(db[:]))
+	r.m.Store64(uar+mlx5.UARCQArmOffset, binary.LittleEndian.Uint64(db[:]))
 	r.eng.Advance(500 * sim.Nanosecond)
 	require.Zero(t, r.mwrs())
 	require.Empty(t, r.h.calls)
 	flushAt := r.eng.Now()
-	r.b.Flush()
+	r.m.Flush()
 	require.Equal(t, 1, r.mwrs())
 	r.settle()
 	require.Len(t, r.h.calls, 1)
@@ -283,13 +299,13 @@ func TestWCLateDrain(t *testing.T) {
 	r := newRig(t, nil)
 	off := r.bfOff(DefaultFirstUAR, 1, 0)
 	storeAt := r.eng.Now()
-	r.b.Store64(off, binary.LittleEndian.Uint64(wqe(9, 1, 2)[:8])) // a doorbell, no fence
+	r.m.Store64(off, binary.LittleEndian.Uint64(wqe(9, 1, 2)[:8])) // a doorbell, no fence
 	r.settle()
 	require.Len(t, r.h.calls, 1)
 	c := r.h.calls[0]
 	require.Equal(t, "db", c.kind)
 	require.Equal(t, 1, c.bfreg)
-	drain := r.b.Config().WCDrain
+	drain := r.m.Config().WCDrain
 	require.GreaterOrEqual(t, c.t, storeAt.Add(drain))
 	require.Less(t, c.t, storeAt.Add(drain+200*sim.Nanosecond))
 	require.Equal(t, uint64(1), r.ctr.Get("wc_late_drain"))
@@ -299,49 +315,14 @@ func TestWCLateDrain(t *testing.T) {
 	require.Equal(t, "drain", r.stages("wc_flush")[0].Detail)
 }
 
-func TestWCEviction(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.WCLines = 2 })
-	uar := r.b.UAROffset(DefaultFirstUAR)
-	// Three partial lines (CQ arm line, bfreg 0 buf 0 second line, bfreg 1).
-	r.b.Store64(uar+0x20, 1)
-	r.b.Store64(r.bfOff(DefaultFirstUAR, 0, 0)+0x48, 2)
-	require.Zero(t, r.mwrs())
-	r.b.Store64(r.bfOff(DefaultFirstUAR, 1, 0)+0x50, 3)
-	require.Equal(t, 1, r.mwrs(), "the oldest line was evicted")
-	require.Equal(t, uint64(1), r.ctr.Get("wc_evict"))
-	r.eng.Advance(300 * sim.Nanosecond) // less than WCDrain
-	require.Len(t, r.h.calls, 1)
-	require.Equal(t, "arm", r.h.calls[0].kind)
-	// Merging into a line already held does not evict.
-	r.b.Store64(r.bfOff(DefaultFirstUAR, 1, 0)+0x58, 4)
-	require.Equal(t, uint64(1), r.ctr.Get("wc_evict"))
-	r.b.Flush()
-	require.Equal(t, 3, r.mwrs())
-	require.Equal(t, "evict", r.stages("wc_flush")[0].Detail)
-}
-
-// Partial lines leave as one MWr per contiguous run of valid bytes.
-func TestWCRuns(t *testing.T) {
-	r := newRig(t, nil)
-	off := r.bfOff(DefaultFirstUAR, 0, 1) + 64
-	r.b.Store64(off+0, 1)
-	r.b.Store64(off+8, 2)
-	r.b.Store32(off+20, 3)
-	r.b.Store64(off+56, 4)
-	r.b.Flush()
-	tot := r.link.Totals().HostMWr
-	require.Equal(t, 3, tot.MWr)
-	require.Equal(t, 16+4+8, tot.PayloadBytes)
-}
-
 func TestDoorbellDecode(t *testing.T) {
 	for _, k := range []int{0, 1, 2, 3} {
 		for _, buf := range []int{0, 1} {
 			r := newRig(t, nil)
 			w := wqe(0x1234, uint16(100+k), 3)
 			uar := uint32(DefaultFirstUAR + 5)
-			r.b.Store64(r.bfOff(uar, k, buf), binary.LittleEndian.Uint64(w[:8]))
-			r.b.Flush()
+			r.m.Store64(r.bfOff(uar, k, buf), binary.LittleEndian.Uint64(w[:8]))
+			r.m.Flush()
 			r.settle()
 			require.Len(t, r.h.calls, 1)
 			require.Equal(t, call{kind: "db", t: r.h.calls[0].t, uar: uar, bfreg: k, data: w[:8]}, r.h.calls[0])
@@ -374,7 +355,7 @@ func TestBlueFlameAssembly(t *testing.T) {
 			for post := 0; post < 4; post++ {
 				w := wqe(0x99, uint16(post*tc.lines), tc.ds)
 				r.copyBF(r.bfOff(uar, 1, post%2), w)
-				r.b.Flush()
+				r.m.Flush()
 				r.settle()
 				require.Len(t, r.h.calls, post+1)
 				c := r.h.calls[post]
@@ -404,7 +385,7 @@ func TestBlueFlameTorn(t *testing.T) {
 		w := wqe(7, 11, 6) // 2 lines
 		off := r.bfOff(DefaultFirstUAR, 0, 0)
 		r.copyBF(off, w[:64])
-		r.b.Flush()
+		r.m.Flush()
 		r.settle()
 		require.Len(t, r.h.calls, 1)
 		require.Equal(t, "db", r.h.calls[0].kind)
@@ -418,7 +399,7 @@ func TestBlueFlameTorn(t *testing.T) {
 		w1, w2 := wqe(7, 1, 8), wqe(7, 3, 3)
 		r.copyBF(off, w1[:64])
 		r.copyBF(off, w2)
-		r.b.Flush()
+		r.m.Flush()
 		r.eng.Advance(300 * sim.Nanosecond)
 		require.Len(t, r.h.calls, 2)
 		require.Equal(t, call{kind: "db", t: r.h.calls[0].t, uar: DefaultFirstUAR, data: w1[:8]}, r.h.calls[0])
@@ -431,8 +412,8 @@ func TestBlueFlameTorn(t *testing.T) {
 		off := r.bfOff(DefaultFirstUAR, 0, 0)
 		w := wqe(7, 1, 8)
 		r.copyBF(off, w[:64])
-		r.b.Store64(off, binary.LittleEndian.Uint64(w[:8]))
-		r.b.Flush()
+		r.m.Store64(off, binary.LittleEndian.Uint64(w[:8]))
+		r.m.Flush()
 		r.settle()
 		require.Len(t, r.h.calls, 2)
 		require.Equal(t, "db", r.h.calls[0].kind)
@@ -443,7 +424,7 @@ func TestBlueFlameTorn(t *testing.T) {
 		r := newRig(t, nil)
 		w := wqe(7, 1, 8)
 		r.copyBF(r.bfOff(DefaultFirstUAR, 0, 0)+64, w[64:])
-		r.b.Flush()
+		r.m.Flush()
 		r.settle()
 		require.Empty(t, r.h.calls)
 		require.Equal(t, uint64(1), r.ctr.Get("bf_torn"))
@@ -470,12 +451,12 @@ func TestBlueFlameTorn(t *testing.T) {
 }
 
 func TestNonCachedUAR(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.UARNonCached = true })
+	r := newRig(t, nil, func(c *host.Config) { c.UARNonCached = true })
 	w := wqe(3, 2, 2)
 	storeAt := r.eng.Now()
-	r.b.Store64(r.bfOff(DefaultFirstUAR, 0, 0), binary.LittleEndian.Uint64(w[:8]))
+	r.m.Store64(r.bfOff(DefaultFirstUAR, 0, 0), binary.LittleEndian.Uint64(w[:8]))
 	require.Equal(t, 1, r.mwrs(), "no fence needed")
-	require.Equal(t, storeAt.Add(r.b.Config().UCStoreCost), r.eng.Now())
+	require.Equal(t, storeAt.Add(r.m.Config().UCStoreCost), r.eng.Now())
 	r.settle()
 	require.Len(t, r.h.calls, 1)
 	require.Equal(t, "db", r.h.calls[0].kind)
@@ -488,9 +469,9 @@ func TestNoBlueFlame(t *testing.T) {
 	for k := 0; k < 8; k++ {
 		off := r.b.BFRegOffset(uar, k)
 		require.Equal(t, r.b.UAROffset(uar)+0x800+uint64(k)*0x100, off)
-		r.b.Store64(off, binary.LittleEndian.Uint64(wqe(5, uint16(k), 2)[:8]))
+		r.m.Store64(off, binary.LittleEndian.Uint64(wqe(5, uint16(k), 2)[:8]))
 	}
-	r.b.Flush()
+	r.m.Flush()
 	r.settle()
 	require.Len(t, r.h.calls, 8)
 	for k, c := range r.h.calls {
@@ -504,14 +485,6 @@ func TestNoBlueFlame(t *testing.T) {
 	require.Equal(t, uint64(1), r.ctr.Get("bar_bad_width"))
 }
 
-func TestUCStoreDrainsWC(t *testing.T) {
-	r := newRig(t, nil)
-	r.b.Store64(r.b.UAROffset(DefaultFirstUAR)+0x20, 1)
-	r.b.Store32(mlx5.InitSegCmdDbell, 0) // uncached: drains the WC line first
-	require.Equal(t, 2, r.mwrs())
-	require.Equal(t, "uc", r.stages("wc_flush")[0].Detail)
-}
-
 func TestConfigValidate(t *testing.T) {
 	require.NoError(t, DefaultConfig().Validate())
 	require.NoError(t, Config{}.Validate(), "zero values get defaults")
@@ -522,7 +495,6 @@ func TestConfigValidate(t *testing.T) {
 		{"first UAR in the init segment", func(c *Config) { c.FirstUAR = 2 }},
 		{"bf_reg_size 1024", func(c *Config) { c.BFRegSize = 1024 }},
 		{"bf_reg_size 100", func(c *Config) { c.BFRegSize = 100 }},
-		{"too many WC lines", func(c *Config) { c.WCLines = 65 }},
 		{"negative UARs", func(c *Config) { c.NumUARs = -1 }},
 		{"negative drain", func(c *Config) { c.WCDrain = -1 }},
 	}
@@ -540,9 +512,10 @@ func TestConfigValidate(t *testing.T) {
 func TestNilCollaborators(t *testing.T) {
 	eng := sim.NewEngine()
 	b := New(env.Env{Eng: eng}, pcie.NewLink(pcie.Gen3x8()), nil, DefaultConfig())
-	b.Store64(b.BFRegOffset(DefaultFirstUAR, 0), 1)
-	b.Flush()
-	b.Load32(0x8)
+	m := host.New(eng, nil, nil, 0, b, hostFor(b.Config()))
+	m.Store64(b.BFRegOffset(DefaultFirstUAR, 0), 1)
+	m.Flush()
+	m.Load32(0x8)
 	eng.Advance(5 * sim.Microsecond)
 	require.Equal(t, uint64(1), b.Counters().Get("bar_doorbell"))
 	require.Equal(t, uint64(1), b.Counters().Get("bar_unknown_access"))
@@ -551,16 +524,17 @@ func TestNilCollaborators(t *testing.T) {
 func TestZeroAllocs(t *testing.T) {
 	r := newRig(t, nil)
 	r.b = New(env.Env{Eng: r.eng, Ctr: r.ctr}, r.link, nopHandler{}, DefaultConfig())
+	r.m = host.New(r.eng, nil, r.ctr, 0, r.b, hostFor(r.b.Config()))
 	r.eng.Advance(20 * sim.Microsecond)
 	w := wqe(0x42, 0, 4)
 	off := r.bfOff(DefaultFirstUAR, 0, 0)
 	post := func() {
 		for i := 0; i < 64; i += 8 {
-			r.b.Store64(off+uint64(i), binary.LittleEndian.Uint64(w[i:]))
+			r.m.Store64(off+uint64(i), binary.LittleEndian.Uint64(w[i:]))
 		}
-		r.b.Flush()
-		r.b.Store64(off+256, binary.LittleEndian.Uint64(w[:8])) // doorbell on the other buffer
-		r.b.Flush()
+		r.m.Flush()
+		r.m.Store64(off+256, binary.LittleEndian.Uint64(w[:8])) // doorbell on the other buffer
+		r.m.Flush()
 		r.eng.Advance(2 * sim.Microsecond)
 	}
 	post()
@@ -572,6 +546,7 @@ func TestZeroAllocs(t *testing.T) {
 func BenchmarkBlueFlamePost64(b *testing.B) {
 	eng := sim.NewEngine()
 	bar := New(env.Env{Eng: eng}, pcie.NewLink(pcie.Gen3x8()), nopHandler{}, DefaultConfig())
+	cpu := host.New(eng, nil, nil, 0, bar, hostFor(bar.Config()))
 	w := wqe(0x42, 0, 4)
 	off := bar.BFRegOffset(DefaultFirstUAR, 0)
 	var words [8]uint64
@@ -581,9 +556,9 @@ func BenchmarkBlueFlamePost64(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		for j, v := range words {
-			bar.Store64(off+uint64(8*j), v)
+			cpu.Store64(off+uint64(8*j), v)
 		}
-		bar.Flush()
+		cpu.Flush()
 		eng.Advance(400 * sim.Nanosecond)
 	}
 }

@@ -15,12 +15,14 @@ type FWRev struct {
 	Sub   uint16 `json:"sub"`
 }
 
-// Config is BAR0's shape and the CPU-side MMIO costs.
+// Config is BAR0's shape and the device's timings behind it. The host
+// CPU's side of MMIO (write combining, store costs, UAR caching) is
+// host.Config; a profile file keeps both under device.bar.
 //
-// New fills zero values of FirstUAR, NumUARs, WCLines, WCDrain, CoreClock
-// and HealthTick with the defaults below. BFRegSize 0 is meaningful (no
-// BlueFlame), as are zero StoreCost, UCStoreCost and InitDelay; start from
-// DefaultConfig for the usual values.
+// New fills zero values of FirstUAR, NumUARs, WCDrain, CoreClock and
+// HealthTick with the defaults below. BFRegSize 0 is meaningful (no
+// BlueFlame), as is a zero InitDelay; start from DefaultConfig for the
+// usual values.
 type Config struct {
 	FWRev FWRev `json:"fw_rev"`
 	// FirstUAR is the index of the first UAR page (BAR0 + index × 4 KiB).
@@ -34,25 +36,12 @@ type Config struct {
 	// BlueFlame: 8 doorbell-only registers every 0x100 from 0x800, the way
 	// libmlx5 treats non-cached UARs (mlx5.md §2.2).
 	BFRegSize int `json:"bf_reg_size"`
-	// UARNonCached maps UAR pages uncached (MLX5_SHUT_UP_BF=1): every store
-	// is its own TLP, no write combining.
-	UARNonCached bool `json:"uar_non_cached,omitempty"`
-	// WCLines is the number of CPU write-combining buffers. Assumption: 10
-	// line fill buffers as on recent Intel cores; no source gives the number
-	// a WC store stream really gets.
-	WCLines int `json:"wc_lines"`
-	// WCDrain is how long a partial WC line nobody flushes stays in the CPU
-	// before it drains by itself; the device uses the same time to give up
-	// on a BlueFlame buffer whose lines did not all arrive. Unconfirmed (the
-	// SDM only says "may be delayed"): 1 µs by default.
+	// WCDrain is how long the device waits for the rest of a BlueFlame
+	// buffer whose lines did not all arrive before it gives up: the time a
+	// partial WC line nobody flushes stays in the CPU before it drains by
+	// itself (host.Config.WCDrain, the same number in a profile).
+	// Unconfirmed (the SDM only says "may be delayed"): 1 µs by default.
 	WCDrain sim.Duration `json:"wc_drain_ps"`
-	// StoreCost is the CPU time of one write-combined MMIO store.
-	// Assumption: 1 ns (the store only fills a buffer).
-	StoreCost sim.Duration `json:"store_cost_ps"`
-	// UCStoreCost is the CPU time of one uncached store and of the time a
-	// UC access holds the CPU beyond its own TLP: UC stores go out one TLP
-	// each, 50-300 ns apart (timing.md §5.1); 50 ns by default.
-	UCStoreCost sim.Duration `json:"uc_store_cost_ps"`
 	// InitDelay is the time from Reset until the `initializing` bit clears.
 	// Real firmware takes far longer; 10 µs keeps bring-up polls short.
 	InitDelay sim.Duration `json:"init_delay_ps"`
@@ -69,10 +58,7 @@ type Config struct {
 const (
 	DefaultFirstUAR   = 3
 	DefaultNumUARs    = 8 // libmlx5's default 16 bfregs = 8 UARs × 2 regular (mlx5.md §2.3)
-	DefaultWCLines    = 10
 	DefaultWCDrain    = sim.Microsecond
-	DefaultStoreCost  = sim.Nanosecond
-	DefaultUCCost     = 50 * sim.Nanosecond
 	DefaultInitDelay  = 10 * sim.Microsecond
 	DefaultCoreClock  = sim.GHz
 	DefaultHealthTick = sim.Millisecond
@@ -86,8 +72,7 @@ func DefaultConfig() Config {
 	return Config{
 		FWRev:    FWRev{Major: 16, Minor: 35, Sub: 1012},
 		FirstUAR: DefaultFirstUAR, NumUARs: DefaultNumUARs, BFRegSize: mlx5.DefaultBFRegSize,
-		WCLines: DefaultWCLines, WCDrain: DefaultWCDrain, StoreCost: DefaultStoreCost,
-		UCStoreCost: DefaultUCCost, InitDelay: DefaultInitDelay, CoreClock: DefaultCoreClock,
+		WCDrain: DefaultWCDrain, InitDelay: DefaultInitDelay, CoreClock: DefaultCoreClock,
 		HealthTick: DefaultHealthTick,
 	}
 }
@@ -98,9 +83,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NumUARs == 0 {
 		c.NumUARs = DefaultNumUARs
-	}
-	if c.WCLines == 0 {
-		c.WCLines = DefaultWCLines
 	}
 	if c.WCDrain == 0 {
 		c.WCDrain = DefaultWCDrain
@@ -128,9 +110,7 @@ func (c Config) Validate() error {
 		return bad("num UARs %d out of range", c.NumUARs)
 	case c.BFRegSize != 0 && c.BFRegSize != 128 && c.BFRegSize != 256 && c.BFRegSize != 512:
 		return bad("bf_reg_size %d not 0, 128, 256 or 512 (4 bfregs must fit 0x800..0xfff)", c.BFRegSize)
-	case c.WCLines < 1 || c.WCLines > 64:
-		return bad("wc lines %d not in 1..64", c.WCLines)
-	case c.WCDrain < 0 || c.StoreCost < 0 || c.UCStoreCost < 0 || c.InitDelay < 0 || c.HealthTick < 0:
+	case c.WCDrain < 0 || c.InitDelay < 0 || c.HealthTick < 0:
 		return bad("negative duration")
 	case c.CoreClock < 0:
 		return bad("negative core clock")

@@ -2,7 +2,6 @@ package bar
 
 import (
 	"fmt"
-	"math/bits"
 
 	"github.com/softnic/softnic/env"
 	"github.com/softnic/softnic/fault"
@@ -11,16 +10,15 @@ import (
 	"github.com/softnic/softnic/trace"
 )
 
-// Fault injection at BAR0's two hook points (fault.WCBuffer: a line the
-// CPU's write-combining buffer emits; fault.PCIeTLP: an MMIO TLP between
-// CPU and device), the device-fatal state BAR0 shows (health buffer,
-// frozen health counter, PCIe link lost), and the observer a checker
-// uses to see BlueFlame writes as they arrive. docs/faults.md has the
-// consequences and their sources.
+// Fault injection at BAR0's hook point fault.PCIeTLP (an MMIO TLP between
+// CPU and device; fault.WCBuffer, a line the CPU's write-combining buffer
+// emits, is the host CPU's: host/faults.go), the device-fatal state BAR0
+// shows (health buffer, frozen health counter, PCIe link lost), and the
+// observer a checker uses to see BlueFlame writes as they arrive.
+// docs/faults.md has the consequences and their sources.
 
 // Counters of this file (a separate block of the catalogue).
 var (
-	CtrFaultWCLine   = trace.NewCounter("fault_wc_line")     // a WC line a fault rule dropped, tore, delayed, reordered, duplicated or corrupted
 	CtrFaultMMIOTLP  = trace.NewCounter("fault_mmio_tlp")    // an MMIO TLP a fault rule dropped, delayed, duplicated, corrupted or failed (UR)
 	CtrBfOutOfOrder  = trace.NewCounter("bf_out_of_order")   // BlueFlame lines that did not arrive ascending: doorbell fallback
 	CtrLinkLostRead  = trace.NewCounter("pcie_link_lost_rd") // MMIO reads answered all ones: the link is lost
@@ -42,7 +40,6 @@ type BFObserver interface {
 type faultState struct {
 	in       *fault.Injector
 	obs      BFObserver
-	pend     []*heldLine // lines held behind the next one (reorder)
 	fatal    bool
 	synd     uint8
 	frozen   uint32 // health_counter when FW died
@@ -54,10 +51,10 @@ type faultState struct {
 
 // emitFault applies fault.PCIeTLP (and a lost link) to an MMIO write. It
 // reports true when it has handled the write (lost, or sent changed).
-func (b *BAR0) emitFault(now sim.Time, off uint64, p []byte) bool {
+func (b *BAR0) emitFault(now sim.Time, off uint64, p []byte, qpn uint32, flow uint64) bool {
 	var buf [64]byte
 	q := buf[:copy(buf[:], p)]
-	extra, lost := b.tlpFault(now, off, q)
+	extra, lost := b.tlpFault(now, off, q, qpn, flow)
 	if lost {
 		return true
 	}
@@ -68,35 +65,19 @@ func (b *BAR0) emitFault(now sim.Time, off uint64, p []byte) bool {
 	if extra > 0 {
 		b.fx.extra = extra
 	}
-	b.emit(now, off, q)
+	b.emit(now, off, q, qpn, flow)
 	if extra < 0 {
-		b.emit(now, off, q)
+		b.emit(now, off, q, qpn, flow)
 	}
 	b.fx.bypass, b.fx.extra = false, 0
 	return true
 }
 
-// heldLine is a WC line's bytes held back by a delay or reorder rule.
-type heldLine struct {
-	b       *BAR0
-	addr    uint64
-	mask    uint64
-	data    [64]byte
-	reorder bool
-	done    bool
-}
-
-// Fire emits a held line (its delay is over, or nothing came after it).
-func (h *heldLine) Fire(now sim.Time) {
-	if h.done {
-		return
-	}
-	h.done = true
-	h.b.emitHeld(now, h)
-}
-
-// SetFaults makes BAR0 consult in at fault.WCBuffer and fault.PCIeTLP. An
-// injector with no rule there is not kept: the hooks then cost nothing.
+// SetFaults makes BAR0 consult in at fault.PCIeTLP. An injector with no
+// rule at fault.PCIeTLP or fault.WCBuffer is not kept: the hooks then cost
+// nothing. (The condition names both points, as when BAR0 also held the
+// WC buffer, so that a plan's per-point event counts stay the same; the
+// host CPU keeps the same injector for fault.WCBuffer.)
 func (b *BAR0) SetFaults(in *fault.Injector) {
 	b.fx.in = nil
 	if in.Has(fault.WCBuffer, fault.PCIeTLP) {
@@ -158,118 +139,19 @@ func (b *BAR0) healthWord(rel uint64, v uint32) uint32 {
 }
 
 func (b *BAR0) faultWarn(t sim.Time, name trace.Counter, qpn uint32, flow uint64, d fault.Decision, format string, args ...any) {
-	pt := fault.WCBuffer
-	if name == CtrFaultMMIOTLP {
-		pt = fault.PCIeTLP
-	}
 	b.ctr.Inc(name)
-	b.ctr.Inc(env.FaultCounter(pt, d.Action))
+	b.ctr.Inc(env.FaultCounter(fault.PCIeTLP, d.Action))
 	if b.rec.On() {
 		b.rec.Record(trace.Event{Name: name.String(), Component: "fault", Node: b.node, Start: t, End: t, QPN: qpn, Flow: flow,
 			PSN: trace.NoPSN, Level: trace.Warn, Detail: fmt.Sprintf(format, args...) + " [rule " + b.fx.in.RuleString(d.Rule) + "]"})
 	}
 }
 
-// wcFault consults fault.WCBuffer for line l leaving the WC buffer. It
-// reports true when the rule took the line over (dropped, held, torn or
-// duplicated: emitted here); l is then freed.
-func (b *BAR0) wcFault(now sim.Time, l *wcLine, reason string) bool {
-	qpn, flow := b.flowAt(l.addr)
-	ev := fault.NewEvent(b.node, qpn)
-	if flow != 0 {
-		ev.WQE = int32(flow & 0xffff)
-	}
-	ev.Addr, ev.Len = l.addr, 64
-	d := b.fx.in.Decide(fault.WCBuffer, ev)
-	switch d.Action {
-	case fault.None:
-		return false
-	case fault.Corrupt:
-		if n := bits.OnesCount64(l.mask); n > 0 {
-			o := nthByte(l.mask, d.Offset(0, n))
-			l.data[o] ^= d.Mask()
-			b.faultWarn(now, CtrFaultWCLine, qpn, flow, d, "WC line at BAR0 %#x: byte %d corrupted (%s)", l.addr, o, reason)
-		}
-		return false
-	case fault.Drop:
-		b.faultWarn(now, CtrFaultWCLine, qpn, flow, d, "WC line at BAR0 %#x lost (%s)", l.addr, reason)
-	case fault.Tear:
-		// Only the first half of the line's bytes leaves; the rest is lost.
-		keep := l.mask & 0x00000000ffffffff
-		if keep == 0 || keep == l.mask {
-			keep = l.mask & (l.mask - 1) // at least one byte goes missing
-		}
-		b.faultWarn(now, CtrFaultWCLine, qpn, flow, d, "WC line at BAR0 %#x torn: %d of %d bytes leave (%s)", l.addr, bits.OnesCount64(keep), bits.OnesCount64(l.mask), reason)
-		l.mask = keep
-		if l.mask != 0 {
-			b.emitRuns(now, l.addr, l.mask, &l.data)
-		}
-	case fault.Duplicate:
-		b.faultWarn(now, CtrFaultWCLine, qpn, flow, d, "WC line at BAR0 %#x emitted twice (%s)", l.addr, reason)
-		b.emitRuns(now, l.addr, l.mask, &l.data)
-		b.emitRuns(now, l.addr, l.mask, &l.data)
-	case fault.Delay, fault.Reorder:
-		h := &heldLine{b: b, addr: l.addr, mask: l.mask, data: l.data, reorder: d.Action == fault.Reorder}
-		at := now.Add(d.Delay)
-		if h.reorder {
-			// Released after the next line leaves, or by the drain timer
-			// if none does (nothing is held for ever).
-			at = now.Add(max(b.cfg.WCDrain, sim.Nanosecond))
-			b.faultWarn(now, CtrFaultWCLine, qpn, flow, d, "WC line at BAR0 %#x held behind the next line (%s)", l.addr, reason)
-			b.fx.pend = append(b.fx.pend, h)
-		} else {
-			b.faultWarn(now, CtrFaultWCLine, qpn, flow, d, "WC line at BAR0 %#x held %v as if never flushed (%s)", l.addr, d.Delay, reason)
-		}
-		b.eng.At(at, h)
-	default:
-		return false
-	}
-	l.active = false
-	return true
-}
-
-// emitHeld sends a held line's bytes.
-func (b *BAR0) emitHeld(now sim.Time, h *heldLine) {
-	b.emitRuns(now, h.addr, h.mask, &h.data)
-}
-
-// releaseReordered emits lines held behind this one (called after a line
-// leaves normally).
-func (b *BAR0) releaseReordered(now sim.Time) {
-	for i := range b.fx.pend {
-		if h := b.fx.pend[i]; !h.done {
-			h.done = true
-			b.emitHeld(now, h)
-		}
-	}
-	b.fx.pend = b.fx.pend[:0]
-}
-
-// nthByte is the offset of the k-th (from 0) valid byte of a line's mask.
-func nthByte(mask uint64, k int) int {
-	for ; k > 0; k-- {
-		mask &= mask - 1
-	}
-	return bits.TrailingZeros64(mask)
-}
-
-// emitRuns sends the valid bytes of a line, one MWr per contiguous run.
-func (b *BAR0) emitRuns(now sim.Time, addr, mask uint64, data *[64]byte) {
-	for m := mask; m != 0; {
-		start := bits.TrailingZeros64(m)
-		run := bits.TrailingZeros64(^(m >> uint(start)))
-		if start+run >= 64 {
-			run = 64 - start
-		}
-		b.emit(now, addr+uint64(start), data[start:start+run])
-		m &^= byteMask(uint64(start), run)
-	}
-}
-
 // tlpFault consults fault.PCIeTLP for an MMIO write of p at off leaving the
-// CPU now. It returns the extra delay and whether the write is lost;
-// Corrupt changes p in place and Duplicate sends it once more here.
-func (b *BAR0) tlpFault(now sim.Time, off uint64, p []byte) (sim.Duration, bool) {
+// CPU now, labelled qpn / flow by the host. It returns the extra delay and
+// whether the write is lost; Corrupt changes p in place and Duplicate asks
+// the caller to send it twice.
+func (b *BAR0) tlpFault(now sim.Time, off uint64, p []byte, qpn uint32, flow uint64) (sim.Duration, bool) {
 	if b.fx.linkLost {
 		b.ctr.Inc(CtrLinkLostWrite)
 		return 0, true
@@ -277,7 +159,6 @@ func (b *BAR0) tlpFault(now sim.Time, off uint64, p []byte) (sim.Duration, bool)
 	if b.fx.in == nil {
 		return 0, false
 	}
-	qpn, flow := b.flowAt(off)
 	ev := fault.NewEvent(b.node, qpn)
 	ev.Addr, ev.Len, ev.Kind = off, uint32(len(p)), fault.KindMWr
 	d := b.fx.in.Decide(fault.PCIeTLP, ev)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/fault"
+	"github.com/softnic/softnic/host"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/sim"
 	"github.com/stretchr/testify/require"
@@ -14,7 +15,9 @@ func faultRig(t *testing.T, rules ...fault.Rule) *rig {
 	r := newRig(t, nil)
 	p := &fault.Plan{Seed: 1, Rules: rules}
 	require.NoError(t, p.Validate())
-	r.b.SetFaults(fault.NewInjector(p))
+	in := fault.NewInjector(p)
+	r.b.SetFaults(in)
+	r.m.SetFaults(in)
 	return r
 }
 
@@ -44,9 +47,9 @@ func TestWCLineFaults(t *testing.T) {
 			r := faultRig(t, rule)
 			w := wqe(0x42, 0, 8)
 			r.copyBF(r.bfOff(uar, 0, 0), w)
-			r.b.Flush()
+			r.m.Flush()
 			r.settle()
-			require.Equal(t, uint64(1), r.ctr.Value(CtrFaultWCLine))
+			require.Equal(t, uint64(1), r.ctr.Value(host.CtrFaultWCLine))
 			require.Equal(t, uint64(1), r.ctr.Get(fault.CounterName(fault.WCBuffer, tc.a)))
 			if tc.want == "" {
 				for _, c := range r.h.calls {
@@ -71,8 +74,8 @@ func TestMMIOTLPFaults(t *testing.T) {
 	uar := uint32(DefaultFirstUAR)
 	db := wqe(0x42, 3, 1)[:8]
 	ring := func(r *rig) {
-		r.b.Store64(r.bfOff(uar, 0, 0), leU64(db))
-		r.b.Flush()
+		r.m.Store64(r.bfOff(uar, 0, 0), leU64(db))
+		r.m.Flush()
 		r.settle()
 	}
 	r := faultRig(t, fault.Rule{Point: fault.PCIeTLP, Action: fault.Drop, Nth: 1, Match: fault.Match{TLP: "MWr"}})
@@ -86,8 +89,8 @@ func TestMMIOTLPFaults(t *testing.T) {
 	require.Len(t, r.h.calls, 2)
 
 	r = faultRig(t, fault.Rule{Point: fault.PCIeTLP, Action: fault.UR, Nth: 1, Match: fault.Match{TLP: "MRd"}})
-	require.Equal(t, uint32(0xffffffff), r.b.Load32(mlx5.InitSegFWRev))
-	require.NotEqual(t, uint32(0xffffffff), r.b.Load32(mlx5.InitSegFWRev))
+	require.Equal(t, uint32(0xffffffff), r.m.Load32(mlx5.InitSegFWRev))
+	require.NotEqual(t, uint32(0xffffffff), r.m.Load32(mlx5.InitSegFWRev))
 }
 
 func TestFatalHealthAndLinkLoss(t *testing.T) {
@@ -106,9 +109,9 @@ func TestFatalHealthAndLinkLoss(t *testing.T) {
 	require.Equal(t, uint8(7), synd)
 
 	r.b.SetLinkLost()
-	require.Equal(t, uint32(0xffffffff), r.b.Load32(mlx5.InitSegHealth+0x30), "fw_ver reads all ones")
-	r.b.Store64(r.bfOff(DefaultFirstUAR, 0, 0), 1)
-	r.b.Flush()
+	require.Equal(t, uint32(0xffffffff), r.m.Load32(mlx5.InitSegHealth+0x30), "fw_ver reads all ones")
+	r.m.Store64(r.bfOff(DefaultFirstUAR, 0, 0), 1)
+	r.m.Flush()
 	r.settle()
 	require.Empty(t, r.h.calls)
 	require.NotZero(t, r.ctr.Value(CtrLinkLostWrite))

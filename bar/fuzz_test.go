@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/softnic/softnic/host"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/pcie"
 	"github.com/softnic/softnic/sim"
@@ -38,14 +39,17 @@ const (
 	fzOps
 )
 
-func fuzzConfig(sel byte) Config {
+// fuzzConfig is BAR0's configuration and that of the host CPU in front
+// of it, chosen by sel.
+func fuzzConfig(sel byte) (Config, host.Config) {
 	c := DefaultConfig()
 	c.NumUARs = 4
 	c.BFRegSize = [...]int{512, 256, 0, 512}[sel&3]
-	c.WCLines = 1 + int(sel>>2&7)
-	c.UARNonCached = sel&0x20 != 0
 	c.InitDelay = sim.Microsecond
-	return c
+	hc := hostFor(c)
+	hc.WCLines = 1 + int(sel>>2&7)
+	hc.UARNonCached = sel&0x20 != 0
+	return c, hc
 }
 
 func fuzzOff(c *Config, o uint16) uint64 {
@@ -109,13 +113,15 @@ func FuzzMMIO(f *testing.F) {
 		if len(data) == 0 {
 			return
 		}
-		cfg := fuzzConfig(data[0])
+		cfg, hcfg := fuzzConfig(data[0])
 		data = data[1:]
 		eng := sim.NewEngine()
 		link := pcie.NewLink(pcie.Gen3x8())
 		h := &checkingHandler{t: t, cfg: cfg}
 		ctr := &trace.Counters{}
-		b := New(env.Env{Eng: eng, Rec: trace.NewRecorder(), Ctr: ctr}, link, h, cfg)
+		rec := trace.NewRecorder()
+		dev := New(env.Env{Eng: eng, Rec: rec, Ctr: ctr}, link, h, cfg)
+		b := host.New(eng, rec, ctr, 0, dev, hcfg) // the MMIO surface: a host CPU in front of BAR0
 		stored := 0
 		for len(data) > 0 {
 			op := data[0] % fzOps

@@ -213,7 +213,7 @@ func world(p profile.Profile) (*testbed.World, [2]*testbed.Endpoint, error) {
 // side a buf-byte buffer.
 func worldOf(p profile.Profile, mtu, buf int) (*testbed.World, [2]*testbed.Endpoint, error) {
 	cfg := testbed.DefaultConfig()
-	cfg.Device, cfg.Wire = p.Device, p.Wire
+	cfg.Device, cfg.Host, cfg.Wire = p.Device, p.Host(), p.Wire
 	if need := 2*buf + (8 << 20); need > cfg.MemSize {
 		cfg.MemSize = need
 	}

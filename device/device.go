@@ -106,8 +106,13 @@ func New(eng *sim.Engine, spec Spec, id Identity, mem *shm.Region, rec *trace.Re
 // Connect attaches the device's Ethernet port.
 func (d *Device) Connect(p Port) { d.port = p }
 
-// MMIO is the BAR0 port the provider stores to.
-func (d *Device) MMIO() pcie.MMIO { return d.bar }
+// BARPort is the device end of BAR0: the posted writes and reads a host
+// CPU model (host.CPU) in front of it issues.
+func (d *Device) BARPort() pcie.BARPort { return d.bar }
+
+// BARConfig is BAR0's configuration in use (defaults filled in): the
+// layout a host CPU in front of it must know (host.Layout).
+func (d *Device) BARConfig() bar.Config { return d.bar.Config() }
 
 // Mem is the host memory the device is plugged into.
 func (d *Device) Mem() *shm.Region { return d.mem }
@@ -135,24 +140,6 @@ func (d *Device) Progress() bool {
 		return true
 	}
 	return d.scanErrorRQs(d.eng.Now())
-}
-
-// HostWork charges host CPU time for provider work on the virtual clock
-// (mlx5.HostModel) and records it as a provider stage.
-func (d *Device) HostWork(stage string, qpn uint32, bytes int) {
-	h := d.spec.Host
-	var cost sim.Duration
-	switch stage {
-	case "wqe_build":
-		cost = h.WQEBuild + h.PerWQEBB*sim.Duration((bytes+mlx5.WQEBBSize-1)/mlx5.WQEBBSize)
-	case "dbr_update":
-		cost = h.DBRUpdate
-	case "poll":
-		cost = h.PollCQE
-	}
-	start := d.eng.Now()
-	d.eng.Advance(cost)
-	d.rec.Stage(d.node, "provider", stage, start, d.eng.Now(), bytes, 0, qpn, 0)
 }
 
 // noPSN is the PSN of a trace stage that handles no packet.

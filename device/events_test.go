@@ -59,7 +59,7 @@ func (e *evWorld) armSN(sn uint8, solicited bool) {
 	var db [8]byte
 	binary.BigEndian.PutUint32(db[0:], a.ArmWord())
 	binary.BigEndian.PutUint32(db[4:], a.CQN)
-	m := e.dev.MMIO()
+	m := e.rsp.Host.CPU
 	m.Flush()
 	m.Store64(uint64(e.dev.Spec().BAR.FirstUAR)*mlx5.UARPageSize+mlx5.UARCQArmOffset, binary.LittleEndian.Uint64(db[:]))
 	m.Flush()
@@ -188,8 +188,8 @@ func TestCQNotification(t *testing.T) {
 			var db [8]byte
 			binary.BigEndian.PutUint32(db[0:], mlx5.CQArm{CQN: e.cq.CQN()}.ArmWord())
 			binary.BigEndian.PutUint32(db[4:], e.cq.CQN())
-			e.dev.MMIO().Store64(uint64(e.dev.Spec().BAR.FirstUAR)*mlx5.UARPageSize+mlx5.UARCQArmOffset, binary.LittleEndian.Uint64(db[:]))
-			e.dev.MMIO().Flush()
+			e.rsp.Host.CPU.Store64(uint64(e.dev.Spec().BAR.FirstUAR)*mlx5.UARPageSize+mlx5.UARCQArmOffset, binary.LittleEndian.Uint64(db[:]))
+			e.rsp.Host.CPU.Flush()
 			e.w.Settle(0)
 			require.Equal(t, uint64(1), e.dev.Counters().Value(device.CtrCQArmDBRMismatch))
 		}},
@@ -433,8 +433,8 @@ func TestEQDoorbellFromUser(t *testing.T) {
 	for _, eqn := range []uint8{1, 3, 200} {
 		var b [4]byte
 		binary.BigEndian.PutUint32(b[:], mlx5.EQDoorbell(eqn, 0))
-		d.MMIO().Store32(uar+mlx5.UAREQArmOffset, binary.LittleEndian.Uint32(b[:]))
-		d.MMIO().Flush() // one write-combined line per store
+		w.Hosts[0].CPU.Store32(uar+mlx5.UAREQArmOffset, binary.LittleEndian.Uint32(b[:]))
+		w.Hosts[0].CPU.Flush() // one write-combined line per store
 	}
 	w.Settle(0)
 	require.Equal(t, uint64(2), d.Counters().Value(device.CtrEQDoorbellWrongUAR))
@@ -455,7 +455,7 @@ func FuzzEventDoorbells(f *testing.F) {
 			return
 		}
 		e := newEvWorld(t, testbed.ConnOpts{})
-		m := e.dev.MMIO()
+		m := e.rsp.Host.CPU
 		uar := uint64(e.dev.Spec().BAR.FirstUAR) * mlx5.UARPageSize
 		sent := 0
 		for ; len(data) >= 9; data = data[9:] {

@@ -19,7 +19,6 @@ type Spec struct {
 	BAR  bar.Config `json:"bar"`
 	DMA  dma.Config `json:"dma"`
 	Core CoreSpec   `json:"core"`
-	Host HostSpec   `json:"host"`
 	Caps Caps       `json:"caps"`
 
 	Transport TransportSpec `json:"transport"`
@@ -67,15 +66,6 @@ type CoreSpec struct {
 	RQPrefetch     bool         `json:"rq_prefetch"`         // read the next posted receive WQE ahead
 	RQPolls        int          `json:"rq_polls"`            // doorbell-record re-reads while none is posted
 	RQPollInterval sim.Duration `json:"rq_poll_interval_ps"` // between those re-reads
-}
-
-// HostSpec models the host CPU work the provider does, so a trace shows the
-// whole walk (assumptions: a few-GHz core, L1-resident rings).
-type HostSpec struct {
-	WQEBuild  sim.Duration `json:"wqe_build_ps"`  // per WQE
-	PerWQEBB  sim.Duration `json:"per_wqebb_ps"`  // extra per 64-byte basic block
-	DBRUpdate sim.Duration `json:"dbr_update_ps"` // doorbell-record store + barrier
-	PollCQE   sim.Duration `json:"poll_cqe_ps"`   // reading one CQE after the owner flip
 }
 
 // Caps are the device limits reported by QUERY_DEVICE.
@@ -131,12 +121,6 @@ func DefaultSpec() Spec {
 			RQPrefetch:      true,
 			RQPolls:         8,
 			RQPollInterval:  500 * sim.Nanosecond,
-		},
-		Host: HostSpec{
-			WQEBuild:  sim.NS(15),
-			PerWQEBB:  sim.NS(3),
-			DBRUpdate: sim.NS(2),
-			PollCQE:   sim.NS(10),
 		},
 		Events: DefaultEventSpec(),
 		Faults: FaultSpec{HealthPoll: DefaultHealthPoll},

@@ -197,13 +197,6 @@ type Progressor interface {
 	Progress() bool
 }
 
-// HostModel is implemented by emulated devices that account for host CPU
-// work done by the provider (WQE build, doorbell-record update, polling) on
-// the virtual clock, so that a trace shows the whole walk of a post_send.
-type HostModel interface {
-	HostWork(stage string, qpn uint32, bytes int)
-}
-
 // CmdStatus is a command status (mlx5.md §1.3); it is an error so that
 // control errors can be tested with errors.Is.
 type CmdStatus uint8

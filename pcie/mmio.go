@@ -1,5 +1,7 @@
 package pcie
 
+import "github.com/softnic/softnic/sim"
+
 // MMIO is the provider's window onto the device's BAR0: the CPU stores a
 // driver makes to a mapped UAR / BlueFlame page. It is the only datapath
 // port from provider to device besides host memory (DESIGN.md §1). In
@@ -32,4 +34,33 @@ type MMIO interface {
 // separate calls otherwise.
 type LineStorer interface {
 	StoreLines(off uint64, a, b []byte)
+}
+
+// BARPort is the device end of BAR0: what leaves the host's root complex.
+// The host CPU model (package host) turns the provider's MMIO calls into
+// these; the device (package bar) implements them. In one process it is a
+// direct call; across processes a record in a ring.
+type BARPort interface {
+	// PostedWrite is one MWr of p (1..64 bytes, inside one 64-byte line)
+	// at BAR0 offset off, leaving the CPU at host time t. p is valid only
+	// during the call.
+	PostedWrite(t sim.Time, off uint64, p []byte)
+	// Read32 is a 4-byte MRd issued at host time t: the device runs up to
+	// the request's arrival (earlier posted writes land first), samples
+	// the register, and returns its memory image (little-endian load of
+	// the big-endian register) and the time the completion is back at the
+	// CPU.
+	Read32(t sim.Time, off uint64) (v uint32, done sim.Time)
+}
+
+// FlowPort is a BARPort that also takes what the host knows of a posted
+// write beyond its bytes: the QP and flow (qpn<<16 | WQE index, as
+// trace.Event.Flow) of the doorbell or BlueFlame post it belongs to, as the
+// CPU tracked its stores. The labels name the write in the trace and in
+// fault rules (fault.PCIeTLP matches on QPN); the device never acts on
+// them otherwise. A host uses PostedWriteFlow when its port has it;
+// PostedWrite is the same with both labels zero.
+type FlowPort interface {
+	BARPort
+	PostedWriteFlow(t sim.Time, off uint64, p []byte, qpn uint32, flow uint64)
 }

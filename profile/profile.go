@@ -15,7 +15,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/softnic/softnic/bar"
 	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/host"
+	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -68,6 +71,93 @@ type Profile struct {
 	// Cite maps a JSON path (a field, or a section covering all its
 	// fields) to the source of its number(s).
 	Cite map[string]string
+
+	cpu hostFields // the host CPU's numbers (Host)
+}
+
+// deviceFile is the "device" object of a profile file: the device's Spec
+// and the host CPU's numbers, which a profile keeps where they have always
+// stood — the write-combining buffer and store costs under bar, the
+// provider's work costs under host — although the device no longer holds
+// them (Profile.Host gives them as a host.Config). encoding/json lets the
+// outer bar field stand for the embedded Spec's.
+type deviceFile struct {
+	device.Spec
+	BAR  barFile  `json:"bar"`
+	Host hostWork `json:"host"`
+}
+
+// barFile is the bar section: BAR0's fields and the CPU's.
+type barFile struct {
+	bar.Config
+	hostBAR
+}
+
+// hostBAR are the host CPU's fields of the bar section.
+type hostBAR struct {
+	// UARNonCached maps UAR pages uncached (host.Config.UARNonCached).
+	UARNonCached bool         `json:"uar_non_cached,omitempty"`
+	WCLines      int          `json:"wc_lines"`         // host.Config.WCLines
+	StoreCost    sim.Duration `json:"store_cost_ps"`    // host.Config.StoreCost
+	UCStoreCost  sim.Duration `json:"uc_store_cost_ps"` // host.Config.UCStoreCost
+}
+
+// hostWork is the host section: the provider's work costs (host.Config).
+type hostWork struct {
+	WQEBuild  sim.Duration `json:"wqe_build_ps"`  // per WQE
+	PerWQEBB  sim.Duration `json:"per_wqebb_ps"`  // extra per 64-byte basic block
+	DBRUpdate sim.Duration `json:"dbr_update_ps"` // doorbell-record store + barrier
+	PollCQE   sim.Duration `json:"poll_cqe_ps"`   // reading one CQE after the owner flip
+}
+
+// hostFields are a profile's host CPU numbers, as its file gives them.
+type hostFields struct {
+	bar  hostBAR
+	work hostWork
+}
+
+// file is p's device object in the file's layout.
+func (p *Profile) file() deviceFile {
+	return deviceFile{Spec: p.Device, BAR: barFile{Config: p.Device.BAR, hostBAR: p.cpu.bar}, Host: p.cpu.work}
+}
+
+// setFile takes p's device and host CPU back from the file's layout.
+func (p *Profile) setFile(f *deviceFile) {
+	p.Device = f.Spec
+	p.Device.BAR = f.BAR.Config
+	p.cpu = hostFields{bar: f.BAR.hostBAR, work: f.Host}
+}
+
+// Host is the host CPU the profile describes, in front of its device's
+// BAR0 (whose layout it carries): device.bar's uar_non_cached, wc_lines,
+// wc_drain_ps, store_cost_ps and uc_store_cost_ps and device.host's work
+// costs.
+func (p Profile) Host() host.Config {
+	b, h := p.Device.BAR, p.cpu
+	return host.Config{
+		Layout:       host.Layout{FirstUAR: b.FirstUAR, NumUARs: b.NumUARs, BFRegSize: b.BFRegSize},
+		UARNonCached: h.bar.UARNonCached, WCLines: h.bar.WCLines, WCDrain: b.WCDrain,
+		StoreCost: h.bar.StoreCost, UCStoreCost: h.bar.UCStoreCost,
+		WQEBuild: h.work.WQEBuild, PerWQEBB: h.work.PerWQEBB, DBRUpdate: h.work.DBRUpdate, PollCQE: h.work.PollCQE,
+	}
+}
+
+// Walk calls fn for every field of the profile's device and wire objects
+// in the file's layout (device.bar.wc_lines, wire.rate_bps, ...), with
+// its value.
+func (p Profile) Walk(fn func(path string, v any)) {
+	var walk func(path string, v reflect.Value)
+	walk = func(path string, v reflect.Value) {
+		if v.Kind() != reflect.Struct {
+			fn(path, v.Interface())
+			return
+		}
+		for _, f := range structFields(v.Type()) {
+			walk(path+"."+f.name, v.FieldByIndex(f.index))
+		}
+	}
+	walk("device", reflect.ValueOf(p.file()))
+	walk("wire", reflect.ValueOf(p.Wire))
 }
 
 // Citation returns the source given for the field at path p, looking up
@@ -206,7 +296,7 @@ func parse(b []byte, name, source string, base func(string) (Profile, error), la
 	if dec.More() {
 		return fail("", "trailing data after the JSON object", nil)
 	}
-	devT := reflect.TypeOf(device.Spec{})
+	devT := reflect.TypeOf(deviceFile{})
 	devKeys := jsonFields(devT)
 	dev, _ := top["device"].(map[string]any)
 	if _, ok := top["device"]; ok && dev == nil {
@@ -269,7 +359,7 @@ func parse(b []byte, name, source string, base func(string) (Profile, error), la
 		if err != nil {
 			return Profile{}, err
 		}
-		p.Device, p.Wire = bp.Device, bp.Wire
+		p.Device, p.Wire, p.cpu = bp.Device, bp.Wire, bp.cpu
 		for k, v := range bp.Cite {
 			p.Cite[k] = v
 		}
@@ -289,9 +379,11 @@ func parse(b []byte, name, source string, base func(string) (Profile, error), la
 	}
 	if dev != nil {
 		db, _ := json.Marshal(dev)
-		if err := json.Unmarshal(db, &p.Device); err != nil {
+		f := p.file()
+		if err := json.Unmarshal(db, &f); err != nil {
 			return fail("device", "cannot decode", err)
 		}
+		p.setFile(&f)
 	}
 	if wireMap != nil {
 		wb, _ := json.Marshal(wireMap)
@@ -322,21 +414,70 @@ type keyErr struct{ field, msg string }
 // jsonFields maps a struct type's JSON names to its fields.
 func jsonFields(t reflect.Type) map[string]reflect.StructField {
 	m := map[string]reflect.StructField{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		tag := strings.Split(f.Tag.Get("json"), ",")[0]
-		if tag == "-" {
-			continue
-		}
-		if tag == "" {
-			tag = f.Name
-		}
-		m[tag] = f
+	for _, f := range structFields(t) {
+		m[f.name] = t.FieldByIndex(f.index)
 	}
 	return m
+}
+
+// jsonField is one field of a struct as encoding/json sees it.
+type jsonField struct {
+	name  string // JSON name
+	index []int  // reflect.Value.FieldByIndex path (through embedded structs)
+	tag   bool   // the name comes from a json tag
+}
+
+// structFields lists t's fields as encoding/json sees them: exported,
+// not "-", the fields of untagged embedded structs promoted in place
+// unless an outer field has the same name (the outer one wins, and stands
+// where the field it hides stood).
+func structFields(t reflect.Type) []jsonField {
+	name := func(f reflect.StructField) (string, bool, bool) { // name, tagged, promoted
+		tag := strings.Split(f.Tag.Get("json"), ",")[0]
+		if f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct {
+			return "", false, true
+		}
+		if !f.IsExported() || tag == "-" {
+			return "", false, false
+		}
+		if tag == "" {
+			return f.Name, false, false
+		}
+		return tag, true, false
+	}
+	outer := map[string]jsonField{}
+	for i := 0; i < t.NumField(); i++ {
+		if n, tagged, _ := name(t.Field(i)); n != "" {
+			outer[n] = jsonField{name: n, index: t.Field(i).Index, tag: tagged}
+		}
+	}
+	var out []jsonField
+	done := map[string]bool{}
+	add := func(f jsonField) {
+		if !done[f.name] {
+			done[f.name] = true
+			out = append(out, f)
+		}
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		n, _, promoted := name(f)
+		if !promoted {
+			if n != "" {
+				add(outer[n])
+			}
+			continue
+		}
+		for _, sub := range structFields(f.Type) {
+			if o, ok := outer[sub.name]; ok {
+				add(o)
+				continue
+			}
+			sub.index = append(append([]int(nil), f.Index...), sub.index...)
+			add(sub)
+		}
+	}
+	return out
 }
 
 // checkKeys checks a decoded JSON value against type t: known keys only,
@@ -415,7 +556,7 @@ var mayBeZero = map[string]string{
 // validate checks every number of p (positive unless listed in mayBeZero)
 // and the shapes the packages define.
 func validate(p *Profile) *Error {
-	if err := walkNumbers("device", reflect.ValueOf(p.Device)); err != nil {
+	if err := walkNumbers("device", reflect.ValueOf(p.file())); err != nil {
 		return err
 	}
 	if err := walkNumbers("wire", reflect.ValueOf(p.Wire)); err != nil {
@@ -427,6 +568,9 @@ func validate(p *Profile) *Error {
 		return field("device.pcie", err)
 	}
 	if err := d.BAR.Validate(); err != nil {
+		return field("device.bar", err)
+	}
+	if err := p.Host().Validate(); err != nil {
 		return field("device.bar", err)
 	}
 	if err := p.Wire.Validate(); err != nil {
@@ -458,17 +602,11 @@ func validate(p *Profile) *Error {
 func walkNumbers(p string, v reflect.Value) *Error {
 	switch v.Kind() {
 	case reflect.Struct:
-		fs := v.Type()
-		for i := 0; i < v.NumField(); i++ {
-			f := fs.Field(i)
-			if !f.IsExported() {
+		for _, f := range structFields(v.Type()) {
+			if !f.tag {
 				continue
 			}
-			tag := strings.Split(f.Tag.Get("json"), ",")[0]
-			if tag == "-" || tag == "" {
-				continue
-			}
-			if err := walkNumbers(p+"."+tag, v.Field(i)); err != nil {
+			if err := walkNumbers(p+"."+f.name, v.FieldByIndex(f.index)); err != nil {
 				return err
 			}
 		}

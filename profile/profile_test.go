@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/host"
+	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -21,7 +23,7 @@ func TestEmbeddedProfiles(t *testing.T) {
 			require.Equal(t, p.Name, p.Device.Name)
 			require.NotEmpty(t, p.Description)
 			// Every number cites its source.
-			for _, f := range leaves("device", reflect.TypeOf(device.Spec{})) {
+			for _, f := range leaves("device", reflect.TypeOf(deviceFile{})) {
 				_, ok := p.Citation(f)
 				require.True(t, ok, "%s: field %s has no source in cite", p.Name, f)
 			}
@@ -31,7 +33,7 @@ func TestEmbeddedProfiles(t *testing.T) {
 			}
 			// No citation names a field that does not exist.
 			all := map[string]bool{}
-			for _, f := range append(leaves("device", reflect.TypeOf(device.Spec{})), leaves("wire", reflect.TypeOf(wire.Spec{}))...) {
+			for _, f := range append(leaves("device", reflect.TypeOf(deviceFile{})), leaves("wire", reflect.TypeOf(wire.Spec{}))...) {
 				for g := f; g != ""; g = parent(g) {
 					all[g] = true
 				}
@@ -47,6 +49,7 @@ func TestEmbeddedProfiles(t *testing.T) {
 func TestDefaultIsTheBuiltIn(t *testing.T) {
 	p := Default()
 	require.Equal(t, device.DefaultSpec(), p.Device)
+	require.Equal(t, host.DefaultConfig(), p.Host(), "the default profile's host CPU is host's default")
 	require.Equal(t, wire.DefaultSpec(), p.Wire)
 }
 
@@ -84,7 +87,19 @@ func TestLoad(t *testing.T) {
 			require.Equal(t, 5, p.Device.PCIe.Gen)
 			require.InDelta(t, 2e9, float64(p.Device.Core.Clock), 1)
 		}},
-		{"no BlueFlame", `{"bar":{"bf_reg_size":0}}`, func(t *testing.T, p Profile) { require.Zero(t, p.Device.BAR.BFRegSize) }},
+		{"no BlueFlame", `{"bar":{"bf_reg_size":0}}`, func(t *testing.T, p Profile) {
+			require.Zero(t, p.Device.BAR.BFRegSize)
+			require.Zero(t, p.Host().BFRegSize, "the host's layout follows the device's")
+		}},
+		{"host CPU fields where they always stood", `{"bar":{"uar_non_cached":true,"wc_lines":4,"store_cost_ps":2000},"host":{"poll_cqe_ps":7000}}`, func(t *testing.T, p Profile) {
+			h := p.Host()
+			require.True(t, h.UARNonCached)
+			require.Equal(t, 4, h.WCLines)
+			require.Equal(t, 2*sim.Nanosecond, h.StoreCost)
+			require.Equal(t, 7*sim.Nanosecond, h.PollCQE)
+			require.Equal(t, host.DefaultConfig().WQEBuild, h.WQEBuild, "the rest from the base")
+			require.Equal(t, p.Device.BAR.WCDrain, h.WCDrain)
+		}},
 	}
 	for _, c := range ok {
 		t.Run(c.name, func(t *testing.T) {
@@ -110,6 +125,11 @@ func TestLoad(t *testing.T) {
 		{"not an object", `[1,2]`, "", "not a JSON object"},
 		{"trailing garbage", `{} {}`, "", "trailing"},
 		{"bad bf_reg_size", `{"bar":{"bf_reg_size":100}}`, "device.bar", "bf_reg_size 100"},
+		{"too many WC lines", `{"bar":{"wc_lines":65}}`, "device.bar", "wc lines 65 not in 1..64"},
+		{"zero WC lines", `{"bar":{"wc_lines":0}}`, "device.bar.wc_lines", "must be positive"},
+		{"zero store cost", `{"device":{"bar":{"store_cost_ps":0}}}`, "device.bar.store_cost_ps", "must be positive"},
+		{"negative work cost", `{"host":{"wqe_build_ps":-1}}`, "device.host.wqe_build_ps", "must be positive"},
+		{"unknown host key", `{"host":{"wqe_bild_ps":1}}`, "device.host.wqe_bild_ps", "unknown key"},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {

@@ -129,7 +129,7 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 		cq.dbr.SetWord(mlx5.DBRArm, w)
 	}
 	if c.host != nil {
-		c.host.HostWork("req_notify", 0, mlx5.DBRecSize)
+		c.host.Work("req_notify", 0, mlx5.DBRecSize)
 	}
 	var db [8]byte
 	binary.BigEndian.PutUint32(db[0:], w)
@@ -178,7 +178,7 @@ func (ch *CompChannel) GetCQEvent(timeout time.Duration) (*CQ, error) {
 	}
 	err := c.wait(op, timeout, ch.pipe, try, func() string { return "completion event" })
 	if err == nil && c.host != nil {
-		c.host.HostWork("get_cq_event", 0, 0)
+		c.host.Work("get_cq_event", 0, 0)
 	}
 	return out, err
 }

@@ -26,7 +26,7 @@ type Context struct {
 	line pcie.LineStorer // mmio's one-call 64-byte store, when it has one
 	mem  *shm.Region
 	prog mlx5.Progressor // nil for real hardware
-	host mlx5.HostModel  // nil unless the device accounts host CPU time
+	host HostWorker      // nil unless the MMIO port accounts host CPU time
 	ctrs CounterSource   // nil unless the device exposes hardware counters
 
 	maxMsg   uint64 // largest send message (maxMsgSize)
@@ -75,10 +75,20 @@ func Open(dev Device) (*Context, error) {
 	}
 	c.line, _ = dev.MMIO.(pcie.LineStorer)
 	c.prog, _ = dev.Control.(mlx5.Progressor)
-	c.host, _ = dev.Control.(mlx5.HostModel)
+	c.host, _ = dev.MMIO.(HostWorker)
 	c.ctrs, _ = dev.Control.(CounterSource)
 	c.maxMsg = maxMsgSize(&attr)
 	return c, nil
+}
+
+// HostWorker is implemented by an MMIO port that models the host CPU (a
+// host.CPU in front of an emulated device): Work charges the provider's own
+// work — wqe_build (bytes of WQE), dbr_update, poll (one CQE), req_notify,
+// get_cq_event — on the host's virtual clock and records it as a stage, so
+// that a trace shows the whole walk of a post_send. Real hardware's port
+// does not implement it.
+type HostWorker interface {
+	Work(stage string, qpn uint32, bytes int)
 }
 
 // CounterSource is implemented by a device's control object (the value

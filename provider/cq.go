@@ -170,7 +170,7 @@ func (cq *CQ) poll(wcs []WC) (n int, err error) {
 		cq.ci++
 		qpn = cqe.QPN()
 		if cq.ctx.host != nil {
-			cq.ctx.host.HostWork("poll", qpn, mlx5.CQE64Size)
+			cq.ctx.host.Work("poll", qpn, mlx5.CQE64Size)
 		}
 		if err = cq.parse(cqe, &wcs[n]); err != nil {
 			break

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/pcie"
 	"github.com/softnic/softnic/shm"
 	"github.com/stretchr/testify/require"
 )
@@ -27,7 +28,7 @@ type Env struct {
 
 // EnvOpts tunes NewEnv.
 type EnvOpts struct {
-	Progress  bool // Control also implements Progressor and HostModel
+	Progress  bool // Control also implements Progressor, MMIO HostWorker
 	Cap       QPCap
 	CQEntries int
 	SigAll    bool
@@ -78,13 +79,14 @@ func newEnv(mem *shm.Region, o EnvOpts) (*Env, error) {
 		o.Setup(dev)
 	}
 	var ctl mlx5.Control = dev
+	var mmio pcie.MMIO = dev
 	if o.Progress {
-		ctl = FakeProgDev{dev}
+		ctl, mmio = FakeProgDev{dev}, FakeHostMMIO{dev}
 	}
 	if o.NoSRQ {
 		ctl = struct{ mlx5.Control }{ctl} // only the Control methods
 	}
-	ctx, err := Open(Device{Name: "fake0", Control: ctl, MMIO: dev, Mem: mem})
+	ctx, err := Open(Device{Name: "fake0", Control: ctl, MMIO: mmio, Mem: mem})
 	if err != nil {
 		return nil, err
 	}

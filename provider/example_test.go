@@ -32,8 +32,9 @@ func ExampleOpen() {
 	defer w.Close()
 	h := w.Hosts[0]
 	// Open a provider context on an emulated device: control commands,
-	// the BAR0 MMIO port and host memory are all it needs.
-	ctx, err := provider.Open(provider.Device{Name: "mlx5_0", Control: h.Dev, MMIO: h.Dev.MMIO(), Mem: h.Mem})
+	// the BAR0 MMIO port (here the host CPU in front of the device's BAR0,
+	// testbed.NewCPU) and host memory are all it needs.
+	ctx, err := provider.Open(provider.Device{Name: "mlx5_0", Control: h.Dev, MMIO: h.CPU, Mem: h.Mem})
 	if err != nil {
 		panic(err)
 	}

@@ -68,7 +68,7 @@ type FakeDev struct {
 	SRQs      map[uint32]*FakeSRQ
 	SRQMods   []mlx5.ModifySRQCmd
 	Ops       []MMIOOp
-	Host      []string          // HostWork calls: "stage qpn bytes"
+	Host      []string          // HostWorker calls (FakeHostMMIO): "stage qpn bytes"
 	HW        map[string]uint64 // what FakeProgDev.HWCounters returns
 	nextQPN   uint32
 	nextCQN   uint32
@@ -511,8 +511,8 @@ func (d *FakeDev) Deliver(qpn uint32, op mlx5.CQEOpcode, byteCnt, immBE uint32, 
 	return d.WriteCQE(q.Cmd.RecvCQN, f)
 }
 
-// FakeProgDev adds mlx5.Progressor, mlx5.HostModel and CounterSource to
-// the fake.
+// FakeProgDev adds mlx5.Progressor and CounterSource to the fake's
+// control side.
 type FakeProgDev struct{ *FakeDev }
 
 // Progress implements mlx5.Progressor: one WQE of the first-created QP
@@ -526,8 +526,12 @@ func (p FakeProgDev) Progress() bool {
 	return false
 }
 
-// HostWork implements mlx5.HostModel.
-func (p FakeProgDev) HostWork(stage string, qpn uint32, bytes int) {
+// FakeHostMMIO is the fake's MMIO port as a host CPU model: it adds
+// HostWorker, recording each call in Host.
+type FakeHostMMIO struct{ *FakeDev }
+
+// Work implements HostWorker.
+func (p FakeHostMMIO) Work(stage string, qpn uint32, bytes int) {
 	if p.RecordOps {
 		p.Host = append(p.Host, fmt.Sprintf("%s %#x %d", stage, qpn, bytes))
 	}

@@ -313,7 +313,7 @@ func TestPollDrivesProgressor(t *testing.T) {
 	require.Empty(t, e.Dev.QPs[e.QP.QPN()].Errors)
 }
 
-func TestHostModelCalls(t *testing.T) {
+func TestHostWorkerCalls(t *testing.T) {
 	e := provider.NewEnv(t, provider.EnvOpts{Progress: true})
 	provider.ToRTS(t, e.QP)
 	e.Dev.Host = nil

@@ -271,7 +271,7 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 	sq.wrid[h], sq.ctr[h] = wr.WRID, uint16(sq.curPost)
 	sq.curPost += uint32(mlx5.WQEBBs(ds))
 	if qp.ctx.host != nil {
-		qp.ctx.host.HostWork("wqe_build", qp.qpn, ds*mlx5.DSSize)
+		qp.ctx.host.Work("wqe_build", qp.qpn, ds*mlx5.DSSize)
 	}
 	return off, ds, nil
 }
@@ -360,7 +360,7 @@ func (qp *QP) buildSimple(wr *SendWR, nreq int) (off, ds int, ok bool) {
 	sq.wrid[h], sq.ctr[h] = wr.WRID, uint16(sq.curPost)
 	sq.curPost++
 	if qp.ctx.host != nil {
-		qp.ctx.host.HostWork("wqe_build", qp.qpn, ds*mlx5.DSSize)
+		qp.ctx.host.Work("wqe_build", qp.qpn, ds*mlx5.DSSize)
 	}
 	return off, ds, true
 }
@@ -440,7 +440,7 @@ func (qp *QP) ringSend(nreq, lastOff, lastDS int) {
 	// goroutine; the device only reads the ring when it next runs.
 	qp.dbr.SetWord(mlx5.DBRSend, sq.curPost&0xffff)
 	if qp.ctx.host != nil {
-		qp.ctx.host.HostWork("dbr_update", qp.qpn, 4)
+		qp.ctx.host.Work("dbr_update", qp.qpn, 4)
 	}
 	mmio := qp.ctx.mmio
 	reg := qp.bfReg + qp.bfOffset

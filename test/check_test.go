@@ -133,7 +133,7 @@ func TestCheckerNamesEachBug(t *testing.T) {
 		{name: "bf-not-whole-lines", rule: "R11", qp: provider.BugBFNoPad, drive: oneWrite},
 		{name: "bf-no-buffer", rule: "R11", qp: provider.BugBFAnyBfreg, cfg: func(c *testbed.Config) { c.Device.Caps.BFReg0NoBlueFlame = true }, drive: oneWrite},
 		{name: "bf-too-long", rule: "R11", qp: provider.BugBFTooLong, conn: testbed.ConnOpts{MaxInline: 400}, drive: inlineWrite(300)},
-		{name: "doorbell-32bit", rule: "R15", qp: provider.Bug32BitDoorbell, cfg: func(c *testbed.Config) { c.Device.BAR.UARNonCached = true },
+		{name: "doorbell-32bit", rule: "R15", qp: provider.Bug32BitDoorbell, cfg: func(c *testbed.Config) { c.Host.UARNonCached = true },
 			drive: viaDoorbell(oneWrite)},
 	}
 	for _, c := range cases {
@@ -180,7 +180,7 @@ func TestCheckerRawMMIO(t *testing.T) {
 	t.Run("R11 bf-interleaved", func(t *testing.T) {
 		w, req, _ := checkWorld(t, checkCase{})
 		info := req.QP.SQInfo()
-		m := w.Hosts[0].Dev.MMIO()
+		m := w.Hosts[0].CPU
 		line := func(qpn uint32) {
 			var b [64]byte
 			b[7] = 8 // ds 8: two lines

@@ -311,8 +311,8 @@ func TestFaultPCIeTLP(t *testing.T) {
 	})
 	t.Run("MRd UR reads all ones", func(t *testing.T) {
 		w, _, _ := faultWorld(t, `{"rules":[{"point":"pcie.tlp","action":"ur","nth":1,"match":{"tlp":"MRd","node":0}}]}`, nil)
-		require.Equal(t, uint32(0xffffffff), w.Hosts[0].Dev.MMIO().Load32(mlx5.InitSegFWRev))
-		require.NotEqual(t, uint32(0xffffffff), w.Hosts[0].Dev.MMIO().Load32(mlx5.InitSegFWRev))
+		require.Equal(t, uint32(0xffffffff), w.Hosts[0].CPU.Load32(mlx5.InitSegFWRev))
+		require.NotEqual(t, uint32(0xffffffff), w.Hosts[0].CPU.Load32(mlx5.InitSegFWRev))
 	})
 }
 
@@ -416,7 +416,7 @@ func TestFaultDeviceFatal(t *testing.T) {
 	w, req, rsp := faultWorld(t, `{"rules":[{"point":"device","action":"fatal","at_ps":1000000000,"value":1,"match":{"node":0}}]}`,
 		func(c *testbed.Config) { c.Device.Faults.HealthPoll = 50 * sim.Microsecond })
 	h := w.Hosts[0]
-	mmio := h.Dev.MMIO()
+	mmio := h.CPU
 	hc0 := mmio.Load32(mlx5.InitSegHealthCount)
 	// Work outstanding when FW dies: the peer does not answer (its link is
 	// cut), so the WRITE waits for its ACK.
@@ -457,7 +457,7 @@ func beSwap(v uint32) uint32 { return v>>24 | v>>8&0xff00 | v<<8&0xff0000 | v<<2
 func TestFaultPCIeLinkLoss(t *testing.T) {
 	w, _, _ := faultWorld(t, `{"rules":[{"point":"device","action":"link_loss","at_ps":1000,"match":{"node":0}}]}`, nil)
 	w.Eng.RunUntil(2000)
-	require.Equal(t, uint32(0xffffffff), w.Hosts[0].Dev.MMIO().Load32(mlx5.InitSegHealth+0x30))
+	require.Equal(t, uint32(0xffffffff), w.Hosts[0].CPU.Load32(mlx5.InitSegHealth+0x30))
 	fatal, _ := w.Hosts[0].Dev.Fatal()
 	require.True(t, fatal)
 	require.NotZero(t, hctr(w.Hosts[0], device.CtrPCILinkLost))
@@ -578,7 +578,7 @@ func TestEveryFaultIsCountedAndTraced(t *testing.T) {
 				plan := fmt.Sprintf(`{"seed":3,"rules":[{"point":%q,"action":%q,"nth":1%s,%s}]}`, pt, an, extra, match)
 				w, req, rsp := faultWorld(t, plan, func(c *testbed.Config) { c.Device.Faults.HealthPoll = 10 * sim.Microsecond })
 				require.NoError(t, req.SendCQ.ReqNotify(false))
-				_ = w.Hosts[0].Dev.MMIO().Load32(mlx5.InitSegFWRev)
+				_ = w.Hosts[0].CPU.Load32(mlx5.InitSegFWRev)
 				postRecvs(t, rsp, 1)
 				sendMsg(t, req, 7, false)
 				writeWR(t, req, rsp, 1, 0, 64)

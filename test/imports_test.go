@@ -37,16 +37,17 @@ var moduleGraph = map[string]importRule{
 	"internal/tuntap":     {},
 	"internal/perfreport": {}, // docs/performance.sh: runs the benchmarks, writes docs/performance.md
 	"ethport":             {allow: []string{"sim", "trace", "roce", "wire"}},
-	"env":                 {allow: []string{"sim", "trace", "fault"}}, // the one environment of a device's engines
-	"bar":                 {allow: []string{"pcie", "mlx5", "sim", "trace", "env", "fault"}},
+	"env":                 {allow: []string{"sim", "trace", "fault"}},                               // the one environment of a device's engines
+	"bar":                 {allow: []string{"pcie", "mlx5", "sim", "trace", "env", "fault"}},        // the device end of BAR0; never the host CPU in front of it
+	"host":                {allow: []string{"pcie", "sim", "trace", "mlx5", "fault", "env"}},        // the host CPU: WC buffer, store and provider-work costs; not device, bar or provider
 	"dma":                 {allow: []string{"pcie", "shm", "sim", "trace", "fault", "mlx5", "env"}}, // mlx5: access bits, data segments, syndromes (DESIGN.md §3 amended)
 	"wqefetch":            {allow: []string{"dma", "mlx5", "sim", "trace", "fault", "env"}},
 	"device":              {allow: []string{"sim", "mlx5", "uverbs", "shm", "trace", "fault", "pcie", "roce", "wire", "bar", "dma", "wqefetch", "env"}},
-	"provider":            {allow: []string{"mlx5", "uverbs", "shm", "pcie"}, uses: map[string][]string{"pcie": {"MMIO", "LineStorer"}}},
-	"profile":             {allow: []string{"device", "wire", "pcie", "bar", "dma", "sim"}}, // device profiles as data
-	"uverbsdev":           {allow: []string{"device", "mlx5", "uverbs", "shm", "sim"}},      // the device end of the uverbs control channel
-	"testbed":             {any: true, deny: []string{"cmd"}},                               // assembles worlds for cmd and test
-	"calibrate":           {any: true, deny: []string{"cmd"}},                               // measures the model against timing.md, writes docs/calibration.md
+	"provider":            {allow: []string{"mlx5", "uverbs", "shm", "pcie", "host"}, uses: map[string][]string{"pcie": {"MMIO", "LineStorer"}}}, // host: DESIGN.md §3 "host side" (today through the HostWorker interface only)
+	"profile":             {allow: []string{"device", "host", "wire", "pcie", "bar", "dma", "sim"}},                                              // device (and host CPU) profiles as data
+	"uverbsdev":           {allow: []string{"device", "mlx5", "uverbs", "shm", "sim"}},                                                           // the device end of the uverbs control channel
+	"testbed":             {any: true, deny: []string{"cmd"}},                                                                                    // assembles worlds for cmd and test
+	"calibrate":           {any: true, deny: []string{"cmd"}},                                                                                    // measures the model against timing.md, writes docs/calibration.md
 	"cmd/softnic":         {any: true},
 	"test":                {any: true},
 	"test/interop":        {any: true},            // the Soft-RoCE (rxe in qemu) interop harness

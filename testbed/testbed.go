@@ -7,6 +7,7 @@ import (
 
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/fault"
+	"github.com/softnic/softnic/host"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/shm"
@@ -19,6 +20,7 @@ import (
 // Config describes a world.
 type Config struct {
 	Device  device.Spec
+	Host    host.Config // each node's host CPU (its BAR layout is taken from the device)
 	Wire    wire.Spec
 	MemSize int         // host memory per node (default 32 MiB)
 	Trace   bool        // record trace events
@@ -40,14 +42,16 @@ type Config struct {
 
 // DefaultConfig is the built-in profile: two default devices back to back.
 func DefaultConfig() Config {
-	return Config{Device: device.DefaultSpec(), Wire: wire.DefaultSpec(), MemSize: 32 << 20}
+	return Config{Device: device.DefaultSpec(), Host: host.DefaultConfig(), Wire: wire.DefaultSpec(), MemSize: 32 << 20}
 }
 
-// Host is one node: host memory, its NIC and a provider context on it.
+// Host is one node: host memory, its NIC, the CPU in front of the NIC's
+// BAR0 and a provider context on them.
 type Host struct {
 	Node int
 	Mem  *shm.Region
 	Dev  *device.Device
+	CPU  *host.CPU // the provider's MMIO port (Device.MMIO)
 	Ctx  *provider.Context
 	// Uverbs is the device end (the uverbsdev server) that Ctx's control
 	// path talks to over uverbs bytes, with Config.UverbsControl or
@@ -109,6 +113,10 @@ func New(cfg Config) (*World, error) {
 		if cfg.Check {
 			dev.EnableCheck(device.CheckOptions{OnViolation: cfg.OnViolation})
 		}
+		cpu := NewCPU(w.Eng, w.Rec, dev, cfg.Host)
+		if inj != nil {
+			cpu.SetFaults(inj)
+		}
 		dev.Connect(ports[i])
 		ports[i].Attach(i, dev)
 		var ctl mlx5.Control = dev
@@ -116,18 +124,32 @@ func New(cfg Config) (*World, error) {
 		if cfg.UverbsControl || uverbsFromEnv {
 			ctl, srv = uverbsLoopback(dev)
 		}
-		ctx, err := provider.Open(provider.Device{Name: fmt.Sprintf("softnic%d", i), Control: ctl, MMIO: dev.MMIO(), Mem: mem})
+		ctx, err := provider.Open(provider.Device{Name: fmt.Sprintf("softnic%d", i), Control: ctl, MMIO: cpu, Mem: mem})
 		if err != nil {
 			mem.Close()
 			w.Close()
 			return nil, err
 		}
-		w.Hosts[i] = &Host{Node: i, Mem: mem, Dev: dev, Ctx: ctx, Uverbs: srv}
+		w.Hosts[i] = &Host{Node: i, Mem: mem, Dev: dev, CPU: cpu, Ctx: ctx, Uverbs: srv}
 	}
 	if cfg.Loopback {
 		w.Hosts[1] = w.Hosts[0]
 	}
 	return w, nil
+}
+
+// The host CPU times the provider's own work.
+var _ provider.HostWorker = (*host.CPU)(nil)
+
+// NewCPU is the host CPU in front of dev, on the same clock (eng), recorder
+// and counter set and with the same node, so that its stages and counters
+// sit with the device's; cfg's BAR layout is replaced by dev's. Give it to
+// the provider as provider.Device.MMIO (and SetFaults it the device's
+// injector: the WC-buffer hook is the CPU's).
+func NewCPU(eng *sim.Engine, rec *trace.Recorder, dev *device.Device, cfg host.Config) *host.CPU {
+	b := dev.BARConfig()
+	cfg.Layout = host.Layout{FirstUAR: b.FirstUAR, NumUARs: b.NumUARs, BFRegSize: b.BFRegSize}
+	return host.New(eng, rec, dev.Counters(), dev.Identity().Node, dev.BARPort(), cfg)
 }
 
 // Close releases host memory.

@@ -10,14 +10,12 @@ import (
 )
 
 // simSide is what a provider context on an emulated device uses besides
-// the uverbs commands: running the simulation, host-work accounting, the
-// virtual clock, the hardware counters, and the event and CQ-moderation
+// the uverbs commands: running the simulation, the virtual clock, the hardware counters, and the event and CQ-moderation
 // parts of the control plane that the kernel serves through event fds
 // and extended commands rather than write() commands. In one process they
 // stay direct calls; the daemon will carry them its own way.
 type simSide interface {
 	mlx5.Progressor
-	mlx5.HostModel
 	mlx5.VirtualClock
 	provider.CounterSource
 	mlx5.EventControl

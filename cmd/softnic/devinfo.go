@@ -51,7 +51,7 @@ func runDevinfo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	cfg := testbed.DefaultConfig()
-	cfg.Device, cfg.Wire = p.Device, p.Wire
+	cfg.Device, cfg.Host, cfg.Wire = p.Device, p.Host(), p.Wire
 	w, err := testbed.New(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "softnic devinfo:", err)

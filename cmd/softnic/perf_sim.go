@@ -35,7 +35,7 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 	}
 	spec := prof.Device
 	cfg := testbed.DefaultConfig()
-	cfg.Device, cfg.Wire = spec, prof.Wire
+	cfg.Device, cfg.Host, cfg.Wire = spec, prof.Host(), prof.Wire
 	if cfg.Faults, err = loadFaults(o.net.faults); err != nil {
 		return err
 	}

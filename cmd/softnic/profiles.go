@@ -5,9 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"reflect"
 	"sort"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/softnic/softnic/pcie"
@@ -105,24 +103,10 @@ func showProfile(w io.Writer, p profile.Profile, asJSON bool) int {
 		Source string `json:"source"`
 	}
 	var rows []row
-	var walk func(path string, v reflect.Value)
-	walk = func(path string, v reflect.Value) {
-		if v.Kind() == reflect.Struct {
-			t := v.Type()
-			for i := 0; i < t.NumField(); i++ {
-				tag := strings.Split(t.Field(i).Tag.Get("json"), ",")[0]
-				if tag == "" || tag == "-" || !t.Field(i).IsExported() {
-					continue
-				}
-				walk(path+"."+tag, v.Field(i))
-			}
-			return
-		}
+	p.Walk(func(path string, v any) {
 		src, _ := p.Citation(path)
-		rows = append(rows, row{path, v.Interface(), src})
-	}
-	walk("device", reflect.ValueOf(p.Device))
-	walk("wire", reflect.ValueOf(p.Wire))
+		rows = append(rows, row{path, v, src})
+	})
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Field < rows[j].Field })
 	if asJSON {
 		b, _ := json.MarshalIndent(struct {

@@ -57,6 +57,7 @@ import (
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/shm"
 	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/testbed"
 	"github.com/softnic/softnic/trace"
 	"github.com/softnic/softnic/wire"
 )
@@ -282,8 +283,12 @@ func newRealNet(o netOpts, memNeed int, tr wire.RealTransport, stderr io.Writer)
 		r.port.SetTap(r.capture)
 	}
 	r.dev.Connect(r.port)
+	cpu := testbed.NewCPU(r.eng, r.rec, r.dev, prof.Host())
+	if inj != nil {
+		cpu.SetFaults(inj)
+	}
 	r.ctx, err = provider.Open(provider.Device{Name: "softnic0", Control: rtControl{Device: r.dev, rt: r},
-		MMIO: r.dev.MMIO(), Mem: r.mem})
+		MMIO: cpu, Mem: r.mem})
 	if err != nil {
 		return fail(err)
 	}

@@ -79,7 +79,7 @@ func doStat(w io.Writer, op string, size, n, mtu int, faults, prof string, all, 
 		return err
 	}
 	cfg := testbed.DefaultConfig()
-	cfg.Device, cfg.Wire = p.Device, p.Wire
+	cfg.Device, cfg.Host, cfg.Wire = p.Device, p.Host(), p.Wire
 	if cfg.Faults, err = loadFaults(faults); err != nil {
 		return err
 	}

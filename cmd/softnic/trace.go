@@ -284,7 +284,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	cfg.Device, cfg.Wire = prof.Device, prof.Wire
+	cfg.Device, cfg.Host, cfg.Wire = prof.Device, prof.Host(), prof.Wire
 	if cfg.Faults, err = loadFaults(o.faults); err != nil {
 		return err
 	}
