@@ -28,6 +28,7 @@ type Context struct {
 	prog mlx5.Progressor // nil for real hardware
 	host HostWorker      // nil unless the MMIO port accounts host CPU time
 	ctrs CounterSource   // nil unless the device exposes hardware counters
+	link deviceLink      // nil unless the device is reached through a connection (Dial)
 
 	maxMsg   uint64 // largest send message (maxMsgSize)
 	sportSeq uint32 // AH UDP source ports when the flow label is 0 (nextUDPSPort)
@@ -77,6 +78,7 @@ func Open(dev Device) (*Context, error) {
 	c.prog, _ = dev.Control.(mlx5.Progressor)
 	c.host, _ = dev.MMIO.(HostWorker)
 	c.ctrs, _ = dev.Control.(CounterSource)
+	c.link, _ = dev.Control.(deviceLink)
 	c.maxMsg = maxMsgSize(&attr)
 	return c, nil
 }
@@ -89,6 +91,25 @@ func Open(dev Device) (*Context, error) {
 // does not implement it.
 type HostWorker interface {
 	Work(stage string, qpn uint32, bytes int)
+}
+
+// deviceLink is implemented by the control of a device reached through a
+// connection (Dial): the device runs elsewhere, on its own clock.
+type deviceLink interface {
+	// Sync brings the device up to the host's clock, so that what the
+	// provider reads of its own memory next is what the device had
+	// written by then.
+	Sync() error
+	// Err is non-nil (wrapping ErrDeviceGone) once the device is gone.
+	Err() error
+}
+
+// gone is the error of a call on a context whose device went away.
+func (c *Context) gone() error {
+	if c.link == nil {
+		return nil
+	}
+	return c.link.Err()
 }
 
 // CounterSource is implemented by a device's control object (the value
@@ -177,6 +198,9 @@ func (c *Context) Close() error {
 	}
 	for _, pdn := range sortedKeys(c.pds) {
 		keep(c.pds[pdn].Dealloc())
+	}
+	if cl, ok := c.ctl.(interface{ Close() error }); ok {
+		keep(cl.Close()) // a dialled device: detach, after every object is gone
 	}
 	c.closed = true
 	return first

@@ -140,6 +140,11 @@ func (cq *CQ) Poll(wcs []WC) (int, error) {
 	if len(wcs) == 0 {
 		return 0, nil
 	}
+	if l := cq.ctx.link; l != nil {
+		if err := l.Sync(); err != nil {
+			return 0, opErr("poll_cq", 0, err)
+		}
+	}
 	n, err := cq.poll(wcs)
 	if n == 0 && err == nil && cq.ctx.prog != nil {
 		for i := 0; i < progressBudget && !cq.ready(); i++ {
@@ -148,6 +153,11 @@ func (cq *CQ) Poll(wcs []WC) (int, error) {
 			}
 		}
 		n, err = cq.poll(wcs)
+		if n == 0 && err == nil {
+			if err := cq.ctx.gone(); err != nil {
+				return 0, opErr("poll_cq", 0, err)
+			}
+		}
 	}
 	return n, err
 }

@@ -68,3 +68,8 @@ func detail(sentinel error, format string, args ...any) error {
 func detailBoth(a, b error, format string, args ...any) error {
 	return fmt.Errorf("%w: %w: "+format, append([]any{a, b}, args...)...)
 }
+
+// ErrDeviceGone is a device that went away under an open context: the
+// softnic daemon serving it died or closed the connection (provider.Dial),
+// or a kernel device was removed. Every later call fails with it.
+var ErrDeviceGone = errors.New("device gone")

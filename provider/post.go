@@ -46,6 +46,11 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	if qp.dead {
 		return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: ErrClosed}
 	}
+	if qp.ctx.link != nil {
+		if err := qp.ctx.gone(); err != nil {
+			return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: err}
+		}
+	}
 	switch qp.state {
 	case QPStateReset, QPStateInit, QPStateRTR:
 		if len(wrs) == 0 {
@@ -485,6 +490,11 @@ func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
 	const op = "post_recv"
 	if qp.dead {
 		return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: ErrClosed}
+	}
+	if qp.ctx.link != nil {
+		if err := qp.ctx.gone(); err != nil {
+			return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: err}
+		}
 	}
 	if qp.srq != nil && len(wrs) > 0 {
 		return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: detail(ErrInvalidArg,

@@ -43,11 +43,13 @@ var moduleGraph = map[string]importRule{
 	"dma":                 {allow: []string{"pcie", "shm", "sim", "trace", "fault", "mlx5", "env"}}, // mlx5: access bits, data segments, syndromes (DESIGN.md §3 amended)
 	"wqefetch":            {allow: []string{"dma", "mlx5", "sim", "trace", "fault", "env"}},
 	"device":              {allow: []string{"sim", "mlx5", "uverbs", "shm", "trace", "fault", "pcie", "roce", "wire", "bar", "dma", "wqefetch", "env"}},
-	"provider":            {allow: []string{"mlx5", "uverbs", "shm", "pcie", "host"}, uses: map[string][]string{"pcie": {"MMIO", "LineStorer"}}}, // host: DESIGN.md §3 "host side" (today through the HostWorker interface only)
-	"profile":             {allow: []string{"device", "host", "wire", "pcie", "bar", "dma", "sim"}},                                              // device (and host CPU) profiles as data
-	"uverbsdev":           {allow: []string{"device", "mlx5", "uverbs", "shm", "sim"}},                                                           // the device end of the uverbs control channel
-	"testbed":             {any: true, deny: []string{"cmd"}},                                                                                    // assembles worlds for cmd and test
-	"calibrate":           {any: true, deny: []string{"cmd"}},                                                                                    // measures the model against timing.md, writes docs/calibration.md
+	"provider":            {allow: []string{"mlx5", "uverbs", "shm", "pcie", "host", "sim", "attach", "mmioring"}, uses: map[string][]string{"pcie": {"MMIO", "LineStorer", "BARPort", "FlowPort"}}}, // host, sim, attach, mmioring: the dialled backend (a host CPU in front of the daemon's ring, provider/dial.go); BARPort/FlowPort: that ring's end
+	"attach":              {allow: []string{}},                                                                                                                                                       // the daemon's client protocol: stdlib only
+	"serve":               {allow: []string{"attach", "device", "mmioring", "pcie", "profile", "shm", "sim", "trace", "uverbs", "uverbsdev", "wire", "mlx5"}},                                        // the daemon: devices behind a socket and rings
+	"profile":             {allow: []string{"device", "host", "wire", "pcie", "bar", "dma", "sim"}},                                                                                                  // device (and host CPU) profiles as data
+	"uverbsdev":           {allow: []string{"device", "mlx5", "uverbs", "shm", "sim"}},                                                                                                               // the device end of the uverbs control channel
+	"testbed":             {any: true, deny: []string{"cmd"}},                                                                                                                                        // assembles worlds for cmd and test
+	"calibrate":           {any: true, deny: []string{"cmd"}},                                                                                                                                        // measures the model against timing.md, writes docs/calibration.md
 	"cmd/softnic":         {any: true},
 	"test":                {any: true},
 	"test/interop":        {any: true},            // the Soft-RoCE (rxe in qemu) interop harness

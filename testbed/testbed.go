@@ -49,10 +49,14 @@ func DefaultConfig() Config {
 // BAR0 and a provider context on them.
 type Host struct {
 	Node int
-	Mem  *shm.Region
-	Dev  *device.Device
-	CPU  *host.CPU // the provider's MMIO port (Device.MMIO)
-	Ctx  *provider.Context
+	// ID is the NIC's address (MAC, IP); ConnectRC and Connect give it to
+	// the peer. A Host of a daemon's device (provider.Dial) has only Node,
+	// ID and Ctx.
+	ID  device.Identity
+	Mem *shm.Region
+	Dev *device.Device
+	CPU *host.CPU // the provider's MMIO port (Device.MMIO)
+	Ctx *provider.Context
 	// Uverbs is the device end (the uverbsdev server) that Ctx's control
 	// path talks to over uverbs bytes, with Config.UverbsControl or
 	// SOFTNIC_TESTBED_UVERBS; nil otherwise.
@@ -130,7 +134,7 @@ func New(cfg Config) (*World, error) {
 			w.Close()
 			return nil, err
 		}
-		w.Hosts[i] = &Host{Node: i, Mem: mem, Dev: dev, CPU: cpu, Ctx: ctx, Uverbs: srv}
+		w.Hosts[i] = &Host{Node: i, ID: dev.Identity(), Mem: mem, Dev: dev, CPU: cpu, Ctx: ctx, Uverbs: srv}
 	}
 	if cfg.Loopback {
 		w.Hosts[1] = w.Hosts[0]
@@ -234,7 +238,13 @@ type Endpoint struct {
 // ConnectRC creates a PD, CQs, a registered buffer and a QP (RC unless
 // o.Type says otherwise) on each host and brings both QPs to RTS connected
 // to each other (UD: each with an AH to the other).
-func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) {
+func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) { return Connect(w.Hosts, o) }
+
+// Connect is ConnectRC between any two hosts: the two of a World, or
+// contexts on a daemon's devices (provider.Dial), in one process or
+// across several. It is the one way every test and command brings a
+// connection up.
+func Connect(hosts [2]*Host, o ConnOpts) ([2]*Endpoint, error) {
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -272,7 +282,7 @@ func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) {
 		return [2]*Endpoint{}, fmt.Errorf("testbed: MTU %d is not 256..4096", o.MTU)
 	}
 	var eps [2]*Endpoint
-	for i, h := range w.Hosts {
+	for i, h := range hosts {
 		e := &Endpoint{Host: h}
 		var err error
 		if e.PD, err = h.Ctx.AllocPD(); err != nil {
@@ -313,12 +323,12 @@ func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) {
 		eps[i] = e
 	}
 	if o.Type == provider.QPTypeUD {
-		return eps, w.connectUD(eps, o)
+		return eps, connectUD(eps, o)
 	}
 	// Both QPs to RTR before either goes to RTS.
 	attr := func(i int) provider.ConnectAttr {
 		peer := eps[1-i]
-		pid := peer.Host.Dev.Identity()
+		pid := peer.Host.ID
 		return provider.ConnectAttr{
 			Peer: provider.Peer{QPN: peer.QP.QPN(), PSN: o.PSN[1-i], GID: pid.IP.As16(), MAC: pid.MAC},
 			PSN:  o.PSN[i], MTU: o.MTU, Access: o.Access, SGIDIndex: 1, HopLimit: 64,
@@ -344,9 +354,9 @@ func (w *World) ConnectRC(o ConnOpts) ([2]*Endpoint, error) {
 
 // connectUD brings both UD QPs to RTS with the Q_Key and gives each an AH
 // to the other.
-func (w *World) connectUD(eps [2]*Endpoint, o ConnOpts) error {
+func connectUD(eps [2]*Endpoint, o ConnOpts) error {
 	for i, e := range eps {
-		pid := eps[1-i].Host.Dev.Identity()
+		pid := eps[1-i].Host.ID
 		var err error
 		if e.AH, err = e.PD.CreateAH(provider.AHAttr{DGID: pid.IP.As16(), DMAC: pid.MAC, Port: 1, SGIDIndex: 1, HopLimit: 64}); err != nil {
 			return err

@@ -1,0 +1,506 @@
+package serve
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/softnic/softnic/attach"
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/mmioring"
+	"github.com/softnic/softnic/pcie"
+	"github.com/softnic/softnic/shm"
+	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/uverbs"
+	"github.com/softnic/softnic/uverbsdev"
+)
+
+// Limits on what a client may hand the daemon.
+const (
+	maxMem      = 16 << 30 // host memory per client
+	maxRingSize = mmioring.HeaderSize + mmioring.MaxSlots*mmioring.SlotSize
+	// maxJump bounds how far one record's host time may move the engine
+	// ahead: a client that stamps the far future would otherwise run every
+	// timer of every device to it.
+	maxJump = sim.Duration(10 * sim.Second)
+	// ringWait is how long the ring goroutine sleeps in one Pop before it
+	// looks whether its client is gone.
+	ringWait = 200 * time.Millisecond
+)
+
+// client is one attached process.
+type client struct {
+	d    *Daemon
+	conn *attach.Conn
+	pid  int32
+	s    *slot
+	dev  *device.Device
+	bar  pcie.BARPort
+	mem  *shm.Region
+	rmem *shm.Region
+	ring *mmioring.Ring
+	cons *mmioring.Consumer
+	udev *uverbsdev.Device
+	srv  *uverbsdev.Server
+
+	notified []uint32 // channels notified since the last SimNotified (under d.mu)
+	ringDone chan struct{}
+	resp     []byte
+}
+
+// handle serves one connection from ATTACH to teardown.
+func (d *Daemon) handle(uc netUnixConn) {
+	conn := attach.NewConn(uc)
+	pid := peerPID(uc)
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(d.cfg.AttachTimeout))
+	c, err := d.attach(conn, pid)
+	if err != nil {
+		d.mu.Lock()
+		d.ctr.Refusals++
+		d.mu.Unlock()
+		d.logf("refused pid %d: %v", pid, err)
+		var em *attach.ErrorMsg
+		if !errors.As(err, &em) {
+			em = &attach.ErrorMsg{Errno: syscall.EPROTO, Reason: err.Error()}
+		}
+		conn.Send(attach.TError, 0, em.Encode(nil))
+		return
+	}
+	conn.SetDeadline(time.Time{})
+	go c.ringLoop()
+	why := c.serve()
+	c.teardown(why)
+}
+
+// refuse is an ATTACH refusal with its errno.
+func refuse(errno syscall.Errno, format string, args ...any) error {
+	return &attach.ErrorMsg{Errno: errno, Reason: fmt.Sprintf(format, args...)}
+}
+
+// attach reads the ATTACH message, maps the client's memory and ring and
+// builds its device.
+func (d *Daemon) attach(conn *attach.Conn, pid int32) (*client, error) {
+	h, p, fds, err := conn.Recv()
+	closeAll := func() {
+		for _, fd := range fds {
+			syscall.Close(fd)
+		}
+	}
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("no ATTACH: %w", err)
+	}
+	if h.Type != attach.TAttach {
+		closeAll()
+		return nil, refuse(syscall.EPROTO, "first message is %v, not ATTACH", h.Type)
+	}
+	req, err := attach.DecodeAttachReq(p)
+	if err != nil {
+		closeAll()
+		return nil, refuse(syscall.EPROTO, "%v", err)
+	}
+	if len(fds) != 2 {
+		closeAll()
+		return nil, refuse(syscall.EBADF, "ATTACH carries %d fds, want 2 (host memory, ring)", len(fds))
+	}
+	if req.Version != attach.Version {
+		closeAll()
+		return nil, refuse(syscall.EPROTONOSUPPORT, "protocol version %d, daemon speaks %d", req.Version, attach.Version)
+	}
+	if req.MemSize == 0 || req.MemSize > maxMem || req.RingSize < mmioring.HeaderSize || req.RingSize > maxRingSize {
+		closeAll()
+		return nil, refuse(syscall.EINVAL, "memory of %d bytes, ring of %d bytes", req.MemSize, req.RingSize)
+	}
+	mem, err := shm.Map(fds[0], int(req.MemSize), req.MemBase)
+	if err != nil {
+		syscall.Close(fds[1])
+		return nil, refuse(syscall.EINVAL, "host memory: %v", err)
+	}
+	rsize := (int(req.RingSize) + 4095) &^ 4095
+	rmem, err := shm.Map(fds[1], rsize, 1<<12)
+	if err != nil {
+		mem.Close()
+		return nil, refuse(syscall.EINVAL, "ring: %v", err)
+	}
+	ring, err := mmioring.Attach(rmem.Bytes()[:req.RingSize])
+	if err != nil {
+		mem.Close()
+		rmem.Close()
+		return nil, refuse(syscall.EINVAL, "ring: %v", err)
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fail := func(err error) (*client, error) {
+		mem.Close()
+		rmem.Close()
+		return nil, err
+	}
+	if d.closed {
+		return fail(refuse(syscall.ESHUTDOWN, "daemon is shutting down"))
+	}
+	s := d.slotByName(req.Device)
+	if s == nil {
+		return fail(refuse(syscall.ENODEV, "no device %q (this daemon has %s)", req.Device, strings.Join(d.Names(), ", ")))
+	}
+	if s.owner != nil {
+		return fail(refuse(syscall.EBUSY, "%s is attached by pid %d", s.name, s.owner.pid))
+	}
+	c := &client{d: d, conn: conn, pid: pid, s: s, mem: mem, rmem: rmem, ring: ring, cons: ring.Consumer(),
+		ringDone: make(chan struct{}), resp: make([]byte, attach.MaxPayload)}
+	c.dev = device.New(d.eng, d.spec, s.ident, mem, d.rec)
+	c.dev.Connect(s.port)
+	c.bar = port(c.dev)
+	c.dev.SetEventNotify(func(ch uint32) { c.notified = append(c.notified, ch) })
+	c.udev = uverbsdev.NewDevice(c.dev)
+	c.udev.SetNeighbour(d.neighbour)
+	c.srv = c.udev.NewServer()
+	s.dev, s.owner = c.dev, c
+	d.clients[c] = struct{}{}
+	d.ctr.Attaches++
+	bar := d.spec.BAR
+	resp := attach.AttachResp{Node: uint32(s.idx), Now: int64(d.eng.Now()), MAC: s.ident.MAC, GID: s.ident.IP.As16(),
+		Profile: d.cfg.Profile.Name, FirstUAR: bar.FirstUAR, NumUARs: uint32(bar.NumUARs), BFRegSize: uint32(bar.BFRegSize),
+		UARNonCached: d.cfg.Profile.Host().UARNonCached}
+	if err := conn.Send(attach.TAttached, h.Seq, resp.Encode(nil)); err != nil {
+		d.detachLocked(c)
+		return nil, fmt.Errorf("ATTACHED: %w", err)
+	}
+	d.logf("attach %s: pid %d, %d MiB of host memory at %#x, ring of %d slots", s.name, pid, req.MemSize>>20, req.MemBase, ring.Slots())
+	return c, nil
+}
+
+// serve answers the client's requests until its socket closes; it returns
+// why.
+func (c *client) serve() string {
+	d := c.d
+	for {
+		h, p, fds, err := c.conn.Recv()
+		for _, fd := range fds {
+			syscall.Close(fd) // no request after ATTACH carries fds
+		}
+		if err != nil {
+			if errors.Is(err, attach.ErrProtocol) {
+				d.mu.Lock()
+				d.ctr.BadMessages++
+				d.mu.Unlock()
+				d.logf("%s: pid %d: bad message: %v", c.s.name, c.pid, err)
+				em := attach.ErrorMsg{Errno: syscall.EPROTO, Reason: err.Error()}
+				if c.conn.Send(attach.TError, h.Seq, em.Encode(nil)) != nil {
+					return "socket error"
+				}
+				continue
+			}
+			if errors.Is(err, attach.ErrPeerGone) {
+				return "closed"
+			}
+			return fmt.Sprintf("socket: %v", err)
+		}
+		var t attach.Type
+		var out []byte
+		var em *attach.ErrorMsg
+		switch h.Type {
+		case attach.TUverbs:
+			t = attach.TUverbsResp
+			out, em = c.uverbs(p)
+		case attach.TSim:
+			t = attach.TSimResp
+			out, em = c.sim(p)
+		default:
+			d.mu.Lock()
+			d.ctr.BadMessages++
+			d.mu.Unlock()
+			em = &attach.ErrorMsg{Errno: syscall.EPROTO, Reason: fmt.Sprintf("%v is not a request", h.Type)}
+		}
+		if em != nil {
+			out, t = em.Encode(out[:0]), attach.TError
+		}
+		if err := c.conn.Send(t, h.Seq, out); err != nil {
+			return fmt.Sprintf("socket: %v", err)
+		}
+	}
+}
+
+// uverbs runs one uverbs command.
+func (c *client) uverbs(req []byte) ([]byte, *attach.ErrorMsg) {
+	d := c.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, err := c.srv.Handle(req, c.resp[:1024])
+	if err != nil {
+		d.ctr.UverbsErrors++
+		var ue *uverbs.Error
+		if errors.As(err, &ue) {
+			return c.resp[:0], &attach.ErrorMsg{Errno: ue.Errno, Reason: ue.Error()}
+		}
+		return c.resp[:0], &attach.ErrorMsg{Errno: syscall.EIO, Reason: err.Error()}
+	}
+	return c.resp[:n], nil
+}
+
+// sim runs one Sim op.
+func (c *client) sim(p []byte) ([]byte, *attach.ErrorMsg) {
+	op, a, err := attach.DecodeSim(p)
+	if err != nil {
+		c.d.mu.Lock()
+		c.d.ctr.BadMessages++
+		c.d.mu.Unlock()
+		return nil, &attach.ErrorMsg{Errno: syscall.EPROTO, Reason: err.Error()}
+	}
+	d := c.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := c.resp[:0]
+	le := binary.LittleEndian
+	u32 := func(v uint32) { out = le.AppendUint32(out, v) }
+	fail := func(err error) ([]byte, *attach.ErrorMsg) {
+		return nil, &attach.ErrorMsg{Errno: errnoOf(err), Reason: fmt.Sprintf("%v: %v", op, err)}
+	}
+	dev := c.dev
+	switch op {
+	case attach.SimCreateCompChannel:
+		ch, err := dev.CreateCompChannel()
+		if err != nil {
+			return fail(err)
+		}
+		u32(ch)
+	case attach.SimDestroyCompChannel:
+		if err := dev.DestroyCompChannel(a[0]); err != nil {
+			return fail(err)
+		}
+	case attach.SimAttachCQ:
+		if err := dev.AttachCQ(a[0], a[1]); err != nil {
+			return fail(err)
+		}
+	case attach.SimReadCompEvents:
+		var evs [attach.MaxEvents]mlx5.CompEvent
+		n, err := dev.ReadCompEvents(a[0], evs[:min(int(a[1]), attach.MaxEvents)])
+		if err != nil {
+			return fail(err)
+		}
+		u32(uint32(n))
+		for _, e := range evs[:n] {
+			u32(e.CQN)
+		}
+	case attach.SimReadAsyncEvents:
+		var evs [attach.MaxEvents]mlx5.AsyncEvent
+		n := dev.ReadAsyncEvents(evs[:min(int(a[0]), attach.MaxEvents)])
+		u32(uint32(n))
+		for _, e := range evs[:n] {
+			u32(uint32(e.Type))
+			u32(e.Num)
+		}
+	case attach.SimPendingEvents:
+		u32(uint32(dev.PendingEvents(a[0])))
+	case attach.SimModifyCQ:
+		if a[1] > 0xffff || a[2] > 0xffff {
+			return fail(fmt.Errorf("%w: count %d period %d", syscall.EINVAL, a[1], a[2]))
+		}
+		if err := dev.ModifyCQ(mlx5.ModifyCQCmd{CQN: a[0], Count: uint16(a[1]), Period: uint16(a[2])}); err != nil {
+			return fail(err)
+		}
+	case attach.SimResizeCQ:
+		cmd := mlx5.ResizeCQCmd{CQN: a[0], Entries: int(a[1]), CQESize: int(a[2]), BufAddr: uint64(a[3]) | uint64(a[4])<<32}
+		if !c.mem.Contains(cmd.BufAddr, 1) {
+			return fail(fmt.Errorf("%w: CQ buffer %#x outside the client's memory", syscall.EFAULT, cmd.BufAddr))
+		}
+		if err := dev.ResizeCQ(cmd); err != nil {
+			return fail(err)
+		}
+	case attach.SimCounters:
+		m := dev.HWCounters()
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = fmt.Appendf(out, "%s %d\n", k, m[k])
+		}
+	case attach.SimNotified:
+		n := min(len(c.notified), attach.MaxEvents)
+		u32(uint32(n))
+		for _, ch := range c.notified[:n] {
+			u32(ch)
+		}
+		c.notified = append(c.notified[:0], c.notified[n:]...)
+	}
+	return out, nil
+}
+
+// errnoOf is the errno a device error maps to (uverbsdev's table for
+// command statuses), EINVAL otherwise.
+func errnoOf(err error) syscall.Errno {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	var st mlx5.CmdStatus
+	if errors.As(err, &st) {
+		return uverbsdev.Errno(st)
+	}
+	return syscall.EINVAL
+}
+
+// ringLoop applies the client's MMIO records until the ring closes or
+// breaks, or the client is torn down.
+func (c *client) ringLoop() {
+	defer close(c.ringDone)
+	d := c.d
+	var recs [64]mmioring.Record
+	for {
+		n, err := c.cons.PopN(recs[:], time.Now().Add(ringWait))
+		if n > 0 {
+			d.mu.Lock()
+			for i := range recs[:n] {
+				c.apply(&recs[i])
+			}
+			d.mu.Unlock()
+		}
+		switch {
+		case err == nil, errors.Is(err, mmioring.ErrTimeout), errors.Is(err, mmioring.ErrEmpty):
+		case errors.Is(err, mmioring.ErrBadRecord):
+			d.mu.Lock()
+			d.ctr.BadRecords++
+			d.mu.Unlock()
+			d.logf("%s: pid %d: bad MMIO record skipped: %v", c.s.name, c.pid, err)
+		case errors.Is(err, mmioring.ErrClosed):
+			return
+		default: // a broken ring: nothing after it can be trusted
+			d.mu.Lock()
+			d.ctr.RingFailures++
+			d.mu.Unlock()
+			d.logf("%s: pid %d: MMIO ring failed: %v; detaching", c.s.name, c.pid, err)
+			c.conn.Close()
+			return
+		}
+	}
+}
+
+// at runs the engine up to a record's host time and returns the time the
+// record takes effect: its own, or the engine's clock if that is later
+// (another client moved it), bounded by maxJump.
+func (c *client) at(t int64) sim.Time {
+	eng := c.d.eng
+	now := eng.Now()
+	at := sim.Time(t)
+	switch {
+	case at < now:
+		c.d.ctr.ClampedTimes++
+		return now
+	case at > now.Add(maxJump):
+		c.d.ctr.ClampedTimes++
+		at = now.Add(maxJump)
+	}
+	eng.RunUntil(at)
+	return at
+}
+
+// apply performs one record (under d.mu).
+func (c *client) apply(r *mmioring.Record) {
+	t := c.at(r.Time)
+	switch {
+	case r.Flags == mmioring.FlagCall:
+		c.call(t, r)
+	case r.Width == 4 || r.Width == 8:
+		c.bar.PostedWrite(t, r.Off, r.Data[:r.Width])
+	case r.Width == 64:
+		// One MWr per contiguous run of enabled bytes, as the host's WC
+		// buffer emitted them.
+		m := r.Mask
+		for i := 0; i < 64; {
+			if m&(1<<uint(i)) == 0 {
+				i++
+				continue
+			}
+			j := i
+			for j < 64 && m&(1<<uint(j)) != 0 {
+				j++
+			}
+			c.bar.PostedWrite(t, r.Off+uint64(i), r.Data[i:j])
+			i = j
+		}
+	}
+}
+
+// call answers a ring call (attach.OpSync, OpStep, OpRead32).
+func (c *client) call(t sim.Time, r *mmioring.Record) {
+	eng := c.d.eng
+	op := binary.LittleEndian.Uint64(r.Data[:8])
+	var rep mmioring.Reply
+	switch op {
+	case attach.OpSync:
+	case attach.OpStep:
+		limit := sim.Time(r.Off)
+		switch {
+		case limit != 0 && eng.Next() > limit:
+			eng.RunUntil(limit)
+			rep.Value = attach.StepRan
+		case c.dev.Progress():
+			rep.Value = attach.StepRan
+		}
+		if len(c.notified) > 0 {
+			rep.Value |= attach.StepEvents
+		}
+	case attach.OpRead32:
+		if r.Off%4 != 0 {
+			rep.Status = uint32(syscall.EINVAL)
+			break
+		}
+		v, done := c.bar.Read32(t, r.Off)
+		rep.Value, rep.Time = uint64(v), int64(done)
+	default:
+		c.d.ctr.BadRecords++
+		rep.Status = uint32(syscall.EINVAL)
+	}
+	if rep.Time == 0 {
+		rep.Time = int64(eng.Now())
+	}
+	c.cons.Reply(rep)
+}
+
+// teardown detaches a client whose socket is gone (closed, killed, or
+// closed by the daemon): its ring goroutine stops, its objects are
+// destroyed in the device (QPs flushed, MRs revoked), its memory is
+// revoked and its slot freed.
+func (c *client) teardown(why string) {
+	c.cons.Close()
+	<-c.ringDone
+	d := c.d
+	d.mu.Lock()
+	objs := c.srv.Objects()
+	d.detachLocked(c)
+	d.mu.Unlock()
+	var parts []string
+	for _, k := range []string{"QP", "SRQ", "CQ", "AH", "MR", "PD"} {
+		if n := objs[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, k))
+		}
+	}
+	left := "nothing left open"
+	if len(parts) > 0 {
+		left = "destroyed " + strings.Join(parts, ", ")
+	}
+	d.logf("detach %s: pid %d: %s; %s", c.s.name, c.pid, why, left)
+}
+
+// detachLocked destroys the client's objects and frees its slot (d.mu held).
+func (d *Daemon) detachLocked(c *client) {
+	c.srv.Close()
+	c.dev.SetEventNotify(nil)
+	s := c.s
+	s.dev, s.owner = nil, nil
+	if err := c.mem.Revoke(); err != nil {
+		d.logf("%s: revoke: %v", s.name, err)
+	}
+	s.dead = append(s.dead, c.mem)
+	c.rmem.Close()
+	delete(d.clients, c)
+	d.ctr.Detaches++
+}
