@@ -45,6 +45,11 @@ type DialOptions struct {
 	// NewCPU, if set, builds the host CPU (to record its stages into a
 	// trace, say) instead of host.New(clk, nil, nil, node, port, cfg).
 	NewCPU func(clk host.Clock, node int, port pcie.BARPort, cfg host.Config) *host.CPU
+	// Clock is the host clock (default: one of the context's own).
+	// Contexts a single thread drives together share one, as in one
+	// process the application's thread has one clock for all its devices;
+	// they must then be used from one goroutine.
+	Clock *HostClock
 	// Timeout bounds every exchange with the daemon (default 1 s): a dead
 	// or wedged daemon makes calls fail with ErrDeviceGone after at most
 	// this long, never hang.
@@ -111,12 +116,13 @@ type daemonLink struct {
 	ring    *mmioring.Ring
 	prod    *mmioring.Producer
 	cpu     *host.CPU
-	clk     clientClock
+	clk     *HostClock
+	synced  sim.Time // the host clock when the daemon last confirmed it ran to it
 	node    int
 	seq     uint32
 	buf     []byte
 	err     error // sticky: the daemon is gone
-	dirty   bool  // records or time since the last call: Sync must ask
+	pending bool  // records pushed since the last call: Sync must ask
 	notify  func(ch uint32)
 	closeMu sync.Mutex
 	closed  bool
@@ -191,7 +197,12 @@ func dialLink(name string, o DialOptions) (*daemonLink, error) {
 		return fail(fmt.Errorf("%w: attach: %w", ErrDeviceGone, err))
 	}
 	l.node = int(ar.Node)
-	l.clk.now = sim.Time(ar.Now)
+	l.clk = o.Clock
+	if l.clk == nil {
+		l.clk = NewHostClock()
+	}
+	l.clk.catchUp(sim.Time(ar.Now))
+	l.synced = l.clk.now
 	cfg := host.DefaultConfig()
 	if o.Host != nil {
 		cfg = *o.Host
@@ -200,11 +211,10 @@ func dialLink(name string, o DialOptions) (*daemonLink, error) {
 	cfg.UARNonCached = ar.UARNonCached
 	port := ringPort{l}
 	if o.NewCPU != nil {
-		l.cpu = o.NewCPU(&l.clk, l.node, port, cfg)
+		l.cpu = o.NewCPU(l.clk, l.node, port, cfg)
 	} else {
-		l.cpu = host.New(&l.clk, nil, nil, l.node, port, cfg)
+		l.cpu = host.New(l.clk, nil, nil, l.node, port, cfg)
 	}
-	l.clk.l = l
 	l.UverbsControl = NewUverbsControl(socketTransport{l})
 	return l, nil
 }
@@ -238,7 +248,8 @@ func (l *daemonLink) call(op, arg uint64) (mmioring.Reply, error) {
 	if r.Status != 0 {
 		return r, fmt.Errorf("%w: ring call %d refused with errno %d", ErrInvalidArg, op, r.Status)
 	}
-	l.dirty = false
+	l.clk.catchUp(sim.Time(r.Time))
+	l.synced, l.pending = l.clk.now, false
 	return r, nil
 }
 
@@ -246,13 +257,10 @@ func (l *daemonLink) call(op, arg uint64) (mmioring.Reply, error) {
 // process reads of its own memory (CQEs) is what the device had written
 // by then.
 func (l *daemonLink) Sync() error {
-	if !l.dirty && l.err == nil {
+	if !l.pending && l.clk.now <= l.synced && l.err == nil {
 		return nil
 	}
-	r, err := l.call(attach.OpSync, 0)
-	if err == nil {
-		l.clk.catchUp(sim.Time(r.Time))
-	}
+	_, err := l.call(attach.OpSync, 0)
 	return err
 }
 
@@ -268,7 +276,6 @@ func (l *daemonLink) Progress() bool {
 	if err != nil {
 		return false
 	}
-	l.clk.catchUp(sim.Time(r.Time))
 	if r.Value&attach.StepEvents != 0 {
 		l.deliverNotifications()
 	}
@@ -505,7 +512,7 @@ func (p ringPort) PostedWriteFlow(t sim.Time, off uint64, b []byte, qpn uint32, 
 		l.gone("MMIO ring", err)
 		return
 	}
-	l.dirty = true
+	l.pending = true
 }
 
 func (p ringPort) Read32(t sim.Time, off uint64) (uint32, sim.Time) {
@@ -518,12 +525,12 @@ func (p ringPort) Read32(t sim.Time, off uint64) (uint32, sim.Time) {
 
 // ---- the host clock ----
 
-// clientClock is the host clock of a dialled context (host.Clock): it
-// moves with the provider's own work and stores, and catches up with the
-// daemon's clock when a call returns it. Host timers (the WC buffer's
-// self-drain) fire here, in time order, as the clock passes them.
-type clientClock struct {
-	l      *daemonLink
+// HostClock is the host clock of dialled contexts (host.Clock): it moves
+// with the provider's own work and stores, and catches up with the
+// daemon's clock when a call returns it; it never moves backwards. Host
+// timers (the WC buffer's self-drain) fire here, in time order, as the
+// clock passes them. Not safe for concurrent use.
+type HostClock struct {
 	now    sim.Time
 	timers []clockTimer
 	seq    uint64
@@ -535,16 +542,18 @@ type clockTimer struct {
 	h   sim.Handler
 }
 
-func (c *clientClock) Now() sim.Time { return c.now }
+// NewHostClock returns a clock at time 0 (a context's attach moves it to
+// the daemon's time).
+func NewHostClock() *HostClock { return &HostClock{} }
 
-func (c *clientClock) Advance(d sim.Duration) {
-	c.runTo(c.now.Add(d))
-	if c.l != nil {
-		c.l.dirty = true
-	}
-}
+// Now is the host's time.
+func (c *HostClock) Now() sim.Time { return c.now }
 
-func (c *clientClock) At(t sim.Time, h sim.Handler) {
+// Advance spends d of host time, firing the host timers due meanwhile.
+func (c *HostClock) Advance(d sim.Duration) { c.runTo(c.now.Add(d)) }
+
+// At schedules a host timer.
+func (c *HostClock) At(t sim.Time, h sim.Handler) {
 	c.seq++
 	tm := clockTimer{at: t, seq: c.seq, h: h}
 	i := len(c.timers)
@@ -557,7 +566,7 @@ func (c *clientClock) At(t sim.Time, h sim.Handler) {
 }
 
 // runTo fires the timers due by t, then sets the clock to t.
-func (c *clientClock) runTo(t sim.Time) {
+func (c *HostClock) runTo(t sim.Time) {
 	for len(c.timers) > 0 && c.timers[0].at <= t {
 		tm := c.timers[0]
 		c.timers = c.timers[1:]
@@ -572,14 +581,14 @@ func (c *clientClock) runTo(t sim.Time) {
 }
 
 // catchUp moves the clock to the daemon's time if that is later.
-func (c *clientClock) catchUp(t sim.Time) {
+func (c *HostClock) catchUp(t sim.Time) {
 	if t > c.now {
 		c.runTo(t)
 	}
 }
 
 // next is the earliest host timer.
-func (c *clientClock) next() (sim.Time, bool) {
+func (c *HostClock) next() (sim.Time, bool) {
 	if len(c.timers) == 0 {
 		return 0, false
 	}

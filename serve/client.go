@@ -41,6 +41,7 @@ type client struct {
 	s    *slot
 	dev  *device.Device
 	bar  pcie.BARPort
+	fbar pcie.FlowPort // bar as a FlowPort, or nil
 	mem  *shm.Region
 	rmem *shm.Region
 	ring *mmioring.Ring
@@ -157,6 +158,7 @@ func (d *Daemon) attach(conn *attach.Conn, pid int32) (*client, error) {
 	c.dev = device.New(d.eng, d.spec, s.ident, mem, d.rec)
 	c.dev.Connect(s.port)
 	c.bar = port(c.dev)
+	c.fbar, _ = c.bar.(pcie.FlowPort)
 	c.dev.SetEventNotify(func(ch uint32) { c.notified = append(c.notified, ch) })
 	c.udev = uverbsdev.NewDevice(c.dev)
 	c.udev.SetNeighbour(d.neighbour)
@@ -409,7 +411,7 @@ func (c *client) apply(r *mmioring.Record) {
 	case r.Flags == mmioring.FlagCall:
 		c.call(t, r)
 	case r.Width == 4 || r.Width == 8:
-		c.bar.PostedWrite(t, r.Off, r.Data[:r.Width])
+		c.write(t, r.Off, r.Data[:r.Width], r)
 	case r.Width == 64:
 		// One MWr per contiguous run of enabled bytes, as the host's WC
 		// buffer emitted them.
@@ -423,10 +425,19 @@ func (c *client) apply(r *mmioring.Record) {
 			for j < 64 && m&(1<<uint(j)) != 0 {
 				j++
 			}
-			c.bar.PostedWrite(t, r.Off+uint64(i), r.Data[i:j])
+			c.write(t, r.Off+uint64(i), r.Data[i:j], r)
 			i = j
 		}
 	}
+}
+
+// write is one posted write with the record's labels.
+func (c *client) write(t sim.Time, off uint64, p []byte, r *mmioring.Record) {
+	if c.fbar != nil {
+		c.fbar.PostedWriteFlow(t, off, p, r.QPN, r.Flow)
+		return
+	}
+	c.bar.PostedWrite(t, off, p)
 }
 
 // call answers a ring call (attach.OpSync, OpStep, OpRead32).

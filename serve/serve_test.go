@@ -84,6 +84,11 @@ func childMain(role string) int {
 			fmt.Printf("ok %s\n", o.name)
 		}
 		return 0
+	case "trace":
+		if err := traceChild(os.Stdout); err != nil {
+			return fail("%v", err)
+		}
+		return 0
 	case "hold":
 		// Attach, open objects, announce, and wait to be killed.
 		eps, _, err := dialPair(provider.DialOptions{}, allOps)
