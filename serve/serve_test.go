@@ -89,6 +89,11 @@ func childMain(role string) int {
 			return fail("%v", err)
 		}
 		return 0
+	case "peer":
+		if err := peerChild(os.Stdin); err != nil {
+			return fail("%v", err)
+		}
+		return 0
 	case "hold":
 		// Attach, open objects, announce, and wait to be killed.
 		eps, _, err := dialPair(provider.DialOptions{}, allOps)
