@@ -17,13 +17,24 @@ import (
 //	          SimNotified.
 //	OpRead32  a 4-byte MRd of BAR0 offset arg: Value is the loaded
 //	          memory image, Time the completion's return to the CPU.
+//	OpStepCQ  steps, as OpStep, until the CQE at host address arg (the
+//	          record's Off) is owned by software for consumer index QPN
+//	          (the record's QPN word) in a CQ of 2^(op>>32) entries, or the
+//	          engine idles, or 2^20 events ran, or the client's timer at
+//	          the record's Flow word (0: none) is due: the provider's
+//	          poll loop of one process, in one round trip.
 //
 // A reply's Status is 0 or an errno (EINVAL for an unknown op).
 const (
 	OpSync   = 1
 	OpStep   = 2
 	OpRead32 = 3
+	OpStepCQ = 4
 )
+
+// StepBudget bounds the events one OpStepCQ runs (the provider's
+// progress budget of one poll).
+const StepBudget = 1 << 20
 
 // Step reply bits.
 const (

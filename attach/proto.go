@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"syscall"
 	"time"
@@ -145,6 +146,9 @@ func (c *Conn) Recv() (Header, []byte, []int, error) {
 	var fds []int
 	if oobn > 0 {
 		fds = parseRights(c.oob[:oobn])
+	}
+	if errors.Is(err, io.EOF) {
+		return Header{}, nil, fds, ErrPeerGone
 	}
 	if err != nil {
 		return Header{}, nil, fds, err

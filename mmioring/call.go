@@ -47,7 +47,14 @@ func (c *Consumer) Reply(r Reply) bool {
 // fails with ErrTimeout at the deadline and ErrClosed once either side
 // has closed the ring, so a dead consumer costs at most the deadline.
 func (p *Producer) Call(op uint64, arg uint64, t int64, deadline time.Time) (Reply, error) {
-	rec := Record{Off: arg, Time: t, Flags: FlagCall}
+	return p.CallRecord(Record{Off: arg, Time: t}, op, deadline)
+}
+
+// CallRecord is Call with more arguments: rec's Off, QPN and Flow words
+// (whose meaning the call's op defines) and Time; its Width, Flags, Mask
+// and Data are set here.
+func (p *Producer) CallRecord(rec Record, op uint64, deadline time.Time) (Reply, error) {
+	rec.Width, rec.Flags, rec.Mask, rec.Data = 0, FlagCall, 0, [64]byte{}
 	binary.LittleEndian.PutUint64(rec.Data[:8], op)
 	pos := p.pos
 	if err := p.Push(&rec, deadline); err != nil {

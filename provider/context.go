@@ -20,15 +20,16 @@ type Device struct {
 
 // Context is an open device (struct ibv_context + struct mlx5_context).
 type Context struct {
-	name string
-	ctl  mlx5.Control
-	mmio pcie.MMIO
-	line pcie.LineStorer // mmio's one-call 64-byte store, when it has one
-	mem  *shm.Region
-	prog mlx5.Progressor // nil for real hardware
-	host HostWorker      // nil unless the MMIO port accounts host CPU time
-	ctrs CounterSource   // nil unless the device exposes hardware counters
-	link deviceLink      // nil unless the device is reached through a connection (Dial)
+	name   string
+	ctl    mlx5.Control
+	mmio   pcie.MMIO
+	line   pcie.LineStorer // mmio's one-call 64-byte store, when it has one
+	mem    *shm.Region
+	prog   mlx5.Progressor // nil for real hardware
+	host   HostWorker      // nil unless the MMIO port accounts host CPU time
+	ctrs   CounterSource   // nil unless the device exposes hardware counters
+	link   deviceLink      // nil unless the device is reached through a connection (Dial)
+	cqprog cqProgressor    // nil unless the device runs a poll's progress loop itself (Dial)
 
 	maxMsg   uint64 // largest send message (maxMsgSize)
 	sportSeq uint32 // AH UDP source ports when the flow label is 0 (nextUDPSPort)
@@ -79,6 +80,7 @@ func Open(dev Device) (*Context, error) {
 	c.host, _ = dev.MMIO.(HostWorker)
 	c.ctrs, _ = dev.Control.(CounterSource)
 	c.link, _ = dev.Control.(deviceLink)
+	c.cqprog, _ = dev.Control.(cqProgressor)
 	c.maxMsg = maxMsgSize(&attr)
 	return c, nil
 }
@@ -102,6 +104,13 @@ type deviceLink interface {
 	Sync() error
 	// Err is non-nil (wrapping ErrDeviceGone) once the device is gone.
 	Err() error
+}
+
+// cqProgressor is a Progressor that runs a poll's whole progress loop in
+// one call: until the CQE at addr is software's for consumer index ci in a
+// ring of nent entries, or nothing is left to run.
+type cqProgressor interface {
+	ProgressCQ(addr uint64, ci, nent uint32) bool
 }
 
 // gone is the error of a call on a context whose device went away.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"strconv"
 	"strings"
@@ -276,6 +277,32 @@ func (l *daemonLink) Progress() bool {
 	if err != nil {
 		return false
 	}
+	if r.Value&attach.StepEvents != 0 {
+		l.deliverNotifications()
+	}
+	return r.Value&attach.StepRan != 0
+}
+
+// ProgressCQ runs the daemon until the CQE at addr is software's for
+// consumer index ci (or it idles, or the host's next timer is due), in one
+// round trip: the poll loop Poll runs in one process, step for step.
+func (l *daemonLink) ProgressCQ(addr uint64, ci, nent uint32) bool {
+	if l.err != nil {
+		return false
+	}
+	limit, _ := l.clk.next()
+	shift := uint64(bits.TrailingZeros32(nent))
+	r, err := l.prod.CallRecord(mmioring.Record{Off: addr, QPN: ci, Flow: uint64(limit), Time: int64(l.clk.now)},
+		attach.OpStepCQ|shift<<32, time.Now().Add(l.timeout))
+	if err != nil {
+		l.gone("ring call", err)
+		return false
+	}
+	if r.Status != 0 {
+		return false
+	}
+	l.clk.catchUp(sim.Time(r.Time))
+	l.synced, l.pending = l.clk.now, false
 	if r.Value&attach.StepEvents != 0 {
 		l.deliverNotifications()
 	}

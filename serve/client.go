@@ -445,7 +445,7 @@ func (c *client) call(t sim.Time, r *mmioring.Record) {
 	eng := c.d.eng
 	op := binary.LittleEndian.Uint64(r.Data[:8])
 	var rep mmioring.Reply
-	switch op {
+	switch op & 0xffffffff {
 	case attach.OpSync:
 	case attach.OpStep:
 		limit := sim.Time(r.Off)
@@ -454,6 +454,31 @@ func (c *client) call(t sim.Time, r *mmioring.Record) {
 			eng.RunUntil(limit)
 			rep.Value = attach.StepRan
 		case c.dev.Progress():
+			rep.Value = attach.StepRan
+		}
+		if len(c.notified) > 0 {
+			rep.Value |= attach.StepEvents
+		}
+	case attach.OpStepCQ:
+		shift := op >> 32
+		if shift > 24 || !c.mem.Contains(r.Off, 64) {
+			rep.Status = uint32(syscall.EINVAL)
+			break
+		}
+		nent, ci, limit := uint32(1)<<shift, r.QPN, sim.Time(r.Flow)
+		for i := 0; i < attach.StepBudget; i++ {
+			var oo [1]byte
+			if c.mem.Read(r.Off+63, oo[:]) == nil && oo[0]>>4 != uint8(mlx5.CQEInvalid) && (oo[0]&1 != 0) == (ci&nent != 0) {
+				break // the CQE is the client's: mlx5.CQEOwnedBySW
+			}
+			if limit != 0 && eng.Next() > limit {
+				eng.RunUntil(limit)
+				rep.Value = attach.StepRan
+				break
+			}
+			if !c.dev.Progress() {
+				break
+			}
 			rep.Value = attach.StepRan
 		}
 		if len(c.notified) > 0 {
