@@ -329,7 +329,7 @@ func TestCheckImports(t *testing.T) {
 		{"provider reaches into device", file("provider", false, mod+"/device"), "provider imports device"},
 		{"provider uses the MMIO port", withUses(file("provider", false, mod+"/pcie"), mod+"/pcie", "MMIO"), ""},
 		{"provider uses pcie link model", withUses(file("provider", false, mod+"/pcie"), mod+"/pcie", "MMIO", "Link"),
-			"may use only [MMIO LineStorer] from pcie, not Link"},
+			"may use only [MMIO LineStorer BARPort FlowPort] from pcie, not Link"},
 		{"testbed assembles the device", file("testbed", false, mod+"/device", mod+"/provider", mod+"/wire"), ""},
 		{"testbed imports cmd", file("testbed", false, mod+"/cmd/softnic"), "testbed imports cmd/softnic"},
 		{"test imports anything", file("test", true, mod+"/device", mod+"/cmd/softnic", "github.com/google/gopacket/layers"), ""},
