@@ -111,6 +111,11 @@ func childMain(role string) int {
 // dialPair dials softnic0 and softnic1 and connects an RC QP on each to
 // the other, the testbed's way.
 func dialPair(o provider.DialOptions, co testbed.ConnOpts) ([2]*testbed.Endpoint, func(), error) {
+	return dialDevices(o, co, 0, 1)
+}
+
+// dialDevices dials softnic<a> and softnic<b> and connects them.
+func dialDevices(o provider.DialOptions, co testbed.ConnOpts, a, b int) ([2]*testbed.Endpoint, func(), error) {
 	var hosts [2]*testbed.Host
 	closeAll := func() {
 		for _, h := range hosts {
@@ -119,13 +124,13 @@ func dialPair(o provider.DialOptions, co testbed.ConnOpts) ([2]*testbed.Endpoint
 			}
 		}
 	}
-	for i := range hosts {
-		ctx, err := provider.Dial(fmt.Sprintf("softnic%d", i), o)
+	for i, n := range []int{a, b} {
+		ctx, err := provider.Dial(fmt.Sprintf("softnic%d", n), o)
 		if err != nil {
 			closeAll()
 			return [2]*testbed.Endpoint{}, nil, err
 		}
-		hosts[i] = &testbed.Host{Node: i, Ctx: ctx, ID: serve.Identity(i)}
+		hosts[i] = &testbed.Host{Node: n, Ctx: ctx, ID: serve.Identity(n)}
 	}
 	eps, err := testbed.Connect(hosts, co)
 	if err != nil {
@@ -200,29 +205,9 @@ func TestClientKilled(t *testing.T) {
 	require.NoError(t, ctx.Close())
 }
 
-// dialPairOn dials softnic<a> and softnic<b> and connects them.
+// dialPairOn dials softnic<a> and softnic<b> on sock and connects them.
 func dialPairOn(sock string, a, b int) ([2]*testbed.Endpoint, func(), error) {
-	var hosts [2]*testbed.Host
-	closeAll := func() {
-		for _, h := range hosts {
-			if h != nil {
-				h.Ctx.Close()
-			}
-		}
-	}
-	for i, n := range []int{a, b} {
-		ctx, err := provider.Dial(fmt.Sprintf("softnic%d", n), provider.DialOptions{Socket: sock})
-		if err != nil {
-			closeAll()
-			return [2]*testbed.Endpoint{}, nil, err
-		}
-		hosts[i] = &testbed.Host{Node: n, Ctx: ctx, ID: serve.Identity(n)}
-	}
-	eps, err := testbed.Connect(hosts, allOps)
-	if err != nil {
-		closeAll()
-	}
-	return eps, closeAll, err
+	return dialDevices(provider.DialOptions{Socket: sock}, allOps, a, b)
 }
 
 // TestDaemonKilled: when the daemon goes away every provider call returns

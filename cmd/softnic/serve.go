@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/softnic/softnic/profile"
@@ -56,7 +57,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softnic serve: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "softnic serve: %d devices (%s) on %s, profile %s\n", devices, joinNames(d.Names()), *socket, p.Name)
+	fmt.Fprintf(stderr, "softnic serve: %d devices (%s) on %s, profile %s\n", devices, strings.Join(d.Names(), ", "), *socket, p.Name)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
@@ -80,13 +81,3 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-func joinNames(n []string) string {
-	s := ""
-	for i, x := range n {
-		if i > 0 {
-			s += ", "
-		}
-		s += x
-	}
-	return s
-}
