@@ -43,6 +43,7 @@ var moduleGraph = map[string]importRule{
 	"wqefetch":            {allow: []string{"dma", "mlx5", "sim", "trace", "fault", "env"}},
 	"device":              {allow: []string{"sim", "mlx5", "uverbs", "shm", "trace", "fault", "pcie", "roce", "wire", "bar", "dma", "wqefetch", "env"}},
 	"provider":            {allow: []string{"mlx5", "uverbs", "shm", "pcie"}, uses: map[string][]string{"pcie": {"MMIO", "LineStorer"}}},
+	"wallclock":           {allow: []string{"device", "provider", "ethport", "wire", "fault", "profile", "trace", "sim", "shm", "mlx5", "pcie", "roce", "uverbs"}},
 	"profile":             {allow: []string{"device", "wire", "pcie", "bar", "dma", "sim"}}, // device profiles as data
 	"uverbsdev":           {allow: []string{"device", "mlx5", "uverbs", "shm", "sim"}},      // the device end of the uverbs control channel
 	"testbed":             {any: true, deny: []string{"cmd"}},                               // assembles worlds for cmd and test
@@ -86,7 +87,8 @@ var thirdParty = []struct {
 	pkgs     []string
 	testOnly bool
 }{
-	{"github.com/google/gopacket", []string{"roce", "trace", "wire", "ethport", "test", "cmd/softnic"}, false},
+	// wallclock: its capture is stamped with the wall clock, which trace's pcap writer does not do.
+	{"github.com/google/gopacket", []string{"roce", "trace", "wire", "ethport", "wallclock", "test", "cmd/softnic"}, false},
 	// shm maps memory; a later internal/ package (e.g. the uverbs backend)
 	// will join it here.
 	{"golang.org/x/sys", []string{"shm", "internal/tuntap"}, false},
