@@ -176,7 +176,8 @@ func (s *perfWireSide) connectTCP() (net.Conn, error) {
 }
 
 // connectQP is ctx_connect: RTR (after resolving the peer's MAC from its
-// IPv4-mapped GID) and RTS, with perftest's attributes.
+// IPv4-mapped GID) and RTS, with perftest's attributes (provider.QP.Connect,
+// from INIT).
 func (s *perfWireSide) connectQP() error {
 	ip, ok := gidIPv4(s.rem.GID)
 	if !ok {
@@ -190,10 +191,7 @@ func (s *perfWireSide) connectQP() error {
 		PSN: s.my.PSN, MTU: s.mtu, SGIDIndex: uint8(s.o.gidIdx), HopLimit: 64,
 		MaxDestRdAtomic: perfOutReads, MinRNRTimer: 12,
 		Timeout: uint8(s.o.qpTimeout), RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: uint8(min(max(s.rem.OutReads, 1), perfOutReads))}
-	if err := s.qp.ToRTR(a); err != nil {
-		return err
-	}
-	if err := s.qp.ToRTS(a); err != nil {
+	if err := s.qp.Connect(a); err != nil { // on from INIT, where init left it (perftest's ctx_init)
 		return err
 	}
 	s.ep = &perfEP{qp: s.qp, scq: s.scq, rcq: s.rcq, mr: s.mr, buf: s.buf.Bytes, sendOff: 0, recvOff: uint64(s.area),

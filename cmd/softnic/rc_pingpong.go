@@ -364,7 +364,8 @@ func (pp *pingpong) postSend() error {
 }
 
 // connect is pp_connect_ctx: RTR (after resolving the peer's MAC, as rxe
-// does inside modify_qp) then RTS, with ibv_rc_pingpong's attributes.
+// does inside modify_qp) then RTS, with ibv_rc_pingpong's attributes
+// (provider.QP.Connect, from INIT).
 func (pp *pingpong) connect(myPSN uint32, rem ppDest) error {
 	ip, ok := gidIPv4(rem.gid)
 	if !ok {
@@ -382,10 +383,7 @@ func (pp *pingpong) connect(myPSN uint32, rem ppDest) error {
 	a := provider.DefaultConnectAttr() // ibv_rc_pingpong's attributes
 	a.Peer = provider.Peer{QPN: rem.qpn, PSN: rem.psn, GID: rem.gid, MAC: mac}
 	a.PSN, a.MTU, a.SGIDIndex, a.HopLimit = myPSN, pp.o.mtu, sgid, 1
-	if err := pp.qp.ToRTR(a); err != nil {
-		return err
-	}
-	return pp.qp.ToRTS(a)
+	return pp.qp.Connect(a) // on from INIT (init), where the receives were posted
 }
 
 // ioResult carries a blocking network call's outcome to the driver.

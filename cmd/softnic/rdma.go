@@ -570,10 +570,7 @@ func (ep *rdmaEP) connect(r remoteInfo) error {
 		PSN: ep.psn, MTU: ep.o.mtu, SGIDIndex: uint8(ep.o.gidIndex), HopLimit: 64,
 		MaxRdAtomic: 16, MaxDestRdAtomic: 16, MinRNRTimer: 12,
 		Timeout: uint8(ep.o.timeout), RetryCnt: uint8(ep.o.retryCnt), RNRRetry: uint8(ep.o.rnrRetry)}
-	if err := ep.qp.ToRTR(a); err != nil {
-		return err
-	}
-	if err := ep.qp.ToRTS(a); err != nil {
+	if err := ep.qp.Connect(a); err != nil { // on from INIT (setup), where the receives were posted
 		return err
 	}
 	if ep.typ == provider.QPTypeUD {
