@@ -42,20 +42,27 @@ const (
 // submit work; they call Sync first (so what they schedule is stamped no
 // earlier than the wall clock) and Wake after (so a blocked Pump runs
 // what they scheduled at once). Wake and Wall need no lock; every other
-// method must be called with the lock held.
+// method, AddPort included (a device may join while the pacer runs), must
+// be called with the lock held.
 type Pacer struct {
 	eng      *sim.Engine
 	lead     sim.Duration
 	base     sim.Time  // the engine's time when the pacer started ...
 	start    time.Time // ... and the wall clock's
 	mu       sync.Locker
-	ports    []*PacedPort
+	ports    []*PacedPort // guarded by mu
+	added    bool         // ports has grown since the pump last looked
 	wake     chan struct{}
 	timer    *time.Timer
-	lastWork time.Time // when a pump last found work (spin-before-sleep window)
-	// cases is the blocking select over several ports: the timer, the
-	// wake channel, then each port's receive queue.
-	cases []reflect.SelectCase
+
+	// The pump goroutine's own state, read while it blocks without the
+	// lock: the ports it waits on (a copy of ports, refreshed under the
+	// lock), the select over several of them (the timer, the wake
+	// channel, then each port's receive queue), when it last found work
+	// (the spin-before-sleep window).
+	view     []*PacedPort
+	cases    []reflect.SelectCase
+	lastWork time.Time
 }
 
 // NewPacer paces eng with at most lead of virtual time ahead of the wall
@@ -92,7 +99,7 @@ type PacedPort struct {
 	faulty     *wire.FaultyTransport // tr, when it is a fault wrapper
 	faultTimer *sim.Timer            // fires when faulty next releases a held frame
 	rxOut      [][]byte              // Filter's output, reused
-	sel        int                   // its case in Pacer.cases
+	sel        int                   // its case in Pacer.cases, once in the view
 }
 
 // AddPort has the pacer deliver the frames tr receives to port. tr is the
@@ -100,13 +107,13 @@ type PacedPort struct {
 // frames go through its wire.rx rules and the frames it holds (Delay,
 // Reorder) are released when they are due in virtual time.
 func (p *Pacer) AddPort(port *ethport.Port, tr wire.RealTransport) *PacedPort {
-	pp := &PacedPort{p: p, port: port, tr: tr, rx: tr.Frames(), sel: len(p.cases)}
+	pp := &PacedPort{p: p, port: port, tr: tr, rx: tr.Frames(), sel: -1}
 	if f, ok := tr.(*wire.FaultyTransport); ok {
 		pp.faulty = f
 		pp.faultTimer = p.eng.NewTimer(sim.HandlerFunc(func(sim.Time) { pp.pollFaults() }))
 	}
 	p.ports = append(p.ports, pp)
-	p.cases = append(p.cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(pp.rx)})
+	p.added = true
 	return pp
 }
 
@@ -214,7 +221,9 @@ func (pp *PacedPort) deliver(f []byte) {
 func (pp *PacedPort) transportClosed() {
 	pp.rx = nil
 	pp.closed = true
-	pp.p.cases[pp.sel].Chan = reflect.Value{} // a zero case is never chosen
+	if pp.sel >= 0 {
+		pp.p.cases[pp.sel].Chan = reflect.Value{} // a zero case is never chosen
+	}
 }
 
 // drain delivers the frames already queued (at most drainMax); it reports
@@ -244,6 +253,9 @@ func (pp *PacedPort) drain() bool {
 // whether it did any work (or was woken).
 func (p *Pacer) Pump(wait time.Duration, maxSteps int) bool {
 	p.lock()
+	if p.added {
+		p.refreshView()
+	}
 	did := p.Sync()
 	for _, pp := range p.ports {
 		if pp.drain() {
@@ -283,7 +295,7 @@ func (p *Pacer) block(d time.Duration) bool {
 	if p.open() && time.Since(p.lastWork) < spinWindow {
 		spinEnd := time.Now().Add(min(d, spinWait))
 		for time.Now().Before(spinEnd) {
-			for _, pp := range p.ports {
+			for _, pp := range p.view {
 				if pp.rx == nil {
 					continue
 				}
@@ -303,8 +315,8 @@ func (p *Pacer) block(d time.Duration) bool {
 	}
 	p.timer.Reset(d)
 	defer p.timer.Stop()
-	if len(p.ports) == 1 {
-		pp := p.ports[0]
+	if len(p.view) == 1 {
+		pp := p.view[0]
 		select {
 		case f, ok := <-pp.rx: // a nil channel (transport closed) never fires
 			return p.received(pp, f, ok)
@@ -325,7 +337,7 @@ func (p *Pacer) block(d time.Duration) bool {
 	if ok {
 		f = v.Interface().([]byte)
 	}
-	return p.received(p.ports[chosen-2], f, ok)
+	return p.received(p.view[chosen-2], f, ok)
 }
 
 // received delivers a frame block or the spin took off pp's queue (ok
@@ -343,9 +355,25 @@ func (p *Pacer) received(pp *PacedPort, f []byte, ok bool) bool {
 	return true
 }
 
+// refreshView copies the ports (under the lock) into the pump's view and
+// rebuilds its select.
+func (p *Pacer) refreshView() {
+	p.added = false
+	p.view = append(p.view[:0], p.ports...)
+	p.cases = p.cases[:2]
+	for i, pp := range p.view {
+		pp.sel = 2 + i
+		c := reflect.SelectCase{Dir: reflect.SelectRecv}
+		if pp.rx != nil {
+			c.Chan = reflect.ValueOf(pp.rx)
+		}
+		p.cases = append(p.cases, c)
+	}
+}
+
 // open reports whether any port's transport still delivers.
 func (p *Pacer) open() bool {
-	for _, pp := range p.ports {
+	for _, pp := range p.view {
 		if pp.rx != nil {
 			return true
 		}

@@ -139,8 +139,8 @@ func TestNetsOverUDP(t *testing.T) {
 type noProgress struct{ mlx5.Control }
 
 // One Pacer, one engine, two devices on two UDP ports: the pacer runs on
-// its own goroutine under a mutex, the test submits work and polls under
-// the same mutex — the daemon's use.
+// its own goroutine under a mutex, the test adds the devices, submits work
+// and polls under the same mutex — the daemon's use.
 func TestPacerTwoDevicesOverUDP(t *testing.T) {
 	wires := udpPair(t)
 	eng := sim.NewEngine()
@@ -148,35 +148,6 @@ func TestPacerTwoDevicesOverUDP(t *testing.T) {
 	var mu sync.Mutex
 	p := NewPacer(eng, DefaultLead)
 	p.SetLocker(&mu)
-	var sides [2]*side
-	var trs [2]wire.RealTransport
-	for i := range sides {
-		spec, err := wire.ParseWireSpec(wires[i])
-		require.NoError(t, err)
-		tr, err := wire.OpenReal(spec)
-		require.NoError(t, err)
-		t.Cleanup(func() { tr.Close() })
-		trs[i] = tr
-		mem, err := shm.New(fmt.Sprintf("wallclock-test%d", i), 4<<20, uint64(0x7f0000000000+i<<32))
-		require.NoError(t, err)
-		t.Cleanup(func() { mem.Close() })
-		id := device.Identity{Node: i, MAC: ethport.DefaultMAC(udpIPs[i]), IP: udpIPs[i]}
-		dev := device.New(eng, profile.Default().Device, id, mem, rec)
-		port, err := ethport.New(eng, ethport.Config{MAC: id.MAC, IP: id.IP, Node: i,
-			Static: []ethport.Neighbor{{IP: udpIPs[1-i], MAC: ethport.DefaultMAC(udpIPs[1-i])}}}, tr, rec)
-		require.NoError(t, err)
-		port.Attach(dev)
-		dev.Connect(port)
-		pp := p.AddPort(port, tr)
-		require.Same(t, port, pp.Port())
-		ctx, err := provider.Open(provider.Device{Name: fmt.Sprintf("softnic%d", i), Control: noProgress{dev}, MMIO: dev.MMIO(), Mem: mem})
-		require.NoError(t, err)
-		t.Cleanup(func() { ctx.Close() })
-		sides[i] = newSide(t, ctx)
-	}
-	connect(t, sides)
-	sides[1].postRecv(t)
-
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -186,11 +157,47 @@ func TestPacerTwoDevicesOverUDP(t *testing.T) {
 		close(stop)
 		<-stopped
 	}()
+	// locked runs f with the mutex held (and released if f fails the test).
+	locked := func(f func()) {
+		mu.Lock()
+		defer mu.Unlock()
+		f()
+	}
 
-	mu.Lock()
-	p.Sync()
-	sides[0].postSend(t, "paced")
-	mu.Unlock()
+	var sides [2]*side
+	var trs [2]wire.RealTransport
+	for i := range sides {
+		locked(func() {
+			spec, err := wire.ParseWireSpec(wires[i])
+			require.NoError(t, err)
+			tr, err := wire.OpenReal(spec)
+			require.NoError(t, err)
+			t.Cleanup(func() { tr.Close() })
+			trs[i] = tr
+			mem, err := shm.New(fmt.Sprintf("wallclock-test%d", i), 4<<20, uint64(0x7f0000000000+i<<32))
+			require.NoError(t, err)
+			t.Cleanup(func() { mem.Close() })
+			id := device.Identity{Node: i, MAC: ethport.DefaultMAC(udpIPs[i]), IP: udpIPs[i]}
+			dev := device.New(eng, profile.Default().Device, id, mem, rec)
+			port, err := ethport.New(eng, ethport.Config{MAC: id.MAC, IP: id.IP, Node: i,
+				Static: []ethport.Neighbor{{IP: udpIPs[1-i], MAC: ethport.DefaultMAC(udpIPs[1-i])}}}, tr, rec)
+			require.NoError(t, err)
+			port.Attach(dev)
+			dev.Connect(port)
+			pp := p.AddPort(port, tr)
+			require.Same(t, port, pp.Port())
+			ctx, err := provider.Open(provider.Device{Name: fmt.Sprintf("softnic%d", i), Control: noProgress{dev}, MMIO: dev.MMIO(), Mem: mem})
+			require.NoError(t, err)
+			t.Cleanup(func() { ctx.Close() })
+			sides[i] = newSide(t, ctx)
+		})
+	}
+	locked(func() {
+		connect(t, sides)
+		sides[1].postRecv(t)
+		p.Sync()
+		sides[0].postSend(t, "paced")
+	})
 	p.Wake()
 
 	// Both completions, each polled under the mutex.
