@@ -45,15 +45,15 @@ const (
 // method, AddPort included (a device may join while the pacer runs), must
 // be called with the lock held.
 type Pacer struct {
-	eng      *sim.Engine
-	lead     sim.Duration
-	base     sim.Time  // the engine's time when the pacer started ...
-	start    time.Time // ... and the wall clock's
-	mu       sync.Locker
-	ports    []*PacedPort // guarded by mu
-	added    bool         // ports has grown since the pump last looked
-	wake     chan struct{}
-	timer    *time.Timer
+	eng   *sim.Engine
+	lead  sim.Duration
+	base  sim.Time  // the engine's time when the pacer started ...
+	start time.Time // ... and the wall clock's
+	mu    sync.Locker
+	ports []*PacedPort // guarded by mu
+	added bool         // ports has grown since the pump last looked
+	wake  chan struct{}
+	timer *time.Timer
 
 	// The pump goroutine's own state, read while it blocks without the
 	// lock: the ports it waits on (a copy of ports, refreshed under the
