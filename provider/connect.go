@@ -50,10 +50,15 @@ func DefaultConnectAttr() ConnectAttr {
 
 // Connect brings the QP from RESET to RTS (INIT, RTR, RTS) with the
 // attributes and masks the IB transition table requires of its type: the
-// one way softnic's tests and commands bring a QP up.
+// one way softnic's tests and commands bring a QP up. A QP already in
+// INIT — moved there by ToInit so that receives could be posted before the
+// peer was known, as ibv_rc_pingpong and perftest do — goes on from INIT
+// (a.Access and a.QKey were given then).
 func (qp *QP) Connect(a ConnectAttr) error {
-	if err := qp.ToInit(a); err != nil {
-		return err
+	if qp.state != QPStateInit {
+		if err := qp.ToInit(a); err != nil {
+			return err
+		}
 	}
 	if err := qp.ToRTR(a); err != nil {
 		return err

@@ -93,6 +93,37 @@ func TestConnectErrors(t *testing.T) {
 	require.NoError(t, qps[0].ToRTS(a))
 }
 
+// A QP moved to INIT early, to post its receives before the peer is known
+// (ibv_rc_pingpong's order), is connected from there.
+func TestConnectFromInit(t *testing.T) {
+	w, qps, cqs, pds := twoQPs(t, provider.QPTypeRC)
+	h1 := w.Hosts[1]
+	b1, err := h1.Ctx.AllocBuffer(4096, 4096)
+	require.NoError(t, err)
+	mr1, err := pds[1].RegMR(b1.Addr, 4096, provider.AccessLocalWrite)
+	require.NoError(t, err)
+	require.NoError(t, qps[1].ToInit(provider.ConnectAttr{}))
+	_, err = qps[1].PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{mr1.SGE(0, 64)}}})
+	require.NoError(t, err)
+	for i, qp := range qps {
+		a := provider.DefaultConnectAttr()
+		a.Peer, a.PSN = peerOf(w, qps, i), uint32(0x100*(i+1))
+		require.NoError(t, qp.Connect(a), "QP %d from %v", i, qp.State())
+		require.Equal(t, provider.QPStateRTS, qp.State())
+	}
+	b0, err := w.Hosts[0].Ctx.AllocBuffer(4096, 4096)
+	require.NoError(t, err)
+	mr0, err := pds[0].RegMR(b0.Addr, 4096, provider.AccessLocalWrite)
+	require.NoError(t, err)
+	copy(b0.Bytes, "early")
+	_, err = qps[0].PostSend([]provider.SendWR{{WRID: 2, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{mr0.SGE(0, 5)}}})
+	require.NoError(t, err)
+	wcs, err := testbed.Wait(cqs[1], 1)
+	require.NoError(t, err)
+	require.Equal(t, provider.WCSuccess, wcs[0].Status)
+	require.Equal(t, "early", string(b1.Bytes[:5]))
+}
+
 func ExampleQP_Connect() {
 	w, _ := testbed.New(testbed.DefaultConfig())
 	defer w.Close()

@@ -50,6 +50,7 @@ var moduleGraph = map[string]importRule{
 	"uverbsdev":           {allow: []string{"device", "mlx5", "uverbs", "shm", "sim"}},                                                                                                               // the device end of the uverbs control channel
 	"testbed":             {any: true, deny: []string{"cmd"}},                                                                                                                                        // assembles worlds for cmd and test
 	"calibrate":           {any: true, deny: []string{"cmd"}},                                                                                                                                        // measures the model against timing.md, writes docs/calibration.md
+	"wallclock":           {allow: []string{"device", "provider", "ethport", "wire", "fault", "profile", "trace", "sim", "shm", "mlx5", "pcie", "roce", "uverbs", "host", "testbed"}},
 	"cmd/softnic":         {any: true},
 	"test":                {any: true},
 	"test/interop":        {any: true},            // the Soft-RoCE (rxe in qemu) interop harness
@@ -89,7 +90,8 @@ var thirdParty = []struct {
 	pkgs     []string
 	testOnly bool
 }{
-	{"github.com/google/gopacket", []string{"roce", "trace", "wire", "ethport", "test", "cmd/softnic"}, false},
+	// wallclock: its capture is stamped with the wall clock, which trace's pcap writer does not do.
+	{"github.com/google/gopacket", []string{"roce", "trace", "wire", "ethport", "wallclock", "test", "cmd/softnic"}, false},
 	// shm maps memory; a later internal/ package (e.g. the uverbs backend)
 	// will join it here.
 	{"golang.org/x/sys", []string{"shm", "internal/tuntap"}, false},

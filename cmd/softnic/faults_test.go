@@ -103,7 +103,7 @@ func TestRealNetFaultsFlag(t *testing.T) {
 	// counters once they have seen traffic.
 	r, _, stderr := newTestNet(t, netOpts{faults: good})
 	require.Contains(t, stderr.String(), "softnic: fault plan "+good+": rule 0: wire.tx: drop")
-	require.NotNil(t, r.inj)
+	require.NotNil(t, r.Faults())
 	o, err := parsePingpongArgs([]string{"--faults", good, "-g", "1"}, &bytes.Buffer{})
 	require.NoError(t, err)
 	require.Equal(t, good, o.net.faults, "rc_pingpong has --faults")

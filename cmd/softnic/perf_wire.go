@@ -5,7 +5,8 @@ package main
 // exchange is perftest's (perftest_exchange.go) and follows, test by test,
 // the order of exchanges of perftest's main functions, so that each side
 // reads what the other writes. The loops are those of mode 1, stepped by
-// the real-time driver; times are wall-clock (the peer's are too).
+// the real-time driver (package wallclock); times are wall-clock (the
+// peer's are too).
 
 import (
 	"errors"
@@ -19,16 +20,17 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/wallclock"
 )
 
 // wallClock is the wall clock since the run started, in ps.
 type wallClock struct {
-	rt    *realNet
+	rt    *wallclock.Net
 	start time.Time
 }
 
 func (c wallClock) now() int64  { return time.Since(c.start).Nanoseconds() * 1000 }
-func (c wallClock) beforePost() { c.rt.syncClock() }
+func (c wallClock) beforePost() { c.rt.Sync() }
 
 // perfOutReads is what softnic announces as out_reads: its max_qp_rd_atom.
 const perfOutReads = 16
@@ -36,7 +38,7 @@ const perfOutReads = 16
 // perfWireSide is the state of one mode-2 run.
 type perfWireSide struct {
 	o     *perfOpts
-	rt    *realNet
+	rt    *wallclock.Net
 	pd    *provider.PD
 	scq   *provider.CQ
 	rcq   *provider.CQ
@@ -81,7 +83,7 @@ func perfWire(o perfOpts, stdout, stderr io.Writer) error {
 	err = s.run(sizes)
 	// The NIC is hardware to the peer: what it still owes (the ACK of the
 	// peer's last WRITE, say) goes out before the process ends. Close
-	// lingers for that (closeLinger), while the TCP connection is still
+	// lingers for that (wallclock.Net.Close), while the TCP connection is still
 	// open; the deferred Close is then a no-op.
 	rt.Close()
 	conn.Close()
@@ -102,7 +104,7 @@ func readFull(c net.Conn, n int, timeout time.Duration) ([]byte, error) {
 // init creates the PD, the buffer (send area, then receive area), the MR,
 // the CQs and the QP, in INIT.
 func (s *perfWireSide) init() error {
-	ctx := s.rt.ctx
+	ctx := s.rt.Context()
 	var err error
 	if s.pd, err = ctx.AllocPD(); err != nil {
 		return fmt.Errorf("couldn't allocate PD: %w", err)
@@ -154,7 +156,7 @@ func (s *perfWireSide) connectTCP() (net.Conn, error) {
 			fmt.Fprintln(s.stdio, "\n************************************\n* Waiting for client to connect... *\n************************************")
 		}
 		c, err := awaitIO(s.rt, bg(ln.Accept), s.wait, "a perftest client")
-		if errors.Is(err, errTimeout) {
+		if errors.Is(err, wallclock.ErrTimeout) {
 			return nil, fmt.Errorf("no client connected to port %d within %v (30 × --timeout)", s.o.port, s.wait)
 		}
 		return c, err
@@ -166,21 +168,22 @@ func (s *perfWireSide) connectTCP() (net.Conn, error) {
 		if err == nil {
 			return c, nil
 		}
-		if errors.Is(err, errTimeout) || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) {
+		if errors.Is(err, wallclock.ErrTimeout) || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) {
 			return nil, fmt.Errorf("couldn't connect to %s: %w", addr, err)
 		}
-		s.rt.idle(100 * time.Millisecond)
+		s.rt.Idle(100 * time.Millisecond)
 	}
 }
 
 // connectQP is ctx_connect: RTR (after resolving the peer's MAC from its
-// IPv4-mapped GID) and RTS, with perftest's attributes.
+// IPv4-mapped GID) and RTS, with perftest's attributes (provider.QP.Connect,
+// from INIT).
 func (s *perfWireSide) connectQP() error {
 	ip, ok := gidIPv4(s.rem.GID)
 	if !ok {
 		return fmt.Errorf("the peer's GID %v is not an IPv4-mapped RoCEv2 GID: run perftest with -x and the index of its RoCEv2 IPv4 GID", netip.AddrFrom16(s.rem.GID))
 	}
-	mac, err := s.rt.resolve(ip)
+	mac, err := s.rt.Resolve(ip)
 	if err != nil {
 		return fmt.Errorf("failed to modify QP to RTR: %w", err)
 	}
@@ -188,10 +191,7 @@ func (s *perfWireSide) connectQP() error {
 		PSN: s.my.PSN, MTU: s.mtu, SGIDIndex: uint8(s.o.gidIdx), HopLimit: 64,
 		MaxDestRdAtomic: perfOutReads, MinRNRTimer: 12,
 		Timeout: uint8(s.o.qpTimeout), RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: uint8(min(max(s.rem.OutReads, 1), perfOutReads))}
-	if err := s.qp.ToRTR(a); err != nil {
-		return err
-	}
-	if err := s.qp.ToRTS(a); err != nil {
+	if err := s.qp.Connect(a); err != nil { // on from INIT, where init left it (perftest's ctx_init)
 		return err
 	}
 	s.ep = &perfEP{qp: s.qp, scq: s.scq, rcq: s.rcq, mr: s.mr, buf: s.buf.Bytes, sendOff: 0, recvOff: uint64(s.area),
@@ -213,13 +213,9 @@ func (s *perfWireSide) advance(actors []perfActor) func() error {
 			last, since = p, time.Now()
 		}
 		if time.Since(since) > s.o.timeout {
-			return fmt.Errorf("%w after %v without progress (counters: %s)", errTimeout, s.o.timeout, s.rt.counterLine())
+			return fmt.Errorf("%w after %v without progress (counters: %s)", wallclock.ErrTimeout, s.o.timeout, s.rt.CounterLine())
 		}
-		if s.rt.rxClosed && s.rt.eng.Pending() == 0 {
-			return errTransportClosed
-		}
-		s.rt.pump(idleWait, 64)
-		return nil
+		return s.rt.Advance()
 	}
 }
 
@@ -233,7 +229,7 @@ func (s *perfWireSide) run(sizes []int) error {
 	if client {
 		role = "client"
 	}
-	active := s.rt.dev.Spec().Caps.ActiveMTU
+	active := s.rt.Device().Spec().Caps.ActiveMTU
 	if active == 0 {
 		active = 4096
 	}
@@ -278,7 +274,7 @@ func (s *perfWireSide) run(sizes []int) error {
 			return err
 		}
 	}
-	hdr := newPerfHeader(o, s.mtu, s.rt.profile, "wall clock (a real wire)", role)
+	hdr := newPerfHeader(o, s.mtu, s.rt.Profile().Name, "wall clock (a real wire)", role)
 	hdr.Local = []perfAddr{{LID: s.my.LID, QPN: s.my.QPN, PSN: s.my.PSN, RKey: s.my.RKey, VAddr: s.my.VAddr, OutReads: s.my.OutReads, GID: s.my.GID}}
 	hdr.Remote = []perfAddr{{LID: s.rem.LID, QPN: s.rem.QPN, PSN: s.rem.PSN, RKey: s.rem.RKey, VAddr: s.rem.VAddr, OutReads: s.rem.OutReads, GID: s.rem.GID}}
 	pr := &perfPrinter{w: s.stdio, o: o}

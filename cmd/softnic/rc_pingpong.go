@@ -16,6 +16,7 @@ import (
 
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/wallclock"
 )
 
 func init() {
@@ -244,7 +245,7 @@ func (d ppDest) String(label string) string {
 // pingpong is the state of one run (struct pingpong_context).
 type pingpong struct {
 	o       ppOpts
-	rt      *realNet
+	rt      *wallclock.Net
 	pd      *provider.PD
 	cq      *provider.CQ
 	qp      *provider.QP
@@ -299,7 +300,7 @@ func doRCPingpong(o ppOpts, stdout, stderr io.Writer) error {
 	}
 	start := time.Now()
 	if err := pp.loop(&routs); err != nil {
-		fmt.Fprintln(stderr, "softnic rc_pingpong: counters:", rt.counterLine())
+		fmt.Fprintln(stderr, "softnic rc_pingpong: counters:", rt.CounterLine())
 		return err
 	}
 	usec := float64(time.Since(start).Microseconds())
@@ -315,7 +316,7 @@ func doRCPingpong(o ppOpts, stdout, stderr io.Writer) error {
 // init is pp_init_ctx: the buffer (filled with 0x7b), a local-write MR, one
 // CQ for both directions, an RC QP with one send WR, and INIT.
 func (pp *pingpong) init() error {
-	ctx := pp.rt.ctx
+	ctx := pp.rt.Context()
 	var err error
 	if pp.pd, err = ctx.AllocPD(); err != nil {
 		return fmt.Errorf("couldn't allocate PD: %w", err)
@@ -356,21 +357,22 @@ func (pp *pingpong) postRecv(n int) (int, error) {
 }
 
 func (pp *pingpong) postSend() error {
-	pp.rt.syncClock()
+	pp.rt.Sync()
 	_, err := pp.qp.PostSend([]provider.SendWR{{WRID: ppSendWRID, Opcode: provider.WRSend, Flags: pp.flags,
 		SGL: []provider.SGE{pp.mr.SGE(0, uint32(pp.o.size))}}})
 	return err
 }
 
 // connect is pp_connect_ctx: RTR (after resolving the peer's MAC, as rxe
-// does inside modify_qp) then RTS, with ibv_rc_pingpong's attributes.
+// does inside modify_qp) then RTS, with ibv_rc_pingpong's attributes
+// (provider.QP.Connect, from INIT).
 func (pp *pingpong) connect(myPSN uint32, rem ppDest) error {
 	ip, ok := gidIPv4(rem.gid)
 	if !ok {
 		return fmt.Errorf("the peer's GID %v is not an IPv4-mapped RoCEv2 GID: run it with -g 1 (RoCE needs a GID)",
 			netip.AddrFrom16(rem.gid))
 	}
-	mac, err := pp.rt.resolve(ip)
+	mac, err := pp.rt.Resolve(ip)
 	if err != nil {
 		return fmt.Errorf("failed to modify QP to RTR: %w", err)
 	}
@@ -381,10 +383,7 @@ func (pp *pingpong) connect(myPSN uint32, rem ppDest) error {
 	a := provider.DefaultConnectAttr() // ibv_rc_pingpong's attributes
 	a.Peer = provider.Peer{QPN: rem.qpn, PSN: rem.psn, GID: rem.gid, MAC: mac}
 	a.PSN, a.MTU, a.SGIDIndex, a.HopLimit = myPSN, pp.o.mtu, sgid, 1
-	if err := pp.qp.ToRTR(a); err != nil {
-		return err
-	}
-	return pp.qp.ToRTS(a)
+	return pp.qp.Connect(a) // on from INIT (init), where the receives were posted
 }
 
 // ioResult carries a blocking network call's outcome to the driver.
@@ -405,8 +404,8 @@ func bg[T any](f func() (T, error)) <-chan ioResult[T] {
 	return ch
 }
 
-func awaitIO[T any](rt *realNet, ch <-chan ioResult[T], timeout time.Duration, what string) (T, error) {
-	r, err := await(rt, ch, timeout, what)
+func awaitIO[T any](rt *wallclock.Net, ch <-chan ioResult[T], timeout time.Duration, what string) (T, error) {
+	r, err := wallclock.Await(rt, ch, timeout, what)
 	if err != nil {
 		return r.v, err
 	}
@@ -441,7 +440,7 @@ func (pp *pingpong) clientExchange(my ppDest) (ppDest, error) {
 		if !retry || time.Now().After(deadline) {
 			return ppDest{}, err
 		}
-		pp.rt.idle(100 * time.Millisecond)
+		pp.rt.Idle(100 * time.Millisecond)
 	}
 }
 
@@ -452,7 +451,7 @@ func (pp *pingpong) clientTry(addr string, my ppDest) (msg []byte, retry bool, e
 	conn, err := awaitIO(pp.rt, bg(func() (net.Conn, error) { return net.DialTimeout("tcp", addr, t) }),
 		2*t, "the TCP connection to "+addr)
 	if err != nil {
-		return nil, !errors.Is(err, errTimeout), fmt.Errorf("couldn't connect to %s: %w", addr, err)
+		return nil, !errors.Is(err, wallclock.ErrTimeout), fmt.Errorf("couldn't connect to %s: %w", addr, err)
 	}
 	defer conn.Close()
 	if _, err := conn.Write(my.encode()); err != nil {
@@ -486,7 +485,7 @@ func (pp *pingpong) serverExchange(my ppDest) (ppDest, error) {
 	t := pp.o.timeout
 	conn, err := awaitIO(pp.rt, bg(ln.Accept), t, "a client")
 	ln.Close()
-	if errors.Is(err, errTimeout) {
+	if errors.Is(err, wallclock.ErrTimeout) {
 		return ppDest{}, fmt.Errorf("no client connected to port %d within --timeout %v", pp.o.port, t)
 	}
 	if err != nil {
@@ -532,7 +531,7 @@ func (pp *pingpong) loop(routs *int) error {
 		what := func() string {
 			return fmt.Sprintf("a completion (%d of %d sends and %d of %d receives done)", scnt, iters, rcnt, iters)
 		}
-		ne, err := pp.rt.pollCQ(pp.cq, wcs[:], pp.o.timeout, what)
+		ne, err := pp.rt.PollCQ(pp.cq, wcs[:], pp.o.timeout, what)
 		if err != nil {
 			return fmt.Errorf("poll CQ failed: %w", err)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/wallclock"
 )
 
 func init() {
@@ -157,8 +158,9 @@ type rdmaEP struct {
 	qkey   uint32       // own Q_Key (UD)
 	ah     *provider.AH // UD: the peer
 	peer   remoteInfo   // UD: where sends go
-	rt     *realNet
+	rt     *wallclock.Net
 	out    io.Writer
+	stderr io.Writer // diagnostics beside the protocol on out
 	pd     *provider.PD
 	scq    *provider.CQ
 	rcq    *provider.CQ
@@ -369,9 +371,9 @@ func doRDMA(o rdmaOpts, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer rt.Close()
-	defer func() { fmt.Fprintln(stderr, "softnic rdma: counters:", rt.counterLine()) }()
+	defer func() { fmt.Fprintln(stderr, "softnic rdma: counters:", rt.CounterLine()) }()
 	typ, qkey, _ := o.parsed()
-	ep := &rdmaEP{o: o, typ: typ, qkey: qkey, rt: rt, out: stdout, psn: psn, wait: time.Duration(o.waitMS) * time.Millisecond,
+	ep := &rdmaEP{o: o, typ: typ, qkey: qkey, rt: rt, out: stdout, stderr: stderr, psn: psn, wait: time.Duration(o.waitMS) * time.Millisecond,
 		posted: map[uint64]string{}}
 	if err := ep.setup(); err != nil {
 		return err
@@ -392,7 +394,7 @@ func doRDMA(o rdmaOpts, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	for {
-		l, _ := await(rt, lines, 0, "a command on stdin")
+		l, _ := wallclock.Await(rt, lines, 0, "a command on stdin")
 		if l.err != nil {
 			if !errors.Is(l.err, io.EOF) {
 				return fmt.Errorf("reading stdin: %w", l.err)
@@ -408,7 +410,7 @@ func doRDMA(o rdmaOpts, stdin io.Reader, stdout, stderr io.Writer) error {
 // setup creates the PD, MR, CQs and QP, moves the QP to INIT and posts the
 // receives.
 func (ep *rdmaEP) setup() error {
-	ctx := ep.rt.ctx
+	ctx := ep.rt.Context()
 	var err error
 	if ep.pd, err = ctx.AllocPD(); err != nil {
 		return err
@@ -504,7 +506,7 @@ func (ep *rdmaEP) remote(lines <-chan line) (remoteInfo, error) {
 			r.psn = uint32(v)
 		}
 	} else {
-		l, _ := await(ep.rt, lines, 0, "the REMOTE line on stdin")
+		l, _ := wallclock.Await(ep.rt, lines, 0, "the REMOTE line on stdin")
 		if l.err != nil {
 			return r, fmt.Errorf("no REMOTE line on stdin: %w", l.err)
 		}
@@ -560,7 +562,7 @@ func (r *remoteInfo) parseLine(text string, ud bool) error {
 // connect resolves the peer's MAC and brings the QP to RTR and RTS; for UD
 // it creates the address handle sends go through instead of connecting.
 func (ep *rdmaEP) connect(r remoteInfo) error {
-	mac, err := ep.rt.resolve(r.ip)
+	mac, err := ep.rt.Resolve(r.ip)
 	if err != nil {
 		return err
 	}
@@ -568,10 +570,7 @@ func (ep *rdmaEP) connect(r remoteInfo) error {
 		PSN: ep.psn, MTU: ep.o.mtu, SGIDIndex: uint8(ep.o.gidIndex), HopLimit: 64,
 		MaxRdAtomic: 16, MaxDestRdAtomic: 16, MinRNRTimer: 12,
 		Timeout: uint8(ep.o.timeout), RetryCnt: uint8(ep.o.retryCnt), RNRRetry: uint8(ep.o.rnrRetry)}
-	if err := ep.qp.ToRTR(a); err != nil {
-		return err
-	}
-	if err := ep.qp.ToRTS(a); err != nil {
+	if err := ep.qp.Connect(a); err != nil { // on from INIT (setup), where the receives were posted
 		return err
 	}
 	if ep.typ == provider.QPTypeUD {
@@ -675,7 +674,7 @@ func (ep *rdmaEP) command(f []string) bool {
 	case "mr":
 		fmt.Fprintf(out, "MR %x %x %d\n", ep.mr.Addr, ep.mr.RKey, ep.mr.Length)
 	case "counters":
-		fmt.Fprintln(out, strings.TrimSpace("COUNTERS "+ep.rt.counterLine()))
+		fmt.Fprintln(out, strings.TrimSpace("COUNTERS "+ep.rt.CounterLine()))
 	case "quit":
 		return true
 	default:
@@ -789,7 +788,7 @@ func (ep *rdmaEP) postAndWait(wr provider.SendWR) (provider.WC, bool) {
 	op := wcOpcodeOf(wr.Opcode)
 	wr.WRID = ep.newWRID(op)
 	wr.Flags |= provider.SendSignaled
-	ep.rt.syncClock()
+	ep.rt.Sync()
 	if _, err := ep.qp.PostSend([]provider.SendWR{wr}); err != nil {
 		delete(ep.posted, wr.WRID)
 		fmt.Fprintln(ep.out, "ERR post_send", err)
@@ -799,7 +798,7 @@ func (ep *rdmaEP) postAndWait(wr provider.SendWR) (provider.WC, bool) {
 	var wcs [1]provider.WC
 	what := func() string { return fmt.Sprintf("the %s completion of wr_id %x", op, wr.WRID) }
 	for {
-		if _, err := ep.rt.pollCQSince(ep.scq, wcs[:], start, ep.wait, what); err != nil {
+		if _, err := ep.rt.PollCQSince(ep.scq, wcs[:], start, ep.wait, what); err != nil {
 			fmt.Fprintln(ep.out, "ERR", err)
 			return provider.WC{}, false
 		}
@@ -817,8 +816,7 @@ func (ep *rdmaEP) postAndWait(wr provider.SendWR) (provider.WC, bool) {
 func (ep *rdmaEP) drainLate() error {
 	var wcs [4]provider.WC
 	for {
-		ep.rt.sliceEnd = time.Now() // one pump at most
-		n, err := ep.scq.Poll(wcs[:])
+		n, err := ep.rt.PollNow(ep.scq, wcs[:])
 		if err != nil || n == 0 {
 			return err
 		}
@@ -839,7 +837,7 @@ func (ep *rdmaEP) recv(n uint64) {
 			return
 		}
 		what := func() string { return fmt.Sprintf("receive completion %d of %d", i+1, n) }
-		got, err := ep.rt.pollOnce(ep.rcq, wcs[:], start, ep.wait, what)
+		got, err := ep.rt.PollOnce(ep.rcq, wcs[:], start, ep.wait, what)
 		if err != nil {
 			fmt.Fprintln(ep.out, "ERR", err)
 			return
@@ -851,7 +849,7 @@ func (ep *rdmaEP) recv(n uint64) {
 		ep.printWC("", &wcs[0])
 		if wcs[0].Status == provider.WCSuccess {
 			if err := ep.postRecv(); err != nil {
-				fmt.Fprintln(ep.rt.stderr, "softnic rdma: re-posting a receive failed:", err)
+				fmt.Fprintln(ep.stderr, "softnic rdma: re-posting a receive failed:", err)
 			}
 		}
 	}
@@ -873,8 +871,8 @@ func (ep *rdmaEP) printWC(prefix string, wc *provider.WC) {
 	delete(ep.posted, wc.WRID)
 	fmt.Fprint(ep.out, wcLine(prefix, wc, op, imm, ep.typ == provider.QPTypeUD && posted == provider.WCRecv.String()))
 	if wc.Status != provider.WCSuccess {
-		fmt.Fprintf(ep.rt.stderr, "softnic rdma: completion wr_id %#x %s vendor_err %#x qp %#x; counters: %s\n",
-			wc.WRID, wc.Status, wc.VendorErr, wc.QPNum, ep.rt.counterLine())
+		fmt.Fprintf(ep.stderr, "softnic rdma: completion wr_id %#x %s vendor_err %#x qp %#x; counters: %s\n",
+			wc.WRID, wc.Status, wc.VendorErr, wc.QPNum, ep.rt.CounterLine())
 	}
 }
 

@@ -31,12 +31,12 @@ const (
 // peer (QPN fakePeerQPN at testPeer) is a static neighbour.
 func newTestEP(t *testing.T, wait time.Duration) (*rdmaEP, *fakeTransport, *bytes.Buffer) {
 	t.Helper()
-	r, tr, _ := newTestNet(t, netOpts{neigh: neighFlag{{IP: testPeer, MAC: peerMAC}}, quiet: true})
+	r, tr, stderr := newTestNet(t, netOpts{neigh: neighFlag{{IP: testPeer, MAC: peerMAC}}, quiet: true})
 	var out bytes.Buffer
 	o := rdmaOpts{mtu: 1024, mrSize: 1 << 16, recvOff: -1, recvDepth: 4, gidIndex: 1, timeout: 16, retryCnt: 6, rnrRetry: 6,
 		waitMS: int(wait / time.Millisecond)}
 	require.NoError(t, o.validate())
-	ep := &rdmaEP{o: o, rt: r, out: &out, psn: ownPSN, wait: wait, posted: map[uint64]string{}}
+	ep := &rdmaEP{o: o, rt: r, out: &out, stderr: stderr, psn: ownPSN, wait: wait, posted: map[uint64]string{}}
 	require.NoError(t, ep.setup())
 	require.NoError(t, ep.connect(remoteInfo{qpn: fakePeerQPN, psn: fakePeerPSN, ip: testPeer}))
 	return ep, tr, &out

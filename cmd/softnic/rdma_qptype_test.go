@@ -174,14 +174,14 @@ func newTestEPType(t *testing.T, typ string, wait time.Duration) (*rdmaEP, *fake
 // newTestEPTypeDepth is newTestEPType with recvDepth receives posted.
 func newTestEPTypeDepth(t *testing.T, typ string, wait time.Duration, recvDepth int) (*rdmaEP, *fakeTransport, *strings.Builder) {
 	t.Helper()
-	r, tr, _ := newTestNet(t, netOpts{neigh: neighFlag{{IP: testPeer, MAC: peerMAC}}, quiet: true})
+	r, tr, stderr := newTestNet(t, netOpts{neigh: neighFlag{{IP: testPeer, MAC: peerMAC}}, quiet: true})
 	out := &strings.Builder{}
 	o := rdmaOpts{mtu: 1024, mrSize: 1 << 16, recvOff: -1, recvDepth: recvDepth, gidIndex: 1, timeout: 16, retryCnt: 6, rnrRetry: 6,
 		waitMS: int(wait / time.Millisecond), qpType: typ, qkey: "22220001"}
 	require.NoError(t, o.validate())
 	ptyp, qkey, err := o.parsed()
 	require.NoError(t, err)
-	ep := &rdmaEP{o: o, typ: ptyp, qkey: qkey, rt: r, out: out, psn: ownPSN, wait: wait, posted: map[uint64]string{}}
+	ep := &rdmaEP{o: o, typ: ptyp, qkey: qkey, rt: r, out: out, stderr: stderr, psn: ownPSN, wait: wait, posted: map[uint64]string{}}
 	require.NoError(t, ep.setup())
 	require.NoError(t, ep.connect(remoteInfo{qpn: fakePeerQPN, psn: fakePeerPSN, ip: testPeer, qkey: peerQKey}))
 	return ep, tr, out

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/softnic/softnic/wallclock"
 )
 
 // The seed generator's check values, as docs/howto-interop.md publishes
@@ -185,7 +187,7 @@ func TestRDMAFlagValidation(t *testing.T) {
 func runRDMAInProcess(t *testing.T, script string, extra ...string) (string, string, error) {
 	t.Helper()
 	o := rdmaOpts{mtu: 1024, mrSize: 1 << 16, recvOff: -1, recvDepth: 4, gidIndex: 1, timeout: 16, retryCnt: 6, rnrRetry: 6, waitMS: 100}
-	o.net = netOpts{wire: "udp:127.0.0.1:0,127.0.0.1:9", ip: "192.0.2.1", lead: defaultLead, quiet: true}
+	o.net = netOpts{wire: "udp:127.0.0.1:0,127.0.0.1:9", ip: "192.0.2.1", lead: wallclock.DefaultLead, quiet: true}
 	o.net.neigh = neighFlag{{IP: testPeer, MAC: peerMAC}}
 	o.remoteIP = testPeer.String()
 	for i := 0; i+1 < len(extra); i += 2 {

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/softnic/softnic/wallclock"
+	"github.com/softnic/softnic/wire"
+)
+
+// fakeTransport is a wire.RealTransport in memory: what the NIC sends is
+// recorded, frames pushed into in are received.
+type fakeTransport struct {
+	mu     sync.Mutex
+	sent   [][]byte
+	in     chan []byte
+	closed bool
+}
+
+func newFakeTransport() *fakeTransport { return &fakeTransport{in: make(chan []byte, 64)} }
+
+func (f *fakeTransport) Send(frame []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return wire.ErrClosed
+	}
+	f.sent = append(f.sent, append([]byte(nil), frame...))
+	return nil
+}
+
+func (f *fakeTransport) Frames() <-chan []byte { return f.in }
+func (f *fakeTransport) Stats() wire.RealStats {
+	return wire.RealStats{TxFrames: uint64(len(f.Sent()))}
+}
+func (f *fakeTransport) String() string { return "fake" }
+
+func (f *fakeTransport) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.closed = true
+		close(f.in)
+	}
+	return nil
+}
+
+func (f *fakeTransport) Sent() [][]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([][]byte(nil), f.sent...)
+}
+
+// Test addresses (TEST-NET-1): they exist only inside these tests.
+var (
+	testIP   = netip.MustParseAddr("192.0.2.1")
+	testPeer = netip.MustParseAddr("192.0.2.2")
+	peerMAC  = [6]byte{0x02, 0x00, 0xc0, 0x00, 0x02, 0x02}
+)
+
+// newTestNet is the NIC of the flags o on a fake transport.
+func newTestNet(t *testing.T, o netOpts) (*wallclock.Net, *fakeTransport, *bytes.Buffer) {
+	t.Helper()
+	if o.ip == "" {
+		o.ip = testIP.String()
+	}
+	if o.lead == 0 {
+		o.lead = wallclock.DefaultLead
+	}
+	tr := newFakeTransport()
+	var stderr bytes.Buffer
+	cfg, err := o.config(1<<20, &stderr)
+	require.NoError(t, err)
+	cfg.Transport = tr
+	r, err := openNet(o, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close(); tr.Close() })
+	return r, tr, &stderr
+}
+
+// Each flag error names its flag.
+func TestNetOptsRejectsBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		o    netOpts
+		err  string
+	}{
+		{"no IP", netOpts{}, `--ip "": need an IPv4 address`},
+		{"IPv6", netOpts{ip: "2001:db8::1"}, "need an IPv4 address"},
+		{"bad MAC", netOpts{ip: "192.0.2.1", mac: "02:00"}, "02:00"},
+		{"negative lead", netOpts{ip: "192.0.2.1", lead: -time.Second}, "--lead -1s is negative"},
+		{"memory too small", netOpts{ip: "192.0.2.1", memSize: 4096}, "--mem 4096 is smaller than"},
+		{"bad profile", netOpts{ip: "192.0.2.1", profile: "no-such-profile"}, "no such profile"},
+		{"bad fault plan", netOpts{ip: "192.0.2.1", faults: "/nonexistent/plan.json"}, "--faults: "},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.o.config(1<<20, &bytes.Buffer{})
+			require.ErrorContains(t, err, tc.err)
+		})
+	}
+	// A multicast MAC passes the flag parser; the port refuses it.
+	o := netOpts{ip: "192.0.2.1", mac: "01:00:5e:00:00:01"}
+	cfg, err := o.config(1<<20, &bytes.Buffer{})
+	if err == nil {
+		cfg.Transport = newFakeTransport()
+		_, err = openNet(o, cfg)
+	}
+	require.Error(t, err, "multicast MAC")
+
+	_, err = openRealNet(netOpts{ip: "192.0.2.1"}, 0, &bytes.Buffer{})
+	require.ErrorContains(t, err, "--wire is required")
+	_, err = openRealNet(netOpts{ip: "192.0.2.1", wire: "udp:nonsense"}, 0, &bytes.Buffer{})
+	require.ErrorIs(t, err, wire.ErrBadWireSpec)
+}
+
+// The header lines: the profile unless --quiet.
+func TestOpenNetPrintsProfile(t *testing.T) {
+	_, _, stderr := newTestNet(t, netOpts{})
+	require.Contains(t, stderr.String(), "softnic: profile ")
+	_, _, stderr = newTestNet(t, netOpts{quiet: true})
+	require.Empty(t, stderr.String(), "--quiet")
+}
