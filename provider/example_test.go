@@ -89,7 +89,7 @@ func ExampleQP_Modify() {
 	// moving to ERR needs only the state.
 	qp := eps[0].QP
 	fmt.Println(qp.State())
-	err := qp.Modify(&provider.QPAttr{QPState: provider.QPStateErr}, mlx5.AttrState)
+	err := qp.Modify(&provider.QPAttr{QPState: provider.QPStateErr}, provider.AttrState)
 	fmt.Println(qp.State(), err)
 	// Output:
 	// RTS

@@ -37,9 +37,9 @@ func newUDEnd(ctx *provider.Context, pd *provider.PD, srq *provider.SRQ) udEnd {
 		mask uint32
 	}{
 		{provider.QPAttr{QPState: provider.QPStateInit, Port: 1, QKey: exampleQKey},
-			mlx5.AttrState | mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrQKey},
-		{provider.QPAttr{QPState: provider.QPStateRTR}, mlx5.AttrState},
-		{provider.QPAttr{QPState: provider.QPStateRTS, SQPSN: 0}, mlx5.AttrState | mlx5.AttrSQPSN},
+			provider.AttrState | provider.AttrPKeyIndex | provider.AttrPort | provider.AttrQKey},
+		{provider.QPAttr{QPState: provider.QPStateRTR}, provider.AttrState},
+		{provider.QPAttr{QPState: provider.QPStateRTS, SQPSN: 0}, provider.AttrState | provider.AttrSQPSN},
 	}
 	for _, s := range steps {
 		if err := qp.Modify(&s.a, s.mask); err != nil {
