@@ -113,14 +113,6 @@ type cqProgressor interface {
 	ProgressCQ(addr uint64, ci, nent uint32) bool
 }
 
-// gone is the error of a call on a context whose device went away.
-func (c *Context) gone() error {
-	if c.link == nil {
-		return nil
-	}
-	return c.link.Err()
-}
-
 // CounterSource is implemented by a device's control object (the value
 // given as Device.Control) when it keeps hardware counters: the port and
 // transport counters Linux shows under

@@ -146,26 +146,23 @@ func (cq *CQ) Poll(wcs []WC) (int, error) {
 		}
 	}
 	n, err := cq.poll(wcs)
-	if n == 0 && err == nil && cq.ctx.cqprog != nil {
+	if n != 0 || err != nil || cq.ctx.prog == nil {
+		return n, err
+	}
+	if cq.ctx.cqprog != nil {
 		// A dialled device runs the same loop at the daemon, in one call.
 		cq.ctx.cqprog.ProgressCQ(cq.ringAddr+uint64((cq.ci&(cq.nent-1))*mlx5.CQE64Size), cq.ci, cq.nent)
-		n, err = cq.poll(wcs)
-		if n == 0 && err == nil {
-			if err := cq.ctx.gone(); err != nil {
-				return 0, opErr("poll_cq", 0, err)
-			}
-		}
-	} else if n == 0 && err == nil && cq.ctx.prog != nil {
+	} else {
 		for i := 0; i < progressBudget && !cq.ready(); i++ {
 			if !cq.ctx.prog.Progress() {
 				break
 			}
 		}
-		n, err = cq.poll(wcs)
-		if n == 0 && err == nil {
-			if err := cq.ctx.gone(); err != nil {
-				return 0, opErr("poll_cq", 0, err)
-			}
+	}
+	n, err = cq.poll(wcs)
+	if n == 0 && err == nil && cq.ctx.link != nil {
+		if err := cq.ctx.link.Err(); err != nil {
+			return 0, opErr("poll_cq", 0, err) // the progress call found the device gone
 		}
 	}
 	return n, err

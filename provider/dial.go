@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -86,11 +85,11 @@ func Dial(name string, o DialOptions) (*Context, error) {
 		o.Timeout = time.Second
 	}
 	if o.MemBase == 0 {
-		n, err := strconv.Atoi(strings.TrimPrefix(name, "softnic"))
-		if err != nil || !strings.HasPrefix(name, "softnic") || n < 0 || n > 255 {
-			n = 0
+		n, err := strconv.ParseUint(strings.TrimPrefix(name, "softnic"), 10, 8)
+		if err != nil {
+			n = 0 // not softnic<0..255>: any base will do
 		}
-		o.MemBase = DefaultMemBase(n)
+		o.MemBase = DefaultMemBase(int(n))
 	}
 	l, err := dialLink(name, o)
 	if err != nil {
@@ -237,12 +236,14 @@ func (l *daemonLink) gone(what string, err error) error {
 // Err is non-nil once the daemon is gone (Context checks it).
 func (l *daemonLink) Err() error { return l.err }
 
-// call is one ring call at the host's time.
-func (l *daemonLink) call(op, arg uint64) (mmioring.Reply, error) {
+// call is one ring call at the host's time; rec carries its arguments
+// (Off, and for OpStepCQ QPN and Flow).
+func (l *daemonLink) call(op uint64, rec mmioring.Record) (mmioring.Reply, error) {
 	if l.err != nil {
 		return mmioring.Reply{}, l.err
 	}
-	r, err := l.prod.Call(op, arg, int64(l.clk.now), time.Now().Add(l.timeout))
+	rec.Time = int64(l.clk.now)
+	r, err := l.prod.CallRecord(rec, op, time.Now().Add(l.timeout))
 	if err != nil {
 		return r, l.gone("ring call", err)
 	}
@@ -261,19 +262,14 @@ func (l *daemonLink) Sync() error {
 	if !l.pending && l.clk.now <= l.synced && l.err == nil {
 		return nil
 	}
-	_, err := l.call(attach.OpSync, 0)
+	_, err := l.call(attach.OpSync, mmioring.Record{})
 	return err
 }
 
-// Progress is mlx5.Progressor: one step of the daemon's engine (not past
-// the host's own next timer, which then fires here).
-func (l *daemonLink) Progress() bool {
-	limit, ok := l.clk.next()
-	var arg uint64
-	if ok {
-		arg = uint64(limit)
-	}
-	r, err := l.call(attach.OpStep, arg)
+// step is a step call; it delivers the event notifications the daemon
+// reports and says whether anything ran.
+func (l *daemonLink) step(op uint64, rec mmioring.Record) bool {
+	r, err := l.call(op, rec)
 	if err != nil {
 		return false
 	}
@@ -281,32 +277,20 @@ func (l *daemonLink) Progress() bool {
 		l.deliverNotifications()
 	}
 	return r.Value&attach.StepRan != 0
+}
+
+// Progress is mlx5.Progressor: one step of the daemon's engine (not past
+// the host's own next timer, which then fires here).
+func (l *daemonLink) Progress() bool {
+	return l.step(attach.OpStep, mmioring.Record{Off: uint64(l.clk.next())})
 }
 
 // ProgressCQ runs the daemon until the CQE at addr is software's for
 // consumer index ci (or it idles, or the host's next timer is due), in one
 // round trip: the poll loop Poll runs in one process, step for step.
 func (l *daemonLink) ProgressCQ(addr uint64, ci, nent uint32) bool {
-	if l.err != nil {
-		return false
-	}
-	limit, _ := l.clk.next()
 	shift := uint64(bits.TrailingZeros32(nent))
-	r, err := l.prod.CallRecord(mmioring.Record{Off: addr, QPN: ci, Flow: uint64(limit), Time: int64(l.clk.now)},
-		attach.OpStepCQ|shift<<32, time.Now().Add(l.timeout))
-	if err != nil {
-		l.gone("ring call", err)
-		return false
-	}
-	if r.Status != 0 {
-		return false
-	}
-	l.clk.catchUp(sim.Time(r.Time))
-	l.synced, l.pending = l.clk.now, false
-	if r.Value&attach.StepEvents != 0 {
-		l.deliverNotifications()
-	}
-	return r.Value&attach.StepRan != 0
+	return l.step(attach.OpStepCQ|shift<<32, mmioring.Record{Off: addr, QPN: ci, Flow: uint64(l.clk.next())})
 }
 
 // VirtualNow is mlx5.VirtualClock: the host's clock.
@@ -543,7 +527,7 @@ func (p ringPort) PostedWriteFlow(t sim.Time, off uint64, b []byte, qpn uint32, 
 }
 
 func (p ringPort) Read32(t sim.Time, off uint64) (uint32, sim.Time) {
-	r, err := p.l.call(attach.OpRead32, off)
+	r, err := p.l.call(attach.OpRead32, mmioring.Record{Off: off})
 	if err != nil {
 		return ^uint32(0), t // a dead device reads all ones, as on PCIe
 	}
@@ -614,12 +598,10 @@ func (c *HostClock) catchUp(t sim.Time) {
 	}
 }
 
-// next is the earliest host timer.
-func (c *HostClock) next() (sim.Time, bool) {
+// next is the earliest host timer, or 0 if none is set.
+func (c *HostClock) next() sim.Time {
 	if len(c.timers) == 0 {
-		return 0, false
+		return 0
 	}
-	return c.timers[0].at, true
+	return c.timers[0].at
 }
-
-var _ = binary.LittleEndian

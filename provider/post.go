@@ -46,8 +46,8 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	if qp.dead {
 		return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: ErrClosed}
 	}
-	if qp.ctx.link != nil {
-		if err := qp.ctx.gone(); err != nil {
+	if l := qp.ctx.link; l != nil {
+		if err := l.Err(); err != nil {
 			return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: err}
 		}
 	}
@@ -491,8 +491,8 @@ func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
 	if qp.dead {
 		return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: ErrClosed}
 	}
-	if qp.ctx.link != nil {
-		if err := qp.ctx.gone(); err != nil {
+	if l := qp.ctx.link; l != nil {
+		if err := l.Err(); err != nil {
 			return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: err}
 		}
 	}

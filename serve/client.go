@@ -157,7 +157,7 @@ func (d *Daemon) attach(conn *attach.Conn, pid int32) (*client, error) {
 		ringDone: make(chan struct{}), resp: make([]byte, attach.MaxPayload)}
 	c.dev = device.New(d.eng, d.spec, s.ident, mem, d.rec)
 	c.dev.Connect(s.port)
-	c.bar = port(c.dev)
+	c.bar = c.dev.BARPort()
 	c.fbar, _ = c.bar.(pcie.FlowPort)
 	c.dev.SetEventNotify(func(ch uint32) { c.notified = append(c.notified, ch) })
 	c.udev = uverbsdev.NewDevice(c.dev)
@@ -262,7 +262,8 @@ func (c *client) sim(p []byte) ([]byte, *attach.ErrorMsg) {
 	le := binary.LittleEndian
 	u32 := func(v uint32) { out = le.AppendUint32(out, v) }
 	fail := func(err error) ([]byte, *attach.ErrorMsg) {
-		return nil, &attach.ErrorMsg{Errno: errnoOf(err), Reason: fmt.Sprintf("%v: %v", op, err)}
+		ue := uverbsdev.Refusal(op.String(), err)
+		return nil, &attach.ErrorMsg{Errno: ue.Errno, Reason: ue.Error()}
 	}
 	dev := c.dev
 	switch op {
@@ -334,20 +335,6 @@ func (c *client) sim(p []byte) ([]byte, *attach.ErrorMsg) {
 		c.notified = append(c.notified[:0], c.notified[n:]...)
 	}
 	return out, nil
-}
-
-// errnoOf is the errno a device error maps to (uverbsdev's table for
-// command statuses), EINVAL otherwise.
-func errnoOf(err error) syscall.Errno {
-	var e syscall.Errno
-	if errors.As(err, &e) {
-		return e
-	}
-	var st mlx5.CmdStatus
-	if errors.As(err, &st) {
-		return uverbsdev.Errno(st)
-	}
-	return syscall.EINVAL
 }
 
 // ringLoop applies the client's MMIO records until the ring closes or
@@ -448,42 +435,18 @@ func (c *client) call(t sim.Time, r *mmioring.Record) {
 	switch op & 0xffffffff {
 	case attach.OpSync:
 	case attach.OpStep:
-		limit := sim.Time(r.Off)
-		switch {
-		case limit != 0 && eng.Next() > limit:
-			eng.RunUntil(limit)
-			rep.Value = attach.StepRan
-		case c.dev.Progress():
-			rep.Value = attach.StepRan
-		}
-		if len(c.notified) > 0 {
-			rep.Value |= attach.StepEvents
-		}
+		rep.Value = c.step(sim.Time(r.Off), 1, nil)
 	case attach.OpStepCQ:
 		shift := op >> 32
 		if shift > 24 || !c.mem.Contains(r.Off, 64) {
 			rep.Status = uint32(syscall.EINVAL)
 			break
 		}
-		nent, ci, limit := uint32(1)<<shift, r.QPN, sim.Time(r.Flow)
-		for i := 0; i < attach.StepBudget; i++ {
-			var oo [1]byte
-			if c.mem.Read(r.Off+63, oo[:]) == nil && oo[0]>>4 != uint8(mlx5.CQEInvalid) && (oo[0]&1 != 0) == (ci&nent != 0) {
-				break // the CQE is the client's: mlx5.CQEOwnedBySW
-			}
-			if limit != 0 && eng.Next() > limit {
-				eng.RunUntil(limit)
-				rep.Value = attach.StepRan
-				break
-			}
-			if !c.dev.Progress() {
-				break
-			}
-			rep.Value = attach.StepRan
-		}
-		if len(c.notified) > 0 {
-			rep.Value |= attach.StepEvents
-		}
+		addr, ci, nent := r.Off, r.QPN, uint32(1)<<shift
+		rep.Value = c.step(sim.Time(r.Flow), attach.StepBudget, func() bool {
+			var oo [1]byte // op_own, the CQE's last byte: mlx5.CQEOwnedBySW
+			return c.mem.Read(addr+63, oo[:]) == nil && oo[0]>>4 != uint8(mlx5.CQEInvalid) && (oo[0]&1 != 0) == (ci&nent != 0)
+		})
 	case attach.OpRead32:
 		if r.Off%4 != 0 {
 			rep.Status = uint32(syscall.EINVAL)
@@ -499,6 +462,34 @@ func (c *client) call(t sim.Time, r *mmioring.Record) {
 		rep.Time = int64(eng.Now())
 	}
 	c.cons.Reply(rep)
+}
+
+// step runs up to budget events of the engine, the provider's progress
+// loop: it stops early when done reports true (checked before each
+// event; nil: never), when nothing is left to run, or at the client's
+// own timer limit (0: none), to which it runs the clock. It returns the
+// step reply bits.
+func (c *client) step(limit sim.Time, budget int, done func() bool) uint64 {
+	eng := c.d.eng
+	var v uint64
+	for i := 0; i < budget; i++ {
+		if done != nil && done() {
+			break
+		}
+		if limit != 0 && eng.Next() > limit {
+			eng.RunUntil(limit)
+			v = attach.StepRan
+			break
+		}
+		if !c.dev.Progress() {
+			break
+		}
+		v = attach.StepRan
+	}
+	if len(c.notified) > 0 {
+		v |= attach.StepEvents
+	}
+	return v
 }
 
 // teardown detaches a client whose socket is gone (closed, killed, or

@@ -7,13 +7,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/softnic/softnic/device"
-	"github.com/softnic/softnic/pcie"
 	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/shm"
 	"github.com/softnic/softnic/sim"
@@ -273,21 +270,14 @@ func (d *Daemon) slotByName(name string) *slot {
 	return nil
 }
 
-// Names lists the daemon's device names.
+// Names lists the daemon's device names, softnic0 first.
 func (d *Daemon) Names() []string {
 	var n []string
 	for _, s := range d.slots {
 		n = append(n, s.name)
 	}
-	sort.Strings(n)
 	return n
 }
-
-// port is the BAR port of a device (compile-time check that the device
-// offers one).
-func port(dev *device.Device) pcie.BARPort { return dev.BARPort() }
-
-var _ = syscall.EBUSY
 
 // Identity is the MAC and IP of the daemon's device softnic<i>.
 func Identity(i int) device.Identity { return identity(i) }

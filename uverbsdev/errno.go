@@ -37,6 +37,12 @@ func Errno(s mlx5.CmdStatus) syscall.Errno {
 	return syscall.EINVAL
 }
 
+// Refusal is the *uverbs.Error a client gets for err, an error of the
+// device or of a decoder met while serving cmd: the errno of its command
+// status (Errno), of a uverbs error, or EINVAL. The daemon answers its
+// non-uverbs requests (events, CQ moderation) by the same table.
+func Refusal(cmd string, err error) *uverbs.Error { return refusal(cmd, err) }
+
 // refusal turns an error of the device or of a decoder into the
 // *uverbs.Error the client gets.
 func refusal(cmd string, err error) *uverbs.Error {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,57 +17,8 @@ import (
 	"github.com/softnic/softnic/wire"
 )
 
-// fakeTransport is a wire.RealTransport in memory: what the NIC sends is
-// recorded, frames pushed into in are received.
-type fakeTransport struct {
-	mu     sync.Mutex
-	sent   [][]byte
-	in     chan []byte
-	closed bool
-}
-
-func newFakeTransport() *fakeTransport { return &fakeTransport{in: make(chan []byte, 64)} }
-
-func (f *fakeTransport) Send(frame []byte) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return wire.ErrClosed
-	}
-	f.sent = append(f.sent, append([]byte(nil), frame...))
-	return nil
-}
-
-func (f *fakeTransport) Frames() <-chan []byte { return f.in }
-func (f *fakeTransport) Stats() wire.RealStats {
-	return wire.RealStats{TxFrames: uint64(len(f.Sent()))}
-}
-func (f *fakeTransport) String() string { return "fake" }
-
-func (f *fakeTransport) Close() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.closed {
-		f.closed = true
-		close(f.in)
-	}
-	return nil
-}
-
-func (f *fakeTransport) isClosed() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.closed
-}
-
-func (f *fakeTransport) Sent() [][]byte {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([][]byte(nil), f.sent...)
-}
-
 // waitSent waits (at most 10 s) until tr has sent at least n frames.
-func waitSent(t *testing.T, tr *fakeTransport, n int) bool {
+func waitSent(t *testing.T, tr *wire.MemTransport, n int) bool {
 	for deadline := time.Now().Add(10 * time.Second); len(tr.Sent()) < n; {
 		if time.Now().After(deadline) {
 			t.Errorf("the NIC sent %d frames, want %d", len(tr.Sent()), n)
@@ -88,7 +38,7 @@ var (
 
 // newTestNet is the NIC of cfg (IP testIP and the default lead unless
 // given) on a fake transport.
-func newTestNet(t *testing.T, cfg Config) (*Net, *fakeTransport, *bytes.Buffer) {
+func newTestNet(t *testing.T, cfg Config) (*Net, *wire.MemTransport, *bytes.Buffer) {
 	t.Helper()
 	if !cfg.IP.IsValid() {
 		cfg.IP = testIP
@@ -96,7 +46,7 @@ func newTestNet(t *testing.T, cfg Config) (*Net, *fakeTransport, *bytes.Buffer) 
 	if cfg.Lead == 0 {
 		cfg.Lead = DefaultLead
 	}
-	tr := newFakeTransport()
+	tr := wire.NewMemTransport(1024)
 	var stderr bytes.Buffer
 	cfg.Transport, cfg.Stderr, cfg.MemNeed = tr, &stderr, 1<<20
 	n, err := Open(cfg)
@@ -126,11 +76,11 @@ func TestOpenRejectsBadConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := newFakeTransport()
+			tr := wire.NewMemTransport(1024)
 			tc.cfg.Transport = tr
 			_, err := Open(tc.cfg)
 			require.Error(t, err)
-			require.False(t, tr.isClosed(), "a transport given to a failed Open stays the caller's")
+			require.False(t, tr.Closed(), "a transport given to a failed Open stays the caller's")
 		})
 	}
 	_, err := Open(Config{IP: testIP})
@@ -163,7 +113,7 @@ func TestPumpTimePolicy(t *testing.T) {
 // ARP: a peer's modify_qp(RTR) must not time out.
 func TestAwaitAnswersARP(t *testing.T) {
 	n, tr, _ := newTestNet(t, Config{})
-	tr.in <- whoHas(peerMAC, testPeer, testIP)
+	tr.Deliver(whoHas(peerMAC, testPeer, testIP))
 	ch := make(chan int, 1)
 	go func() {
 		if waitSent(t, tr, 1) {
@@ -198,7 +148,7 @@ func TestResolve(t *testing.T) {
 		b := make([]byte, ethport.ARPFrameLen)
 		ethport.BuildARPFrame(b, ethport.DefaultMAC(testIP), peerMAC, &ethport.ARPFields{Op: ethport.ARPReply,
 			SenderMAC: peerMAC, SenderIP: testPeer, TargetMAC: ethport.DefaultMAC(testIP), TargetIP: testIP})
-		tr.in <- b
+		tr.Deliver(b)
 	}()
 	mac, err = n.Resolve(testPeer)
 	require.NoError(t, err)
@@ -247,7 +197,7 @@ func TestPollCQTimesOut(t *testing.T) {
 func TestEchoWarningIsBounded(t *testing.T) {
 	n, tr, stderr := newTestNet(t, Config{})
 	for i := 0; i < maxWarnLines+10; i++ {
-		tr.in <- roceJunk(t) // the device drops it with a warning
+		tr.Deliver(roceJunk(t)) // the device drops it with a warning
 		for n.Pump(0, 64) {
 		}
 	}
@@ -258,7 +208,7 @@ func TestEchoWarningIsBounded(t *testing.T) {
 	require.Contains(t, n.CounterLine(), "rx_drop_bad_icrc=", "the counter line has it too")
 
 	quiet, tr2, stderr2 := newTestNet(t, Config{Quiet: true})
-	tr2.in <- roceJunk(t)
+	tr2.Deliver(roceJunk(t))
 	for quiet.Pump(0, 64) {
 	}
 	require.Empty(t, stderr2.String(), "Quiet")
@@ -271,7 +221,7 @@ func TestFaultsAtTheWire(t *testing.T) {
 	require.NoError(t, err)
 	n, tr, _ := newTestNet(t, Config{Faults: plan})
 	require.NotNil(t, n.Faults())
-	tr.in <- whoHas(peerMAC, testPeer, testIP)
+	tr.Deliver(whoHas(peerMAC, testPeer, testIP))
 	for n.Pump(0, 64) {
 	}
 	require.Empty(t, tr.Sent(), "the ARP reply was dropped")

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,49 +12,6 @@ import (
 	"github.com/softnic/softnic/wire"
 )
 
-// fakeTransport is a wire.RealTransport in memory: what the NIC sends is
-// recorded, frames pushed into in are received.
-type fakeTransport struct {
-	mu     sync.Mutex
-	sent   [][]byte
-	in     chan []byte
-	closed bool
-}
-
-func newFakeTransport() *fakeTransport { return &fakeTransport{in: make(chan []byte, 64)} }
-
-func (f *fakeTransport) Send(frame []byte) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return wire.ErrClosed
-	}
-	f.sent = append(f.sent, append([]byte(nil), frame...))
-	return nil
-}
-
-func (f *fakeTransport) Frames() <-chan []byte { return f.in }
-func (f *fakeTransport) Stats() wire.RealStats {
-	return wire.RealStats{TxFrames: uint64(len(f.Sent()))}
-}
-func (f *fakeTransport) String() string { return "fake" }
-
-func (f *fakeTransport) Close() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.closed {
-		f.closed = true
-		close(f.in)
-	}
-	return nil
-}
-
-func (f *fakeTransport) Sent() [][]byte {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([][]byte(nil), f.sent...)
-}
-
 // Test addresses (TEST-NET-1): they exist only inside these tests.
 var (
 	testIP   = netip.MustParseAddr("192.0.2.1")
@@ -64,7 +20,7 @@ var (
 )
 
 // newTestNet is the NIC of the flags o on a fake transport.
-func newTestNet(t *testing.T, o netOpts) (*wallclock.Net, *fakeTransport, *bytes.Buffer) {
+func newTestNet(t *testing.T, o netOpts) (*wallclock.Net, *wire.MemTransport, *bytes.Buffer) {
 	t.Helper()
 	if o.ip == "" {
 		o.ip = testIP.String()
@@ -72,7 +28,7 @@ func newTestNet(t *testing.T, o netOpts) (*wallclock.Net, *fakeTransport, *bytes
 	if o.lead == 0 {
 		o.lead = wallclock.DefaultLead
 	}
-	tr := newFakeTransport()
+	tr := wire.NewMemTransport(1024)
 	var stderr bytes.Buffer
 	cfg, err := o.config(1<<20, &stderr)
 	require.NoError(t, err)
@@ -108,7 +64,7 @@ func TestNetOptsRejectsBadFlags(t *testing.T) {
 	o := netOpts{ip: "192.0.2.1", mac: "01:00:5e:00:00:01"}
 	cfg, err := o.config(1<<20, &bytes.Buffer{})
 	if err == nil {
-		cfg.Transport = newFakeTransport()
+		cfg.Transport = wire.NewMemTransport(1024)
 		_, err = openNet(o, cfg)
 	}
 	require.Error(t, err, "multicast MAC")

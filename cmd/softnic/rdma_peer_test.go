@@ -19,6 +19,7 @@ import (
 
 	"github.com/softnic/softnic/ethport"
 	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/wire"
 )
 
 const (
@@ -29,7 +30,7 @@ const (
 
 // newTestEP is a connected `softnic rdma` endpoint on a fake transport; the
 // peer (QPN fakePeerQPN at testPeer) is a static neighbour.
-func newTestEP(t *testing.T, wait time.Duration) (*rdmaEP, *fakeTransport, *bytes.Buffer) {
+func newTestEP(t *testing.T, wait time.Duration) (*rdmaEP, *wire.MemTransport, *bytes.Buffer) {
 	t.Helper()
 	r, tr, stderr := newTestNet(t, netOpts{neigh: neighFlag{{IP: testPeer, MAC: peerMAC}}, quiet: true})
 	var out bytes.Buffer
@@ -66,7 +67,7 @@ type fakeResponder struct {
 
 type answerFunc func(ep *rdmaEP, req *roce.Packet) *roce.FrameParams
 
-func startResponder(t *testing.T, ep *rdmaEP, tr *fakeTransport, from int, answer answerFunc) *fakeResponder {
+func startResponder(t *testing.T, ep *rdmaEP, tr *wire.MemTransport, from int, answer answerFunc) *fakeResponder {
 	f := &fakeResponder{stop: make(chan struct{})}
 	f.done.Add(1)
 	go func() {
@@ -93,7 +94,7 @@ func startResponder(t *testing.T, ep *rdmaEP, tr *fakeTransport, from int, answe
 					if err != nil {
 						panic(err)
 					}
-					tr.in <- b[:n]
+					tr.Deliver(b[:n])
 				}
 			}
 		}

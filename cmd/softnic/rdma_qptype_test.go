@@ -18,6 +18,7 @@ import (
 	"github.com/softnic/softnic/ethport"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/wire"
 )
 
 func TestRDMAQPTypeFlags(t *testing.T) {
@@ -166,13 +167,13 @@ func TestRDMAQPTypesInProcess(t *testing.T) {
 
 // newTestEPType is newTestEP for a QP type: connected (UD: its AH made) to
 // the fake peer at testPeer, QPN fakePeerQPN, Q_Key peerQKey.
-func newTestEPType(t *testing.T, typ string, wait time.Duration) (*rdmaEP, *fakeTransport, *strings.Builder) {
+func newTestEPType(t *testing.T, typ string, wait time.Duration) (*rdmaEP, *wire.MemTransport, *strings.Builder) {
 	t.Helper()
 	return newTestEPTypeDepth(t, typ, wait, 4)
 }
 
 // newTestEPTypeDepth is newTestEPType with recvDepth receives posted.
-func newTestEPTypeDepth(t *testing.T, typ string, wait time.Duration, recvDepth int) (*rdmaEP, *fakeTransport, *strings.Builder) {
+func newTestEPTypeDepth(t *testing.T, typ string, wait time.Duration, recvDepth int) (*rdmaEP, *wire.MemTransport, *strings.Builder) {
 	t.Helper()
 	r, tr, stderr := newTestNet(t, netOpts{neigh: neighFlag{{IP: testPeer, MAC: peerMAC}}, quiet: true})
 	out := &strings.Builder{}
@@ -236,7 +237,7 @@ func TestRDMAUDSendAndReceive(t *testing.T) {
 
 	payload := make([]byte, 100)
 	fillSeed(payload, 9)
-	tr.in <- udFrame(t, ep, 0x22220001, payload)
+	tr.Deliver(udFrame(t, ep, 0x22220001, payload))
 	got := run("recv 1")
 	require.Len(t, got, 1)
 	require.Regexp(t, `^WC [0-9a-f]+ SUCCESS RECV 140 0 src_qp=000011 grh=1$`, got[0], "byte_len = 100 + 40")
@@ -256,7 +257,7 @@ func TestRDMAUDSendAndReceive(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("SUM %d 100 %08x", recvOff+40, crc32.ChecksumIEEE(payload)), got[0])
 
 	// Another Q_Key: dropped, no completion.
-	tr.in <- udFrame(t, ep, 0x22220002, payload)
+	tr.Deliver(udFrame(t, ep, 0x22220002, payload))
 	got = run("recv 1")
 	require.Contains(t, got[0], "ERR timed out after 300ms waiting for receive completion 1 of 1")
 }
@@ -274,7 +275,7 @@ func TestRDMARecvCountIsDecimal(t *testing.T) {
 	}
 	payload := make([]byte, 8)
 	for i := 0; i < 16; i++ {
-		tr.in <- udFrame(t, ep, 0x22220001, payload)
+		tr.Deliver(udFrame(t, ep, 0x22220001, payload))
 	}
 	for _, c := range []struct {
 		cmd  string
