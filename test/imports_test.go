@@ -35,7 +35,8 @@ var moduleGraph = map[string]importRule{
 	"roce":                {allow: []string{"sim", "trace", "fault"}},
 	"wire":                {allow: []string{"sim", "trace", "fault", "internal/tuntap"}}, // real transports: TAP ioctls
 	"internal/tuntap":     {},
-	"internal/perfreport": {}, // docs/performance.sh: runs the benchmarks, writes docs/performance.md
+	"internal/kverbs":     {allow: []string{"uverbs"}}, // the kernel's /dev/infiniband/uverbsN: sysfs, fds, mmap; bytes come from uverbs
+	"internal/perfreport": {},                          // docs/performance.sh: runs the benchmarks, writes docs/performance.md
 	"ethport":             {allow: []string{"sim", "trace", "roce", "wire"}},
 	"env":                 {allow: []string{"sim", "trace", "fault"}},                               // the one environment of a device's engines
 	"bar":                 {allow: []string{"pcie", "mlx5", "sim", "trace", "env", "fault"}},        // the device end of BAR0; never the host CPU in front of it
@@ -92,9 +93,9 @@ var thirdParty = []struct {
 }{
 	// wallclock: its capture is stamped with the wall clock, which trace's pcap writer does not do.
 	{"github.com/google/gopacket", []string{"roce", "trace", "wire", "ethport", "wallclock", "test", "cmd/softnic"}, false},
-	// shm maps memory; a later internal/ package (e.g. the uverbs backend)
-	// will join it here.
-	{"golang.org/x/sys", []string{"shm", "internal/tuntap"}, false},
+	// shm maps memory; internal/kverbs makes the uverbs system calls
+	// (ioctl, write, mmap, poll) of the kernel backends.
+	{"golang.org/x/sys", []string{"shm", "internal/tuntap", "internal/kverbs"}, false},
 	{"github.com/stretchr/testify", nil, true},
 }
 
