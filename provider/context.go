@@ -46,6 +46,8 @@ type Context struct {
 	ahs  map[*AH]struct{}
 
 	ev *ctxEvents // completion channels and async events (events.go), set up on first use
+
+	kern *kernCtx // nil unless the device is a kernel one (kernel.go, OpenKernel)
 }
 
 // Open issues GET_CONTEXT and QUERY_DEVICE and checks that the device's

@@ -23,6 +23,7 @@ type CQ struct {
 	refs     int    // QPs using the CQ
 	last     *QP    // last QP looked up (libmlx5 cur_rsc)
 	dead     bool
+	rx       *rxeCQ // a kernel rxe CQ (rxe_datapath.go); nil for mlx5
 
 	// Notification (channel.go).
 	channel    *CompChannel // completion events go here (nil: none)
@@ -37,6 +38,9 @@ type CQ struct {
 func (c *Context) CreateCQ(entries int) (*CQ, error) {
 	if c.closed {
 		return nil, opErr("create_cq", 0, ErrClosed)
+	}
+	if c.kern != nil {
+		return c.kernCreateCQ(entries)
 	}
 	if entries <= 0 || entries > c.attr.MaxCQE {
 		return nil, opErr("create_cq", 0, detail(ErrInvalidArg, "%d entries (device max %d)", entries, c.attr.MaxCQE))
@@ -112,6 +116,9 @@ func (cq *CQ) Destroy() error {
 	if cq == nil || cq.dead {
 		return opErr("destroy_cq", 0, ErrClosed)
 	}
+	if cq.rx != nil {
+		return cq.kernDestroy()
+	}
 	if cq.refs > 0 {
 		return opErr("destroy_cq", 0, detail(ErrBusy, "cq %#x is used by %d QPs", cq.cqn, cq.refs))
 	}
@@ -134,6 +141,9 @@ func (cq *CQ) Destroy() error {
 // unexpected opcode, no outstanding WQE) is consumed and reported as an
 // ErrBadCQE error after the n good completions before it.
 func (cq *CQ) Poll(wcs []WC) (int, error) {
+	if cq.rx != nil {
+		return cq.rxePoll(wcs)
+	}
 	if cq.dead {
 		return 0, opErr("poll_cq", 0, ErrClosed)
 	}

@@ -135,6 +135,9 @@ func (qp *QP) checkValues(a *QPAttr, mask uint32) error {
 // resetIndexes is mlx5_init_qp_indices plus the doorbell-record clear done
 // on a move to RESET, and the CQ clean that goes with it.
 func (qp *QP) resetIndexes() {
+	if qp.rx != nil {
+		return // the kernel's rings keep their own indices
+	}
 	qp.sq.curPost, qp.sq.head, qp.sq.tail = 0, 0, 0
 	qp.rq.head, qp.rq.tail = 0, 0
 	qp.dbr.SetWord(mlx5.DBRRecv, 0)

@@ -42,6 +42,9 @@ import (
 // and neither does the provider; the device fails it (a ConnectX with an
 // error completion, rxe by completing it successfully without sending).
 func (qp *QP) PostSend(wrs []SendWR) (int, error) {
+	if qp.rx != nil {
+		return qp.rxePostSend(wrs)
+	}
 	const op = "post_send"
 	if qp.dead {
 		return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: ErrClosed}
@@ -487,6 +490,9 @@ func (qp *QP) ringSend(nreq, lastOff, lastDS int) {
 // receive queue: posting to it is refused with ErrInvalidArg (post to the
 // SRQ; libmlx5 would fail it with ENOMEM on its empty RQ).
 func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
+	if qp.rx != nil {
+		return qp.rxePostRecv(wrs)
+	}
 	const op = "post_recv"
 	if qp.dead {
 		return 0, &OpError{Op: op, QPN: qp.qpn, Index: 0, Err: ErrClosed}

@@ -112,6 +112,8 @@ type QP struct {
 	bfOffset  uint64 // current buffer: 0 or bfBufSize
 	bfOn      bool   // BlueFlame allowed (off = MLX5_SHUT_UP_BF)
 	dead      bool
+
+	rx *rxeQP // a kernel rxe QP (rxe_datapath.go); nil for mlx5
 }
 
 // CreateQP creates a QP in RESET (ibv_create_qp): RC, UC or UD, with its
@@ -125,6 +127,9 @@ func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	const op = "create_qp"
 	if c.closed {
 		return nil, opErr(op, 0, ErrClosed)
+	}
+	if c.kern != nil {
+		return c.kernCreateQP(pd, attr)
 	}
 	switch {
 	case pd == nil || pd.dead || pd.ctx != c:
@@ -322,6 +327,9 @@ func (qp *QP) SetBlueFlame(on bool) { qp.bfOn = on }
 func (qp *QP) Destroy() error {
 	if qp == nil || qp.dead {
 		return opErr("destroy_qp", 0, ErrClosed)
+	}
+	if qp.rx != nil {
+		return qp.kernDestroy()
 	}
 	c := qp.ctx
 	if err := c.ctl.DestroyQP(qp.qpn); err != nil {

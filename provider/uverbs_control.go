@@ -2,6 +2,7 @@ package provider
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"syscall"
 
@@ -280,12 +281,19 @@ func (u *UverbsControl) QueryPort(port int) (mlx5.PortAttr, error) {
 		MaxMsgSize: uint64(r.MaxMsgSize)}
 	for i := uint32(0); i < r.GIDTblLen && i < 256; i++ {
 		gid, err := u.queryGID(uint32(port), i)
-		if err != nil {
+		if err != nil && !emptyGIDSlot(err) {
 			return mlx5.PortAttr{}, err
 		}
-		a.GIDs = append(a.GIDs, gid)
+		a.GIDs = append(a.GIDs, gid) // an empty slot reads as zeros, as in sysfs
 	}
 	return a, nil
+}
+
+// emptyGIDSlot: a kernel answers QUERY_GID_ENTRY of an unused slot of its
+// GID table with ENODATA (rdma_get_gid_attr), or EINVAL/ENOENT; rxe's
+// table has 1024 slots of which a few are in use.
+func emptyGIDSlot(err error) bool {
+	return errors.Is(err, syscall.ENODATA) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EINVAL)
 }
 
 func (u *UverbsControl) queryGID(port, index uint32) ([16]byte, error) {

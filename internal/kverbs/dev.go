@@ -105,6 +105,13 @@ func (d *Dev) Do(req, resp []byte) (int, error) {
 	return f.outLen, nil
 }
 
+// Protections for Mmap: the rxe rings are read-write, an mlx5 UAR page
+// write-only.
+const (
+	ProtRead  = unix.PROT_READ
+	ProtWrite = unix.PROT_WRITE
+)
+
 // Mmap maps length bytes of the uverbs fd at offset (a queue or UAR
 // offset the kernel returned).
 func (d *Dev) Mmap(offset uint64, length int, prot int) ([]byte, error) {
