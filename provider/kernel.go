@@ -175,13 +175,15 @@ func (c *Context) kernCreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		return nil, opErr(op, 0, detail(ErrNotSupported, "SRQs on rxe"))
 	}
 	cp := attr.Cap
+	// The same classes as the mlx5 sizing (sizeSQ, sizeRQ): ErrInvalidArg.
+	maxSGE := min(c.attr.MaxSGE, rxeMaxSGE)
 	switch {
-	case cp.MaxSendWR <= 0 || cp.MaxRecvWR < 0 || cp.MaxSendWR > c.attr.MaxQPWR || cp.MaxRecvWR > c.attr.MaxQPWR:
+	case cp.MaxSendWR < 0 || cp.MaxRecvWR < 0 || cp.MaxSendWR > c.attr.MaxQPWR || cp.MaxRecvWR > c.attr.MaxQPWR:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "%d send / %d receive WRs (device max %d)", cp.MaxSendWR, cp.MaxRecvWR, c.attr.MaxQPWR))
-	case cp.MaxSendSGE < 0 || cp.MaxRecvSGE < 0 || cp.MaxSendSGE > rxeMaxSGE || cp.MaxRecvSGE > rxeMaxSGE:
-		return nil, opErr(op, 0, detail(ErrTooManySGE, "%d send / %d receive SGEs (rxe max %d)", cp.MaxSendSGE, cp.MaxRecvSGE, rxeMaxSGE))
+	case cp.MaxSendSGE < 0 || cp.MaxRecvSGE < 0 || cp.MaxSendSGE > maxSGE || cp.MaxRecvSGE > maxSGE:
+		return nil, opErr(op, 0, detail(ErrInvalidArg, "%d send / %d receive SGEs (device max %d)", cp.MaxSendSGE, cp.MaxRecvSGE, maxSGE))
 	case cp.MaxInline < 0 || cp.MaxInline > rxeMaxInline:
-		return nil, opErr(op, 0, detail(ErrInlineTooBig, "max_inline_data %d (rxe max %d)", cp.MaxInline, rxeMaxInline))
+		return nil, opErr(op, 0, detail(ErrInvalidArg, "max_inline_data %d (rxe max %d)", cp.MaxInline, rxeMaxInline))
 	}
 	typ, _ := uverbs.QPTypeFromMLX5(attr.Type)
 	core := uverbs.CreateQP{PDHandle: pd.pdn, SendCQHandle: attr.SendCQ.cqn, RecvCQHandle: attr.RecvCQ.cqn,

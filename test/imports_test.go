@@ -55,6 +55,7 @@ var moduleGraph = map[string]importRule{
 	"cmd/softnic":         {any: true},
 	"test":                {any: true},
 	"test/interop":        {any: true},            // the Soft-RoCE (rxe in qemu) interop harness
+	"test/conformance":    {any: true},            // the provider's conformance suite, on every backend present
 	"test/uverbslayout":   {any: true, cgo: true}, // cgo: uverbs layouts against the uapi headers
 }
 

@@ -1,0 +1,661 @@
+package conformance
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/testbed"
+	"github.com/stretchr/testify/require"
+)
+
+// KDevEnv names the kernel device to run the suite on as well (rxe0).
+const KDevEnv = "SOFTNIC_KDEV"
+
+// pollTimeout bounds every wait for a completion.
+const pollTimeout = 5 * time.Second
+
+// side is one end of a backend's pair: a context and its address.
+type side struct {
+	ctx *provider.Context
+	gid [16]byte
+	mac [6]byte
+}
+
+// backend is two contexts that reach each other: two emulated NICs on one
+// wire, or two contexts on one kernel device (loopback).
+type backend struct {
+	name  string
+	sides [2]side
+	kern  bool
+}
+
+// backends opens every backend present for t; each is closed when t ends.
+func backends(t *testing.T) []*backend {
+	t.Helper()
+	w, err := testbed.New(testbed.DefaultConfig())
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	emu := &backend{name: "emulated"}
+	for i, h := range w.Hosts {
+		emu.sides[i] = side{ctx: h.Ctx, gid: h.ID.IP.As16(), mac: h.ID.MAC}
+	}
+	out := []*backend{emu}
+	name := os.Getenv(KDevEnv)
+	if name == "" {
+		return out
+	}
+	k := &backend{name: "kernel-" + name, kern: true}
+	for i := range k.sides {
+		ctx, err := provider.OpenKernel(name, provider.KernelOptions{MemSize: 4 << 20})
+		require.NoError(t, err, "open %s", name)
+		t.Cleanup(func() { _ = ctx.Close() })
+		p, err := ctx.QueryPort(1)
+		require.NoError(t, err)
+		require.Greater(t, len(p.GIDs), 1, "%s has no GID at index 1 (the RoCEv2 IPv4 GID)", name)
+		k.sides[i] = side{ctx: ctx, gid: p.GIDs[1].GID}
+	}
+	return append(out, k)
+}
+
+// each runs f as a subtest per backend: TestX/<backend>.
+func each(t *testing.T, f func(t *testing.T, b *backend)) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) { f(t, b) })
+	}
+}
+
+// pair is a connected RC pair with a registered buffer on each side.
+type pair struct {
+	b   *backend
+	ep  [2]*ep
+	cfg provider.QPCap
+}
+
+type ep struct {
+	ctx *provider.Context
+	pd  *provider.PD
+	cq  *provider.CQ
+	qp  *provider.QP
+	buf provider.Buffer
+	mr  *provider.MR
+}
+
+const bufSize = 64 << 10
+
+var fullAccess = provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic
+
+func newEP(t *testing.T, ctx *provider.Context, cp provider.QPCap) *ep {
+	t.Helper()
+	e := &ep{ctx: ctx}
+	var err error
+	e.pd, err = ctx.AllocPD()
+	require.NoError(t, err)
+	e.cq, err = ctx.CreateCQ(128)
+	require.NoError(t, err)
+	e.buf, err = ctx.AllocBuffer(bufSize, 4096)
+	require.NoError(t, err)
+	e.mr, err = e.pd.RegMR(e.buf.Addr, bufSize, fullAccess)
+	require.NoError(t, err)
+	e.qp, err = ctx.CreateQP(e.pd, provider.QPInitAttr{Type: provider.QPTypeRC, SendCQ: e.cq, RecvCQ: e.cq, Cap: cp})
+	require.NoError(t, err)
+	return e
+}
+
+func (e *ep) destroy(t *testing.T) {
+	require.NoError(t, e.qp.Destroy())
+	require.NoError(t, e.mr.Dereg())
+	require.NoError(t, e.cq.Destroy())
+	require.NoError(t, e.pd.Dealloc())
+	require.NoError(t, e.ctx.FreeBuffer(e.buf))
+}
+
+func connect(t *testing.T, b *backend) *pair {
+	t.Helper()
+	cp := provider.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInline: 64}
+	p := &pair{b: b, cfg: cp}
+	for i := range p.ep {
+		p.ep[i] = newEP(t, b.sides[i].ctx, cp)
+	}
+	psn := [2]uint32{0x1000, 0x2000}
+	for i, e := range p.ep {
+		peer := p.ep[1-i]
+		a := provider.DefaultConnectAttr()
+		a.Peer = provider.Peer{QPN: peer.qp.QPN(), PSN: psn[1-i], GID: b.sides[1-i].gid, MAC: b.sides[1-i].mac}
+		a.PSN, a.Access = psn[i], fullAccess
+		require.NoError(t, e.qp.ToInit(a))
+		require.NoError(t, e.qp.ToRTR(a))
+	}
+	for i, e := range p.ep {
+		a := provider.DefaultConnectAttr()
+		a.PSN = psn[i]
+		require.NoError(t, e.qp.ToRTS(a))
+	}
+	t.Cleanup(func() {
+		for _, e := range p.ep {
+			e.destroy(t)
+		}
+	})
+	return p
+}
+
+// poll waits (at most pollTimeout) for n completions on cq.
+func poll(t *testing.T, cq *provider.CQ, n int) []provider.WC {
+	t.Helper()
+	var got []provider.WC
+	wcs := make([]provider.WC, n)
+	deadline := time.Now().Add(pollTimeout)
+	for len(got) < n {
+		k, err := cq.Poll(wcs[:n-len(got)])
+		require.NoError(t, err)
+		got = append(got, wcs[:k]...)
+		if k == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d completions after %v", len(got), n, pollTimeout)
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+	return got
+}
+
+// pollBoth collects completions from both sides' CQ until each has its
+// count.
+func pollBoth(t *testing.T, p *pair, n0, n1 int) (a, b []provider.WC) {
+	t.Helper()
+	deadline := time.Now().Add(pollTimeout)
+	wcs := make([]provider.WC, 8)
+	for len(a) < n0 || len(b) < n1 {
+		k0, err := p.ep[0].cq.Poll(wcs[:min(8, max(n0-len(a), 0))])
+		require.NoError(t, err)
+		a = append(a, wcs[:k0]...)
+		k1, err := p.ep[1].cq.Poll(wcs[:min(8, max(n1-len(b), 0))])
+		require.NoError(t, err)
+		b = append(b, wcs[:k1]...)
+		if k0+k1 == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("completions %d/%d and %d/%d after %v", len(a), n0, len(b), n1, pollTimeout)
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+	return a, b
+}
+
+func (e *ep) bytes(t *testing.T, off, n int) []byte {
+	t.Helper()
+	b, err := e.ctx.Mem().Slice(e.buf.Addr+uint64(off), n)
+	require.NoError(t, err)
+	return b
+}
+
+func fill(b []byte, seed byte) {
+	for i := range b {
+		b[i] = seed + byte(i*7)
+	}
+}
+
+// ---------------------------------------------------------------- device, PD, MR, CQ, QP verbs
+
+func TestQueryDeviceAndPort(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		ctx := b.sides[0].ctx
+		a := ctx.Attr()
+		require.Positive(t, a.MaxQP)
+		require.Positive(t, a.MaxCQE)
+		require.Positive(t, a.MaxQPWR)
+		require.Positive(t, a.MaxSGE)
+		require.NotZero(t, a.ActiveMTU.Bytes())
+		p, err := ctx.QueryPort(1)
+		require.NoError(t, err)
+		require.Equal(t, provider.PortActive, p.State)
+		require.NotEmpty(t, p.GIDs)
+		found := false
+		for _, g := range p.GIDs {
+			found = found || g.GID == b.sides[0].gid
+		}
+		require.True(t, found, "the RoCEv2 IPv4 GID %x is in the table", b.sides[0].gid)
+	})
+}
+
+func TestPD(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		ctx := b.sides[0].ctx
+		pd, err := ctx.AllocPD()
+		require.NoError(t, err)
+		buf, err := ctx.AllocBuffer(4096, 4096)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, ctx.FreeBuffer(buf)) }()
+		mr, err := pd.RegMR(buf.Addr, 4096, provider.AccessLocalWrite)
+		require.NoError(t, err)
+		require.ErrorIs(t, pd.Dealloc(), provider.ErrBusy, "a PD with an MR")
+		require.NoError(t, mr.Dereg())
+		require.ErrorIs(t, mr.Dereg(), provider.ErrClosed, "twice")
+		require.NoError(t, pd.Dealloc())
+		require.ErrorIs(t, pd.Dealloc(), provider.ErrClosed, "twice")
+	})
+}
+
+func TestRegMR(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		ctx := b.sides[0].ctx
+		pd, err := ctx.AllocPD()
+		require.NoError(t, err)
+		defer func() { require.NoError(t, pd.Dealloc()) }()
+		buf, err := ctx.AllocBuffer(8192, 4096)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, ctx.FreeBuffer(buf)) }()
+		cases := []struct {
+			name   string
+			addr   uint64
+			length uint64
+			access provider.Access
+			err    error
+		}{
+			{"local", buf.Addr, 8192, provider.AccessLocalWrite, nil},
+			{"remote read, write, atomic", buf.Addr, 4096, fullAccess, nil},
+			{"read-only, unaligned", buf.Addr + 100, 1000, 0, nil},
+			{"zero length", buf.Addr, 0, provider.AccessLocalWrite, provider.ErrInvalidArg},
+			{"outside host memory", 0x10, 4096, provider.AccessLocalWrite, provider.ErrOutOfRange},
+			{"remote write without local write", buf.Addr, 4096, provider.AccessRemoteWrite, provider.ErrInvalidArg},
+			{"unknown access bit", buf.Addr, 4096, 1 << 20, provider.ErrInvalidArg},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				mr, err := pd.RegMR(c.addr, c.length, c.access)
+				if c.err != nil {
+					require.ErrorIs(t, err, c.err)
+					return
+				}
+				require.NoError(t, err)
+				require.Equal(t, c.length, mr.Length)
+				require.NoError(t, mr.Dereg())
+			})
+		}
+	})
+}
+
+func TestCQ(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		ctx := b.sides[0].ctx
+		cases := []struct {
+			name    string
+			entries int
+			err     error
+		}{
+			{"one", 1, nil},
+			{"100", 100, nil},
+			{"zero", 0, provider.ErrInvalidArg},
+			{"negative", -1, provider.ErrInvalidArg},
+			{"above the device max", ctx.Attr().MaxCQE + 1, provider.ErrInvalidArg},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				cq, err := ctx.CreateCQ(c.entries)
+				if c.err != nil {
+					require.ErrorIs(t, err, c.err)
+					return
+				}
+				require.NoError(t, err)
+				require.GreaterOrEqual(t, cq.Entries(), c.entries)
+				n, err := cq.Poll(make([]provider.WC, 4))
+				require.NoError(t, err)
+				require.Zero(t, n, "a new CQ is empty")
+				require.NoError(t, cq.Destroy())
+				_, err = cq.Poll(make([]provider.WC, 1))
+				require.ErrorIs(t, err, provider.ErrClosed)
+			})
+		}
+	})
+}
+
+func TestCreateQP(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		ctx := b.sides[0].ctx
+		pd, err := ctx.AllocPD()
+		require.NoError(t, err)
+		defer func() { require.NoError(t, pd.Dealloc()) }()
+		cq, err := ctx.CreateCQ(16)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, cq.Destroy()) }()
+		a := ctx.Attr()
+		cases := []struct {
+			name string
+			cap  provider.QPCap
+			err  error
+		}{
+			{"small", provider.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}, nil},
+			{"inline 64", provider.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInline: 64}, nil},
+			{"too many send WRs", provider.QPCap{MaxSendWR: a.MaxQPWR + 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}, provider.ErrInvalidArg},
+			{"too many SGEs", provider.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: a.MaxSGE + 1, MaxRecvSGE: 1}, provider.ErrInvalidArg},
+			{"negative", provider.QPCap{MaxSendWR: -1}, provider.ErrInvalidArg},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				qp, err := ctx.CreateQP(pd, provider.QPInitAttr{Type: provider.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: c.cap})
+				if c.err != nil {
+					require.ErrorIs(t, err, c.err)
+					return
+				}
+				require.NoError(t, err)
+				require.Equal(t, provider.QPStateReset, qp.State())
+				got := qp.Cap()
+				require.GreaterOrEqual(t, got.MaxSendWR, c.cap.MaxSendWR)
+				require.GreaterOrEqual(t, got.MaxRecvWR, c.cap.MaxRecvWR)
+				require.GreaterOrEqual(t, got.MaxInline, c.cap.MaxInline)
+				require.ErrorIs(t, cq.Destroy(), provider.ErrBusy, "a CQ in use")
+				require.ErrorIs(t, pd.Dealloc(), provider.ErrBusy, "a PD in use")
+				require.NoError(t, qp.Destroy())
+				require.ErrorIs(t, qp.Destroy(), provider.ErrClosed)
+			})
+		}
+		_, err = ctx.CreateQP(nil, provider.QPInitAttr{Type: provider.QPTypeRC, SendCQ: cq, RecvCQ: cq})
+		require.ErrorIs(t, err, provider.ErrInvalidArg, "no PD")
+	})
+}
+
+func TestModifyQP(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		e := newEP(t, b.sides[0].ctx, provider.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1})
+		defer e.destroy(t)
+		a := provider.DefaultConnectAttr()
+		a.Peer = provider.Peer{QPN: e.qp.QPN(), GID: b.sides[0].gid, MAC: b.sides[0].mac}
+		// RESET -> RTR skips INIT.
+		err := e.qp.ToRTR(a)
+		require.ErrorIs(t, err, provider.ErrBadTransition)
+		require.NoError(t, e.qp.ToInit(a))
+		st, err := e.qp.QueryState()
+		require.NoError(t, err)
+		require.Equal(t, provider.QPStateInit, st)
+		bad := a
+		bad.MTU = 333
+		require.ErrorIs(t, e.qp.ToRTR(bad), provider.ErrInvalidArg)
+		require.NoError(t, e.qp.ToRTR(a))
+		require.NoError(t, e.qp.ToRTS(a))
+		st, err = e.qp.QueryState()
+		require.NoError(t, err)
+		require.Equal(t, provider.QPStateRTS, st)
+		require.NoError(t, e.qp.Modify(&provider.QPAttr{QPState: provider.QPStateErr}, 1))
+		require.NoError(t, e.qp.Modify(&provider.QPAttr{QPState: provider.QPStateReset}, 1))
+		require.Equal(t, provider.QPStateReset, e.qp.State())
+	})
+}
+
+func TestPostBeforeRTS(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		e := newEP(t, b.sides[0].ctx, provider.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1})
+		defer e.destroy(t)
+		_, err := e.qp.PostSend([]provider.SendWR{{Opcode: provider.WRSend, SGL: []provider.SGE{e.mr.SGE(0, 8)}}})
+		require.ErrorIs(t, err, provider.ErrBadState, "RESET")
+		_, err = e.qp.PostRecv([]provider.RecvWR{{SGL: []provider.SGE{e.mr.SGE(0, 8)}}})
+		require.ErrorIs(t, err, provider.ErrBadState, "receives in RESET")
+		a := provider.DefaultConnectAttr()
+		require.NoError(t, e.qp.ToInit(a))
+		n, err := e.qp.PostRecv([]provider.RecvWR{{SGL: []provider.SGE{e.mr.SGE(0, 8)}}})
+		require.NoError(t, err, "receives from INIT on")
+		require.Equal(t, 1, n)
+		_, err = e.qp.PostSend([]provider.SendWR{{Opcode: provider.WRSend, SGL: []provider.SGE{e.mr.SGE(0, 8)}}})
+		require.ErrorIs(t, err, provider.ErrBadState, "INIT")
+	})
+}
+
+func TestRecvQueueFull(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		e := newEP(t, b.sides[0].ctx, provider.QPCap{MaxSendWR: 4, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1})
+		defer e.destroy(t)
+		require.NoError(t, e.qp.ToInit(provider.DefaultConnectAttr()))
+		capacity := e.qp.Cap().MaxRecvWR
+		wrs := make([]provider.RecvWR, 4*capacity+4)
+		for i := range wrs {
+			wrs[i] = provider.RecvWR{WRID: uint64(i), SGL: []provider.SGE{e.mr.SGE(0, 8)}}
+		}
+		n, err := e.qp.PostRecv(wrs)
+		require.ErrorIs(t, err, provider.ErrQueueFull)
+		require.GreaterOrEqual(t, n, capacity, "at least the capacity the device reported")
+		var op *provider.OpError
+		require.ErrorAs(t, err, &op)
+		require.Equal(t, n, op.Index, "the error names the first WR not posted")
+	})
+}
+
+func TestPostSendBadWR(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		p := connect(t, b)
+		e := p.ep[0]
+		cases := []struct {
+			name string
+			wr   provider.SendWR
+			err  error
+		}{
+			{"too many SGEs", provider.SendWR{Opcode: provider.WRSend, SGL: make([]provider.SGE, p.cfg.MaxSendSGE+1)}, provider.ErrTooManySGE},
+			{"inline above max_inline_data", provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline,
+				SGL: []provider.SGE{e.mr.SGE(0, uint32(e.qp.Cap().MaxInline+1))}}, provider.ErrInlineTooBig},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				n, err := e.qp.PostSend([]provider.SendWR{c.wr})
+				require.ErrorIs(t, err, c.err)
+				require.Zero(t, n)
+			})
+		}
+	})
+}
+
+// ---------------------------------------------------------------- opcodes
+
+func TestOpcodes(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		p := connect(t, b)
+		a, z := p.ep[0], p.ep[1]
+		const n = 1500 // more than one 1024-byte MTU
+		type want struct {
+			op      provider.WCOpcode
+			byteLen uint32
+		}
+		cases := []struct {
+			name     string
+			wr       func() provider.SendWR
+			recv     bool // the responder consumes a receive
+			sendWC   want
+			recvWC   want
+			imm      bool
+			check    func(t *testing.T)
+			atomicTo uint64
+		}{
+			{name: "SEND", recv: true, wr: func() provider.SendWR {
+				fill(a.bytes(t, 0, n), 1)
+				return provider.SendWR{Opcode: provider.WRSend, SGL: []provider.SGE{a.mr.SGE(0, n)}}
+			}, sendWC: want{provider.WCSend, 0}, recvWC: want{provider.WCRecv, n}, check: func(t *testing.T) {
+				require.Equal(t, a.bytes(t, 0, n), z.bytes(t, 8192, n))
+			}},
+			{name: "SEND two SGEs", recv: true, wr: func() provider.SendWR {
+				fill(a.bytes(t, 0, 2000), 9)
+				return provider.SendWR{Opcode: provider.WRSend, SGL: []provider.SGE{a.mr.SGE(0, 100), a.mr.SGE(1000, 200)}}
+			}, sendWC: want{provider.WCSend, 0}, recvWC: want{provider.WCRecv, 300}, check: func(t *testing.T) {
+				require.Equal(t, a.bytes(t, 0, 100), z.bytes(t, 8192, 100))
+				require.Equal(t, a.bytes(t, 1000, 200), z.bytes(t, 8192+100, 200))
+			}},
+			{name: "SEND_WITH_IMM", recv: true, imm: true, wr: func() provider.SendWR {
+				return provider.SendWR{Opcode: provider.WRSendImm, Imm: 0xc0ffee01, SGL: []provider.SGE{a.mr.SGE(0, 64)}}
+			}, sendWC: want{provider.WCSend, 0}, recvWC: want{provider.WCRecv, 64}},
+			{name: "SEND inline", recv: true, wr: func() provider.SendWR {
+				fill(a.bytes(t, 0, 60), 3)
+				return provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline, SGL: []provider.SGE{{Addr: a.buf.Addr, Length: 60}}}
+			}, sendWC: want{provider.WCSend, 0}, recvWC: want{provider.WCRecv, 60}, check: func(t *testing.T) {
+				require.Equal(t, a.bytes(t, 0, 60), z.bytes(t, 8192, 60))
+			}},
+			{name: "SEND zero bytes", recv: true, wr: func() provider.SendWR {
+				return provider.SendWR{Opcode: provider.WRSend}
+			}, sendWC: want{provider.WCSend, 0}, recvWC: want{provider.WCRecv, 0}},
+			{name: "RDMA_WRITE", wr: func() provider.SendWR {
+				fill(a.bytes(t, 0, n), 5)
+				return provider.SendWR{Opcode: provider.WRRDMAWrite, SGL: []provider.SGE{a.mr.SGE(0, n)}, RemoteAddr: z.buf.Addr + 16384, RKey: z.mr.RKey}
+			}, sendWC: want{provider.WCRDMAWrite, 0}, check: func(t *testing.T) {
+				require.Equal(t, a.bytes(t, 0, n), z.bytes(t, 16384, n))
+			}},
+			{name: "RDMA_WRITE_WITH_IMM", recv: true, imm: true, wr: func() provider.SendWR {
+				fill(a.bytes(t, 0, 256), 7)
+				return provider.SendWR{Opcode: provider.WRRDMAWriteImm, Imm: 0x12345678, SGL: []provider.SGE{a.mr.SGE(0, 256)}, RemoteAddr: z.buf.Addr + 20000, RKey: z.mr.RKey}
+			}, sendWC: want{provider.WCRDMAWrite, 0}, recvWC: want{provider.WCRecvRDMAWithImm, 256}, check: func(t *testing.T) {
+				require.Equal(t, a.bytes(t, 0, 256), z.bytes(t, 20000, 256))
+			}},
+			{name: "RDMA_READ", wr: func() provider.SendWR {
+				fill(z.bytes(t, 24576, n), 11)
+				return provider.SendWR{Opcode: provider.WRRDMARead, SGL: []provider.SGE{a.mr.SGE(4096, n)}, RemoteAddr: z.buf.Addr + 24576, RKey: z.mr.RKey}
+			}, sendWC: want{provider.WCRDMARead, n}, check: func(t *testing.T) {
+				require.Equal(t, z.bytes(t, 24576, n), a.bytes(t, 4096, n))
+			}},
+			{name: "ATOMIC_FETCH_AND_ADD", wr: func() provider.SendWR {
+				binary.LittleEndian.PutUint64(z.bytes(t, 32768, 8), 40)
+				return provider.SendWR{Opcode: provider.WRAtomicFetchAdd, SGL: []provider.SGE{a.mr.SGE(8192, 8)}, RemoteAddr: z.buf.Addr + 32768, RKey: z.mr.RKey, CompareAdd: 2}
+			}, sendWC: want{provider.WCFetchAdd, 8}, check: func(t *testing.T) {
+				require.Equal(t, uint64(40), binary.LittleEndian.Uint64(a.bytes(t, 8192, 8)), "the original value")
+				require.Equal(t, uint64(42), binary.LittleEndian.Uint64(z.bytes(t, 32768, 8)))
+			}},
+			{name: "ATOMIC_CMP_AND_SWP", wr: func() provider.SendWR {
+				binary.LittleEndian.PutUint64(z.bytes(t, 32776, 8), 7)
+				return provider.SendWR{Opcode: provider.WRAtomicCmpSwp, SGL: []provider.SGE{a.mr.SGE(8200, 8)}, RemoteAddr: z.buf.Addr + 32776, RKey: z.mr.RKey, CompareAdd: 7, Swap: 99}
+			}, sendWC: want{provider.WCCompSwap, 8}, check: func(t *testing.T) {
+				require.Equal(t, uint64(7), binary.LittleEndian.Uint64(a.bytes(t, 8200, 8)))
+				require.Equal(t, uint64(99), binary.LittleEndian.Uint64(z.bytes(t, 32776, 8)))
+			}},
+		}
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				if c.recv {
+					_, err := z.qp.PostRecv([]provider.RecvWR{{WRID: 0x100 + uint64(i), SGL: []provider.SGE{z.mr.SGE(8192, 4096)}}})
+					require.NoError(t, err)
+				}
+				wr := c.wr()
+				wr.WRID, wr.Flags = uint64(i+1), wr.Flags|provider.SendSignaled
+				k, err := a.qp.PostSend([]provider.SendWR{wr})
+				require.NoError(t, err)
+				require.Equal(t, 1, k)
+				nr := 0
+				if c.recv {
+					nr = 1
+				}
+				sw, rw := pollBoth(t, p, 1, nr)
+				require.Equal(t, provider.WCSuccess, sw[0].Status, "%v", sw[0].Status)
+				require.Equal(t, uint64(i+1), sw[0].WRID)
+				require.Equal(t, c.sendWC.op, sw[0].Opcode)
+				if c.sendWC.byteLen != 0 {
+					require.Equal(t, c.sendWC.byteLen, sw[0].ByteLen)
+				}
+				require.Equal(t, a.qp.QPN(), sw[0].QPNum)
+				if c.recv {
+					require.Equal(t, provider.WCSuccess, rw[0].Status, "%v", rw[0].Status)
+					require.Equal(t, 0x100+uint64(i), rw[0].WRID)
+					require.Equal(t, c.recvWC.op, rw[0].Opcode)
+					require.Equal(t, c.recvWC.byteLen, rw[0].ByteLen)
+					require.Equal(t, c.imm, rw[0].Flags&provider.WCFlagWithImm != 0)
+					if c.imm {
+						require.Equal(t, wr.Imm, rw[0].Imm)
+					}
+				}
+				if c.check != nil {
+					c.check(t)
+				}
+			})
+		}
+	})
+}
+
+func TestPostList(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		p := connect(t, b)
+		a, z := p.ep[0], p.ep[1]
+		const k = 8
+		recvs := make([]provider.RecvWR, k)
+		sends := make([]provider.SendWR, k)
+		for i := range k {
+			recvs[i] = provider.RecvWR{WRID: uint64(100 + i), SGL: []provider.SGE{z.mr.SGE(uint64(i*256), 256)}}
+			sends[i] = provider.SendWR{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled,
+				SGL: []provider.SGE{a.mr.SGE(uint64(i*256), uint32(10+i))}}
+		}
+		n, err := z.qp.PostRecv(recvs)
+		require.NoError(t, err)
+		require.Equal(t, k, n)
+		n, err = a.qp.PostSend(sends)
+		require.NoError(t, err)
+		require.Equal(t, k, n)
+		sw, rw := pollBoth(t, p, k, k)
+		for i := range k {
+			require.Equal(t, uint64(i), sw[i].WRID, "send completions in order")
+			require.Equal(t, uint64(100+i), rw[i].WRID, "receives in order")
+			require.Equal(t, uint32(10+i), rw[i].ByteLen)
+		}
+	})
+}
+
+// ---------------------------------------------------------------- error completions
+
+func TestRemoteAccessError(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		p := connect(t, b)
+		a, z := p.ep[0], p.ep[1]
+		_, err := a.qp.PostSend([]provider.SendWR{{WRID: 7, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+			SGL: []provider.SGE{a.mr.SGE(0, 64)}, RemoteAddr: z.buf.Addr, RKey: z.mr.RKey ^ 0x5a5a00}})
+		require.NoError(t, err)
+		wc := poll(t, a.cq, 1)[0]
+		require.Equal(t, uint64(7), wc.WRID)
+		require.Equal(t, provider.WCRemAccessErr, wc.Status, "%v", wc.Status)
+	})
+}
+
+func TestFlushOnError(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		p := connect(t, b)
+		z := p.ep[1]
+		_, err := z.qp.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{z.mr.SGE(0, 64)}}, {WRID: 2, SGL: []provider.SGE{z.mr.SGE(64, 64)}}})
+		require.NoError(t, err)
+		require.NoError(t, z.qp.Modify(&provider.QPAttr{QPState: provider.QPStateErr}, 1))
+		wcs := poll(t, z.cq, 2)
+		for i, wc := range wcs {
+			require.Equal(t, uint64(i+1), wc.WRID)
+			require.Equal(t, provider.WCWRFlushErr, wc.Status, "%v", wc.Status)
+		}
+	})
+}
+
+func TestUseAfterClose(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		var ctx *provider.Context
+		if b.kern {
+			c, err := provider.OpenKernel(os.Getenv(KDevEnv), provider.KernelOptions{MemSize: 1 << 20})
+			require.NoError(t, err)
+			ctx = c
+		} else {
+			w, err := testbed.New(testbed.DefaultConfig())
+			require.NoError(t, err)
+			defer w.Close()
+			ctx = w.Hosts[0].Ctx
+		}
+		pd, err := ctx.AllocPD()
+		require.NoError(t, err)
+		cq, err := ctx.CreateCQ(4)
+		require.NoError(t, err)
+		qp, err := ctx.CreateQP(pd, provider.QPInitAttr{Type: provider.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+			Cap: provider.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		require.NoError(t, err)
+		require.NoError(t, ctx.Close(), "Close destroys what is left")
+		_, err = ctx.AllocPD()
+		require.ErrorIs(t, err, provider.ErrClosed)
+		_, err = qp.PostSend([]provider.SendWR{{Opcode: provider.WRSend}})
+		require.ErrorIs(t, err, provider.ErrClosed)
+		_, err = cq.Poll(make([]provider.WC, 1))
+		require.ErrorIs(t, err, provider.ErrClosed)
+	})
+}
+
+// TestNoDevice: a kernel device that is not there is ErrNoDevice, whatever
+// the machine has.
+func TestNoDevice(t *testing.T) {
+	_, err := provider.OpenKernel("no_such_dev9", provider.KernelOptions{})
+	require.ErrorIs(t, err, provider.ErrNoDevice)
+	require.True(t, errors.Is(err, provider.ErrNoDevice), fmt.Sprint(err))
+}
