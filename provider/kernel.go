@@ -87,6 +87,12 @@ func OpenKernel(name string, o KernelOptions) (*Context, error) {
 		return fail("query_device", err)
 	}
 	attr.MaxInline = rxeMaxInline
+	// librxe prints fw_ver as %d.%d.%d (libmlx5: %d.%d.%04d, what
+	// UverbsControl formats).
+	var fw [3]int
+	if _, err := fmt.Sscanf(attr.FWVersion, "%d.%d.%d", &fw[0], &fw[1], &fw[2]); err == nil {
+		attr.FWVersion = fmt.Sprintf("%d.%d.%d", fw[0], fw[1], fw[2])
+	}
 	c := &Context{
 		name: name, ctl: ctl, mem: mem, attr: attr, uctx: uctx,
 		qps: map[uint32]*QP{}, cqs: map[uint32]*CQ{}, pds: map[uint32]*PD{}, mrs: map[uint32]*MR{},

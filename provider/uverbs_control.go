@@ -290,11 +290,9 @@ func (u *UverbsControl) QueryPort(port int) (mlx5.PortAttr, error) {
 }
 
 // emptyGIDSlot: a kernel answers QUERY_GID_ENTRY of an unused slot of its
-// GID table with ENODATA (rdma_get_gid_attr), or EINVAL/ENOENT; rxe's
-// table has 1024 slots of which a few are in use.
-func emptyGIDSlot(err error) bool {
-	return errors.Is(err, syscall.ENODATA) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EINVAL)
-}
+// GID table with ENODATA (rdma_get_gid_attr); rxe's table has many slots
+// of which a few are in use.
+func emptyGIDSlot(err error) bool { return errors.Is(err, syscall.ENODATA) }
 
 func (u *UverbsControl) queryGID(port, index uint32) ([16]byte, error) {
 	const cmd = "UVERBS_METHOD_QUERY_GID_ENTRY"
@@ -504,6 +502,13 @@ func (u *UverbsControl) ModifyQP(c mlx5.ModifyQPCmd) error {
 	}
 	if c.Mask&mlx5.AttrAV != 0 {
 		m.Dest.IsGlobal = 1
+		if m.Dest.PortNum == 0 {
+			// ah_attr.port_num must name a port (the kernel refuses 0
+			// with EINVAL, rdma_is_port_valid); an RTR move carries no
+			// PORT attribute, so name the device's one port, as
+			// ibv_rc_pingpong does with ib_port.
+			m.Dest.PortNum = 1
+		}
 	}
 	_, err = u.write(uverbs.CmdModifyQP, &m, nil, 0)
 	return err

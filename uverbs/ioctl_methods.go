@@ -62,11 +62,12 @@ func QueryPortIoctl(b []byte, port uint8, resp uint64, driverID DriverID) (Ioctl
 }
 
 // QueryGIDEntryIoctl builds DEVICE/QUERY_GID_ENTRY in b: the port and GID
-// index inline, flags 0, and a GIDEntrySize-byte ib_uverbs_gid_entry
-// written at resp.
+// index as CONST_IN (8 bytes inline: the kernel's UVERBS_ATTR_CONST_IN of
+// a u32 is sized as a u64, and a 4-byte one is EINVAL), flags 0 (a u32
+// FLAGS_IN), and a GIDEntrySize-byte ib_uverbs_gid_entry written at resp.
 func QueryGIDEntryIoctl(b []byte, port, index uint32, resp uint64, driverID DriverID) (Ioctl, error) {
 	r, err := NewIoctl(b, ObjectDevice, MethodQueryGIDEntry, driverID)
-	for _, a := range [...]AttrFields{AttrU32In(AttrQueryGIDEntryPort, port), AttrU32In(AttrQueryGIDEntryGIDIndex, index),
+	for _, a := range [...]AttrFields{AttrConstIn(AttrQueryGIDEntryPort, uint64(port)), AttrConstIn(AttrQueryGIDEntryGIDIndex, uint64(index)),
 		AttrU32In(AttrQueryGIDEntryFlags, 0), AttrPtrOut(AttrQueryGIDEntryRespEntry, resp, GIDEntrySize)} {
 		if err == nil {
 			err = r.Add(a)

@@ -90,7 +90,7 @@ func fuzzSeeds(t testing.TB) [][]byte {
 	}
 	q, err := uverbs.NewIoctl(make([]byte, 512), uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5)
 	require.NoError(t, err)
-	for _, at := range []uverbs.AttrFields{uverbs.AttrU32In(0, 1), uverbs.AttrU32In(1, 0), uverbs.AttrPtrOut(3, 72, uverbs.GIDEntrySize)} {
+	for _, at := range []uverbs.AttrFields{uverbs.AttrConstIn(0, 1), uverbs.AttrConstIn(1, 0), uverbs.AttrPtrOut(3, 72, uverbs.GIDEntrySize)} {
 		require.NoError(t, q.Add(at))
 	}
 	seeds = append(seeds, q.Bytes(), []byte{}, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})

@@ -277,11 +277,13 @@ func (s *Server) queryGIDEntry(r *ioctlReq) *uverbs.Error {
 	if e := r.check(uverbs.AttrQueryGIDEntryPort, uverbs.AttrQueryGIDEntryGIDIndex, uverbs.AttrQueryGIDEntryFlags, uverbs.AttrQueryGIDEntryRespEntry); e != nil {
 		return e
 	}
-	port, e := r.inline(uverbs.AttrQueryGIDEntryPort, 4)
+	// CONST_IN attributes are u64-sized whatever their enum type, as in
+	// the kernel (UVERBS_ATTR_CONST_IN).
+	port, e := r.inline(uverbs.AttrQueryGIDEntryPort, 8)
 	if e != nil {
 		return e
 	}
-	idx, e := r.inline(uverbs.AttrQueryGIDEntryGIDIndex, 4)
+	idx, e := r.inline(uverbs.AttrQueryGIDEntryGIDIndex, 8)
 	if e != nil {
 		return e
 	}

@@ -46,7 +46,7 @@ func TestRoundTrip(t *testing.T) {
 	const gh = uverbs.IoctlHdrSize + 4*uverbs.AttrSize
 	io, err := uverbs.NewIoctl(r.req[:], uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5)
 	require.NoError(t, err)
-	for _, a := range []uverbs.AttrFields{uverbs.AttrU32In(uverbs.AttrQueryGIDEntryPort, 1), uverbs.AttrU32In(uverbs.AttrQueryGIDEntryGIDIndex, 0),
+	for _, a := range []uverbs.AttrFields{uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryPort, uint64(1)), uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryGIDIndex, uint64(0)),
 		uverbs.AttrU32In(uverbs.AttrQueryGIDEntryFlags, 0), uverbs.AttrPtrOut(uverbs.AttrQueryGIDEntryRespEntry, gh, uverbs.GIDEntrySize)} {
 		require.NoError(t, io.Add(a))
 	}
@@ -406,8 +406,8 @@ func TestIoctlRefusals(t *testing.T) {
 		return q
 	}
 	gid := func(port, idx uint32, out uint64) uverbs.Ioctl {
-		return io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrU32In(uverbs.AttrQueryGIDEntryPort, port),
-			uverbs.AttrU32In(uverbs.AttrQueryGIDEntryGIDIndex, idx), uverbs.AttrPtrOut(uverbs.AttrQueryGIDEntryRespEntry, out, uverbs.GIDEntrySize))
+		return io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryPort, uint64(port)),
+			uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryGIDIndex, uint64(idx)), uverbs.AttrPtrOut(uverbs.AttrQueryGIDEntryRespEntry, out, uverbs.GIDEntrySize))
 	}
 	const h3 = uverbs.IoctlHdrSize + 3*uverbs.AttrSize
 	require.NoError(t, call(gid(1, 0, h3), h3+uverbs.GIDEntrySize))
@@ -423,9 +423,9 @@ func TestIoctlRefusals(t *testing.T) {
 		{"output outside the response", call(gid(1, 0, 4000), h3+uverbs.GIDEntrySize), syscall.EFAULT},
 		{"output over the attribute array", call(gid(1, 0, 8), h3+uverbs.GIDEntrySize), syscall.EFAULT},
 		{"response shorter than the attributes", call(gid(1, 0, h3), 16), syscall.EFAULT},
-		{"output attribute too short", call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrU32In(uverbs.AttrQueryGIDEntryPort, 1),
-			uverbs.AttrU32In(uverbs.AttrQueryGIDEntryGIDIndex, 0), uverbs.AttrPtrOut(uverbs.AttrQueryGIDEntryRespEntry, h3, 8)), h3+uverbs.GIDEntrySize), syscall.ENOSPC},
-		{"missing attribute", call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrU32In(uverbs.AttrQueryGIDEntryPort, 1)), 64), syscall.EINVAL},
+		{"output attribute too short", call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryPort, uint64(1)),
+			uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryGIDIndex, uint64(0)), uverbs.AttrPtrOut(uverbs.AttrQueryGIDEntryRespEntry, h3, 8)), h3+uverbs.GIDEntrySize), syscall.ENOSPC},
+		{"missing attribute", call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryPort, uint64(1))), 64), syscall.EINVAL},
 		{"unknown mandatory attribute", call(io(uverbs.ObjectPD, uverbs.MethodPDDestroy, uverbs.DriverMLX5, uverbs.AttrIDR(0, 1), uverbs.AttrU32In(9, 1)), 64), syscall.EPROTONOSUPPORT},
 		{"destroy an unknown UAR", call(io(uverbs.MLX5ObjectUAR, uverbs.MLX5MethodUARObjDestroy, uverbs.DriverMLX5, uverbs.AttrIDR(uverbs.MLX5AttrUARObjDestroyHandle, 4711)), 64), syscall.ENOENT},
 		{"UAR of type 5", call(io(uverbs.MLX5ObjectUAR, uverbs.MLX5MethodUARObjAlloc, uverbs.DriverMLX5, uverbs.AttrIDRNew(uverbs.MLX5AttrUARObjAllocHandle),
