@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,7 +21,8 @@ const devinfoHelp = `usage: softnic devinfo [-v] [-d DEVICE] [-i PORT] [-l] [--p
 
 Prints the emulated NICs of the default world (softnic0 and softnic1, back
 to back) in ibv_devinfo's shape: what QUERY_DEVICE, QUERY_PORT and the GID
-table report. The caps shown are the ones the device enforces (one source:
+table report. -d with a kernel device (rxe0, mlx5_0) prints that device,
+as its kernel driver answers through /dev/infiniband/uverbsN. The caps shown are the ones the device enforces (one source:
 the profile's caps). -v adds the device caps and the port's details.
 
 Flags:
@@ -49,6 +51,24 @@ func runDevinfo(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "softnic devinfo:", err)
 		return 1
+	}
+	if kernelDevice(*dev) {
+		// rxe0, mlx5_0: the kernel's answers through /dev/infiniband.
+		ctx, err := provider.OpenKernel(*dev, provider.KernelOptions{MemSize: 1 << 20})
+		if errors.Is(err, provider.ErrNoDevice) {
+			fmt.Fprintf(stderr, "softnic devinfo: IB device '%s' wasn't found (have softnic0, softnic1): %v\n", *dev, err)
+			return 1
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "softnic devinfo:", err)
+			return 1
+		}
+		defer ctx.Close()
+		if err := printDevinfo(stdout, ctx, p, *verbose, port); err != nil {
+			fmt.Fprintln(stderr, "softnic devinfo:", err)
+			return 1
+		}
+		return 0
 	}
 	cfg := testbed.DefaultConfig()
 	cfg.Device, cfg.Host, cfg.Wire = p.Device, p.Host(), p.Wire
@@ -86,6 +106,11 @@ func runDevinfo(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// kernelDevice reports whether a device name names a kernel device (rxe0,
+// mlx5_0) rather than an emulated softnic<n>: the device name chooses
+// the backend.
+func kernelDevice(name string) bool { return name != "" && !strings.HasPrefix(name, "softnic") }
+
 // ibSpeed maps a lane rate to ibv_devinfo's active_speed text and enum.
 func ibSpeed(laneGbps float64) string {
 	for _, s := range []struct {
@@ -119,7 +144,13 @@ func printDevinfo(w io.Writer, ctx *provider.Context, p profile.Profile, verbose
 	fmt.Fprintf(w, "\tvendor_id:\t\t\t0x%04x\n", a.VendorID)
 	fmt.Fprintf(w, "\tvendor_part_id:\t\t\t%d\n", a.VendorPartID)
 	fmt.Fprintf(w, "\thw_ver:\t\t\t\t0x%x\n", a.HWVer)
-	fmt.Fprintf(w, "\tboard_id:\t\t\tSOFTNIC_%s\n", strings.ToUpper(strings.ReplaceAll(p.Name, "-", "_")))
+	board := "SOFTNIC_" + strings.ToUpper(strings.ReplaceAll(p.Name, "-", "_"))
+	speed := ibSpeed(float64(p.Wire.Rate) / 4e9)
+	_, kern := ctx.Kernel()
+	if kern {
+		board, speed = "N/A", "N/A (not in QUERY_PORT's answer here)"
+	}
+	fmt.Fprintf(w, "\tboard_id:\t\t\t%s\n", board)
 	fmt.Fprintf(w, "\tphys_port_cnt:\t\t\t1\n")
 	if verbose {
 		rows := []struct {
@@ -201,9 +232,12 @@ func printDevinfo(w io.Writer, ctx *provider.Context, p profile.Profile, verbose
 		fmt.Fprintf(w, "\t\t\tsubnet_timeout:\t\t0\n")
 		fmt.Fprintf(w, "\t\t\tinit_type_reply:\t0\n")
 		fmt.Fprintf(w, "\t\t\tactive_width:\t\t4X (2)\n")
-		fmt.Fprintf(w, "\t\t\tactive_speed:\t\t%s\n", ibSpeed(float64(p.Wire.Rate)/4e9))
+		fmt.Fprintf(w, "\t\t\tactive_speed:\t\t%s\n", speed)
 		fmt.Fprintf(w, "\t\t\tphys_state:\t\t%s\n", phys)
 		for _, g := range pa.GIDs {
+			if kern && g.GID == ([16]byte{}) {
+				continue // an unused slot of the kernel's table
+			}
 			fmt.Fprintf(w, "\t\t\tGID[%3d]:\t\t%s, %s\n", g.Index, gidString(g.GID), g.Type)
 		}
 	}

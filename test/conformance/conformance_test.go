@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,6 +59,12 @@ func backends(t *testing.T) []*backend {
 		p, err := ctx.QueryPort(1)
 		require.NoError(t, err)
 		require.Greater(t, len(p.GIDs), 1, "%s has no GID at index 1 (the RoCEv2 IPv4 GID)", name)
+		// QUERY_GID_ENTRY's answer is what sysfs shows.
+		sys, err := os.ReadFile("/sys/class/infiniband/" + name + "/ports/1/gids/1")
+		require.NoError(t, err)
+		want, err := netip.ParseAddr(strings.TrimSpace(string(sys)))
+		require.NoError(t, err)
+		require.Equal(t, want.As16(), p.GIDs[1].GID, "GID 1 of %s: sysfs says %s", name, sys)
 		k.sides[i] = side{ctx: ctx, gid: p.GIDs[1].GID}
 	}
 	return append(out, k)
@@ -431,7 +439,7 @@ func TestPostSendBadWR(t *testing.T) {
 			wr   provider.SendWR
 			err  error
 		}{
-			{"too many SGEs", provider.SendWR{Opcode: provider.WRSend, SGL: make([]provider.SGE, p.cfg.MaxSendSGE+1)}, provider.ErrTooManySGE},
+			{"too many SGEs", provider.SendWR{Opcode: provider.WRSend, SGL: make([]provider.SGE, e.qp.Cap().MaxSendSGE+1)}, provider.ErrTooManySGE},
 			{"inline above max_inline_data", provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline,
 				SGL: []provider.SGE{e.mr.SGE(0, uint32(e.qp.Cap().MaxInline+1))}}, provider.ErrInlineTooBig},
 		}

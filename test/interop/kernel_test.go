@@ -1,0 +1,216 @@
+package interop
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// guestBin is a statically linked program to put into the guest.
+type guestBin struct {
+	host  string // path on the host
+	guest string // path in the guest (/usr/bin/...)
+}
+
+// buildStatic builds pkg's test binary (test: true) or command statically
+// (CGO_ENABLED=0), so that it runs in the guest's busybox initramfs.
+func buildStatic(ctx context.Context, dir, pkg, name string, test bool) (string, error) {
+	out := filepath.Join(dir, name)
+	args := []string{"build", "-o", out, pkg}
+	if test {
+		args = []string{"test", "-c", "-o", out, pkg}
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, b)
+	}
+	return out, nil
+}
+
+// withFiles returns an image whose initramfs is img's followed by a second
+// newc archive holding bins: the kernel unpacks concatenated archives in
+// order, so the guest build (Debian packages only, cached by build.sh)
+// stays as it is and the test's own binaries ride along.
+func withFiles(img guestImage, dir string, bins []guestBin) (guestImage, error) {
+	root := filepath.Join(dir, "extra-root")
+	var names []string
+	for _, b := range bins {
+		dst := filepath.Join(root, b.guest)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return img, err
+		}
+		data, err := os.ReadFile(b.host)
+		if err != nil {
+			return img, err
+		}
+		if err := os.WriteFile(dst, data, 0o755); err != nil {
+			return img, err
+		}
+		names = append(names, strings.TrimPrefix(b.guest, "/"))
+	}
+	cmd := exec.Command("cpio", "-o", "-H", "newc", "--quiet")
+	cmd.Dir = root
+	cmd.Stdin = strings.NewReader(strings.Join(names, "\n") + "\n")
+	extra, err := cmd.Output()
+	if err != nil {
+		return img, fmt.Errorf("cpio: %w", err)
+	}
+	base, err := os.ReadFile(img.initrd)
+	if err != nil {
+		return img, err
+	}
+	// newc members are 4-byte aligned; the next archive starts after the
+	// previous one's trailer, padded to 512 bytes as cpio pads it.
+	joined := append(base, make([]byte, (512-len(base)%512)%512)...)
+	joined = append(joined, extra...)
+	img.initrd = filepath.Join(dir, "initrd-extra.cpio")
+	return img, os.WriteFile(img.initrd, joined, 0o644)
+}
+
+// TestKernelBackend boots the guest with the provider's conformance suite
+// (test/conformance, statically linked) and runs it there on both
+// backends: the emulated NIC and the kernel's rxe0 through
+// /dev/infiniband/uverbs0. It logs the table test × backend.
+func TestKernelBackend(t *testing.T) {
+	if os.Getenv("SOFTNIC_INTEROP") != "1" {
+		t.Skip("set SOFTNIC_INTEROP=1 to run the provider's kernel backend in the Soft-RoCE guest")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	img, buildLog, err := buildGuest(ctx, guestCacheDir())
+	require.NoError(t, err, buildLog)
+	dir := t.TempDir()
+	conf, err := buildStatic(ctx, dir, "github.com/softnic/softnic/test/conformance", "conformance.test", true)
+	require.NoError(t, err)
+	sn, err := buildStatic(ctx, dir, "github.com/softnic/softnic/cmd/softnic", "softnic", false)
+	require.NoError(t, err)
+	img, err = withFiles(img, dir, []guestBin{{conf, "/usr/bin/conformance.test"}, {sn, "/usr/bin/softnic"}})
+	require.NoError(t, err)
+	t1 := time.Now()
+	g, err := bootGuest(img, guestOptions{img: img}, 120*time.Second)
+	require.NoError(t, err)
+	defer g.shutdown()
+	t.Logf("guest up in %v: %s", time.Since(t1).Round(time.Millisecond), g.ready)
+
+	// SOFTNIC_GUEST_RUN replaces the suite by a shell command (debugging:
+	// dmesg, dynamic debug, softnic devinfo -v -d rxe0).
+	if dbg := os.Getenv("SOFTNIC_GUEST_RUN"); dbg != "" {
+		o, _, _ := g.run(2*time.Minute, dbg)
+		t.Log(o)
+		return
+	}
+	out, code, err := g.run(10*time.Minute, "SOFTNIC_KDEV=rxe0 /usr/bin/conformance.test -test.v -test.count=1 -test.timeout=9m")
+	require.NoError(t, err)
+	table := conformanceTable(out)
+	t.Logf("conformance (guest, kernel %s):\n%s", img.kernelVersion, table)
+	require.Zero(t, code, "conformance suite in the guest:\n%s", out)
+	require.Contains(t, table, "kernel-rxe0", "the kernel backend ran:\n%s", out)
+
+	t.Run("devinfo", func(t *testing.T) {
+		// softnic devinfo reads the kernel's answers: the same values as
+		// rdma-core's ibv_devinfo on the same device.
+		ours, code, err := g.run(time.Minute, "softnic devinfo -v -d rxe0")
+		require.NoError(t, err)
+		require.Zero(t, code, ours)
+		theirs, code, err := g.run(time.Minute, "ibv_devinfo -v -d rxe0")
+		require.NoError(t, err)
+		require.Zero(t, code, theirs)
+		o, th := devinfoFields(ours), devinfoFields(theirs)
+		for _, k := range []string{"hca_id", "fw_ver", "node_guid", "vendor_id", "max_mr_size", "max_qp", "max_qp_wr", "max_sge",
+			"max_cq", "max_cqe", "max_mr", "max_pd", "max_qp_rd_atom", "state", "max_mtu", "active_mtu", "link_layer", "max_msg_sz",
+			"GID[  0]", "GID[  1]"} {
+			require.NotEmpty(t, th[k], "ibv_devinfo has no %s:\n%s", k, theirs)
+			want, got := th[k], o[k]
+			if strings.HasPrefix(k, "GID") {
+				// softnic prints GIDs expanded (its emulated devices' shape),
+				// rdma-core 44 compressed: compare the addresses.
+				want, got = canonGID(want), canonGID(got)
+			}
+			require.Equal(t, want, got, "%s: softnic devinfo vs ibv_devinfo\n%s\n%s", k, ours, theirs)
+		}
+	})
+}
+
+// canonGID rewrites "ADDR, TYPE" with the address in one spelling.
+func canonGID(s string) string {
+	a, typ, _ := strings.Cut(s, ",")
+	if ip, err := netip.ParseAddr(strings.TrimSpace(a)); err == nil {
+		a = ip.String()
+	}
+	return a + "," + typ
+}
+
+// devinfoFields is the "key: value" lines of ibv_devinfo's output (the
+// first of each key: the device, then port 1).
+func devinfoFields(out string) map[string]string {
+	m := map[string]string{}
+	for line := range strings.SplitSeq(out, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		if _, seen := m[k]; !seen {
+			m[k] = strings.TrimSpace(v)
+		}
+	}
+	return m
+}
+
+var resultLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (Test[^/ ]+)/([^/ ]+)(/\S+)? \(`)
+
+// conformanceTable turns go test -v output into test × backend results.
+func conformanceTable(out string) string {
+	res := map[string]map[string]string{}
+	backends := map[string]bool{}
+	for line := range strings.SplitSeq(out, "\n") {
+		m := resultLine.FindStringSubmatch(line)
+		if m == nil || m[4] != "" {
+			continue
+		}
+		if res[m[2]] == nil {
+			res[m[2]] = map[string]string{}
+		}
+		res[m[2]][m[3]] = strings.ToLower(m[1])
+		backends[m[3]] = true
+	}
+	var tests, bs []string
+	for k := range res {
+		tests = append(tests, k)
+	}
+	for k := range backends {
+		bs = append(bs, k)
+	}
+	sort.Strings(tests)
+	sort.Strings(bs)
+	var b strings.Builder
+	fmt.Fprintf(&b, "| test | %s |\n|---|%s\n", strings.Join(bs, " | "), strings.Repeat("---|", len(bs)))
+	for _, tn := range tests {
+		row := []string{}
+		for _, be := range bs {
+			r := res[tn][be]
+			if r == "" {
+				r = "-"
+			}
+			row = append(row, r)
+		}
+		fmt.Fprintf(&b, "| %s | %s |\n", tn, strings.Join(row, " | "))
+	}
+	return b.String()
+}
+
+func TestConformanceTable(t *testing.T) {
+	out := "=== RUN   TestPD\n--- PASS: TestPD (0.00s)\n    --- PASS: TestPD/emulated (0.00s)\n    --- FAIL: TestPD/kernel-rxe0 (0.01s)\n" +
+		"        --- PASS: TestPD/kernel-rxe0/sub (0.00s)\n    --- SKIP: TestCQ/kernel-rxe0 (0.00s)\n"
+	require.Equal(t, "| test | emulated | kernel-rxe0 |\n|---|---|---|\n| TestCQ | - | skip |\n| TestPD | pass | fail |\n", conformanceTable(out))
+}
