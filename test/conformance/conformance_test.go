@@ -37,7 +37,7 @@ type backend struct {
 }
 
 // backends opens every backend present for t; each is closed when t ends.
-func backends(t *testing.T) []*backend {
+func backends(t testing.TB) []*backend {
 	t.Helper()
 	w, err := testbed.New(testbed.DefaultConfig())
 	require.NoError(t, err)
@@ -97,7 +97,7 @@ const bufSize = 64 << 10
 
 var fullAccess = provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic
 
-func newEP(t *testing.T, ctx *provider.Context, cp provider.QPCap) *ep {
+func newEP(t testing.TB, ctx *provider.Context, cp provider.QPCap) *ep {
 	t.Helper()
 	e := &ep{ctx: ctx}
 	var err error
@@ -114,7 +114,7 @@ func newEP(t *testing.T, ctx *provider.Context, cp provider.QPCap) *ep {
 	return e
 }
 
-func (e *ep) destroy(t *testing.T) {
+func (e *ep) destroy(t testing.TB) {
 	require.NoError(t, e.qp.Destroy())
 	require.NoError(t, e.mr.Dereg())
 	require.NoError(t, e.cq.Destroy())
@@ -122,7 +122,7 @@ func (e *ep) destroy(t *testing.T) {
 	require.NoError(t, e.ctx.FreeBuffer(e.buf))
 }
 
-func connect(t *testing.T, b *backend) *pair {
+func connect(t testing.TB, b *backend) *pair {
 	t.Helper()
 	cp := provider.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInline: 64}
 	p := &pair{b: b, cfg: cp}

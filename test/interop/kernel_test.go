@@ -117,6 +117,23 @@ func TestKernelBackend(t *testing.T) {
 	require.Zero(t, code, "conformance suite in the guest:\n%s", out)
 	require.Contains(t, table, "kernel-rxe0", "the kernel backend ran:\n%s", out)
 
+	t.Run("post_send_cost", func(t *testing.T) {
+		// The slow path and the fast path side by side, in the same guest:
+		// one post_send with its doorbell on rxe (a write() system call)
+		// and on the emulated mlx5 NIC (MMIO stores into the model).
+		out, code, err := g.run(5*time.Minute, "SOFTNIC_KDEV=rxe0 /usr/bin/conformance.test -test.run XXX -test.bench PostSend -test.benchtime 5000x -test.count 3")
+		require.NoError(t, err)
+		require.Zero(t, code, out)
+		var lines []string
+		for line := range strings.SplitSeq(out, "\n") {
+			if strings.HasPrefix(line, "BenchmarkPostSend/") {
+				lines = append(lines, line)
+			}
+		}
+		require.NotEmpty(t, lines, out)
+		t.Logf("post_send + doorbell in the guest (TCG):\n%s", strings.Join(lines, "\n"))
+	})
+
 	t.Run("devinfo", func(t *testing.T) {
 		// softnic devinfo reads the kernel's answers: the same values as
 		// rdma-core's ibv_devinfo on the same device.
