@@ -117,7 +117,9 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 	o.net.register(fs)
 	both := func(short, long string, f func(name string)) { f(short); f(long) }
 	both("p", "port", func(n string) { intVar(fs, &o.port, n, 18515, "listen on/connect to port `port`") })
-	both("d", "ib-dev", func(n string) { fs.StringVar(&o.ibDev, n, "", "IB device (ignored: the emulated NIC)") })
+	both("d", "ib-dev", func(n string) {
+		fs.StringVar(&o.ibDev, n, "", "IB device: a kernel device (rxe0, mlx5_0) through /dev/infiniband, else the emulated NIC on --wire")
+	})
 	both("i", "ib-port", func(n string) { intVar(fs, &o.ibPort, n, 1, "port of the IB device (only 1)") })
 	both("s", "size", func(n string) { intVar(fs, &o.size, n, 4096, "size of message to exchange") })
 	both("m", "mtu", func(n string) { intVar(fs, &o.mtu, n, 1024, "path MTU") })
@@ -245,7 +247,7 @@ func (d ppDest) String(label string) string {
 // pingpong is the state of one run (struct pingpong_context).
 type pingpong struct {
 	o       ppOpts
-	rt      *wallclock.Net
+	rt      ppNet
 	pd      *provider.PD
 	cq      *provider.CQ
 	qp      *provider.QP
@@ -256,7 +258,7 @@ type pingpong struct {
 }
 
 func doRCPingpong(o ppOpts, stdout, stderr io.Writer) error {
-	rt, err := openRealNet(o.net, o.size+(1<<20), stderr)
+	rt, err := openPingpongNet(o, stderr)
 	if err != nil {
 		return err
 	}
@@ -404,7 +406,11 @@ func bg[T any](f func() (T, error)) <-chan ioResult[T] {
 	return ch
 }
 
-func awaitIO[T any](rt *wallclock.Net, ch <-chan ioResult[T], timeout time.Duration, what string) (T, error) {
+func awaitIO[T any](n ppNet, ch <-chan ioResult[T], timeout time.Duration, what string) (T, error) {
+	rt, ok := n.(*wallclock.Net)
+	if !ok {
+		return awaitPlain(ch, timeout, what)
+	}
 	r, err := wallclock.Await(rt, ch, timeout, what)
 	if err != nil {
 		return r.v, err

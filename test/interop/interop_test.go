@@ -507,7 +507,14 @@ func pingpongDone(who, out string) error {
 // runPingpong runs one ibv_rc_pingpong exchange between the guest (in
 // guestRole) and softnic rc_pingpong.
 func runPingpong(g *guest, bin, dir, guestRole string, size uint64) (diag string, err error) {
-	pcap := filepath.Join(dir, fmt.Sprintf("pingpong-guest-%s-%d.pcap", guestRole, size))
+	return runPingpongWith(g, bin, dir, guestRole, size, "ibv_rc_pingpong", guestPingpong)
+}
+
+// runPingpongWith is runPingpong with the guest's side given: its name and
+// its command line for a size, a TCP port and (client) the server's host.
+func runPingpongWith(g *guest, bin, dir, guestRole string, size uint64, guestName string,
+	guestCmd func(size uint64, port int, host string) string) (diag string, err error) {
+	pcap := filepath.Join(dir, fmt.Sprintf("pingpong-%s-guest-%s-%d.pcap", strings.ReplaceAll(guestName, " ", "_"), guestRole, size))
 	var sn *proc
 	var guestOut string
 	var guestCode int
@@ -516,7 +523,7 @@ func runPingpong(g *guest, bin, dir, guestRole string, size uint64) (diag string
 			return
 		}
 		var b strings.Builder
-		fmt.Fprintf(&b, "guest ibv_rc_pingpong (exit %d):\n%s\n", guestCode, guestOut)
+		fmt.Fprintf(&b, "guest %s (exit %d):\n%s\n", guestName, guestCode, guestOut)
 		if sn != nil {
 			fmt.Fprintf(&b, "softnic rc_pingpong stdout:\n%s\nstderr:\n%s\n", sn.stdout.String(), sn.stderr.String())
 		}
@@ -527,7 +534,7 @@ func runPingpong(g *guest, bin, dir, guestRole string, size uint64) (diag string
 
 	switch guestRole {
 	case "server":
-		job, err := g.bg(guestPingpong(size, guestTCPPort, ""))
+		job, err := g.bg(guestCmd(size, guestTCPPort, ""))
 		if err != nil {
 			return "", err
 		}
@@ -535,7 +542,7 @@ func runPingpong(g *guest, bin, dir, guestRole string, size uint64) (diag string
 		// wait until it does.
 		if !g.listening(guestTCPPort, opTimeout) {
 			guestOut, guestCode, _ = g.wait(job, opTimeout)
-			return "", fmt.Errorf("guest ibv_rc_pingpong never listened on :%d", guestTCPPort)
+			return "", fmt.Errorf("guest %s never listened on :%d", guestName, guestTCPPort)
 		}
 		for attempt := 1; ; attempt++ {
 			sn, err = startProc(bin, softnicPingpong(g, pcap, size, g.hostFwd, "127.0.0.1"), nil, nil)
@@ -583,7 +590,7 @@ func runPingpong(g *guest, bin, dir, guestRole string, size uint64) (diag string
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		guestOut, guestCode, err = g.run(60*time.Second, guestPingpong(size, port, slirpHost))
+		guestOut, guestCode, err = g.run(60*time.Second, guestCmd(size, port, slirpHost))
 		if err != nil {
 			return "", err
 		}
@@ -592,14 +599,20 @@ func runPingpong(g *guest, bin, dir, guestRole string, size uint64) (diag string
 		}
 	}
 	if guestCode != 0 {
-		return "", fmt.Errorf("guest ibv_rc_pingpong exited %d", guestCode)
+		return "", fmt.Errorf("guest %s exited %d", guestName, guestCode)
 	}
-	if err := errors.Join(pingpongDone("guest ibv_rc_pingpong", guestOut),
+	if err := errors.Join(pingpongDone("guest "+guestName, guestOut),
 		pingpongDone("softnic rc_pingpong", sn.stdout.String())); err != nil {
 		return "", err
 	}
 	if text, ok := decodePcap(bin, pcap); !ok {
 		return "", fmt.Errorf("softnic decode found bad frames:\n%s", tailLines(text, 40))
+	}
+	// On success: the guest's summary ("N iters in S seconds = U usec/iter").
+	for line := range strings.SplitSeq(guestOut, "\n") {
+		if strings.Contains(line, "iters in") {
+			return strings.TrimSpace(line), nil
+		}
 	}
 	return "", nil
 }

@@ -98,7 +98,7 @@ func TestKernelBackend(t *testing.T) {
 	img, err = withFiles(img, dir, []guestBin{{conf, "/usr/bin/conformance.test"}, {sn, "/usr/bin/softnic"}})
 	require.NoError(t, err)
 	t1 := time.Now()
-	g, err := bootGuest(img, guestOptions{img: img}, 120*time.Second)
+	g, err := bootGuest(img, guestOptions{img: img, neigh: true}, 120*time.Second)
 	require.NoError(t, err)
 	defer g.shutdown()
 	t.Logf("guest up in %v: %s", time.Since(t1).Round(time.Millisecond), g.ready)
@@ -132,6 +132,37 @@ func TestKernelBackend(t *testing.T) {
 		}
 		require.NotEmpty(t, lines, out)
 		t.Logf("post_send + doorbell in the guest (TCG):\n%s", strings.Join(lines, "\n"))
+	})
+
+	t.Run("rc_pingpong", func(t *testing.T) {
+		// The Go provider on a real kernel driver (softnic rc_pingpong -d
+		// rxe0 in the guest) against the Go device model (softnic
+		// rc_pingpong on an emulated NIC on the host), over the udp wire,
+		// in both roles.
+		bin, err := buildSoftnic(ctx, dir)
+		require.NoError(t, err)
+		m := &matrix{}
+		defer func() { t.Log("softnic -d rxe0 (guest) × softnic emulated (host):\n" + m.String()) }()
+		guestCmd := func(size uint64, port int, host string) string {
+			s := fmt.Sprintf("softnic rc_pingpong -d rxe0 -i 1 -g 1 -m %d -s %d -n %d -p %d", pathMTU, size, pingpongIters, port)
+			if host != "" {
+				s += " " + host
+			}
+			return s
+		}
+		for _, role := range []string{"server", "client"} {
+			label := "softnic -d rxe0 server, softnic emulated client"
+			if role == "client" {
+				label = "softnic emulated server, softnic -d rxe0 client"
+			}
+			for _, n := range pingpongSizes {
+				t.Run(fmt.Sprintf("guest_%s/%d", role, n), func(t *testing.T) {
+					diag, err := runPingpongWith(g, bin, dir, role, n, "softnic rc_pingpong -d rxe0", guestCmd)
+					m.add("rc_pingpong", label, int64(n), err, diag) // the guest's summary line
+					require.NoError(t, err, diag)
+				})
+			}
+		}
 	})
 
 	t.Run("devinfo", func(t *testing.T) {

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/wallclock"
+)
+
+// ppNet is what rc_pingpong needs of its device: the emulated NIC on a
+// real wire (wallclock.Net), or a kernel device (kernelNet), chosen by
+// the device name (-d).
+type ppNet interface {
+	Context() *provider.Context
+	GID() [16]byte
+	Resolve(ip netip.Addr) ([6]byte, error)
+	Sync()
+	Idle(d time.Duration)
+	PollCQ(cq *provider.CQ, wcs []provider.WC, timeout time.Duration, what func() string) (int, error)
+	CounterLine() string
+	Close()
+}
+
+var _ ppNet = (*wallclock.Net)(nil)
+
+// openPingpongNet opens -d's device: a kernel one (rxe0, mlx5_0) through
+// /dev/infiniband, else the emulated NIC on --wire.
+func openPingpongNet(o ppOpts, stderr io.Writer) (ppNet, error) {
+	if kernelDevice(o.ibDev) {
+		return openKernelNet(o.ibDev, o.gidIdx, o.size+(1<<20))
+	}
+	return openRealNet(o.net, o.size+(1<<20), stderr)
+}
+
+// kernelNet is a kernel RDMA device for rc_pingpong: the kernel resolves
+// the peer's MAC inside modify_qp, and nothing needs driving while the
+// program waits.
+type kernelNet struct {
+	ctx  *provider.Context
+	name string
+	gid  [16]byte
+}
+
+func openKernelNet(name string, gidIdx, mem int) (*kernelNet, error) {
+	ctx, err := provider.OpenKernel(name, provider.KernelOptions{MemSize: mem})
+	if err != nil {
+		return nil, fmt.Errorf("couldn't open %s: %w", name, err)
+	}
+	k := &kernelNet{ctx: ctx, name: name}
+	if gidIdx >= 0 {
+		p, err := ctx.QueryPort(1)
+		if err != nil || gidIdx >= len(p.GIDs) {
+			_ = ctx.Close()
+			return nil, fmt.Errorf("can't read sgid of index %d: %v", gidIdx, err)
+		}
+		k.gid = p.GIDs[gidIdx].GID
+	}
+	return k, nil
+}
+
+func (k *kernelNet) Context() *provider.Context { return k.ctx }
+func (k *kernelNet) GID() [16]byte              { return k.gid }
+
+// Resolve: the kernel resolves the destination MAC from the GID itself
+// (ib_resolve_eth_dmac); the provider sends none.
+func (k *kernelNet) Resolve(netip.Addr) ([6]byte, error) { return [6]byte{}, nil }
+func (k *kernelNet) Sync()                               {}
+func (k *kernelNet) Idle(d time.Duration)                { time.Sleep(d) }
+func (k *kernelNet) Close()                              { _ = k.ctx.Close() }
+
+// PollCQ polls until a completion or the timeout (0: none), as
+// wallclock.Net.PollCQ does for the emulated NIC.
+func (k *kernelNet) PollCQ(cq *provider.CQ, wcs []provider.WC, timeout time.Duration, what func() string) (int, error) {
+	start := time.Now()
+	for spins := 0; ; spins++ {
+		n, err := cq.Poll(wcs)
+		if err != nil || n > 0 {
+			return n, err
+		}
+		if timeout > 0 && time.Since(start) >= timeout {
+			return 0, fmt.Errorf("%w after %v waiting for %s", wallclock.ErrTimeout, timeout, what())
+		}
+		if spins > 1000 {
+			time.Sleep(10 * time.Microsecond)
+		}
+	}
+}
+
+// CounterLine is the device's port counters from sysfs (hw_counters).
+func (k *kernelNet) CounterLine() string {
+	dir := "/sys/class/infiniband/" + k.name + "/ports/1/hw_counters"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return "(no hw_counters: " + err.Error() + ")"
+	}
+	var parts []string
+	for _, e := range ents {
+		b, err := os.ReadFile(dir + "/" + e.Name())
+		if v := strings.TrimSpace(string(b)); err == nil && v != "0" {
+			parts = append(parts, e.Name()+"="+v)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// await is awaitIO's wait on a kernel device: nothing to pump.
+func awaitPlain[T any](ch <-chan ioResult[T], timeout time.Duration, what string) (T, error) {
+	var tc <-chan time.Time
+	if timeout > 0 {
+		tm := time.NewTimer(timeout)
+		defer tm.Stop()
+		tc = tm.C
+	}
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-tc:
+		var zero T
+		return zero, fmt.Errorf("%w after %v waiting for %s", wallclock.ErrTimeout, timeout, what)
+	}
+}
