@@ -2,6 +2,7 @@ package provider
 
 import (
 	"encoding/binary"
+	"github.com/softnic/softnic/internal/kverbs"
 	"time"
 
 	"github.com/softnic/softnic/mlx5"
@@ -15,6 +16,7 @@ type CompChannel struct {
 	id   uint32
 	pipe *evPipe
 	dead bool
+	kfd  *kverbs.EventFD // a kernel device's channel fd (kernel_events.go)
 }
 
 // CreateCompChannel creates a completion channel
@@ -22,6 +24,9 @@ type CompChannel struct {
 // device delivers no events.
 func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	const op = "create_comp_channel"
+	if c.kern != nil && !c.closed {
+		return c.kernCreateCompChannel()
+	}
 	ev, err := c.events(op)
 	if err != nil {
 		return nil, err
@@ -47,6 +52,9 @@ func (ch *CompChannel) Fd() int {
 	if ch == nil || ch.dead {
 		return -1
 	}
+	if ch.kfd != nil {
+		return ch.kfd.Fd()
+	}
 	return ch.pipe.fd()
 }
 
@@ -56,6 +64,9 @@ func (ch *CompChannel) Destroy() error {
 	const op = "destroy_comp_channel"
 	if ch == nil || ch.dead {
 		return opErr(op, 0, ErrClosed)
+	}
+	if ch.kfd != nil {
+		return ch.kernDestroy()
 	}
 	c := ch.ctx
 	for _, cqn := range sortedKeys(c.cqs) {
@@ -93,6 +104,9 @@ func (c *Context) CreateCQEx(a CQInitAttr) (*CQ, error) {
 	if a.Channel != nil && (a.Channel.dead || a.Channel.ctx != c) {
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "completion channel closed or of another context"))
 	}
+	if c.kern != nil {
+		return c.kernCreateCQ(a.Entries, a.Channel)
+	}
 	cq, err := c.CreateCQ(a.Entries)
 	if err != nil || a.Channel == nil {
 		return cq, err
@@ -118,6 +132,9 @@ func (cq *CQ) Channel() *CompChannel { return cq.channel }
 func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if cq == nil || cq.dead {
 		return opErr("req_notify_cq", 0, ErrClosed)
+	}
+	if cq.rx != nil {
+		return cq.kernReqNotify(solicitedOnly)
 	}
 	c := cq.ctx
 	a := mlx5.CQArm{SN: uint8(cq.armSN & 3), SolicitedOnly: solicitedOnly, CI: cq.ci & 0xffffff, CQN: cq.cqn}
@@ -153,6 +170,9 @@ func (ch *CompChannel) GetCQEvent(timeout time.Duration) (*CQ, error) {
 	c := ch.ctx
 	if c.closed {
 		return nil, opErr(op, 0, ErrClosed)
+	}
+	if ch.kfd != nil {
+		return ch.kernGetCQEvent(timeout)
 	}
 	var out *CQ
 	try := func() (bool, error) {

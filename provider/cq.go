@@ -40,7 +40,7 @@ func (c *Context) CreateCQ(entries int) (*CQ, error) {
 		return nil, opErr("create_cq", 0, ErrClosed)
 	}
 	if c.kern != nil {
-		return c.kernCreateCQ(entries)
+		return c.kernCreateCQ(entries, nil)
 	}
 	if entries <= 0 || entries > c.attr.MaxCQE {
 		return nil, opErr("create_cq", 0, detail(ErrInvalidArg, "%d entries (device max %d)", entries, c.attr.MaxCQE))

@@ -74,6 +74,11 @@ func (ev *ctxEvents) notify(ch uint32) {
 
 // closeEvents closes every channel and the async pipe (Context.Close).
 func (c *Context) closeEvents(keep func(error)) {
+	if c.kern != nil {
+		for ch := range c.kern.ev.chans {
+			keep(ch.Destroy())
+		}
+	}
 	if c.ev == nil {
 		return
 	}
@@ -262,6 +267,9 @@ func eventObject(t mlx5.EventType) string {
 // AsyncFd is a file descriptor that is readable while asynchronous events
 // are pending (the async fd of ibv_context): for poll/epoll only.
 func (c *Context) AsyncFd() (int, error) {
+	if c.kern != nil && !c.closed && c.kern.rxe.async != nil {
+		return c.kern.rxe.async.Fd(), nil
+	}
 	ev, err := c.events("async_fd")
 	if err != nil {
 		return -1, err
@@ -290,6 +298,9 @@ func (c *Context) asyncPipe(ev *ctxEvents) error {
 // Each event returned must be acknowledged with AckAsyncEvent.
 func (c *Context) GetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 	const op = "get_async_event"
+	if c.kern != nil && !c.closed {
+		return c.kernGetAsyncEvent(timeout)
+	}
 	ev, err := c.events(op)
 	if err != nil {
 		return AsyncEvent{}, err

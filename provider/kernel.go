@@ -41,6 +41,7 @@ func OpenDevice(name string, o DialOptions) (*Context, error) {
 type kernCtx struct {
 	dev *kverbs.Dev
 	rxe *rxeControl
+	ev  kernEvents
 }
 
 // OpenKernel opens the kernel RDMA device name through
@@ -97,7 +98,7 @@ func OpenKernel(name string, o KernelOptions) (*Context, error) {
 		name: name, ctl: ctl, mem: mem, attr: attr, uctx: uctx,
 		qps: map[uint32]*QP{}, cqs: map[uint32]*CQ{}, pds: map[uint32]*PD{}, mrs: map[uint32]*MR{},
 		srqs: map[uint32]*SRQ{}, ahs: map[*AH]struct{}{},
-		kern: &kernCtx{dev: dev, rxe: ctl},
+		kern: &kernCtx{dev: dev, rxe: ctl, ev: kernEvents{cqs: map[uint64]*CQ{}, qps: map[uint64]*QP{}, chans: map[*CompChannel]struct{}{}}},
 	}
 	c.maxMsg = maxMsgSize(&attr)
 	return c, nil
@@ -114,13 +115,21 @@ func (c *Context) Kernel() (driver string, ok bool) {
 
 // kernCreateCQ is CREATE_CQ on a kernel device: the kernel sizes and
 // owns the ring, which is mapped from the uverbs fd.
-func (c *Context) kernCreateCQ(entries int) (*CQ, error) {
+func (c *Context) kernCreateCQ(entries int, ch *CompChannel) (*CQ, error) {
 	const op = "create_cq"
 	if entries <= 0 || (c.attr.MaxCQE > 0 && entries > c.attr.MaxCQE) {
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "%d entries (device max %d)", entries, c.attr.MaxCQE))
 	}
+	chFD := int32(uverbs.NoCompChannel)
+	if ch != nil {
+		if ch.dead || ch.ctx != c || ch.kfd == nil {
+			return nil, opErr(op, 0, detail(ErrInvalidArg, "completion channel closed or of another context"))
+		}
+		chFD = int32(ch.kfd.Fd())
+	}
 	r := c.kern.rxe
-	resp, mi, err := r.createCQ(entries)
+	uh := c.kern.handle()
+	resp, mi, err := r.createCQ(entries, uh, chFD)
 	if err != nil {
 		return nil, opErr(op, 0, err)
 	}
@@ -129,8 +138,9 @@ func (c *Context) kernCreateCQ(entries int) (*CQ, error) {
 		_ = r.DestroyCQ(resp.CQHandle)
 		return nil, opErr(op, 0, err)
 	}
-	cq := &CQ{ctx: c, cqn: resp.CQHandle, nent: q.mask + 1, rx: &rxeCQ{q: q}}
+	cq := &CQ{ctx: c, cqn: resp.CQHandle, nent: q.mask + 1, rx: &rxeCQ{q: q}, channel: ch}
 	c.cqs[cq.cqn] = cq
+	c.kern.ev.cqs[uh] = cq
 	return cq, nil
 }
 
@@ -199,6 +209,8 @@ func (c *Context) kernCreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		core.SQSigAll = 1
 	}
 	r := c.kern.rxe
+	uh := c.kern.handle()
+	core.UserHandle = uh
 	resp, mi, err := r.createQP(core)
 	if err != nil {
 		return nil, opErr(op, 0, err)
@@ -229,6 +241,7 @@ func (c *Context) kernCreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	qp := &QP{ctx: c, pd: pd, qpn: resp.QPN, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ,
 		state: QPStateReset, sigAll: attr.SigAll, cap: got, bfOn: false, rx: &rxeQP{sq: sq, rq: rq, db: db}}
 	c.qps[qp.qpn] = qp
+	c.kern.ev.qps[uh] = qp
 	pd.refs++
 	attr.SendCQ.refs++
 	attr.RecvCQ.refs++

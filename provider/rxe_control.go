@@ -73,9 +73,9 @@ func (r *rxeControl) CreateQP(mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 }
 
 // createCQ is CREATE_CQ of at least cqe entries; the handle names the CQ.
-func (r *rxeControl) createCQ(cqe int) (uverbs.CreateCQResp, uverbs.RXEMmapInfo, error) {
+func (r *rxeControl) createCQ(cqe int, userHandle uint64, channel int32) (uverbs.CreateCQResp, uverbs.RXEMmapInfo, error) {
 	const cmd = "CREATE_CQ"
-	core := uverbs.CreateCQ{Response: nominalResponse, CQE: uint32(cqe), CompChannel: uverbs.NoCompChannel}
+	core := uverbs.CreateCQ{Response: nominalResponse, UserHandle: userHandle, CQE: uint32(cqe), CompChannel: channel}
 	b, err := r.write(uverbs.CmdCreateCQ, &core, nil, uverbs.CreateCQRespSize+uverbs.RXECreateCQRespSize)
 	if err != nil {
 		return uverbs.CreateCQResp{}, uverbs.RXEMmapInfo{}, err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/testbed"
 	"github.com/stretchr/testify/require"
@@ -98,12 +99,18 @@ const bufSize = 64 << 10
 var fullAccess = provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic
 
 func newEP(t testing.TB, ctx *provider.Context, cp provider.QPCap) *ep {
+	return newEPChannel(t, ctx, cp, nil, 128)
+}
+
+// newEPChannel is newEP with the CQ of cqe entries reporting to a
+// completion channel (nil: none).
+func newEPChannel(t testing.TB, ctx *provider.Context, cp provider.QPCap, ch *provider.CompChannel, cqe int) *ep {
 	t.Helper()
 	e := &ep{ctx: ctx}
 	var err error
 	e.pd, err = ctx.AllocPD()
 	require.NoError(t, err)
-	e.cq, err = ctx.CreateCQ(128)
+	e.cq, err = ctx.CreateCQEx(provider.CQInitAttr{Entries: cqe, Channel: ch})
 	require.NoError(t, err)
 	e.buf, err = ctx.AllocBuffer(bufSize, 4096)
 	require.NoError(t, err)
@@ -122,12 +129,25 @@ func (e *ep) destroy(t testing.TB) {
 	require.NoError(t, e.ctx.FreeBuffer(e.buf))
 }
 
-func connect(t testing.TB, b *backend) *pair {
+func connect(t testing.TB, b *backend) *pair { return connectOpts(t, b, pairOpts{}) }
+
+// pairOpts shape a pair: each side's completion channel (nil: none) and
+// CQ size (0: 128).
+type pairOpts struct {
+	chs [2]*provider.CompChannel
+	cqe [2]int
+}
+
+func connectOpts(t testing.TB, b *backend, o pairOpts) *pair {
 	t.Helper()
 	cp := provider.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInline: 64}
 	p := &pair{b: b, cfg: cp}
 	for i := range p.ep {
-		p.ep[i] = newEP(t, b.sides[i].ctx, cp)
+		cqe := o.cqe[i]
+		if cqe == 0 {
+			cqe = 128
+		}
+		p.ep[i] = newEPChannel(t, b.sides[i].ctx, cp, o.chs[i], cqe)
 	}
 	psn := [2]uint32{0x1000, 0x2000}
 	for i, e := range p.ep {
@@ -666,4 +686,98 @@ func TestNoDevice(t *testing.T) {
 	_, err := provider.OpenKernel("no_such_dev9", provider.KernelOptions{})
 	require.ErrorIs(t, err, provider.ErrNoDevice)
 	require.True(t, errors.Is(err, provider.ErrNoDevice), fmt.Sprint(err))
+}
+
+// ---------------------------------------------------------------- events
+
+func TestCompletionChannel(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		ctx := b.sides[1].ctx
+		ch, err := ctx.CreateCompChannel()
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, ch.Fd(), 0)
+		// Registered before the pair's, so it runs after their CQs are gone.
+		t.Cleanup(func() { require.NoError(t, ch.Destroy()) })
+		p := connectOpts(t, b, pairOpts{chs: [2]*provider.CompChannel{nil, ch}})
+		a, z := p.ep[0], p.ep[1]
+		require.Same(t, ch, z.cq.Channel())
+		_, err = ch.GetCQEvent(0)
+		require.ErrorIs(t, err, provider.ErrTimeout, "nothing armed, nothing came")
+		require.NoError(t, z.cq.ReqNotify(false))
+		_, err = z.qp.PostRecv([]provider.RecvWR{{WRID: 5, SGL: []provider.SGE{z.mr.SGE(0, 64)}}})
+		require.NoError(t, err)
+		_, err = a.qp.PostSend([]provider.SendWR{{WRID: 6, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{a.mr.SGE(0, 64)}}})
+		require.NoError(t, err)
+		poll(t, a.cq, 1)
+		cq, err := ch.GetCQEvent(pollTimeout)
+		require.NoError(t, err)
+		require.Same(t, z.cq, cq)
+		require.Equal(t, 1, cq.UnackedEvents())
+		cq.AckEvents(1)
+		require.Zero(t, cq.UnackedEvents())
+		wc := poll(t, z.cq, 1)[0]
+		require.Equal(t, uint64(5), wc.WRID)
+		_, err = ch.GetCQEvent(0)
+		require.ErrorIs(t, err, provider.ErrTimeout, "one event per arm")
+		require.ErrorIs(t, ch.Destroy(), provider.ErrBusy, "a channel in use")
+	})
+}
+
+func TestAsyncEventAccessError(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		p := connect(t, b)
+		a, z := p.ep[0], p.ep[1]
+		fd, err := z.ctx.AsyncFd()
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, fd, 0)
+		_, err = a.qp.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+			SGL: []provider.SGE{a.mr.SGE(0, 64)}, RemoteAddr: z.buf.Addr, RKey: z.mr.RKey ^ 0x5a5a00}})
+		require.NoError(t, err)
+		wc := poll(t, a.cq, 1)[0]
+		require.Equal(t, provider.WCRemAccessErr, wc.Status)
+		if b.kern {
+			// rxe (6.1) raises no event for it: the responder's QP goes
+			// to ERR and the async fd stays quiet. A ConnectX, and the
+			// emulated model, raise QP_ACCESS_ERR on the responder.
+			_, err := z.ctx.GetAsyncEvent(200 * time.Millisecond)
+			require.ErrorIs(t, err, provider.ErrTimeout)
+			st, err := z.qp.QueryState()
+			require.NoError(t, err)
+			require.Equal(t, provider.QPStateErr, st)
+			return
+		}
+		ev, err := z.ctx.GetAsyncEvent(pollTimeout)
+		require.NoError(t, err)
+		require.Equal(t, mlx5.EventQPAccessErr, ev.Type, "%v", ev)
+		require.Same(t, z.qp, ev.QP)
+		z.ctx.AckAsyncEvent(ev)
+	})
+}
+
+func TestAsyncEventCQOverrun(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		p := connectOpts(t, b, pairOpts{cqe: [2]int{1, 0}})
+		a, z := p.ep[0], p.ep[1]
+		n := a.cq.Entries() + 4 // completions the CQ cannot hold
+		require.LessOrEqual(t, n, a.qp.Cap().MaxSendWR)
+		sent := 0
+		wr := provider.SendWR{Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{a.mr.SGE(0, 8)},
+			RemoteAddr: z.buf.Addr, RKey: z.mr.RKey}
+		deadline := time.Now().Add(pollTimeout)
+		for sent < n && time.Now().Before(deadline) {
+			k, err := a.qp.PostSend([]provider.SendWR{wr})
+			if errors.Is(err, provider.ErrQueueFull) {
+				time.Sleep(100 * time.Microsecond)
+				continue
+			}
+			require.NoError(t, err)
+			sent += k
+		}
+		require.Equal(t, n, sent, "posted more completions than the CQ holds")
+		ev, err := a.ctx.GetAsyncEvent(pollTimeout)
+		require.NoError(t, err)
+		require.Equal(t, mlx5.EventCQErr, ev.Type, "%v", ev)
+		require.Same(t, a.cq, ev.CQ)
+		a.ctx.AckAsyncEvent(ev)
+	})
 }
