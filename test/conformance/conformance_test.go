@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,9 @@ type backend struct {
 	name  string
 	sides [2]side
 	kern  bool
+	// setLink takes the link under the device down or up: the emulated
+	// cable, or the kernel device's netdev (ip link set).
+	setLink func(up bool) error
 }
 
 // backends opens every backend present for t; each is closed when t ends.
@@ -43,7 +47,7 @@ func backends(t testing.TB) []*backend {
 	w, err := testbed.New(testbed.DefaultConfig())
 	require.NoError(t, err)
 	t.Cleanup(w.Close)
-	emu := &backend{name: "emulated"}
+	emu := &backend{name: "emulated", setLink: func(up bool) error { w.SetLink(up); return nil }}
 	for i, h := range w.Hosts {
 		emu.sides[i] = side{ctx: h.Ctx, gid: h.ID.IP.As16(), mac: h.ID.MAC}
 	}
@@ -52,7 +56,18 @@ func backends(t testing.TB) []*backend {
 	if name == "" {
 		return out
 	}
-	k := &backend{name: "kernel-" + name, kern: true}
+	k := &backend{name: "kernel-" + name, kern: true, setLink: func(up bool) error {
+		parent, err := os.ReadFile("/sys/class/infiniband/" + name + "/parent")
+		if err != nil {
+			return err
+		}
+		state := map[bool]string{true: "up", false: "down"}[up]
+		out, err := exec.Command("ip", "link", "set", strings.TrimSpace(string(parent)), state).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip link set %s %s: %v: %s", parent, state, err, out)
+		}
+		return nil
+	}}
 	for i := range k.sides {
 		ctx, err := provider.OpenKernel(name, provider.KernelOptions{MemSize: 4 << 20})
 		require.NoError(t, err, "open %s", name)
@@ -779,5 +794,65 @@ func TestAsyncEventCQOverrun(t *testing.T) {
 		require.Equal(t, mlx5.EventCQErr, ev.Type, "%v", ev)
 		require.Same(t, a.cq, ev.CQ)
 		a.ctx.AckAsyncEvent(ev)
+	})
+}
+
+// DisruptEnv allows the tests that take a kernel device's link down (in
+// the guest: its netdev is the test's own).
+const DisruptEnv = "SOFTNIC_KDEV_DISRUPT"
+
+// TestLinkDown: a port that loses its link reports PORT_ERR, a send that
+// cannot reach the peer completes in error (it does not hang), and the
+// port comes back with PORT_ACTIVE.
+func TestLinkDown(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		if b.kern && os.Getenv(DisruptEnv) != "1" {
+			t.Skipf("set %s=1 to take %s's netdev down (the guest run does)", DisruptEnv, b.name)
+		}
+		p := connect(t, b)
+		a := p.ep[0]
+		require.NoError(t, b.setLink(false))
+		linkUp := false
+		defer func() {
+			if !linkUp {
+				_ = b.setLink(true)
+			}
+		}()
+		waitEvent := func(want mlx5.EventType) {
+			t.Helper()
+			deadline := time.Now().Add(pollTimeout)
+			for {
+				ev, err := a.ctx.GetAsyncEvent(time.Until(deadline))
+				require.NoError(t, err, "waiting for %v", want)
+				a.ctx.AckAsyncEvent(ev)
+				if ev.Type == want {
+					require.Equal(t, 1, ev.Port)
+					return
+				}
+			}
+		}
+		waitEvent(mlx5.EventPortErr)
+		_, err := a.qp.PostSend([]provider.SendWR{{WRID: 9, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+			SGL: []provider.SGE{a.mr.SGE(0, 64)}, RemoteAddr: p.ep[1].buf.Addr, RKey: p.ep[1].mr.RKey}})
+		if err == nil {
+			// RC retries (timeout 14: ~67 ms, 7 times), then gives up.
+			deadline := time.Now().Add(4 * pollTimeout)
+			wcs := make([]provider.WC, 1)
+			for {
+				k, err := a.cq.Poll(wcs)
+				require.NoError(t, err)
+				if k == 1 {
+					require.NotEqual(t, provider.WCSuccess, wcs[0].Status, "a send over a dead link succeeded")
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "no completion for a send over a dead link")
+				time.Sleep(time.Millisecond)
+			}
+		} else {
+			require.ErrorIs(t, err, provider.ErrClosed)
+		}
+		require.NoError(t, b.setLink(true))
+		linkUp = true
+		waitEvent(mlx5.EventPortActive)
 	})
 }

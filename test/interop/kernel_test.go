@@ -110,7 +110,7 @@ func TestKernelBackend(t *testing.T) {
 		t.Log(o)
 		return
 	}
-	out, code, err := g.run(10*time.Minute, "SOFTNIC_KDEV=rxe0 /usr/bin/conformance.test -test.v -test.count=1 -test.timeout=9m")
+	out, code, err := g.run(10*time.Minute, "SOFTNIC_KDEV=rxe0 SOFTNIC_KDEV_DISRUPT=1 /usr/bin/conformance.test -test.v -test.count=1 -test.timeout=9m")
 	require.NoError(t, err)
 	table := conformanceTable(out)
 	t.Logf("conformance (guest, kernel %s):\n%s", img.kernelVersion, table)
