@@ -59,8 +59,12 @@ func OpenKernel(name string, o KernelOptions) (*Context, error) {
 		}
 		return nil, opErr(op, 0, err)
 	}
-	if d.Driver != kverbs.DriverRXE {
-		return nil, opErr(op, 0, detail(ErrNotSupported, "%s: the %v kernel backend is not implemented (rxe only)", name, d.Driver))
+	switch d.Driver {
+	case kverbs.DriverMLX5:
+		return openMLX5(d, o)
+	case kverbs.DriverRXE:
+	default:
+		return nil, opErr(op, 0, detail(ErrNotSupported, "%s: no kernel backend for driver %v", name, d.Driver))
 	}
 	dev, err := kverbs.Open(d)
 	if err != nil {
@@ -107,10 +111,15 @@ func OpenKernel(name string, o KernelOptions) (*Context, error) {
 // Kernel reports whether the context is on a kernel device, and its
 // driver ("rxe", "mlx5").
 func (c *Context) Kernel() (driver string, ok bool) {
-	if c.kern == nil {
-		return "", false
+	switch {
+	case c.kern != nil:
+		return c.kern.dev.Info.Driver.String(), true
+	case c.ctl != nil:
+		if m, isMLX5 := c.ctl.(*mlx5Kernel); isMLX5 {
+			return m.dev.Info.Driver.String(), true
+		}
 	}
-	return c.kern.dev.Info.Driver.String(), true
+	return "", false
 }
 
 // kernCreateCQ is CREATE_CQ on a kernel device: the kernel sizes and

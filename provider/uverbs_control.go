@@ -64,6 +64,15 @@ type UverbsControl struct {
 	uctx    mlx5.ContextResp
 	ucResp  uverbs.MLX5AllocUcontextResp
 	uar     uverbs.Handle // the dynamic UAR of the context
+	// Where the kernel lets the UAR be mapped (MMAP_OFFSET, MMAP_LENGTH
+	// of the UAR allocation), for a kernel mlx5 backend.
+	uarMmapOffset uint64
+	uarMmapLength uint32
+	// dynUAR: QPs name the context's UAR by page index
+	// (MLX5_QP_FLAG_UAR_PAGE_INDEX), as libmlx5 does with dynamic UARs on
+	// a kernel that returned no static bfregs. The emulated device
+	// allocates bfregs itself.
+	dynUAR bool
 
 	pds, mrs, cqs, qps, srqs map[uint32]uverbs.Handle
 }
@@ -214,6 +223,8 @@ func (u *UverbsControl) GetContext() (mlx5.ContextResp, error) {
 	out := uverbs.IoctlHdr(u.resp[:hdr])
 	u.uar = uverbs.Handle(out.Attr(0).Data())
 	page := binary.NativeEndian.Uint32(u.resp[hdr+12:])
+	u.uarMmapOffset = binary.NativeEndian.Uint64(u.resp[hdr:])
+	u.uarMmapLength = binary.NativeEndian.Uint32(u.resp[hdr+8:])
 	u.ucResp, u.haveCtx = r, true
 	u.uctx = mlx5.ContextResp{UARIndex: page, NumUARs: int(r.TotBFRegs) / 2, TotBFRegs: int(r.TotBFRegs),
 		BFRegSize: int(r.BFRegSize), CQEVersion: int(r.CQEVersion)}
@@ -448,7 +459,11 @@ func (u *UverbsControl) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) 
 	}
 	drv := uverbs.MLX5CreateQP{BufAddr: c.BufAddr, DBAddr: c.DBAddr, SQWQECount: uint32(c.SQWQECnt), RQWQECount: uint32(c.RQWQECnt),
 		RQWQEShift: uint32(c.RQWQEShift)}
-	if c.BFRegIndex >= 0 {
+	switch {
+	case u.dynUAR:
+		drv.Flags |= uverbs.MLX5QPFlagUARPageIndex
+		drv.BFRegIndex = u.uctx.UARIndex
+	case c.BFRegIndex >= 0:
 		drv.Flags |= uverbs.MLX5QPFlagBFRegIndex
 		drv.BFRegIndex = uint32(c.BFRegIndex)
 	}
@@ -468,6 +483,11 @@ func (u *UverbsControl) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) 
 	bfs := uint64(u.uctx.BFRegSize)
 	resp := mlx5.CreateQPResp{QPN: r.QPN, BFRegIndex: int(d.BFRegIndex),
 		BFRegOffset: uint64(u.uctx.UARIndex+d.BFRegIndex/2)*mlx5.UARPageSize + mlx5.UARBFRegOffset + uint64(d.BFRegIndex%2)*bfs}
+	if u.dynUAR {
+		// The QP rings its doorbell (and BlueFlame) through the first
+		// bfreg of the UAR it named (uverbs.md §4.4).
+		resp.BFRegOffset = uint64(u.uctx.UARIndex)*mlx5.UARPageSize + mlx5.UARBFRegOffset
+	}
 	if bfs > 0 {
 		resp.BFBufSize = int(bfs / 2)
 	}

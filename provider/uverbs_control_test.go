@@ -124,3 +124,45 @@ func TestUverbsControlBytes(t *testing.T) {
 	require.Equal(t, uint32(60), qc.MaxInlineData)
 	require.Equal(t, uverbs.MLX5CreateQP{BufAddr: 0x4000, DBAddr: 0x5000, SQWQECount: 64, RQWQECount: 16, RQWQEShift: 5}, qd)
 }
+
+// TestUverbsControlDynamicUAR: on a kernel mlx5 context (dynamic UARs, no
+// static bfregs) a QP names the context's UAR by page index and rings
+// through that page's first bfreg, whatever bfreg_index the kernel
+// answers (uverbs.md §4.2, §4.4).
+func TestUverbsControlDynamicUAR(t *testing.T) {
+	cases := []struct {
+		name      string
+		dyn       bool
+		flags     uint32
+		bfreg     uint32
+		bfregOffs uint64
+	}{
+		{"emulated: the device's bfreg", false, 0, 0, 9*4096 + 0x800 + 512},
+		{"kernel: UAR_PAGE_INDEX", true, uverbs.MLX5QPFlagUARPageIndex, 8, 8*4096 + 0x800},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tr := &scripted{answer: func(req, resp []byte) (int, error) {
+				r := uverbs.CreateQPResp{QPHandle: 12, QPN: 0x107}
+				d := uverbs.MLX5CreateQPResp{BFRegIndex: 3}
+				_, _ = r.Encode(resp)
+				_, _ = d.Encode(resp[uverbs.CreateQPRespSize:])
+				return uverbs.CreateQPRespSize + uverbs.MLX5CreateQPRespSize, nil
+			}}
+			u := NewUverbsControl(tr)
+			u.uctx = mlx5.ContextResp{UARIndex: 8, BFRegSize: 512}
+			u.dynUAR = c.dyn
+			u.pds[1], u.cqs[0x42] = 5, 11
+			q, err := u.CreateQP(mlx5.CreateQPCmd{Type: mlx5.QPTypeRC, PDN: 1, SendCQN: 0x42, RecvCQN: 0x42, BufAddr: 0x4000, DBAddr: 0x5000,
+				SQWQECnt: 64, RQWQECnt: 16, RQWQEShift: 5, BFRegIndex: -1})
+			require.NoError(t, err)
+			require.Equal(t, c.bfregOffs, q.BFRegOffset)
+			m, err := uverbs.ParseWrite(tr.reqs[0])
+			require.NoError(t, err)
+			var qd uverbs.MLX5CreateQP
+			require.NoError(t, qd.Decode(m.Driver))
+			require.Equal(t, c.flags, qd.Flags)
+			require.Equal(t, c.bfreg, qd.BFRegIndex)
+		})
+	}
+}

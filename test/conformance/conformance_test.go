@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softnic/softnic/internal/kverbs"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/testbed"
@@ -33,9 +34,10 @@ type side struct {
 // backend is two contexts that reach each other: two emulated NICs on one
 // wire, or two contexts on one kernel device (loopback).
 type backend struct {
-	name  string
-	sides [2]side
-	kern  bool
+	name   string
+	sides  [2]side
+	kern   bool
+	driver string // a kernel device's driver: "rxe", "mlx5"
 	// setLink takes the link under the device down or up: the emulated
 	// cable, or the kernel device's netdev (ip link set).
 	setLink func(up bool) error
@@ -57,14 +59,14 @@ func backends(t testing.TB) []*backend {
 		return out
 	}
 	k := &backend{name: "kernel-" + name, kern: true, setLink: func(up bool) error {
-		parent, err := os.ReadFile("/sys/class/infiniband/" + name + "/parent")
+		netdev, err := netdevOf(name)
 		if err != nil {
 			return err
 		}
 		state := map[bool]string{true: "up", false: "down"}[up]
-		out, err := exec.Command("ip", "link", "set", strings.TrimSpace(string(parent)), state).CombinedOutput()
+		out, err := exec.Command("ip", "link", "set", netdev, state).CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("ip link set %s %s: %v: %s", parent, state, err, out)
+			return fmt.Errorf("ip link set %s %s: %v: %s", netdev, state, err, out)
 		}
 		return nil
 	}}
@@ -82,8 +84,22 @@ func backends(t testing.TB) []*backend {
 		require.NoError(t, err)
 		require.Equal(t, want.As16(), p.GIDs[1].GID, "GID 1 of %s: sysfs says %s", name, sys)
 		k.sides[i] = side{ctx: ctx, gid: p.GIDs[1].GID}
+		k.driver, _ = ctx.Kernel()
 	}
 	return append(out, k)
+}
+
+// netdevOf is the netdev under an IB device: rxe's parent attribute, or
+// the PCI function's net/ directory (mlx5).
+func netdevOf(ib string) (string, error) {
+	if b, err := os.ReadFile("/sys/class/infiniband/" + ib + "/parent"); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	ents, err := os.ReadDir("/sys/class/infiniband/" + ib + "/device/net")
+	if err != nil || len(ents) == 0 {
+		return "", fmt.Errorf("no netdev under %s: %v", ib, err)
+	}
+	return ents[0].Name(), nil
 }
 
 // each runs f as a subtest per backend: TestX/<backend>.
@@ -750,7 +766,7 @@ func TestAsyncEventAccessError(t *testing.T) {
 		require.NoError(t, err)
 		wc := poll(t, a.cq, 1)[0]
 		require.Equal(t, provider.WCRemAccessErr, wc.Status)
-		if b.kern {
+		if b.driver == "rxe" {
 			// rxe (6.1) raises no event for it: the responder's QP goes
 			// to ERR and the async fd stays quiet. A ConnectX, and the
 			// emulated model, raise QP_ACCESS_ERR on the responder.
@@ -855,4 +871,28 @@ func TestLinkDown(t *testing.T) {
 		linkUp = true
 		waitEvent(mlx5.EventPortActive)
 	})
+}
+
+// TestMLX5Hardware says whether this machine can run the suite on a
+// ConnectX through the mlx5 kernel backend, and how (docs/hardware.md).
+func TestMLX5Hardware(t *testing.T) {
+	ds, err := kverbs.List()
+	var mlx []string
+	for _, d := range ds {
+		if d.Driver == kverbs.DriverMLX5 {
+			mlx = append(mlx, d.Name)
+		}
+	}
+	if len(mlx) == 0 {
+		t.Skipf("no ConnectX (mlx5) device on this machine (%v): the mlx5 kernel backend needs one; see docs/hardware.md", err)
+	}
+	if dev := os.Getenv(KDevEnv); !strings.HasPrefix(dev, "mlx5") {
+		t.Skipf("mlx5 devices %v present: run %s=%s go test ./test/conformance (docs/hardware.md)", mlx, KDevEnv, mlx[0])
+	}
+	ctx, err := provider.OpenKernel(os.Getenv(KDevEnv), provider.KernelOptions{MemSize: 1 << 20})
+	require.NoError(t, err)
+	defer ctx.Close()
+	drv, ok := ctx.Kernel()
+	require.True(t, ok)
+	require.Equal(t, "mlx5", drv)
 }
