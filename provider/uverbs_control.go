@@ -92,7 +92,8 @@ var (
 // ErrnoSentinel is the provider sentinel an errno of a control command
 // maps to (cmd: the uverbs command name, e.g. "MODIFY_QP").
 //
-//	EINVAL, ENOSPC, E2BIG, ERANGE      ErrInvalidArg (MODIFY_QP: ErrInvalidAttr)
+//	EINVAL, ENOSPC, E2BIG, ERANGE,
+//	ENODATA (an empty GID slot)        ErrInvalidArg (MODIFY_QP: ErrInvalidAttr)
 //	ENOMEM, EAGAIN                     ErrNoMemory
 //	EBUSY                              ErrBusy
 //	ENOENT, EBADF, EIO                 ErrClosed (no such object, or the context is gone)
@@ -101,7 +102,7 @@ var (
 //	anything else                      ErrInvalidArg
 func ErrnoSentinel(cmd string, e syscall.Errno) error {
 	switch e {
-	case syscall.EINVAL, syscall.ENOSPC, syscall.E2BIG, syscall.ERANGE:
+	case syscall.EINVAL, syscall.ENOSPC, syscall.E2BIG, syscall.ERANGE, syscall.ENODATA:
 		if cmd == "MODIFY_QP" || cmd == "EX_MODIFY_QP" {
 			return ErrInvalidAttr
 		}

@@ -47,6 +47,8 @@ func TestUverbsControlErrnoSentinels(t *testing.T) {
 	}
 	// MODIFY_QP's EINVAL is an attribute the device refused.
 	require.ErrorIs(t, ErrnoSentinel("MODIFY_QP", syscall.EINVAL), ErrInvalidAttr)
+	// So is its ENODATA: the address vector names an empty GID slot.
+	require.ErrorIs(t, ErrnoSentinel("MODIFY_QP", syscall.ENODATA), ErrInvalidAttr)
 	// A bare errno from a transport, and a transport that broke.
 	tr := &scripted{answer: func(req, resp []byte) (int, error) { return 0, syscall.EBUSY }}
 	_, err := NewUverbsControl(tr).AllocPD()

@@ -15,6 +15,7 @@ import (
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/testbed"
+	"github.com/softnic/softnic/uverbs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -896,3 +897,93 @@ func TestMLX5Hardware(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "mlx5", drv)
 }
+
+// TestKernelRefusal: a command the device refuses fails with the
+// provider's sentinel; through the kernel it also names the command and
+// carries the errno (*uverbs.Error).
+func TestKernelRefusal(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		e := newEP(t, b.sides[0].ctx, provider.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1})
+		defer e.destroy(t)
+		a := provider.DefaultConnectAttr()
+		a.Peer = provider.Peer{QPN: e.qp.QPN(), GID: b.sides[0].gid, MAC: b.sides[0].mac}
+		require.NoError(t, e.qp.ToInit(a))
+		a.SGIDIndex = 200 // an empty slot of the GID table
+		err := e.qp.ToRTR(a)
+		require.Error(t, err)
+		// Through uverbs (the kernel) an errno, mapped to the provider's
+		// sentinel; through the emulated device's direct control, the
+		// mlx5 command status it answered.
+		require.True(t, errors.Is(err, provider.ErrInvalidAttr) || errors.Is(err, mlx5.StatusBadParam), "%v", err)
+		require.Equal(t, provider.QPStateInit, e.qp.State(), "a refused move leaves the state")
+		if b.kern {
+			var ue *uverbs.Error
+			require.ErrorAs(t, err, &ue)
+			require.Equal(t, "MODIFY_QP", ue.Cmd)
+			require.NotZero(t, ue.Errno)
+			require.ErrorIs(t, err, ue.Errno)
+		}
+	})
+}
+
+// TestUC: an unreliable connection carries SEND and RDMA WRITE.
+func TestUC(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		var eps [2]*ep
+		cp := provider.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
+		for i := range eps {
+			ctx := b.sides[i].ctx
+			e := &ep{ctx: ctx}
+			var err error
+			e.pd, err = ctx.AllocPD()
+			require.NoError(t, err)
+			e.cq, err = ctx.CreateCQ(16)
+			require.NoError(t, err)
+			e.buf, err = ctx.AllocBuffer(bufSize, 4096)
+			require.NoError(t, err)
+			e.mr, err = e.pd.RegMR(e.buf.Addr, bufSize, provider.AccessLocalWrite|provider.AccessRemoteWrite)
+			require.NoError(t, err)
+			e.qp, err = ctx.CreateQP(e.pd, provider.QPInitAttr{Type: provider.QPTypeUC, SendCQ: e.cq, RecvCQ: e.cq, Cap: cp})
+			require.NoError(t, err)
+			eps[i] = e
+			t.Cleanup(func() { e.destroy(t) })
+		}
+		for i, e := range eps {
+			a := provider.DefaultConnectAttr()
+			a.Peer = provider.Peer{QPN: eps[1-i].qp.QPN(), PSN: 0x300, GID: b.sides[1-i].gid, MAC: b.sides[1-i].mac}
+			a.PSN, a.Access = 0x300, provider.AccessRemoteWrite
+			require.NoError(t, e.qp.Connect(a))
+		}
+		a, z := eps[0], eps[1]
+		fill(a.bytes(t, 0, 2000), 13)
+		_, err := z.qp.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{z.mr.SGE(0, 2048)}}})
+		require.NoError(t, err)
+		_, err = a.qp.PostSend([]provider.SendWR{
+			{WRID: 2, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{a.mr.SGE(0, 1500)}},
+			{WRID: 3, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{a.mr.SGE(0, 2000)},
+				RemoteAddr: z.buf.Addr + 8192, RKey: z.mr.RKey},
+		})
+		require.NoError(t, err)
+		sw := poll(t, a.cq, 2)
+		require.Equal(t, []uint64{2, 3}, []uint64{sw[0].WRID, sw[1].WRID})
+		for _, wc := range sw {
+			require.Equal(t, provider.WCSuccess, wc.Status)
+		}
+		rw := poll(t, z.cq, 1)[0]
+		require.Equal(t, provider.WCSuccess, rw.Status)
+		require.Equal(t, uint32(1500), rw.ByteLen)
+		require.Equal(t, a.bytes(t, 0, 1500), z.bytes(t, 0, 1500))
+		// A UC WRITE completes at the requester when sent; wait for the
+		// data (polling the responder's CQ drives an emulated device).
+		deadline := time.Now().Add(pollTimeout)
+		for !bytesEqual(a.bytes(t, 0, 2000), z.bytes(t, 8192, 2000)) {
+			require.True(t, time.Now().Before(deadline), "the WRITE's data never landed")
+			n, err := z.cq.Poll(make([]provider.WC, 1))
+			require.NoError(t, err)
+			require.Zero(t, n, "a WRITE without immediate consumes no receive")
+			time.Sleep(time.Millisecond)
+		}
+	})
+}
+
+func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
