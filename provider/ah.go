@@ -29,6 +29,7 @@ type AH struct {
 	attr AHAttr
 	av   [mlx5.DatagramSegSize]byte
 	dead bool
+	kern *kernAH // a kernel device's AH (kernel_ud.go)
 }
 
 // Port numbers: softnic devices have one port.
@@ -71,6 +72,9 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	const op = "create_ah"
 	if pd == nil || pd.dead || pd.ctx.closed {
 		return nil, opErr(op, 0, ErrClosed)
+	}
+	if pd.ctx.kern != nil {
+		return pd.kernCreateAH(attr)
 	}
 	if err := checkAHAttr(&attr); err != nil {
 		return nil, opErr(op, 0, err)
@@ -142,6 +146,11 @@ func (ah *AH) AV() []byte {
 func (ah *AH) Destroy() error {
 	if ah == nil || ah.dead {
 		return opErr("destroy_ah", 0, ErrClosed)
+	}
+	if ah.kern != nil {
+		if err := ah.pd.ctx.kern.rxe.destroyAH(ah.kern.handle); err != nil {
+			return opErr("destroy_ah", 0, err)
+		}
 	}
 	ah.dead = true
 	ah.pd.refs--

@@ -190,8 +190,8 @@ func (c *Context) kernCreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	switch {
 	case pd == nil || pd.dead || pd.ctx != c:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "PD missing, destroyed or from another context"))
-	case attr.Type != QPTypeRC && attr.Type != QPTypeUC:
-		return nil, opErr(op, 0, detail(ErrNotSupported, "QP type %d on rxe (RC and UC)", attr.Type))
+	case attr.Type != QPTypeRC && attr.Type != QPTypeUC && attr.Type != QPTypeUD:
+		return nil, opErr(op, 0, detail(ErrNotSupported, "QP type %d on rxe (RC, UC and UD)", attr.Type))
 	case attr.SendCQ == nil || attr.SendCQ.dead || attr.SendCQ.ctx != c:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "send CQ missing, destroyed or from another context"))
 	case attr.RecvCQ == nil || attr.RecvCQ.dead || attr.RecvCQ.ctx != c:

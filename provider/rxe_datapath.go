@@ -21,6 +21,9 @@ const (
 	rxeWRCmpAdd    = 32
 	rxeWRSwap      = 40
 	rxeWRAtomRKey  = 48
+	rxeWRUDQPN     = 24 // ud.remote_qpn
+	rxeWRUDQKey    = 28 // ud.remote_qkey
+	rxeWRUDAHNum   = 36 // ud.ah_num
 	rxeSendIOVA    = 152
 	rxeSendSSN     = 176
 	rxeSendDMA     = 184
@@ -95,22 +98,23 @@ func (qp *QP) rxePostSend(wrs []SendWR) (int, error) {
 
 func (qp *QP) rxeBuildSend(wr *SendWR) error {
 	r := qp.rx
-	switch wr.Opcode {
-	case WRRDMAWrite, WRRDMAWriteImm, WRSend, WRSendImm:
-	case WRRDMARead, WRAtomicCmpSwp, WRAtomicFetchAdd:
-		if qp.typ != QPTypeRC {
-			return detail(ErrInvalidArg, "%v on a %s QP", wr.Opcode, qpTypeName(qp.typ))
-		}
-	default:
-		return detail(ErrNotSupported, "opcode %v", wr.Opcode)
-	}
-	if wr.Flags&^sendFlagsKnown != 0 {
+	// The same classes as the mlx5 build (buildSend): ErrInvalidArg.
+	mop, ok := wr.Opcode.mlx5Opcode()
+	switch {
+	case !ok || !opcodeAllowed(qp.typ, mop):
+		return detail(ErrInvalidArg, "opcode %v not supported on %s", wr.Opcode, qpTypeName(qp.typ))
+	case qp.typ == QPTypeUD && (wr.AH == nil || wr.AH.dead || wr.AH.kern == nil):
+		return detail(ErrInvalidArg, "UD send without a live address handle of this device")
+	case qp.typ == QPTypeUD && wr.AH.pd != qp.pd:
+		return detail(ErrInvalidArg, "address handle of PD %d on a QP of PD %d", wr.AH.pd.pdn, qp.pd.pdn)
+	case qp.typ == QPTypeUD && wr.RemoteQPN > 0xffffff:
+		return detail(ErrInvalidArg, "remote QPN %#x wider than 24 bits", wr.RemoteQPN)
+	case wr.Flags&^sendFlagsKnown != 0:
 		return detail(ErrInvalidArg, "unknown send flags %#x", uint32(wr.Flags&^sendFlagsKnown))
+	case wr.Flags&SendInline != 0 && (wr.Opcode == WRRDMARead || wr.Opcode == WRAtomicCmpSwp || wr.Opcode == WRAtomicFetchAdd):
+		return detail(ErrInvalidArg, "inline %v (only SEND and RDMA WRITE carry inline data)", wr.Opcode)
 	}
-	if qp.typ == QPTypeUD {
-		return detail(ErrNotSupported, "UD on rxe")
-	}
-	inline := wr.Flags&SendInline != 0 && wr.Opcode != WRRDMARead && wr.Opcode != WRAtomicCmpSwp && wr.Opcode != WRAtomicFetchAdd
+	inline := wr.Flags&SendInline != 0
 	var total uint64
 	for _, s := range wr.SGL {
 		total += uint64(s.Length)
@@ -142,6 +146,17 @@ func (qp *QP) rxeBuildSend(wr *SendWR) error {
 	put32(w[rxeWRFlags:], uint32(flags))
 	if wr.Opcode == WRSendImm || wr.Opcode == WRRDMAWriteImm {
 		binary.BigEndian.PutUint32(w[rxeWRImm:], wr.Imm)
+	}
+	if qp.typ == QPTypeUD {
+		// wr.ud: the destination QPN and Q_Key and the kernel's AH number
+		// (CREATE_AH's rxe response); the kernel fills the address.
+		qkey := wr.RemoteQKey
+		if qkey&qkeyUseQP != 0 {
+			qkey = qp.qkey
+		}
+		put32(w[rxeWRUDQPN:], wr.RemoteQPN)
+		put32(w[rxeWRUDQKey:], qkey)
+		put32(w[rxeWRUDAHNum:], wr.AH.kern.num)
 	}
 	switch wr.Opcode {
 	case WRRDMAWrite, WRRDMAWriteImm, WRRDMARead:

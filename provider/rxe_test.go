@@ -172,7 +172,9 @@ func TestRXEPostErrors(t *testing.T) {
 	}{
 		{"too many SGEs", nil, []SendWR{{Opcode: WRSend, SGL: make([]SGE, 3)}}, 0, ErrTooManySGE, 0},
 		{"inline too big", nil, []SendWR{{Opcode: WRSend, Flags: SendInline, SGL: []SGE{{Length: 65}}}}, 0, ErrInlineTooBig, 0},
-		{"unknown opcode", nil, []SendWR{{Opcode: 9}}, 0, ErrNotSupported, 0},
+		{"unknown opcode", nil, []SendWR{{Opcode: 9}}, 0, ErrInvalidArg, 0},
+		{"inline READ", nil, []SendWR{{Opcode: WRRDMARead, Flags: SendInline}}, 0, ErrInvalidArg, 0},
+		{"UD send without an AH", func(r *rxeRig) { r.qp.typ = QPTypeUD }, []SendWR{{Opcode: WRSend}}, 0, ErrInvalidArg, 0},
 		{"not in RTS", func(r *rxeRig) { r.qp.state = QPStateRTR }, []SendWR{{Opcode: WRSend}}, 0, ErrBadState, 0},
 		{"queue full after 7", nil, make([]SendWR, 8), 7, ErrQueueFull, 1},
 		{"doorbell refused", func(r *rxeRig) { r.bell.err = errors.New("EIO") }, []SendWR{{Opcode: WRSend}}, 1, nil, 1},

@@ -987,3 +987,84 @@ func TestUC(t *testing.T) {
 }
 
 func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
+
+// TestUD: datagrams through address handles: SEND and SEND_WITH_IMM, the
+// 40-byte GRH area in front of the payload, the sender's QPN.
+func TestUD(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		const qkey = 0x11111111
+		var eps [2]*ep
+		var ahs [2]*provider.AH
+		cp := provider.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
+		for i := range eps {
+			ctx := b.sides[i].ctx
+			e := &ep{ctx: ctx}
+			var err error
+			e.pd, err = ctx.AllocPD()
+			require.NoError(t, err)
+			e.cq, err = ctx.CreateCQ(16)
+			require.NoError(t, err)
+			e.buf, err = ctx.AllocBuffer(bufSize, 4096)
+			require.NoError(t, err)
+			e.mr, err = e.pd.RegMR(e.buf.Addr, bufSize, provider.AccessLocalWrite)
+			require.NoError(t, err)
+			e.qp, err = ctx.CreateQP(e.pd, provider.QPInitAttr{Type: provider.QPTypeUD, SendCQ: e.cq, RecvCQ: e.cq, Cap: cp})
+			require.NoError(t, err)
+			a := provider.DefaultConnectAttr()
+			a.QKey = qkey
+			require.NoError(t, e.qp.Connect(a))
+			peer := b.sides[1-i]
+			ahs[i], err = e.pd.CreateAH(provider.AHAttr{DGID: peer.gid, DMAC: peer.mac, Port: 1, SGIDIndex: 1, HopLimit: 64})
+			require.NoError(t, err)
+			eps[i] = e
+			ah := ahs[i]
+			t.Cleanup(func() {
+				require.NoError(t, ah.Destroy())
+				e.destroy(t)
+			})
+		}
+		a, z := eps[0], eps[1]
+		cases := []struct {
+			name string
+			wr   provider.SendWR
+			imm  bool
+		}{
+			{"SEND", provider.SendWR{Opcode: provider.WRSend}, false},
+			{"SEND_WITH_IMM, the QP's own Q_Key", provider.SendWR{Opcode: provider.WRSendImm, Imm: 0xabcd0123, RemoteQKey: 0x80000000}, true},
+		}
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				const n = 700
+				fill(a.bytes(t, 0, n), byte(40+i))
+				_, err := z.qp.PostRecv([]provider.RecvWR{{WRID: uint64(10 + i), SGL: []provider.SGE{z.mr.SGE(4096, 40+n)}}})
+				require.NoError(t, err)
+				wr := c.wr
+				wr.WRID, wr.Flags, wr.AH, wr.RemoteQPN = uint64(i+1), provider.SendSignaled, ahs[0], z.qp.QPN()
+				wr.SGL = []provider.SGE{a.mr.SGE(0, n)}
+				if wr.RemoteQKey == 0 {
+					wr.RemoteQKey = qkey
+				}
+				_, err = a.qp.PostSend([]provider.SendWR{wr})
+				require.NoError(t, err)
+				sw, rw := pollBoth(t, &pair{ep: [2]*ep{a, z}}, 1, 1)
+				require.Equal(t, provider.WCSuccess, sw[0].Status, "%v", sw[0].Status)
+				require.Equal(t, provider.WCSend, sw[0].Opcode)
+				r := rw[0]
+				require.Equal(t, provider.WCSuccess, r.Status, "%v", r.Status)
+				require.Equal(t, provider.WCRecv, r.Opcode)
+				require.Equal(t, uint32(40+n), r.ByteLen, "the GRH area counts")
+				require.Equal(t, a.qp.QPN(), r.SrcQP)
+				require.NotZero(t, r.Flags&provider.WCFlagGRH)
+				require.Equal(t, c.imm, r.Flags&provider.WCFlagWithImm != 0)
+				if c.imm {
+					require.Equal(t, wr.Imm, r.Imm)
+				}
+				require.Equal(t, a.bytes(t, 0, n), z.bytes(t, 4096+40, n))
+			})
+		}
+		_, err := a.qp.PostSend([]provider.SendWR{{Opcode: provider.WRRDMAWrite, AH: ahs[0], RemoteQPN: z.qp.QPN()}})
+		require.ErrorIs(t, err, provider.ErrInvalidArg, "no RDMA on UD")
+		_, err = a.qp.PostSend([]provider.SendWR{{Opcode: provider.WRSend}})
+		require.ErrorIs(t, err, provider.ErrInvalidArg, "no AH")
+	})
+}
