@@ -147,7 +147,7 @@ func (c *Context) kernCreateCQ(entries int, ch *CompChannel) (*CQ, error) {
 		_ = r.DestroyCQ(resp.CQHandle)
 		return nil, opErr(op, 0, err)
 	}
-	cq := &CQ{ctx: c, cqn: resp.CQHandle, nent: q.mask + 1, rx: &rxeCQ{q: q}, channel: ch}
+	cq := &CQ{ctx: c, cqn: resp.CQHandle, nent: q.mask + 1, rx: &rxeCQ{q: q, uh: uh}, channel: ch}
 	c.cqs[cq.cqn] = cq
 	c.kern.ev.cqs[uh] = cq
 	return cq, nil
@@ -179,6 +179,7 @@ func (cq *CQ) kernDestroy() error {
 	}
 	cq.dead = true
 	delete(cq.ctx.cqs, cq.cqn)
+	delete(cq.ctx.kern.ev.cqs, cq.rx.uh)
 	_ = kverbs.Munmap(cq.rx.q.mem)
 	return nil
 }
@@ -248,7 +249,7 @@ func (c *Context) kernCreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		return undo(detail(ErrInvalidArg, "%v", err), sq, rq)
 	}
 	qp := &QP{ctx: c, pd: pd, qpn: resp.QPN, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ,
-		state: QPStateReset, sigAll: attr.SigAll, cap: got, bfOn: false, rx: &rxeQP{sq: sq, rq: rq, db: db}}
+		state: QPStateReset, sigAll: attr.SigAll, cap: got, bfOn: false, rx: &rxeQP{sq: sq, rq: rq, db: db, uh: uh}}
 	c.qps[qp.qpn] = qp
 	c.kern.ev.qps[uh] = qp
 	pd.refs++
@@ -264,6 +265,7 @@ func (qp *QP) kernDestroy() error {
 	}
 	qp.dead = true
 	delete(c.qps, qp.qpn)
+	delete(c.kern.ev.qps, qp.rx.uh)
 	qp.pd.refs--
 	qp.sendCQ.refs--
 	qp.recvCQ.refs--

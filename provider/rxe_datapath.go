@@ -45,7 +45,8 @@ const (
 
 // rxeCQ is the rxe side of a CQ: the kernel's ring of ib_uverbs_wc.
 type rxeCQ struct {
-	q *rxeQueue
+	q  *rxeQueue
+	uh uint64 // the user_handle the kernel's events name it by
 }
 
 // rxeQP is the rxe side of a QP: the two mapped rings and the doorbell.
@@ -53,6 +54,7 @@ type rxeQP struct {
 	sq, rq *rxeQueue
 	db     doorbell
 	ssn    uint32
+	uh     uint64 // the user_handle the kernel's events name it by
 }
 
 // doorbell is what rings a QP's send queue: kverbs.Doorbell's write().
