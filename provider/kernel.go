@@ -102,7 +102,8 @@ func OpenKernel(name string, o KernelOptions) (*Context, error) {
 		name: name, ctl: ctl, mem: mem, attr: attr, uctx: uctx,
 		qps: map[uint32]*QP{}, cqs: map[uint32]*CQ{}, pds: map[uint32]*PD{}, mrs: map[uint32]*MR{},
 		srqs: map[uint32]*SRQ{}, ahs: map[*AH]struct{}{},
-		kern: &kernCtx{dev: dev, rxe: ctl, ev: kernEvents{cqs: map[uint64]*CQ{}, qps: map[uint64]*QP{}, chans: map[*CompChannel]struct{}{}}},
+		kern: &kernCtx{dev: dev, rxe: ctl, ev: kernEvents{cqs: map[uint64]*CQ{}, qps: map[uint64]*QP{}, srqs: map[uint64]*SRQ{},
+			chans: map[*CompChannel]struct{}{}}},
 	}
 	c.maxMsg = maxMsgSize(&attr)
 	return c, nil
@@ -197,8 +198,8 @@ func (c *Context) kernCreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "send CQ missing, destroyed or from another context"))
 	case attr.RecvCQ == nil || attr.RecvCQ.dead || attr.RecvCQ.ctx != c:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "receive CQ missing, destroyed or from another context"))
-	case attr.SRQ != nil:
-		return nil, opErr(op, 0, detail(ErrNotSupported, "SRQs on rxe"))
+	case attr.SRQ != nil && (attr.SRQ.dead || attr.SRQ.ctx != c || attr.SRQ.rx == nil):
+		return nil, opErr(op, 0, detail(ErrInvalidArg, "SRQ destroyed or from another context"))
 	}
 	cp := attr.Cap
 	// The same classes as the mlx5 sizing (sizeSQ, sizeRQ): ErrInvalidArg.
@@ -217,6 +218,10 @@ func (c *Context) kernCreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		MaxRecvSGE: uint32(cp.MaxRecvSGE), MaxInlineData: uint32(cp.MaxInline), QPType: typ}
 	if attr.SigAll {
 		core.SQSigAll = 1
+	}
+	if attr.SRQ != nil {
+		core.SRQHandle, core.IsSRQ = attr.SRQ.srqn, 1
+		core.MaxRecvWR, core.MaxRecvSGE = 0, 0
 	}
 	r := c.kern.rxe
 	uh := c.kern.handle()
@@ -240,21 +245,28 @@ func (c *Context) kernCreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	if err != nil {
 		return undo(err)
 	}
-	rq, err := c.kernMap(mi.RQMI, rxeRecvWQEBase+got.MaxRecvSGE*rxeSGESize)
-	if err != nil {
-		return undo(err, sq)
+	var rq *rxeQueue
+	if attr.SRQ == nil {
+		if rq, err = c.kernMap(mi.RQMI, rxeRecvWQEBase+got.MaxRecvSGE*rxeSGESize); err != nil {
+			return undo(err, sq)
+		}
+	} else {
+		got.MaxRecvWR, got.MaxRecvSGE = 0, 0
 	}
 	db, err := c.kern.dev.NewDoorbell(resp.QPHandle)
 	if err != nil {
 		return undo(detail(ErrInvalidArg, "%v", err), sq, rq)
 	}
-	qp := &QP{ctx: c, pd: pd, qpn: resp.QPN, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ,
+	qp := &QP{ctx: c, pd: pd, qpn: resp.QPN, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ,
 		state: QPStateReset, sigAll: attr.SigAll, cap: got, bfOn: false, rx: &rxeQP{sq: sq, rq: rq, db: db, uh: uh}}
 	c.qps[qp.qpn] = qp
 	c.kern.ev.qps[uh] = qp
 	pd.refs++
 	attr.SendCQ.refs++
 	attr.RecvCQ.refs++
+	if attr.SRQ != nil {
+		attr.SRQ.refs++
+	}
 	return qp, nil
 }
 
@@ -269,8 +281,13 @@ func (qp *QP) kernDestroy() error {
 	qp.pd.refs--
 	qp.sendCQ.refs--
 	qp.recvCQ.refs--
+	if qp.srq != nil {
+		qp.srq.refs--
+	}
 	_ = kverbs.Munmap(qp.rx.sq.mem)
-	_ = kverbs.Munmap(qp.rx.rq.mem)
+	if qp.rx.rq != nil {
+		_ = kverbs.Munmap(qp.rx.rq.mem)
+	}
 	return nil
 }
 

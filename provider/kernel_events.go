@@ -22,6 +22,7 @@ type kernEvents struct {
 	nextUH uint64
 	cqs    map[uint64]*CQ
 	qps    map[uint64]*QP
+	srqs   map[uint64]*SRQ
 	chans  map[*CompChannel]struct{}
 }
 
@@ -115,7 +116,10 @@ func (c *Context) kernGetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 			}
 			a.Num = a.QP.qpn
 		case "srq":
-			continue // no SRQs on the kernel backend yet
+			if a.SRQ = c.kern.ev.srqs[d.Element]; a.SRQ == nil || a.SRQ.dead {
+				continue
+			}
+			a.Num = a.SRQ.srqn
 		case "port":
 			a.Port, a.Num = int(d.Element), uint32(d.Element)
 		default:

@@ -214,16 +214,22 @@ func (qp *QP) rxePostRecv(wrs []RecvWR) (int, error) {
 		return 0, &OpError{Op: op, QPN: qp.qpn, Err: detail(ErrBadState, "QP is RESET")}
 	}
 	rq := qp.rx.rq
-	if rq == nil {
-		return 0, &OpError{Op: op, QPN: qp.qpn, Err: detail(ErrInvalidArg, "the QP has no receive queue")}
+	if rq == nil || qp.srq != nil {
+		return 0, &OpError{Op: op, QPN: qp.qpn, Err: detail(ErrInvalidArg, "the QP has no receive queue (its receives come from an SRQ)")}
 	}
+	return rxePostRecvQueue(op, qp.qpn, rq, qp.cap.MaxRecvSGE, wrs)
+}
+
+// rxePostRecvQueue writes receive WQEs into an RQ or SRQ ring
+// (rxe_recv_wqe), publishing the producer after each.
+func rxePostRecvQueue(op string, qpn uint32, rq *rxeQueue, maxSGE int, wrs []RecvWR) (int, error) {
 	for n := range wrs {
 		wr := &wrs[n]
-		if len(wr.SGL) > qp.cap.MaxRecvSGE {
-			return n, &OpError{Op: op, QPN: qp.qpn, Index: n, Err: detail(ErrTooManySGE, "%d SGEs, max_recv_sge %d", len(wr.SGL), qp.cap.MaxRecvSGE)}
+		if len(wr.SGL) > maxSGE {
+			return n, &OpError{Op: op, QPN: qpn, Index: n, Err: detail(ErrTooManySGE, "%d SGEs, max %d", len(wr.SGL), maxSGE)}
 		}
 		if rq.full() {
-			return n, &OpError{Op: op, QPN: qp.qpn, Index: n, Err: detail(ErrQueueFull, "RQ full (%d WQEs)", rq.capacity())}
+			return n, &OpError{Op: op, QPN: qpn, Index: n, Err: detail(ErrQueueFull, "receive queue full (%d WQEs)", rq.capacity())}
 		}
 		prod := rq.producer()
 		w := rq.slot(prod)

@@ -60,6 +60,9 @@ type SRQ struct {
 	busy    int    // WQEs posted and not yet completed
 	refs    int    // QPs attached
 	dead    bool
+
+	rx *rxeQueue // a kernel rxe SRQ's ring (kernel_srq.go); nil for mlx5
+	uh uint64    // its user_handle for the kernel's events
 }
 
 // CreateSRQ creates a shared receive queue (ibv_create_srq). The device's
@@ -74,6 +77,9 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	c := pd.ctx
+	if c.kern != nil {
+		return pd.kernCreateSRQ(attr)
+	}
 	ctl, ok := c.ctl.(mlx5.SRQControl)
 	if !ok {
 		return nil, opErr(op, 0, detail(ErrNotSupported, "device %q has no shared receive queues", c.name))
@@ -195,6 +201,9 @@ func (s *SRQ) PostRecv(wrs []RecvWR) (int, error) {
 	if s.dead {
 		return 0, &OpError{Op: op, Index: 0, Err: ErrClosed}
 	}
+	if s.rx != nil {
+		return rxePostRecvQueue(op, 0, s.rx, s.maxGS, wrs)
+	}
 	var (
 		nreq int
 		err  error
@@ -306,6 +315,9 @@ func (s *SRQ) Destroy() error {
 	}
 	if s.refs > 0 {
 		return opErr(op, 0, detail(ErrBusy, "srq %#x is used by %d QPs", s.srqn, s.refs))
+	}
+	if s.rx != nil {
+		return s.kernDestroy()
 	}
 	if err := s.ctl.DestroySRQ(s.srqn); err != nil {
 		return opErr(op, 0, err)

@@ -1068,3 +1068,91 @@ func TestUD(t *testing.T) {
 		require.ErrorIs(t, err, provider.ErrInvalidArg, "no AH")
 	})
 }
+
+// TestSRQ: receives from a shared receive queue, in order, with no
+// receive queue of the QP's own; the verbs around it (query, busy
+// destroy, limits).
+func TestSRQ(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		cp := provider.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
+		a := newEP(t, b.sides[0].ctx, cp)
+		t.Cleanup(func() { a.destroy(t) })
+		ctx := b.sides[1].ctx
+		z := &ep{ctx: ctx}
+		var err error
+		z.pd, err = ctx.AllocPD()
+		require.NoError(t, err)
+		_, err = z.pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 0, MaxSGE: 1})
+		require.ErrorIs(t, err, provider.ErrInvalidArg, "max_wr 0")
+		srq, err := z.pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 16, MaxSGE: 1})
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, srq.MaxWR(), 16)
+		q, err := srq.Query()
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, q.MaxWR, 16)
+		z.cq, err = ctx.CreateCQ(32)
+		require.NoError(t, err)
+		z.buf, err = ctx.AllocBuffer(bufSize, 4096)
+		require.NoError(t, err)
+		z.mr, err = z.pd.RegMR(z.buf.Addr, bufSize, fullAccess)
+		require.NoError(t, err)
+		z.qp, err = ctx.CreateQP(z.pd, provider.QPInitAttr{Type: provider.QPTypeRC, SendCQ: z.cq, RecvCQ: z.cq, SRQ: srq, Cap: cp})
+		require.NoError(t, err)
+		require.Same(t, srq, z.qp.SRQ())
+		t.Cleanup(func() {
+			require.NoError(t, z.qp.Destroy())
+			require.NoError(t, srq.Destroy())
+			require.NoError(t, z.mr.Dereg())
+			require.NoError(t, z.cq.Destroy())
+			require.NoError(t, z.pd.Dealloc())
+			require.NoError(t, ctx.FreeBuffer(z.buf))
+		})
+		require.ErrorIs(t, srq.Destroy(), provider.ErrBusy, "an SRQ in use")
+		psn := [2]uint32{0x10, 0x20}
+		eps := [2]*ep{a, z}
+		for i, e := range eps {
+			c := provider.DefaultConnectAttr()
+			c.Peer = provider.Peer{QPN: eps[1-i].qp.QPN(), PSN: psn[1-i], GID: b.sides[1-i].gid, MAC: b.sides[1-i].mac}
+			c.PSN, c.Access = psn[i], fullAccess
+			require.NoError(t, e.qp.ToInit(c))
+			require.NoError(t, e.qp.ToRTR(c))
+		}
+		for i, e := range eps {
+			c := provider.DefaultConnectAttr()
+			c.PSN = psn[i]
+			require.NoError(t, e.qp.ToRTS(c))
+		}
+		_, err = z.qp.PostRecv([]provider.RecvWR{{SGL: []provider.SGE{z.mr.SGE(0, 8)}}})
+		require.ErrorIs(t, err, provider.ErrInvalidArg, "a QP on an SRQ has no receive queue")
+		const k = 4
+		recvs := make([]provider.RecvWR, k)
+		sends := make([]provider.SendWR, k)
+		for i := range k {
+			recvs[i] = provider.RecvWR{WRID: uint64(50 + i), SGL: []provider.SGE{z.mr.SGE(uint64(i*1024), 1024)}}
+			sends[i] = provider.SendWR{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled,
+				SGL: []provider.SGE{a.mr.SGE(0, uint32(100+i))}}
+		}
+		n, err := srq.PostRecv(recvs)
+		require.NoError(t, err)
+		require.Equal(t, k, n)
+		_, err = srq.PostRecv([]provider.RecvWR{{SGL: make([]provider.SGE, srq.MaxSGE()+1)}})
+		require.ErrorIs(t, err, provider.ErrTooManySGE)
+		// Armed at 2 with 4 posted: the event comes when fewer than 2 are left.
+		require.NoError(t, srq.Modify(provider.SRQAttr{SRQLimit: 2}, provider.SRQAttrLimit))
+		_, err = a.qp.PostSend(sends)
+		require.NoError(t, err)
+		sw, rw := pollBoth(t, &pair{ep: eps}, k, k)
+		for i := range k {
+			require.Equal(t, provider.WCSuccess, sw[i].Status)
+			require.Equal(t, provider.WCSuccess, rw[i].Status, "%v", rw[i].Status)
+			require.Equal(t, uint64(50+i), rw[i].WRID, "SRQ receives in order")
+			require.Equal(t, uint32(100+i), rw[i].ByteLen)
+			require.Equal(t, z.qp.QPN(), rw[i].QPNum)
+		}
+		ev, err := ctx.GetAsyncEvent(pollTimeout)
+		require.NoError(t, err)
+		require.Equal(t, mlx5.EventSRQLimitReached, ev.Type, "%v", ev)
+		require.Same(t, srq, ev.SRQ)
+		ctx.AckAsyncEvent(ev)
+	})
+}
