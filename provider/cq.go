@@ -95,8 +95,12 @@ func (cq *CQ) Info() CQInfo {
 	return CQInfo{RingAddr: cq.ringAddr, Entries: int(cq.nent), CQESize: mlx5.CQE64Size, DBRAddr: cq.dbrAddr}
 }
 
-// CQE returns a copy of the 64-byte entry consumer index ci maps to.
+// CQE returns a copy of the 64-byte entry consumer index ci maps to (nil
+// for a CQ without mlx5 CQEs: a kernel rxe CQ, or a destroyed one).
 func (cq *CQ) CQE(ci uint32) []byte {
+	if cq.ring == nil {
+		return nil
+	}
 	out := make([]byte, mlx5.CQE64Size)
 	copy(out, cq.entry(ci))
 	return out

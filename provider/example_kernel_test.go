@@ -26,3 +26,22 @@ func ExampleOpenDevice() {
 	// true
 	// false true
 }
+
+// Ready says whether Poll would find a completion, without taking it.
+func ExampleCQ_Ready() {
+	w, eps := world()
+	defer w.Close()
+	a, b := eps[0], eps[1]
+	_, _ = b.QP.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{b.MR.SGE(0, 64)}}})
+	_, _ = a.QP.PostSend([]provider.SendWR{{WRID: 2, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{a.MR.SGE(0, 64)}}})
+	fmt.Println(a.SendCQ.Ready())
+	w.Settle(0)
+	fmt.Println(a.SendCQ.Ready(), b.RecvCQ.Ready())
+	wc := make([]provider.WC, 1)
+	n, _ := a.SendCQ.Poll(wc)
+	fmt.Println(n, a.SendCQ.Ready())
+	// Output:
+	// false
+	// true true
+	// 1 false
+}

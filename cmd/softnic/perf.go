@@ -179,7 +179,7 @@ func perfFlags(o *perfOpts, stderr io.Writer) *flag.FlagSet {
 	boolean(&o.cpuFreqF, "do not fail even if the CPU frequency is not maximal (accepted; softnic has no CPU frequency)", "F", "CPU-freq")
 	boolean(&o.gbits, "report the bandwidth in Gb/s instead of MiB/s", "report_gbits")
 	str(&o.output, "", "print only this number: bandwidth (BW average) or latency (t_avg)", "o", "output")
-	str(&o.dev, "", "use this IB device (the emulated NIC is softnic0)", "d", "ib-dev")
+	str(&o.dev, "", "use this IB device: softnic0 is the emulated NIC, a kernel device (rxe0, mlx5_0) runs against a perftest peer through /dev/infiniband", "d", "ib-dev")
 	num(&o.port, 18515, "TCP port of the out-of-band exchange (--wire)", "p", "port")
 	num(&o.ibPort, 1, "port of the IB device (only 1)", "i", "ib-port")
 	num(&o.gidIdx, 1, "source GID index (0 and 1: the IPv4-mapped RoCEv2 GID)", "x", "gid-index")
@@ -241,7 +241,7 @@ func parsePerfArgs(args []string, stderr io.Writer) (perfOpts, error) {
 // resolve applies perftest's defaults and dependencies and validates.
 func (o *perfOpts) resolve() error {
 	t := o.test
-	wire := o.net.wire != ""
+	wire := o.net.wire != "" || kernelDevice(o.dev) // a kernel device is on a real network too
 	if !o.sizeSet {
 		switch {
 		case t.verb == verbAtomic:
@@ -424,7 +424,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "softnic perf:", err)
 		return 2
 	}
-	if o.net.wire != "" {
+	if o.net.wire != "" || kernelDevice(o.dev) {
 		err = perfWire(o, stdout, stderr)
 	} else {
 		err = perfSim(o, stdout, stderr)

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 )
 
@@ -49,10 +48,7 @@ type perfClock interface {
 
 // cqReady reports whether cq's next CQE belongs to software, without
 // polling (an empty provider Poll would drive the device on its own).
-func cqReady(cq *provider.CQ) bool {
-	ci := cq.ConsumerIndex()
-	return mlx5.CQEOwnedBySW(mlx5.CQE64(cq.CQE(ci)), ci, uint32(cq.Size()))
-}
+func cqReady(cq *provider.CQ) bool { return cq.Ready() }
 
 // pollReady takes one successful completion from cq if cqReady says it
 // has one: false and no error when it has none yet. test and which name

@@ -25,7 +25,7 @@ import (
 
 // wallClock is the wall clock since the run started, in ps.
 type wallClock struct {
-	rt    *wallclock.Net
+	rt    perfNet
 	start time.Time
 }
 
@@ -38,7 +38,7 @@ const perfOutReads = 16
 // perfWireSide is the state of one mode-2 run.
 type perfWireSide struct {
 	o     *perfOpts
-	rt    *wallclock.Net
+	rt    perfNet
 	pd    *provider.PD
 	scq   *provider.CQ
 	rcq   *provider.CQ
@@ -64,7 +64,7 @@ func perfWire(o perfOpts, stdout, stderr io.Writer) error {
 	// The peer cycles its addresses through a cycle buffer (a page) past
 	// the address softnic gives: two pages of room at least.
 	area := max(perfArea(sizes[len(sizes)-1]), 2*4096)
-	rt, err := openRealNet(o.net, 2*area+4096, stderr)
+	rt, err := openPerfNet(o, 2*area+4096, stderr)
 	if err != nil {
 		return err
 	}
@@ -229,7 +229,7 @@ func (s *perfWireSide) run(sizes []int) error {
 	if client {
 		role = "client"
 	}
-	active := s.rt.Device().Spec().Caps.ActiveMTU
+	active := s.rt.ActiveMTU()
 	if active == 0 {
 		active = 4096
 	}
@@ -274,7 +274,7 @@ func (s *perfWireSide) run(sizes []int) error {
 			return err
 		}
 	}
-	hdr := newPerfHeader(o, s.mtu, s.rt.Profile().Name, "wall clock (a real wire)", role)
+	hdr := newPerfHeader(o, s.mtu, s.rt.ProfileName(), "wall clock (a real wire)", role)
 	hdr.Local = []perfAddr{{LID: s.my.LID, QPN: s.my.QPN, PSN: s.my.PSN, RKey: s.my.RKey, VAddr: s.my.VAddr, OutReads: s.my.OutReads, GID: s.my.GID}}
 	hdr.Remote = []perfAddr{{LID: s.rem.LID, QPN: s.rem.QPN, PSN: s.rem.PSN, RKey: s.rem.RKey, VAddr: s.rem.VAddr, OutReads: s.rem.OutReads, GID: s.rem.GID}}
 	pr := &perfPrinter{w: s.stdio, o: o}

@@ -407,8 +407,13 @@ func bg[T any](f func() (T, error)) <-chan ioResult[T] {
 }
 
 func awaitIO[T any](n ppNet, ch <-chan ioResult[T], timeout time.Duration, what string) (T, error) {
-	rt, ok := n.(*wallclock.Net)
-	if !ok {
+	var rt *wallclock.Net
+	switch w := n.(type) {
+	case *wallclock.Net:
+		rt = w
+	case wallNet:
+		rt = w.Net
+	default:
 		return awaitPlain(ch, timeout, what)
 	}
 	r, err := wallclock.Await(rt, ch, timeout, what)

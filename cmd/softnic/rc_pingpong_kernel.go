@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -124,3 +125,43 @@ func awaitPlain[T any](ch <-chan ioResult[T], timeout time.Duration, what string
 		return zero, fmt.Errorf("%w after %v waiting for %s", wallclock.ErrTimeout, timeout, what)
 	}
 }
+
+// perfNet is what softnic perf's real-network mode needs beyond
+// rc_pingpong's: the scheduler's wait, the port's active MTU and a name
+// for the report.
+type perfNet interface {
+	ppNet
+	Advance() error
+	ActiveMTU() int
+	ProfileName() string
+}
+
+// wallNet is the emulated NIC on a wire as a perfNet.
+type wallNet struct{ *wallclock.Net }
+
+func (w wallNet) ActiveMTU() int      { return w.Device().Spec().Caps.ActiveMTU }
+func (w wallNet) ProfileName() string { return w.Profile().Name }
+
+// openPerfNet is openPingpongNet for softnic perf (-d chooses the
+// backend the same way).
+func openPerfNet(o perfOpts, mem int, stderr io.Writer) (perfNet, error) {
+	if kernelDevice(o.dev) {
+		return openKernelNet(o.dev, o.gidIdx, mem)
+	}
+	n, err := openRealNet(o.net, mem, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return wallNet{n}, nil
+}
+
+// Advance: a kernel device moves by itself; the scheduler only yields
+// (it busy-polls, as perftest does: a sleep would add its granularity to
+// every latency sample).
+func (k *kernelNet) Advance() error { runtime.Gosched(); return nil }
+
+// ActiveMTU is the port's active MTU in bytes.
+func (k *kernelNet) ActiveMTU() int { return k.ctx.Attr().ActiveMTU.Bytes() }
+
+// ProfileName names the device in perf's report.
+func (k *kernelNet) ProfileName() string { return "kernel " + k.name }

@@ -2,6 +2,7 @@ package interop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -162,6 +163,43 @@ func TestKernelBackend(t *testing.T) {
 					require.NoError(t, err, diag)
 				})
 			}
+		}
+	})
+
+	t.Run("perf", func(t *testing.T) {
+		// softnic perf -d rxe0 (the Go provider on the kernel driver) as the
+		// server of stock perftest on the same rxe0, in the guest.
+		m := &matrix{}
+		defer func() { t.Log("softnic perf -d rxe0 × stock perftest, both in the guest:\n" + m.String()) }()
+		for _, r := range []struct {
+			test  string
+			size  int
+			iters int
+		}{{"ib_write_lat", 2, 200}, {"ib_send_lat", 2, 200}, {"ib_read_lat", 2, 200}, {"ib_atomic_lat", 8, 200},
+			{"ib_write_bw", 65536, 200}, {"ib_send_bw", 65536, 200}} {
+			t.Run(fmt.Sprintf("%s/%d", r.test, r.size), func(t *testing.T) {
+				port := 18600
+				job, err := g.bg(fmt.Sprintf("softnic perf %s -d rxe0 -x 1 -s %d -n %d -p %d --timeout 30s --no-progress", r.test, r.size, r.iters, port))
+				require.NoError(t, err)
+				require.True(t, g.listening(port, opTimeout), "softnic perf -d rxe0 never listened")
+				theirs, code, err := g.run(perftestTimeout, perftestCmd(r.test, r.size, r.iters, port, "127.0.0.1"))
+				require.NoError(t, err)
+				ours, ourCode, err := g.wait(job, perftestTimeout)
+				require.NoError(t, err)
+				lat := strings.HasSuffix(r.test, "_lat")
+				// A read_lat or atomic_lat server measures nothing (perftest).
+				fo, e1 := "(server: no table)", error(nil)
+				if r.test != "ib_read_lat" && r.test != "ib_atomic_lat" {
+					fo, e1 = checkTable("softnic perf -d rxe0", ours, r.size, r.iters, lat)
+				}
+				ft, e2 := checkTable(r.test, theirs, r.size, r.iters, lat)
+				err = errors.Join(e1, e2)
+				if code != 0 || ourCode != 0 {
+					err = errors.Join(err, fmt.Errorf("exit codes: perftest %d, softnic %d", code, ourCode))
+				}
+				m.add(r.test, "softnic -d rxe0 server, perftest client", int64(r.size), err, "softnic "+fo+", perftest "+ft)
+				require.NoError(t, err, "softnic:\n%s\nperftest:\n%s", ours, theirs)
+			})
 		}
 	})
 
