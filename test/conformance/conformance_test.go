@@ -168,6 +168,8 @@ func connect(t testing.TB, b *backend) *pair { return connectOpts(t, b, pairOpts
 type pairOpts struct {
 	chs [2]*provider.CompChannel
 	cqe [2]int
+	// closes: the test closes the contexts itself (no per-object teardown).
+	closes bool
 }
 
 func connectOpts(t testing.TB, b *backend, o pairOpts) *pair {
@@ -195,11 +197,13 @@ func connectOpts(t testing.TB, b *backend, o pairOpts) *pair {
 		a.PSN = psn[i]
 		require.NoError(t, e.qp.ToRTS(a))
 	}
-	t.Cleanup(func() {
-		for _, e := range p.ep {
-			e.destroy(t)
-		}
-	})
+	if !o.closes {
+		t.Cleanup(func() {
+			for _, e := range p.ep {
+				e.destroy(t)
+			}
+		})
+	}
 	return p
 }
 
@@ -1155,4 +1159,106 @@ func TestSRQ(t *testing.T) {
 		require.Same(t, srq, ev.SRQ)
 		ctx.AckAsyncEvent(ev)
 	})
+}
+
+// RemoveEnv allows TestDeviceRemoval to delete the kernel device (and add
+// it back): the guest run sets it, for a separate last invocation.
+const RemoveEnv = "SOFTNIC_KDEV_REMOVE"
+
+// TestDeviceRemoval: the kernel device is deleted (rdma link delete) under
+// an open context with a connected QP. rxe cannot disassociate a context,
+// so the kernel waits for the context to close: every verb keeps
+// answering (success or an error) instead of hanging, Close returns, and
+// the removal then completes. The device is added back afterwards.
+func TestDeviceRemoval(t *testing.T) {
+	name := os.Getenv(KDevEnv)
+	if name == "" || os.Getenv(RemoveEnv) != "1" {
+		t.Skipf("set %s and %s=1 to delete and re-add the kernel device (the guest run does, last)", KDevEnv, RemoveEnv)
+	}
+	netdev, err := netdevOf(name)
+	require.NoError(t, err)
+	var kb *backend
+	for _, b := range backends(t) {
+		if b.kern {
+			kb = b
+		}
+	}
+	require.NotNil(t, kb)
+	p := connectOpts(t, kb, pairOpts{closes: true})
+	a := p.ep[0]
+	done := make(chan error, 1)
+	go func() {
+		out, err := exec.Command("rdma", "link", "delete", name).CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("rdma link delete %s: %v: %s", name, err, out)
+		}
+		done <- err
+	}()
+	// Its uverbs device goes while the kernel waits for its users: no
+	// new context can find it.
+	deadline := time.Now().Add(pollTimeout)
+	for {
+		if _, err := kverbs.Find(name); errors.Is(err, kverbs.ErrNoDevice) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "%s's uverbs device never left sysfs", name)
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err = provider.OpenKernel(name, provider.KernelOptions{MemSize: 1 << 20})
+	require.ErrorIs(t, err, provider.ErrNoDevice, "a device being removed")
+	select {
+	case err := <-done:
+		t.Fatalf("rdma link delete returned with a context open: %v", err)
+	default:
+	}
+	// Every verb answers, within a bound, whatever it answers.
+	within := func(what string, f func() error) {
+		t.Helper()
+		ch := make(chan error, 1)
+		go func() { ch <- f() }()
+		select {
+		case err := <-ch:
+			t.Logf("%s during removal: %v", what, err)
+		case <-time.After(pollTimeout):
+			t.Fatalf("%s hung during the device's removal", what)
+		}
+	}
+	within("query_port", func() error { _, err := a.ctx.QueryPort(1); return err })
+	within("post_send + poll", func() error {
+		_, err := a.qp.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+			SGL: []provider.SGE{a.mr.SGE(0, 8)}, RemoteAddr: p.ep[1].buf.Addr, RKey: p.ep[1].mr.RKey}})
+		if err != nil {
+			return err
+		}
+		wc := poll(t, a.cq, 1)[0]
+		return fmt.Errorf("completion status %v", wc.Status)
+	})
+	within("create_cq", func() error {
+		cq, err := a.ctx.CreateCQ(4)
+		if err == nil {
+			err = cq.Destroy()
+		}
+		return err
+	})
+	for _, s := range kb.sides {
+		within("close", s.ctx.Close)
+	}
+	select {
+	case err := <-done:
+		require.NoError(t, err, "the removal completes once the contexts are closed")
+	case <-time.After(4 * pollTimeout):
+		t.Fatal("rdma link delete still waits after every context closed")
+	}
+	// Back as it was, for whoever runs next.
+	out, err := exec.Command("rdma", "link", "add", name, "type", "rxe", "netdev", netdev).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	deadline = time.Now().Add(pollTimeout)
+	for {
+		b, err := os.ReadFile("/sys/class/infiniband/" + name + "/ports/1/gids/1")
+		if err == nil && strings.TrimSpace(string(b)) != "0000:0000:0000:0000:0000:0000:0000:0000" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "%s has no GID 1 after re-adding it", name)
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -226,6 +226,15 @@ func TestKernelBackend(t *testing.T) {
 			require.Equal(t, want, got, "%s: softnic devinfo vs ibv_devinfo\n%s\n%s", k, ours, theirs)
 		}
 	})
+
+	t.Run("device_removal", func(t *testing.T) {
+		// Last: deletes rxe0 under an open context and adds it back.
+		out, code, err := g.run(3*time.Minute, "SOFTNIC_KDEV=rxe0 SOFTNIC_KDEV_REMOVE=1 /usr/bin/conformance.test -test.run TestDeviceRemoval -test.v -test.count=1")
+		require.NoError(t, err)
+		require.Zero(t, code, out)
+		require.Contains(t, out, "--- PASS: TestDeviceRemoval", out)
+		t.Log(tailLines(out, 12))
+	})
 }
 
 // canonGID rewrites "ADDR, TYPE" with the address in one spelling.
