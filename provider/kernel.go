@@ -291,6 +291,6 @@ func (qp *QP) kernDestroy() error {
 	return nil
 }
 
-// the kernel device's QP state after a move to RESET: the kernel resets
-// its own ring indices; the provider keeps none.
+// rxeControl is the Context's control: the commands without driver data
+// are UverbsControl's, the rest its own.
 var _ mlx5.Control = (*rxeControl)(nil)

@@ -10,7 +10,10 @@ import (
 )
 
 // The rxe WQE and CQE layouts (rdma_user_rxe.h, ib_user_verbs.h; sizes in
-// uverbs.md §5.1): host-endian structs, the kernel's own.
+// uverbs.md §5.1): host-endian structs, the kernel's own. The sizes are
+// package uverbs' (layouts.txt, checked against the uapi headers by
+// test/uverbslayout); rxe_test.go decodes what the builders write with
+// uverbs' RXESendWQE, RXESendWQEAtomic, RXESendWQEUD and RXERecvWQE.
 const (
 	rxeWROpcode    = 12
 	rxeWRNumSGE    = 8 // "reserved" in 6.1's uapi; librxe still writes num_sge there
@@ -27,16 +30,16 @@ const (
 	rxeSendIOVA    = 152
 	rxeSendSSN     = 176
 	rxeSendDMA     = 184
-	rxeSendSGE     = 208 // SGEs or inline data
+	rxeSendSGE     = uverbs.RXESendWQESize // SGEs or inline data
 	rxeRecvDMA     = 16
-	rxeRecvSGE     = 40
+	rxeRecvSGE     = uverbs.RXERecvWQESize
 	rxeDMALength   = 0
 	rxeDMAResid    = 4
 	rxeDMACurSGE   = 8
 	rxeDMANumSGE   = 12
 	rxeDMASGEOff   = 16
-	rxeSGESize     = 16
-	rxeWCSize      = 48
+	rxeSGESize     = uverbs.RXESGESize
+	rxeWCSize      = uverbs.WCSize
 	rxeMaxInline   = 512 // RXE_MAX_INLINE_DATA
 	rxeMaxSGE      = 32  // RXE_MAX_SGE
 	rxeSendWQEBase = rxeSendSGE

@@ -2,6 +2,8 @@ package provider
 
 import (
 	"encoding/binary"
+
+	"github.com/softnic/softnic/uverbs"
 	"sync/atomic"
 	"unsafe"
 )
@@ -14,7 +16,7 @@ const (
 	rxeQIndexMask = 4
 	rxeQProducer  = 128
 	rxeQConsumer  = 256
-	rxeQData      = 384
+	rxeQData      = uverbs.RXEQueueBufSize
 	rxeQMaxShift  = 16 // 64 KiB slots: far above any rxe element
 )
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/shm"
+	"github.com/softnic/softnic/uverbs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -233,4 +234,58 @@ func TestRXERecvAndPoll(t *testing.T) {
 	n, err = r.cq.Poll(wcs)
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// The builders' bytes, read back through the layouts test/uverbslayout
+// checks against rdma_user_rxe.h.
+func TestRXEWQEsAgainstUapiLayouts(t *testing.T) {
+	r := newRXERig(t)
+	sgl := []SGE{{Addr: 0x1000, Length: 100, LKey: 7}}
+	_, err := r.qp.PostSend([]SendWR{
+		{WRID: 1, Opcode: WRRDMAWriteImm, Flags: SendSignaled, SGL: sgl, RemoteAddr: 0xabc000, RKey: 0x55, Imm: 0x01020304},
+		{WRID: 2, Opcode: WRAtomicFetchAdd, SGL: []SGE{{Addr: 0x3000, Length: 8, LKey: 1}}, RemoteAddr: 0x8000, RKey: 3, CompareAdd: 5, Swap: 6},
+	})
+	require.NoError(t, err)
+	var w uverbs.RXESendWQE
+	require.NoError(t, w.Decode(r.qp.rx.sq.slot(0)[:uverbs.RXESendWQESize]))
+	require.Equal(t, uverbs.RXESendWQE{WRID: 1, NumSGE: 1, Opcode: uint32(WRRDMAWriteImm), SendFlags: uint32(SendSignaled),
+		ImmData: 0x01020304, RemoteAddr: 0xabc000, RKey: 0x55, IOVA: 0xabc000, SSN: 0, DMALength: 100, DMAResid: 100, DMANumSGE: 1}, w)
+	var sge uverbs.RXESGE
+	require.NoError(t, sge.Decode(r.qp.rx.sq.slot(0)[uverbs.RXESendWQESize:]))
+	require.Equal(t, uverbs.RXESGE{Addr: 0x1000, Length: 100, LKey: 7}, sge)
+	var at uverbs.RXESendWQEAtomic
+	require.NoError(t, at.Decode(r.qp.rx.sq.slot(1)[:uverbs.RXESendWQESize]))
+	require.Equal(t, uverbs.RXESendWQEAtomic{RemoteAddr: 0x8000, CompareAdd: 5, Swap: 6, RKey: 3}, at)
+	require.NoError(t, w.Decode(r.qp.rx.sq.slot(1)[:uverbs.RXESendWQESize]))
+	require.Equal(t, uint32(1), w.SSN, "ssn counts the WQEs")
+
+	// UD: the destination, the Q_Key (the QP's own with bit 31) and the AH number.
+	u := newRXERig(t)
+	u.qp.typ, u.qp.qkey = QPTypeUD, 0x1234
+	pd := &PD{ctx: u.qp.ctx}
+	u.qp.pd = pd
+	ah := &AH{pd: pd, kern: &kernAH{handle: 4, num: 9}}
+	_, err = u.qp.PostSend([]SendWR{{Opcode: WRSend, AH: ah, RemoteQPN: 0x77, RemoteQKey: 0x80000000}})
+	require.NoError(t, err)
+	var ud uverbs.RXESendWQEUD
+	require.NoError(t, ud.Decode(u.qp.rx.sq.slot(0)[:uverbs.RXESendWQESize]))
+	require.Equal(t, uverbs.RXESendWQEUD{RemoteQPN: 0x77, RemoteQKey: 0x1234, AHNum: 9}, ud)
+
+	_, err = r.qp.PostRecv([]RecvWR{{WRID: 3, SGL: sgl}})
+	require.NoError(t, err)
+	var rw uverbs.RXERecvWQE
+	require.NoError(t, rw.Decode(r.qp.rx.rq.slot(0)[:uverbs.RXERecvWQESize]))
+	require.Equal(t, uverbs.RXERecvWQE{WRID: 3, DMALength: 100, DMAResid: 100, DMANumSGE: 1}, rw)
+	require.NoError(t, sge.Decode(r.qp.rx.rq.slot(0)[uverbs.RXERecvWQESize:]))
+	require.Equal(t, uverbs.RXESGE{Addr: 0x1000, Length: 100, LKey: 7}, sge)
+}
+
+// The queue header the provider parses, as uverbs encodes rxe_queue_buf.
+func TestRXEQueueHeaderLayout(t *testing.T) {
+	mem := make([]byte, uverbs.RXEQueueBufSize+8*256)
+	_, err := (&uverbs.RXEQueueBuf{Log2ElemSize: 8, IndexMask: 7, ProducerIndex: 3, ConsumerIndex: 1}).Encode(mem)
+	require.NoError(t, err)
+	q, err := parseRXEQueue(mem, 208)
+	require.NoError(t, err)
+	require.Equal(t, [4]uint32{8, 7, 3, 1}, [4]uint32{q.shift, q.mask, q.producer(), q.consumer()})
 }

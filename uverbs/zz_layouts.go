@@ -4724,6 +4724,383 @@ func (s *RXEModifySRQCmd) get(b []byte) error {
 	return nil
 }
 
+// RXEQueueBuf is struct rxe_queue_buf (384 bytes): the header of an rxe queue mapping; the slots follow.
+type RXEQueueBuf struct {
+	Log2ElemSize  uint32 // log2_elem_size @0
+	IndexMask     uint32 // index_mask @4
+	ProducerIndex uint32 // producer_index @128
+	ConsumerIndex uint32 // consumer_index @256
+}
+
+// RXEQueueBufSize is sizeof(struct rxe_queue_buf).
+const RXEQueueBufSize = 384
+
+// Size is the encoded size, 384 bytes.
+func (*RXEQueueBuf) Size() int { return 384 }
+
+// Encode writes the struct into b[:384] and returns 384; reserved bytes are written as zero.
+func (s *RXEQueueBuf) Encode(b []byte) (int, error) {
+	if len(b) < 384 {
+		return 0, shortBuffer("rxe_queue_buf", 384, len(b))
+	}
+	s.put(b)
+	return 384, nil
+}
+
+// Decode reads the struct from b[:384]: a shorter b is ErrTruncated. Bytes past 384 are not read.
+func (s *RXEQueueBuf) Decode(b []byte) error {
+	if len(b) < 384 {
+		return truncated("rxe_queue_buf", 384, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *RXEQueueBuf) put(b []byte) {
+	_ = b[383]
+	binary.NativeEndian.PutUint32(b[0:], uint32(s.Log2ElemSize))
+	binary.NativeEndian.PutUint32(b[4:], uint32(s.IndexMask))
+	clear(b[8:128])
+	binary.NativeEndian.PutUint32(b[128:], uint32(s.ProducerIndex))
+	clear(b[132:256])
+	binary.NativeEndian.PutUint32(b[256:], uint32(s.ConsumerIndex))
+	clear(b[260:384])
+}
+
+func (s *RXEQueueBuf) get(b []byte) error {
+	_ = b[383]
+	s.Log2ElemSize = uint32(binary.NativeEndian.Uint32(b[0:]))
+	s.IndexMask = uint32(binary.NativeEndian.Uint32(b[4:]))
+	s.ProducerIndex = uint32(binary.NativeEndian.Uint32(b[128:]))
+	s.ConsumerIndex = uint32(binary.NativeEndian.Uint32(b[256:]))
+	return nil
+}
+
+// RXESendWQE is struct rxe_send_wqe (208 bytes): an rxe send WQE with the RDMA arm of wr.wr (SGEs or inline data follow at 208).
+type RXESendWQE struct {
+	WRID         uint64 // wr.wr_id @0
+	NumSGE       uint32 // wr.reserved @8
+	Opcode       uint32 // wr.opcode @12
+	SendFlags    uint32 // wr.send_flags @16
+	ImmData      uint32 // wr.ex.imm_data @20
+	RemoteAddr   uint64 // wr.wr.rdma.remote_addr @24
+	RKey         uint32 // wr.wr.rdma.rkey @32
+	Status       uint32 // status @144
+	State        uint32 // state @148
+	IOVA         uint64 // iova @152
+	SSN          uint32 // ssn @176
+	DMALength    uint32 // dma.length @184
+	DMAResid     uint32 // dma.resid @188
+	DMACurSGE    uint32 // dma.cur_sge @192
+	DMANumSGE    uint32 // dma.num_sge @196
+	DMASGEOffset uint32 // dma.sge_offset @200
+}
+
+// RXESendWQESize is sizeof(struct rxe_send_wqe).
+const RXESendWQESize = 208
+
+// Size is the encoded size, 208 bytes.
+func (*RXESendWQE) Size() int { return 208 }
+
+// Encode writes the struct into b[:208] and returns 208; reserved bytes are written as zero.
+func (s *RXESendWQE) Encode(b []byte) (int, error) {
+	if len(b) < 208 {
+		return 0, shortBuffer("rxe_send_wqe", 208, len(b))
+	}
+	s.put(b)
+	return 208, nil
+}
+
+// Decode reads the struct from b[:208]: a shorter b is ErrTruncated. Bytes past 208 are not read.
+func (s *RXESendWQE) Decode(b []byte) error {
+	if len(b) < 208 {
+		return truncated("rxe_send_wqe", 208, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *RXESendWQE) put(b []byte) {
+	_ = b[207]
+	binary.NativeEndian.PutUint64(b[0:], uint64(s.WRID))
+	binary.NativeEndian.PutUint32(b[8:], uint32(s.NumSGE))
+	binary.NativeEndian.PutUint32(b[12:], uint32(s.Opcode))
+	binary.NativeEndian.PutUint32(b[16:], uint32(s.SendFlags))
+	binary.BigEndian.PutUint32(b[20:], uint32(s.ImmData))
+	binary.NativeEndian.PutUint64(b[24:], uint64(s.RemoteAddr))
+	binary.NativeEndian.PutUint32(b[32:], uint32(s.RKey))
+	clear(b[36:40])
+	clear(b[40:56])
+	clear(b[56:144])
+	binary.NativeEndian.PutUint32(b[144:], uint32(s.Status))
+	binary.NativeEndian.PutUint32(b[148:], uint32(s.State))
+	binary.NativeEndian.PutUint64(b[152:], uint64(s.IOVA))
+	clear(b[160:164])
+	clear(b[164:168])
+	clear(b[168:172])
+	clear(b[172:176])
+	binary.NativeEndian.PutUint32(b[176:], uint32(s.SSN))
+	clear(b[180:184])
+	binary.NativeEndian.PutUint32(b[184:], uint32(s.DMALength))
+	binary.NativeEndian.PutUint32(b[188:], uint32(s.DMAResid))
+	binary.NativeEndian.PutUint32(b[192:], uint32(s.DMACurSGE))
+	binary.NativeEndian.PutUint32(b[196:], uint32(s.DMANumSGE))
+	binary.NativeEndian.PutUint32(b[200:], uint32(s.DMASGEOffset))
+	clear(b[204:208])
+}
+
+func (s *RXESendWQE) get(b []byte) error {
+	_ = b[207]
+	s.WRID = uint64(binary.NativeEndian.Uint64(b[0:]))
+	s.NumSGE = uint32(binary.NativeEndian.Uint32(b[8:]))
+	s.Opcode = uint32(binary.NativeEndian.Uint32(b[12:]))
+	s.SendFlags = uint32(binary.NativeEndian.Uint32(b[16:]))
+	s.ImmData = uint32(binary.BigEndian.Uint32(b[20:]))
+	s.RemoteAddr = uint64(binary.NativeEndian.Uint64(b[24:]))
+	s.RKey = uint32(binary.NativeEndian.Uint32(b[32:]))
+	s.Status = uint32(binary.NativeEndian.Uint32(b[144:]))
+	s.State = uint32(binary.NativeEndian.Uint32(b[148:]))
+	s.IOVA = uint64(binary.NativeEndian.Uint64(b[152:]))
+	s.SSN = uint32(binary.NativeEndian.Uint32(b[176:]))
+	s.DMALength = uint32(binary.NativeEndian.Uint32(b[184:]))
+	s.DMAResid = uint32(binary.NativeEndian.Uint32(b[188:]))
+	s.DMACurSGE = uint32(binary.NativeEndian.Uint32(b[192:]))
+	s.DMANumSGE = uint32(binary.NativeEndian.Uint32(b[196:]))
+	s.DMASGEOffset = uint32(binary.NativeEndian.Uint32(b[200:]))
+	return nil
+}
+
+// RXESendWQEAtomic is struct rxe_send_wqe (208 bytes): the atomic arm of an rxe send WQE's wr.wr.
+type RXESendWQEAtomic struct {
+	RemoteAddr uint64 // wr.wr.atomic.remote_addr @24
+	CompareAdd uint64 // wr.wr.atomic.compare_add @32
+	Swap       uint64 // wr.wr.atomic.swap @40
+	RKey       uint32 // wr.wr.atomic.rkey @48
+}
+
+// RXESendWQEAtomicSize is sizeof(struct rxe_send_wqe).
+const RXESendWQEAtomicSize = 208
+
+// Size is the encoded size, 208 bytes.
+func (*RXESendWQEAtomic) Size() int { return 208 }
+
+// Encode writes the struct into b[:208] and returns 208; reserved bytes are written as zero.
+func (s *RXESendWQEAtomic) Encode(b []byte) (int, error) {
+	if len(b) < 208 {
+		return 0, shortBuffer("rxe_send_wqe", 208, len(b))
+	}
+	s.put(b)
+	return 208, nil
+}
+
+// Decode reads the struct from b[:208]: a shorter b is ErrTruncated. Bytes past 208 are not read.
+func (s *RXESendWQEAtomic) Decode(b []byte) error {
+	if len(b) < 208 {
+		return truncated("rxe_send_wqe", 208, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *RXESendWQEAtomic) put(b []byte) {
+	_ = b[207]
+	clear(b[0:8])
+	clear(b[8:12])
+	clear(b[12:16])
+	clear(b[16:20])
+	clear(b[20:24])
+	binary.NativeEndian.PutUint64(b[24:], uint64(s.RemoteAddr))
+	binary.NativeEndian.PutUint64(b[32:], uint64(s.CompareAdd))
+	binary.NativeEndian.PutUint64(b[40:], uint64(s.Swap))
+	binary.NativeEndian.PutUint32(b[48:], uint32(s.RKey))
+	clear(b[52:56])
+	clear(b[56:144])
+	clear(b[144:148])
+	clear(b[148:152])
+	clear(b[152:160])
+	clear(b[160:164])
+	clear(b[164:168])
+	clear(b[168:172])
+	clear(b[172:176])
+	clear(b[176:180])
+	clear(b[180:184])
+	clear(b[184:208])
+}
+
+func (s *RXESendWQEAtomic) get(b []byte) error {
+	_ = b[207]
+	s.RemoteAddr = uint64(binary.NativeEndian.Uint64(b[24:]))
+	s.CompareAdd = uint64(binary.NativeEndian.Uint64(b[32:]))
+	s.Swap = uint64(binary.NativeEndian.Uint64(b[40:]))
+	s.RKey = uint32(binary.NativeEndian.Uint32(b[48:]))
+	return nil
+}
+
+// RXESendWQEUD is struct rxe_send_wqe (208 bytes): the UD arm of an rxe send WQE's wr.wr.
+type RXESendWQEUD struct {
+	RemoteQPN  uint32 // wr.wr.ud.remote_qpn @24
+	RemoteQKey uint32 // wr.wr.ud.remote_qkey @28
+	PKeyIndex  uint16 // wr.wr.ud.pkey_index @32
+	AHNum      uint32 // wr.wr.ud.ah_num @36
+}
+
+// RXESendWQEUDSize is sizeof(struct rxe_send_wqe).
+const RXESendWQEUDSize = 208
+
+// Size is the encoded size, 208 bytes.
+func (*RXESendWQEUD) Size() int { return 208 }
+
+// Encode writes the struct into b[:208] and returns 208; reserved bytes are written as zero.
+func (s *RXESendWQEUD) Encode(b []byte) (int, error) {
+	if len(b) < 208 {
+		return 0, shortBuffer("rxe_send_wqe", 208, len(b))
+	}
+	s.put(b)
+	return 208, nil
+}
+
+// Decode reads the struct from b[:208]: a shorter b is ErrTruncated. Bytes past 208 are not read.
+func (s *RXESendWQEUD) Decode(b []byte) error {
+	if len(b) < 208 {
+		return truncated("rxe_send_wqe", 208, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *RXESendWQEUD) put(b []byte) {
+	_ = b[207]
+	clear(b[0:8])
+	clear(b[8:12])
+	clear(b[12:16])
+	clear(b[16:20])
+	clear(b[20:24])
+	binary.NativeEndian.PutUint32(b[24:], uint32(s.RemoteQPN))
+	binary.NativeEndian.PutUint32(b[28:], uint32(s.RemoteQKey))
+	binary.NativeEndian.PutUint16(b[32:], uint16(s.PKeyIndex))
+	clear(b[34:36])
+	binary.NativeEndian.PutUint32(b[36:], uint32(s.AHNum))
+	clear(b[40:56])
+	clear(b[56:144])
+	clear(b[144:148])
+	clear(b[148:152])
+	clear(b[152:160])
+	clear(b[160:164])
+	clear(b[164:168])
+	clear(b[168:172])
+	clear(b[172:176])
+	clear(b[176:180])
+	clear(b[180:184])
+	clear(b[184:208])
+}
+
+func (s *RXESendWQEUD) get(b []byte) error {
+	_ = b[207]
+	s.RemoteQPN = uint32(binary.NativeEndian.Uint32(b[24:]))
+	s.RemoteQKey = uint32(binary.NativeEndian.Uint32(b[28:]))
+	s.PKeyIndex = uint16(binary.NativeEndian.Uint16(b[32:]))
+	s.AHNum = uint32(binary.NativeEndian.Uint32(b[36:]))
+	return nil
+}
+
+// RXERecvWQE is struct rxe_recv_wqe (40 bytes): an rxe receive WQE (SGEs follow at 40).
+type RXERecvWQE struct {
+	WRID         uint64 // wr_id @0
+	DMALength    uint32 // dma.length @16
+	DMAResid     uint32 // dma.resid @20
+	DMACurSGE    uint32 // dma.cur_sge @24
+	DMANumSGE    uint32 // dma.num_sge @28
+	DMASGEOffset uint32 // dma.sge_offset @32
+}
+
+// RXERecvWQESize is sizeof(struct rxe_recv_wqe).
+const RXERecvWQESize = 40
+
+// Size is the encoded size, 40 bytes.
+func (*RXERecvWQE) Size() int { return 40 }
+
+// Encode writes the struct into b[:40] and returns 40; reserved bytes are written as zero.
+func (s *RXERecvWQE) Encode(b []byte) (int, error) {
+	if len(b) < 40 {
+		return 0, shortBuffer("rxe_recv_wqe", 40, len(b))
+	}
+	s.put(b)
+	return 40, nil
+}
+
+// Decode reads the struct from b[:40]: a shorter b is ErrTruncated. Bytes past 40 are not read.
+func (s *RXERecvWQE) Decode(b []byte) error {
+	if len(b) < 40 {
+		return truncated("rxe_recv_wqe", 40, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *RXERecvWQE) put(b []byte) {
+	_ = b[39]
+	binary.NativeEndian.PutUint64(b[0:], uint64(s.WRID))
+	clear(b[8:12])
+	clear(b[12:16])
+	binary.NativeEndian.PutUint32(b[16:], uint32(s.DMALength))
+	binary.NativeEndian.PutUint32(b[20:], uint32(s.DMAResid))
+	binary.NativeEndian.PutUint32(b[24:], uint32(s.DMACurSGE))
+	binary.NativeEndian.PutUint32(b[28:], uint32(s.DMANumSGE))
+	binary.NativeEndian.PutUint32(b[32:], uint32(s.DMASGEOffset))
+	clear(b[36:40])
+}
+
+func (s *RXERecvWQE) get(b []byte) error {
+	_ = b[39]
+	s.WRID = uint64(binary.NativeEndian.Uint64(b[0:]))
+	s.DMALength = uint32(binary.NativeEndian.Uint32(b[16:]))
+	s.DMAResid = uint32(binary.NativeEndian.Uint32(b[20:]))
+	s.DMACurSGE = uint32(binary.NativeEndian.Uint32(b[24:]))
+	s.DMANumSGE = uint32(binary.NativeEndian.Uint32(b[28:]))
+	s.DMASGEOffset = uint32(binary.NativeEndian.Uint32(b[32:]))
+	return nil
+}
+
+// RXESGE is struct rxe_sge (16 bytes): one rxe scatter/gather entry.
+type RXESGE struct {
+	Addr   uint64 // addr @0
+	Length uint32 // length @8
+	LKey   uint32 // lkey @12
+}
+
+// RXESGESize is sizeof(struct rxe_sge).
+const RXESGESize = 16
+
+// Size is the encoded size, 16 bytes.
+func (*RXESGE) Size() int { return 16 }
+
+// Encode writes the struct into b[:16] and returns 16; reserved bytes are written as zero.
+func (s *RXESGE) Encode(b []byte) (int, error) {
+	if len(b) < 16 {
+		return 0, shortBuffer("rxe_sge", 16, len(b))
+	}
+	s.put(b)
+	return 16, nil
+}
+
+// Decode reads the struct from b[:16]: a shorter b is ErrTruncated. Bytes past 16 are not read.
+func (s *RXESGE) Decode(b []byte) error {
+	if len(b) < 16 {
+		return truncated("rxe_sge", 16, len(b))
+	}
+	return s.get(b)
+}
+
+func (s *RXESGE) put(b []byte) {
+	_ = b[15]
+	binary.NativeEndian.PutUint64(b[0:], uint64(s.Addr))
+	binary.NativeEndian.PutUint32(b[8:], uint32(s.Length))
+	binary.NativeEndian.PutUint32(b[12:], uint32(s.LKey))
+}
+
+func (s *RXESGE) get(b []byte) error {
+	_ = b[15]
+	s.Addr = uint64(binary.NativeEndian.Uint64(b[0:]))
+	s.Length = uint32(binary.NativeEndian.Uint32(b[8:]))
+	s.LKey = uint32(binary.NativeEndian.Uint32(b[12:]))
+	return nil
+}
+
 // layouts is every struct of layouts.txt with its members, in file order.
 var layouts = []Layout{
 	{Go: "CmdHdrFields", C: "ib_uverbs_cmd_hdr", Size: 8, Members: []Member{
@@ -5400,6 +5777,105 @@ var layouts = []Layout{
 	{Go: "RXEModifySRQCmd", C: "rxe_modify_srq_cmd", Size: 8, Members: []Member{
 		{Go: "MmapInfoAddr", C: "mmap_info_addr", Offset: 0, Width: 8, Kind: "u64"},
 	}},
+	{Go: "RXEQueueBuf", C: "rxe_queue_buf", Size: 384, Members: []Member{
+		{Go: "Log2ElemSize", C: "log2_elem_size", Offset: 0, Width: 4, Kind: "u32"},
+		{Go: "IndexMask", C: "index_mask", Offset: 4, Width: 4, Kind: "u32"},
+		{Go: "", C: "pad_1", Offset: 8, Width: 120, Kind: "pad120"},
+		{Go: "ProducerIndex", C: "producer_index", Offset: 128, Width: 4, Kind: "u32"},
+		{Go: "", C: "pad_2", Offset: 132, Width: 124, Kind: "pad124"},
+		{Go: "ConsumerIndex", C: "consumer_index", Offset: 256, Width: 4, Kind: "u32"},
+		{Go: "", C: "pad_3", Offset: 260, Width: 124, Kind: "pad124"},
+	}},
+	{Go: "RXESendWQE", C: "rxe_send_wqe", Size: 208, Members: []Member{
+		{Go: "WRID", C: "wr.wr_id", Offset: 0, Width: 8, Kind: "u64"},
+		{Go: "NumSGE", C: "wr.reserved", Offset: 8, Width: 4, Kind: "u32"},
+		{Go: "Opcode", C: "wr.opcode", Offset: 12, Width: 4, Kind: "u32"},
+		{Go: "SendFlags", C: "wr.send_flags", Offset: 16, Width: 4, Kind: "u32"},
+		{Go: "ImmData", C: "wr.ex.imm_data", Offset: 20, Width: 4, Kind: "be32"},
+		{Go: "RemoteAddr", C: "wr.wr.rdma.remote_addr", Offset: 24, Width: 8, Kind: "u64"},
+		{Go: "RKey", C: "wr.wr.rdma.rkey", Offset: 32, Width: 4, Kind: "u32"},
+		{Go: "", C: "wr.wr.rdma.reserved", Offset: 36, Width: 4, Kind: "pad4"},
+		{Go: "", C: "wr.wr.ud.pad", Offset: 40, Width: 16, Kind: "pad16"},
+		{Go: "", C: "wr.wr.ud.av", Offset: 56, Width: 88, Kind: "pad88"},
+		{Go: "Status", C: "status", Offset: 144, Width: 4, Kind: "u32"},
+		{Go: "State", C: "state", Offset: 148, Width: 4, Kind: "u32"},
+		{Go: "IOVA", C: "iova", Offset: 152, Width: 8, Kind: "u64"},
+		{Go: "", C: "mask", Offset: 160, Width: 4, Kind: "pad4"},
+		{Go: "", C: "first_psn", Offset: 164, Width: 4, Kind: "pad4"},
+		{Go: "", C: "last_psn", Offset: 168, Width: 4, Kind: "pad4"},
+		{Go: "", C: "ack_length", Offset: 172, Width: 4, Kind: "pad4"},
+		{Go: "SSN", C: "ssn", Offset: 176, Width: 4, Kind: "u32"},
+		{Go: "", C: "has_rd_atomic", Offset: 180, Width: 4, Kind: "pad4"},
+		{Go: "DMALength", C: "dma.length", Offset: 184, Width: 4, Kind: "u32"},
+		{Go: "DMAResid", C: "dma.resid", Offset: 188, Width: 4, Kind: "u32"},
+		{Go: "DMACurSGE", C: "dma.cur_sge", Offset: 192, Width: 4, Kind: "u32"},
+		{Go: "DMANumSGE", C: "dma.num_sge", Offset: 196, Width: 4, Kind: "u32"},
+		{Go: "DMASGEOffset", C: "dma.sge_offset", Offset: 200, Width: 4, Kind: "u32"},
+		{Go: "", C: "dma.reserved", Offset: 204, Width: 4, Kind: "pad4"},
+	}},
+	{Go: "RXESendWQEAtomic", C: "rxe_send_wqe", Size: 208, Members: []Member{
+		{Go: "", C: "wr.wr_id", Offset: 0, Width: 8, Kind: "pad8"},
+		{Go: "", C: "wr.reserved", Offset: 8, Width: 4, Kind: "pad4"},
+		{Go: "", C: "wr.opcode", Offset: 12, Width: 4, Kind: "pad4"},
+		{Go: "", C: "wr.send_flags", Offset: 16, Width: 4, Kind: "pad4"},
+		{Go: "", C: "wr.ex", Offset: 20, Width: 4, Kind: "pad4"},
+		{Go: "RemoteAddr", C: "wr.wr.atomic.remote_addr", Offset: 24, Width: 8, Kind: "u64"},
+		{Go: "CompareAdd", C: "wr.wr.atomic.compare_add", Offset: 32, Width: 8, Kind: "u64"},
+		{Go: "Swap", C: "wr.wr.atomic.swap", Offset: 40, Width: 8, Kind: "u64"},
+		{Go: "RKey", C: "wr.wr.atomic.rkey", Offset: 48, Width: 4, Kind: "u32"},
+		{Go: "", C: "wr.wr.atomic.reserved", Offset: 52, Width: 4, Kind: "pad4"},
+		{Go: "", C: "wr.wr.ud.av", Offset: 56, Width: 88, Kind: "pad88"},
+		{Go: "", C: "status", Offset: 144, Width: 4, Kind: "pad4"},
+		{Go: "", C: "state", Offset: 148, Width: 4, Kind: "pad4"},
+		{Go: "", C: "iova", Offset: 152, Width: 8, Kind: "pad8"},
+		{Go: "", C: "mask", Offset: 160, Width: 4, Kind: "pad4"},
+		{Go: "", C: "first_psn", Offset: 164, Width: 4, Kind: "pad4"},
+		{Go: "", C: "last_psn", Offset: 168, Width: 4, Kind: "pad4"},
+		{Go: "", C: "ack_length", Offset: 172, Width: 4, Kind: "pad4"},
+		{Go: "", C: "ssn", Offset: 176, Width: 4, Kind: "pad4"},
+		{Go: "", C: "has_rd_atomic", Offset: 180, Width: 4, Kind: "pad4"},
+		{Go: "", C: "dma", Offset: 184, Width: 24, Kind: "pad24"},
+	}},
+	{Go: "RXESendWQEUD", C: "rxe_send_wqe", Size: 208, Members: []Member{
+		{Go: "", C: "wr.wr_id", Offset: 0, Width: 8, Kind: "pad8"},
+		{Go: "", C: "wr.reserved", Offset: 8, Width: 4, Kind: "pad4"},
+		{Go: "", C: "wr.opcode", Offset: 12, Width: 4, Kind: "pad4"},
+		{Go: "", C: "wr.send_flags", Offset: 16, Width: 4, Kind: "pad4"},
+		{Go: "", C: "wr.ex", Offset: 20, Width: 4, Kind: "pad4"},
+		{Go: "RemoteQPN", C: "wr.wr.ud.remote_qpn", Offset: 24, Width: 4, Kind: "u32"},
+		{Go: "RemoteQKey", C: "wr.wr.ud.remote_qkey", Offset: 28, Width: 4, Kind: "u32"},
+		{Go: "PKeyIndex", C: "wr.wr.ud.pkey_index", Offset: 32, Width: 2, Kind: "u16"},
+		{Go: "", C: "wr.wr.ud.reserved", Offset: 34, Width: 2, Kind: "pad2"},
+		{Go: "AHNum", C: "wr.wr.ud.ah_num", Offset: 36, Width: 4, Kind: "u32"},
+		{Go: "", C: "wr.wr.ud.pad", Offset: 40, Width: 16, Kind: "pad16"},
+		{Go: "", C: "wr.wr.ud.av", Offset: 56, Width: 88, Kind: "pad88"},
+		{Go: "", C: "status", Offset: 144, Width: 4, Kind: "pad4"},
+		{Go: "", C: "state", Offset: 148, Width: 4, Kind: "pad4"},
+		{Go: "", C: "iova", Offset: 152, Width: 8, Kind: "pad8"},
+		{Go: "", C: "mask", Offset: 160, Width: 4, Kind: "pad4"},
+		{Go: "", C: "first_psn", Offset: 164, Width: 4, Kind: "pad4"},
+		{Go: "", C: "last_psn", Offset: 168, Width: 4, Kind: "pad4"},
+		{Go: "", C: "ack_length", Offset: 172, Width: 4, Kind: "pad4"},
+		{Go: "", C: "ssn", Offset: 176, Width: 4, Kind: "pad4"},
+		{Go: "", C: "has_rd_atomic", Offset: 180, Width: 4, Kind: "pad4"},
+		{Go: "", C: "dma", Offset: 184, Width: 24, Kind: "pad24"},
+	}},
+	{Go: "RXERecvWQE", C: "rxe_recv_wqe", Size: 40, Members: []Member{
+		{Go: "WRID", C: "wr_id", Offset: 0, Width: 8, Kind: "u64"},
+		{Go: "", C: "reserved", Offset: 8, Width: 4, Kind: "pad4"},
+		{Go: "", C: "padding", Offset: 12, Width: 4, Kind: "pad4"},
+		{Go: "DMALength", C: "dma.length", Offset: 16, Width: 4, Kind: "u32"},
+		{Go: "DMAResid", C: "dma.resid", Offset: 20, Width: 4, Kind: "u32"},
+		{Go: "DMACurSGE", C: "dma.cur_sge", Offset: 24, Width: 4, Kind: "u32"},
+		{Go: "DMANumSGE", C: "dma.num_sge", Offset: 28, Width: 4, Kind: "u32"},
+		{Go: "DMASGEOffset", C: "dma.sge_offset", Offset: 32, Width: 4, Kind: "u32"},
+		{Go: "", C: "dma.reserved", Offset: 36, Width: 4, Kind: "pad4"},
+	}},
+	{Go: "RXESGE", C: "rxe_sge", Size: 16, Members: []Member{
+		{Go: "Addr", C: "addr", Offset: 0, Width: 8, Kind: "u64"},
+		{Go: "Length", C: "length", Offset: 8, Width: 4, Kind: "u32"},
+		{Go: "LKey", C: "lkey", Offset: 12, Width: 4, Kind: "u32"},
+	}},
 }
 
 // registry makes a zero value of each struct, in file order (tests, fuzzing).
@@ -5493,4 +5969,10 @@ var registry = []func() Struct{
 	func() Struct { return new(RXECreateSRQResp) },
 	func() Struct { return new(RXECreateAHResp) },
 	func() Struct { return new(RXEModifySRQCmd) },
+	func() Struct { return new(RXEQueueBuf) },
+	func() Struct { return new(RXESendWQE) },
+	func() Struct { return new(RXESendWQEAtomic) },
+	func() Struct { return new(RXESendWQEUD) },
+	func() Struct { return new(RXERecvWQE) },
+	func() Struct { return new(RXESGE) },
 }
