@@ -142,7 +142,7 @@ func TestKernelBackend(t *testing.T) {
 		// in both roles.
 		bin, err := buildSoftnic(ctx, dir)
 		require.NoError(t, err)
-		m := &matrix{}
+		m := &figures{}
 		defer func() { t.Log("softnic -d rxe0 (guest) × softnic emulated (host):\n" + m.String()) }()
 		guestCmd := func(size uint64, port int, host string) string {
 			s := fmt.Sprintf("softnic rc_pingpong -d rxe0 -i 1 -g 1 -m %d -s %d -n %d -p %d", pathMTU, size, pingpongIters, port)
@@ -169,7 +169,7 @@ func TestKernelBackend(t *testing.T) {
 	t.Run("perf", func(t *testing.T) {
 		// softnic perf -d rxe0 (the Go provider on the kernel driver) as the
 		// server of stock perftest on the same rxe0, in the guest.
-		m := &matrix{}
+		m := &figures{}
 		defer func() { t.Log("softnic perf -d rxe0 × stock perftest, both in the guest:\n" + m.String()) }()
 		for _, r := range []struct {
 			test  string
@@ -308,4 +308,31 @@ func TestConformanceTable(t *testing.T) {
 	out := "=== RUN   TestPD\n--- PASS: TestPD (0.00s)\n    --- PASS: TestPD/emulated (0.00s)\n    --- FAIL: TestPD/kernel-rxe0 (0.01s)\n" +
 		"        --- PASS: TestPD/kernel-rxe0/sub (0.00s)\n    --- SKIP: TestCQ/kernel-rxe0 (0.00s)\n"
 	require.Equal(t, "| test | emulated | kernel-rxe0 |\n|---|---|---|\n| TestCQ | - | skip |\n| TestPD | pass | fail |\n", conformanceTable(out))
+}
+
+// figures is a run's table: operation, direction, size, result and the
+// figures the programs printed.
+type figures struct{ rows [][5]string }
+
+func (f *figures) add(op, dir string, size int64, err error, figs string) {
+	res := "ok"
+	if err != nil {
+		res = "FAIL"
+	}
+	f.rows = append(f.rows, [5]string{op, dir, fmt.Sprint(size), res, figs})
+}
+
+func (f *figures) String() string {
+	var b strings.Builder
+	w := [5]int{}
+	all := append([][5]string{{"operation", "direction", "size", "result", "figures"}}, f.rows...)
+	for _, r := range all {
+		for i, c := range r {
+			w[i] = max(w[i], len(c))
+		}
+	}
+	for _, r := range all {
+		fmt.Fprintf(&b, "%-*s  %-*s  %*s  %-*s  %s\n", w[0], r[0], w[1], r[1], w[2], r[2], w[3], r[3], r[4])
+	}
+	return b.String()
 }
