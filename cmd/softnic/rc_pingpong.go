@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,11 +80,15 @@ func readServerReply(c net.Conn, timeout time.Duration) ([]byte, error) {
 const rcPingpongHelp = `usage:
   softnic rc_pingpong --wire SPEC --ip A.B.C.D [flags]           start a server and wait for connection
   softnic rc_pingpong --wire SPEC --ip A.B.C.D [flags] <host>    connect to server at <host>
+  softnic rc_pingpong -d softnicN --socket PATH [flags] [<host>]  the same on a device of softnic serve
 
 The flags and the TCP handshake of rdma-core's ibv_rc_pingpong (port 18515),
 so that ibv_rc_pingpong on another RoCE stack is a peer in either role; run
 both sides with -g 1 (RoCEv2 needs GIDs). The handshake runs over the host's
-TCP/IP; the RDMA traffic over --wire.
+TCP/IP; the RDMA traffic over --wire, or, with --socket (default
+$SOFTNIC_SOCKET when there is no --wire), between the devices of a softnic
+serve daemon: -d names the device this process attaches to (softnic0 and
+softnic1 are cabled back to back).
 
 Flags:
 `
@@ -104,6 +109,7 @@ type ppOpts struct {
 	ts      bool
 	timeout time.Duration
 	host    string
+	socket  string // daemon mode: the softnic serve socket
 }
 
 // parsePingpongArgs parses flags and at most one host argument, which may
@@ -116,7 +122,10 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 	o.net.register(fs)
 	both := func(short, long string, f func(name string)) { f(short); f(long) }
 	both("p", "port", func(n string) { intVar(fs, &o.port, n, 18515, "listen on/connect to port `port`") })
-	both("d", "ib-dev", func(n string) { fs.StringVar(&o.ibDev, n, "", "IB device (ignored: the emulated NIC)") })
+	both("d", "ib-dev", func(n string) {
+		fs.StringVar(&o.ibDev, n, "", "IB device: with --socket the daemon's device to attach to (default softnic0); ignored with --wire")
+	})
+	fs.StringVar(&o.socket, "socket", "", "attach to a device of the softnic serve daemon listening on this unix socket (default $"+provider.SocketEnv+" when there is no --wire)")
 	both("i", "ib-port", func(n string) { intVar(fs, &o.ibPort, n, 1, "port of the IB device (only 1)") })
 	both("s", "size", func(n string) { intVar(fs, &o.size, n, 4096, "size of message to exchange") })
 	both("m", "mtu", func(n string) { intVar(fs, &o.mtu, n, 1024, "path MTU") })
@@ -146,6 +155,9 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 		o.host = fs.Arg(0)
 		args = fs.Args()[1:]
 	}
+	if o.socket == "" && o.net.wire == "" {
+		o.socket = os.Getenv(provider.SocketEnv)
+	}
 	return o, nil
 }
 
@@ -173,6 +185,10 @@ func (o *ppOpts) validate() error {
 		return fmt.Errorf("can't read sgid of index %d (softnic's GID table: 0 and 1, the IPv4-mapped GID)", o.gidIdx)
 	case o.timeout <= 0:
 		return fmt.Errorf("--timeout %v must be positive", o.timeout)
+	case o.socket != "" && o.net.wire != "":
+		return errors.New("--socket and --wire exclude each other: a daemon's device is cabled by the daemon")
+	case o.socket != "" && (o.net.ip != "" || o.net.mac != "" || len(o.net.neigh) > 0 || o.net.pcap != "" || o.net.faults != "" || o.net.check || o.net.profile != ""):
+		return errors.New("--ip, --mac, --neigh, --pcap, --faults, --check and --profile describe a NIC on a wire: with --socket the daemon owns the device (softnic serve --profile)")
 	}
 	return nil
 }
@@ -244,7 +260,7 @@ func (d ppDest) String(label string) string {
 // pingpong is the state of one run (struct pingpong_context).
 type pingpong struct {
 	o       ppOpts
-	rt      *wallclock.Net
+	rt      ppRuntime
 	pd      *provider.PD
 	cq      *provider.CQ
 	qp      *provider.QP
@@ -254,8 +270,38 @@ type pingpong struct {
 	pending int
 }
 
+// ppRuntime is what the ping-pong needs of the world its NIC lives in: a
+// NIC on a real wire paced against the wall clock (*wallclock.Net), or a
+// device of the softnic serve daemon (daemonRT).
+type ppRuntime interface {
+	Context() *provider.Context
+	GID() [16]byte
+	// Sync brings virtual time up to the wall clock before a post.
+	Sync()
+	PollCQ(cq *provider.CQ, wcs []provider.WC, timeout time.Duration, what func() string) (int, error)
+	// Resolve is the peer's MAC for its IPv4 address (ARP on a wire).
+	Resolve(ip netip.Addr) ([6]byte, error)
+	// Idle waits d while the NIC keeps working (answers ARP on a wire).
+	Idle(d time.Duration)
+	CounterLine() string
+	Close()
+}
+
+var _ ppRuntime = (*wallclock.Net)(nil)
+
+func openPPRuntime(o ppOpts, stderr io.Writer) (ppRuntime, error) {
+	if o.socket == "" {
+		return openRealNet(o.net, o.size+(1<<20), stderr)
+	}
+	name := o.ibDev
+	if name == "" {
+		name = "softnic0"
+	}
+	return openDaemonRT(name, o.socket, o.size+(1<<20))
+}
+
 func doRCPingpong(o ppOpts, stdout, stderr io.Writer) error {
-	rt, err := openRealNet(o.net, o.size+(1<<20), stderr)
+	rt, err := openPPRuntime(o, stderr)
 	if err != nil {
 		return err
 	}
@@ -403,12 +449,23 @@ func bg[T any](f func() (T, error)) <-chan ioResult[T] {
 	return ch
 }
 
-func awaitIO[T any](rt *wallclock.Net, ch <-chan ioResult[T], timeout time.Duration, what string) (T, error) {
-	r, err := wallclock.Await(rt, ch, timeout, what)
-	if err != nil {
-		return r.v, err
+// awaitIO waits for ch while the runtime keeps the NIC working (ARP from a
+// peer in modify_qp(RTR) arrives while we block on TCP), for at most
+// timeout; it then fails with wallclock.ErrTimeout.
+func awaitIO[T any](rt ppRuntime, ch <-chan ioResult[T], timeout time.Duration, what string) (T, error) {
+	start := time.Now()
+	for {
+		select {
+		case r := <-ch:
+			return r.v, r.err
+		default:
+		}
+		if time.Since(start) >= timeout {
+			var zero T
+			return zero, fmt.Errorf("%w after %v waiting for %s", wallclock.ErrTimeout, timeout, what)
+		}
+		rt.Idle(wallclock.IdleWait)
 	}
-	return r.v, r.err
 }
 
 // readMsg reads exactly n bytes from c with a deadline.
