@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -194,5 +195,48 @@ func TestRCPingpongDaemonFaults(t *testing.T) {
 	for _, p := range []*ppProc{srv, cli} {
 		require.Equal(t, 1, p.wait(t, 10*time.Second), p.out.String())
 		require.Contains(t, p.out.String(), "device gone", p.out.String())
+	}
+}
+
+// TestServeOnWire: softnic serve --wire puts softnic0 on a UDP wire; a
+// standalone softnic rc_pingpong --wire (its own NIC, paced by package
+// wallclock) is the server, a client of the daemon's device the client.
+// The daemon resolves the server's MAC by ARP inside modify_qp.
+func TestServeOnWire(t *testing.T) {
+	a, b := freeUDPPort(t), freeUDPPort(t)
+	sock, _, _, next := startServe(t, "--devices", "1",
+		"--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", a, b), "--ip", "192.0.2.10")
+	require.Contains(t, next(), "clock wall")
+	require.Contains(t, next(), "softnic0 on udp:127.0.0.1:")
+	port := strconv.Itoa(freeTCPPort(t))
+	common := []string{"-g", "1", "-p", port, "-n", "100", "-s", "1024", "--timeout", "20s"}
+	srv := startPingpong(t, append([]string{"--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", b, a), "--ip", "192.0.2.20", "--quiet"}, common...)...)
+	cli := startPingpong(t, append([]string{"-d", "softnic0", "--socket", sock, "127.0.0.1"}, common...)...)
+	require.Equal(t, 0, cli.wait(t, 60*time.Second), "client:\n%s\nserver:\n%s", cli.out.String(), srv.out.String())
+	require.Equal(t, 0, srv.wait(t, 60*time.Second), srv.out.String())
+	require.Contains(t, cli.out.String(), "GID ::ffff:192.0.2.10")
+	require.Contains(t, cli.out.String(), "remote address: LID 0x0000")
+	require.Regexp(t, `(?m)^100 iters in \d+\.\d\d seconds`, cli.out.String())
+	require.Regexp(t, `(?m)^100 iters in \d+\.\d\d seconds`, srv.out.String())
+}
+
+func TestServeFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad_clock", []string{"--clock", "lunar"}, "want sim or wall"},
+		{"sim_with_wire", []string{"--clock", "sim", "--wire", "udp:127.0.0.1:1,127.0.0.1:2"}, "cannot pace"},
+		{"ip_without_wire", []string{"--ip", "192.0.2.1"}, "1 --ip for 0 --wire"},
+		{"bad_wire", []string{"--wire", "pigeon:1"}, "--wire pigeon:1"},
+		{"bad_ip", []string{"--wire", "udp:127.0.0.1:1,127.0.0.1:2", "--ip", "::1"}, "need an IPv4 address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := runServe(append([]string{"--socket", filepath.Join(t.TempDir(), "s")}, tc.args...), &out, &errb)
+			require.Equal(t, 2, code, errb.String())
+			require.Contains(t, errb.String(), tc.want)
+		})
 	}
 }
