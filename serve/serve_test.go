@@ -62,6 +62,13 @@ func child(t *testing.T, role, sock string, extra ...string) *exec.Cmd {
 	return cmd
 }
 
+// childB is child for a benchmark.
+func childB(b *testing.B, role, sock string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+role, provider.SocketEnv+"="+sock)
+	return cmd
+}
+
 // childMain is a child process: it prints "ok ..." lines or "FAIL ..." and
 // exits non-zero.
 func childMain(role string) int {
@@ -90,6 +97,11 @@ func childMain(role string) int {
 		return 0
 	case "peer":
 		if err := peerChild(os.Stdin); err != nil {
+			return fail("%v", err)
+		}
+		return 0
+	case "bench":
+		if err := benchChild(); err != nil {
 			return fail("%v", err)
 		}
 		return 0
