@@ -164,7 +164,7 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 func (o *ppOpts) validate() error {
 	switch {
 	case o.events:
-		return errors.New("-e (sleep on CQ events) is not supported: softnic has no completion channel yet")
+		return errors.New("-e (sleep on CQ events) is not supported by softnic rc_pingpong yet: it polls")
 	case o.odp:
 		return errors.New("-o (on demand paging) is not supported")
 	case o.ts:
