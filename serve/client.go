@@ -516,8 +516,10 @@ func (c *client) teardown(why string) {
 	<-c.ringDone
 	d := c.d
 	d.lock()
+	start := time.Now()
 	objs := c.srv.Objects()
 	d.detachLocked(c)
+	held := time.Since(start) // what the others waited for the world
 	d.unlock()
 	var parts []string
 	for _, k := range []string{"QP", "SRQ", "CQ", "AH", "MR", "PD"} {
@@ -529,7 +531,7 @@ func (c *client) teardown(why string) {
 	if len(parts) > 0 {
 		left = "destroyed " + strings.Join(parts, ", ")
 	}
-	d.logf("detach %s: pid %d: %s; %s", c.s.name, c.pid, why, left)
+	d.logf("detach %s: pid %d: %s; %s (the world held %v)", c.s.name, c.pid, why, left, held.Round(time.Microsecond))
 }
 
 // detachLocked destroys the client's objects and frees its slot (d.mu held).
