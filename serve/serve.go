@@ -276,9 +276,11 @@ func (d *Daemon) cable() error {
 			if err != nil {
 				return fmt.Errorf("serve: %s: %w", s.name, err)
 			}
-			if s.tr, err = wire.OpenReal(spec); err != nil {
+			tr, err := wire.OpenReal(spec)
+			if err != nil {
 				return fmt.Errorf("serve: %s: wire %s: %w", s.name, w.Spec, err)
 			}
+			s.tr = tr
 		}
 		eth, err := ethport.New(d.eng, ethport.Config{MAC: s.ident.MAC, IP: s.ident.IP, Node: i, Static: w.Neighbors}, s.tr, d.rec)
 		if err != nil {

@@ -239,7 +239,16 @@ func TestBadWireConfig(t *testing.T) {
 			}
 		})
 	}
-	_, err := serve.ParseClock("lunar")
+	// A wire whose UDP port is taken: an error, the socket released.
+	busy, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer busy.Close()
+	_, err = serve.New(serve.Config{Socket: sock, Devices: 1,
+		Wires: []serve.Wire{{Spec: fmt.Sprintf("udp:%s,127.0.0.1:9", busy.LocalAddr())}}})
+	require.ErrorContains(t, err, "wire udp:")
+	require.NoFileExists(t, sock)
+
+	_, err = serve.ParseClock("lunar")
 	require.Error(t, err)
 	c, err := serve.ParseClock("wall")
 	require.NoError(t, err)
