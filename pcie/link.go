@@ -78,6 +78,23 @@ func (l *lane) prune(at sim.Time) {
 // reserve books d of wire time at the earliest start >= ready that fits
 // between booked intervals, and returns that start.
 func (l *lane) reserve(ready sim.Time, d sim.Duration) sim.Time {
+	// Fast path, the common case of a train of TLPs: ready is at or after
+	// the start of the last booked interval, so the TLP goes right after
+	// it (extending it) or into the idle time beyond; no earlier gap can
+	// be used. The same result as the search below.
+	if n := l.n; d > 0 && (n == 0 || ready >= l.iv[n-1].s) {
+		if n > 0 && ready <= l.iv[n-1].e {
+			t := l.iv[n-1].e
+			l.iv[n-1].e = t.Add(d)
+			return t
+		}
+		l.iv[n] = span{ready, ready.Add(d)}
+		l.n++
+		if l.n > maxSpans {
+			l.mergeClosest()
+		}
+		return ready
+	}
 	t := ready
 	// Skip, by bisection, the intervals that end at or before ready (the
 	// loop below would pass over them one by one): ends are increasing.
@@ -146,7 +163,9 @@ type Link struct {
 	spec      Spec
 	psPerByte float64
 	down, up  lane
-	tot       Totals
+	// The cumulative counts by TLP class and direction; Totals sums them
+	// (one bucket counted per TLP train, not a direction and a class).
+	hostMWr, devMWr, mrdDown, mrdUp, cplDown, cplUp Stats
 	// Posted writes never pass posted writes (PCIe ordering rules): each
 	// MWr starts on its lane no earlier than the previous one in the same
 	// direction did, even when an earlier gap in the booked wire time
@@ -167,7 +186,17 @@ func NewLink(spec Spec) *Link {
 func (l *Link) Spec() Spec { return l.spec }
 
 // Totals returns the cumulative counts.
-func (l *Link) Totals() Totals { return l.tot }
+func (l *Link) Totals() Totals {
+	t := Totals{HostMWr: l.hostMWr, DeviceMWr: l.devMWr, MRd: l.mrdDown, CplD: l.cplDown}
+	t.MRd.Add(l.mrdUp)
+	t.CplD.Add(l.cplUp)
+	t.Down, t.Up = l.hostMWr, l.devMWr
+	t.Down.Add(l.mrdDown)
+	t.Down.Add(l.cplDown)
+	t.Up.Add(l.mrdUp)
+	t.Up.Add(l.cplUp)
+	return t
+}
 
 // ser is the wire time of w bytes, rounded up to the picosecond.
 func (l *Link) ser(w int) sim.Duration { return sim.Duration(math.Ceil(float64(w) * l.psPerByte)) }
@@ -188,10 +217,9 @@ func (l *Link) sendPosted(ln *lane, last *sim.Time, t sim.Time, p, h int) sim.Ti
 	return start.Add(d + l.spec.FlightLatency)
 }
 
-func (l *Link) count(dir, class *Stats, s *Stats, mwr, mrd, cpld, payload, wire int) {
+func count(bucket *Stats, s *Stats, mwr, mrd, cpld, payload, wire int) {
 	d := Stats{MWr: mwr, MRd: mrd, CplD: cpld, PayloadBytes: payload, WireBytes: wire}
-	dir.Add(d)
-	class.Add(d)
+	bucket.Add(d)
 	s.Add(d)
 }
 
@@ -204,7 +232,7 @@ func (l *Link) HostWrite(at sim.Time, addr uint64, n int) (arrive sim.Time, s St
 	for n > 0 {
 		c := chunk(addr, n, l.spec.MPS)
 		arrive = max(arrive, l.sendPosted(&l.down, &l.lastDownMWr, at, c, l.spec.HdrMWr))
-		l.count(&l.tot.Down, &l.tot.HostMWr, &s, 1, 0, 0, c, c+l.spec.HdrMWr)
+		count(&l.hostMWr, &s, 1, 0, 0, c, c+l.spec.HdrMWr)
 		addr += uint64(c)
 		n -= c
 	}
@@ -218,10 +246,10 @@ func (l *Link) HostRead(at sim.Time, addr uint64, n int) (arrive, done sim.Time,
 	_ = addr // the model does not depend on the address
 	l.down.prune(at)
 	arrive = l.send(&l.down, at, 0, l.spec.HdrMRd)
-	l.count(&l.tot.Down, &l.tot.MRd, &s, 0, 1, 0, 0, l.spec.HdrMRd)
+	count(&l.mrdDown, &s, 0, 1, 0, 0, l.spec.HdrMRd)
 	l.up.prune(at)
 	done = l.send(&l.up, arrive, n, l.spec.HdrCplD)
-	l.count(&l.tot.Up, &l.tot.CplD, &s, 0, 0, 1, n, n+l.spec.HdrCplD)
+	count(&l.cplUp, &s, 0, 0, 1, n, n+l.spec.HdrCplD)
 	return arrive, done, s
 }
 
@@ -247,7 +275,7 @@ func (l *Link) DeviceWrite(at sim.Time, addr uint64, n int) (done sim.Time, s St
 		addr += uint64(c)
 		n -= c
 	}
-	l.count(&l.tot.Up, &l.tot.DeviceMWr, &s, k, 0, 0, total, total+k*l.spec.HdrMWr)
+	count(&l.devMWr, &s, k, 0, 0, total, total+k*l.spec.HdrMWr)
 	return done, s
 }
 
@@ -300,7 +328,7 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 		n -= req
 	}
 	// Counted once for the whole read: every MRd and every CplD alike.
-	l.count(&l.tot.Up, &l.tot.MRd, &s, 0, nreq, 0, 0, nreq*sp.HdrMRd)
-	l.count(&l.tot.Down, &l.tot.CplD, &s, 0, 0, ncpl, total, total+ncpl*sp.HdrCplD)
+	count(&l.mrdUp, &s, 0, nreq, 0, 0, nreq*sp.HdrMRd)
+	count(&l.cplDown, &s, 0, 0, ncpl, total, total+ncpl*sp.HdrCplD)
 	return done, s
 }
