@@ -44,12 +44,13 @@ type Device struct {
 	rec  *trace.Recorder
 	ctr  trace.Counters
 
-	link  *pcie.Link
-	bar   *bar.BAR0
-	dma   *dma.Engine
-	keys  *dma.Keys
-	fetch *wqefetch.Engine
-	port  Port
+	link    *pcie.Link
+	tlpRate sim.BitRate // spec.PCIe.TLPRate(), computed once (issued)
+	bar     *bar.BAR0
+	dma     *dma.Engine
+	keys    *dma.Keys
+	fetch   *wqefetch.Engine
+	port    Port
 
 	pds      map[uint32]bool
 	nextPD   uint32
@@ -92,6 +93,7 @@ func New(eng *sim.Engine, spec Spec, id Identity, mem *shm.Region, rec *trace.Re
 		d.nextQPN = 2
 	}
 	d.link = pcie.NewLink(spec.PCIe)
+	d.tlpRate = spec.PCIe.TLPRate()
 	ev := env.Env{Eng: eng, Rec: rec, Ctr: &d.ctr, Node: id.Node} // what every engine of this device is given
 	d.bar = bar.New(ev, d.link, d, spec.BAR)
 	d.dma = dma.New(ev, d.link, mem, spec.DMA)
