@@ -171,6 +171,10 @@ type Link struct {
 	// direction did, even when an earlier gap in the booked wire time
 	// would fit it.
 	lastDownMWr, lastUpMWr sim.Time
+	serMWrFull             sim.Duration // ser of a whole-MPS MWr
+	serMRd                 sim.Duration // ser of an MRd
+	cplFull                int          // the usual completion: MPS, or RCB with RCBChunks
+	serCplFull             sim.Duration // its ser
 }
 
 // NewLink returns a link for spec. It panics if spec is invalid: profiles
@@ -179,7 +183,15 @@ func NewLink(spec Spec) *Link {
 	if err := spec.Validate(); err != nil {
 		panic(fmt.Sprintf("pcie.NewLink: %v", err))
 	}
-	return &Link{spec: spec, psPerByte: 8e3 / spec.TLPGbps()}
+	l := &Link{spec: spec, psPerByte: 8e3 / spec.TLPGbps()}
+	l.serMWrFull = l.ser(spec.MPS + spec.HdrMWr)
+	l.serMRd = l.ser(spec.HdrMRd)
+	l.cplFull = spec.MPS
+	if spec.RCBChunks {
+		l.cplFull = spec.RCB
+	}
+	l.serCplFull = l.ser(l.cplFull + spec.HdrCplD)
+	return l
 }
 
 // Spec returns the link's spec.
@@ -268,14 +280,41 @@ func (l *Link) DeviceWrite(at sim.Time, addr uint64, n int) (done sim.Time, s St
 	l.up.prune(at)
 	done = at
 	total, k := max(n, 0), 0
+	sp := &l.spec
 	for n > 0 {
-		c := chunk(addr, n, l.spec.MPS)
-		done = max(done, l.sendPosted(&l.up, &l.lastUpMWr, at, c, l.spec.HdrMWr))
+		c := chunk(addr, n, sp.MPS)
+		d := l.ser(c + sp.HdrMWr)
+		start := l.up.reserve(max(at, l.lastUpMWr), d)
+		l.lastUpMWr = start
+		end := start.Add(d)
+		done = max(done, end.Add(sp.FlightLatency))
 		k++
 		addr += uint64(c)
 		n -= c
+		if ln := &l.up; n > 0 && ln.iv[ln.n-1].e == end {
+			// This TLP ends the lane's last interval, so each of the rest
+			// (ready at the previous one's start, which is inside that
+			// interval) goes right after it: they extend the interval back
+			// to back, whole MPS TLPs (addr is now MPS-aligned) and then
+			// the remainder. The sum of their times, TLP by TLP.
+			full, rem := n/sp.MPS, n%sp.MPS
+			if full > 0 {
+				dFull := l.serMWrFull
+				l.lastUpMWr = end.Add(sim.Duration(full-1) * dFull)
+				end = end.Add(sim.Duration(full) * dFull)
+				k += full
+			}
+			if rem > 0 {
+				l.lastUpMWr = end
+				end = end.Add(l.ser(rem + sp.HdrMWr))
+				k++
+			}
+			ln.iv[ln.n-1].e = end
+			done = max(done, end.Add(sp.FlightLatency))
+			break
+		}
 	}
-	count(&l.devMWr, &s, k, 0, 0, total, total+k*l.spec.HdrMWr)
+	count(&l.devMWr, &s, k, 0, 0, total, total+k*sp.HdrMWr)
 	return done, s
 }
 
@@ -296,9 +335,23 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 	var cursor sim.Time   // when the host has produced everything so far
 	lastLine := uint64(0) // last cache line already charged
 	charged := false
+	dMRd := l.serMRd
+	upTrain := false // the requests so far end the up lane's calendar
 	for n > 0 {
 		req := chunk(addr, n, sp.MRRS)
-		arrive := l.send(&l.up, at, 0, sp.HdrMRd)
+		var arrive sim.Time
+		if ln := &l.up; upTrain {
+			// Every request is the same TLP, ready at at: once one has
+			// gone after the last booked interval (no gap fits it), each
+			// later one goes right after it (send would find the same).
+			ln.iv[ln.n-1].e = ln.iv[ln.n-1].e.Add(dMRd)
+			arrive = ln.iv[ln.n-1].e.Add(sp.FlightLatency)
+		} else {
+			start := ln.reserve(at, dMRd)
+			end := start.Add(dMRd)
+			arrive = end.Add(sp.FlightLatency)
+			upTrain = ln.iv[ln.n-1].e == end
+		}
 		nreq++
 		ready := max(cursor, arrive.Add(sp.HostReadLatency))
 		for a, r := addr, req; r > 0; {
@@ -318,7 +371,11 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 				ready = ready.Add(sim.Duration(last-first+1) * sp.HostReadPerLine)
 				lastLine, charged = last, true
 			}
-			done = max(done, l.send(&l.down, ready, c, sp.HdrCplD))
+			d := l.serCplFull
+			if c != l.cplFull {
+				d = l.ser(c + sp.HdrCplD)
+			}
+			done = max(done, l.down.reserve(ready, d).Add(d+sp.FlightLatency))
 			ncpl++
 			a += uint64(c)
 			r -= c

@@ -81,3 +81,142 @@ func TestReserveFastPathMatchesSearch(t *testing.T) {
 		}
 	}
 }
+
+// deviceWriteLoop is DeviceWrite TLP by TLP, as it was before the train
+// arithmetic, for TestDeviceWriteTrainMatchesLoop.
+func (l *Link) deviceWriteLoop(at sim.Time, addr uint64, n int) (done sim.Time, s Stats) {
+	l.up.prune(at)
+	done = at
+	total, k := max(n, 0), 0
+	for n > 0 {
+		c := chunk(addr, n, l.spec.MPS)
+		done = max(done, l.sendPosted(&l.up, &l.lastUpMWr, at, c, l.spec.HdrMWr))
+		k++
+		addr += uint64(c)
+		n -= c
+	}
+	count(&l.devMWr, &s, k, 0, 0, total, total+k*l.spec.HdrMWr)
+	return done, s
+}
+
+// DeviceWrite's arithmetic for the TLPs after the one that ends the lane's
+// calendar gives the times, counts and calendar of the TLP-by-TLP loop,
+// mixed with reads and MMIO writes, for several MPS.
+func TestDeviceWriteTrainMatchesLoop(t *testing.T) {
+	for _, spec := range []Spec{Gen3x8(), Gen3x8().WithMPS(128), Gen3x8().WithMPS(512).WithMRRS(4096)} {
+		a, b := NewLink(spec), NewLink(spec)
+		seed := uint64(spec.MPS)
+		next := func() uint64 { seed = seed*6364136223846793005 + 1442695040888963407; return seed >> 33 }
+		now := sim.Time(0)
+		for i := 0; i < 5000; i++ {
+			now += sim.Time(next() % 3000)
+			at := now + sim.Time(next()%2000)
+			addr := next() % (1 << 20)
+			n := int(next() % 9000)
+			if next()%4 == 0 {
+				n = int(next() % 300)
+			}
+			switch next() % 4 {
+			case 0:
+				d1, s1 := a.DeviceRead(at, addr, n)
+				d2, s2 := b.DeviceRead(at, addr, n)
+				require.Equal(t, d2, d1)
+				require.Equal(t, s2, s1)
+			case 1:
+				d1, s1 := a.HostWrite(at, addr&^63, 64)
+				d2, s2 := b.HostWrite(at, addr&^63, 64)
+				require.Equal(t, d2, d1)
+				require.Equal(t, s2, s1)
+			default:
+				d1, s1 := a.DeviceWrite(at, addr, n)
+				d2, s2 := b.deviceWriteLoop(at, addr, n)
+				require.Equal(t, d2, d1, "write %d: %d B at %#x", i, n, addr)
+				require.Equal(t, s2, s1)
+			}
+			require.Equal(t, *b, *a, "op %d", i)
+		}
+	}
+}
+
+// deviceReadLoop is DeviceRead TLP by TLP through send, as it was before
+// the request train, for TestDeviceReadTrainMatchesLoop.
+func (l *Link) deviceReadLoop(at sim.Time, addr uint64, n int) (done sim.Time, s Stats) {
+	l.up.prune(at)
+	l.down.prune(at)
+	sp := &l.spec
+	done = at
+	total, nreq, ncpl := max(n, 0), 0, 0
+	var cursor sim.Time
+	lastLine := uint64(0)
+	charged := false
+	for n > 0 {
+		req := chunk(addr, n, sp.MRRS)
+		arrive := l.send(&l.up, at, 0, sp.HdrMRd)
+		nreq++
+		ready := max(cursor, arrive.Add(sp.HostReadLatency))
+		for a, r := addr, req; r > 0; {
+			var c int
+			if sp.RCBChunks {
+				c = chunk(a, r, sp.RCB)
+			} else {
+				c = min(r, sp.MPS-int(a&uint64(sp.RCB-1)))
+			}
+			first, last := a/cacheLine, (a+uint64(c)-1)/cacheLine
+			if charged && first <= lastLine {
+				first = lastLine + 1
+			}
+			if last >= first {
+				ready = ready.Add(sim.Duration(last-first+1) * sp.HostReadPerLine)
+				lastLine, charged = last, true
+			}
+			done = max(done, l.send(&l.down, ready, c, sp.HdrCplD))
+			ncpl++
+			a += uint64(c)
+			r -= c
+		}
+		cursor = ready
+		addr += uint64(req)
+		n -= req
+	}
+	count(&l.mrdUp, &s, 0, nreq, 0, 0, nreq*sp.HdrMRd)
+	count(&l.cplDown, &s, 0, 0, ncpl, total, total+ncpl*sp.HdrCplD)
+	return done, s
+}
+
+// DeviceRead's request train and cached completion times give what the
+// TLP-by-TLP loop gives, mixed with writes and MMIO writes.
+func TestDeviceReadTrainMatchesLoop(t *testing.T) {
+	for _, spec := range []Spec{Gen3x8(), Gen3x8().WithMPS(128), Gen3x8().WithMRRS(128), Gen3x8().WithRCB(64, true)} {
+		a, b := NewLink(spec), NewLink(spec)
+		seed := uint64(spec.MPS + spec.MRRS)
+		next := func() uint64 { seed = seed*6364136223846793005 + 1442695040888963407; return seed >> 33 }
+		now := sim.Time(0)
+		for i := 0; i < 5000; i++ {
+			now += sim.Time(next() % 3000)
+			at := now + sim.Time(next()%2000)
+			addr := next() % (1 << 20)
+			n := int(next() % 9000)
+			if next()%4 == 0 {
+				n = int(next() % 300)
+			}
+			switch next() % 4 {
+			case 0:
+				d1, s1 := a.DeviceWrite(at, addr, n)
+				d2, s2 := b.DeviceWrite(at, addr, n)
+				require.Equal(t, d2, d1)
+				require.Equal(t, s2, s1)
+			case 1:
+				d1, s1 := a.HostWrite(at, addr&^63, 64)
+				d2, s2 := b.HostWrite(at, addr&^63, 64)
+				require.Equal(t, d2, d1)
+				require.Equal(t, s2, s1)
+			default:
+				d1, s1 := a.DeviceRead(at, addr, n)
+				d2, s2 := b.deviceReadLoop(at, addr, n)
+				require.Equal(t, d2, d1, "read %d: %d B at %#x", i, n, addr)
+				require.Equal(t, s2, s1)
+			}
+			require.Equal(t, *b, *a, "op %d", i)
+		}
+	}
+}
