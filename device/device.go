@@ -51,6 +51,7 @@ type Device struct {
 	keys    *dma.Keys
 	fetch   *wqefetch.Engine
 	port    Port
+	vport   verifiedPort // port, if it is one (Connect)
 
 	pds      map[uint32]bool
 	nextPD   uint32
@@ -106,7 +107,17 @@ func New(eng *sim.Engine, spec Spec, id Identity, mem *shm.Region, rec *trace.Re
 }
 
 // Connect attaches the device's Ethernet port.
-func (d *Device) Connect(p Port) { d.port = p }
+func (d *Device) Connect(p Port) {
+	d.port = p
+	d.vport, _ = p.(verifiedPort)
+}
+
+// verifiedPort is a Port that can carry the word that a frame's ICRC is
+// the one BuildFrame computed over its bytes (wire.Port.SendVerified), so
+// a peer device on the same process's wire need not recompute it.
+type verifiedPort interface {
+	SendVerified(t sim.Time, frame []byte) sim.Time
+}
 
 // BARPort is the device end of BAR0: the posted writes and reads a host
 // CPU model (host.CPU) in front of it issues.
@@ -266,6 +277,8 @@ func (e *txEvent) Fire(now sim.Time) {
 		d.warn(now, CtrTxDropLinkDown, "port 1 down: a %d-byte frame is not sent", e.n)
 	case d.fx.fatal:
 		d.inc(CtrTxDropDestroyed)
+	case d.vport != nil:
+		d.vport.SendVerified(now, e.buf[:e.n]) // built by roce.BuildFrame in emit, unchanged since
 	case d.port != nil:
 		d.port.Send(now, e.buf[:e.n])
 	default:
