@@ -375,10 +375,34 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 			if c != l.cplFull {
 				d = l.ser(c + sp.HdrCplD)
 			}
-			done = max(done, l.down.reserve(ready, d).Add(d+sp.FlightLatency))
+			ln := &l.down
+			end := ln.reserve(ready, d).Add(d)
+			done = max(done, end.Add(sp.FlightLatency))
 			ncpl++
 			a += uint64(c)
 			r -= c
+			if f := l.cplFull; r >= f && ln.iv[ln.n-1].e == end && a%cacheLine == 0 && a&uint64(sp.RCB-1) == 0 &&
+				f%cacheLine == 0 && f%sp.RCB == 0 {
+				// This completion ends the down lane's calendar and the
+				// next ones are whole (f bytes, f/64 new lines each). If
+				// the host makes each one's bytes no slower than the link
+				// sends it, and the next is ready before this one ends,
+				// every one of them is ready before the one before ends
+				// and goes right after it: the rest but the remainder are
+				// arithmetic, as the loop would find them.
+				dr := sim.Duration(f/cacheLine) * sp.HostReadPerLine
+				if dF := l.serCplFull; dr <= dF && ready.Add(dr) <= end {
+					m := r / f
+					ready = ready.Add(sim.Duration(m) * dr)
+					end = end.Add(sim.Duration(m) * dF)
+					ln.iv[ln.n-1].e = end
+					done = max(done, end.Add(sp.FlightLatency))
+					a += uint64(m * f)
+					r -= m * f
+					lastLine, charged = (a-1)/cacheLine, true
+					ncpl += m
+				}
+			}
 		}
 		cursor = ready
 		addr += uint64(req)

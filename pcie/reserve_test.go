@@ -186,9 +186,21 @@ func (l *Link) deviceReadLoop(at sim.Time, addr uint64, n int) (done sim.Time, s
 // DeviceRead's request train and cached completion times give what the
 // TLP-by-TLP loop gives, mixed with writes and MMIO writes.
 func TestDeviceReadTrainMatchesLoop(t *testing.T) {
-	for _, spec := range []Spec{Gen3x8(), Gen3x8().WithMPS(128), Gen3x8().WithMRRS(128), Gen3x8().WithRCB(64, true)} {
+	slow := Gen3x8()
+	slow.HostReadPerLine = 20 * sim.Nanosecond // the host, not the link, paces completions
+	edge := Gen3x8().WithMRRS(4096)
+	edge.HostReadPerLine = edge.TLPRate().Serialize(edge.MPS+edge.HdrCplD) / sim.Duration(edge.MPS/cacheLine) // just as fast
+	specs := []Spec{Gen3x8(), Gen3x8().WithMPS(128), Gen3x8().WithMRRS(128), Gen3x8().WithRCB(64, true),
+		Gen3x8().WithMRRS(4096), Gen3x8().WithMPS(512).WithRCB(128, false), slow, edge}
+	dF := NewLink(edge).serCplFull // around the host just as fast as the link, to the picosecond
+	for k := -2; k <= 2; k++ {
+		s := edge
+		s.HostReadPerLine = dF/sim.Duration(edge.MPS/cacheLine) + sim.Duration(k)
+		specs = append(specs, s)
+	}
+	for _, spec := range specs {
 		a, b := NewLink(spec), NewLink(spec)
-		seed := uint64(spec.MPS + spec.MRRS)
+		seed := uint64(spec.MPS + spec.MRRS + int(spec.HostReadPerLine))
 		next := func() uint64 { seed = seed*6364136223846793005 + 1442695040888963407; return seed >> 33 }
 		now := sim.Time(0)
 		for i := 0; i < 5000; i++ {
