@@ -87,7 +87,16 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 		binary.BigEndian.PutUint64(d[8:16], sge.Addr)
 		ds++
 	}
-	fmcese, imm := qp.ctrlFlags(wr, mop)
+	// ctrlFlags by table (the flags were checked above): fence, CQ update
+	// (signaled or sq_sig_all), solicited; the immediate of WITH_IMM.
+	fmcese := simpleFMCESE[wr.Flags&7]
+	if qp.sigAll {
+		fmcese |= mlx5.CECQUpdate
+	}
+	var imm uint32
+	if mop == mlx5.OpSendImm || mop == mlx5.OpRDMAWriteImm {
+		imm = wr.Imm
+	}
 	// ctrl: opmod_idx_opcode, qpn_ds, signature|0|0|fm_ce_se, imm.
 	putBE64(w[0:8], uint64(uint32(sq.curPost&0xffff)<<8|uint32(mop))<<32|uint64(qp.qpn<<8|uint32(ds)))
 	putBE64(w[8:16], uint64(fmcese)<<32|uint64(imm))
@@ -468,6 +477,15 @@ func (qp *QP) buildSimple(wr *SendWR, nreq int) (off, ds int, ok bool) {
 // splits PutUint64 into byte stores when it can prove some bytes constant
 // (a masked or shifted value), which the byte swap hides from it.
 func putBE64(b []byte, v uint64) { binary.LittleEndian.PutUint64(b, bits.ReverseBytes64(v)) }
+
+// simpleFMCESE is ctrlFlags' fm_ce_se byte for the low three send flags
+// (SendFence, SendSignaled, SendSolicited), without sq_sig_all.
+var simpleFMCESE = func() (t [8]uint8) {
+	for f := range t {
+		t[f], _ = (&QP{}).ctrlFlags(&SendWR{Flags: SendFlags(f)}, mlx5.OpRDMAWrite)
+	}
+	return t
+}()
 
 // simpleOps are the WQE opcodes of the WR opcodes PostSend's single-WR
 // path builds (0: not one of them; buildSimple's switch).
