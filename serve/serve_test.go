@@ -36,21 +36,8 @@ func TestMain(m *testing.M) {
 // directory, closed at cleanup.
 func startDaemon(t testing.TB, n int, rec *trace.Recorder) (*serve.Daemon, string, *syncBuffer) {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "softnic.sock")
 	log := &syncBuffer{}
-	d, err := serve.New(serve.Config{Socket: sock, Devices: n, Log: log, Trace: rec})
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- d.Serve() }()
-	t.Cleanup(func() {
-		require.NoError(t, d.Close())
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(5 * time.Second):
-			t.Error("Serve did not return after Close")
-		}
-	})
+	d, sock := startDaemonCfg(t, serve.Config{Devices: n, Log: log, Trace: rec})
 	return d, sock, log
 }
 

@@ -19,7 +19,7 @@ import (
 )
 
 // startDaemonCfg runs a daemon of cfg on a fresh socket, closed at cleanup.
-func startDaemonCfg(t *testing.T, cfg serve.Config) (*serve.Daemon, string) {
+func startDaemonCfg(t testing.TB, cfg serve.Config) (*serve.Daemon, string) {
 	t.Helper()
 	cfg.Socket = filepath.Join(t.TempDir(), "softnic.sock")
 	d, err := serve.New(cfg)
