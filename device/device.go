@@ -44,12 +44,14 @@ type Device struct {
 	rec  *trace.Recorder
 	ctr  trace.Counters
 
-	link  *pcie.Link
-	bar   *bar.BAR0
-	dma   *dma.Engine
-	keys  *dma.Keys
-	fetch *wqefetch.Engine
-	port  Port
+	link    *pcie.Link
+	tlpRate sim.BitRate // spec.PCIe.TLPRate(), computed once (issued)
+	bar     *bar.BAR0
+	dma     *dma.Engine
+	keys    *dma.Keys
+	fetch   *wqefetch.Engine
+	port    Port
+	vport   verifiedPort // port, if it is one (Connect)
 
 	pds      map[uint32]bool
 	nextPD   uint32
@@ -92,6 +94,7 @@ func New(eng *sim.Engine, spec Spec, id Identity, mem *shm.Region, rec *trace.Re
 		d.nextQPN = 2
 	}
 	d.link = pcie.NewLink(spec.PCIe)
+	d.tlpRate = spec.PCIe.TLPRate()
 	ev := env.Env{Eng: eng, Rec: rec, Ctr: &d.ctr, Node: id.Node} // what every engine of this device is given
 	d.bar = bar.New(ev, d.link, d, spec.BAR)
 	d.dma = dma.New(ev, d.link, mem, spec.DMA)
@@ -104,7 +107,17 @@ func New(eng *sim.Engine, spec Spec, id Identity, mem *shm.Region, rec *trace.Re
 }
 
 // Connect attaches the device's Ethernet port.
-func (d *Device) Connect(p Port) { d.port = p }
+func (d *Device) Connect(p Port) {
+	d.port = p
+	d.vport, _ = p.(verifiedPort)
+}
+
+// verifiedPort is a Port that can carry the word that a frame's ICRC is
+// the one BuildFrame computed over its bytes (wire.Port.SendVerified), so
+// a peer device on the same process's wire need not recompute it.
+type verifiedPort interface {
+	SendVerified(t sim.Time, frame []byte) sim.Time
+}
 
 // BARPort is the device end of BAR0: the posted writes and reads a host
 // CPU model (host.CPU) in front of it issues.
@@ -264,6 +277,8 @@ func (e *txEvent) Fire(now sim.Time) {
 		d.warn(now, CtrTxDropLinkDown, "port 1 down: a %d-byte frame is not sent", e.n)
 	case d.fx.fatal:
 		d.inc(CtrTxDropDestroyed)
+	case d.vport != nil:
+		d.vport.SendVerified(now, e.buf[:e.n]) // built by roce.BuildFrame in emit, unchanged since
 	case d.port != nil:
 		d.port.Send(now, e.buf[:e.n])
 	default:

@@ -21,7 +21,14 @@ const (
 // any check is dropped and counted (rocev2.md §4.7). A QP handles its
 // packets one after the other, in arrival order: each starts when the
 // previous one is done.
-func (d *Device) ReceiveFrame(t sim.Time, frame []byte) {
+func (d *Device) ReceiveFrame(t sim.Time, frame []byte) { d.receive(t, frame, false) }
+
+// ReceiveVerifiedFrame implements wire.VerifiedReceiver: ReceiveFrame for
+// a frame whose ICRC the sending device computed over exactly these bytes
+// (roce.ParseFrameVerified skips recomputing it).
+func (d *Device) ReceiveVerifiedFrame(t sim.Time, frame []byte) { d.receive(t, frame, true) }
+
+func (d *Device) receive(t sim.Time, frame []byte, verified bool) {
 	if d.ev.linkDown {
 		// On the wire (and in its capture), lost at the port.
 		d.warn(t, CtrRxDropLinkDown, "port 1 down: a %d-byte frame from the wire is dropped", len(frame))
@@ -32,7 +39,11 @@ func (d *Device) ReceiveFrame(t sim.Time, frame []byte) {
 		return
 	}
 	p := &d.pkt
-	if err := roce.ParseFrame(frame, p); err != nil {
+	parse := roce.ParseFrame
+	if verified {
+		parse = roce.ParseFrameVerified
+	}
+	if err := parse(frame, p); err != nil {
 		switch {
 		case errors.Is(err, roce.ErrNotRoCE):
 			d.inc(CtrRxDropNotRoCE)

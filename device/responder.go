@@ -788,6 +788,6 @@ func (r *responder) rxUD(arrive, t sim.Time, p *roce.Packet) {
 // latency and capped a 1 MiB WRITE at MTU 1024 to 37 Gb/s of a 100 Gb/s
 // port.) ACKs still leave when the data has landed.
 func (d *Device) issued(t, done sim.Time, wire int) sim.Time {
-	ser := d.spec.PCIe.TLPRate().Serialize(wire)
+	ser := d.tlpRate.Serialize(wire)
 	return max(t, done-sim.Time(d.spec.PCIe.FlightLatency)-sim.Time(ser))
 }

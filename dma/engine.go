@@ -41,8 +41,13 @@ type Engine struct {
 	node int
 	ctr  *trace.Counters
 
-	tagFree []sim.Time // when each read tag is free again
-	picked  int        // tags acquire chose for the read under way (the first ones)
+	// tagFree is when each read tag is free again, kept sorted as a ring:
+	// the i-th earliest is tagFree[(tagHead+i) % len(tagFree)]. A ring
+	// lets release retire the first tags and append the new time in O(k)
+	// in the common case (the new time is the latest), not O(tags).
+	tagFree []sim.Time
+	tagHead int
+	picked  int // tags acquire chose for the read under way (the first ones)
 
 	qpn  uint32 // trace labels for the next operations (SetFlow)
 	flow uint64
@@ -104,20 +109,44 @@ func (e *Engine) acquire(at sim.Time, k int) sim.Time {
 	if k == 0 {
 		return at
 	}
-	return max(at, e.tagFree[k-1])
+	return max(at, e.tagFree[e.tagIdx(k-1)])
 }
 
-// release frees the tags acquire picked at done, keeping tagFree sorted.
+// tagIdx is the index in tagFree of the i-th earliest tag (0 <= i < len).
+func (e *Engine) tagIdx(i int) int {
+	i += e.tagHead
+	if i >= len(e.tagFree) {
+		i -= len(e.tagFree)
+	}
+	return i
+}
+
+// release frees the tags acquire picked at done, keeping tagFree sorted
+// (done goes after the tags that are free at or before it).
 func (e *Engine) release(done sim.Time) {
-	k, f := e.picked, e.tagFree
-	rest := f[k:]
+	k, f, n := e.picked, e.tagFree, len(e.tagFree)
+	if k == 0 {
+		return
+	}
+	old := e.tagHead
+	e.tagHead = e.tagIdx(k) // drop the first k: the rest start here
+	if k == n || f[e.tagIdx(n-k-1)] <= done {
+		// done is the latest: it takes the k freed slots, now the last.
+		for i := 0; i < k; i++ {
+			f[(old+i)%n] = done
+		}
+		return
+	}
+	// j of the rest are free at or before done: shift the others up by k.
 	j := 0
-	for j < len(rest) && rest[j] <= done {
+	for j < n-k && f[e.tagIdx(j)] <= done {
 		j++
 	}
-	copy(f, rest[:j])
+	for i := n - 1; i >= j+k; i-- {
+		f[e.tagIdx(i)] = f[e.tagIdx(i-k)]
+	}
 	for i := j; i < j+k; i++ {
-		f[i] = done
+		f[e.tagIdx(i)] = done
 	}
 }
 

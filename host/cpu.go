@@ -137,6 +137,10 @@ var _ pcie.LineStorer = (*CPU)(nil)
 // effect, store by store, as the separate calls.
 func (c *CPU) StoreLines(off uint64, x, y []byte) {
 	c.Flush()
+	if len(y) == 0 && c.storeLine(off, x) {
+		c.Flush()
+		return
+	}
 	for _, p := range [2][]byte{x, y} {
 		for i := 0; i+8 <= len(p); i += 8 {
 			copy(c.st[:], p[i:i+8])
@@ -145,6 +149,69 @@ func (c *CPU) StoreLines(off uint64, x, y []byte) {
 		}
 	}
 	c.Flush()
+}
+
+// storeLine makes the eight 8-byte stores of p, one whole 64-byte line at
+// a line-aligned off in a write-combined UAR page, with the effect store
+// has for each of them in turn, in one pass: the post's bookkeeping
+// (track), one WC line filled and emitted "full" at the eighth store's
+// time, and the clock advanced past each store. It runs only right after
+// a Flush (no WC line active) and without WC faults, where nothing can
+// observe the state between the stores: events the clock runs meanwhile
+// (RunUntil, in time order either way) are the device's, and a WC line's
+// self-drain timer cannot fall due within the eight stores. Otherwise it
+// does nothing and returns false.
+func (c *CPU) storeLine(off uint64, p []byte) bool {
+	sc := c.cfg.StoreCost
+	if len(p) != 64 || off&63 != 0 || c.fx.in != nil || len(c.fx.pend) > 0 || sc < 0 ||
+		c.cfg.WCDrain > 0 && c.cfg.WCDrain <= 8*sc || !c.isUAR(off) || c.cfg.UARNonCached {
+		return false
+	}
+	for i := range c.wc {
+		if c.wc[i].active {
+			return false
+		}
+	}
+	idx, rel, inPost := c.slot(off)
+	if inPost {
+		if idx7, rel7, ok := c.slot(off + 56); !ok || idx7 != idx || rel7 != rel+56 || rel&63 != 0 {
+			return false
+		}
+	}
+	now := c.clk.Now()
+	if inPost { // track, store by store: only the first can start a post or be at its ctrl
+		ps := &c.posts[idx]
+		if ps.active && rel == 0 {
+			c.closePost(idx)
+		}
+		if !ps.active {
+			*ps = post{active: true, first: now}
+			c.active = append(c.active, idx)
+		}
+		ps.last = now.Add(8 * sc)
+		ps.bytes += 64
+		ps.end = max(ps.end, rel+64)
+		if rel == 0 {
+			copy(ps.ctrl[:], p[:8])
+			ps.ctrlMask = 0xff
+			ps.qpn = binary.BigEndian.Uint32(ps.ctrl[4:8]) >> 8
+			ps.flow = uint64(ps.qpn)<<16 | uint64(binary.BigEndian.Uint16(ps.ctrl[1:3]))
+		}
+	}
+	// wcStore: the first store allocates the line (none is active, so
+	// none is evicted), the eighth fills it.
+	l := c.wcAlloc(now)
+	l.active, l.addr, l.mask, l.alloc, l.seq = true, off, 0, now, c.wcSeq
+	c.wcSeq++
+	if c.cfg.WCDrain > 0 {
+		c.clk.At(now.Add(c.cfg.WCDrain), l)
+	}
+	copy(l.data[:], p)
+	l.mask = ^uint64(0)
+	c.clk.Advance(7 * sc)
+	c.emitLine(now.Add(7*sc), l, "full")
+	c.clk.Advance(sc)
+	return true
 }
 
 // Store32 is one 32-bit store of v's little-endian image at off.

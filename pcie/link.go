@@ -78,6 +78,23 @@ func (l *lane) prune(at sim.Time) {
 // reserve books d of wire time at the earliest start >= ready that fits
 // between booked intervals, and returns that start.
 func (l *lane) reserve(ready sim.Time, d sim.Duration) sim.Time {
+	// Fast path, the common case of a train of TLPs: ready is at or after
+	// the start of the last booked interval, so the TLP goes right after
+	// it (extending it) or into the idle time beyond; no earlier gap can
+	// be used. The same result as the search below.
+	if n := l.n; d > 0 && (n == 0 || ready >= l.iv[n-1].s) {
+		if n > 0 && ready <= l.iv[n-1].e {
+			t := l.iv[n-1].e
+			l.iv[n-1].e = t.Add(d)
+			return t
+		}
+		l.iv[n] = span{ready, ready.Add(d)}
+		l.n++
+		if l.n > maxSpans {
+			l.mergeClosest()
+		}
+		return ready
+	}
 	t := ready
 	// Skip, by bisection, the intervals that end at or before ready (the
 	// loop below would pass over them one by one): ends are increasing.
@@ -146,12 +163,18 @@ type Link struct {
 	spec      Spec
 	psPerByte float64
 	down, up  lane
-	tot       Totals
+	// The cumulative counts by TLP class and direction; Totals sums them
+	// (one bucket counted per TLP train, not a direction and a class).
+	hostMWr, devMWr, mrdDown, mrdUp, cplDown, cplUp Stats
 	// Posted writes never pass posted writes (PCIe ordering rules): each
 	// MWr starts on its lane no earlier than the previous one in the same
 	// direction did, even when an earlier gap in the booked wire time
 	// would fit it.
 	lastDownMWr, lastUpMWr sim.Time
+	serMWrFull             sim.Duration // ser of a whole-MPS MWr
+	serMRd                 sim.Duration // ser of an MRd
+	cplFull                int          // the usual completion: MPS, or RCB with RCBChunks
+	serCplFull             sim.Duration // its ser
 }
 
 // NewLink returns a link for spec. It panics if spec is invalid: profiles
@@ -160,14 +183,32 @@ func NewLink(spec Spec) *Link {
 	if err := spec.Validate(); err != nil {
 		panic(fmt.Sprintf("pcie.NewLink: %v", err))
 	}
-	return &Link{spec: spec, psPerByte: 8e3 / spec.TLPGbps()}
+	l := &Link{spec: spec, psPerByte: 8e3 / spec.TLPGbps()}
+	l.serMWrFull = l.ser(spec.MPS + spec.HdrMWr)
+	l.serMRd = l.ser(spec.HdrMRd)
+	l.cplFull = spec.MPS
+	if spec.RCBChunks {
+		l.cplFull = spec.RCB
+	}
+	l.serCplFull = l.ser(l.cplFull + spec.HdrCplD)
+	return l
 }
 
 // Spec returns the link's spec.
 func (l *Link) Spec() Spec { return l.spec }
 
 // Totals returns the cumulative counts.
-func (l *Link) Totals() Totals { return l.tot }
+func (l *Link) Totals() Totals {
+	t := Totals{HostMWr: l.hostMWr, DeviceMWr: l.devMWr, MRd: l.mrdDown, CplD: l.cplDown}
+	t.MRd.Add(l.mrdUp)
+	t.CplD.Add(l.cplUp)
+	t.Down, t.Up = l.hostMWr, l.devMWr
+	t.Down.Add(l.mrdDown)
+	t.Down.Add(l.cplDown)
+	t.Up.Add(l.mrdUp)
+	t.Up.Add(l.cplUp)
+	return t
+}
 
 // ser is the wire time of w bytes, rounded up to the picosecond.
 func (l *Link) ser(w int) sim.Duration { return sim.Duration(math.Ceil(float64(w) * l.psPerByte)) }
@@ -188,10 +229,9 @@ func (l *Link) sendPosted(ln *lane, last *sim.Time, t sim.Time, p, h int) sim.Ti
 	return start.Add(d + l.spec.FlightLatency)
 }
 
-func (l *Link) count(dir, class *Stats, s *Stats, mwr, mrd, cpld, payload, wire int) {
+func count(bucket *Stats, s *Stats, mwr, mrd, cpld, payload, wire int) {
 	d := Stats{MWr: mwr, MRd: mrd, CplD: cpld, PayloadBytes: payload, WireBytes: wire}
-	dir.Add(d)
-	class.Add(d)
+	bucket.Add(d)
 	s.Add(d)
 }
 
@@ -204,7 +244,7 @@ func (l *Link) HostWrite(at sim.Time, addr uint64, n int) (arrive sim.Time, s St
 	for n > 0 {
 		c := chunk(addr, n, l.spec.MPS)
 		arrive = max(arrive, l.sendPosted(&l.down, &l.lastDownMWr, at, c, l.spec.HdrMWr))
-		l.count(&l.tot.Down, &l.tot.HostMWr, &s, 1, 0, 0, c, c+l.spec.HdrMWr)
+		count(&l.hostMWr, &s, 1, 0, 0, c, c+l.spec.HdrMWr)
 		addr += uint64(c)
 		n -= c
 	}
@@ -218,10 +258,10 @@ func (l *Link) HostRead(at sim.Time, addr uint64, n int) (arrive, done sim.Time,
 	_ = addr // the model does not depend on the address
 	l.down.prune(at)
 	arrive = l.send(&l.down, at, 0, l.spec.HdrMRd)
-	l.count(&l.tot.Down, &l.tot.MRd, &s, 0, 1, 0, 0, l.spec.HdrMRd)
+	count(&l.mrdDown, &s, 0, 1, 0, 0, l.spec.HdrMRd)
 	l.up.prune(at)
 	done = l.send(&l.up, arrive, n, l.spec.HdrCplD)
-	l.count(&l.tot.Up, &l.tot.CplD, &s, 0, 0, 1, n, n+l.spec.HdrCplD)
+	count(&l.cplUp, &s, 0, 0, 1, n, n+l.spec.HdrCplD)
 	return arrive, done, s
 }
 
@@ -240,14 +280,41 @@ func (l *Link) DeviceWrite(at sim.Time, addr uint64, n int) (done sim.Time, s St
 	l.up.prune(at)
 	done = at
 	total, k := max(n, 0), 0
+	sp := &l.spec
 	for n > 0 {
-		c := chunk(addr, n, l.spec.MPS)
-		done = max(done, l.sendPosted(&l.up, &l.lastUpMWr, at, c, l.spec.HdrMWr))
+		c := chunk(addr, n, sp.MPS)
+		d := l.ser(c + sp.HdrMWr)
+		start := l.up.reserve(max(at, l.lastUpMWr), d)
+		l.lastUpMWr = start
+		end := start.Add(d)
+		done = max(done, end.Add(sp.FlightLatency))
 		k++
 		addr += uint64(c)
 		n -= c
+		if ln := &l.up; n > 0 && ln.iv[ln.n-1].e == end {
+			// This TLP ends the lane's last interval, so each of the rest
+			// (ready at the previous one's start, which is inside that
+			// interval) goes right after it: they extend the interval back
+			// to back, whole MPS TLPs (addr is now MPS-aligned) and then
+			// the remainder. The sum of their times, TLP by TLP.
+			full, rem := n/sp.MPS, n%sp.MPS
+			if full > 0 {
+				dFull := l.serMWrFull
+				l.lastUpMWr = end.Add(sim.Duration(full-1) * dFull)
+				end = end.Add(sim.Duration(full) * dFull)
+				k += full
+			}
+			if rem > 0 {
+				l.lastUpMWr = end
+				end = end.Add(l.ser(rem + sp.HdrMWr))
+				k++
+			}
+			ln.iv[ln.n-1].e = end
+			done = max(done, end.Add(sp.FlightLatency))
+			break
+		}
 	}
-	l.count(&l.tot.Up, &l.tot.DeviceMWr, &s, k, 0, 0, total, total+k*l.spec.HdrMWr)
+	count(&l.devMWr, &s, k, 0, 0, total, total+k*sp.HdrMWr)
 	return done, s
 }
 
@@ -268,9 +335,23 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 	var cursor sim.Time   // when the host has produced everything so far
 	lastLine := uint64(0) // last cache line already charged
 	charged := false
+	dMRd := l.serMRd
+	upTrain := false // the requests so far end the up lane's calendar
 	for n > 0 {
 		req := chunk(addr, n, sp.MRRS)
-		arrive := l.send(&l.up, at, 0, sp.HdrMRd)
+		var arrive sim.Time
+		if ln := &l.up; upTrain {
+			// Every request is the same TLP, ready at at: once one has
+			// gone after the last booked interval (no gap fits it), each
+			// later one goes right after it (send would find the same).
+			ln.iv[ln.n-1].e = ln.iv[ln.n-1].e.Add(dMRd)
+			arrive = ln.iv[ln.n-1].e.Add(sp.FlightLatency)
+		} else {
+			start := ln.reserve(at, dMRd)
+			end := start.Add(dMRd)
+			arrive = end.Add(sp.FlightLatency)
+			upTrain = ln.iv[ln.n-1].e == end
+		}
 		nreq++
 		ready := max(cursor, arrive.Add(sp.HostReadLatency))
 		for a, r := addr, req; r > 0; {
@@ -290,17 +371,45 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 				ready = ready.Add(sim.Duration(last-first+1) * sp.HostReadPerLine)
 				lastLine, charged = last, true
 			}
-			done = max(done, l.send(&l.down, ready, c, sp.HdrCplD))
+			d := l.serCplFull
+			if c != l.cplFull {
+				d = l.ser(c + sp.HdrCplD)
+			}
+			ln := &l.down
+			end := ln.reserve(ready, d).Add(d)
+			done = max(done, end.Add(sp.FlightLatency))
 			ncpl++
 			a += uint64(c)
 			r -= c
+			if f := l.cplFull; r >= f && ln.iv[ln.n-1].e == end && a%cacheLine == 0 && a&uint64(sp.RCB-1) == 0 &&
+				f%cacheLine == 0 && f%sp.RCB == 0 {
+				// This completion ends the down lane's calendar and the
+				// next ones are whole (f bytes, f/64 new lines each). If
+				// the host makes each one's bytes no slower than the link
+				// sends it, and the next is ready before this one ends,
+				// every one of them is ready before the one before ends
+				// and goes right after it: the rest but the remainder are
+				// arithmetic, as the loop would find them.
+				dr := sim.Duration(f/cacheLine) * sp.HostReadPerLine
+				if dF := l.serCplFull; dr <= dF && ready.Add(dr) <= end {
+					m := r / f
+					ready = ready.Add(sim.Duration(m) * dr)
+					end = end.Add(sim.Duration(m) * dF)
+					ln.iv[ln.n-1].e = end
+					done = max(done, end.Add(sp.FlightLatency))
+					a += uint64(m * f)
+					r -= m * f
+					lastLine, charged = (a-1)/cacheLine, true
+					ncpl += m
+				}
+			}
 		}
 		cursor = ready
 		addr += uint64(req)
 		n -= req
 	}
 	// Counted once for the whole read: every MRd and every CplD alike.
-	l.count(&l.tot.Up, &l.tot.MRd, &s, 0, nreq, 0, 0, nreq*sp.HdrMRd)
-	l.count(&l.tot.Down, &l.tot.CplD, &s, 0, 0, ncpl, total, total+ncpl*sp.HdrCplD)
+	count(&l.mrdUp, &s, 0, nreq, 0, 0, nreq*sp.HdrMRd)
+	count(&l.cplDown, &s, 0, 0, ncpl, total, total+ncpl*sp.HdrCplD)
 	return done, s
 }

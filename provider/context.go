@@ -165,7 +165,7 @@ func checkAttr(a *mlx5.DeviceAttr, u *mlx5.ContextResp) error {
 func (c *Context) Name() string { return c.name }
 
 // Attr is what QUERY_DEVICE reported.
-func (c *Context) Attr() mlx5.DeviceAttr { return c.attr }
+func (c *Context) Attr() DeviceAttr { return c.attr }
 
 // Mem is the host-memory region the device reaches.
 func (c *Context) Mem() *shm.Region { return c.mem }

@@ -580,7 +580,11 @@ func (c *HostClock) At(t sim.Time, h sim.Handler) {
 func (c *HostClock) runTo(t sim.Time) {
 	for len(c.timers) > 0 && c.timers[0].at <= t {
 		tm := c.timers[0]
-		c.timers = c.timers[1:]
+		// Shift down rather than reslice, so that the slice keeps its
+		// capacity and At does not allocate (a few timers at most).
+		n := copy(c.timers, c.timers[1:])
+		c.timers[n] = clockTimer{}
+		c.timers = c.timers[:n]
 		if tm.at > c.now {
 			c.now = tm.at
 		}

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"strconv"
 
 	"github.com/softnic/softnic/mlx5"
@@ -42,8 +43,110 @@ import (
 // and neither does the provider; the device fails it (a ConnectX with an
 // error completion, rxe by completing it successfully without sending).
 func (qp *QP) PostSend(wrs []SendWR) (int, error) {
+	// The common case first, in PostSend's own small frame: one simple WR
+	// on a live QP of this process in a posting state (postSimple).
+	if len(wrs) != 1 || qp.dead || qp.ctx.link != nil || qp.rx != nil ||
+		qp.state == QPStateReset || qp.state == QPStateInit || qp.state == QPStateRTR {
+		return qp.postSend(wrs)
+	}
+	wr := &wrs[0]
+
+	sq := &qp.sq
+	if int(wr.Opcode) >= len(simpleOps) || simpleOps[wr.Opcode] == 0 {
+		return qp.postSend(wrs)
+	}
+	mop := simpleOps[wr.Opcode]
+	if qp.bug.set != 0 || qp.typ != QPTypeRC && (qp.typ != QPTypeUC || mop == mlx5.OpRDMARead) ||
+		wr.Flags&^(SendFence|SendSignaled|SendSolicited) != 0 ||
+		sq.head-sq.tail >= sq.maxPost || len(wr.SGL) > 1 || len(wr.SGL) > sq.maxGS {
+		return qp.postSend(wrs)
+	}
+	off := int(sq.curPost&(sq.cnt-1)) * mlx5.WQEBBSize
+	if off+mlx5.WQEBBSize > len(sq.buf) {
+		return qp.postSend(wrs) // cannot happen: the ring is whole WQEBBs
+	}
+	w := (*[mlx5.WQEBBSize]byte)(sq.buf[off:])
+	ds := 1
+	pos := mlx5.CtrlSegSize
+	if len(wr.SGL) == 1 {
+		sge := &wr.SGL[0]
+		if sge.Length&mlx5.InlineFlag != 0 || qp.ctx.maxMsg > 0 && uint64(sge.Length) > qp.ctx.maxMsg {
+			return qp.postSend(wrs)
+		}
+	}
+	if mop != mlx5.OpSend && mop != mlx5.OpSendImm {
+		binary.BigEndian.PutUint64(w[16:24], wr.RemoteAddr)
+		putBE64(w[24:32], uint64(wr.RKey)<<32)
+		pos += mlx5.RaddrSegSize
+		ds++
+	}
+	if len(wr.SGL) == 1 && wr.SGL[0].Length != 0 { // libmlx5 skips zero-length SGEs
+		sge := &wr.SGL[0]
+		d := (*[mlx5.DataSegSize]byte)(w[pos : pos+mlx5.DataSegSize])
+		binary.BigEndian.PutUint64(d[0:8], uint64(sge.Length)<<32|uint64(sge.LKey))
+		binary.BigEndian.PutUint64(d[8:16], sge.Addr)
+		ds++
+	}
+	// ctrlFlags by table (the flags were checked above): fence, CQ update
+	// (signaled or sq_sig_all), solicited; the immediate of WITH_IMM.
+	fmcese := simpleFMCESE[wr.Flags&7]
+	if qp.sigAll {
+		fmcese |= mlx5.CECQUpdate
+	}
+	var imm uint32
+	if mop == mlx5.OpSendImm || mop == mlx5.OpRDMAWriteImm {
+		imm = wr.Imm
+	}
+	// ctrl: opmod_idx_opcode, qpn_ds, signature|0|0|fm_ce_se, imm.
+	putBE64(w[0:8], uint64(uint32(sq.curPost&0xffff)<<8|uint32(mop))<<32|uint64(qp.qpn<<8|uint32(ds)))
+	putBE64(w[8:16], uint64(fmcese)<<32|uint64(imm))
+
+	h := sq.head & uint32(len(sq.ctr)-1)
+	sq.wrid[h], sq.ctr[h] = wr.WRID, uint16(sq.curPost)
+	sq.curPost++
+	host := qp.ctx.host
+	if host != nil {
+		host.Work("wqe_build", qp.qpn, ds*mlx5.DSSize)
+	}
+
+	// ringSend(1, off, ds): the doorbell record, then BlueFlame (the WQE
+	// is at most 64 bytes, one line that ends inside the ring) or the
+	// 8-byte doorbell.
+	sq.head++
+	if len(qp.dbr) >= 4*mlx5.DBRSend+4 { // always: DBRecSize
+		binary.LittleEndian.PutUint32(qp.dbr[4*mlx5.DBRSend:], bits.ReverseBytes32(sq.curPost&0xffff)) // DBRec.SetWord, one store
+	} else {
+		qp.dbr.SetWord(mlx5.DBRSend, sq.curPost&0xffff)
+	}
+	if host != nil {
+		host.Work("dbr_update", qp.qpn, 4)
+	}
+	reg := qp.bfReg + qp.bfOffset
+	if qp.bfOn && qp.bfBufSize > 0 && ds > 1 && uint64(ds*mlx5.DSSize) <= qp.bfBufSize {
+		if line := qp.ctx.line; line != nil {
+			line.StoreLines(reg, w[:], sq.buf[:0]) // mmio_wc_start, the copy, mmio_flush_writes
+		} else {
+			mmio := qp.ctx.mmio
+			mmio.Flush() // mmio_wc_start()
+			for i := 0; i < len(w); i += 8 {
+				mmio.Store64(reg+uint64(i), binary.LittleEndian.Uint64(w[i:]))
+			}
+			mmio.Flush() // mmio_flush_writes()
+		}
+	} else {
+		mmio := qp.ctx.mmio
+		mmio.Flush() // mmio_wc_start()
+		mmio.Store64(reg, binary.LittleEndian.Uint64(w[0:8]))
+		mmio.Flush() // mmio_flush_writes()
+	}
+	qp.bfOffset ^= qp.bfBufSize
+	return 1, nil
+}
+
+// postSend is PostSend's general path.
+func (qp *QP) postSend(wrs []SendWR) (int, error) {
 	if qp.rx != nil {
-		return qp.rxePostSend(wrs)
+		return qp.rxePostSend(wrs) // a kernel rxe QP (rxe_datapath.go)
 	}
 	const op = "post_send"
 	if qp.dead {
@@ -349,7 +452,7 @@ func (qp *QP) buildSimple(wr *SendWR, nreq int) (off, ds int, ok bool) {
 	pos := mlx5.CtrlSegSize
 	if mop != mlx5.OpSend && mop != mlx5.OpSendImm {
 		binary.BigEndian.PutUint64(w[16:24], wr.RemoteAddr)
-		binary.BigEndian.PutUint64(w[24:32], uint64(wr.RKey)<<32)
+		putBE64(w[24:32], uint64(wr.RKey)<<32)
 		pos += mlx5.RaddrSegSize
 		ds++
 	}
@@ -361,8 +464,8 @@ func (qp *QP) buildSimple(wr *SendWR, nreq int) (off, ds int, ok bool) {
 	}
 	fmcese, imm := qp.ctrlFlags(wr, mop)
 	// ctrl: opmod_idx_opcode, qpn_ds, signature|0|0|fm_ce_se, imm.
-	binary.BigEndian.PutUint64(w[0:8], uint64(uint32(sq.curPost&0xffff)<<8|uint32(mop))<<32|uint64(qp.qpn<<8|uint32(ds)))
-	binary.BigEndian.PutUint64(w[8:16], uint64(fmcese)<<32|uint64(imm))
+	putBE64(w[0:8], uint64(uint32(sq.curPost&0xffff)<<8|uint32(mop))<<32|uint64(qp.qpn<<8|uint32(ds)))
+	putBE64(w[8:16], uint64(fmcese)<<32|uint64(imm))
 
 	h := (sq.head + uint32(nreq)) & uint32(len(sq.ctr)-1)
 	sq.wrid[h], sq.ctr[h] = wr.WRID, uint16(sq.curPost)
@@ -372,6 +475,25 @@ func (qp *QP) buildSimple(wr *SendWR, nreq int) (off, ds int, ok bool) {
 	}
 	return off, ds, true
 }
+
+// putBE64 is binary.BigEndian.PutUint64 as one 8-byte store: the compiler
+// splits PutUint64 into byte stores when it can prove some bytes constant
+// (a masked or shifted value), which the byte swap hides from it.
+func putBE64(b []byte, v uint64) { binary.LittleEndian.PutUint64(b, bits.ReverseBytes64(v)) }
+
+// simpleFMCESE is ctrlFlags' fm_ce_se byte for the low three send flags
+// (SendFence, SendSignaled, SendSolicited), without sq_sig_all.
+var simpleFMCESE = func() (t [8]uint8) {
+	for f := range t {
+		t[f], _ = (&QP{}).ctrlFlags(&SendWR{Flags: SendFlags(f)}, mlx5.OpRDMAWrite)
+	}
+	return t
+}()
+
+// simpleOps are the WQE opcodes of the WR opcodes PostSend's single-WR
+// path builds (0: not one of them; buildSimple's switch).
+var simpleOps = [...]mlx5.Opcode{WRRDMAWrite: mlx5.OpRDMAWrite, WRRDMAWriteImm: mlx5.OpRDMAWriteImm,
+	WRSend: mlx5.OpSend, WRSendImm: mlx5.OpSendImm, WRRDMARead: mlx5.OpRDMARead}
 
 // writeInline concatenates the SGEs' bytes into one inline segment at pos
 // (set_data_inl_seg), wrapping the data at the ring end, and returns its

@@ -413,11 +413,11 @@ type QPInitAttr struct {
 }
 
 // QPAttr mirrors struct ibv_qp_attr; which fields matter is given by the
-// mask (mlx5.Attr* bits) passed to Modify.
+// mask (Attr* bits) passed to Modify.
 type QPAttr struct {
 	QPState         QPState
 	CurQPState      QPState
-	PathMTU         mlx5.MTU // enum (mlx5.MTU1024 ...); mlx5.MTUFromBytes converts from bytes
+	PathMTU         MTU // enum (MTU1024 ...); MTUFromBytes converts from bytes
 	DestQPN         uint32
 	RQPSN           uint32
 	SQPSN           uint32

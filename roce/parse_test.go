@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -169,6 +170,41 @@ func TestParseNoAlloc(t *testing.T) {
 		out := make([]byte, len(f))
 		if n := testing.AllocsPerRun(50, func() { _, _ = BuildFrame(out, &p, pkt.Payload) }); n != 0 {
 			t.Errorf("%s: build %v allocs", gc.Name, n)
+		}
+	}
+}
+
+// TestParseFrameVerified: on frames BuildFrame built (IPv4 and IPv6, with
+// and without payload) ParseFrameVerified fills the packet exactly as
+// ParseFrame does; on malformed frames it fails as ParseFrame fails.
+func TestParseFrameVerified(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		for _, n := range []int{0, 1, 64, 1000} {
+			p := writeOnlyParams()
+			if v6 {
+				p.SrcIP, p.DstIP = netip.MustParseAddr("fe80::1"), netip.MustParseAddr("fe80::2")
+			}
+			buf := make([]byte, 2048)
+			m, err := BuildFrame(buf, &p, make([]byte, n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var a, b Packet
+			if err := ParseFrame(buf[:m], &a); err != nil {
+				t.Fatal(err)
+			}
+			if err := ParseFrameVerified(buf[:m], &b); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("v6 %v, %d B: verified %+v, want %+v", v6, n, b, a)
+			}
+			for _, cut := range []int{10, 30, m - 3} {
+				ea, eb := ParseFrame(buf[:cut], &a), ParseFrameVerified(buf[:cut], &b)
+				if ea == nil || eb == nil || ea.Error() != eb.Error() {
+					t.Fatalf("v6 %v, %d B cut at %d: %v, want %v", v6, n, cut, eb, ea)
+				}
+			}
 		}
 	}
 }

@@ -1,6 +1,12 @@
 package serve_test
 
 import (
+	"bufio"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,36 +16,75 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// benchWrites posts one signalled 64 B RDMA WRITE at a time and polls its
-// CQE: the whole post→CQE walk per op.
-func benchWrites(b *testing.B, eps [2]*testbed.Endpoint) {
+// writeLoop posts n signalled 64 B RDMA WRITEs, one at a time, each
+// followed by polling its CQE: the whole post→CQE walk per op.
+func writeLoop(eps [2]*testbed.Endpoint, n int) error {
 	wr := []provider.SendWR{{Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
 		SGL: []provider.SGE{eps[0].MR.SGE(0, 64)}, RemoteAddr: eps[1].Buf.Addr, RKey: eps[1].MR.RKey}}
 	wcs := make([]provider.WC, 1)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	for i := 0; i < n; i++ {
 		if _, err := eps[0].QP.PostSend(wr); err != nil {
-			b.Fatal(err)
+			return err
 		}
-		for n := 0; n == 0; {
+		for k := 0; k == 0; {
 			var err error
-			if n, err = eps[0].SendCQ.Poll(wcs); err != nil {
-				b.Fatal(err)
+			if k, err = eps[0].SendCQ.Poll(wcs); err != nil {
+				return err
 			}
 		}
 		if wcs[0].Status != provider.WCSuccess {
-			b.Fatal(wcs[0].Status)
+			return fmt.Errorf("completion %v", wcs[0].Status)
 		}
+	}
+	return nil
+}
+
+func benchWrites(b *testing.B, eps [2]*testbed.Endpoint) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	if err := writeLoop(eps, b.N); err != nil {
+		b.Fatal(err)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 }
 
-// BenchmarkPostCQE: the same post→CQE loop on a one-process world and on
-// a daemon's devices (socket, ring and memfd between the provider and the
-// device; the client here shares the daemon's process, so the figure is
-// the protocol's cost without a second scheduler entity). Run side by
+// benchChild is the "bench" child: it dials softnic0 and softnic1, says
+// "ready", and on each line "N" from stdin runs N writes and answers
+// "done ALLOCS" (heap allocations of the loop).
+func benchChild() error {
+	eps, closeAll, err := dialPair(provider.DialOptions{Clock: provider.NewHostClock(), Timeout: 5 * time.Second}, allOps)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	if err := writeLoop(eps, 100); err != nil { // warm up
+		return err
+	}
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	var ms runtime.MemStats
+	for in.Scan() {
+		n, err := strconv.Atoi(in.Text())
+		if err != nil {
+			return err
+		}
+		runtime.ReadMemStats(&ms)
+		before := ms.Mallocs
+		if err := writeLoop(eps, n); err != nil {
+			return err
+		}
+		runtime.ReadMemStats(&ms)
+		fmt.Printf("done %d\n", ms.Mallocs-before)
+	}
+	return nil
+}
+
+// BenchmarkPostCQE: the same post→CQE loop on a one-process world, on a
+// daemon's devices with the client in the daemon's process (socket, ring
+// and memfd between provider and device, one scheduler), and with the
+// client in a process of its own (the cost a real application pays: its
+// allocations are the child's, reported as child-allocs/op). Run side by
 // side: go test -run '^$' -bench PostCQE ./serve
 func BenchmarkPostCQE(b *testing.B) {
 	b.Run("in-process", func(b *testing.B) {
@@ -57,5 +102,35 @@ func BenchmarkPostCQE(b *testing.B) {
 		require.NoError(b, err)
 		defer closeAll()
 		benchWrites(b, eps)
+	})
+	b.Run("daemon-process", func(b *testing.B) {
+		_, sock, _ := startDaemon(b, 2, nil)
+		cmd := childB(b, "bench", sock)
+		stdin, err := cmd.StdinPipe()
+		require.NoError(b, err)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(b, err)
+		require.NoError(b, cmd.Start())
+		defer func() { stdin.Close(); cmd.Wait() }()
+		out := bufio.NewScanner(stdout)
+		line := func() string {
+			if !out.Scan() {
+				b.Fatalf("the bench child stopped: %v", out.Err())
+			}
+			if l := out.Text(); !strings.HasPrefix(l, "FAIL") {
+				return l
+			}
+			b.Fatal(out.Text())
+			return ""
+		}
+		require.Equal(b, "ready", line())
+		b.ResetTimer()
+		fmt.Fprintf(stdin, "%d\n", b.N)
+		done := line()
+		b.StopTimer()
+		allocs, err := strconv.ParseUint(strings.TrimPrefix(done, "done "), 10, 64)
+		require.NoError(b, err, done)
+		b.ReportMetric(float64(allocs)/float64(b.N), "child-allocs/op")
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 	})
 }

@@ -136,8 +136,8 @@ func (d *Daemon) attach(conn *attach.Conn, pid int32) (*client, error) {
 		return nil, refuse(syscall.EINVAL, "ring: %v", err)
 	}
 
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.lock()
+	defer d.unlock()
 	fail := func(err error) (*client, error) {
 		mem.Close()
 		rmem.Close()
@@ -161,7 +161,7 @@ func (d *Daemon) attach(conn *attach.Conn, pid int32) (*client, error) {
 	c.fbar, _ = c.bar.(pcie.FlowPort)
 	c.dev.SetEventNotify(func(ch uint32) { c.notified = append(c.notified, ch) })
 	c.udev = uverbsdev.NewDevice(c.dev)
-	c.udev.SetNeighbour(d.neighbour)
+	c.udev.SetNeighbour(s.neighbour)
 	c.srv = c.udev.NewServer()
 	s.dev, s.owner = c.dev, c
 	d.clients[c] = struct{}{}
@@ -232,8 +232,8 @@ func (c *client) serve() string {
 // uverbs runs one uverbs command.
 func (c *client) uverbs(req []byte) ([]byte, *attach.ErrorMsg) {
 	d := c.d
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.lock()
+	defer d.unlock()
 	n, err := c.srv.Handle(req, c.resp[:1024])
 	if err != nil {
 		d.ctr.UverbsErrors++
@@ -256,8 +256,8 @@ func (c *client) sim(p []byte) ([]byte, *attach.ErrorMsg) {
 		return nil, &attach.ErrorMsg{Errno: syscall.EPROTO, Reason: err.Error()}
 	}
 	d := c.d
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.lock()
+	defer d.unlock()
 	out := c.resp[:0]
 	le := binary.LittleEndian
 	u32 := func(v uint32) { out = le.AppendUint32(out, v) }
@@ -346,11 +346,11 @@ func (c *client) ringLoop() {
 	for {
 		n, err := c.cons.PopN(recs[:], time.Now().Add(ringWait))
 		if n > 0 {
-			d.mu.Lock()
+			d.lock()
 			for i := range recs[:n] {
 				c.apply(&recs[i])
 			}
-			d.mu.Unlock()
+			d.unlock()
 		}
 		switch {
 		case err == nil, errors.Is(err, mmioring.ErrTimeout), errors.Is(err, mmioring.ErrEmpty):
@@ -375,9 +375,15 @@ func (c *client) ringLoop() {
 // at runs the engine up to a record's host time and returns the time the
 // record takes effect: its own, or the engine's clock if that is later
 // (another client moved it), bounded by maxJump.
+//
+// With ClockWall a record takes effect at the wall clock's time (lock ran
+// the engine to it): the client's stamp only orders it.
 func (c *client) at(t int64) sim.Time {
 	eng := c.d.eng
 	now := eng.Now()
+	if c.d.pacer != nil {
+		return now
+	}
 	at := sim.Time(t)
 	switch {
 	case at < now:
@@ -469,9 +475,18 @@ func (c *client) call(t sim.Time, r *mmioring.Record) {
 // event; nil: never), when nothing is left to run, or at the client's
 // own timer limit (0: none), to which it runs the clock. It returns the
 // step reply bits.
+//
+// With ClockWall the pacer moves the engine: a step only runs it up to the
+// wall clock, and a poll that finds nothing returns at once.
 func (c *client) step(limit sim.Time, budget int, done func() bool) uint64 {
 	eng := c.d.eng
 	var v uint64
+	if c.d.pacer != nil {
+		budget = 0
+		if c.d.pacer.Sync() {
+			v = attach.StepRan
+		}
+	}
 	for i := 0; i < budget; i++ {
 		if done != nil && done() {
 			break
@@ -500,10 +515,12 @@ func (c *client) teardown(why string) {
 	c.cons.Close()
 	<-c.ringDone
 	d := c.d
-	d.mu.Lock()
+	d.lock()
+	start := time.Now()
 	objs := c.srv.Objects()
 	d.detachLocked(c)
-	d.mu.Unlock()
+	held := time.Since(start) // what the others waited for the world
+	d.unlock()
 	var parts []string
 	for _, k := range []string{"QP", "SRQ", "CQ", "AH", "MR", "PD"} {
 		if n := objs[k]; n > 0 {
@@ -514,7 +531,7 @@ func (c *client) teardown(why string) {
 	if len(parts) > 0 {
 		left = "destroyed " + strings.Join(parts, ", ")
 	}
-	d.logf("detach %s: pid %d: %s; %s", c.s.name, c.pid, why, left)
+	d.logf("detach %s: pid %d: %s; %s (the world held %v)", c.s.name, c.pid, why, left, held.Round(time.Microsecond))
 }
 
 // detachLocked destroys the client's objects and frees its slot (d.mu held).

@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/ethport"
 	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/shm"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/trace"
+	"github.com/softnic/softnic/wallclock"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -30,6 +32,68 @@ type Config struct {
 	// AttachTimeout bounds a new connection's wait for its ATTACH
 	// message (default 5 s).
 	AttachTimeout time.Duration
+	// Wires cables devices to real networks: device i is on Wires[i]
+	// (udp: or tap:, as softnic rdma --wire), the devices after the last
+	// wire are cabled back to back among themselves. Any wire makes the
+	// clock ClockWall.
+	Wires []Wire
+	// Clock is how virtual time moves (default ClockSim).
+	Clock Clock
+	// Lead is how far virtual time may run ahead of the wall clock with
+	// ClockWall (default wallclock.DefaultLead).
+	Lead time.Duration
+}
+
+// Clock is the daemon's time policy (docs/daemon.md, "Time across the
+// boundary").
+type Clock int
+
+const (
+	// ClockSim moves the engine only when a client asks: to the host time
+	// of each of its records, and one step at a time while it polls. One
+	// client gives the trace of one process.
+	ClockSim Clock = iota
+	// ClockWall is free-running: a pacer runs the engine against the wall
+	// clock (package wallclock), so timers fire and frames move while
+	// every client sleeps; records take effect at the wall clock's time
+	// and a poll that finds nothing returns at once. For programs that do
+	// not poll synchronously, and for devices on real wires.
+	ClockWall
+)
+
+func (c Clock) String() string {
+	switch c {
+	case ClockSim:
+		return "sim"
+	case ClockWall:
+		return "wall"
+	}
+	return fmt.Sprintf("Clock(%d)", int(c))
+}
+
+// ParseClock reads "sim" or "wall".
+func ParseClock(s string) (Clock, error) {
+	switch s {
+	case "sim":
+		return ClockSim, nil
+	case "wall":
+		return ClockWall, nil
+	}
+	return 0, fmt.Errorf("serve: clock %q: want sim or wall", s)
+}
+
+// Wire is one device's real network.
+type Wire struct {
+	// Spec is a wire.ParseWireSpec spec (udp:LISTEN,PEER or tap:NAME),
+	// opened by New unless Transport is set (then Spec only labels it).
+	Spec      string
+	Transport wire.RealTransport
+	// IP and MAC are the device's address on that network (default: the
+	// daemon's scheme, Identity(i); the MAC defaults to
+	// ethport.DefaultMAC(IP) when only IP is given).
+	IP        netip.Addr
+	MAC       [6]byte
+	Neighbors []ethport.Neighbor // static neighbours; others are resolved by ARP
 }
 
 // Addresses of the daemon's devices: device i has MAC 02:53:4e:00:01:<i+1>
@@ -58,8 +122,29 @@ type Daemon struct {
 	closed  bool
 	ctr     Counters
 	logMu   sync.Mutex
+	pacer   *wallclock.Pacer // ClockWall: runs eng against the wall clock
+	stop    chan struct{}    // stops the pacer's goroutine
+	paced   chan struct{}    // closed when it has stopped
 
 	wg sync.WaitGroup
+}
+
+// lock takes the world; with ClockWall it first brings the engine up to
+// the wall clock, so what the caller schedules is stamped no earlier than
+// now (the pacer's contract).
+func (d *Daemon) lock() {
+	d.mu.Lock()
+	if d.pacer != nil {
+		d.pacer.Sync()
+	}
+}
+
+// unlock releases the world and wakes the pacer to run what was scheduled.
+func (d *Daemon) unlock() {
+	d.mu.Unlock()
+	if d.pacer != nil {
+		d.pacer.Wake()
+	}
 }
 
 // Counters are the daemon's own counts (the devices keep theirs).
@@ -73,6 +158,7 @@ type Counters struct {
 	UverbsErrors  uint64 // uverbs commands refused with an errno
 	RingFailures  uint64 // rings that broke (bad index, sequence): client torn down
 	FramesDropped uint64 // frames that reached a free device slot
+	Unresolved    uint64 // modify_qp destinations ARP did not resolve on a wire
 }
 
 // slot is one device name: its port on the wire and, while a client is
@@ -81,7 +167,9 @@ type slot struct {
 	idx   int
 	name  string
 	ident device.Identity
-	port  *wire.Port
+	port  device.Port   // the link end the device sends on
+	eth   *ethport.Port // the port on a real wire (nil: back to back)
+	tr    wire.RealTransport
 	dev   *device.Device // nil while free
 	owner *client
 	d     *Daemon
@@ -115,6 +203,18 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Socket == "" {
 		return nil, errors.New("serve: no socket path")
 	}
+	if len(cfg.Wires) > cfg.Devices {
+		return nil, fmt.Errorf("serve: %d wires for %d devices", len(cfg.Wires), cfg.Devices)
+	}
+	if cfg.Clock != ClockSim && cfg.Clock != ClockWall {
+		return nil, fmt.Errorf("serve: unknown %v", cfg.Clock)
+	}
+	if len(cfg.Wires) > 0 {
+		cfg.Clock = ClockWall
+	}
+	if cfg.Lead <= 0 {
+		cfg.Lead = wallclock.DefaultLead
+	}
 	if c, err := net.Dial("unixpacket", cfg.Socket); err == nil {
 		c.Close()
 		return nil, fmt.Errorf("serve: %s: a daemon is already listening there", cfg.Socket)
@@ -130,23 +230,82 @@ func New(cfg Config) (*Daemon, error) {
 	for i := 0; i < cfg.Devices; i++ {
 		d.slots = append(d.slots, &slot{idx: i, name: fmt.Sprintf("softnic%d", i), ident: identity(i), d: d})
 	}
-	// Back to back in pairs (0-1, 2-3, ...); an odd last device is cabled
-	// to itself.
-	for i := 0; i < cfg.Devices; i += 2 {
+	if err := d.cable(); err != nil {
+		ln.Close()
+		os.Remove(cfg.Socket)
+		for _, s := range d.slots {
+			if s.tr != nil && (s.idx >= len(cfg.Wires) || cfg.Wires[s.idx].Transport == nil) {
+				s.tr.Close()
+			}
+		}
+		return nil, err
+	}
+	if cfg.Clock == ClockWall {
+		d.pacer = wallclock.NewPacer(d.eng, cfg.Lead)
+		d.pacer.SetLocker(&d.mu)
+		for _, s := range d.slots {
+			if s.eth != nil {
+				d.pacer.AddPort(s.eth, s.tr)
+			}
+		}
+		d.stop, d.paced = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(d.paced)
+			d.pacer.Run(d.stop)
+		}()
+	}
+	return d, nil
+}
+
+// cable connects the slots: the first len(cfg.Wires) to their real
+// networks, the rest back to back in pairs (an odd last one to itself).
+func (d *Daemon) cable() error {
+	cfg := d.cfg
+	for i, w := range cfg.Wires {
+		s := d.slots[i]
+		if w.IP.IsValid() {
+			s.ident.IP = w.IP
+			s.ident.MAC = ethport.DefaultMAC(w.IP)
+		}
+		if w.MAC != ([6]byte{}) {
+			s.ident.MAC = w.MAC
+		}
+		s.tr = w.Transport
+		if s.tr == nil {
+			spec, err := wire.ParseWireSpec(w.Spec)
+			if err != nil {
+				return fmt.Errorf("serve: %s: %w", s.name, err)
+			}
+			tr, err := wire.OpenReal(spec)
+			if err != nil {
+				return fmt.Errorf("serve: %s: wire %s: %w", s.name, w.Spec, err)
+			}
+			s.tr = tr
+		}
+		eth, err := ethport.New(d.eng, ethport.Config{MAC: s.ident.MAC, IP: s.ident.IP, Node: i, Static: w.Neighbors}, s.tr, d.rec)
+		if err != nil {
+			return fmt.Errorf("serve: %s: %w", s.name, err)
+		}
+		eth.Attach(s)
+		s.eth, s.port = eth, eth
+	}
+	for i := len(cfg.Wires); i < cfg.Devices; i += 2 {
 		if i+1 < cfg.Devices {
 			l := wire.NewLink(d.eng, cfg.Profile.Wire, d.rec, &d.wireCtr, nil)
 			d.links = append(d.links, l)
-			d.slots[i].port, d.slots[i+1].port = l.A(), l.B()
+			a, b := l.A(), l.B()
+			a.Attach(i, d.slots[i])
+			b.Attach(i+1, d.slots[i+1])
+			d.slots[i].port, d.slots[i+1].port = a, b
 		} else {
 			l := wire.NewLoopback(d.eng, cfg.Profile.Wire, d.rec, &d.wireCtr, nil)
 			d.links = append(d.links, l)
-			d.slots[i].port = l.A()
+			a := l.A()
+			a.Attach(i, d.slots[i])
+			d.slots[i].port = a
 		}
 	}
-	for _, s := range d.slots {
-		s.port.Attach(s.idx, s)
-	}
-	return d, nil
+	return nil
 }
 
 // Addr is the socket path.
@@ -196,6 +355,16 @@ func (d *Daemon) Close() error {
 		c.conn.Close() // its socket goroutine tears it down
 	}
 	d.wg.Wait()
+	if d.pacer != nil {
+		close(d.stop)
+		d.pacer.Wake()
+		<-d.paced
+	}
+	for i, s := range d.slots {
+		if s.tr != nil && d.cfg.Wires[i].Transport == nil {
+			s.tr.Close()
+		}
+	}
 	for _, s := range d.slots {
 		for _, r := range s.dead {
 			r.Close()
@@ -250,14 +419,53 @@ func (d *Daemon) logf(format string, args ...any) {
 	fmt.Fprintf(d.cfg.Log, "softnic serve: "+format+"\n", args...)
 }
 
-// neighbour resolves a GID of one of the daemon's devices to its MAC.
+// neighbour resolves a GID of one of the daemon's back-to-back devices to
+// its MAC.
 func (d *Daemon) neighbour(gid [16]byte) ([6]byte, bool) {
 	for _, s := range d.slots {
-		if s.ident.IP.As16() == gid {
+		if s.eth == nil && s.ident.IP.As16() == gid {
 			return s.ident.MAC, true
 		}
 	}
 	return [6]byte{}, false
+}
+
+// arpWait bounds a modify_qp's wait for ARP on a real wire (the kernel's
+// resolution gives up after a few seconds too).
+const arpWait = 3 * time.Second
+
+// neighbour is the slot's neighbour table, what modify_qp(RTR) resolves a
+// destination GID with (called with d.mu held). Back to back it is the
+// daemon's devices. On a real wire it is the port's ARP cache; a miss
+// sends ARP requests and waits for the answer with the world unlocked, so
+// that the pacer runs the engine meanwhile (as the kernel sleeps in
+// rdma_addr_find_l2_eth_by_grh), for at most arpWait.
+func (s *slot) neighbour(gid [16]byte) ([6]byte, bool) {
+	d := s.d
+	if s.eth == nil {
+		return d.neighbour(gid)
+	}
+	ip := netip.AddrFrom16(gid).Unmap()
+	if !ip.Is4() {
+		return [6]byte{}, false
+	}
+	if mac, ok := s.eth.Neighbor(ip); ok {
+		return mac, true
+	}
+	res := s.eth.Resolve(ip)
+	deadline := time.Now().Add(arpWait)
+	for !res.Done() && time.Now().Before(deadline) {
+		d.mu.Unlock()
+		d.pacer.Wake()
+		time.Sleep(time.Millisecond)
+		d.mu.Lock()
+		d.pacer.Sync()
+	}
+	if !res.Done() || res.Err != nil {
+		d.ctr.Unresolved++
+		return [6]byte{}, false
+	}
+	return res.MAC, true
 }
 
 // slotByName finds a slot.
@@ -279,5 +487,14 @@ func (d *Daemon) Names() []string {
 	return n
 }
 
-// Identity is the MAC and IP of the daemon's device softnic<i>.
+// Clock is the daemon's time policy (ClockWall whenever a device is on a
+// wire).
+func (d *Daemon) Clock() Clock { return d.cfg.Clock }
+
+// Ident is the address of the daemon's device softnic<i> (its wire's, or
+// Identity(i)).
+func (d *Daemon) Ident(i int) device.Identity { return d.slots[i].ident }
+
+// Identity is the MAC and IP of the daemon's device softnic<i> when it is
+// cabled back to back (the default address of one on a wire).
 func Identity(i int) device.Identity { return identity(i) }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -35,21 +36,8 @@ func TestMain(m *testing.M) {
 // directory, closed at cleanup.
 func startDaemon(t testing.TB, n int, rec *trace.Recorder) (*serve.Daemon, string, *syncBuffer) {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "softnic.sock")
 	log := &syncBuffer{}
-	d, err := serve.New(serve.Config{Socket: sock, Devices: n, Log: log, Trace: rec})
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- d.Serve() }()
-	t.Cleanup(func() {
-		require.NoError(t, d.Close())
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(5 * time.Second):
-			t.Error("Serve did not return after Close")
-		}
-	})
+	d, sock := startDaemonCfg(t, serve.Config{Devices: n, Log: log, Trace: rec})
 	return d, sock, log
 }
 
@@ -59,6 +47,13 @@ func child(t *testing.T, role, sock string, extra ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+role, provider.SocketEnv+"="+sock)
 	cmd.Env = append(cmd.Env, extra...)
+	return cmd
+}
+
+// childB is child for a benchmark.
+func childB(b *testing.B, role, sock string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+role, provider.SocketEnv+"="+sock)
 	return cmd
 }
 
@@ -90,6 +85,11 @@ func childMain(role string) int {
 		return 0
 	case "peer":
 		if err := peerChild(os.Stdin); err != nil {
+			return fail("%v", err)
+		}
+		return 0
+	case "bench":
+		if err := benchChild(); err != nil {
 			return fail("%v", err)
 		}
 		return 0
@@ -193,7 +193,12 @@ func TestClientKilled(t *testing.T) {
 	victim.Wait()
 	require.Eventually(t, func() bool { return d.Clients() == 2 }, 5*time.Second, 10*time.Millisecond)
 	require.Contains(t, log.String(), "detach softnic0")
-	require.Regexp(t, `detach softnic0: pid \d+: closed; destroyed 1 QP, 2 CQ, 1 MR, 1 PD`, log.String())
+	require.Regexp(t, `detach softnic0: pid \d+: closed; destroyed 1 QP, 2 CQ, 1 MR, 1 PD \(the world held [0-9.]+[µm]?s\)`, log.String())
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.Contains(l, "detach") {
+			t.Log(l) // the cost to the others: how long the teardown held the world
+		}
+	}
 
 	for _, o := range ops {
 		require.NoError(t, runOp(other, o, time.Now().Add(10*time.Second)), o.name)

@@ -3,6 +3,7 @@ package uverbsdev
 import (
 	"fmt"
 	"math/bits"
+	"net/netip"
 	"syscall"
 
 	"github.com/softnic/softnic/mlx5"
@@ -705,7 +706,10 @@ func (s *Server) doModifyQP(name string, c *uverbs.ModifyQP) (int, *uverbs.Error
 		if d.IsGlobal == 0 {
 			return 0, fail(name, syscall.EINVAL, "a RoCE address vector needs a GRH (is_global)")
 		}
-		cmd.AV.DMAC = s.resolve(d.DGID)
+		var ok bool
+		if cmd.AV.DMAC, ok = s.resolve(d.DGID); !ok {
+			return 0, fail(name, syscall.EHOSTUNREACH, fmt.Sprintf("no neighbour for destination GID %v", netip.AddrFrom16(d.DGID)))
+		}
 	}
 	if err := s.dev.ModifyQP(cmd); err != nil {
 		return 0, refusal(name, err)
@@ -714,14 +718,16 @@ func (s *Server) doModifyQP(name string, c *uverbs.ModifyQP) (int, *uverbs.Error
 }
 
 // resolve is the kernel's ib_resolve_eth_dmac: the neighbour table's MAC
-// for a destination GID (zero if unknown).
-func (s *Server) resolve(gid [16]byte) [6]byte {
+// for a destination GID. Without a table it is zero (and ok); a table that
+// does not know the GID is a failure, which the kernel reports as an
+// address-resolution error (we assume EHOSTUNREACH, what
+// rdma_addr_find_l2_eth_by_grh gives for an unreachable neighbour; its
+// exact errno depends on the route and is unconfirmed).
+func (s *Server) resolve(gid [16]byte) ([6]byte, bool) {
 	if s.d.neigh != nil {
-		if mac, ok := s.d.neigh(gid); ok {
-			return mac
-		}
+		return s.d.neigh(gid)
 	}
-	return [6]byte{}
+	return [6]byte{}, true
 }
 
 func (s *Server) queryQP(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
@@ -861,7 +867,11 @@ func (s *Server) createAH(name string, m *uverbs.WriteMsg, out []byte) (int, *uv
 	case c.Attr.Grh.SGIDIndex > 1:
 		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("sgid index %d", c.Attr.Grh.SGIDIndex))
 	}
-	o := &object{kind: kindAH, pd: pd, ah: c.Attr, dmac: s.resolve(c.Attr.Grh.DGID)}
+	dmac, ok := s.resolve(c.Attr.Grh.DGID)
+	if !ok {
+		return 0, fail(name, syscall.EHOSTUNREACH, fmt.Sprintf("no neighbour for destination GID %v", netip.AddrFrom16(c.Attr.Grh.DGID)))
+	}
+	o := &object{kind: kindAH, pd: pd, ah: c.Attr, dmac: dmac}
 	pd.users++
 	h := s.add(o)
 	return reply(out, &uverbs.CreateAHResp{AHHandle: h}, &uverbs.MLX5CreateAHResp{ResponseLength: uverbs.MLX5CreateAHRespSize, DMAC: o.dmac})

@@ -14,6 +14,16 @@ type Receiver interface {
 	ReceiveFrame(t sim.Time, frame []byte)
 }
 
+// VerifiedReceiver is a Receiver that can also take a frame whose RoCE
+// ICRC is known good: one a port got with SendVerified and delivers with
+// exactly the bytes sent (no fault changed them), so the receiver may skip
+// recomputing the ICRC (roce.ParseFrameVerified). Such frames are valid
+// and read-only for the call, as for ReceiveFrame.
+type VerifiedReceiver interface {
+	Receiver
+	ReceiveVerifiedFrame(t sim.Time, frame []byte)
+}
+
 // Transport is the port-side contract a device uses to reach the network.
 // *Port implements it over the simulated link; a real-socket transport
 // (UDP datagrams between processes, a TAP device) can implement it too,
@@ -88,6 +98,7 @@ type packet struct {
 	buf       []byte
 	refs      int  // scheduled engine events that will fire this packet
 	delivered bool // handed to the receiver (or dropped at rx)
+	verified  bool // the bytes are those given to SendVerified: the ICRC is the sender's
 	rxDone    bool // the rx fault hook has been consulted
 }
 
@@ -191,7 +202,16 @@ func (l *Link) AddWriter(w FrameWriter) {
 }
 
 // Send transmits frame; see Transport.Send.
-func (p *Port) Send(t sim.Time, frame []byte) sim.Time { return p.SendFlow(t, frame, 0) }
+func (p *Port) Send(t sim.Time, frame []byte) sim.Time { return p.sendFlow(t, frame, 0, false) }
+
+// SendVerified is Send for a frame whose RoCE ICRC its sender computed
+// over exactly these bytes (roce.BuildFrame's output, unchanged): if the
+// frame reaches a VerifiedReceiver with its bytes untouched by any fault,
+// it is delivered by ReceiveVerifiedFrame. Everything else (timing,
+// counters, taps, faults, the trace) is Send's.
+func (p *Port) SendVerified(t sim.Time, frame []byte) sim.Time {
+	return p.sendFlow(t, frame, 0, true)
+}
 
 // SendFlow is Send with a trace flow id, so that the wire stage joins the
 // WQE's flow in the trace.
@@ -202,6 +222,10 @@ func (p *Port) Send(t sim.Time, frame []byte) sim.Time { return p.SendFlow(t, fr
 // Frames shorter than an Ethernet header or longer than 14 B + MTU are
 // dropped and counted without using the link; Send then returns t.
 func (p *Port) SendFlow(t sim.Time, frame []byte, flow uint64) sim.Time {
+	return p.sendFlow(t, frame, flow, false)
+}
+
+func (p *Port) sendFlow(t sim.Time, frame []byte, flow uint64, verified bool) sim.Time {
 	l := p.link
 	n := len(frame)
 	if n < EthHeaderLen {
@@ -236,6 +260,7 @@ func (p *Port) SendFlow(t sim.Time, frame []byte, flow uint64) sim.Time {
 	switch dec.Action {
 	case fault.None:
 		pk = l.schedule(d, frame, arrive)
+		pk.verified = verified
 	case fault.Drop:
 		l.ctr.Inc(CtrFaultDrop)
 		l.rec.Warnf(p.node, start, Component, CtrFaultDrop.String(), "tx: frame of %d B (qpn %#x) dropped by fault rule %d", n, qpn, dec.Rule)
@@ -246,12 +271,14 @@ func (p *Port) SendFlow(t sim.Time, frame []byte, flow uint64) sim.Time {
 		l.rec.Warnf(p.node, start, Component, CtrFaultCorrupt.String(), "tx: frame of %d B (qpn %#x): byte %d flipped by fault rule %d", n, qpn, off, dec.Rule)
 	case fault.Duplicate:
 		pk = l.schedule(d, frame, arrive)
-		l.schedule(d, frame, arrive)
+		pk.verified = verified
+		l.schedule(d, frame, arrive).verified = verified
 		l.ctr.Inc(CtrFaultDuplicate)
 		l.rec.Warnf(p.node, start, Component, CtrFaultDuplicate.String(), "tx: frame of %d B (qpn %#x) duplicated by fault rule %d", n, qpn, dec.Rule)
 	case fault.Delay:
 		arrive = arrive.Add(dec.Delay)
 		pk = l.schedule(d, frame, arrive)
+		pk.verified = verified
 		l.ctr.Inc(CtrFaultDelay)
 		l.rec.Warnf(p.node, start, Component, CtrFaultDelay.String(), "tx: frame of %d B (qpn %#x) delayed %v by fault rule %d", n, qpn, dec.Delay, dec.Rule)
 	case fault.Reorder:
@@ -259,6 +286,7 @@ func (p *Port) SendFlow(t sim.Time, frame []byte, flow uint64) sim.Time {
 			l.release(d, arrive)
 		}
 		pk = l.schedule(d, frame, arrive.Add(l.spec.ReorderWindow))
+		pk.verified = verified
 		d.held = pk
 		l.ctr.Inc(CtrFaultReorder)
 		l.rec.Warnf(p.node, start, Component, CtrFaultReorder.String(), "tx: frame of %d B (qpn %#x) held behind the next frame by fault rule %d", n, qpn, dec.Rule)
@@ -349,6 +377,7 @@ func (l *Link) arrive(pk *packet, now sim.Time) {
 			return
 		case fault.Corrupt:
 			off := corrupt(pk.buf, dec)
+			pk.verified = false
 			l.ctr.Inc(CtrFaultCorrupt)
 			l.rec.Warnf(to.node, now, Component, CtrFaultCorrupt.String(), "rx: frame of %d B (qpn %#x): byte %d flipped by fault rule %d", n, qpn, off, dec.Rule)
 		case fault.Duplicate:
@@ -358,7 +387,7 @@ func (l *Link) arrive(pk *packet, now sim.Time) {
 		case fault.Delay:
 			// Hand a copy over later; it has passed the rx hook already.
 			late := l.get(pk.buf)
-			late.dir, late.rxDone, late.refs = pk.dir, true, 1
+			late.dir, late.rxDone, late.refs, late.verified = pk.dir, true, 1, pk.verified
 			l.eng.At(now.Add(dec.Delay), late)
 			l.ctr.Inc(CtrFaultDelay)
 			l.rec.Warnf(to.node, now, Component, CtrFaultDelay.String(), "rx: frame of %d B (qpn %#x) delayed %v by fault rule %d", n, qpn, dec.Delay, dec.Rule)
@@ -379,6 +408,12 @@ func (l *Link) arrive(pk *packet, now sim.Time) {
 		}
 		l.ctr.Inc(CtrRxFrames)
 		l.ctr.Add(CtrRxBytes, uint64(n))
+		if pk.verified {
+			if vr, ok := to.recv.(VerifiedReceiver); ok {
+				vr.ReceiveVerifiedFrame(now, pk.buf)
+				continue
+			}
+		}
 		to.recv.ReceiveFrame(now, pk.buf)
 	}
 }

@@ -155,11 +155,21 @@ func ParseWireSpec(s string) (WireSpec, error) {
 
 // OpenReal opens the transport a spec names.
 func OpenReal(spec WireSpec) (RealTransport, error) {
+	// On failure the transport is a nil interface, never a typed nil
+	// pointer that a caller's "if tr != nil { tr.Close() }" would call.
 	switch spec.Kind {
 	case "udp":
-		return OpenUDP(spec.Listen, spec.Peer)
+		u, err := OpenUDP(spec.Listen, spec.Peer)
+		if err != nil {
+			return nil, err
+		}
+		return u, nil
 	case "tap":
-		return OpenTAP(spec.Name)
+		t, err := OpenTAP(spec.Name)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
 	}
 	return nil, fmt.Errorf("wire: %w: unknown kind %q", ErrBadWireSpec, spec.Kind)
 }

@@ -140,4 +140,7 @@ func TestUDPOpenErrors(t *testing.T) {
 	require.Error(t, err, "address in use")
 	_, err = wire.OpenReal(wire.WireSpec{Kind: "carrier-pigeon"})
 	require.ErrorIs(t, err, wire.ErrBadWireSpec)
+	tr, err := wire.OpenReal(wire.WireSpec{Kind: "udp", Listen: a.LocalAddr(), Peer: netip.AddrPortFrom(lo, 9)})
+	require.Error(t, err, "address in use")
+	require.True(t, tr == nil, "a failed OpenReal is a nil interface, not a typed nil (%#v)", tr)
 }

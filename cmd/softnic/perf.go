@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/provider"
 )
 
 func init() {
@@ -318,7 +318,7 @@ func (o *perfOpts) resolve() error {
 		return fmt.Errorf("-I %d out of range 0..912", o.inline)
 	case o.cqMod < 1 || o.cqMod > 16384:
 		return fmt.Errorf("--cq-mod %d out of range 1..16384", o.cqMod)
-	case o.mtu != 0 && mlx5.MTUFromBytes(o.mtu) == 0:
+	case o.mtu != 0 && provider.MTUFromBytes(o.mtu) == 0:
 		return fmt.Errorf("-m %d is not one of 256, 512, 1024, 2048, 4096", o.mtu)
 	case o.duration < 0 || o.duration > 3600:
 		return fmt.Errorf("-D %d out of range 0..3600 seconds", o.duration)

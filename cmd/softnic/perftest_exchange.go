@@ -30,7 +30,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/provider"
 )
 
 // Message sizes: the keys with a GID (RoCE) and without (IB LIDs), the
@@ -171,7 +171,7 @@ func parsePTVersion(b []byte) (float64, error) {
 
 // ibvMTU is the ibv_mtu enum of an MTU in bytes (256 -> 1 ... 4096 -> 5).
 // 0 for any other size. mlx5's MTU codes are the same enum.
-func ibvMTU(bytes int) int { return int(mlx5.MTUFromBytes(bytes)) }
+func ibvMTU(bytes int) int { return int(provider.MTUFromBytes(bytes)) }
 
 // ptReport is perftest's bw_report_data as the report exchange carries it.
 type ptReport struct {

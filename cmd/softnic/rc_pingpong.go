@@ -9,12 +9,12 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/wallclock"
 )
@@ -80,11 +80,15 @@ func readServerReply(c net.Conn, timeout time.Duration) ([]byte, error) {
 const rcPingpongHelp = `usage:
   softnic rc_pingpong --wire SPEC --ip A.B.C.D [flags]           start a server and wait for connection
   softnic rc_pingpong --wire SPEC --ip A.B.C.D [flags] <host>    connect to server at <host>
+  softnic rc_pingpong -d softnicN --socket PATH [flags] [<host>]  the same on a device of softnic serve
 
 The flags and the TCP handshake of rdma-core's ibv_rc_pingpong (port 18515),
 so that ibv_rc_pingpong on another RoCE stack is a peer in either role; run
 both sides with -g 1 (RoCEv2 needs GIDs). The handshake runs over the host's
-TCP/IP; the RDMA traffic over --wire.
+TCP/IP; the RDMA traffic over --wire, or, with --socket (default
+$SOFTNIC_SOCKET when there is no --wire), between the devices of a softnic
+serve daemon: -d names the device this process attaches to (softnic0 and
+softnic1 are cabled back to back).
 
 Flags:
 `
@@ -105,6 +109,7 @@ type ppOpts struct {
 	ts      bool
 	timeout time.Duration
 	host    string
+	socket  string // daemon mode: the softnic serve socket
 }
 
 // parsePingpongArgs parses flags and at most one host argument, which may
@@ -118,8 +123,9 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 	both := func(short, long string, f func(name string)) { f(short); f(long) }
 	both("p", "port", func(n string) { intVar(fs, &o.port, n, 18515, "listen on/connect to port `port`") })
 	both("d", "ib-dev", func(n string) {
-		fs.StringVar(&o.ibDev, n, "", "IB device: a kernel device (rxe0, mlx5_0) through /dev/infiniband, else the emulated NIC on --wire")
+		fs.StringVar(&o.ibDev, n, "", "IB device: a kernel device (rxe0, mlx5_0) through /dev/infiniband; with --socket the daemon's device to attach to (default softnic0); ignored with --wire")
 	})
+	fs.StringVar(&o.socket, "socket", "", "attach to a device of the softnic serve daemon listening on this unix socket (default $"+provider.SocketEnv+" when there is no --wire)")
 	both("i", "ib-port", func(n string) { intVar(fs, &o.ibPort, n, 1, "port of the IB device (only 1)") })
 	both("s", "size", func(n string) { intVar(fs, &o.size, n, 4096, "size of message to exchange") })
 	both("m", "mtu", func(n string) { intVar(fs, &o.mtu, n, 1024, "path MTU") })
@@ -149,13 +155,16 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 		o.host = fs.Arg(0)
 		args = fs.Args()[1:]
 	}
+	if o.socket == "" && o.net.wire == "" {
+		o.socket = os.Getenv(provider.SocketEnv)
+	}
 	return o, nil
 }
 
 func (o *ppOpts) validate() error {
 	switch {
 	case o.events:
-		return errors.New("-e (sleep on CQ events) is not supported: softnic has no completion channel yet")
+		return errors.New("-e (sleep on CQ events) is not supported by softnic rc_pingpong yet: it polls")
 	case o.odp:
 		return errors.New("-o (on demand paging) is not supported")
 	case o.ts:
@@ -166,7 +175,7 @@ func (o *ppOpts) validate() error {
 		return fmt.Errorf("-i %d: the emulated NIC has port 1 only", o.ibPort)
 	case o.size <= 0 || o.size > 1<<30:
 		return fmt.Errorf("-s %d out of range 1..1 GiB", o.size)
-	case mlx5.MTUFromBytes(o.mtu) == 0:
+	case provider.MTUFromBytes(o.mtu) == 0:
 		return fmt.Errorf("-m %d is not one of 256, 512, 1024, 2048, 4096", o.mtu)
 	case o.rxDepth < 1 || o.rxDepth > 16384:
 		return fmt.Errorf("-r %d out of range 1..16384", o.rxDepth)
@@ -176,6 +185,10 @@ func (o *ppOpts) validate() error {
 		return fmt.Errorf("can't read sgid of index %d (softnic's GID table: 0 and 1, the IPv4-mapped GID)", o.gidIdx)
 	case o.timeout <= 0:
 		return fmt.Errorf("--timeout %v must be positive", o.timeout)
+	case o.socket != "" && o.net.wire != "":
+		return errors.New("--socket and --wire exclude each other: a daemon's device is cabled by the daemon")
+	case o.socket != "" && (o.net.ip != "" || o.net.mac != "" || len(o.net.neigh) > 0 || o.net.pcap != "" || o.net.faults != "" || o.net.check || o.net.profile != ""):
+		return errors.New("--ip, --mac, --neigh, --pcap, --faults, --check and --profile describe a NIC on a wire: with --socket the daemon owns the device (softnic serve --profile)")
 	}
 	return nil
 }
@@ -247,7 +260,7 @@ func (d ppDest) String(label string) string {
 // pingpong is the state of one run (struct pingpong_context).
 type pingpong struct {
 	o       ppOpts
-	rt      ppNet
+	rt      ppRuntime
 	pd      *provider.PD
 	cq      *provider.CQ
 	qp      *provider.QP
@@ -257,8 +270,45 @@ type pingpong struct {
 	pending int
 }
 
+// ppRuntime is what the ping-pong needs of the world its NIC lives in: a
+// NIC on a real wire paced against the wall clock (*wallclock.Net), or a
+// device of the softnic serve daemon (daemonRT).
+type ppRuntime interface {
+	Context() *provider.Context
+	GID() [16]byte
+	// Sync brings virtual time up to the wall clock before a post.
+	Sync()
+	PollCQ(cq *provider.CQ, wcs []provider.WC, timeout time.Duration, what func() string) (int, error)
+	// Resolve is the peer's MAC for its IPv4 address (ARP on a wire).
+	Resolve(ip netip.Addr) ([6]byte, error)
+	// Idle waits d while the NIC keeps working (answers ARP on a wire).
+	Idle(d time.Duration)
+	CounterLine() string
+	Close()
+}
+
+var _ ppRuntime = (*wallclock.Net)(nil)
+
+func openPPRuntime(o ppOpts, stderr io.Writer) (ppRuntime, error) {
+	if kernelDevice(o.ibDev) && o.net.wire == "" {
+		// rxe0, mlx5_0: a kernel device, through /dev/infiniband.
+		if o.socket != "" {
+			return nil, fmt.Errorf("-d %s is a kernel device; --socket attaches to a softnic serve device (softnic<n>)", o.ibDev)
+		}
+		return openKernelNet(o.ibDev, o.gidIdx, o.size+(1<<20))
+	}
+	if o.socket == "" {
+		return openRealNet(o.net, o.size+(1<<20), stderr)
+	}
+	name := o.ibDev
+	if name == "" {
+		name = "softnic0"
+	}
+	return openDaemonRT(name, o.socket, o.size+(1<<20))
+}
+
 func doRCPingpong(o ppOpts, stdout, stderr io.Writer) error {
-	rt, err := openPingpongNet(o, stderr)
+	rt, err := openPPRuntime(o, stderr)
 	if err != nil {
 		return err
 	}
@@ -406,21 +456,23 @@ func bg[T any](f func() (T, error)) <-chan ioResult[T] {
 	return ch
 }
 
-func awaitIO[T any](n ppNet, ch <-chan ioResult[T], timeout time.Duration, what string) (T, error) {
-	var rt *wallclock.Net
-	switch w := n.(type) {
-	case *wallclock.Net:
-		rt = w
-	case wallNet:
-		rt = w.Net
-	default:
-		return awaitPlain(ch, timeout, what)
+// awaitIO waits for ch while the runtime keeps the NIC working (ARP from a
+// peer in modify_qp(RTR) arrives while we block on TCP), for at most
+// timeout; it then fails with wallclock.ErrTimeout.
+func awaitIO[T any](rt ppRuntime, ch <-chan ioResult[T], timeout time.Duration, what string) (T, error) {
+	start := time.Now()
+	for {
+		select {
+		case r := <-ch:
+			return r.v, r.err
+		default:
+		}
+		if time.Since(start) >= timeout {
+			var zero T
+			return zero, fmt.Errorf("%w after %v waiting for %s", wallclock.ErrTimeout, timeout, what)
+		}
+		rt.Idle(wallclock.IdleWait)
 	}
-	r, err := wallclock.Await(rt, ch, timeout, what)
-	if err != nil {
-		return r.v, err
-	}
-	return r.v, r.err
 }
 
 // readMsg reads exactly n bytes from c with a deadline.

@@ -13,31 +13,6 @@ import (
 	"github.com/softnic/softnic/wallclock"
 )
 
-// ppNet is what rc_pingpong needs of its device: the emulated NIC on a
-// real wire (wallclock.Net), or a kernel device (kernelNet), chosen by
-// the device name (-d).
-type ppNet interface {
-	Context() *provider.Context
-	GID() [16]byte
-	Resolve(ip netip.Addr) ([6]byte, error)
-	Sync()
-	Idle(d time.Duration)
-	PollCQ(cq *provider.CQ, wcs []provider.WC, timeout time.Duration, what func() string) (int, error)
-	CounterLine() string
-	Close()
-}
-
-var _ ppNet = (*wallclock.Net)(nil)
-
-// openPingpongNet opens -d's device: a kernel one (rxe0, mlx5_0) through
-// /dev/infiniband, else the emulated NIC on --wire.
-func openPingpongNet(o ppOpts, stderr io.Writer) (ppNet, error) {
-	if kernelDevice(o.ibDev) {
-		return openKernelNet(o.ibDev, o.gidIdx, o.size+(1<<20))
-	}
-	return openRealNet(o.net, o.size+(1<<20), stderr)
-}
-
 // kernelNet is a kernel RDMA device for rc_pingpong: the kernel resolves
 // the peer's MAC inside modify_qp, and nothing needs driving while the
 // program waits.
@@ -109,28 +84,11 @@ func (k *kernelNet) CounterLine() string {
 	return strings.Join(parts, " ")
 }
 
-// await is awaitIO's wait on a kernel device: nothing to pump.
-func awaitPlain[T any](ch <-chan ioResult[T], timeout time.Duration, what string) (T, error) {
-	var tc <-chan time.Time
-	if timeout > 0 {
-		tm := time.NewTimer(timeout)
-		defer tm.Stop()
-		tc = tm.C
-	}
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-tc:
-		var zero T
-		return zero, fmt.Errorf("%w after %v waiting for %s", wallclock.ErrTimeout, timeout, what)
-	}
-}
-
 // perfNet is what softnic perf's real-network mode needs beyond
 // rc_pingpong's: the scheduler's wait, the port's active MTU and a name
 // for the report.
 type perfNet interface {
-	ppNet
+	ppRuntime
 	Advance() error
 	ActiveMTU() int
 	ProfileName() string
@@ -142,8 +100,8 @@ type wallNet struct{ *wallclock.Net }
 func (w wallNet) ActiveMTU() int      { return w.Device().Spec().Caps.ActiveMTU }
 func (w wallNet) ProfileName() string { return w.Profile().Name }
 
-// openPerfNet is openPingpongNet for softnic perf (-d chooses the
-// backend the same way).
+// openPerfNet opens softnic perf's device: -d chooses the backend as for
+// rc_pingpong (openPPRuntime).
 func openPerfNet(o perfOpts, mem int, stderr io.Writer) (perfNet, error) {
 	if kernelDevice(o.dev) {
 		return openKernelNet(o.dev, o.gidIdx, mem)

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/wallclock"
 )
@@ -325,7 +324,7 @@ func (o *rdmaOpts) validate() error {
 		return err
 	}
 	switch {
-	case mlx5.MTUFromBytes(o.mtu) == 0:
+	case provider.MTUFromBytes(o.mtu) == 0:
 		return fmt.Errorf("--mtu %d is not one of 256, 512, 1024, 2048, 4096", o.mtu)
 	case o.mrSize < 8192 || o.mrSize > 1<<30:
 		return fmt.Errorf("--mr-size %d out of range 8192..1 GiB", o.mrSize)

@@ -1,0 +1,234 @@
+package pcie
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/softnic/softnic/sim"
+)
+
+// reserveSearch is lane.reserve without its fast path: the bisection and
+// the scan for the earliest gap, for TestReserveFastPathMatchesSearch.
+func (l *lane) reserveSearch(ready sim.Time, d sim.Duration) sim.Time {
+	t := ready
+	i, hi := 0, l.n
+	for i < hi {
+		m := int(uint(i+hi) >> 1)
+		if l.iv[m].e <= t {
+			i = m + 1
+		} else {
+			hi = m
+		}
+	}
+	for ; i < l.n; i++ {
+		if l.iv[i].e <= t {
+			continue
+		}
+		if l.iv[i].s >= t.Add(d) {
+			break
+		}
+		t = l.iv[i].e
+	}
+	end := t.Add(d)
+	switch {
+	case i > 0 && l.iv[i-1].e == t && i < l.n && l.iv[i].s == end:
+		l.iv[i-1].e = l.iv[i].e
+		copy(l.iv[i:], l.iv[i+1:l.n])
+		l.n--
+	case i > 0 && l.iv[i-1].e == t:
+		l.iv[i-1].e = end
+	case i < l.n && l.iv[i].s == end:
+		l.iv[i].s = t
+	default:
+		copy(l.iv[i+1:l.n+1], l.iv[i:l.n])
+		l.iv[i] = span{t, end}
+		l.n++
+		if l.n > maxSpans {
+			l.mergeClosest()
+		}
+	}
+	return t
+}
+
+// The fast path of reserve (trains booked after the last interval) books
+// exactly what the general search books, in any order of bookings.
+func TestReserveFastPathMatchesSearch(t *testing.T) {
+	for _, spread := range []uint64{50, 2_000, 1_000_000} {
+		var a, b lane
+		seed := spread
+		next := func() uint64 { seed = seed*6364136223846793005 + 1442695040888963407; return seed >> 33 }
+		base := sim.Time(0)
+		for i := 0; i < 20000; i++ {
+			base += sim.Time(next() % 40)
+			ready := base + sim.Time(next()%spread)
+			if next()%5 == 0 && ready > 1000 {
+				ready -= 1000
+			}
+			if k := next() % 8; k < 2 && a.n > 0 { // right at an interval's end or start
+				ready = a.iv[a.n-1].e
+				if k == 1 {
+					ready = a.iv[a.n-1].s
+				}
+			}
+			d := sim.Duration(next() % 300) // 0 too: the fast path leaves it to the search
+			if i%9 == 0 {
+				a.prune(base)
+				b.prune(base)
+			}
+			require.Equal(t, b.reserveSearch(ready, d), a.reserve(ready, d), "booking %d", i)
+			require.Equal(t, b, a, "booking %d", i)
+		}
+	}
+}
+
+// deviceWriteLoop is DeviceWrite TLP by TLP, as it was before the train
+// arithmetic, for TestDeviceWriteTrainMatchesLoop.
+func (l *Link) deviceWriteLoop(at sim.Time, addr uint64, n int) (done sim.Time, s Stats) {
+	l.up.prune(at)
+	done = at
+	total, k := max(n, 0), 0
+	for n > 0 {
+		c := chunk(addr, n, l.spec.MPS)
+		done = max(done, l.sendPosted(&l.up, &l.lastUpMWr, at, c, l.spec.HdrMWr))
+		k++
+		addr += uint64(c)
+		n -= c
+	}
+	count(&l.devMWr, &s, k, 0, 0, total, total+k*l.spec.HdrMWr)
+	return done, s
+}
+
+// DeviceWrite's arithmetic for the TLPs after the one that ends the lane's
+// calendar gives the times, counts and calendar of the TLP-by-TLP loop,
+// mixed with reads and MMIO writes, for several MPS.
+func TestDeviceWriteTrainMatchesLoop(t *testing.T) {
+	for _, spec := range []Spec{Gen3x8(), Gen3x8().WithMPS(128), Gen3x8().WithMPS(512).WithMRRS(4096)} {
+		a, b := NewLink(spec), NewLink(spec)
+		seed := uint64(spec.MPS)
+		next := func() uint64 { seed = seed*6364136223846793005 + 1442695040888963407; return seed >> 33 }
+		now := sim.Time(0)
+		for i := 0; i < 5000; i++ {
+			now += sim.Time(next() % 3000)
+			at := now + sim.Time(next()%2000)
+			addr := next() % (1 << 20)
+			n := int(next() % 9000)
+			if next()%4 == 0 {
+				n = int(next() % 300)
+			}
+			switch next() % 4 {
+			case 0:
+				d1, s1 := a.DeviceRead(at, addr, n)
+				d2, s2 := b.DeviceRead(at, addr, n)
+				require.Equal(t, d2, d1)
+				require.Equal(t, s2, s1)
+			case 1:
+				d1, s1 := a.HostWrite(at, addr&^63, 64)
+				d2, s2 := b.HostWrite(at, addr&^63, 64)
+				require.Equal(t, d2, d1)
+				require.Equal(t, s2, s1)
+			default:
+				d1, s1 := a.DeviceWrite(at, addr, n)
+				d2, s2 := b.deviceWriteLoop(at, addr, n)
+				require.Equal(t, d2, d1, "write %d: %d B at %#x", i, n, addr)
+				require.Equal(t, s2, s1)
+			}
+			require.Equal(t, *b, *a, "op %d", i)
+		}
+	}
+}
+
+// deviceReadLoop is DeviceRead TLP by TLP through send, as it was before
+// the request train, for TestDeviceReadTrainMatchesLoop.
+func (l *Link) deviceReadLoop(at sim.Time, addr uint64, n int) (done sim.Time, s Stats) {
+	l.up.prune(at)
+	l.down.prune(at)
+	sp := &l.spec
+	done = at
+	total, nreq, ncpl := max(n, 0), 0, 0
+	var cursor sim.Time
+	lastLine := uint64(0)
+	charged := false
+	for n > 0 {
+		req := chunk(addr, n, sp.MRRS)
+		arrive := l.send(&l.up, at, 0, sp.HdrMRd)
+		nreq++
+		ready := max(cursor, arrive.Add(sp.HostReadLatency))
+		for a, r := addr, req; r > 0; {
+			var c int
+			if sp.RCBChunks {
+				c = chunk(a, r, sp.RCB)
+			} else {
+				c = min(r, sp.MPS-int(a&uint64(sp.RCB-1)))
+			}
+			first, last := a/cacheLine, (a+uint64(c)-1)/cacheLine
+			if charged && first <= lastLine {
+				first = lastLine + 1
+			}
+			if last >= first {
+				ready = ready.Add(sim.Duration(last-first+1) * sp.HostReadPerLine)
+				lastLine, charged = last, true
+			}
+			done = max(done, l.send(&l.down, ready, c, sp.HdrCplD))
+			ncpl++
+			a += uint64(c)
+			r -= c
+		}
+		cursor = ready
+		addr += uint64(req)
+		n -= req
+	}
+	count(&l.mrdUp, &s, 0, nreq, 0, 0, nreq*sp.HdrMRd)
+	count(&l.cplDown, &s, 0, 0, ncpl, total, total+ncpl*sp.HdrCplD)
+	return done, s
+}
+
+// DeviceRead's request train and cached completion times give what the
+// TLP-by-TLP loop gives, mixed with writes and MMIO writes.
+func TestDeviceReadTrainMatchesLoop(t *testing.T) {
+	slow := Gen3x8()
+	slow.HostReadPerLine = 20 * sim.Nanosecond // the host, not the link, paces completions
+	edge := Gen3x8().WithMRRS(4096)
+	edge.HostReadPerLine = edge.TLPRate().Serialize(edge.MPS+edge.HdrCplD) / sim.Duration(edge.MPS/cacheLine) // just as fast
+	specs := []Spec{Gen3x8(), Gen3x8().WithMPS(128), Gen3x8().WithMRRS(128), Gen3x8().WithRCB(64, true),
+		Gen3x8().WithMRRS(4096), Gen3x8().WithMPS(512).WithRCB(128, false), slow, edge}
+	dF := NewLink(edge).serCplFull // around the host just as fast as the link, to the picosecond
+	for k := -2; k <= 2; k++ {
+		s := edge
+		s.HostReadPerLine = dF/sim.Duration(edge.MPS/cacheLine) + sim.Duration(k)
+		specs = append(specs, s)
+	}
+	for _, spec := range specs {
+		a, b := NewLink(spec), NewLink(spec)
+		seed := uint64(spec.MPS + spec.MRRS + int(spec.HostReadPerLine))
+		next := func() uint64 { seed = seed*6364136223846793005 + 1442695040888963407; return seed >> 33 }
+		now := sim.Time(0)
+		for i := 0; i < 5000; i++ {
+			now += sim.Time(next() % 3000)
+			at := now + sim.Time(next()%2000)
+			addr := next() % (1 << 20)
+			n := int(next() % 9000)
+			if next()%4 == 0 {
+				n = int(next() % 300)
+			}
+			switch next() % 4 {
+			case 0:
+				d1, s1 := a.DeviceWrite(at, addr, n)
+				d2, s2 := b.DeviceWrite(at, addr, n)
+				require.Equal(t, d2, d1)
+				require.Equal(t, s2, s1)
+			case 1:
+				d1, s1 := a.HostWrite(at, addr&^63, 64)
+				d2, s2 := b.HostWrite(at, addr&^63, 64)
+				require.Equal(t, d2, d1)
+				require.Equal(t, s2, s1)
+			default:
+				d1, s1 := a.DeviceRead(at, addr, n)
+				d2, s2 := b.deviceReadLoop(at, addr, n)
+				require.Equal(t, d2, d1, "read %d: %d B at %#x", i, n, addr)
+				require.Equal(t, s2, s1)
+			}
+			require.Equal(t, *b, *a, "op %d", i)
+		}
+	}
+}
