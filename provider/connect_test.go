@@ -125,7 +125,7 @@ func TestConnectFromInit(t *testing.T) {
 }
 
 func ExampleQP_Connect() {
-	w, _ := testbed.New(testbed.DefaultConfig())
+	w := newWorld()
 	defer w.Close()
 	var qps [2]*provider.QP
 	for i, h := range w.Hosts {
@@ -137,7 +137,7 @@ func ExampleQP_Connect() {
 	for i, qp := range qps {
 		// What the out-of-band exchange carries: the peer's QPN, PSN, GID;
 		// and the MAC of its GID's next hop.
-		id := w.Hosts[1-i].Dev.Identity()
+		id := w.Hosts[1-i].ID
 		a := provider.DefaultConnectAttr()
 		a.Peer = provider.Peer{QPN: qps[1-i].QPN(), PSN: 0x2000, GID: id.IP.As16(), MAC: id.MAC}
 		a.PSN = 0x2000

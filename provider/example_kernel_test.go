@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/testbed"
 )
 
 // A kernel device (rxe0, mlx5_0) is opened by name; one that is not there
@@ -27,10 +28,18 @@ func ExampleOpenDevice() {
 	// false true
 }
 
-// Ready says whether Poll would find a completion, without taking it.
+// Ready says whether Poll would find a completion, without taking it
+// (on emulated NICs, whose time stands still until Settle runs them).
 func ExampleCQ_Ready() {
-	w, eps := world()
+	w, err := testbed.New(testbed.DefaultConfig())
+	if err != nil {
+		panic(err)
+	}
 	defer w.Close()
+	eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 1024})
+	if err != nil {
+		panic(err)
+	}
 	a, b := eps[0], eps[1]
 	_, _ = b.QP.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{b.MR.SGE(0, 64)}}})
 	_, _ = a.QP.PostSend([]provider.SendWR{{WRID: 2, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{a.MR.SGE(0, 64)}}})

@@ -119,10 +119,7 @@ func ExamplePD_CreateSRQ() {
 }
 
 func ExampleSRQ_PostRecv() {
-	w, err := testbed.New(testbed.DefaultConfig())
-	if err != nil {
-		panic(err)
-	}
+	w := newWorld()
 	defer w.Close()
 	// Host 1: a UD QP that takes its receive buffers from an SRQ.
 	ctx1 := w.Hosts[1].Ctx
@@ -143,7 +140,9 @@ func ExampleSRQ_PostRecv() {
 	ctx0 := w.Hosts[0].Ctx
 	pd0, _ := ctx0.AllocPD()
 	src := newUDEnd(ctx0, pd0, nil)
-	ah, err := pd0.CreateAH(provider.AHAttr{DGID: testbed.IPs[1].As16(), DMAC: testbed.MACs[1], Port: 1, SGIDIndex: 1, HopLimit: 64})
+	// The destination's GID; its MAC (zero for a kernel device, which
+	// resolves it itself).
+	ah, err := pd0.CreateAH(provider.AHAttr{DGID: w.Hosts[1].ID.IP.As16(), DMAC: w.Hosts[1].ID.MAC, Port: 1, SGIDIndex: 1, HopLimit: 64})
 	if err != nil {
 		panic(err)
 	}
@@ -153,16 +152,16 @@ func ExampleSRQ_PostRecv() {
 	if err != nil {
 		panic(err)
 	}
-	wcs, err := testbed.Wait(dst.cq, 1)
+	wcs, err := waitWC(dst.cq, 1)
 	if err != nil {
 		panic(err)
 	}
 	wc := wcs[0]
-	fmt.Println(wc.WRID, wc.Status, wc.Opcode, wc.ByteLen, wc.SrcQP == src.qp.QPN(), wc.Flags, wc.NetworkHdr)
+	fmt.Println(wc.WRID, wc.Status, wc.Opcode, wc.ByteLen, wc.SrcQP == src.qp.QPN(), wc.Flags)
 	fmt.Printf("%q\n", dst.buf.Bytes[40:44])
 	fmt.Println(srq.Outstanding())
 	// Output:
-	// 10 SUCCESS RECV 44 true GRH IPV4
+	// 10 SUCCESS RECV 44 true GRH
 	// "ping"
 	// 1
 }

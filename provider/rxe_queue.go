@@ -66,6 +66,9 @@ func (q *rxeQueue) slot(i uint32) []byte {
 	return q.mem[off : off+1<<q.shift]
 }
 
+// count is the number of elements between the consumer and the producer.
+func (q *rxeQueue) count() uint32 { return (q.producer() - q.consumer()) & q.mask }
+
 // full: one more element would make the producer meet the consumer.
 func (q *rxeQueue) full() bool { return (q.producer()+1)&q.mask == q.consumer() }
 

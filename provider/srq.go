@@ -153,8 +153,14 @@ func (s *SRQ) MaxWR() int { return int(s.cnt) - 1 }
 // MaxSGE is the number of scatter entries a receive may have.
 func (s *SRQ) MaxSGE() int { return s.maxGS }
 
-// Outstanding is the number of receives posted and not yet completed.
-func (s *SRQ) Outstanding() int { return s.busy }
+// Outstanding is the number of receives posted and not yet completed (on
+// a kernel rxe SRQ: not yet taken by the kernel from the ring).
+func (s *SRQ) Outstanding() int {
+	if s.rx != nil {
+		return int(s.rx.count())
+	}
+	return s.busy
+}
 
 // SRQInfo locates an SRQ's ring and doorbell record and shows its free
 // list ends (for traces and tests).

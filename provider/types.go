@@ -302,7 +302,8 @@ type WC struct {
 	SL uint8
 	// NetworkHdr is the network header a receive arrived with
 	// (ib_wc.network_hdr_type as mlx5_ib sets it from flags_rqpn[25:24]);
-	// NetHdrNone for send and error completions.
+	// NetHdrNone for send and error completions, and on a kernel rxe
+	// device, whose completion (struct ib_uverbs_wc) does not carry it.
 	NetworkHdr NetworkHdr
 }
 

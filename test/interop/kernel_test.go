@@ -79,6 +79,10 @@ func withFiles(img guestImage, dir string, bins []guestBin) (guestImage, error) 
 	return img, os.WriteFile(img.initrd, joined, 0o644)
 }
 
+// portableExamples is how many of the provider's Examples run on a
+// kernel device (provider/example_world_test.go: newWorld).
+const portableExamples = 13
+
 // TestKernelBackend boots the guest with the provider's conformance suite
 // (test/conformance, statically linked) and runs it there on both
 // backends: the emulated NIC and the kernel's rxe0 through
@@ -96,7 +100,10 @@ func TestKernelBackend(t *testing.T) {
 	require.NoError(t, err)
 	sn, err := buildStatic(ctx, dir, "github.com/softnic/softnic/cmd/softnic", "softnic", false)
 	require.NoError(t, err)
-	img, err = withFiles(img, dir, []guestBin{{conf, "/usr/bin/conformance.test"}, {sn, "/usr/bin/softnic"}})
+	// The provider's own test binary: its Examples, on rxe0 this time.
+	ptest, err := buildStatic(ctx, dir, "github.com/softnic/softnic/provider", "provider.test", true)
+	require.NoError(t, err)
+	img, err = withFiles(img, dir, []guestBin{{conf, "/usr/bin/conformance.test"}, {sn, "/usr/bin/softnic"}, {ptest, "/usr/bin/provider.test"}})
 	require.NoError(t, err)
 	t1 := time.Now()
 	g, err := bootGuest(img, guestOptions{img: img, neigh: true}, 120*time.Second)
@@ -117,6 +124,25 @@ func TestKernelBackend(t *testing.T) {
 	t.Logf("conformance (guest, kernel %s):\n%s", img.kernelVersion, table)
 	require.Zero(t, code, "conformance suite in the guest:\n%s", out)
 	require.Contains(t, table, "kernel-rxe0", "the kernel backend ran:\n%s", out)
+
+	t.Run("examples", func(t *testing.T) {
+		// The provider's Examples with SOFTNIC_EXAMPLE_DEVICE=rxe0: the
+		// portable ones open two contexts on rxe0 and print exactly what
+		// they print on the emulator (each says so on stderr); the others
+		// show mlx5 bytes or emulator-only faults and run on the emulator.
+		out, code, err := g.run(5*time.Minute, "SOFTNIC_EXAMPLE_DEVICE=rxe0 /usr/bin/provider.test -test.run '^Example' -test.v -test.count=1 2>&1")
+		require.NoError(t, err)
+		require.Zero(t, code, "the provider's Examples on rxe0:\n%s", out)
+		var ran []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "--- PASS: Example") {
+				ran = append(ran, strings.Fields(l)[2])
+			}
+		}
+		onRXE := strings.Count(out, "example: on rxe0")
+		t.Logf("%d Examples passed in the guest, %d of them on rxe0: %s", len(ran), onRXE, strings.Join(ran, " "))
+		require.GreaterOrEqual(t, onRXE, portableExamples, out)
+	})
 
 	t.Run("post_send_cost", func(t *testing.T) {
 		// The slow path and the fast path side by side, in the same guest:
