@@ -24,7 +24,7 @@ type CompChannel struct {
 // device delivers no events.
 func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	const op = "create_comp_channel"
-	if c.kern != nil && !c.closed {
+	if c.kev != nil && !c.closed {
 		return c.kernCreateCompChannel()
 	}
 	ev, err := c.events(op)
@@ -106,6 +106,9 @@ func (c *Context) CreateCQEx(a CQInitAttr) (*CQ, error) {
 	}
 	if c.kern != nil {
 		return c.kernCreateCQ(a.Entries, a.Channel)
+	}
+	if c.kev != nil {
+		return c.kevCreateCQ(a)
 	}
 	cq, err := c.CreateCQ(a.Entries)
 	if err != nil || a.Channel == nil {

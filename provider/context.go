@@ -47,7 +47,8 @@ type Context struct {
 
 	ev *ctxEvents // completion channels and async events (events.go), set up on first use
 
-	kern *kernCtx // nil unless the device is a kernel one (kernel.go, OpenKernel)
+	kern *kernCtx    // nil unless the device is a kernel rxe one (kernel.go, OpenKernel)
+	kev  *kernEvents // a kernel device's events (rxe or mlx5: kernel_events.go); nil otherwise
 }
 
 // Open issues GET_CONTEXT and QUERY_DEVICE and checks that the device's

@@ -67,6 +67,7 @@ func (c *Context) CreateCQ(entries int) (*CQ, error) {
 	}
 	cq := &CQ{ctx: c, cqn: r.CQN, nent: uint32(nent), ring: ring, ringAddr: ringAddr, dbr: mlx5.DBRec(dbr), dbrAddr: dbrAddr}
 	c.cqs[r.CQN] = cq
+	c.kevAdd('c', r.CQN, cq)
 	return cq, nil
 }
 
@@ -126,9 +127,11 @@ func (cq *CQ) Destroy() error {
 	if cq.refs > 0 {
 		return opErr("destroy_cq", 0, detail(ErrBusy, "cq %#x is used by %d QPs", cq.cqn, cq.refs))
 	}
+	uh := cq.ctx.kevHandle('c', cq.cqn)
 	if err := cq.ctx.ctl.DestroyCQ(cq.cqn); err != nil {
 		return opErr("destroy_cq", 0, err)
 	}
+	cq.ctx.kevDel(uh)
 	cq.dead = true
 	delete(cq.ctx.cqs, cq.cqn)
 	_ = cq.ctx.mem.Free(cq.dbrAddr)

@@ -74,8 +74,8 @@ func (ev *ctxEvents) notify(ch uint32) {
 
 // closeEvents closes every channel and the async pipe (Context.Close).
 func (c *Context) closeEvents(keep func(error)) {
-	if c.kern != nil {
-		for ch := range c.kern.ev.chans {
+	if c.kev != nil {
+		for ch := range c.kev.chans {
 			keep(ch.Destroy())
 		}
 	}
@@ -267,8 +267,8 @@ func eventObject(t mlx5.EventType) string {
 // AsyncFd is a file descriptor that is readable while asynchronous events
 // are pending (the async fd of ibv_context): for poll/epoll only.
 func (c *Context) AsyncFd() (int, error) {
-	if c.kern != nil && !c.closed && c.kern.rxe.async != nil {
-		return c.kern.rxe.async.Fd(), nil
+	if c.kev != nil && !c.closed && c.kev.async != nil {
+		return c.kev.async.Fd(), nil
 	}
 	ev, err := c.events("async_fd")
 	if err != nil {
@@ -298,7 +298,7 @@ func (c *Context) asyncPipe(ev *ctxEvents) error {
 // Each event returned must be acknowledged with AckAsyncEvent.
 func (c *Context) GetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 	const op = "get_async_event"
-	if c.kern != nil && !c.closed {
+	if c.kev != nil && !c.closed {
 		return c.kernGetAsyncEvent(timeout)
 	}
 	ev, err := c.events(op)

@@ -41,7 +41,6 @@ func OpenDevice(name string, o DialOptions) (*Context, error) {
 type kernCtx struct {
 	dev *kverbs.Dev
 	rxe *rxeControl
-	ev  kernEvents
 }
 
 // OpenKernel opens the kernel RDMA device name through
@@ -102,8 +101,8 @@ func OpenKernel(name string, o KernelOptions) (*Context, error) {
 		name: name, ctl: ctl, mem: mem, attr: attr, uctx: uctx,
 		qps: map[uint32]*QP{}, cqs: map[uint32]*CQ{}, pds: map[uint32]*PD{}, mrs: map[uint32]*MR{},
 		srqs: map[uint32]*SRQ{}, ahs: map[*AH]struct{}{},
-		kern: &kernCtx{dev: dev, rxe: ctl, ev: kernEvents{cqs: map[uint64]*CQ{}, qps: map[uint64]*QP{}, srqs: map[uint64]*SRQ{},
-			chans: map[*CompChannel]struct{}{}}},
+		kern: &kernCtx{dev: dev, rxe: ctl},
+		kev:  newKernEvents(ctl.createCompChannel, ctl.async),
 	}
 	c.maxMsg = maxMsgSize(&attr)
 	return c, nil
@@ -138,7 +137,7 @@ func (c *Context) kernCreateCQ(entries int, ch *CompChannel) (*CQ, error) {
 		chFD = int32(ch.kfd.Fd())
 	}
 	r := c.kern.rxe
-	uh := c.kern.handle()
+	uh := c.kev.handle()
 	resp, mi, err := r.createCQ(entries, uh, chFD)
 	if err != nil {
 		return nil, opErr(op, 0, err)
@@ -150,7 +149,7 @@ func (c *Context) kernCreateCQ(entries int, ch *CompChannel) (*CQ, error) {
 	}
 	cq := &CQ{ctx: c, cqn: resp.CQHandle, nent: q.mask + 1, rx: &rxeCQ{q: q, uh: uh}, channel: ch}
 	c.cqs[cq.cqn] = cq
-	c.kern.ev.cqs[uh] = cq
+	c.kev.cqs[uh] = cq
 	return cq, nil
 }
 
@@ -180,7 +179,7 @@ func (cq *CQ) kernDestroy() error {
 	}
 	cq.dead = true
 	delete(cq.ctx.cqs, cq.cqn)
-	delete(cq.ctx.kern.ev.cqs, cq.rx.uh)
+	delete(cq.ctx.kev.cqs, cq.rx.uh)
 	_ = kverbs.Munmap(cq.rx.q.mem)
 	return nil
 }
@@ -224,7 +223,7 @@ func (c *Context) kernCreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		core.MaxRecvWR, core.MaxRecvSGE = 0, 0
 	}
 	r := c.kern.rxe
-	uh := c.kern.handle()
+	uh := c.kev.handle()
 	core.UserHandle = uh
 	resp, mi, err := r.createQP(core)
 	if err != nil {
@@ -260,7 +259,7 @@ func (c *Context) kernCreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	qp := &QP{ctx: c, pd: pd, qpn: resp.QPN, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ,
 		state: QPStateReset, sigAll: attr.SigAll, cap: got, bfOn: false, rx: &rxeQP{sq: sq, rq: rq, db: db, uh: uh}}
 	c.qps[qp.qpn] = qp
-	c.kern.ev.qps[uh] = qp
+	c.kev.qps[uh] = qp
 	pd.refs++
 	attr.SendCQ.refs++
 	attr.RecvCQ.refs++
@@ -277,7 +276,7 @@ func (qp *QP) kernDestroy() error {
 	}
 	qp.dead = true
 	delete(c.qps, qp.qpn)
-	delete(c.kern.ev.qps, qp.rx.uh)
+	delete(c.kev.qps, qp.rx.uh)
 	qp.pd.refs--
 	qp.sendCQ.refs--
 	qp.recvCQ.refs--

@@ -15,30 +15,39 @@ import (
 // AsyncFd return them for poll/epoll, and a wait is a poll(2) with the
 // timeout in wall-clock time (uverbs.md §5.4 "Notification").
 
-// kernEvents is a kernel context's event bookkeeping: objects by the
-// user_handle given to the kernel at creation, which is what its event
-// records carry.
+// kernEvents is a kernel context's event bookkeeping, for rxe and mlx5
+// alike: objects by the user_handle given to the kernel at creation,
+// which is what its event records carry; the channel maker
+// (CREATE_COMP_CHANNEL) and the async fd of GET_CONTEXT.
 type kernEvents struct {
 	nextUH uint64
 	cqs    map[uint64]*CQ
 	qps    map[uint64]*QP
 	srqs   map[uint64]*SRQ
 	chans  map[*CompChannel]struct{}
+
+	newChannel func() (int, error)
+	async      *kverbs.EventFD
 }
 
-func (k *kernCtx) handle() uint64 {
-	k.ev.nextUH++
-	return k.ev.nextUH
+func newKernEvents(newChannel func() (int, error), async *kverbs.EventFD) *kernEvents {
+	return &kernEvents{cqs: map[uint64]*CQ{}, qps: map[uint64]*QP{}, srqs: map[uint64]*SRQ{},
+		chans: map[*CompChannel]struct{}{}, newChannel: newChannel, async: async}
+}
+
+func (k *kernEvents) handle() uint64 {
+	k.nextUH++
+	return k.nextUH
 }
 
 func (c *Context) kernCreateCompChannel() (*CompChannel, error) {
 	const op = "create_comp_channel"
-	fd, err := c.kern.rxe.createCompChannel()
+	fd, err := c.kev.newChannel()
 	if err != nil {
 		return nil, opErr(op, 0, err)
 	}
 	ch := &CompChannel{ctx: c, id: uint32(fd), kfd: kverbs.NewEventFD(fd)}
-	c.kern.ev.chans[ch] = struct{}{}
+	c.kev.chans[ch] = struct{}{}
 	return ch, nil
 }
 
@@ -51,7 +60,7 @@ func (ch *CompChannel) kernDestroy() error {
 		}
 	}
 	ch.dead = true
-	delete(c.kern.ev.chans, ch)
+	delete(c.kev.chans, ch)
 	if err := ch.kfd.Close(); err != nil {
 		return opErr(op, 0, detail(ErrInvalidArg, "%v", err))
 	}
@@ -82,7 +91,7 @@ func (ch *CompChannel) kernGetCQEvent(timeout time.Duration) (*CQ, error) {
 		if err != nil {
 			return nil, kernTimeout(op, err, timeout, "completion event")
 		}
-		cq := c.kern.ev.cqs[uh]
+		cq := c.kev.cqs[uh]
 		if cq == nil || cq.dead || cq.channel != ch {
 			continue // a CQ destroyed meanwhile
 		}
@@ -94,7 +103,7 @@ func (ch *CompChannel) kernGetCQEvent(timeout time.Duration) (*CQ, error) {
 
 func (c *Context) kernGetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 	const op = "get_async_event"
-	fd := c.kern.rxe.async
+	fd := c.kev.async
 	if fd == nil {
 		return AsyncEvent{}, opErr(op, 0, ErrClosed)
 	}
@@ -106,17 +115,17 @@ func (c *Context) kernGetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 		a := AsyncEvent{Type: mlx5.EventType(d.EventType)}
 		switch eventObject(a.Type) {
 		case "cq":
-			if a.CQ = c.kern.ev.cqs[d.Element]; a.CQ == nil || a.CQ.dead {
+			if a.CQ = c.kev.cqs[d.Element]; a.CQ == nil || a.CQ.dead {
 				continue
 			}
 			a.Num = a.CQ.cqn
 		case "qp":
-			if a.QP = c.kern.ev.qps[d.Element]; a.QP == nil || a.QP.dead {
+			if a.QP = c.kev.qps[d.Element]; a.QP == nil || a.QP.dead {
 				continue
 			}
 			a.Num = a.QP.qpn
 		case "srq":
-			if a.SRQ = c.kern.ev.srqs[d.Element]; a.SRQ == nil || a.SRQ.dead {
+			if a.SRQ = c.kev.srqs[d.Element]; a.SRQ == nil || a.SRQ.dead {
 				continue
 			}
 			a.Num = a.SRQ.srqn
@@ -131,23 +140,6 @@ func (c *Context) kernGetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 
 // ---------------------------------------------------------------- commands
 
-// createCompChannel is CREATE_COMP_CHANNEL: the kernel returns an fd.
-func (r *rxeControl) createCompChannel() (int, error) {
-	const cmd = "CREATE_COMP_CHANNEL"
-	b, err := r.write(uverbs.CmdCreateCompChannel, &uverbs.CreateCompChannel{Response: nominalResponse}, nil, uverbs.CreateCompChannelRespSize)
-	if err != nil {
-		return -1, err
-	}
-	var resp uverbs.CreateCompChannelResp
-	if err := decodeResp(cmd, b, &resp, uverbs.CreateCompChannelRespSize); err != nil {
-		return -1, err
-	}
-	if int32(resp.FD) < 0 {
-		return -1, detail(ErrNotSupported, "uverbs %s: fd %d", cmd, int32(resp.FD))
-	}
-	return int(resp.FD), nil
-}
-
 // reqNotify is REQ_NOTIFY_CQ of the CQ whose handle is cqn.
 func (r *rxeControl) reqNotify(cqn uint32, solicitedOnly bool) error {
 	h, err := r.handle("REQ_NOTIFY_CQ", r.cqs, "CQ", cqn)
@@ -160,4 +152,79 @@ func (r *rxeControl) reqNotify(cqn uint32, solicitedOnly bool) error {
 	}
 	_, err = r.write(uverbs.CmdReqNotifyCQ, &req, nil, 0)
 	return err
+}
+
+// ------------------------------------------- the mlx5 kernel backend's part
+
+// kernelHandles is the control of a kernel mlx5 context (UverbsControl
+// with event support): the user_handle of each object, and the completion
+// channel the next CREATE_CQ names.
+type kernelHandles interface {
+	UserHandle(kind byte, num uint32) uint64
+	setCQChannel(fd int32)
+}
+
+func (u *UverbsControl) setCQChannel(fd int32) { u.cqChannel = fd }
+
+// kevHandle is the user_handle of an mlx5 object of a kernel context (0
+// on any other context).
+func (c *Context) kevHandle(kind byte, num uint32) uint64 {
+	if c.kev == nil || c.kern != nil {
+		return 0
+	}
+	if h, ok := c.ctl.(kernelHandles); ok {
+		return h.UserHandle(kind, num)
+	}
+	return 0
+}
+
+// kevAdd files an mlx5 object of a kernel context under its user_handle,
+// so that its events find it (rxe's own objects file themselves).
+func (c *Context) kevAdd(kind byte, num uint32, obj any) {
+	uh := c.kevHandle(kind, num)
+	if uh == 0 {
+		return
+	}
+	switch o := obj.(type) {
+	case *CQ:
+		c.kev.cqs[uh] = o
+	case *QP:
+		c.kev.qps[uh] = o
+	case *SRQ:
+		c.kev.srqs[uh] = o
+	}
+}
+
+// kevDel forgets a destroyed object's user_handle (0: nothing).
+func (c *Context) kevDel(uh uint64) {
+	if uh == 0 {
+		return
+	}
+	delete(c.kev.cqs, uh)
+	delete(c.kev.qps, uh)
+	delete(c.kev.srqs, uh)
+}
+
+// kevCreateCQ is CreateCQEx on a kernel mlx5 context: the channel is the
+// kernel's fd, named in CREATE_CQ itself (the kernel has no later
+// attach); ReqNotify arms the CQ in user space, through the UAR, as on the
+// emulated NIC.
+func (c *Context) kevCreateCQ(a CQInitAttr) (*CQ, error) {
+	h, ok := c.ctl.(kernelHandles)
+	if !ok {
+		return nil, opErr("create_cq", 0, detail(ErrNotSupported, "the device's control names no completion channels"))
+	}
+	if a.Channel != nil {
+		if a.Channel.kfd == nil {
+			return nil, opErr("create_cq", 0, detail(ErrInvalidArg, "completion channel of another kind of device"))
+		}
+		h.setCQChannel(int32(a.Channel.kfd.Fd()))
+	}
+	cq, err := c.CreateCQ(a.Entries)
+	h.setCQChannel(uverbs.NoCompChannel)
+	if err != nil {
+		return nil, err
+	}
+	cq.channel = a.Channel
+	return cq, nil
 }

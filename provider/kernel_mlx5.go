@@ -21,9 +21,10 @@ import (
 // allocated it.
 type mlx5Kernel struct {
 	*UverbsControl
-	dev  *kverbs.Dev
-	mem  *shm.Region
-	mmio *lateUAR
+	dev   *kverbs.Dev
+	mem   *shm.Region
+	mmio  *lateUAR
+	async *kverbs.EventFD // GET_CONTEXT's async-event fd
 }
 
 // lateUAR is the MMIO port of a kernel mlx5 context: the UAR, mapped when
@@ -79,6 +80,10 @@ func (m *mlx5Kernel) GetContext() (mlx5.ContextResp, error) {
 // Close unmaps the UAR, closes the uverbs fd (the kernel destroys what
 // is left) and unmaps the context's memory.
 func (m *mlx5Kernel) Close() error {
+	if m.async != nil {
+		_ = m.async.Close()
+		m.async = nil
+	}
 	if m.mmio.UAR != nil {
 		_ = m.mmio.Unmap()
 		m.mmio.UAR = nil
@@ -104,10 +109,19 @@ func openMLX5(d kverbs.Device, o KernelOptions) (*Context, error) {
 	}
 	m := &mlx5Kernel{UverbsControl: NewUverbsControl(dev), dev: dev, mem: mem, mmio: &lateUAR{}}
 	m.dynUAR = true
+	m.events = true // user handles on CQs, QPs and SRQs; the async fd
 	ctx, err := Open(Device{Name: d.Name, Control: m, MMIO: m.mmio, Mem: mem})
 	if err != nil {
 		_ = m.Close()
 		return nil, err
 	}
+	// Events as the kernel delivers them: completion channels are its fds
+	// (named in CREATE_CQ), CQs are armed in user space through the UAR
+	// (ReqNotify, as on the emulated NIC), asynchronous events come on the
+	// async fd; records name objects by user_handle (kernel_events.go).
+	if m.asyncFD >= 0 {
+		m.async = kverbs.NewEventFD(int(m.asyncFD))
+	}
+	ctx.kev = newKernEvents(m.createCompChannel, m.async)
 	return ctx, nil
 }

@@ -25,7 +25,7 @@ func (pd *PD) kernCreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "srq_limit %d > max_wr %d", attr.SRQLimit, attr.MaxWR))
 	}
 	r := c.kern.rxe
-	uh := c.kern.handle()
+	uh := c.kev.handle()
 	resp, mi, err := r.createSRQ(uverbs.CreateSRQ{UserHandle: uh, PDHandle: pd.pdn, MaxWR: uint32(attr.MaxWR),
 		MaxSGE: uint32(max(attr.MaxSGE, 1)), SRQLimit: attr.SRQLimit})
 	if err != nil {
@@ -39,7 +39,7 @@ func (pd *PD) kernCreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 	s := &SRQ{ctx: c, pd: pd, ctl: r, srqn: resp.SRQHandle, cnt: q.mask + 1, maxGS: int(resp.MaxSGE), rx: q, uh: uh}
 	pd.refs++
 	c.srqs[s.srqn] = s
-	c.kern.ev.srqs[uh] = s
+	c.kev.srqs[uh] = s
 	return s, nil
 }
 
@@ -50,7 +50,7 @@ func (s *SRQ) kernDestroy() error {
 	c := s.ctx
 	s.dead = true
 	delete(c.srqs, s.srqn)
-	delete(c.kern.ev.srqs, s.uh)
+	delete(c.kev.srqs, s.uh)
 	s.pd.refs--
 	_ = kverbs.Munmap(s.rx.mem)
 	return nil

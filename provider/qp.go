@@ -206,6 +206,7 @@ func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		qp.srq.refs++
 	}
 	c.qps[qp.qpn] = qp
+	c.kevAdd('q', qp.qpn, qp)
 	return qp, nil
 }
 
@@ -332,9 +333,11 @@ func (qp *QP) Destroy() error {
 		return qp.kernDestroy()
 	}
 	c := qp.ctx
+	uh := c.kevHandle('q', qp.qpn)
 	if err := c.ctl.DestroyQP(qp.qpn); err != nil {
 		return opErr("destroy_qp", qp.qpn, err)
 	}
+	c.kevDel(uh)
 	qp.recvCQ.clean(qp.qpn, qp.srq)
 	if qp.sendCQ != qp.recvCQ {
 		qp.sendCQ.clean(qp.qpn, qp.srq)

@@ -134,6 +134,7 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 	s.srqn = r.SRQN
 	pd.refs++
 	c.srqs[s.srqn] = s
+	c.kevAdd('s', s.srqn, s)
 	return s, nil
 }
 
@@ -325,10 +326,12 @@ func (s *SRQ) Destroy() error {
 	if s.rx != nil {
 		return s.kernDestroy()
 	}
+	uh := s.ctx.kevHandle('s', s.srqn)
 	if err := s.ctl.DestroySRQ(s.srqn); err != nil {
 		return opErr(op, 0, err)
 	}
 	c := s.ctx
+	c.kevDel(uh)
 	s.dead = true
 	delete(c.srqs, s.srqn)
 	s.pd.refs--

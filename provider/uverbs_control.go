@@ -75,12 +75,69 @@ type UverbsControl struct {
 	dynUAR bool
 
 	pds, mrs, cqs, qps, srqs map[uint32]uverbs.Handle
+
+	// Kernel event support (the mlx5 kernel backend, withEvents): the
+	// user_handle given to each CQ, QP and SRQ, which the kernel's event
+	// records carry, the async fd GET_CONTEXT created, and the completion
+	// channel fd the next CREATE_CQ names.
+	events    bool
+	nextUH    uint64
+	uhs       map[uhKey]uint64
+	asyncFD   int32
+	cqChannel int32
+}
+
+// uhKey names an object for its user_handle: 'c' CQ, 'q' QP, 's' SRQ.
+type uhKey struct {
+	kind byte
+	num  uint32
+}
+
+// userHandle is the next user_handle to give the kernel for object k (0
+// without event support); the object is recorded under it by created.
+func (u *UverbsControl) userHandle() uint64 {
+	if !u.events {
+		return 0
+	}
+	u.nextUH++
+	return u.nextUH
+}
+
+func (u *UverbsControl) created(kind byte, num uint32, uh uint64) {
+	if uh != 0 {
+		u.uhs[uhKey{kind, num}] = uh
+	}
+}
+
+// UserHandle is the user_handle the kernel's events name object num of
+// kind ('c', 'q', 's') by, 0 if none was given.
+func (u *UverbsControl) UserHandle(kind byte, num uint32) uint64 { return u.uhs[uhKey{kind, num}] }
+
+// forget drops an object's user_handle once it is destroyed.
+func (u *UverbsControl) forget(kind byte, num uint32) { delete(u.uhs, uhKey{kind, num}) }
+
+// createCompChannel is CREATE_COMP_CHANNEL: the kernel returns an fd.
+func (u *UverbsControl) createCompChannel() (int, error) {
+	const cmd = "CREATE_COMP_CHANNEL"
+	b, err := u.write(uverbs.CmdCreateCompChannel, &uverbs.CreateCompChannel{Response: nominalResponse}, nil, uverbs.CreateCompChannelRespSize)
+	if err != nil {
+		return -1, err
+	}
+	var resp uverbs.CreateCompChannelResp
+	if err := decodeResp(cmd, b, &resp, uverbs.CreateCompChannelRespSize); err != nil {
+		return -1, err
+	}
+	if int32(resp.FD) < 0 {
+		return -1, detail(ErrNotSupported, "uverbs %s: fd %d", cmd, int32(resp.FD))
+	}
+	return int(resp.FD), nil
 }
 
 // NewUverbsControl returns a control plane that speaks uverbs through t.
 func NewUverbsControl(t Transport) *UverbsControl {
 	return &UverbsControl{t: t, pds: map[uint32]uverbs.Handle{}, mrs: map[uint32]uverbs.Handle{},
-		cqs: map[uint32]uverbs.Handle{}, qps: map[uint32]uverbs.Handle{}, srqs: map[uint32]uverbs.Handle{}}
+		cqs: map[uint32]uverbs.Handle{}, qps: map[uint32]uverbs.Handle{}, srqs: map[uint32]uverbs.Handle{},
+		uhs: map[uhKey]uint64{}, asyncFD: -1, cqChannel: uverbs.NoCompChannel}
 }
 
 var (
@@ -206,6 +263,14 @@ func (u *UverbsControl) GetContext() (mlx5.ContextResp, error) {
 	var r uverbs.MLX5AllocUcontextResp
 	if err := decodeResp(cmd, b[min(len(b), uverbs.GetContextRespSize):], &r, 48); err != nil {
 		return mlx5.ContextResp{}, err
+	}
+	if u.events {
+		// The write form's GET_CONTEXT creates the async-event fd.
+		var core uverbs.GetContextResp
+		if err := decodeResp(cmd, b, &core, uverbs.GetContextRespSize); err != nil {
+			return mlx5.ContextResp{}, err
+		}
+		u.asyncFD = int32(core.AsyncFD)
 	}
 	// The UAR: its outputs go after the copy of the attribute array.
 	const hdr = uverbs.IoctlHdrSize + 5*uverbs.AttrSize
@@ -392,7 +457,9 @@ func (u *UverbsControl) CreateCQ(c mlx5.CreateCQCmd) (mlx5.CreateCQResp, error) 
 	if c.UARIndex > 0xffff || c.CQESize < 0 || c.Entries < 0 {
 		return mlx5.CreateCQResp{}, u.local(cmd, syscall.EINVAL, "UAR %d, cqe size %d, %d entries", c.UARIndex, c.CQESize, c.Entries)
 	}
-	core := uverbs.CreateCQ{Response: nominalResponse, CQE: uint32(c.Entries - 1), CompChannel: uverbs.NoCompChannel}
+	uh := u.userHandle()
+	core := uverbs.CreateCQ{Response: nominalResponse, UserHandle: uh, CQE: uint32(c.Entries - 1), CompChannel: u.cqChannel}
+	u.cqChannel = uverbs.NoCompChannel // the channel names one CREATE_CQ only
 	drv := uverbs.MLX5CreateCQ{BufAddr: c.BufAddr, DBAddr: c.DBAddr, CQESize: uint32(c.CQESize),
 		Flags: uverbs.MLX5CreateCQFlagUARPageIndex, UARPageIndex: uint16(c.UARIndex)}
 	b, err := u.write(uverbs.CmdCreateCQ, &core, &drv, uverbs.CreateCQRespSize+uverbs.MLX5CreateCQRespSize)
@@ -408,14 +475,19 @@ func (u *UverbsControl) CreateCQ(c mlx5.CreateCQCmd) (mlx5.CreateCQResp, error) 
 		return mlx5.CreateCQResp{}, err
 	}
 	u.cqs[d.CQN] = r.CQHandle
+	u.created('c', d.CQN, uh)
 	return mlx5.CreateCQResp{CQN: d.CQN}, nil
 }
 
 // DestroyCQ is DESTROY_CQ.
 func (u *UverbsControl) DestroyCQ(cqn uint32) error {
-	return u.destroy(uverbs.CmdDestroyCQ, u.cqs, "CQ", cqn, uverbs.DestroyCQRespSize, func(h uverbs.Handle) uverbs.Struct {
+	err := u.destroy(uverbs.CmdDestroyCQ, u.cqs, "CQ", cqn, uverbs.DestroyCQRespSize, func(h uverbs.Handle) uverbs.Struct {
 		return &uverbs.DestroyCQ{Response: nominalResponse, CQHandle: h}
 	})
+	if err == nil {
+		u.forget('c', cqn)
+	}
+	return err
 }
 
 // ---------------------------------------------------------------- QP
@@ -447,7 +519,8 @@ func (u *UverbsControl) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) 
 	if c.SQWQECnt < 0 || c.RQWQECnt < 0 || c.RQWQEShift < 0 || c.MaxInline < 0 || c.SQWQECnt > 1<<30 || c.RQWQECnt > 1<<30 || c.RQWQEShift > 31 {
 		return mlx5.CreateQPResp{}, u.local(cmd, syscall.EINVAL, "SQ %d WQEBBs, RQ %d x 2^%d, inline %d", c.SQWQECnt, c.RQWQECnt, c.RQWQEShift, c.MaxInline)
 	}
-	core := uverbs.CreateQP{Response: nominalResponse, PDHandle: pd, SendCQHandle: scq, RecvCQHandle: rcq,
+	uh := u.userHandle()
+	core := uverbs.CreateQP{Response: nominalResponse, UserHandle: uh, PDHandle: pd, SendCQHandle: scq, RecvCQHandle: rcq,
 		MaxRecvWR: uint32(c.RQWQECnt), MaxInlineData: uint32(c.MaxInline), QPType: typ}
 	if c.SigAll {
 		core.SQSigAll = 1
@@ -481,6 +554,7 @@ func (u *UverbsControl) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) 
 		return mlx5.CreateQPResp{}, err
 	}
 	u.qps[r.QPN] = r.QPHandle
+	u.created('q', r.QPN, uh)
 	bfs := uint64(u.uctx.BFRegSize)
 	resp := mlx5.CreateQPResp{QPN: r.QPN, BFRegIndex: int(d.BFRegIndex),
 		BFRegOffset: uint64(u.uctx.UARIndex+d.BFRegIndex/2)*mlx5.UARPageSize + mlx5.UARBFRegOffset + uint64(d.BFRegIndex%2)*bfs}
@@ -560,9 +634,13 @@ func (u *UverbsControl) QueryQP(qpn uint32) (mlx5.QPAttr, error) {
 
 // DestroyQP is DESTROY_QP.
 func (u *UverbsControl) DestroyQP(qpn uint32) error {
-	return u.destroy(uverbs.CmdDestroyQP, u.qps, "QP", qpn, uverbs.DestroyQPRespSize, func(h uverbs.Handle) uverbs.Struct {
+	err := u.destroy(uverbs.CmdDestroyQP, u.qps, "QP", qpn, uverbs.DestroyQPRespSize, func(h uverbs.Handle) uverbs.Struct {
 		return &uverbs.DestroyQP{Response: nominalResponse, QPHandle: h}
 	})
+	if err == nil {
+		u.forget('q', qpn)
+	}
+	return err
 }
 
 // ---------------------------------------------------------------- SRQ
@@ -579,7 +657,8 @@ func (u *UverbsControl) CreateSRQ(c mlx5.CreateSRQCmd) (mlx5.CreateSRQResp, erro
 	if c.WQECnt <= 0 || c.WQECnt > 1<<30 || c.WQEShift < 4 || c.WQEShift > 20 {
 		return mlx5.CreateSRQResp{}, u.local(cmd, syscall.EINVAL, "%d WQEs of 2^%d bytes", c.WQECnt, c.WQEShift)
 	}
-	core := uverbs.CreateSRQ{Response: nominalResponse, PDHandle: pd, MaxWR: uint32(c.WQECnt - 1),
+	uh := u.userHandle()
+	core := uverbs.CreateSRQ{Response: nominalResponse, UserHandle: uh, PDHandle: pd, MaxWR: uint32(c.WQECnt - 1),
 		MaxSGE: uint32((1<<c.WQEShift - mlx5.SRQNextSegSize) / mlx5.DataSegSize), SRQLimit: c.Limit}
 	drv := uverbs.MLX5CreateSRQ{BufAddr: c.BufAddr, DBAddr: c.DBAddr}
 	b, err := u.write(uverbs.CmdCreateSRQ, &core, &drv, uverbs.CreateSRQRespSize+uverbs.MLX5CreateSRQRespSize)
@@ -591,6 +670,7 @@ func (u *UverbsControl) CreateSRQ(c mlx5.CreateSRQCmd) (mlx5.CreateSRQResp, erro
 		return mlx5.CreateSRQResp{}, err
 	}
 	u.srqs[r.SRQN] = r.SRQHandle
+	u.created('s', r.SRQN, uh)
 	return mlx5.CreateSRQResp{SRQN: r.SRQN}, nil
 }
 
@@ -627,7 +707,11 @@ func (u *UverbsControl) QuerySRQ(srqn uint32) (mlx5.SRQAttr, error) {
 
 // DestroySRQ is DESTROY_SRQ.
 func (u *UverbsControl) DestroySRQ(srqn uint32) error {
-	return u.destroy(uverbs.CmdDestroySRQ, u.srqs, "SRQ", srqn, uverbs.DestroySRQRespSize, func(h uverbs.Handle) uverbs.Struct {
+	err := u.destroy(uverbs.CmdDestroySRQ, u.srqs, "SRQ", srqn, uverbs.DestroySRQRespSize, func(h uverbs.Handle) uverbs.Struct {
 		return &uverbs.DestroySRQ{Response: nominalResponse, SRQHandle: h}
 	})
+	if err == nil {
+		u.forget('s', srqn)
+	}
+	return err
 }
