@@ -132,7 +132,7 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 	both("r", "rx-depth", func(n string) { intVar(fs, &o.rxDepth, n, 500, "number of receives to post at a time") })
 	both("n", "iters", func(n string) { intVar(fs, &o.iters, n, 1000, "number of exchanges") })
 	both("l", "sl", func(n string) { intVar(fs, &o.sl, n, 0, "service level value (ignored on RoCE)") })
-	both("e", "events", func(n string) { fs.BoolVar(&o.events, n, false, "sleep on CQ events (not supported)") })
+	both("e", "events", func(n string) { fs.BoolVar(&o.events, n, false, "sleep on CQ events (default poll for CQ events)") })
 	both("g", "gid-idx", func(n string) { intVar(fs, &o.gidIdx, n, -1, "local port gid index (0 and 1: the IPv4-mapped GID)") })
 	both("o", "odp", func(n string) { fs.BoolVar(&o.odp, n, false, "use on demand paging (not supported)") })
 	both("t", "ts", func(n string) { fs.BoolVar(&o.ts, n, false, "get CQE with timestamp (not supported)") })
@@ -163,8 +163,6 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 
 func (o *ppOpts) validate() error {
 	switch {
-	case o.events:
-		return errors.New("-e (sleep on CQ events) is not supported by softnic rc_pingpong yet: it polls")
 	case o.odp:
 		return errors.New("-o (on demand paging) is not supported")
 	case o.ts:
@@ -268,6 +266,8 @@ type pingpong struct {
 	mr      *provider.MR
 	flags   provider.SendFlags
 	pending int
+	ch      *provider.CompChannel // -e: the CQ's completion channel
+	events  int                   // -e: completion events taken, acknowledged at the end
 }
 
 // ppRuntime is what the ping-pong needs of the world its NIC lives in: a
@@ -382,13 +382,27 @@ func (pp *pingpong) init() error {
 	if pp.mr, err = pp.pd.RegMR(pp.buf.Addr, uint64(pp.o.size), provider.AccessLocalWrite); err != nil {
 		return fmt.Errorf("couldn't register MR: %w", err)
 	}
-	if pp.cq, err = ctx.CreateCQ(pp.o.rxDepth + 1); err != nil {
+	if pp.o.events {
+		if pp.ch, err = ctx.CreateCompChannel(); err != nil {
+			return fmt.Errorf("couldn't create completion channel: %w", err)
+		}
+	}
+	if pp.cq, err = ctx.CreateCQEx(provider.CQInitAttr{Entries: pp.o.rxDepth + 1, Channel: pp.ch}); err != nil {
 		return fmt.Errorf("couldn't create CQ: %w", err)
 	}
 	pp.qp, err = ctx.CreateQP(pp.pd, provider.QPInitAttr{Type: provider.QPTypeRC, SendCQ: pp.cq, RecvCQ: pp.cq,
 		Cap: provider.QPCap{MaxSendWR: 1, MaxRecvWR: pp.o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		return fmt.Errorf("couldn't create QP: %w", err)
+	}
+	if pp.o.events {
+		// Armed before the receives are posted and the peer can send, as
+		// ibv_rc_pingpong does: a completion that lands before the arm
+		// raises no event on rxe (IB_CQ_NEXT_COMP), and the loop would
+		// wait for ever.
+		if err := pp.cq.ReqNotify(false); err != nil {
+			return fmt.Errorf("couldn't request CQ notification: %w", err)
+		}
 	}
 	pp.flags = provider.SendSignaled
 	if pp.qp.Cap().MaxInline >= pp.o.size {
@@ -585,17 +599,61 @@ func (pp *pingpong) serverExchange(my ppDest) (ppDest, error) {
 	return rem, nil
 }
 
-// loop is ibv_rc_pingpong's polling loop with parse_single_wc.
+// eventSlice is how long one GetCQEvent of -e waits before the loop looks
+// at the clock and lets the runtime work (a NIC on a wire answers ARP).
+const eventSlice = 10 * time.Millisecond
+
+// awaitEvent is -e's ibv_get_cq_event then ibv_req_notify_cq, for at most
+// --timeout: the wait sleeps in the provider (the kernel's fd, or the
+// emulated device's progress), slice by slice.
+func (pp *pingpong) awaitEvent(what func() string) error {
+	deadline := time.Now().Add(pp.o.timeout)
+	for {
+		cq, err := pp.ch.GetCQEvent(eventSlice)
+		if err == nil {
+			if cq != pp.cq {
+				return fmt.Errorf("CQ event for unknown CQ %p", cq)
+			}
+			pp.events++
+			if err := cq.ReqNotify(false); err != nil {
+				return fmt.Errorf("couldn't request CQ notification: %w", err)
+			}
+			return nil
+		}
+		if !errors.Is(err, provider.ErrTimeout) {
+			return fmt.Errorf("failed to get cq_event: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("failed to get cq_event: %w after %v waiting for %s (counters: %s)",
+				wallclock.ErrTimeout, pp.o.timeout, what(), pp.rt.CounterLine())
+		}
+		pp.rt.Idle(50 * time.Microsecond)
+	}
+}
+
+// loop is ibv_rc_pingpong's loop with parse_single_wc: it polls, or with
+// -e sleeps on a CQ event and then polls once.
 func (pp *pingpong) loop(routs *int) error {
 	var rcnt, scnt int
 	iters := pp.o.iters
 	var wcs [2]provider.WC
+	if pp.o.events {
+		defer func() { pp.cq.AckEvents(pp.events) }()
+	}
 	for rcnt < iters || scnt < iters {
 		what := func() string {
 			return fmt.Sprintf("a completion (%d of %d sends and %d of %d receives done)", scnt, iters, rcnt, iters)
 		}
-		ne, err := pp.rt.PollCQ(pp.cq, wcs[:], pp.o.timeout, what)
-		if err != nil {
+		var ne int
+		var err error
+		if pp.o.events {
+			if err := pp.awaitEvent(what); err != nil {
+				return err
+			}
+			if ne, err = pp.cq.Poll(wcs[:]); err != nil {
+				return fmt.Errorf("poll CQ failed: %w", err)
+			}
+		} else if ne, err = pp.rt.PollCQ(pp.cq, wcs[:], pp.o.timeout, what); err != nil {
 			return fmt.Errorf("poll CQ failed: %w", err)
 		}
 		for i := 0; i < ne; i++ {

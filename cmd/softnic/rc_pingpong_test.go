@@ -59,7 +59,6 @@ func TestPingpongArgs(t *testing.T) {
 	require.ErrorContains(t, err, "more than one host")
 
 	invalid := map[string][]string{
-		"events":    {"-e"},
 		"odp":       {"-o"},
 		"ts":        {"-t"},
 		"mtu":       {"-m", "1500"},
@@ -78,7 +77,7 @@ func TestPingpongArgs(t *testing.T) {
 		})
 	}
 	var stderr bytes.Buffer
-	require.Equal(t, 1, runRCPingpong([]string{"-e"}, &bytes.Buffer{}, &stderr))
+	require.Equal(t, 1, runRCPingpong([]string{"-o"}, &bytes.Buffer{}, &stderr))
 	require.Contains(t, stderr.String(), "not supported")
 }
 

@@ -133,10 +133,21 @@ func (p *ppProc) wait(t *testing.T, d time.Duration) int {
 // serve exchange SEND/RECV with ibv_rc_pingpong's handshake and print its
 // summary lines; the daemon logs both attaches and detaches.
 func TestRCPingpongThroughDaemon(t *testing.T) {
+	for _, mode := range []string{"poll", "events"} {
+		t.Run(mode, func(t *testing.T) { pingpongThroughDaemon(t, mode == "events") })
+	}
+}
+
+// pingpongThroughDaemon is one run, polling or (-e, both sides) sleeping
+// on CQ events.
+func pingpongThroughDaemon(t *testing.T, events bool) {
 	sock, _, _, next := startServe(t, "--devices", "2")
 	require.Contains(t, next(), "2 devices")
 	port := strconv.Itoa(freeTCPPort(t))
 	common := []string{"--socket", sock, "-g", "1", "-p", port, "-n", "200", "-s", "4096", "--timeout", "20s"}
+	if events {
+		common = append(common, "-e")
+	}
 	srv := startPingpong(t, append([]string{"-d", "softnic0"}, common...)...)
 	require.Contains(t, next(), "attach softnic0")
 	cli := startPingpong(t, append([]string{"-d", "softnic1", "127.0.0.1"}, common...)...)

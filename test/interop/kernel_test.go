@@ -189,6 +189,14 @@ func TestKernelBackend(t *testing.T) {
 					require.NoError(t, err, diag)
 				})
 			}
+			// -e: the guest side sleeps on CQ events (the kernel's
+			// completion channel fd) instead of polling.
+			t.Run(fmt.Sprintf("guest_%s_events/1024", role), func(t *testing.T) {
+				evCmd := func(size uint64, port int, host string) string { return guestCmd(size, port, host) + " -e" }
+				diag, err := runPingpongWith(g, bin, dir, role, 1024, "softnic rc_pingpong -d rxe0 -e", evCmd)
+				m.add("rc_pingpong -e", label, 1024, err, diag)
+				require.NoError(t, err, diag)
+			})
 		}
 	})
 
