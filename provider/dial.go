@@ -124,6 +124,10 @@ type daemonLink struct {
 	err     error // sticky: the daemon is gone
 	pending bool  // records pushed since the last call: Sync must ask
 	notify  func(ch uint32)
+	// unread counts, per channel (0: the async queue), the events the
+	// daemon said it queued and this side has not read: a read of a
+	// channel with none is answered here, without a round trip.
+	unread  map[uint32]int
 	closeMu sync.Mutex
 	closed  bool
 }
@@ -158,7 +162,7 @@ func dialLink(name string, o DialOptions) (*daemonLink, error) {
 		rmem.Close()
 		return nil, fmt.Errorf("%w: %s: %w", ErrDeviceGone, o.Socket, err)
 	}
-	l := &daemonLink{name: name, timeout: o.Timeout, conn: conn, mem: mem, rmem: rmem, ring: ring, prod: ring.Producer(),
+	l := &daemonLink{unread: map[uint32]int{}, name: name, timeout: o.Timeout, conn: conn, mem: mem, rmem: rmem, ring: ring, prod: ring.Producer(),
 		buf: make([]byte, 0, attach.MaxPayload)}
 	fail := func(err error) (*daemonLink, error) {
 		conn.Close()
@@ -385,8 +389,19 @@ func (l *daemonLink) DestroyCompChannel(ch uint32) error {
 }
 func (l *daemonLink) AttachCQ(cqn, ch uint32) error { return l.simNone(attach.SimAttachCQ, cqn, ch) }
 
+// read accounts for a read of n events of ch out of asked.
+func (l *daemonLink) read(ch uint32, n, asked int) {
+	if l.unread[ch] -= n; n < asked || l.unread[ch] < 0 {
+		l.unread[ch] = 0 // the daemon had fewer (a destroyed CQ's events)
+	}
+}
+
 func (l *daemonLink) ReadCompEvents(ch uint32, out []mlx5.CompEvent) (int, error) {
-	rp, err := l.sim(attach.SimReadCompEvents, ch, uint32(min(len(out), attach.MaxEvents)))
+	if l.unread[ch] == 0 && l.err == nil {
+		return 0, nil
+	}
+	asked := min(len(out), attach.MaxEvents)
+	rp, err := l.sim(attach.SimReadCompEvents, ch, uint32(asked))
 	if err != nil {
 		return 0, err
 	}
@@ -397,11 +412,16 @@ func (l *daemonLink) ReadCompEvents(ch uint32, out []mlx5.CompEvent) (int, error
 	for i, cqn := range w {
 		out[i] = mlx5.CompEvent{CQN: cqn}
 	}
+	l.read(ch, len(w), asked)
 	return len(w), nil
 }
 
 func (l *daemonLink) ReadAsyncEvents(out []mlx5.AsyncEvent) int {
-	rp, err := l.sim(attach.SimReadAsyncEvents, uint32(min(len(out), attach.MaxEvents)))
+	if l.unread[0] == 0 {
+		return 0
+	}
+	asked := min(len(out), attach.MaxEvents)
+	rp, err := l.sim(attach.SimReadAsyncEvents, uint32(asked))
 	if err != nil {
 		return 0
 	}
@@ -413,6 +433,7 @@ func (l *daemonLink) ReadAsyncEvents(out []mlx5.AsyncEvent) int {
 	for i := 0; i < len(w)/2; i++ {
 		out[i] = mlx5.AsyncEvent{Type: mlx5.EventType(w[2*i]), Num: w[2*i+1]}
 	}
+	l.read(0, len(w)/2, asked)
 	return len(w) / 2
 }
 
@@ -421,6 +442,7 @@ func (l *daemonLink) PendingEvents(ch uint32) int {
 	if err != nil {
 		return 0
 	}
+	l.unread[ch] = int(n)
 	return int(n)
 }
 
@@ -437,6 +459,9 @@ func (l *daemonLink) deliverNotifications() {
 	if err != nil {
 		l.gone("NOTIFIED", err)
 		return
+	}
+	for _, ch := range w {
+		l.unread[ch]++
 	}
 	if l.notify != nil {
 		for _, ch := range w {

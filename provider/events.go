@@ -23,7 +23,11 @@ import (
 // Poll does, until an event arrives, the device has nothing left to do or
 // the timeout has passed on the device's virtual clock
 // (mlx5.VirtualClock). The clock moves in whole device events, so a wait
-// may end a little after its deadline. A device that progresses by itself
+// may end a little after its deadline. A device of the daemon (Dial) is
+// driven the same way, but its engine is shared with other processes
+// whose work may not have reached it yet: there an idle engine does not
+// end the wait, which steps, then naps, until the timeout has passed on
+// the wall clock or the virtual one. A device that progresses by itself
 // is waited for on the pipe, for the timeout in wall-clock time. A
 // timeout <= 0 never waits (a non-blocking read). Nothing blocks for ever.
 
@@ -193,6 +197,9 @@ func (c *Context) wait(op string, timeout time.Duration, p *evPipe, try func() (
 	if timeout <= 0 {
 		return opErr(op, 0, detail(ErrTimeout, "no %s pending", what()))
 	}
+	if c.prog != nil && c.link != nil {
+		return c.waitDialled(op, timeout, try, what)
+	}
 	if c.prog != nil {
 		var deadline time.Duration
 		if c.ev.clock != nil {
@@ -220,6 +227,39 @@ func (c *Context) wait(op string, timeout time.Duration, p *evPipe, try func() (
 		}
 	}
 	return opErr(op, 0, detail(ErrTimeout, "no %s within %v", what(), timeout))
+}
+
+// dialledNap is how long a wait on a daemon's device sleeps when the
+// engine has nothing to run (another process may be about to feed it).
+const dialledNap = 50 * time.Microsecond
+
+// waitDialled is wait on a device of the daemon: steps while the engine
+// has work, naps while it idles, until try reports, the device is gone,
+// or timeout has passed on the wall clock or the virtual clock.
+func (c *Context) waitDialled(op string, timeout time.Duration, try func() (bool, error), what func() string) error {
+	start := time.Now()
+	var deadline time.Duration
+	if c.ev.clock != nil {
+		deadline = c.ev.clock.VirtualNow() + timeout
+	}
+	for {
+		ran := c.prog.Progress()
+		if ok, err := try(); ok || err != nil {
+			return err
+		}
+		if err := c.link.Err(); err != nil {
+			return opErr(op, 0, err)
+		}
+		if c.ev.clock != nil && c.ev.clock.VirtualNow() >= deadline {
+			return opErr(op, 0, detail(ErrTimeout, "no %s within %v (virtual time)", what(), timeout))
+		}
+		if time.Since(start) >= timeout {
+			return opErr(op, 0, detail(ErrTimeout, "no %s within %v", what(), timeout))
+		}
+		if !ran {
+			time.Sleep(dialledNap)
+		}
+	}
 }
 
 // AsyncEvent is an asynchronous event (struct ibv_async_event): its type
