@@ -112,11 +112,13 @@ func (d *Device) Connect(p Port) {
 	d.vport, _ = p.(verifiedPort)
 }
 
-// verifiedPort is a Port that can carry the word that a frame's ICRC is
-// the one BuildFrame computed over its bytes (wire.Port.SendVerified), so
-// a peer device on the same process's wire need not recompute it.
+// verifiedPort is a Port that can carry a frame whose ICRC is still to be
+// written (roce.BuildFrameUnsealed) and writes it, with roce.SealFrame,
+// before anyone but a peer device on the same process's wire reads the
+// bytes (wire.Port.SendUnsealed); that peer trusts its sender and needs
+// no ICRC, so a frame that goes only there costs no CRC pass at all.
 type verifiedPort interface {
-	SendVerified(t sim.Time, frame []byte) sim.Time
+	SendUnsealed(t sim.Time, frame []byte, seal func(frame []byte)) sim.Time
 }
 
 // BARPort is the device end of BAR0: the posted writes and reads a host
@@ -278,7 +280,7 @@ func (e *txEvent) Fire(now sim.Time) {
 	case d.fx.fatal:
 		d.inc(CtrTxDropDestroyed)
 	case d.vport != nil:
-		d.vport.SendVerified(now, e.buf[:e.n]) // built by roce.BuildFrame in emit, unchanged since
+		d.vport.SendUnsealed(now, e.buf[:e.n], roce.SealFrame) // built by roce.BuildFrameUnsealed in emit, unchanged since
 	case d.port != nil:
 		d.port.Send(now, e.buf[:e.n])
 	default:
@@ -310,7 +312,11 @@ func (d *Device) frameBuf() []byte {
 func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Duration, resp bool) (start, end sim.Time, n int, err error) {
 	start = max(ready, q.txReady)
 	end = start.Add(cost)
-	if n, err = roce.BuildFrame(buf, &d.fp, payload); err != nil {
+	build := roce.BuildFrame
+	if d.vport != nil {
+		build = roce.BuildFrameUnsealed // the port seals it if anyone will read it (txEvent.Fire)
+	}
+	if n, err = build(buf, &d.fp, payload); err != nil {
 		d.frames = append(d.frames, buf)
 		return start, end, 0, err
 	}

@@ -99,6 +99,7 @@ type packet struct {
 	refs      int  // scheduled engine events that will fire this packet
 	delivered bool // handed to the receiver (or dropped at rx)
 	verified  bool // the bytes are those given to SendVerified: the ICRC is the sender's
+	seal      func(frame []byte) // SendUnsealed: writes the ICRC, before anyone but a VerifiedReceiver sees the bytes
 	rxDone    bool // the rx fault hook has been consulted
 }
 
@@ -202,7 +203,7 @@ func (l *Link) AddWriter(w FrameWriter) {
 }
 
 // Send transmits frame; see Transport.Send.
-func (p *Port) Send(t sim.Time, frame []byte) sim.Time { return p.sendFlow(t, frame, 0, false) }
+func (p *Port) Send(t sim.Time, frame []byte) sim.Time { return p.sendFlow(t, frame, 0, false, nil) }
 
 // SendVerified is Send for a frame whose RoCE ICRC its sender computed
 // over exactly these bytes (roce.BuildFrame's output, unchanged): if the
@@ -210,7 +211,18 @@ func (p *Port) Send(t sim.Time, frame []byte) sim.Time { return p.sendFlow(t, fr
 // it is delivered by ReceiveVerifiedFrame. Everything else (timing,
 // counters, taps, faults, the trace) is Send's.
 func (p *Port) SendVerified(t sim.Time, frame []byte) sim.Time {
-	return p.sendFlow(t, frame, 0, true)
+	return p.sendFlow(t, frame, 0, true, nil)
+}
+
+// SendUnsealed is SendVerified for a frame whose ICRC field is not written
+// yet (roce.BuildFrameUnsealed): seal writes it. The wire calls seal
+// before anything other than a VerifiedReceiver could read the bytes: at
+// once when the link has taps or a fault plan, at arrival when the
+// receiver is a plain Receiver. A frame that reaches a VerifiedReceiver
+// untouched is never sealed: nobody reads its ICRC. Everything observable
+// is SendVerified's with the frame sealed first.
+func (p *Port) SendUnsealed(t sim.Time, frame []byte, seal func(frame []byte)) sim.Time {
+	return p.sendFlow(t, frame, 0, true, seal)
 }
 
 // SendFlow is Send with a trace flow id, so that the wire stage joins the
@@ -222,10 +234,10 @@ func (p *Port) SendVerified(t sim.Time, frame []byte) sim.Time {
 // Frames shorter than an Ethernet header or longer than 14 B + MTU are
 // dropped and counted without using the link; Send then returns t.
 func (p *Port) SendFlow(t sim.Time, frame []byte, flow uint64) sim.Time {
-	return p.sendFlow(t, frame, flow, false)
+	return p.sendFlow(t, frame, flow, false, nil)
 }
 
-func (p *Port) sendFlow(t sim.Time, frame []byte, flow uint64, verified bool) sim.Time {
+func (p *Port) sendFlow(t sim.Time, frame []byte, flow uint64, verified bool, seal func([]byte)) sim.Time {
 	l := p.link
 	n := len(frame)
 	if n < EthHeaderLen {
@@ -237,6 +249,10 @@ func (p *Port) sendFlow(t sim.Time, frame []byte, flow uint64, verified bool) si
 		l.ctr.Inc(CtrDropOversize)
 		l.rec.Warnf(p.node, t, Component, CtrDropOversize.String(), "frame of %d B exceeds MTU %d + %d B header", n, l.spec.MTU, EthHeaderLen)
 		return t
+	}
+	if seal != nil && (len(l.taps) > 0 || l.inj != nil) {
+		seal(frame) // a tap or a fault rule reads the frame as sent
+		seal = nil
 	}
 	d := p.out
 	start := max(t, l.eng.Now(), d.busyUntil)
@@ -260,7 +276,7 @@ func (p *Port) sendFlow(t sim.Time, frame []byte, flow uint64, verified bool) si
 	switch dec.Action {
 	case fault.None:
 		pk = l.schedule(d, frame, arrive)
-		pk.verified = verified
+		pk.verified, pk.seal = verified, seal
 	case fault.Drop:
 		l.ctr.Inc(CtrFaultDrop)
 		l.rec.Warnf(p.node, start, Component, CtrFaultDrop.String(), "tx: frame of %d B (qpn %#x) dropped by fault rule %d", n, qpn, dec.Rule)
@@ -413,6 +429,10 @@ func (l *Link) arrive(pk *packet, now sim.Time) {
 				vr.ReceiveVerifiedFrame(now, pk.buf)
 				continue
 			}
+		}
+		if pk.seal != nil {
+			pk.seal(pk.buf)
+			pk.seal = nil
 		}
 		to.recv.ReceiveFrame(now, pk.buf)
 	}
