@@ -96,11 +96,11 @@ type packet struct {
 	link      *Link
 	dir       *direction
 	buf       []byte
-	refs      int  // scheduled engine events that will fire this packet
-	delivered bool // handed to the receiver (or dropped at rx)
-	verified  bool // the bytes are those given to SendVerified: the ICRC is the sender's
+	refs      int                // scheduled engine events that will fire this packet
+	delivered bool               // handed to the receiver (or dropped at rx)
+	verified  bool               // the bytes are those given to SendVerified: the ICRC is the sender's
 	seal      func(frame []byte) // SendUnsealed: writes the ICRC, before anyone but a VerifiedReceiver sees the bytes
-	rxDone    bool // the rx fault hook has been consulted
+	rxDone    bool               // the rx fault hook has been consulted
 }
 
 // Fire delivers the packet (the first time) and returns it to the pool when
