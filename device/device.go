@@ -118,7 +118,7 @@ func (d *Device) Connect(p Port) {
 // bytes (wire.Port.SendUnsealed); that peer trusts its sender and needs
 // no ICRC, so a frame that goes only there costs no CRC pass at all.
 type verifiedPort interface {
-	SendUnsealed(t sim.Time, frame []byte, seal func(frame []byte)) sim.Time
+	SendUnsealed(t sim.Time, frame []byte, seal func(frame []byte)) (end sim.Time, spare []byte)
 }
 
 // BARPort is the device end of BAR0: the posted writes and reads a host
@@ -271,6 +271,7 @@ type txEvent struct {
 
 func (e *txEvent) Fire(now sim.Time) {
 	d, q := e.d, e.q
+	buf := e.buf // what goes back to the pool
 	switch {
 	case q != nil && (q.dead || e.gen != q.txGen):
 		d.inc(CtrTxDropDestroyed)
@@ -280,13 +281,17 @@ func (e *txEvent) Fire(now sim.Time) {
 	case d.fx.fatal:
 		d.inc(CtrTxDropDestroyed)
 	case d.vport != nil:
-		d.vport.SendUnsealed(now, e.buf[:e.n], roce.SealFrame) // built by roce.BuildFrameUnsealed in emit, unchanged since
+		// Built by roce.BuildFrameUnsealed in emit, unchanged since; the
+		// wire keeps the buffer and gives one back.
+		_, buf = d.vport.SendUnsealed(now, e.buf[:e.n], roce.SealFrame)
 	case d.port != nil:
 		d.port.Send(now, e.buf[:e.n])
 	default:
 		d.inc(CtrTxNoPort)
 	}
-	d.frames = append(d.frames, e.buf)
+	if cap(buf) >= frameBufSize {
+		d.frames = append(d.frames, buf[:frameBufSize])
+	}
 	resp, live := e.resp, q != nil && !q.dead && e.gen == q.txGen
 	e.buf, e.q = nil, nil
 	d.txFree = append(d.txFree, e)
@@ -301,8 +306,12 @@ func (d *Device) frameBuf() []byte {
 		d.frames = d.frames[:k-1]
 		return b
 	}
-	return make([]byte, 4096+128)
+	return make([]byte, frameBufSize)
 }
+
+// frameBufSize is the size of the device's frame buffers: a 4096-byte
+// payload and every header.
+const frameBufSize = 4096 + 128
 
 // emit builds d.fp with payload into buf and hands it to the port once it
 // is ready: not before the QP's previous frame (packets of a QP leave in

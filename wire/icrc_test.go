@@ -238,12 +238,27 @@ func TestSendUnsealedMatchesSendVerified(t *testing.T) {
 				} else {
 					l.B().Attach(1, &rx)
 				}
+				// Unsealed frames are sent from a pool refilled with the
+				// spares the wire hands back: a spare still in flight would
+				// be overwritten here and fail the comparison.
+				var pool [][]byte
 				for i, f := range frames {
 					at := sim.Time(i) * sim.Time(sim.Nanosecond) * 300
 					if unsealed {
-						l.A().SendUnsealed(at, append([]byte(nil), f.unsealed...), roce.SealFrame)
+						var b []byte
+						if k := len(pool); k > 0 {
+							b, pool = pool[k-1], pool[:k-1]
+						}
+						if cap(b) < len(f.unsealed) {
+							b = make([]byte, 0, 2048)
+						}
+						_, spare := l.A().SendUnsealed(at, append(b[:0], f.unsealed...), roce.SealFrame)
+						pool = append(pool, spare)
 					} else {
 						l.A().SendVerified(at, f.sealed)
+					}
+					if i%5 == 0 {
+						eng.RunUntil(at) // let some arrive before the next send
 					}
 				}
 				eng.Run(0)

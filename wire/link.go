@@ -221,8 +221,14 @@ func (p *Port) SendVerified(t sim.Time, frame []byte) sim.Time {
 // receiver is a plain Receiver. A frame that reaches a VerifiedReceiver
 // untouched is never sealed: nobody reads its ICRC. Everything observable
 // is SendVerified's with the frame sealed first.
-func (p *Port) SendUnsealed(t sim.Time, frame []byte, seal func(frame []byte)) sim.Time {
-	return p.sendFlow(t, frame, 0, true, seal)
+//
+// The wire takes frame's buffer (its whole capacity) instead of copying
+// it, and returns spare, a buffer the caller may use in its place: that
+// of a recycled packet (of any capacity, or nil), or frame itself when
+// the wire copied it after all (a fault rule fired, or the frame was not
+// sent).
+func (p *Port) SendUnsealed(t sim.Time, frame []byte, seal func(frame []byte)) (end sim.Time, spare []byte) {
+	return p.send(t, frame, 0, true, seal, true)
 }
 
 // SendFlow is Send with a trace flow id, so that the wire stage joins the
@@ -238,17 +244,25 @@ func (p *Port) SendFlow(t sim.Time, frame []byte, flow uint64) sim.Time {
 }
 
 func (p *Port) sendFlow(t sim.Time, frame []byte, flow uint64, verified bool, seal func([]byte)) sim.Time {
+	end, _ := p.send(t, frame, flow, verified, seal, false)
+	return end
+}
+
+// send is sendFlow; with own it may keep frame's buffer in the packet
+// (SendUnsealed) and returns the one the caller gets instead.
+func (p *Port) send(t sim.Time, frame []byte, flow uint64, verified bool, seal func([]byte), own bool) (sim.Time, []byte) {
+	spare := frame
 	l := p.link
 	n := len(frame)
 	if n < EthHeaderLen {
 		l.ctr.Inc(CtrDropRunt)
 		l.rec.Warnf(p.node, t, Component, CtrDropRunt.String(), "frame of %d B is shorter than an Ethernet header", n)
-		return t
+		return t, spare
 	}
 	if n > EthHeaderLen+l.spec.MTU {
 		l.ctr.Inc(CtrDropOversize)
 		l.rec.Warnf(p.node, t, Component, CtrDropOversize.String(), "frame of %d B exceeds MTU %d + %d B header", n, l.spec.MTU, EthHeaderLen)
-		return t
+		return t, spare
 	}
 	if seal != nil && (len(l.taps) > 0 || l.inj != nil) {
 		seal(frame) // a tap or a fault rule reads the frame as sent
@@ -275,7 +289,11 @@ func (p *Port) sendFlow(t sim.Time, frame []byte, flow uint64, verified bool, se
 	var pk *packet
 	switch dec.Action {
 	case fault.None:
-		pk = l.schedule(d, frame, arrive)
+		if own {
+			pk, spare = l.adopt(d, frame, arrive)
+		} else {
+			pk = l.schedule(d, frame, arrive)
+		}
 		pk.verified, pk.seal = verified, seal
 	case fault.Drop:
 		l.ctr.Inc(CtrFaultDrop)
@@ -317,7 +335,7 @@ func (p *Port) sendFlow(t sim.Time, frame []byte, flow uint64, verified bool, se
 		l.release(d, arrive)
 	}
 	l.rec.StagePSN(p.node, Component, Component, start, arrive, n, 0, qpn, flow, ev.PSN)
-	return end
+	return end, spare
 }
 
 // schedule copies frame into a pooled packet due at arrive.
@@ -327,6 +345,27 @@ func (l *Link) schedule(d *direction, frame []byte, arrive sim.Time) *packet {
 	pk.refs++
 	l.eng.At(arrive, pk)
 	return pk
+}
+
+// adopt is schedule for a frame whose buffer the packet may keep: it
+// takes a pooled packet's old buffer out instead of copying frame in, and
+// returns it (nil for a new packet).
+func (l *Link) adopt(d *direction, frame []byte, arrive sim.Time) (*packet, []byte) {
+	var pk *packet
+	var old []byte
+	if k := len(l.free); k > 0 {
+		pk = l.free[k-1]
+		l.free = l.free[:k-1]
+		old = pk.buf[:0]
+	} else {
+		pk = &packet{link: l}
+		l.npkts++
+	}
+	pk.buf = frame
+	pk.dir = d
+	pk.refs++
+	l.eng.At(arrive, pk)
+	return pk, old
 }
 
 // release schedules the held frame of d at t; events at equal times run in
