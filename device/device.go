@@ -67,6 +67,8 @@ type Device struct {
 	errQPs   int // QPs in ERR with a receive queue (see scanErrorRQs)
 
 	pkt     roce.Packet
+	rxOwn   []byte // ReceiveKeptFrame: the frame's buffer, until a WRITE's payload lands from it
+	rxSpare []byte // what ReceiveKeptFrame hands back to the port
 	fp      roce.FrameParams
 	frames  [][]byte
 	txFree  []*txEvent

@@ -250,6 +250,7 @@ type landing struct {
 	e    *Engine
 	addr uint64
 	buf  []byte
+	own  []byte // a buffer taken from WriteVisibleKeep's caller (buf lies in it), kept across reuses
 	next *landing
 	live bool // not yet stored (a device read may store it early)
 }
@@ -346,13 +347,42 @@ func (e *Engine) WriteVisible(at sim.Time, addr uint64, src []byte) (done sim.Ti
 	}
 	done, s = e.timeWrite(at, addr, len(src))
 	done = done.Add(extra)
+	l := e.landing()
+	l.addr, l.buf, l.live = addr, append(l.buf[:0], src...), true
+	e.pending = append(e.pending, l)
+	e.eng.At(done, l)
+	return done, s, nil
+}
+
+func (e *Engine) landing() *landing {
 	l := e.landings
 	if l == nil {
-		l = &landing{e: e}
-	} else {
-		e.landings = l.next
+		return &landing{e: e}
 	}
-	l.addr, l.buf, l.live = addr, append(l.buf[:0], src...), true
+	e.landings = l.next
+	return l
+}
+
+// WriteVisibleKeep is WriteVisible for src lying in *own, a buffer the
+// caller gives up: instead of copying src, the write keeps *own until it
+// lands and puts in its place a buffer of its own for the caller (one it
+// kept before, of any capacity, or nil). Everything observable is
+// WriteVisible's. Under a fault plan or on a dead engine it is
+// WriteVisible, and *own stays the caller's.
+func (e *Engine) WriteVisibleKeep(at sim.Time, addr uint64, src []byte, own *[]byte) (done sim.Time, s pcie.Stats, err error) {
+	if e.faults != nil || e.dead || *own == nil {
+		return e.WriteVisible(at, addr, src)
+	}
+	if !e.mem.Contains(addr, len(src)) {
+		err = &shm.RangeError{Op: "write", Addr: addr, Len: len(src)}
+		e.rangeError(at, "write", err)
+		return at, s, err
+	}
+	e.clearTarget()
+	done, s = e.timeWrite(at, addr, len(src))
+	l := e.landing()
+	l.own, *own = *own, l.own
+	l.addr, l.buf, l.live = addr, src, true
 	e.pending = append(e.pending, l)
 	e.eng.At(done, l)
 	return done, s, nil

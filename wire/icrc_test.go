@@ -160,6 +160,37 @@ func (r *rec) add(t sim.Time, f []byte, v bool) {
 	r.at, r.verified, r.frames = append(r.at, t), append(r.verified, v), append(r.frames, append([]byte(nil), f...))
 }
 
+// keepRec is rec as a KeepingReceiver: it keeps every verified frame's
+// buffer for a few deliveries, checks that nobody wrote to it meanwhile,
+// then scribbles over it and hands it back.
+type keepRec struct {
+	rec
+	kept  [][]byte
+	seen  [][]byte
+	fresh int
+	bad   int
+}
+
+func (k *keepRec) ReceiveKeptFrame(t sim.Time, f []byte) []byte {
+	k.add(t, f, true)
+	k.kept, k.seen = append(k.kept, f), append(k.seen, append([]byte(nil), f...))
+	if len(k.kept) < 3 {
+		if k.fresh++; k.fresh%2 == 0 {
+			return nil
+		}
+		return make([]byte, 0, 16) // too small: the wire must cope
+	}
+	b, was := k.kept[0], k.seen[0]
+	k.kept, k.seen = k.kept[1:], k.seen[1:]
+	if string(b) != string(was) {
+		k.bad++
+	}
+	for i := range b[:cap(b)] {
+		b[:cap(b)][i] = 0xEE
+	}
+	return b
+}
+
 // plainRec is rec without ReceiveVerifiedFrame.
 type plainRec struct{ r rec }
 
@@ -206,8 +237,15 @@ func TestSendUnsealedMatchesSendVerified(t *testing.T) {
 		rules []fault.Rule
 		tap   bool
 		plain bool // a receiver without ReceiveVerifiedFrame
+		keep  bool // a KeepingReceiver
 	}{
 		{name: "clean"},
+		{name: "keeping receiver", keep: true},
+		{name: "keeping receiver, faults", keep: true, rules: []fault.Rule{
+			{Point: fault.WireTx, Action: fault.Duplicate, Every: 5},
+			{Point: fault.WireRx, Action: fault.Duplicate, Every: 4},
+			{Point: fault.WireRx, Action: fault.Corrupt, Every: 7},
+			{Point: fault.WireTx, Action: fault.Reorder, Every: 3}}},
 		{name: "tap", tap: true},
 		{name: "plain receiver", plain: true},
 		{name: "tx corrupt", rules: []fault.Rule{{Point: fault.WireTx, Action: fault.Corrupt, Every: 3}}},
@@ -233,9 +271,13 @@ func TestSendUnsealedMatchesSendVerified(t *testing.T) {
 				}
 				var rx rec
 				var prx plainRec
-				if tc.plain {
+				var krx keepRec
+				switch {
+				case tc.keep && unsealed:
+					l.B().Attach(1, &krx)
+				case tc.plain:
 					l.B().Attach(1, &prx)
-				} else {
+				default:
 					l.B().Attach(1, &rx)
 				}
 				// Unsealed frames are sent from a pool refilled with the
@@ -264,6 +306,10 @@ func TestSendUnsealedMatchesSendVerified(t *testing.T) {
 				eng.Run(0)
 				if tc.plain {
 					rx = prx.r
+				}
+				if tc.keep && unsealed {
+					require.Zero(t, krx.bad, "kept buffers written while kept")
+					rx = krx.rec
 				}
 				return rx, taps, l.Counters().Snapshot()
 			}

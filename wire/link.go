@@ -24,6 +24,17 @@ type VerifiedReceiver interface {
 	ReceiveVerifiedFrame(t sim.Time, frame []byte)
 }
 
+// KeepingReceiver is a VerifiedReceiver that may keep the buffer of a
+// verified frame: ReceiveKeptFrame is ReceiveVerifiedFrame, except that
+// the receiver may hold on to frame's buffer (its whole capacity) after
+// the call and returns the buffer the port is to use in its place (frame
+// itself if it kept nothing; any capacity, or nil). The port delivers this
+// way only a frame it delivers once.
+type KeepingReceiver interface {
+	VerifiedReceiver
+	ReceiveKeptFrame(t sim.Time, frame []byte) (spare []byte)
+}
+
 // Transport is the port-side contract a device uses to reach the network.
 // *Port implements it over the simulated link; a real-socket transport
 // (UDP datagrams between processes, a TAP device) can implement it too,
@@ -464,6 +475,10 @@ func (l *Link) arrive(pk *packet, now sim.Time) {
 		l.ctr.Inc(CtrRxFrames)
 		l.ctr.Add(CtrRxBytes, uint64(n))
 		if pk.verified {
+			if kr, ok := to.recv.(KeepingReceiver); ok && copies == 1 {
+				pk.buf = kr.ReceiveKeptFrame(now, pk.buf)[:0]
+				continue
+			}
 			if vr, ok := to.recv.(VerifiedReceiver); ok {
 				vr.ReceiveVerifiedFrame(now, pk.buf)
 				continue
