@@ -67,8 +67,9 @@ type Device struct {
 	errQPs   int // QPs in ERR with a receive queue (see scanErrorRQs)
 
 	pkt     roce.Packet
-	rxOwn   []byte // ReceiveKeptFrame: the frame's buffer, until a WRITE's payload lands from it
-	rxSpare []byte // what ReceiveKeptFrame hands back to the port
+	txq     *sim.Queue // txEvents: a QP's frames leave in order
+	rxOwn   []byte     // ReceiveKeptFrame: the frame's buffer, until a WRITE's payload lands from it
+	rxSpare []byte     // what ReceiveKeptFrame hands back to the port
 	fp      roce.FrameParams
 	frames  [][]byte
 	txFree  []*txEvent
@@ -343,7 +344,10 @@ func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Durat
 	// The frame leaves the port a pipeline latency after it is built:
 	// latency only, the packetizer is free for the next one (see
 	// CoreSpec.TxPipeline).
-	d.eng.At(end.Add(d.spec.Core.TxPipeline), e)
+	if d.txq == nil {
+		d.txq = d.eng.NewQueue()
+	}
+	d.txq.At(end.Add(d.spec.Core.TxPipeline), e)
 	d.inc(CtrSentPkts)
 	return start, end, n, nil
 }

@@ -53,6 +53,7 @@ type Engine struct {
 	flow uint64
 
 	landings *landing   // free list of deferred writes
+	lq       *sim.Queue // their landing events (posted writes land in order)
 	pending  []*landing // deferred writes not yet landed, in issue order
 
 	faults *fault.Injector // fault.DMARead / fault.DMAWrite (faults.go)
@@ -350,8 +351,16 @@ func (e *Engine) WriteVisible(at sim.Time, addr uint64, src []byte) (done sim.Ti
 	l := e.landing()
 	l.addr, l.buf, l.live = addr, append(l.buf[:0], src...), true
 	e.pending = append(e.pending, l)
-	e.eng.At(done, l)
+	e.landAt(done, l)
 	return done, s, nil
+}
+
+// landAt schedules l to land at done.
+func (e *Engine) landAt(done sim.Time, l *landing) {
+	if e.lq == nil {
+		e.lq = e.eng.NewQueue()
+	}
+	e.lq.At(done, l)
 }
 
 func (e *Engine) landing() *landing {
@@ -384,7 +393,7 @@ func (e *Engine) WriteVisibleKeep(at sim.Time, addr uint64, src []byte, own *[]b
 	l.own, *own = *own, l.own
 	l.addr, l.buf, l.live = addr, src, true
 	e.pending = append(e.pending, l)
-	e.eng.At(done, l)
+	e.landAt(done, l)
 	return done, s, nil
 }
 

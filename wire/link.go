@@ -96,8 +96,9 @@ func (p *Port) Link() *Link { return p.link }
 // direction is one way of a link: its transmitter and what it carries.
 type direction struct {
 	from, to  *Port
-	busyUntil sim.Time // the transmitter is free from here on
-	held      *packet  // a frame held back by a Reorder fault
+	busyUntil sim.Time   // the transmitter is free from here on
+	held      *packet    // a frame held back by a Reorder fault
+	q         *sim.Queue // the arrivals, in (nearly always) rising time
 }
 
 // packet is a frame in flight. Packets are pooled per link and scheduled on
@@ -354,7 +355,7 @@ func (l *Link) schedule(d *direction, frame []byte, arrive sim.Time) *packet {
 	pk := l.get(frame)
 	pk.dir = d
 	pk.refs++
-	l.eng.At(arrive, pk)
+	l.arriveAt(d, arrive, pk)
 	return pk
 }
 
@@ -375,8 +376,16 @@ func (l *Link) adopt(d *direction, frame []byte, arrive sim.Time) (*packet, []by
 	pk.buf = frame
 	pk.dir = d
 	pk.refs++
-	l.eng.At(arrive, pk)
+	l.arriveAt(d, arrive, pk)
 	return pk, old
+}
+
+// arriveAt schedules pk's arrival through d.
+func (l *Link) arriveAt(d *direction, t sim.Time, pk *packet) {
+	if d.q == nil {
+		d.q = l.eng.NewQueue()
+	}
+	d.q.At(t, pk)
 }
 
 // release schedules the held frame of d at t; events at equal times run in
