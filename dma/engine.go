@@ -138,10 +138,16 @@ func (e *Engine) release(done sim.Time) {
 		}
 		return
 	}
-	// j of the rest are free at or before done: shift the others up by k.
-	j := 0
-	for j < n-k && f[e.tagIdx(j)] <= done {
-		j++
+	// j of the rest are free at or before done (found by bisection: they
+	// are sorted): shift the others up by k.
+	j, hi := 0, n-k-1 // f[tagIdx(n-k-1)] > done, from the test above
+	for j < hi {
+		m := int(uint(j+hi) >> 1)
+		if f[e.tagIdx(m)] <= done {
+			j = m + 1
+		} else {
+			hi = m
+		}
 	}
 	for i := n - 1; i >= j+k; i-- {
 		f[e.tagIdx(i)] = f[e.tagIdx(i-k)]
