@@ -294,7 +294,12 @@ func (p *Port) send(t sim.Time, frame []byte, flow uint64, verified bool, seal f
 	// Wire rules match on the frame's BTH: Match.QPN is the frame's
 	// destination QP (BTH DestQP), also for ACKs and READ responses, which
 	// carry the requester's QPN.
-	ev := FrameEvent(p.node, frame)
+	// Without a fault plan or a recorder nothing reads them: the frame
+	// is not parsed.
+	var ev fault.Event
+	if l.inj != nil || l.rec != nil {
+		ev = FrameEvent(p.node, frame)
+	}
 	qpn := ev.QPN
 
 	dec := l.inj.Decide(fault.WireTx, ev)
