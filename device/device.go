@@ -67,6 +67,7 @@ type Device struct {
 	errQPs   int // QPs in ERR with a receive queue (see scanErrorRQs)
 
 	pkt     roce.Packet
+	qpCache [4]qpEnt   // recently used QPs, direct-mapped (qp)
 	txq     *sim.Queue // txEvents: a QP's frames leave in order
 	rxOwn   []byte     // ReceiveKeptFrame: the frame's buffer, until a WRITE's payload lands from it
 	rxSpare []byte     // what ReceiveKeptFrame hands back to the port
@@ -201,7 +202,7 @@ func (d *Device) Doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte) {
 		d.chk.doorbell(t, uar, bfreg, ctrl, false)
 	}
 	c := mlx5.CtrlSeg(ctrl[:])
-	q := d.qps[c.QPN()]
+	q := d.qp(c.QPN())
 	if q == nil {
 		d.warn(t, CtrDBUnknownQP, "doorbell on UAR %d bfreg %d names QP %#x, which does not exist", uar, bfreg, c.QPN())
 		return
@@ -235,7 +236,7 @@ func (d *Device) BlueFlame(t sim.Time, uar uint32, bfreg int, wqe []byte) {
 		d.chk.blueFlame(t, uar, bfreg, wqe)
 	}
 	c := mlx5.CtrlSeg(wqe)
-	q := d.qps[c.QPN()]
+	q := d.qp(c.QPN())
 	if q == nil {
 		d.warn(t, CtrBFUnknownQP, "BlueFlame write on UAR %d bfreg %d names QP %#x, which does not exist", uar, bfreg, c.QPN())
 		return
@@ -350,4 +351,25 @@ func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Durat
 	d.txq.At(end.Add(d.spec.Core.TxPipeline), e)
 	d.inc(CtrSentPkts)
 	return start, end, n, nil
+}
+
+// qpEnt is a qpCache entry (q nil: empty).
+type qpEnt struct {
+	qpn uint32
+	q   *qp
+}
+
+// qp is d.qps[qpn] through a small cache: the doorbell, WQE and receive
+// paths look their QP up on every WQE and packet. Only DestroyQP takes a
+// QP out of d.qps, and it empties the cache.
+func (d *Device) qp(qpn uint32) *qp {
+	c := &d.qpCache[qpn&3]
+	if c.q != nil && c.qpn == qpn {
+		return c.q
+	}
+	q := d.qps[qpn]
+	if q != nil {
+		*c = qpEnt{qpn: qpn, q: q}
+	}
+	return q
 }

@@ -75,7 +75,7 @@ func (d *Device) receive(t sim.Time, frame []byte, verified bool) {
 		return
 	}
 	qpn := p.BTH.DestQP()
-	q := d.qps[qpn]
+	q := d.qp(qpn)
 	switch {
 	case q == nil || q.dead:
 		d.warn(t, CtrRxDropNoQP, "%v PSN %d for QP %#x, which does not exist", p.Opcode, p.BTH.PSN(), qpn)
