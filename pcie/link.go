@@ -229,10 +229,32 @@ func (l *Link) sendPosted(ln *lane, last *sim.Time, t sim.Time, p, h int) sim.Ti
 	return start.Add(d + l.spec.FlightLatency)
 }
 
-func count(bucket *Stats, s *Stats, mwr, mrd, cpld, payload, wire int) {
-	d := Stats{MWr: mwr, MRd: mrd, CplD: cpld, PayloadBytes: payload, WireBytes: wire}
-	bucket.Add(d)
-	s.Add(d)
+// countMWr, countMRd and countCplD add TLPs of one class to their bucket
+// and to s: only the fields the class has (the others would be stores of
+// the values loaded).
+func countMWr(bucket *Stats, s *Stats, k, payload, wire int) {
+	bucket.MWr += k
+	bucket.PayloadBytes += payload
+	bucket.WireBytes += wire
+	s.MWr += k
+	s.PayloadBytes += payload
+	s.WireBytes += wire
+}
+
+func countMRd(bucket *Stats, s *Stats, k, wire int) {
+	bucket.MRd += k
+	bucket.WireBytes += wire
+	s.MRd += k
+	s.WireBytes += wire
+}
+
+func countCplD(bucket *Stats, s *Stats, k, payload, wire int) {
+	bucket.CplD += k
+	bucket.PayloadBytes += payload
+	bucket.WireBytes += wire
+	s.CplD += k
+	s.PayloadBytes += payload
+	s.WireBytes += wire
 }
 
 // HostWrite is a CPU MMIO posted write of n bytes at BAR offset addr, issued
@@ -244,7 +266,7 @@ func (l *Link) HostWrite(at sim.Time, addr uint64, n int) (arrive sim.Time, s St
 	for n > 0 {
 		c := chunk(addr, n, l.spec.MPS)
 		arrive = max(arrive, l.sendPosted(&l.down, &l.lastDownMWr, at, c, l.spec.HdrMWr))
-		count(&l.hostMWr, &s, 1, 0, 0, c, c+l.spec.HdrMWr)
+		countMWr(&l.hostMWr, &s, 1, c, c+l.spec.HdrMWr)
 		addr += uint64(c)
 		n -= c
 	}
@@ -258,10 +280,10 @@ func (l *Link) HostRead(at sim.Time, addr uint64, n int) (arrive, done sim.Time,
 	_ = addr // the model does not depend on the address
 	l.down.prune(at)
 	arrive = l.send(&l.down, at, 0, l.spec.HdrMRd)
-	count(&l.mrdDown, &s, 0, 1, 0, 0, l.spec.HdrMRd)
+	countMRd(&l.mrdDown, &s, 1, l.spec.HdrMRd)
 	l.up.prune(at)
 	done = l.send(&l.up, arrive, n, l.spec.HdrCplD)
-	count(&l.cplUp, &s, 0, 0, 1, n, n+l.spec.HdrCplD)
+	countCplD(&l.cplUp, &s, 1, n, n+l.spec.HdrCplD)
 	return arrive, done, s
 }
 
@@ -314,7 +336,7 @@ func (l *Link) DeviceWrite(at sim.Time, addr uint64, n int) (done sim.Time, s St
 			break
 		}
 	}
-	count(&l.devMWr, &s, k, 0, 0, total, total+k*sp.HdrMWr)
+	countMWr(&l.devMWr, &s, k, total, total+k*sp.HdrMWr)
 	return done, s
 }
 
@@ -471,7 +493,7 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 		n -= req
 	}
 	// Counted once for the whole read: every MRd and every CplD alike.
-	count(&l.mrdUp, &s, 0, nreq, 0, 0, nreq*sp.HdrMRd)
-	count(&l.cplDown, &s, 0, 0, ncpl, total, total+ncpl*sp.HdrCplD)
+	countMRd(&l.mrdUp, &s, nreq, nreq*sp.HdrMRd)
+	countCplD(&l.cplDown, &s, ncpl, total, total+ncpl*sp.HdrCplD)
 	return done, s
 }

@@ -258,3 +258,11 @@ func testDeviceReadTrain(t *testing.T, spec Spec, gap uint64) {
 		}
 	}
 }
+
+// count is the generic form of countMWr, countMRd and countCplD, for the
+// reference loops above.
+func count(bucket *Stats, s *Stats, mwr, mrd, cpld, payload, wire int) {
+	d := Stats{MWr: mwr, MRd: mrd, CplD: cpld, PayloadBytes: payload, WireBytes: wire}
+	bucket.Add(d)
+	s.Add(d)
+}
