@@ -247,6 +247,7 @@ func (d *Device) DestroyQP(qpn uint32) error {
 		q.srq.users--
 	}
 	delete(d.qps, qpn)
+	d.qpCache = [4]qpEnt{}
 	delete(d.fx.lastDB, qpn)
 	if d.chk != nil {
 		d.chk.qpDestroyed(qpn)

@@ -67,6 +67,10 @@ type Device struct {
 	errQPs   int // QPs in ERR with a receive queue (see scanErrorRQs)
 
 	pkt     roce.Packet
+	qpCache [4]qpEnt   // recently used QPs, direct-mapped (qp)
+	txq     *sim.Queue // txEvents: a QP's frames leave in order
+	rxOwn   []byte     // ReceiveKeptFrame: the frame's buffer, until a WRITE's payload lands from it
+	rxSpare []byte     // what ReceiveKeptFrame hands back to the port
 	fp      roce.FrameParams
 	frames  [][]byte
 	txFree  []*txEvent
@@ -112,11 +116,13 @@ func (d *Device) Connect(p Port) {
 	d.vport, _ = p.(verifiedPort)
 }
 
-// verifiedPort is a Port that can carry the word that a frame's ICRC is
-// the one BuildFrame computed over its bytes (wire.Port.SendVerified), so
-// a peer device on the same process's wire need not recompute it.
+// verifiedPort is a Port that can carry a frame whose ICRC is still to be
+// written (roce.BuildFrameUnsealed) and writes it, with roce.SealFrame,
+// before anyone but a peer device on the same process's wire reads the
+// bytes (wire.Port.SendUnsealed); that peer trusts its sender and needs
+// no ICRC, so a frame that goes only there costs no CRC pass at all.
 type verifiedPort interface {
-	SendVerified(t sim.Time, frame []byte) sim.Time
+	SendUnsealed(t sim.Time, frame []byte, seal func(frame []byte)) (end sim.Time, spare []byte)
 }
 
 // BARPort is the device end of BAR0: the posted writes and reads a host
@@ -196,7 +202,7 @@ func (d *Device) Doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte) {
 		d.chk.doorbell(t, uar, bfreg, ctrl, false)
 	}
 	c := mlx5.CtrlSeg(ctrl[:])
-	q := d.qps[c.QPN()]
+	q := d.qp(c.QPN())
 	if q == nil {
 		d.warn(t, CtrDBUnknownQP, "doorbell on UAR %d bfreg %d names QP %#x, which does not exist", uar, bfreg, c.QPN())
 		return
@@ -230,7 +236,7 @@ func (d *Device) BlueFlame(t sim.Time, uar uint32, bfreg int, wqe []byte) {
 		d.chk.blueFlame(t, uar, bfreg, wqe)
 	}
 	c := mlx5.CtrlSeg(wqe)
-	q := d.qps[c.QPN()]
+	q := d.qp(c.QPN())
 	if q == nil {
 		d.warn(t, CtrBFUnknownQP, "BlueFlame write on UAR %d bfreg %d names QP %#x, which does not exist", uar, bfreg, c.QPN())
 		return
@@ -269,6 +275,7 @@ type txEvent struct {
 
 func (e *txEvent) Fire(now sim.Time) {
 	d, q := e.d, e.q
+	buf := e.buf // what goes back to the pool
 	switch {
 	case q != nil && (q.dead || e.gen != q.txGen):
 		d.inc(CtrTxDropDestroyed)
@@ -278,13 +285,17 @@ func (e *txEvent) Fire(now sim.Time) {
 	case d.fx.fatal:
 		d.inc(CtrTxDropDestroyed)
 	case d.vport != nil:
-		d.vport.SendVerified(now, e.buf[:e.n]) // built by roce.BuildFrame in emit, unchanged since
+		// Built by roce.BuildFrameUnsealed in emit, unchanged since; the
+		// wire keeps the buffer and gives one back.
+		_, buf = d.vport.SendUnsealed(now, e.buf[:e.n], roce.SealFrame)
 	case d.port != nil:
 		d.port.Send(now, e.buf[:e.n])
 	default:
 		d.inc(CtrTxNoPort)
 	}
-	d.frames = append(d.frames, e.buf)
+	if cap(buf) >= frameBufSize {
+		d.frames = append(d.frames, buf[:frameBufSize])
+	}
 	resp, live := e.resp, q != nil && !q.dead && e.gen == q.txGen
 	e.buf, e.q = nil, nil
 	d.txFree = append(d.txFree, e)
@@ -299,8 +310,12 @@ func (d *Device) frameBuf() []byte {
 		d.frames = d.frames[:k-1]
 		return b
 	}
-	return make([]byte, 4096+128)
+	return make([]byte, frameBufSize)
 }
+
+// frameBufSize is the size of the device's frame buffers: a 4096-byte
+// payload and every header.
+const frameBufSize = 4096 + 128
 
 // emit builds d.fp with payload into buf and hands it to the port once it
 // is ready: not before the QP's previous frame (packets of a QP leave in
@@ -310,7 +325,11 @@ func (d *Device) frameBuf() []byte {
 func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Duration, resp bool) (start, end sim.Time, n int, err error) {
 	start = max(ready, q.txReady)
 	end = start.Add(cost)
-	if n, err = roce.BuildFrame(buf, &d.fp, payload); err != nil {
+	build := roce.BuildFrame
+	if d.vport != nil {
+		build = roce.BuildFrameUnsealed // the port seals it if anyone will read it (txEvent.Fire)
+	}
+	if n, err = build(buf, &d.fp, payload); err != nil {
 		d.frames = append(d.frames, buf)
 		return start, end, 0, err
 	}
@@ -326,7 +345,31 @@ func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Durat
 	// The frame leaves the port a pipeline latency after it is built:
 	// latency only, the packetizer is free for the next one (see
 	// CoreSpec.TxPipeline).
-	d.eng.At(end.Add(d.spec.Core.TxPipeline), e)
+	if d.txq == nil {
+		d.txq = d.eng.NewQueue()
+	}
+	d.txq.At(end.Add(d.spec.Core.TxPipeline), e)
 	d.inc(CtrSentPkts)
 	return start, end, n, nil
+}
+
+// qpEnt is a qpCache entry (q nil: empty).
+type qpEnt struct {
+	qpn uint32
+	q   *qp
+}
+
+// qp is d.qps[qpn] through a small cache: the doorbell, WQE and receive
+// paths look their QP up on every WQE and packet. Only DestroyQP takes a
+// QP out of d.qps, and it empties the cache.
+func (d *Device) qp(qpn uint32) *qp {
+	c := &d.qpCache[qpn&3]
+	if c.q != nil && c.qpn == qpn {
+		return c.q
+	}
+	q := d.qps[qpn]
+	if q != nil {
+		*c = qpEnt{qpn: qpn, q: q}
+	}
+	return q
 }

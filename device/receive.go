@@ -28,6 +28,18 @@ func (d *Device) ReceiveFrame(t sim.Time, frame []byte) { d.receive(t, frame, fa
 // (roce.ParseFrameVerified skips recomputing it).
 func (d *Device) ReceiveVerifiedFrame(t sim.Time, frame []byte) { d.receive(t, frame, true) }
 
+// ReceiveKeptFrame implements wire.KeepingReceiver: ReceiveVerifiedFrame,
+// except that a WRITE's payload may land from frame's own buffer, which
+// the DMA engine then keeps until it lands (dma.WriteVisibleKeep) instead
+// of copying it; the port gets another buffer back.
+func (d *Device) ReceiveKeptFrame(t sim.Time, frame []byte) []byte {
+	d.rxOwn, d.rxSpare = frame, frame
+	d.receive(t, frame, true)
+	spare := d.rxSpare
+	d.rxOwn, d.rxSpare = nil, nil
+	return spare
+}
+
 func (d *Device) receive(t sim.Time, frame []byte, verified bool) {
 	if d.ev.linkDown {
 		// On the wire (and in its capture), lost at the port.
@@ -63,7 +75,7 @@ func (d *Device) receive(t sim.Time, frame []byte, verified bool) {
 		return
 	}
 	qpn := p.BTH.DestQP()
-	q := d.qps[qpn]
+	q := d.qp(qpn)
 	switch {
 	case q == nil || q.dead:
 		d.warn(t, CtrRxDropNoQP, "%v PSN %d for QP %#x, which does not exist", p.Opcode, p.BTH.PSN(), qpn)

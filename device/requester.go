@@ -181,7 +181,7 @@ func (r *requester) timeoutDur() sim.Duration {
 // WQEReady is called by the fetch engine for each decoded WQE, in ring
 // order (wqefetch.Sink).
 func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
-	q := d.qps[sq.QPN]
+	q := d.qp(sq.QPN)
 	if q == nil || q.dead {
 		d.warn(t, CtrWQEUnknownQP, "WQE for QP %#x, which no longer exists", sq.QPN)
 		return

@@ -6,6 +6,7 @@ import (
 
 	"github.com/softnic/softnic/dma"
 	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/pcie"
 	"github.com/softnic/softnic/roce"
 	"github.com/softnic/softnic/sim"
 )
@@ -398,7 +399,17 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 			r.error(t, psn, nakRemoteAcc, mlx5.SyndRemoteAccess)
 			return
 		}
-		dn, st, err := d.dma.WriteVisible(t, host, p.Payload) // the host sees the bytes when they land (ib_write_lat polls the last one)
+		// The host sees the bytes when they land (ib_write_lat polls the
+		// last one); from a kept frame's buffer they land uncopied.
+		var dn sim.Time
+		var st pcie.Stats
+		if own := d.rxOwn; own != nil {
+			d.rxOwn = nil // one payload per frame
+			dn, st, err = d.dma.WriteVisibleKeep(t, host, p.Payload, &own)
+			d.rxSpare = own
+		} else {
+			dn, st, err = d.dma.WriteVisible(t, host, p.Payload)
+		}
 		if err != nil {
 			d.warn(t, CtrRxWriteDMA, "QP %#x: %v", q.qpn, err)
 			r.error(t, psn, nakRemoteOp, 0)

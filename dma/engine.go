@@ -53,6 +53,7 @@ type Engine struct {
 	flow uint64
 
 	landings *landing   // free list of deferred writes
+	lq       *sim.Queue // their landing events (posted writes land in order)
 	pending  []*landing // deferred writes not yet landed, in issue order
 
 	faults *fault.Injector // fault.DMARead / fault.DMAWrite (faults.go)
@@ -137,10 +138,16 @@ func (e *Engine) release(done sim.Time) {
 		}
 		return
 	}
-	// j of the rest are free at or before done: shift the others up by k.
-	j := 0
-	for j < n-k && f[e.tagIdx(j)] <= done {
-		j++
+	// j of the rest are free at or before done (found by bisection: they
+	// are sorted): shift the others up by k.
+	j, hi := 0, n-k-1 // f[tagIdx(n-k-1)] > done, from the test above
+	for j < hi {
+		m := int(uint(j+hi) >> 1)
+		if f[e.tagIdx(m)] <= done {
+			j = m + 1
+		} else {
+			hi = m
+		}
 	}
 	for i := n - 1; i >= j+k; i-- {
 		f[e.tagIdx(i)] = f[e.tagIdx(i-k)]
@@ -250,6 +257,7 @@ type landing struct {
 	e    *Engine
 	addr uint64
 	buf  []byte
+	own  []byte // a buffer taken from WriteVisibleKeep's caller (buf lies in it), kept across reuses
 	next *landing
 	live bool // not yet stored (a device read may store it early)
 }
@@ -346,15 +354,52 @@ func (e *Engine) WriteVisible(at sim.Time, addr uint64, src []byte) (done sim.Ti
 	}
 	done, s = e.timeWrite(at, addr, len(src))
 	done = done.Add(extra)
-	l := e.landings
-	if l == nil {
-		l = &landing{e: e}
-	} else {
-		e.landings = l.next
-	}
+	l := e.landing()
 	l.addr, l.buf, l.live = addr, append(l.buf[:0], src...), true
 	e.pending = append(e.pending, l)
-	e.eng.At(done, l)
+	e.landAt(done, l)
+	return done, s, nil
+}
+
+// landAt schedules l to land at done.
+func (e *Engine) landAt(done sim.Time, l *landing) {
+	if e.lq == nil {
+		e.lq = e.eng.NewQueue()
+	}
+	e.lq.At(done, l)
+}
+
+func (e *Engine) landing() *landing {
+	l := e.landings
+	if l == nil {
+		return &landing{e: e}
+	}
+	e.landings = l.next
+	return l
+}
+
+// WriteVisibleKeep is WriteVisible for src lying in *own, a buffer the
+// caller gives up: instead of copying src, the write keeps *own until it
+// lands and puts in its place a buffer of its own for the caller (one it
+// kept before, of any capacity, or nil). Everything observable is
+// WriteVisible's. Under a fault plan or on a dead engine it is
+// WriteVisible, and *own stays the caller's.
+func (e *Engine) WriteVisibleKeep(at sim.Time, addr uint64, src []byte, own *[]byte) (done sim.Time, s pcie.Stats, err error) {
+	if e.faults != nil || e.dead || *own == nil {
+		return e.WriteVisible(at, addr, src)
+	}
+	if !e.mem.Contains(addr, len(src)) {
+		err = &shm.RangeError{Op: "write", Addr: addr, Len: len(src)}
+		e.rangeError(at, "write", err)
+		return at, s, err
+	}
+	e.clearTarget()
+	done, s = e.timeWrite(at, addr, len(src))
+	l := e.landing()
+	l.own, *own = *own, l.own
+	l.addr, l.buf, l.live = addr, src, true
+	e.pending = append(e.pending, l)
+	e.landAt(done, l)
 	return done, s, nil
 }
 

@@ -149,7 +149,27 @@ func IsRemote(err error) bool {
 // Keys is the device's table of memory regions by key. Not safe for
 // concurrent use; Check does not allocate on success.
 type Keys struct {
-	m map[uint32]*MR
+	m     map[uint32]*MR
+	cache [8]keyEnt // recently checked keys, direct-mapped: a hit skips the map
+}
+
+type keyEnt struct {
+	key uint32
+	mr  *MR // nil: empty
+}
+
+// find is k.m[key] through the cache. Only Remove takes keys out of m,
+// and it empties the cache, so an entry is always m's.
+func (k *Keys) find(key uint32) *MR {
+	c := &k.cache[(key^key>>8^key>>16)&7]
+	if c.mr != nil && c.key == key {
+		return c.mr
+	}
+	mr := k.m[key]
+	if mr != nil {
+		*c = keyEnt{key: key, mr: mr}
+	}
+	return mr
 }
 
 // NewKeys returns an empty table.
@@ -187,6 +207,7 @@ func (k *Keys) Remove(key uint32) error {
 		return &KeyError{Key: key, Err: ErrBadKey}
 	}
 	delete(k.m, key)
+	k.cache = [8]keyEnt{}
 	return nil
 }
 
@@ -213,8 +234,8 @@ func (k *Keys) Check(key, pdn uint32, va, n uint64, need Access) (hostAddr uint6
 	if n == 0 {
 		return 0, nil
 	}
-	mr, ok := k.m[key]
-	if !ok {
+	mr := k.find(key)
+	if mr == nil {
 		return 0, &KeyError{Key: key, VA: va, Len: n, Need: need, Err: ErrBadKey}
 	}
 	if mr.PDN != pdn {

@@ -229,10 +229,32 @@ func (l *Link) sendPosted(ln *lane, last *sim.Time, t sim.Time, p, h int) sim.Ti
 	return start.Add(d + l.spec.FlightLatency)
 }
 
-func count(bucket *Stats, s *Stats, mwr, mrd, cpld, payload, wire int) {
-	d := Stats{MWr: mwr, MRd: mrd, CplD: cpld, PayloadBytes: payload, WireBytes: wire}
-	bucket.Add(d)
-	s.Add(d)
+// countMWr, countMRd and countCplD add TLPs of one class to their bucket
+// and to s: only the fields the class has (the others would be stores of
+// the values loaded).
+func countMWr(bucket *Stats, s *Stats, k, payload, wire int) {
+	bucket.MWr += k
+	bucket.PayloadBytes += payload
+	bucket.WireBytes += wire
+	s.MWr += k
+	s.PayloadBytes += payload
+	s.WireBytes += wire
+}
+
+func countMRd(bucket *Stats, s *Stats, k, wire int) {
+	bucket.MRd += k
+	bucket.WireBytes += wire
+	s.MRd += k
+	s.WireBytes += wire
+}
+
+func countCplD(bucket *Stats, s *Stats, k, payload, wire int) {
+	bucket.CplD += k
+	bucket.PayloadBytes += payload
+	bucket.WireBytes += wire
+	s.CplD += k
+	s.PayloadBytes += payload
+	s.WireBytes += wire
 }
 
 // HostWrite is a CPU MMIO posted write of n bytes at BAR offset addr, issued
@@ -244,7 +266,7 @@ func (l *Link) HostWrite(at sim.Time, addr uint64, n int) (arrive sim.Time, s St
 	for n > 0 {
 		c := chunk(addr, n, l.spec.MPS)
 		arrive = max(arrive, l.sendPosted(&l.down, &l.lastDownMWr, at, c, l.spec.HdrMWr))
-		count(&l.hostMWr, &s, 1, 0, 0, c, c+l.spec.HdrMWr)
+		countMWr(&l.hostMWr, &s, 1, c, c+l.spec.HdrMWr)
 		addr += uint64(c)
 		n -= c
 	}
@@ -258,10 +280,10 @@ func (l *Link) HostRead(at sim.Time, addr uint64, n int) (arrive, done sim.Time,
 	_ = addr // the model does not depend on the address
 	l.down.prune(at)
 	arrive = l.send(&l.down, at, 0, l.spec.HdrMRd)
-	count(&l.mrdDown, &s, 0, 1, 0, 0, l.spec.HdrMRd)
+	countMRd(&l.mrdDown, &s, 1, l.spec.HdrMRd)
 	l.up.prune(at)
 	done = l.send(&l.up, arrive, n, l.spec.HdrCplD)
-	count(&l.cplUp, &s, 0, 0, 1, n, n+l.spec.HdrCplD)
+	countCplD(&l.cplUp, &s, 1, n, n+l.spec.HdrCplD)
 	return arrive, done, s
 }
 
@@ -314,7 +336,7 @@ func (l *Link) DeviceWrite(at sim.Time, addr uint64, n int) (done sim.Time, s St
 			break
 		}
 	}
-	count(&l.devMWr, &s, k, 0, 0, total, total+k*sp.HdrMWr)
+	countMWr(&l.devMWr, &s, k, total, total+k*sp.HdrMWr)
 	return done, s
 }
 
@@ -336,8 +358,68 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 	lastLine := uint64(0) // last cache line already charged
 	charged := false
 	dMRd := l.serMRd
-	upTrain := false // the requests so far end the up lane's calendar
+	upTrain := false     // the requests so far end the up lane's calendar
+	var lastEnd sim.Time // when the last completion so far ends
 	for n > 0 {
+		if f := l.cplFull; upTrain && charged && n >= sp.MRRS && addr&uint64(sp.MRRS-1) == 0 && addr&uint64(sp.RCB-1) == 0 &&
+			addr%cacheLine == 0 && sp.MRRS%f == 0 && f%cacheLine == 0 && f%sp.RCB == 0 {
+			// The rest of the read is whole requests of whole completions
+			// (f bytes, f/64 new lines each). If the next request (right
+			// after the last on the up lane: upTrain) arrives before the
+			// host is done with the last one, and a request's completions
+			// take the host longer than an MRd takes the link, every later
+			// request arrives in time too, and completion j from here has
+			// its bytes ready at cursor + j*dr whatever request it is in.
+			// With the last completion ending the down lane's calendar,
+			// that is a train the loop below would book one by one:
+			up, ln := &l.up, &l.down
+			dF := l.serCplFull
+			dr := sim.Duration(f/cacheLine) * sp.HostReadPerLine
+			per := sp.MRRS / f
+			next := up.iv[up.n-1].e.Add(dMRd).Add(sp.FlightLatency).Add(sp.HostReadLatency)
+			if k := n / sp.MRRS; sim.Duration(per)*dr >= dMRd && cursor >= next && ln.n > 0 && ln.iv[ln.n-1].e == lastEnd {
+				ready := cursor
+				switch {
+				case ready.Add(dr) <= lastEnd:
+					// Link-paced: each completion is ready before the one
+					// before ends (no gap after the first ready fits one:
+					// it would have taken it), so it goes right after it,
+					// for as long as ready+j*dr <= lastEnd+(j-1)*dF holds.
+					if dr > dF {
+						k = min(k, int(lastEnd.Sub(ready)-dF)/int(dr-dF)/per)
+					}
+					m := k * per
+					lastEnd = lastEnd.Add(sim.Duration(m) * dF)
+					ln.iv[ln.n-1].e = lastEnd
+					ready = ready.Add(sim.Duration(m) * dr)
+				case dr > dF:
+					// Host-paced: each completion is ready after the one
+					// before ends, so it starts then, in a span of its own.
+					for range k * per {
+						ready = ready.Add(dr)
+						ln.iv[ln.n] = span{ready, ready.Add(dF)}
+						ln.n++
+						if ln.n > maxSpans {
+							ln.mergeClosest()
+						}
+					}
+					lastEnd = ready.Add(dF)
+				default:
+					k = 0
+				}
+				if k > 0 {
+					up.iv[up.n-1].e = up.iv[up.n-1].e.Add(sim.Duration(k) * dMRd)
+					nreq += k
+					ncpl += k * per
+					done = max(done, lastEnd.Add(sp.FlightLatency))
+					cursor = ready
+					addr += uint64(k * sp.MRRS)
+					n -= k * sp.MRRS
+					lastLine = (addr - 1) / cacheLine
+					continue
+				}
+			}
+		}
 		req := chunk(addr, n, sp.MRRS)
 		var arrive sim.Time
 		if ln := &l.up; upTrain {
@@ -378,6 +460,7 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 			ln := &l.down
 			end := ln.reserve(ready, d).Add(d)
 			done = max(done, end.Add(sp.FlightLatency))
+			lastEnd = end
 			ncpl++
 			a += uint64(c)
 			r -= c
@@ -400,6 +483,7 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 					a += uint64(m * f)
 					r -= m * f
 					lastLine, charged = (a-1)/cacheLine, true
+					lastEnd = end
 					ncpl += m
 				}
 			}
@@ -409,7 +493,7 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 		n -= req
 	}
 	// Counted once for the whole read: every MRd and every CplD alike.
-	count(&l.mrdUp, &s, 0, nreq, 0, 0, nreq*sp.HdrMRd)
-	count(&l.cplDown, &s, 0, 0, ncpl, total, total+ncpl*sp.HdrCplD)
+	countMRd(&l.mrdUp, &s, nreq, nreq*sp.HdrMRd)
+	countCplD(&l.cplDown, &s, ncpl, total, total+ncpl*sp.HdrCplD)
 	return done, s
 }

@@ -97,6 +97,45 @@ func buildErr(field string, err error, detail string) *BuildError {
 // (ErrBufferTooSmall). It does not know the path MTU and so does not check
 // First/Middle sizes beyond 4-byte alignment.
 func BuildFrame(dst []byte, p *FrameParams, payload []byte) (int, error) {
+	return buildFrame(dst, p, payload, true)
+}
+
+// BuildFrameUnsealed is BuildFrame without the ICRC: the frame's last four
+// bytes are left as they were in dst. SealFrame computes them later, so a
+// frame nobody reads before its receiver trusts its sender (an in-process
+// wire that delivers the bytes unchanged, wire.Port.SendUnsealed) costs no
+// CRC pass. Sealed, the frame is byte for byte BuildFrame's.
+func BuildFrameUnsealed(dst []byte, p *FrameParams, payload []byte) (int, error) {
+	return buildFrame(dst, p, payload, false)
+}
+
+// SealFrame writes the ICRC of a frame built by BuildFrameUnsealed (its
+// last four bytes), exactly as BuildFrame would have. A frame too short
+// or of another EtherType is left alone: it never panics.
+func SealFrame(f []byte) {
+	if len(f) < EthHeaderSize+ICRCSize {
+		return
+	}
+	ip := f[EthHeaderSize : len(f)-ICRCSize]
+	var c uint32
+	switch binary.BigEndian.Uint16(f[12:]) {
+	case EtherTypeIPv4:
+		if len(ip) < IPv4HeaderSize+UDPHeaderSize+BTHSize {
+			return
+		}
+		c = icrc4(ip)
+	case EtherTypeIPv6:
+		if len(ip) < IPv6HeaderSize+UDPHeaderSize+BTHSize {
+			return
+		}
+		c = icrc6(ip)
+	default:
+		return
+	}
+	binary.LittleEndian.PutUint32(f[len(f)-ICRCSize:], c)
+}
+
+func buildFrame(dst []byte, p *FrameParams, payload []byte, seal bool) (int, error) {
 	info := p.BTH.Opcode.Info()
 	if !info.valid {
 		return 0, buildErr("BTH.Opcode", ErrBadOpcode, "")
@@ -184,6 +223,9 @@ func BuildFrame(dst []byte, p *FrameParams, payload []byte) (int, error) {
 	off += n
 	clear(t[off : off+pad])
 	off += pad
+	if !seal {
+		return total, nil
+	}
 	c := ip[:ipLen+udpLen-ICRCSize]
 	if v6 {
 		binary.LittleEndian.PutUint32(t[off:], icrc6(c))

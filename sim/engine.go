@@ -140,10 +140,11 @@ func (q *eventHeap) peek() Time { return q.h[0].at }
 // Engine is a deterministic discrete-event scheduler. It is not safe for
 // concurrent use: one goroutine (the application's) drives it.
 type Engine struct {
-	now   Time
-	seq   uint64
-	q     eventHeap
-	fired uint64
+	now    Time
+	seq    uint64
+	q      eventHeap
+	fired  uint64
+	queued int // events held in Queues behind their heads (in the heap)
 }
 
 // NewEngine returns an engine at time 0.
@@ -156,7 +157,7 @@ func (e *Engine) Now() Time { return e.now }
 func (e *Engine) Fired() uint64 { return e.fired }
 
 // Pending is the number of scheduled events (armed timers included).
-func (e *Engine) Pending() int { return e.q.len() }
+func (e *Engine) Pending() int { return e.q.len() + e.queued }
 
 // At schedules h at time t; a time in the past runs at Now (never earlier).
 // Events with equal times run in the order they were scheduled.
@@ -267,4 +268,78 @@ func (t *Timer) When() Time {
 		return Never
 	}
 	return t.e.q.h[t.e.q.pos[t.slot]].at
+}
+
+// Queue schedules events, like Engine.At, for a source whose events come
+// in (mostly) non-decreasing time: the frames of one port, the posted
+// writes of one DMA engine. It keeps them in a FIFO with only the first in
+// the engine's heap, so the heap stays small however many are pending. An
+// event gets its sequence number when scheduled, as with At, and one
+// earlier than the last queued goes to the heap directly: the events run
+// in exactly the order (time, then scheduling order) they would with At,
+// Fired and Pending count them the same. Not safe for concurrent use.
+type Queue struct {
+	e    *Engine
+	ring []qent // a power of two
+	head int
+	n    int
+}
+
+type qent struct {
+	at  Time
+	seq uint64
+	h   Handler
+}
+
+// NewQueue returns an empty queue on e.
+func (e *Engine) NewQueue() *Queue { return &Queue{e: e} }
+
+// At schedules h at time t, as Engine.At does.
+func (q *Queue) At(t Time, h Handler) {
+	e := q.e
+	if t < e.now {
+		t = e.now
+	}
+	e.seq++
+	if q.n == 0 {
+		if len(q.ring) == 0 {
+			q.ring = make([]qent, 16)
+		}
+		q.ring[q.head] = qent{at: t, seq: e.seq, h: h}
+		q.n = 1
+		e.q.push(t, e.seq, q, nil)
+		return
+	}
+	m := len(q.ring) - 1
+	if t < q.ring[(q.head+q.n-1)&m].at {
+		e.q.push(t, e.seq, h, nil) // out of order: the heap sorts it
+		return
+	}
+	if q.n == len(q.ring) {
+		r := make([]qent, 2*len(q.ring))
+		for i := range q.n {
+			r[i] = q.ring[(q.head+i)&m]
+		}
+		q.ring, q.head, m = r, 0, len(r)-1
+	}
+	q.ring[(q.head+q.n)&m] = qent{at: t, seq: e.seq, h: h}
+	q.n++
+	e.queued++
+}
+
+// Fire runs the first queued event (the engine calls it at that event's
+// time) after putting the next one, with its own time and sequence
+// number, in the heap.
+func (q *Queue) Fire(now Time) {
+	m := len(q.ring) - 1
+	h := q.ring[q.head].h
+	q.ring[q.head].h = nil
+	q.head = (q.head + 1) & m
+	q.n--
+	if q.n > 0 {
+		nx := &q.ring[q.head]
+		q.e.q.push(nx.at, nx.seq, q, nil)
+		q.e.queued--
+	}
+	h.Fire(now)
 }

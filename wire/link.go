@@ -24,6 +24,17 @@ type VerifiedReceiver interface {
 	ReceiveVerifiedFrame(t sim.Time, frame []byte)
 }
 
+// KeepingReceiver is a VerifiedReceiver that may keep the buffer of a
+// verified frame: ReceiveKeptFrame is ReceiveVerifiedFrame, except that
+// the receiver may hold on to frame's buffer (its whole capacity) after
+// the call and returns the buffer the port is to use in its place (frame
+// itself if it kept nothing; any capacity, or nil). The port delivers this
+// way only a frame it delivers once.
+type KeepingReceiver interface {
+	VerifiedReceiver
+	ReceiveKeptFrame(t sim.Time, frame []byte) (spare []byte)
+}
+
 // Transport is the port-side contract a device uses to reach the network.
 // *Port implements it over the simulated link; a real-socket transport
 // (UDP datagrams between processes, a TAP device) can implement it too,
@@ -85,8 +96,9 @@ func (p *Port) Link() *Link { return p.link }
 // direction is one way of a link: its transmitter and what it carries.
 type direction struct {
 	from, to  *Port
-	busyUntil sim.Time // the transmitter is free from here on
-	held      *packet  // a frame held back by a Reorder fault
+	busyUntil sim.Time   // the transmitter is free from here on
+	held      *packet    // a frame held back by a Reorder fault
+	q         *sim.Queue // the arrivals, in (nearly always) rising time
 }
 
 // packet is a frame in flight. Packets are pooled per link and scheduled on
@@ -96,10 +108,11 @@ type packet struct {
 	link      *Link
 	dir       *direction
 	buf       []byte
-	refs      int  // scheduled engine events that will fire this packet
-	delivered bool // handed to the receiver (or dropped at rx)
-	verified  bool // the bytes are those given to SendVerified: the ICRC is the sender's
-	rxDone    bool // the rx fault hook has been consulted
+	refs      int                // scheduled engine events that will fire this packet
+	delivered bool               // handed to the receiver (or dropped at rx)
+	verified  bool               // the bytes are those given to SendVerified: the ICRC is the sender's
+	seal      func(frame []byte) // SendUnsealed: writes the ICRC, before anyone but a VerifiedReceiver sees the bytes
+	rxDone    bool               // the rx fault hook has been consulted
 }
 
 // Fire delivers the packet (the first time) and returns it to the pool when
@@ -202,7 +215,7 @@ func (l *Link) AddWriter(w FrameWriter) {
 }
 
 // Send transmits frame; see Transport.Send.
-func (p *Port) Send(t sim.Time, frame []byte) sim.Time { return p.sendFlow(t, frame, 0, false) }
+func (p *Port) Send(t sim.Time, frame []byte) sim.Time { return p.sendFlow(t, frame, 0, false, nil) }
 
 // SendVerified is Send for a frame whose RoCE ICRC its sender computed
 // over exactly these bytes (roce.BuildFrame's output, unchanged): if the
@@ -210,7 +223,24 @@ func (p *Port) Send(t sim.Time, frame []byte) sim.Time { return p.sendFlow(t, fr
 // it is delivered by ReceiveVerifiedFrame. Everything else (timing,
 // counters, taps, faults, the trace) is Send's.
 func (p *Port) SendVerified(t sim.Time, frame []byte) sim.Time {
-	return p.sendFlow(t, frame, 0, true)
+	return p.sendFlow(t, frame, 0, true, nil)
+}
+
+// SendUnsealed is SendVerified for a frame whose ICRC field is not written
+// yet (roce.BuildFrameUnsealed): seal writes it. The wire calls seal
+// before anything other than a VerifiedReceiver could read the bytes: at
+// once when the link has taps or a fault plan, at arrival when the
+// receiver is a plain Receiver. A frame that reaches a VerifiedReceiver
+// untouched is never sealed: nobody reads its ICRC. Everything observable
+// is SendVerified's with the frame sealed first.
+//
+// The wire takes frame's buffer (its whole capacity) instead of copying
+// it, and returns spare, a buffer the caller may use in its place: that
+// of a recycled packet (of any capacity, or nil), or frame itself when
+// the wire copied it after all (a fault rule fired, or the frame was not
+// sent).
+func (p *Port) SendUnsealed(t sim.Time, frame []byte, seal func(frame []byte)) (end sim.Time, spare []byte) {
+	return p.send(t, frame, 0, true, seal, true)
 }
 
 // SendFlow is Send with a trace flow id, so that the wire stage joins the
@@ -222,21 +252,33 @@ func (p *Port) SendVerified(t sim.Time, frame []byte) sim.Time {
 // Frames shorter than an Ethernet header or longer than 14 B + MTU are
 // dropped and counted without using the link; Send then returns t.
 func (p *Port) SendFlow(t sim.Time, frame []byte, flow uint64) sim.Time {
-	return p.sendFlow(t, frame, flow, false)
+	return p.sendFlow(t, frame, flow, false, nil)
 }
 
-func (p *Port) sendFlow(t sim.Time, frame []byte, flow uint64, verified bool) sim.Time {
+func (p *Port) sendFlow(t sim.Time, frame []byte, flow uint64, verified bool, seal func([]byte)) sim.Time {
+	end, _ := p.send(t, frame, flow, verified, seal, false)
+	return end
+}
+
+// send is sendFlow; with own it may keep frame's buffer in the packet
+// (SendUnsealed) and returns the one the caller gets instead.
+func (p *Port) send(t sim.Time, frame []byte, flow uint64, verified bool, seal func([]byte), own bool) (sim.Time, []byte) {
+	spare := frame
 	l := p.link
 	n := len(frame)
 	if n < EthHeaderLen {
 		l.ctr.Inc(CtrDropRunt)
 		l.rec.Warnf(p.node, t, Component, CtrDropRunt.String(), "frame of %d B is shorter than an Ethernet header", n)
-		return t
+		return t, spare
 	}
 	if n > EthHeaderLen+l.spec.MTU {
 		l.ctr.Inc(CtrDropOversize)
 		l.rec.Warnf(p.node, t, Component, CtrDropOversize.String(), "frame of %d B exceeds MTU %d + %d B header", n, l.spec.MTU, EthHeaderLen)
-		return t
+		return t, spare
+	}
+	if seal != nil && (len(l.taps) > 0 || l.inj != nil) {
+		seal(frame) // a tap or a fault rule reads the frame as sent
+		seal = nil
 	}
 	d := p.out
 	start := max(t, l.eng.Now(), d.busyUntil)
@@ -252,15 +294,24 @@ func (p *Port) sendFlow(t sim.Time, frame []byte, flow uint64, verified bool) si
 	// Wire rules match on the frame's BTH: Match.QPN is the frame's
 	// destination QP (BTH DestQP), also for ACKs and READ responses, which
 	// carry the requester's QPN.
-	ev := FrameEvent(p.node, frame)
+	// Without a fault plan or a recorder nothing reads them: the frame
+	// is not parsed.
+	var ev fault.Event
+	if l.inj != nil || l.rec != nil {
+		ev = FrameEvent(p.node, frame)
+	}
 	qpn := ev.QPN
 
 	dec := l.inj.Decide(fault.WireTx, ev)
 	var pk *packet
 	switch dec.Action {
 	case fault.None:
-		pk = l.schedule(d, frame, arrive)
-		pk.verified = verified
+		if own {
+			pk, spare = l.adopt(d, frame, arrive)
+		} else {
+			pk = l.schedule(d, frame, arrive)
+		}
+		pk.verified, pk.seal = verified, seal
 	case fault.Drop:
 		l.ctr.Inc(CtrFaultDrop)
 		l.rec.Warnf(p.node, start, Component, CtrFaultDrop.String(), "tx: frame of %d B (qpn %#x) dropped by fault rule %d", n, qpn, dec.Rule)
@@ -301,7 +352,7 @@ func (p *Port) sendFlow(t sim.Time, frame []byte, flow uint64, verified bool) si
 		l.release(d, arrive)
 	}
 	l.rec.StagePSN(p.node, Component, Component, start, arrive, n, 0, qpn, flow, ev.PSN)
-	return end
+	return end, spare
 }
 
 // schedule copies frame into a pooled packet due at arrive.
@@ -309,8 +360,37 @@ func (l *Link) schedule(d *direction, frame []byte, arrive sim.Time) *packet {
 	pk := l.get(frame)
 	pk.dir = d
 	pk.refs++
-	l.eng.At(arrive, pk)
+	l.arriveAt(d, arrive, pk)
 	return pk
+}
+
+// adopt is schedule for a frame whose buffer the packet may keep: it
+// takes a pooled packet's old buffer out instead of copying frame in, and
+// returns it (nil for a new packet).
+func (l *Link) adopt(d *direction, frame []byte, arrive sim.Time) (*packet, []byte) {
+	var pk *packet
+	var old []byte
+	if k := len(l.free); k > 0 {
+		pk = l.free[k-1]
+		l.free = l.free[:k-1]
+		old = pk.buf[:0]
+	} else {
+		pk = &packet{link: l}
+		l.npkts++
+	}
+	pk.buf = frame
+	pk.dir = d
+	pk.refs++
+	l.arriveAt(d, arrive, pk)
+	return pk, old
+}
+
+// arriveAt schedules pk's arrival through d.
+func (l *Link) arriveAt(d *direction, t sim.Time, pk *packet) {
+	if d.q == nil {
+		d.q = l.eng.NewQueue()
+	}
+	d.q.At(t, pk)
 }
 
 // release schedules the held frame of d at t; events at equal times run in
@@ -409,10 +489,18 @@ func (l *Link) arrive(pk *packet, now sim.Time) {
 		l.ctr.Inc(CtrRxFrames)
 		l.ctr.Add(CtrRxBytes, uint64(n))
 		if pk.verified {
+			if kr, ok := to.recv.(KeepingReceiver); ok && copies == 1 {
+				pk.buf = kr.ReceiveKeptFrame(now, pk.buf)[:0]
+				continue
+			}
 			if vr, ok := to.recv.(VerifiedReceiver); ok {
 				vr.ReceiveVerifiedFrame(now, pk.buf)
 				continue
 			}
+		}
+		if pk.seal != nil {
+			pk.seal(pk.buf)
+			pk.seal = nil
 		}
 		to.recv.ReceiveFrame(now, pk.buf)
 	}
