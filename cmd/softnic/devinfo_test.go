@@ -90,6 +90,12 @@ func TestStat(t *testing.T) {
 	require.True(t, strings.HasPrefix(lines[1], "link softnic1/1 rx_write_requests 5 "), lines[1])
 	require.NotContains(t, out, "doorbells", "softnic's own counters only with --all")
 
+	// More SENDs than the receive queue holds: the responder polls each
+	// receive, so its slots come back (200 > the RQ's 64).
+	out, _, code = runCLI(t, "stat", "--op", "send", "-n", "200")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, " rcvd_pkts 200")
+
 	// A lost WRITE packet shows where the Linux counters show it.
 	plan := writePlan(t, "drop.json", dropMiddle)
 	out, _, code = runCLI(t, "stat", "--op", "write", "-n", "2", "--size", "4096", "--faults", plan, "--json", "--all")

@@ -118,6 +118,16 @@ func doStat(w io.Writer, op string, size, n, mtu int, faults, prof string, all, 
 		} else if wcs[0].Status != provider.WCSuccess {
 			failed = fmt.Errorf("%s %d completed with %v", op, i, wcs[0].Status)
 		}
+		if wop == provider.WRSend && failed == nil {
+			// The responder takes its receive completion, as an
+			// application does: only a polled CQE frees its RQ slot.
+			rwcs, err := testbed.Wait(rsp.RecvCQ, 1)
+			if err != nil {
+				failed = err
+			} else if rwcs[0].Status != provider.WCSuccess {
+				failed = fmt.Errorf("%s %d: receive completed with %v", op, i, rwcs[0].Status)
+			}
+		}
 	}
 	world.Settle(0)
 	type link struct {
