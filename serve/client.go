@@ -31,6 +31,9 @@ const (
 	// ringWait is how long the ring goroutine sleeps in one Pop before it
 	// looks whether its client is gone.
 	ringWait = 200 * time.Millisecond
+	// detachLinger is the virtual time the engine runs for a departing
+	// client's device before its objects are destroyed (teardown).
+	detachLinger = sim.Duration(50 * sim.Microsecond)
 )
 
 // client is one attached process.
@@ -234,6 +237,11 @@ func (c *client) uverbs(req []byte) ([]byte, *attach.ErrorMsg) {
 	d := c.d
 	d.lock()
 	defer d.unlock()
+	if destroysQP(req) {
+		// What the device already started for the QP (the ACK of the
+		// last message it received) leaves before it goes: see teardown.
+		d.eng.RunUntil(d.eng.Now().Add(detachLinger))
+	}
 	n, err := c.srv.Handle(req, c.resp[:1024])
 	if err != nil {
 		d.ctr.UverbsErrors++
@@ -244,6 +252,16 @@ func (c *client) uverbs(req []byte) ([]byte, *attach.ErrorMsg) {
 		return c.resp[:0], &attach.ErrorMsg{Errno: syscall.EIO, Reason: err.Error()}
 	}
 	return c.resp[:n], nil
+}
+
+// destroysQP reports whether a uverbs request is DESTROY_QP, in the write
+// or the ioctl form.
+func destroysQP(req []byte) bool {
+	if uverbsdev.IsIoctl(req) {
+		h, err := uverbs.ParseIoctl(req)
+		return err == nil && h.ObjectID() == uverbs.ObjectQP && h.MethodID() == uverbs.MethodQPDestroy
+	}
+	return len(req) >= uverbs.CmdHdrSize && uverbs.CmdHdr(req).Cmd() == uverbs.CmdDestroyQP
 }
 
 // sim runs one Sim op.
@@ -517,6 +535,14 @@ func (c *client) teardown(why string) {
 	d := c.d
 	d.lock()
 	start := time.Now()
+	// A NIC does not stop mid-frame when its process exits: what the
+	// device already started (the ACK of the last message received, a
+	// response in flight) leaves before the QPs are destroyed, as it would
+	// from hardware in the microseconds a process takes to die. Without
+	// it the peer of a finished rc_pingpong saw its last SEND time out
+	// (retry exceeded): the client saw its CQE before the engine had sent
+	// the ACK, and nobody ran the engine between.
+	d.eng.RunUntil(d.eng.Now().Add(detachLinger))
 	objs := c.srv.Objects()
 	d.detachLocked(c)
 	held := time.Since(start) // what the others waited for the world
