@@ -42,7 +42,7 @@ type qpBugs struct {
 }
 
 // SetBugs makes the QP commit the given protocol mistakes (tests only).
-func (qp *QP) SetBugs(b Bugs) { qp.bug.set = b }
+func (qp *QP) SetBugs(b Bugs) { qp.bug.set = b; qp.refreshFast() }
 
 // SetBugs makes the CQ commit the given protocol mistakes (tests only).
 func (cq *CQ) SetBugs(b Bugs) { cq.bugs = b }

@@ -91,6 +91,7 @@ func (qp *QP) Modify(attr *QPAttr, mask uint32) error {
 		return opErr(op, qp.qpn, err)
 	}
 	qp.state = next
+	qp.refreshFast()
 	if mask&mlx5.AttrQKey != 0 {
 		qp.qkey = attr.QKey
 	}

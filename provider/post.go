@@ -45,8 +45,7 @@ import (
 func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	// The common case first, in PostSend's own small frame: one simple WR
 	// on a live QP of this process in a posting state (postSimple).
-	if len(wrs) != 1 || qp.dead || qp.ctx.link != nil || qp.rx != nil ||
-		qp.state == QPStateReset || qp.state == QPStateInit || qp.state == QPStateRTR {
+	if len(wrs) != 1 || !qp.fast {
 		return qp.postSend(wrs)
 	}
 	wr := &wrs[0]
@@ -56,7 +55,7 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 		return qp.postSend(wrs)
 	}
 	mop := simpleOps[wr.Opcode]
-	if qp.bug.set != 0 || qp.typ != QPTypeRC && (qp.typ != QPTypeUC || mop == mlx5.OpRDMARead) ||
+	if mop == mlx5.OpRDMARead && qp.typ != QPTypeRC ||
 		wr.Flags&^(SendFence|SendSignaled|SendSolicited) != 0 ||
 		sq.head-sq.tail >= sq.maxPost || len(wr.SGL) > 1 || len(wr.SGL) > sq.maxGS {
 		return qp.postSend(wrs)
@@ -70,7 +69,7 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	pos := mlx5.CtrlSegSize
 	if len(wr.SGL) == 1 {
 		sge := &wr.SGL[0]
-		if sge.Length&mlx5.InlineFlag != 0 || qp.ctx.maxMsg > 0 && uint64(sge.Length) > qp.ctx.maxMsg {
+		if sge.Length&mlx5.InlineFlag != 0 || qp.fastMsg > 0 && uint64(sge.Length) > qp.fastMsg {
 			return qp.postSend(wrs)
 		}
 	}
@@ -122,7 +121,7 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 		host.Work("dbr_update", qp.qpn, 4)
 	}
 	reg := qp.bfReg + qp.bfOffset
-	if qp.bfOn && qp.bfBufSize > 0 && ds > 1 && uint64(ds*mlx5.DSSize) <= qp.bfBufSize {
+	if ds > 1 && uint64(ds*mlx5.DSSize) <= qp.fastBF {
 		if line := qp.ctx.line; line != nil {
 			line.StoreLines(reg, w[:], sq.buf[:0]) // mmio_wc_start, the copy, mmio_flush_writes
 		} else {

@@ -49,9 +49,18 @@ func TestPostSendSingleMatchesGeneralPath(t *testing.T) {
 					case 3:
 						wr.SGL = []SGE{es[0].MR.SGE(0, 8), es[0].MR.SGE(8, 8)}
 					}
-					if round == 9 {
-						es[0].QP.SetBlueFlame(false)
-						es[1].QP.SetBlueFlame(false)
+					for _, e := range es {
+						switch {
+						case round == 9 && k == 0:
+							e.QP.SetBlueFlame(false)
+						case round == 20 && k == 0:
+							e.QP.SetBugs(BugNeverSignal) // the one-WR path steps aside
+						case round == 25 && k == 0:
+							e.QP.SetBugs(0)
+						case round == 30 && k == 0 && o.Type != QPTypeUD:
+							// Posting in ERR is allowed (the WQEs flush).
+							require.NoError(t, e.QP.Modify(&QPAttr{QPState: QPStateErr}, AttrState))
+						}
 					}
 					n0, err0 := es[0].QP.PostSend([]SendWR{wr})
 					n1, err1 := es[1].QP.postSend([]SendWR{wr})

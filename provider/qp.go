@@ -112,6 +112,14 @@ type QP struct {
 	bfOffset  uint64 // current buffer: 0 or bfBufSize
 	bfOn      bool   // BlueFlame allowed (off = MLX5_SHUT_UP_BF)
 	dead      bool
+	// fast: PostSend's one-WR path may run (refreshFast): a live RC or UC
+	// QP of this process in a posting state, with no bugs to inject.
+	// fastBF is the largest WQE it rings by BlueFlame (0: none, the
+	// doorbell), fastMsg the device's largest message (0: no limit),
+	// both set with it.
+	fast    bool
+	fastBF  uint64
+	fastMsg uint64
 
 	rx *rxeQP // a kernel rxe QP (rxe_datapath.go); nil for mlx5
 }
@@ -199,6 +207,7 @@ func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	}
 	qp.qpn, qp.bfReg, qp.bfBufSize = r.QPN, r.BFRegOffset, uint64(r.BFBufSize)
 	qp.state = QPStateReset
+	qp.refreshFast()
 	pd.refs++
 	qp.sendCQ.refs++
 	qp.recvCQ.refs++
@@ -315,13 +324,26 @@ func (qp *QP) QueryState() (QPState, error) {
 		return 0, opErr("query_qp", qp.qpn, err)
 	}
 	qp.state = a.State
+	qp.refreshFast()
 	return a.State, nil
+}
+
+// refreshFast recomputes fast after anything it depends on changed
+// (state, death, injected bugs).
+func (qp *QP) refreshFast() {
+	qp.fastBF, qp.fastMsg = 0, qp.ctx.maxMsg
+	if qp.bfOn {
+		qp.fastBF = qp.bfBufSize
+	}
+	qp.fast = !qp.dead && qp.ctx.link == nil && qp.rx == nil && qp.bug.set == 0 &&
+		(qp.typ == QPTypeRC || qp.typ == QPTypeUC) &&
+		qp.state != QPStateReset && qp.state != QPStateInit && qp.state != QPStateRTR
 }
 
 // SetBlueFlame allows (true, the default) or forbids BlueFlame copies for
 // this QP; forbidden, every post rings the 8-byte doorbell, as with
 // MLX5_SHUT_UP_BF.
-func (qp *QP) SetBlueFlame(on bool) { qp.bfOn = on }
+func (qp *QP) SetBlueFlame(on bool) { qp.bfOn = on; qp.refreshFast() }
 
 // Destroy destroys the QP (ibv_destroy_qp): DESTROY_QP, then, as libmlx5
 // does, removes its not yet polled CQEs from both CQs.
@@ -343,6 +365,7 @@ func (qp *QP) Destroy() error {
 		qp.sendCQ.clean(qp.qpn, qp.srq)
 	}
 	qp.dead = true
+	qp.refreshFast()
 	delete(c.qps, qp.qpn)
 	qp.pd.refs--
 	qp.sendCQ.refs--
