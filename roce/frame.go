@@ -193,18 +193,20 @@ func buildFrame(dst []byte, p *FrameParams, payload []byte, seal bool) (int, err
 		copy(ip[24:40], d[:])
 	} else {
 		binary.BigEndian.PutUint16(f[12:], EtherTypeIPv4)
-		ip[0] = 0x45
-		ip[1] = p.TOS
-		binary.BigEndian.PutUint16(ip[2:], uint16(ipLen+udpLen))
-		binary.BigEndian.PutUint16(ip[4:], p.IPID)
-		binary.BigEndian.PutUint16(ip[6:], 0x4000) // DF
-		ip[8] = p.TTL
-		ip[9] = 17
-		ip[10], ip[11] = 0, 0
+		// Version 4, IHL 5, TOS, total length; IP ID, DF; TTL, UDP and
+		// the checksum, computed from these words (not read back).
 		s, d := p.SrcIP.Unmap().As4(), p.DstIP.Unmap().As4()
-		copy(ip[12:16], s[:])
-		copy(ip[16:20], d[:])
-		binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
+		w0 := 0x45<<24 | uint32(p.TOS)<<16 | uint32(uint16(ipLen+udpLen))
+		w1 := uint32(p.IPID)<<16 | 0x4000
+		w2 := uint32(p.TTL)<<24 | 17<<16
+		w3, w4 := binary.BigEndian.Uint32(s[:]), binary.BigEndian.Uint32(d[:])
+		w2 |= uint32(ipv4ChecksumWords(w0, w1, w2, w3, w4))
+		_ = ip[IPv4HeaderSize-1]
+		binary.BigEndian.PutUint32(ip[0:], w0)
+		binary.BigEndian.PutUint32(ip[4:], w1)
+		binary.BigEndian.PutUint32(ip[8:], w2)
+		binary.BigEndian.PutUint32(ip[12:], w3)
+		binary.BigEndian.PutUint32(ip[16:], w4)
 	}
 	udp := ip[ipLen:]
 	binary.BigEndian.PutUint16(udp[0:], p.SrcPort)

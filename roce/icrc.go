@@ -105,9 +105,16 @@ func crcWord(r uint32, w uint64) uint32 {
 // with end-around carries folded in at the end).
 func ipv4Checksum(h []byte) uint16 {
 	_ = h[IPv4HeaderSize-1]
-	sum := uint64(binary.BigEndian.Uint32(h[0:])) + uint64(binary.BigEndian.Uint32(h[4:])) +
-		uint64(binary.BigEndian.Uint32(h[8:])&0xFFFF0000) + uint64(binary.BigEndian.Uint32(h[12:])) +
-		uint64(binary.BigEndian.Uint32(h[16:]))
+	return ipv4ChecksumWords(binary.BigEndian.Uint32(h[0:]), binary.BigEndian.Uint32(h[4:]),
+		binary.BigEndian.Uint32(h[8:]), binary.BigEndian.Uint32(h[12:]), binary.BigEndian.Uint32(h[16:]))
+}
+
+// ipv4ChecksumWords is ipv4Checksum of the header whose five big-endian
+// 32-bit words are w0..w4 (w2's low half, the checksum field, is ignored):
+// buildFrame computes it from the words it stores, so that it never reads
+// back bytes it has just written.
+func ipv4ChecksumWords(w0, w1, w2, w3, w4 uint32) uint16 {
+	sum := uint64(w0) + uint64(w1) + uint64(w2&0xFFFF0000) + uint64(w3) + uint64(w4)
 	sum = sum&0xFFFFFFFF + sum>>32
 	sum = sum&0xFFFF + sum>>16
 	sum = sum&0xFFFF + sum>>16

@@ -302,7 +302,10 @@ func (p *Port) send(t sim.Time, frame []byte, flow uint64, verified bool, seal f
 	}
 	qpn := ev.QPN
 
-	dec := l.inj.Decide(fault.WireTx, ev)
+	var dec fault.Decision // no plan: fault.None, without the call
+	if l.inj != nil {
+		dec = l.inj.Decide(fault.WireTx, ev)
+	}
 	var pk *packet
 	switch dec.Action {
 	case fault.None:
