@@ -186,6 +186,22 @@ func (e *Engine) Step() bool {
 	if e.q.len() == 0 {
 		return false
 	}
+	top := e.q.h[0]
+	if qu, ok := e.q.slots[top.slot].h.(*Queue); ok && qu.n > 1 {
+		// A Queue with more events behind its head stays in the heap
+		// under its slot, keyed by its next event: one sift down
+		// instead of Queue.Fire's remove and push. The heap holds
+		// the same (time, sequence) keys either way, and it pops
+		// them in that order whatever its shape.
+		e.now = top.at
+		e.fired++
+		h := qu.pop()
+		nx := &qu.ring[qu.head]
+		e.q.down(0, entry{at: nx.at, seq: nx.seq, slot: top.slot})
+		e.queued--
+		h.Fire(top.at)
+		return true
+	}
 	at, r := e.q.remove(0)
 	e.now = at
 	e.fired++
@@ -331,15 +347,21 @@ func (q *Queue) At(t Time, h Handler) {
 // time) after putting the next one, with its own time and sequence
 // number, in the heap.
 func (q *Queue) Fire(now Time) {
-	m := len(q.ring) - 1
-	h := q.ring[q.head].h
-	q.ring[q.head].h = nil
-	q.head = (q.head + 1) & m
-	q.n--
+	h := q.pop()
 	if q.n > 0 {
 		nx := &q.ring[q.head]
 		q.e.q.push(nx.at, nx.seq, q, nil)
 		q.e.queued--
 	}
 	h.Fire(now)
+}
+
+// pop takes the first queued event's handler off the ring.
+func (q *Queue) pop() Handler {
+	m := len(q.ring) - 1
+	h := q.ring[q.head].h
+	q.ring[q.head].h = nil
+	q.head = (q.head + 1) & m
+	q.n--
+	return h
 }
