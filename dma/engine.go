@@ -133,8 +133,11 @@ func (e *Engine) release(done sim.Time) {
 	e.tagHead = e.tagIdx(k) // drop the first k: the rest start here
 	if k == n || f[e.tagIdx(n-k-1)] <= done {
 		// done is the latest: it takes the k freed slots, now the last.
-		for i := 0; i < k; i++ {
-			f[(old+i)%n] = done
+		for i, j := 0, old; i < k; i++ {
+			f[j] = done
+			if j++; j == n {
+				j = 0
+			}
 		}
 		return
 	}
