@@ -229,8 +229,14 @@ func (c Counter) String() string {
 // Names and Snapshot (one that was added 0 is present). The zero value is
 // ready to use. Not safe for concurrent use.
 type Counters struct {
-	v    []uint64
-	seen []bool
+	c []ctrSlot
+}
+
+// ctrSlot is one counter: its value and whether it was ever added to,
+// side by side (one bounds check and one cache line per Add).
+type ctrSlot struct {
+	v    uint64
+	seen bool
 }
 
 // Inc adds one to id.
@@ -238,26 +244,25 @@ func (c *Counters) Inc(id Counter) { c.Add(id, 1) }
 
 // Add adds n to id.
 func (c *Counters) Add(id Counter, n uint64) {
-	if int(id) >= len(c.v) {
+	if int(id) >= len(c.c) {
 		c.grow()
 	}
-	c.v[id] += n
-	c.seen[id] = true
+	s := &c.c[id]
+	s.v += n
+	s.seen = true
 }
 
 // grow sizes the set for every registered counter.
 func (c *Counters) grow() {
-	v := make([]uint64, len(counterNames))
-	s := make([]bool, len(counterNames))
-	copy(v, c.v)
-	copy(s, c.seen)
-	c.v, c.seen = v, s
+	v := make([]ctrSlot, len(counterNames))
+	copy(v, c.c)
+	c.c = v
 }
 
 // Value returns the value of id (0 if never counted).
 func (c *Counters) Value(id Counter) uint64 {
-	if int(id) < len(c.v) {
-		return c.v[id]
+	if int(id) < len(c.c) {
+		return c.c[id].v
 	}
 	return 0
 }
@@ -274,8 +279,8 @@ func (c *Counters) Get(name string) uint64 {
 // Names returns the names of the counters added to, in sorted order.
 func (c *Counters) Names() []string {
 	n := make([]string, 0)
-	for id, ok := range c.seen {
-		if ok {
+	for id, sl := range c.c {
+		if sl.seen {
 			n = append(n, counterNames[id])
 		}
 	}
@@ -286,9 +291,9 @@ func (c *Counters) Names() []string {
 // Snapshot copies the counters added to, by name.
 func (c *Counters) Snapshot() map[string]uint64 {
 	s := make(map[string]uint64)
-	for id, ok := range c.seen {
-		if ok {
-			s[counterNames[id]] = c.v[id]
+	for id, sl := range c.c {
+		if sl.seen {
+			s[counterNames[id]] = sl.v
 		}
 	}
 	return s
