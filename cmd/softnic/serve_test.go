@@ -133,15 +133,20 @@ func (p *ppProc) wait(t *testing.T, d time.Duration) int {
 // serve exchange SEND/RECV with ibv_rc_pingpong's handshake and print its
 // summary lines; the daemon logs both attaches and detaches.
 func TestRCPingpongThroughDaemon(t *testing.T) {
-	for _, mode := range []string{"poll", "events"} {
-		t.Run(mode, func(t *testing.T) { pingpongThroughDaemon(t, mode == "events") })
+	for _, mode := range []string{"poll", "events", "wall-clock"} {
+		t.Run(mode, func(t *testing.T) { pingpongThroughDaemon(t, mode == "events", mode == "wall-clock") })
 	}
 }
 
 // pingpongThroughDaemon is one run, polling or (-e, both sides) sleeping
-// on CQ events.
-func pingpongThroughDaemon(t *testing.T, events bool) {
-	sock, _, _, next := startServe(t, "--devices", "2")
+// on CQ events, on a daemon in virtual time or free-running (--clock
+// wall).
+func pingpongThroughDaemon(t *testing.T, events, wall bool) {
+	args := []string{"--devices", "2"}
+	if wall {
+		args = append(args, "--clock", "wall")
+	}
+	sock, _, _, next := startServe(t, args...)
 	require.Contains(t, next(), "2 devices")
 	port := strconv.Itoa(freeTCPPort(t))
 	common := []string{"--socket", sock, "-g", "1", "-p", port, "-n", "200", "-s", "4096", "--timeout", "20s"}
