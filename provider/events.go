@@ -197,29 +197,37 @@ func (c *Context) wait(op string, timeout time.Duration, p *evPipe, try func() (
 	if timeout <= 0 {
 		return opErr(op, 0, detail(ErrTimeout, "no %s pending", what()))
 	}
-	if c.prog != nil && c.link != nil {
-		return c.waitDialled(op, timeout, try, what)
-	}
 	if c.prog != nil {
+		start := time.Now()
 		var deadline time.Duration
 		if c.ev.clock != nil {
 			deadline = c.ev.clock.VirtualNow() + timeout
 		}
-		for i := 0; i < progressBudget; i++ {
-			if !c.prog.Progress() {
-				if ok, err := try(); ok || err != nil {
-					return err
-				}
-				return opErr(op, 0, detail(ErrTimeout, "no %s: the device is idle", what()))
-			}
+		for i := 1; ; i++ {
+			ran := c.prog.Progress()
 			if ok, err := try(); ok || err != nil {
 				return err
+			}
+			if c.link != nil {
+				if err := c.link.Err(); err != nil {
+					return opErr(op, 0, err)
+				}
+			} else if !ran {
+				// In one process nothing else can feed the device.
+				return opErr(op, 0, detail(ErrTimeout, "no %s: the device is idle", what()))
 			}
 			if c.ev.clock != nil && c.ev.clock.VirtualNow() >= deadline {
 				return opErr(op, 0, detail(ErrTimeout, "no %s within %v (virtual time)", what(), timeout))
 			}
+			switch {
+			case c.link == nil && i >= progressBudget:
+				return opErr(op, 0, detail(ErrTimeout, "no %s after %d device steps", what(), progressBudget))
+			case c.link != nil && time.Since(start) >= timeout:
+				return opErr(op, 0, detail(ErrTimeout, "no %s within %v", what(), timeout))
+			case c.link != nil && !ran:
+				time.Sleep(dialledNap) // another process may be about to feed the engine
+			}
 		}
-		return opErr(op, 0, detail(ErrTimeout, "no %s after %d device steps", what(), progressBudget))
 	}
 	if p.waitReadable(timeout) {
 		if ok, err := try(); ok || err != nil {
@@ -232,35 +240,6 @@ func (c *Context) wait(op string, timeout time.Duration, p *evPipe, try func() (
 // dialledNap is how long a wait on a daemon's device sleeps when the
 // engine has nothing to run (another process may be about to feed it).
 const dialledNap = 50 * time.Microsecond
-
-// waitDialled is wait on a device of the daemon: steps while the engine
-// has work, naps while it idles, until try reports, the device is gone,
-// or timeout has passed on the wall clock or the virtual clock.
-func (c *Context) waitDialled(op string, timeout time.Duration, try func() (bool, error), what func() string) error {
-	start := time.Now()
-	var deadline time.Duration
-	if c.ev.clock != nil {
-		deadline = c.ev.clock.VirtualNow() + timeout
-	}
-	for {
-		ran := c.prog.Progress()
-		if ok, err := try(); ok || err != nil {
-			return err
-		}
-		if err := c.link.Err(); err != nil {
-			return opErr(op, 0, err)
-		}
-		if c.ev.clock != nil && c.ev.clock.VirtualNow() >= deadline {
-			return opErr(op, 0, detail(ErrTimeout, "no %s within %v (virtual time)", what(), timeout))
-		}
-		if time.Since(start) >= timeout {
-			return opErr(op, 0, detail(ErrTimeout, "no %s within %v", what(), timeout))
-		}
-		if !ran {
-			time.Sleep(dialledNap)
-		}
-	}
-}
 
 // AsyncEvent is an asynchronous event (struct ibv_async_event): its type
 // and the object it concerns. Exactly one of CQ, QP, SRQ is set for CQ,

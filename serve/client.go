@@ -238,9 +238,7 @@ func (c *client) uverbs(req []byte) ([]byte, *attach.ErrorMsg) {
 	d.lock()
 	defer d.unlock()
 	if destroysQP(req) {
-		// What the device already started for the QP (the ACK of the
-		// last message it received) leaves before it goes: see teardown.
-		d.eng.RunUntil(d.eng.Now().Add(detachLinger))
+		d.linger()
 	}
 	n, err := c.srv.Handle(req, c.resp[:1024])
 	if err != nil {
@@ -253,6 +251,16 @@ func (c *client) uverbs(req []byte) ([]byte, *attach.ErrorMsg) {
 	}
 	return c.resp[:n], nil
 }
+
+// linger runs the engine detachLinger further before QPs go (DESTROY_QP,
+// a client's teardown; d.mu held). A NIC does not stop mid-frame when its
+// process exits: what the device already started (the ACK of the last
+// message received, a response in flight) leaves, as it would from
+// hardware in the microseconds a process takes to die. Without it the
+// peer of a finished rc_pingpong saw its last SEND time out (retry
+// exceeded): the client saw its CQE before the engine had sent the ACK,
+// and nobody ran the engine between.
+func (d *Daemon) linger() { d.eng.RunUntil(d.eng.Now().Add(detachLinger)) }
 
 // destroysQP reports whether a uverbs request is DESTROY_QP, in the write
 // or the ioctl form.
@@ -535,14 +543,7 @@ func (c *client) teardown(why string) {
 	d := c.d
 	d.lock()
 	start := time.Now()
-	// A NIC does not stop mid-frame when its process exits: what the
-	// device already started (the ACK of the last message received, a
-	// response in flight) leaves before the QPs are destroyed, as it would
-	// from hardware in the microseconds a process takes to die. Without
-	// it the peer of a finished rc_pingpong saw its last SEND time out
-	// (retry exceeded): the client saw its CQE before the engine had sent
-	// the ACK, and nobody ran the engine between.
-	d.eng.RunUntil(d.eng.Now().Add(detachLinger))
+	d.linger()
 	objs := c.srv.Objects()
 	d.detachLocked(c)
 	held := time.Since(start) // what the others waited for the world

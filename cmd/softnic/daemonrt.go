@@ -11,68 +11,56 @@ import (
 	"github.com/softnic/softnic/wallclock"
 )
 
-// daemonRT is a command's NIC when it is a device of the softnic serve
-// daemon (provider.Dial): the daemon owns the device, its clock and its
-// cable, and resolves a peer's MAC from its GID inside modify_qp, as the
-// kernel does for RoCE. A poll that finds nothing has already asked the
-// daemon to run to the next event this process can see; if there is none
-// the other side is simply busy (it may be another process), so the wait
-// backs off to short sleeps until the timeout.
-type daemonRT struct {
+// ctxNet is what a command's NIC is when nothing in this process has to
+// drive it: a device of the softnic serve daemon (daemonRT) or a kernel
+// device (kernelNet). The device resolves a peer's MAC from its GID
+// inside modify_qp, as the kernel does for RoCE; posts need no sync; a
+// wait is a sleep.
+type ctxNet struct {
 	ctx *provider.Context
+	// An empty poll sleeps nap once spins polls in a row found nothing.
+	spins int
+	nap   time.Duration
 }
 
-func openDaemonRT(name, socket string, memNeed int) (*daemonRT, error) {
-	mem := max(32<<20, memNeed+16<<20)
-	ctx, err := provider.Dial(name, provider.DialOptions{Socket: socket, MemSize: mem})
-	if err != nil {
-		return nil, fmt.Errorf("couldn't attach to %s on %s: %w", name, socket, err)
-	}
-	return &daemonRT{ctx: ctx}, nil
-}
+func (n ctxNet) Context() *provider.Context { return n.ctx }
 
-func (d *daemonRT) Context() *provider.Context { return d.ctx }
+// Sync is a no-op: the device moves by itself (or each post carries its
+// host time to the daemon).
+func (n ctxNet) Sync() {}
 
-func (d *daemonRT) GID() [16]byte { return d.ctx.Attr().GID }
+// Resolve leaves the MAC to the device (zero: resolve it in modify_qp).
+func (n ctxNet) Resolve(netip.Addr) ([6]byte, error) { return [6]byte{}, nil }
 
-// Sync is a no-op: every post carries its host time to the daemon.
-func (d *daemonRT) Sync() {}
+// Idle sleeps: the device needs nothing of this process.
+func (n ctxNet) Idle(t time.Duration) { time.Sleep(t) }
 
-// Resolve leaves the MAC to the daemon's neighbour table (zero: resolve).
-func (d *daemonRT) Resolve(netip.Addr) ([6]byte, error) { return [6]byte{}, nil }
+func (n ctxNet) Close() { _ = n.ctx.Close() }
 
-// Idle sleeps: the daemon's device needs nothing of this process.
-func (d *daemonRT) Idle(t time.Duration) { time.Sleep(t) }
-
-// pollBackoff is how long an empty poll of an idle device sleeps once
-// spinPolls polls in a row found nothing.
-const (
-	spinPolls   = 64
-	pollBackoff = 20 * time.Microsecond
-)
-
-func (d *daemonRT) PollCQ(cq *provider.CQ, wcs []provider.WC, timeout time.Duration, what func() string) (int, error) {
+// pollCQ polls cq until it yields completions, for at most timeout (0:
+// no limit); counters names the device's counters for the timeout's
+// error. On a daemon's device a poll that finds nothing has already asked
+// the daemon to run to the next event this process can see, and fails
+// with provider.ErrDeviceGone once the daemon is gone.
+func (n ctxNet) pollCQ(cq *provider.CQ, wcs []provider.WC, timeout time.Duration, what func() string, counters func() string) (int, error) {
 	start := time.Now()
 	for i := 0; ; i++ {
-		k, err := cq.Poll(wcs) // fails with provider.ErrDeviceGone once the daemon is gone
+		k, err := cq.Poll(wcs)
 		if err != nil || k > 0 {
 			return k, err
 		}
-		if time.Since(start) >= timeout {
-			return 0, fmt.Errorf("%w after %v waiting for %s (counters: %s)", wallclock.ErrTimeout, timeout, what(), d.CounterLine())
+		if timeout > 0 && time.Since(start) >= timeout {
+			return 0, fmt.Errorf("%w after %v waiting for %s (counters: %s)", wallclock.ErrTimeout, timeout, what(), counters())
 		}
-		if i >= spinPolls {
-			time.Sleep(pollBackoff)
+		if i >= n.spins {
+			time.Sleep(n.nap)
 		}
 	}
 }
 
-// CounterLine is the device's non-zero hardware counters, "name=value ...".
-func (d *daemonRT) CounterLine() string {
-	m, err := d.ctx.Counters()
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
+// counterLine formats the non-zero counters of m as "name=value ...",
+// sorted by name (wallclock.Net.CounterLine's shape).
+func counterLine(m map[string]uint64) string {
 	var names []string
 	for k, v := range m {
 		if v != 0 {
@@ -90,4 +78,33 @@ func (d *daemonRT) CounterLine() string {
 	return b.String()
 }
 
-func (d *daemonRT) Close() { d.ctx.Close() }
+// daemonRT is a command's NIC when it is a device of the softnic serve
+// daemon (provider.Dial): the daemon owns the device, its clock and its
+// cable.
+type daemonRT struct{ ctxNet }
+
+func openDaemonRT(name, socket string, memNeed int) (*daemonRT, error) {
+	mem := max(32<<20, memNeed+16<<20)
+	ctx, err := provider.Dial(name, provider.DialOptions{Socket: socket, MemSize: mem})
+	if err != nil {
+		return nil, fmt.Errorf("couldn't attach to %s on %s: %w", name, socket, err)
+	}
+	// Each empty poll is a round trip to the daemon: spin briefly, then
+	// leave the cores to the other processes.
+	return &daemonRT{ctxNet{ctx: ctx, spins: 64, nap: 20 * time.Microsecond}}, nil
+}
+
+func (d *daemonRT) GID() [16]byte { return d.ctx.Attr().GID }
+
+func (d *daemonRT) PollCQ(cq *provider.CQ, wcs []provider.WC, timeout time.Duration, what func() string) (int, error) {
+	return d.pollCQ(cq, wcs, timeout, what, d.CounterLine)
+}
+
+// CounterLine is the device's non-zero hardware counters.
+func (d *daemonRT) CounterLine() string {
+	m, err := d.ctx.Counters()
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return counterLine(m)
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"runtime"
 	"strings"
@@ -15,9 +14,9 @@ import (
 
 // kernelNet is a kernel RDMA device for rc_pingpong: the kernel resolves
 // the peer's MAC inside modify_qp, and nothing needs driving while the
-// program waits.
+// program waits (ctxNet).
 type kernelNet struct {
-	ctx  *provider.Context
+	ctxNet
 	name string
 	gid  [16]byte
 }
@@ -27,7 +26,7 @@ func openKernelNet(name string, gidIdx, mem int) (*kernelNet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("couldn't open %s: %w", name, err)
 	}
-	k := &kernelNet{ctx: ctx, name: name}
+	k := &kernelNet{ctxNet: ctxNet{ctx: ctx, spins: 1000, nap: 10 * time.Microsecond}, name: name}
 	if gidIdx >= 0 {
 		p, err := ctx.QueryPort(1)
 		if err != nil || gidIdx >= len(p.GIDs) {
@@ -39,32 +38,12 @@ func openKernelNet(name string, gidIdx, mem int) (*kernelNet, error) {
 	return k, nil
 }
 
-func (k *kernelNet) Context() *provider.Context { return k.ctx }
-func (k *kernelNet) GID() [16]byte              { return k.gid }
-
-// Resolve: the kernel resolves the destination MAC from the GID itself
-// (ib_resolve_eth_dmac); the provider sends none.
-func (k *kernelNet) Resolve(netip.Addr) ([6]byte, error) { return [6]byte{}, nil }
-func (k *kernelNet) Sync()                               {}
-func (k *kernelNet) Idle(d time.Duration)                { time.Sleep(d) }
-func (k *kernelNet) Close()                              { _ = k.ctx.Close() }
+func (k *kernelNet) GID() [16]byte { return k.gid }
 
 // PollCQ polls until a completion or the timeout (0: none), as
 // wallclock.Net.PollCQ does for the emulated NIC.
 func (k *kernelNet) PollCQ(cq *provider.CQ, wcs []provider.WC, timeout time.Duration, what func() string) (int, error) {
-	start := time.Now()
-	for spins := 0; ; spins++ {
-		n, err := cq.Poll(wcs)
-		if err != nil || n > 0 {
-			return n, err
-		}
-		if timeout > 0 && time.Since(start) >= timeout {
-			return 0, fmt.Errorf("%w after %v waiting for %s", wallclock.ErrTimeout, timeout, what())
-		}
-		if spins > 1000 {
-			time.Sleep(10 * time.Microsecond)
-		}
-	}
+	return k.pollCQ(cq, wcs, timeout, what, k.CounterLine)
 }
 
 // CounterLine is the device's port counters from sysfs (hw_counters).
