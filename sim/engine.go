@@ -288,17 +288,21 @@ func (t *Timer) When() Time {
 
 // Queue schedules events, like Engine.At, for a source whose events come
 // in (mostly) non-decreasing time: the frames of one port, the posted
-// writes of one DMA engine. It keeps them in a FIFO with only the first in
-// the engine's heap, so the heap stays small however many are pending. An
-// event gets its sequence number when scheduled, as with At, and one
-// earlier than the last queued goes to the heap directly: the events run
-// in exactly the order (time, then scheduling order) they would with At,
-// Fired and Pending count them the same. Not safe for concurrent use.
+// writes of one DMA engine. It keeps them in a FIFO sorted by (time,
+// sequence) with only the first in the engine's heap, so the heap stays
+// small however many are pending. An event gets its sequence number when
+// scheduled, as with At; one earlier than the last queued is inserted in
+// its place (a new first one re-keys the queue's heap entry), or, when
+// that would move more than queueSlide others, goes to the heap directly.
+// Either way the events run in exactly the order (time, then scheduling
+// order) they would with At, and Fired and Pending count them the same.
+// Not safe for concurrent use.
 type Queue struct {
 	e    *Engine
 	ring []qent // a power of two
 	head int
 	n    int
+	slot int32 // the heap slot of the first event, while n > 0
 }
 
 type qent struct {
@@ -306,6 +310,10 @@ type qent struct {
 	seq uint64
 	h   Handler
 }
+
+// queueSlide bounds the events an out-of-order Queue.At moves aside to
+// insert in place; past it the event goes to the heap.
+const queueSlide = 16
 
 // NewQueue returns an empty queue on e.
 func (e *Engine) NewQueue() *Queue { return &Queue{e: e} }
@@ -323,24 +331,60 @@ func (q *Queue) At(t Time, h Handler) {
 		}
 		q.ring[q.head] = qent{at: t, seq: e.seq, h: h}
 		q.n = 1
-		e.q.push(t, e.seq, q, nil)
+		q.slot = e.q.push(t, e.seq, q, nil)
 		return
 	}
 	m := len(q.ring) - 1
 	if t < q.ring[(q.head+q.n-1)&m].at {
-		e.q.push(t, e.seq, h, nil) // out of order: the heap sorts it
+		q.insert(t, h)
 		return
 	}
 	if q.n == len(q.ring) {
-		r := make([]qent, 2*len(q.ring))
-		for i := range q.n {
-			r[i] = q.ring[(q.head+i)&m]
-		}
-		q.ring, q.head, m = r, 0, len(r)-1
+		q.grow()
+		m = len(q.ring) - 1
 	}
 	q.ring[(q.head+q.n)&m] = qent{at: t, seq: e.seq, h: h}
 	q.n++
 	e.queued++
+}
+
+// grow doubles the ring.
+func (q *Queue) grow() {
+	m := len(q.ring) - 1
+	r := make([]qent, 2*len(q.ring))
+	for i := range q.n {
+		r[i] = q.ring[(q.head+i)&m]
+	}
+	q.ring, q.head = r, 0
+}
+
+// insert places an event earlier than the last queued one (its sequence
+// number, e.seq, is the newest) after every queued event at or before t.
+// A new first event takes over the queue's heap entry, re-keyed in place.
+func (q *Queue) insert(t Time, h Handler) {
+	e := q.e
+	m := len(q.ring) - 1
+	j := q.n // the index (from head) it goes to
+	for j > 0 && q.ring[(q.head+j-1)&m].at > t {
+		j--
+		if q.n-j > queueSlide {
+			e.q.push(t, e.seq, h, nil) // far out of order: the heap sorts it
+			return
+		}
+	}
+	if q.n == len(q.ring) {
+		q.grow()
+		m = len(q.ring) - 1
+	}
+	for k := q.n; k > j; k-- {
+		q.ring[(q.head+k)&m] = q.ring[(q.head+k-1)&m]
+	}
+	q.ring[(q.head+j)&m] = qent{at: t, seq: e.seq, h: h}
+	q.n++
+	e.queued++
+	if j == 0 {
+		e.q.fix(int(e.q.pos[q.slot]), entry{at: t, seq: e.seq, slot: q.slot})
+	}
 }
 
 // Fire runs the first queued event (the engine calls it at that event's
@@ -350,7 +394,7 @@ func (q *Queue) Fire(now Time) {
 	h := q.pop()
 	if q.n > 0 {
 		nx := &q.ring[q.head]
-		q.e.q.push(nx.at, nx.seq, q, nil)
+		q.slot = q.e.q.push(nx.at, nx.seq, q, nil)
 		q.e.queued--
 	}
 	h.Fire(now)
