@@ -134,6 +134,7 @@ type perfOpts struct {
 	gidIdx     int
 	atomic     string
 	noPeak     bool
+	peakOff    bool // resolve turned the peak off, as perftest does, and says so
 	json       bool
 	timeout    time.Duration
 	net        netOpts
@@ -342,6 +343,12 @@ func (o *perfOpts) resolve() error {
 	if o.conn == "UD" && o.size > 4096 {
 		return fmt.Errorf("-s %d: a UD message is at most the MTU", o.size)
 	}
+	// perftest's force_dependecies: a bandwidth test of more than 20,000
+	// iterations, or a timed one, does not search for the peak (the search
+	// is quadratic in the iterations) and warns that it does not.
+	if t.bw && !o.noPeak && (o.duration > 0 || o.iters > maxPeakIters) {
+		o.noPeak, o.peakOff = true, true
+	}
 	// perftest's force_dependecies: depths at most the iterations, CQ
 	// moderation at most the TX depth, off for large messages unless asked.
 	if o.duration == 0 {
@@ -415,6 +422,13 @@ func (o *perfOpts) mtuBytes(active int) int {
 	return active
 }
 
+// maxPeakIters is the most iterations for which a bandwidth test searches
+// for its peak (perftest's force_dependecies).
+const maxPeakIters = 20000
+
+// peakOffWarning is perftest's line when it does not measure the peak.
+const peakOffWarning = " WARNING: BW peak won't be measured in this run."
+
 func runPerf(args []string, stdout, stderr io.Writer) int {
 	o, err := parsePerfArgs(args, stderr)
 	if err != nil {
@@ -423,6 +437,14 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, "softnic perf:", err)
 		return 2
+	}
+	if o.peakOff {
+		// perftest prints it first, on stdout; JSON keeps stdout its own.
+		w := stdout
+		if o.json {
+			w = stderr
+		}
+		fmt.Fprintln(w, peakOffWarning)
 	}
 	if o.net.wire != "" || kernelDevice(o.dev) {
 		err = perfWire(o, stdout, stderr)

@@ -271,3 +271,47 @@ func TestPerfFaultsOnTheSimulatedWire(t *testing.T) {
 		t.Errorf("2%% loss: %v MiB/s, no worse than %v without", lossy, clean)
 	}
 }
+
+// TestPerfPeakOff: as perftest's force_dependecies does, a bandwidth test
+// of more than 20,000 iterations, or a timed one, leaves the peak out (0.00)
+// and says so on the first line (on stderr with --json); -N asked for it,
+// so it warns of nothing; latency tests have no peak.
+func TestPerfPeakOff(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		args      []string
+		off, warn bool
+	}{
+		{"20000 iterations keep the peak", []string{"write_bw", "-n", "20000"}, false, false},
+		{"20001 iterations", []string{"write_bw", "-n", "20001"}, true, true},
+		{"per QP", []string{"write_bw", "-n", "12000", "-q", "2"}, false, false},
+		{"timed", []string{"send_bw", "-D", "1"}, true, true},
+		{"-N", []string{"read_bw", "-N", "-n", "30000"}, true, false},
+		{"latency", []string{"write_lat", "-n", "30000"}, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o, err := parsePerfArgs(c.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.noPeak != c.off || o.peakOff != c.warn {
+				t.Fatalf("noPeak %v, warned %v; want %v, %v", o.noPeak, o.peakOff, c.off, c.warn)
+			}
+		})
+	}
+	out, errs, code := runPerfCmd(t, "write_bw", "-s", "64", "-n", "20001")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if first, _, _ := strings.Cut(out, "\n"); first != peakOffWarning {
+		t.Fatalf("first line %q, want perftest's warning", first)
+	}
+	rows := tableRows(t, out)
+	if len(rows) != 1 || rows[0][1] != "20001" || rows[0][2] != "0.00" {
+		t.Fatalf("rows %q: want 20001 iterations and a 0.00 peak", rows)
+	}
+	out, errs, code = runPerfCmd(t, "write_bw", "-s", "64", "-n", "20001", "--json")
+	if code != 0 || !strings.Contains(errs, peakOffWarning) || strings.Contains(out, "WARNING") {
+		t.Fatalf("--json: exit %d, stdout %q, stderr %q: the warning goes to stderr", code, out, errs)
+	}
+}
