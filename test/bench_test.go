@@ -33,11 +33,13 @@ func BenchmarkE2EWrite64(b *testing.B) {
 				SGL: []provider.SGE{req.MR.SGE(0, 64)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}}
 			wcs := make([]provider.WC, 1)
 			b.ReportAllocs()
+			fired := w.Eng.Fired()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				postWait(b, req, wrs, wcs)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+			b.ReportMetric(float64(w.Eng.Fired()-fired)/float64(b.N), "events/op")
 		})
 	}
 }

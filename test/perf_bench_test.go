@@ -55,7 +55,7 @@ func benchStream(b *testing.B, size int) {
 	var out [nQP]int
 	wcs := make([]provider.WC, inflight)
 	b.ReportAllocs()
-	start := w.Eng.Now()
+	start, fired := w.Eng.Now(), w.Eng.Fired()
 	b.ResetTimer()
 	posted, done := 0, 0
 	for done < b.N {
@@ -90,6 +90,7 @@ func benchStream(b *testing.B, size int) {
 	b.ReportMetric(float64(done)/b.Elapsed().Seconds(), "writes/s")
 	b.ReportMetric(float64(sim)/1e3/float64(done), "sim-ns/op")
 	b.ReportMetric(float64(sim)/1e12/b.Elapsed().Seconds(), "sim/wall")
+	b.ReportMetric(float64(w.Eng.Fired()-fired)/float64(done), "events/op")
 }
 
 // BenchmarkE2EWrite1M posts one 1 MiB RDMA WRITE at a time (MTU 4096)
@@ -113,10 +114,12 @@ func BenchmarkE2EWrite1M(b *testing.B) {
 	wcs := make([]provider.WC, 1)
 	b.SetBytes(size)
 	b.ReportAllocs()
+	fired := w.Eng.Fired()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		postWait(b, req, wrs, wcs)
 	}
+	b.ReportMetric(float64(w.Eng.Fired()-fired)/float64(b.N), "events/op")
 }
 
 // postWait posts wrs on ep's QP and polls its send CQ until the one

@@ -25,6 +25,9 @@ import (
 
 const baseCommit = "b152fe6"
 
+// noPGO names this tree's end-to-end benchmarks built without the profile.
+const noPGO = "now-nopgo"
+
 func main() {
 	base := flag.String("base", "", "a checkout of "+baseCommit+" (default: a git worktree made under $TMPDIR)")
 	out := flag.String("out", "docs/performance.md", "where to write the report (- for stdout)")
@@ -77,18 +80,37 @@ func run(baseDir, out string, rounds int) error {
 	if err := os.WriteFile(baseBench, src, 0o644); err != nil {
 		return err
 	}
+	// This tree's benchmarks are built with the profile the go command
+	// applies when it builds softnic (cmd/softnic/default.pgo, docs/pgo.sh),
+	// and the end-to-end ones without it too, beside.
+	pgo := filepath.Join(cur, "cmd", "softnic", "default.pgo")
+	if _, err := os.Stat(pgo); err != nil {
+		pgo = ""
+	}
 	now := &tree{name: "now", dir: cur, bin: map[string]string{}}
 	old := &tree{name: baseCommit, dir: baseDir, bin: map[string]string{}}
-	for _, t := range []*tree{now, old} {
-		for _, pkg := range []string{"./test", "./provider"} {
-			bin := filepath.Join(tmp, t.name+"-"+strings.Trim(pkg, "./")+".test")
-			fmt.Fprintf(os.Stderr, "building %s %s\n", t.name, pkg)
-			if err := sh(t.dir, "go", "test", "-c", "-o", bin, pkg); err != nil {
-				os.Remove(baseBench)
-				return err
-			}
-			t.bin[pkg] = bin
+	plain := &tree{name: noPGO, dir: cur, bin: map[string]string{}}
+	type build struct {
+		t   *tree
+		pkg string
+		pgo string
+	}
+	builds := []build{{now, "./test", pgo}, {now, "./provider", pgo}, {old, "./test", ""}, {old, "./provider", ""}}
+	if pgo != "" {
+		builds = append(builds, build{plain, "./test", "off"})
+	}
+	for _, b := range builds {
+		bin := filepath.Join(tmp, b.t.name+"-"+strings.Trim(b.pkg, "./")+".test")
+		fmt.Fprintf(os.Stderr, "building %s %s\n", b.t.name, b.pkg)
+		args := []string{"test", "-c", "-o", bin}
+		if b.pgo != "" {
+			args = append(args, "-pgo="+b.pgo)
 		}
+		if err := sh(b.t.dir, "go", append(args, b.pkg)...); err != nil {
+			os.Remove(baseBench)
+			return err
+		}
+		b.t.bin[b.pkg] = bin
 	}
 	os.Remove(baseBench)
 
@@ -107,7 +129,11 @@ func run(baseDir, out string, rounds int) error {
 	for i := 0; i < rounds; i++ {
 		fmt.Fprintf(os.Stderr, "round %d/%d\n", i+1, rounds)
 		for _, b := range side {
-			for _, t := range []*tree{old, now} {
+			trees := []*tree{old, now}
+			if pgo != "" && b.pkg == "./test" && !strings.Contains(b.bench, "Trace") {
+				trees = append(trees, plain)
+			}
+			for _, t := range trees {
 				if err := r.bench(t, b.pkg, b.bench, b.benchtime); err != nil {
 					return err
 				}
@@ -134,7 +160,7 @@ func run(baseDir, out string, rounds int) error {
 			return err
 		}
 	}
-	md := r.report(cbin != "")
+	md := r.report(cbin != "", pgo != "")
 	if out == "-" {
 		_, err = os.Stdout.WriteString(md)
 		return err
@@ -244,7 +270,7 @@ func (r *results) get(who, name, unit string) float64 {
 	return v[len(v)/2]
 }
 
-func (r *results) report(haveC bool) string {
+func (r *results) report(haveC, havePGO bool) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	old := baseCommit
@@ -280,6 +306,12 @@ func (r *results) report(haveC bool) string {
 	p("allocations). The claims are the ratios: wall times depend on the machine and its load.\n\n")
 	p("Benchmarks: `test/perf_bench_test.go`, `test/bench_test.go`, `provider/bench_test.go`; the C reference:\n")
 	p("`provider/testdata/bench_postsend.c` (gcc -O2, rdma-core's `mlx5dv.h`).\n\n")
+	if havePGO {
+		p("This tree's benchmarks are built with `cmd/softnic/default.pgo`, the CPU profile the go command applies\n")
+		p("(profile-guided optimisation) whenever it builds softnic, the CLI and the daemon; `docs/pgo.sh` regenerates\n")
+		p("it. A library user's own test binary is built without it: the wall-time table gives the end-to-end\n")
+		p("benchmarks built without it too (`-pgo=off`), measured in the same rounds.\n\n")
+	}
 
 	p("## Goals (issue 11)\n\n")
 	p("| # | goal | %s | now | ratio | target | met |\n|---|---|---|---|---|---|---|\n", old)
@@ -326,10 +358,57 @@ func (r *results) report(haveC bool) string {
 		p("| simulated time / wall time, %s WRITE streams at line rate (%.1f simulated ns, %.0f wall ns a WRITE; %s: %.4f) | %.4f |\n",
 			s.name, simNS, wallNS, old, ratio(r.get(old, s.b, "sim-ns/op"), r.get(old, s.b, "ns/op")), ratio(simNS, wallNS))
 	}
-	p("\n## Wall time (ns/op, best round)\n\n| benchmark | %s | now |\n|---|---|---|\n", old)
-	for _, n := range []string{e2e, st64, st4k, w1m, tOff, tOn, ps} {
-		p("| %s | %.1f | %.1f |\n", n, r.get(old, n, "ns/op"), r.get("now", n, "ns/op"))
+	p("\n## Wall time (ns/op, best round)\n\n")
+	if havePGO {
+		p("| benchmark | %s | now | now, built without the profile |\n|---|---|---|---|\n", old)
+	} else {
+		p("| benchmark | %s | now |\n|---|---|---|\n", old)
 	}
+	for _, n := range []string{e2e, st64, st4k, w1m, tOff, tOn, ps} {
+		p("| %s | %.1f | %.1f |", n, r.get(old, n, "ns/op"), r.get("now", n, "ns/op"))
+		if havePGO {
+			if v := r.get(noPGO, n, "ns/op"); v > 0 {
+				p(" %.1f (%.2f× of b152fe6's rate) |", v, ratio(r.get(old, n, "ns/op"), v))
+			} else {
+				p(" — |")
+			}
+		}
+		p("\n")
+	}
+
+	p("\n## Where the time goes\n\n")
+	p("Every figure is an event of the engine: a TLP landing, a frame leaving a port or arriving, a posted write\n")
+	p("becoming visible, a write-combining line draining. The count is the model's (deterministic); the wall time\n")
+	p("an event is the benchmark's ns/op over it. A goal's ratio asks for a wall time a WRITE, and at this count of\n")
+	p("events that is a wall time an event:\n\n")
+	p("| benchmark | events/op | wall ns an event now | the goal's ns/op | ns an event it leaves |\n|---|---|---|---|---|\n")
+	for _, g := range []struct {
+		n      string
+		factor float64 // the goal's speed-up over b152fe6; 0: none
+	}{{e2e, 4}, {st64, 8}, {st4k, 0}, {w1m, 0}} {
+		ev, ns := r.get("now", g.n, "events/op"), r.get("now", g.n, "ns/op")
+		if ev == 0 {
+			continue
+		}
+		goal := 0.0
+		switch {
+		case g.factor > 0:
+			goal = r.get(old, g.n, "ns/op") / g.factor
+		case g.n == w1m:
+			if cp > 0 {
+				goal = float64(1<<20) * 1e3 / (0.15 * cp) // ns for 1 MiB at 0.15× the copy's MB/s (10^6 B/s)
+			}
+		}
+		if goal > 0 {
+			p("| %s | %.2f | %.1f | %.0f | %.1f |\n", g.n, ev, ns/ev, goal, goal/ev)
+		} else {
+			p("| %s | %.2f | %.1f | — | — |\n", g.n, ev, ns/ev)
+		}
+	}
+	p("\nA 64 B WRITE of a stream is five events (its frame leaving and arriving, the ACK leaving and arriving,\n")
+	p("the payload landing) and a sixteenth of a CQE and of a doorbell; one WRITE alone adds the BlueFlame line,\n")
+	p("its TLP and its CQE. The responder acknowledges every message, as rxe does (AckReq on every last\n")
+	p("packet), so the ACK's two events stay.\n")
 	p("\n## Determinism\n\n")
 	p("The changes behind these figures keep every trace byte-identical: counters keep their names (ids index a\n")
 	p("slice, the names table prints them), the event heap pops in (time, sequence) order whatever its shape, the\n")
@@ -356,5 +435,8 @@ func (r *results) report(haveC bool) string {
 	p("the output of `softnic trace` (text, JSON, Chrome trace, HTML, pcap, hexdump, counters; every RC, UC and UD op,\n")
 	p("-batch, -check, 1 MiB at MTU 4096), `softnic stat`, `softnic perf` and traces and stats under drop, duplicate,\n")
 	p("delay, corrupt and reorder fault plans was compared byte for byte with d3818ad, and again with 6f7a2e5.\n")
+	p("Since then: an out-of-order event of a FIFO is inserted in its place there, a new first one re-keying the\n")
+	p("FIFO's heap entry (`TestQueueMatchesAt`), and the profile-guided build, a compiler option that changes no\n")
+	p("result; the same 299 outputs were compared byte for byte with 66bcaab.\n")
 	return b.String()
 }
