@@ -160,22 +160,9 @@ func computeBW(posted, completed []int64, bytes, postList, cqMod int, gbits, noP
 	}
 	// perftest starts from completed[0]-posted[0] in unsigned cycles; with
 	// CQ moderation completed[0] is unset (0) and the start wraps to the
-	// largest value: no candidate.
-	best := int64(math.MaxInt64)
-	try := func(i, j int) {
-		if t := (completed[j] - posted[i]) / int64(j-i+1); t < best {
-			best = t
-		}
-	}
-	for i := 0; i < n; i += postList {
-		for j := roundUp(i+1, cqMod) - 1; j < n; j += cqMod {
-			try(i, j)
-		}
-		if n%cqMod != 0 {
-			try(i, n-1)
-		}
-	}
-	if best > 0 && best != math.MaxInt64 {
+	// largest value: no candidate. peakDelta searches as perftest does,
+	// faster (perf_peak.go).
+	if best, ok := peakDelta(posted, completed, postList, cqMod); ok && best > 0 {
 		st.Peak = float64(bytes) * 1e12 / (float64(best) * div)
 	}
 	return st
