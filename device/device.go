@@ -76,6 +76,7 @@ type Device struct {
 	frames  [][]byte
 	txFree  []*txEvent
 	lfree   []*cqeLanding
+	landed  uint64 // CQEs made visible in host memory (CQEsLanded)
 	rqbuf   [1024]byte
 	atomBuf [8]byte
 

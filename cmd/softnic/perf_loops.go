@@ -416,6 +416,7 @@ type bwClient struct {
 	wrs               []provider.SendWR
 	stopped           bool // a timed run's deadline passed
 	wcs               []provider.WC
+	watch             cqWatch
 }
 
 func newBWClient(eps []*perfEP, clk perfClock, op provider.WROpcode, iters, size, txDepth, postList, cqMod int, deadline int64) *bwClient {
@@ -457,6 +458,11 @@ func (a *bwClient) step() (bool, error) {
 		a.stopped = true
 		return true, nil
 	}
+	if a.watch.idle() {
+		return false, nil
+	}
+	took := false
+	defer func() { a.watch.swept(took) }()
 	for i, e := range a.eps {
 		for (a.deadline > 0 || a.scnt[i] < a.iters) && a.scnt[i]-a.ccnt[i]+a.postList <= a.txDepth {
 			for k := range a.wrs {
@@ -504,6 +510,7 @@ func (a *bwClient) step() (bool, error) {
 				}
 				a.ccnt[q] += a.cqMod
 				a.totccnt += a.cqMod
+				took = true
 				t := a.clk.now()
 				switch {
 				case a.deadline > 0:
@@ -546,6 +553,7 @@ type bwServer struct {
 	last    int64
 	endless bool // a timed run: runs until the client is done
 	wcs     []provider.WC
+	watch   cqWatch
 }
 
 func newBWServer(eps []*perfEP, clk perfClock, iters, size, rxDepth int, endless bool) (*bwServer, error) {
@@ -568,7 +576,11 @@ func (a *bwServer) state() string {
 }
 
 func (a *bwServer) step() (bool, error) {
+	if a.watch.idle() {
+		return false, nil
+	}
 	moved := false
+	defer func() { a.watch.swept(moved) }()
 	for i, e := range a.eps {
 		for cqReady(e.rcq) {
 			n, err := e.rcq.Poll(a.wcs)
@@ -596,6 +608,36 @@ func (a *bwServer) step() (bool, error) {
 	}
 	return moved, nil
 }
+
+// cqWatch lets an actor that sweeps the CQs of many QPs skip a sweep that
+// cannot find anything: it remembers the emulated devices' count of landed
+// CQEs (landed) from the start of a sweep that took no completion, and
+// while the count stands still every CQ is as empty as that sweep found it
+// and nothing new may be posted. The start, not the end: a post or a poll
+// may run the engine, and a CQE that lands mid-sweep moves the count past
+// it. landed is nil on a real NIC: every step sweeps.
+type cqWatch struct {
+	landed func() uint64
+	from   uint64
+	quiet  bool
+}
+
+// idle reports whether the sweep about to start can be skipped; else it
+// notes the count it starts from.
+func (w *cqWatch) idle() bool {
+	if w.landed == nil {
+		return false
+	}
+	n := w.landed()
+	if w.quiet && n == w.from {
+		return true
+	}
+	w.from, w.quiet = n, false
+	return false
+}
+
+// swept records whether the sweep took a completion.
+func (w *cqWatch) swept(took bool) { w.quiet = w.landed != nil && !took }
 
 // errStuck is wrapped when no side can move and the world has nothing
 // left to do.
