@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 )
 
@@ -105,7 +106,42 @@ func init() {
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	stop, err := startCPUProfile(os.Getenv(cpuProfileEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "softnic:", err)
+		os.Exit(2)
+	}
+	code := run(os.Args[1:], os.Stdout, os.Stderr)
+	if err := stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "softnic:", err)
+		code = max(code, 1)
+	}
+	os.Exit(code)
+}
+
+// cpuProfileEnv names a file for a CPU profile of the whole command
+// (go tool pprof reads it; docs/pgo.sh merges such profiles into
+// default.pgo). Unset: no profile.
+const cpuProfileEnv = "SOFTNIC_CPUPROFILE"
+
+// startCPUProfile starts a CPU profile into path ("" for none) and returns
+// what stops it and closes the file.
+func startCPUProfile(path string) (func() error, error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("$%s: %w", cpuProfileEnv, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("$%s: %w", cpuProfileEnv, err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 // run dispatches to the subcommand. Every write to stdout is checked: a
