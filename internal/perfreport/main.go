@@ -329,9 +329,11 @@ func (r *results) report(haveC, havePGO bool) string {
 		p("| 3 | PostSend, BlueFlame 64 B WRITE (ns/op) | %.2f | %.2f | (no C compiler: not measured) | ≤ 1.5× C | — |\n", psOld, psNow)
 	}
 	cp := r.get("now", "BenchmarkAnchor/copy1M", "MB/s")
+	cold := r.get("now", "BenchmarkAnchor/copy1M-cold", "MB/s")
 	mOld, mNow := r.get(old, w1m, "MB/s"), r.get("now", w1m, "MB/s")
-	p("| 4 | 1 MiB WRITE end to end (MB/s; Go copy of 1 MiB: %.0f MB/s) | %.0f (%.3f× copy) | %.0f | %.3f× copy | ≥ 0.15× copy | %s |\n",
-		cp, mOld, ratio(mOld, cp), mNow, ratio(mNow, cp), mark(ratio(mNow, cp) >= 0.15))
+	p("| 4 | 1 MiB WRITE end to end (MB/s; Go copy of 1 MiB: %.0f MB/s in cache, %.0f MB/s out of it, see below) | %.0f (%.3f× / %.3f×) | %.0f | %.3f× / %.3f× | ≥ 0.15× copy | %s in cache, %s out of it |\n",
+		cp, cold, mOld, ratio(mOld, cp), ratio(mOld, cold), mNow, ratio(mNow, cp), ratio(mNow, cold),
+		mark(ratio(mNow, cp) >= 0.15), mark(ratio(mNow, cold) >= 0.15))
 	hOld, hNow := r.get(old, qp1k, "heap-B/qp"), r.get("now", qp64k, "heap-B/qp")
 	p("| 5a | Go heap per QP beyond its rings, default caps (bytes) | %.0f | %.0f | %.4f× | ≤ 4096 | %s |\n", hOld, hNow, ratio(hNow, hOld), mark(hNow <= 4096))
 	first, last := r.get("now", qp64k, "first-ns/qp"), r.get("now", qp64k, "last-ns/qp")
@@ -351,13 +353,18 @@ func (r *results) report(haveC, havePGO bool) string {
 	if haveC {
 		p("| C post_send (mlx5dv.h, BF copy to memory, sfence) | %.2f ns |\n", psC)
 	}
-	p("| Go `copy` of 1 MiB | %.0f MB/s |\n", cp)
+	p("| Go `copy` of 1 MiB, the same two buffers every time (in cache) | %.0f MB/s |\n", cp)
+	p("| Go `copy` of 1 MiB between 64 MiB buffers, another MiB every time (out of cache) | %.0f MB/s |\n", cold)
 	p("| crc32 (IEEE) of 4 KiB | %.0f MB/s |\n", r.get("now", "BenchmarkAnchor/crc32-4K", "MB/s"))
 	for _, s := range []struct{ name, b string }{{"64 B", st64}, {"4 KiB", st4k}} {
 		simNS, wallNS := r.get("now", s.b, "sim-ns/op"), r.get("now", s.b, "ns/op")
 		p("| simulated time / wall time, %s WRITE streams at line rate (%.1f simulated ns, %.0f wall ns a WRITE; %s: %.4f) | %.4f |\n",
 			s.name, simNS, wallNS, old, ratio(r.get(old, s.b, "sim-ns/op"), r.get(old, s.b, "ns/op")), ratio(simNS, wallNS))
 	}
+	p("\nGoal 4's anchor. Issue 11 measured 27 GB/s for a Go copy of 1 MiB and put b152fe6 at 0.06× of it. On\n")
+	p("this machine a copy whose buffers stay in the caches (the same 2 MiB every time) runs %.0f MB/s, which puts\n", cp)
+	p("b152fe6 at %.3f×; a copy of data not just touched runs %.0f MB/s, which puts it at %.3f×. The issue's figures\n", ratio(mOld, cp), cold, ratio(mOld, cold))
+	p("match the second. Both are shown; the goal is claimed only against the first, the stricter.\n")
 	p("\n## Wall time (ns/op, best round)\n\n")
 	if havePGO {
 		p("| benchmark | %s | now | now, built without the profile |\n|---|---|---|---|\n", old)
