@@ -57,6 +57,7 @@ type CPU struct {
 	bfBuf int // bytes per BlueFlame buffer (BFRegSize/2)
 
 	wc     []wcLine
+	nwc    int // lines of wc active
 	wcSeq  uint64
 	posts  []post  // NumUARs × 8, the CPU-side view of each BF buffer / doorbell slot
 	active []int   // indexes of posts with stores not yet fenced
@@ -167,10 +168,8 @@ func (c *CPU) storeLine(off uint64, p []byte) bool {
 		c.cfg.WCDrain > 0 && c.cfg.WCDrain <= 8*sc || !c.isUAR(off) || c.cfg.UARNonCached {
 		return false
 	}
-	for i := range c.wc {
-		if c.wc[i].active {
-			return false
-		}
+	if c.nwc > 0 {
+		return false
 	}
 	idx, rel, inPost := c.slot(off)
 	if inPost {
@@ -203,6 +202,7 @@ func (c *CPU) storeLine(off uint64, p []byte) bool {
 	l := c.wcAlloc(now)
 	l.active, l.addr, l.mask, l.alloc, l.seq = true, off, 0, now, c.wcSeq
 	c.wcSeq++
+	c.nwc++
 	if c.cfg.WCDrain > 0 {
 		c.clk.At(now.Add(c.cfg.WCDrain), l)
 	}
@@ -320,6 +320,7 @@ func (c *CPU) wcStore(now sim.Time, off uint64, p []byte) {
 		l = c.wcAlloc(now)
 		l.active, l.addr, l.mask, l.alloc, l.seq = true, la, 0, now, c.wcSeq
 		c.wcSeq++
+		c.nwc++
 		if c.cfg.WCDrain > 0 {
 			c.clk.At(now.Add(c.cfg.WCDrain), l)
 		}
@@ -350,7 +351,7 @@ func (c *CPU) wcAlloc(now sim.Time) *wcLine {
 
 // flushWC emits every active line, oldest first.
 func (c *CPU) flushWC(now sim.Time, reason string) {
-	for {
+	for c.nwc > 0 {
 		var old *wcLine
 		for i := range c.wc {
 			if l := &c.wc[i]; l.active && (old == nil || l.seq < old.seq) {
@@ -379,6 +380,7 @@ func (c *CPU) emitLine(now sim.Time, l *wcLine, reason string) {
 			Bytes: bits.OnesCount64(l.mask), QPN: qpn, Flow: flow, PSN: trace.NoPSN, Detail: reason})
 	}
 	l.active = false
+	c.nwc--
 	if len(c.fx.pend) > 0 {
 		c.releaseReordered(now)
 	}

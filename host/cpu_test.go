@@ -2,6 +2,7 @@ package host
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -422,6 +423,56 @@ func TestStoreLinesMatchesStores(t *testing.T) {
 			require.Equal(t, rigs[1].rec.Events(), rigs[0].rec.Events())
 			require.Equal(t, rigs[1].ctr.Snapshot(), rigs[0].ctr.Snapshot())
 			require.Equal(t, rigs[1].eng.Now(), rigs[0].eng.Now())
+		})
+	}
+}
+
+// TestActiveLineCount: the count of active WC lines the fast paths read
+// (CPU.nwc) is the number of active lines after every store, line store,
+// flush and drain, with and without WC-buffer faults, under eviction
+// pressure (more lines in flight than the buffer has).
+func TestActiveLineCount(t *testing.T) {
+	count := func(c *CPU) int {
+		n := 0
+		for i := range c.wc {
+			if c.wc[i].active {
+				n++
+			}
+		}
+		return n
+	}
+	for _, a := range []fault.Action{fault.None, fault.Drop, fault.Tear, fault.Duplicate, fault.Delay, fault.Reorder} {
+		t.Run(a.String(), func(t *testing.T) {
+			r := newHostRig(t, func(c *Config) { c.WCDrain = 40 * ns })
+			if a != fault.None {
+				rule := fault.Rule{Point: fault.WCBuffer, Action: a, Prob: 0.3}
+				if a == fault.Delay {
+					rule.Delay = 20 * ns
+				}
+				p := &fault.Plan{Seed: 3, Rules: []fault.Rule{rule}}
+				require.NoError(t, p.Validate())
+				r.cpu.SetFaults(fault.NewInjector(p))
+			}
+			rnd := rand.New(rand.NewPCG(uint64(a), 9))
+			var line [64]byte
+			for i := 0; i < 3000; i++ {
+				off := bf0 + uint64(rnd.IntN(64))*64 + uint64(rnd.IntN(8))*8
+				switch rnd.IntN(5) {
+				case 0:
+					r.cpu.Store64(off, rnd.Uint64())
+				case 1:
+					r.cpu.Store32(off, rnd.Uint32())
+				case 2:
+					r.cpu.StoreLines(off&^63, line[:], nil)
+				case 3:
+					r.cpu.Flush()
+				default:
+					r.eng.Advance(sim.Duration(rnd.IntN(60)) * ns)
+				}
+				if got, want := r.cpu.nwc, count(r.cpu); got != want {
+					t.Fatalf("op %d: nwc %d, %d lines active", i, got, want)
+				}
+			}
 		})
 	}
 }

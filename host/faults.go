@@ -107,6 +107,7 @@ func (c *CPU) wcFault(now sim.Time, l *wcLine, reason string) bool {
 		return false
 	}
 	l.active = false
+	c.nwc--
 	return true
 }
 
