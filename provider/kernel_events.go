@@ -86,8 +86,9 @@ func kernTimeout(op string, err error, timeout time.Duration, what string) error
 func (ch *CompChannel) kernGetCQEvent(timeout time.Duration) (*CQ, error) {
 	const op = "get_cq_event"
 	c := ch.ctx
+	deadline := time.Now().Add(timeout) // records of destroyed CQs do not extend it
 	for {
-		uh, err := ch.kfd.CompEvent(timeout)
+		uh, err := ch.kfd.CompEvent(time.Until(deadline))
 		if err != nil {
 			return nil, kernTimeout(op, err, timeout, "completion event")
 		}
@@ -107,8 +108,9 @@ func (c *Context) kernGetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 	if fd == nil {
 		return AsyncEvent{}, opErr(op, 0, ErrClosed)
 	}
+	deadline := time.Now().Add(timeout) // records of destroyed objects do not extend it
 	for {
-		d, err := fd.AsyncEvent(timeout)
+		d, err := fd.AsyncEvent(time.Until(deadline))
 		if err != nil {
 			return AsyncEvent{}, kernTimeout(op, err, timeout, "asynchronous event")
 		}

@@ -177,11 +177,12 @@ func (e *EventFD) Close() error { return unix.Close(e.fd) }
 // ErrTimeout: no event within the time asked.
 var ErrTimeout = errors.New("kverbs: no event before the timeout")
 
-// read waits up to timeout for one record of n bytes.
+// read waits up to timeout for one record of n bytes; a timeout <= 0
+// does not wait (poll(2) would take a negative one as for ever).
 func (e *EventFD) read(b []byte, timeout time.Duration) (int, error) {
-	ms := int(timeout / time.Millisecond)
-	if timeout > 0 && ms == 0 {
-		ms = 1
+	ms := 0
+	if timeout > 0 {
+		ms = max(int(timeout/time.Millisecond), 1)
 	}
 	pfd := []unix.PollFd{{Fd: int32(e.fd), Events: unix.POLLIN}}
 	for {

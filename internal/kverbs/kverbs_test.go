@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/softnic/softnic/uverbs"
 	"github.com/stretchr/testify/require"
@@ -267,4 +268,25 @@ func FuzzDecodeAsyncEvent(f *testing.F) {
 			t.Fatalf("len %d: err %v", len(b), err)
 		}
 	})
+}
+
+// TestEventFDNoWait: a timeout of zero or less reads without waiting (a
+// negative one must not reach poll(2), which would wait for ever), and a
+// positive one ends in ErrTimeout.
+func TestEventFDNoWait(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	fd := NewEventFD(int(r.Fd()))
+	for _, timeout := range []time.Duration{-time.Second, 0, 20 * time.Millisecond} {
+		done := make(chan error, 1)
+		go func() { _, err := fd.CompEvent(timeout); done <- err }()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, ErrTimeout, "timeout %v", timeout)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("timeout %v: still waiting after 5 s", timeout)
+		}
+	}
 }
