@@ -176,6 +176,10 @@ func TestTransportClosed(t *testing.T) {
 		n.Pump(0, 64)
 	}
 	require.ErrorIs(t, n.Advance(), ErrTransportClosed)
+	// A wait without a limit (rdma's stdin) ends too, and says on what.
+	_, err = Await(n, make(chan int), 0, "a command on stdin")
+	require.ErrorIs(t, err, ErrTransportClosed)
+	require.Contains(t, err.Error(), "a command on stdin")
 }
 
 // PollCQ on a CQ that never fills gives up after its timeout, naming what it

@@ -155,7 +155,15 @@ func (p *Pacer) Wake() {
 	}
 }
 
-// Run pumps until stop is closed (a daemon's pacing goroutine).
+// runIdle bounds Run's sleep while nothing is due. A frame, a closed
+// transport, a Wake (every caller that schedules work under the lock
+// wakes the pacer; so does closing stop) and the engine's next event all
+// end the sleep sooner, so the bound only keeps an idle daemon from
+// waking a thousand times a second, as IdleWait would.
+const runIdle = 100 * time.Millisecond
+
+// Run pumps until stop is closed and Wake called (a daemon's pacing
+// goroutine).
 func (p *Pacer) Run(stop <-chan struct{}) {
 	for {
 		select {
@@ -163,7 +171,7 @@ func (p *Pacer) Run(stop <-chan struct{}) {
 			return
 		default:
 		}
-		p.Pump(IdleWait, drainMax)
+		p.Pump(runIdle, drainMax)
 	}
 }
 

@@ -73,8 +73,17 @@ func (n *Net) Advance() error {
 
 // Await waits for a value on ch while driving the network (so that ARP
 // requests are answered and frames processed while the caller blocks on
-// stdin or TCP), for at most timeout (0: no limit).
+// stdin or TCP), for at most timeout (0: no limit). It ends in
+// ErrTransportClosed once the transport has closed and nothing is left to
+// run (Advance), so even a wait without a limit ends.
 func Await[T any](n *Net, ch <-chan T, timeout time.Duration, what string) (T, error) {
+	return AwaitWith(n.Advance, ch, timeout, what)
+}
+
+// AwaitWith is Await for a caller that drives its network itself: step
+// runs between looks at ch, blocking for about IdleWait at most, and an
+// error from it ends the wait.
+func AwaitWith[T any](step func() error, ch <-chan T, timeout time.Duration, what string) (T, error) {
 	start := time.Now()
 	for {
 		select {
@@ -82,11 +91,13 @@ func Await[T any](n *Net, ch <-chan T, timeout time.Duration, what string) (T, e
 			return v, nil
 		default:
 		}
+		var zero T
 		if timeout > 0 && time.Since(start) >= timeout {
-			var zero T
 			return zero, fmt.Errorf("%w after %v waiting for %s", ErrTimeout, timeout, what)
 		}
-		n.Pump(IdleWait, drainMax)
+		if err := step(); err != nil {
+			return zero, fmt.Errorf("waiting for %s: %w", what, err)
+		}
 	}
 }
 

@@ -474,19 +474,11 @@ func bg[T any](f func() (T, error)) <-chan ioResult[T] {
 // peer in modify_qp(RTR) arrives while we block on TCP), for at most
 // timeout; it then fails with wallclock.ErrTimeout.
 func awaitIO[T any](rt ppRuntime, ch <-chan ioResult[T], timeout time.Duration, what string) (T, error) {
-	start := time.Now()
-	for {
-		select {
-		case r := <-ch:
-			return r.v, r.err
-		default:
-		}
-		if time.Since(start) >= timeout {
-			var zero T
-			return zero, fmt.Errorf("%w after %v waiting for %s", wallclock.ErrTimeout, timeout, what)
-		}
-		rt.Idle(wallclock.IdleWait)
+	r, err := wallclock.AwaitWith(func() error { rt.Idle(wallclock.IdleWait); return nil }, ch, timeout, what)
+	if err != nil {
+		return r.v, err
 	}
+	return r.v, r.err
 }
 
 // readMsg reads exactly n bytes from c with a deadline.

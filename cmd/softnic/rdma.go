@@ -393,7 +393,10 @@ func doRDMA(o rdmaOpts, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	for {
-		l, _ := wallclock.Await(rt, lines, 0, "a command on stdin")
+		l, err := wallclock.Await(rt, lines, 0, "a command on stdin")
+		if err != nil {
+			return err
+		}
 		if l.err != nil {
 			if !errors.Is(l.err, io.EOF) {
 				return fmt.Errorf("reading stdin: %w", l.err)
@@ -505,7 +508,10 @@ func (ep *rdmaEP) remote(lines <-chan line) (remoteInfo, error) {
 			r.psn = uint32(v)
 		}
 	} else {
-		l, _ := wallclock.Await(ep.rt, lines, 0, "the REMOTE line on stdin")
+		l, err := wallclock.Await(ep.rt, lines, 0, "the REMOTE line on stdin")
+		if err != nil {
+			return r, err
+		}
 		if l.err != nil {
 			return r, fmt.Errorf("no REMOTE line on stdin: %w", l.err)
 		}
