@@ -155,8 +155,8 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 		o.host = fs.Arg(0)
 		args = fs.Args()[1:]
 	}
-	if o.socket == "" && o.net.wire == "" {
-		o.socket = os.Getenv(provider.SocketEnv)
+	if o.socket == "" && o.net.wire == "" && !kernelDevice(o.ibDev) {
+		o.socket = os.Getenv(provider.SocketEnv) // a daemon's device; a kernel one has no socket
 	}
 	return o, nil
 }

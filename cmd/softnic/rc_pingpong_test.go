@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/softnic/softnic/provider"
 	"github.com/stretchr/testify/require"
 )
 
@@ -94,4 +95,27 @@ func TestGIDHex(t *testing.T) {
 	require.False(t, ok, "a link-local GID is not RoCEv2/IPv4")
 	_, err = parseGIDHex("00")
 	require.Error(t, err)
+}
+
+// TestPingpongSocketEnv: $SOFTNIC_SOCKET stands in for --socket for a
+// device of the daemon, never for a kernel device (rxe0 would be refused
+// as a kernel device given a socket) nor beside --wire.
+func TestPingpongSocketEnv(t *testing.T) {
+	t.Setenv(provider.SocketEnv, "/tmp/softnic-test.sock")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-d", "softnic1"}, "/tmp/softnic-test.sock"},
+		{[]string{"-d", "rxe0"}, ""},
+		{[]string{"-d", "mlx5_0"}, ""},
+		{[]string{"--wire", "udp:127.0.0.1:1,127.0.0.1:2", "--ip", "192.0.2.1"}, ""},
+	} {
+		o, err := parsePingpongArgs(c.args, &bytes.Buffer{})
+		require.NoError(t, err, "%v", c.args)
+		require.Equal(t, c.want, o.socket, "%v", c.args)
+		if c.want == "" && o.net.wire == "" {
+			require.NoError(t, o.validate(), "%v: a kernel device with the variable set", c.args)
+		}
+	}
 }
