@@ -10,6 +10,13 @@ import (
 	"time"
 )
 
+// CommandWait is the longest the daemon takes over one socket request by
+// design: a modify_qp or create_ah on a real wire waits up to this long
+// for ARP. A client's deadline for a request allows it beyond the
+// client's own timeout, so that a slow resolution is answered with its
+// errno (EHOSTUNREACH) rather than taken for a dead daemon.
+const CommandWait = 3 * time.Second
+
 // Protocol constants.
 const (
 	Magic      = 0x50444e53 // "SNDP" little-endian

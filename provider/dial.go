@@ -306,7 +306,7 @@ func (l *daemonLink) request(t attach.Type, p []byte) ([]byte, error) {
 		return nil, err
 	}
 	l.seq++
-	l.conn.SetDeadline(time.Now().Add(l.timeout))
+	l.conn.SetDeadline(time.Now().Add(l.timeout + attach.CommandWait))
 	if err := l.conn.Send(t, l.seq, p); err != nil {
 		return nil, l.gone(t.String(), err)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/softnic/softnic/attach"
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/ethport"
 	"github.com/softnic/softnic/profile"
@@ -431,8 +432,8 @@ func (d *Daemon) neighbour(gid [16]byte) ([6]byte, bool) {
 }
 
 // arpWait bounds a modify_qp's wait for ARP on a real wire (the kernel's
-// resolution gives up after a few seconds too).
-const arpWait = 3 * time.Second
+// resolution gives up after a few seconds too); clients allow for it.
+const arpWait = attach.CommandWait
 
 // neighbour is the slot's neighbour table, what modify_qp(RTR) resolves a
 // destination GID with (called with d.mu held). Back to back it is the

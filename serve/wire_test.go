@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,13 +173,17 @@ func TestWireUnresolved(t *testing.T) {
 	a, b := freeUDP(t), freeUDP(t)
 	d, sock := startDaemonCfg(t, serve.Config{Devices: 1,
 		Wires: []serve.Wire{{Spec: fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", a, b)}}})
-	ctx, err := provider.Dial("softnic0", provider.DialOptions{Socket: sock, Timeout: 10 * time.Second})
+	// A client timeout shorter than the ARP budget (about 1 s): the client
+	// allows for the daemon's wait (attach.CommandWait) and gets the errno,
+	// not a daemon taken for dead.
+	ctx, err := provider.Dial("softnic0", provider.DialOptions{Socket: sock, Timeout: 300 * time.Millisecond})
 	require.NoError(t, err)
 	defer ctx.Close()
 	cs := newRCSide(t, ctx)
 	startT := time.Now()
 	err = cs.connect(0x123, netip.MustParseAddr("192.0.2.99").As16(), [6]byte{})
-	require.Error(t, err)
+	require.ErrorIs(t, err, syscall.EHOSTUNREACH)
+	require.NotErrorIs(t, err, provider.ErrDeviceGone)
 	require.Less(t, time.Since(startT), 8*time.Second)
 	require.Equal(t, uint64(1), d.Counters().Unresolved)
 	_, err = ctx.AllocPD()
