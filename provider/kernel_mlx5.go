@@ -66,6 +66,11 @@ func (m *mlx5Kernel) GetContext() (mlx5.ContextResp, error) {
 	if err != nil {
 		return r, err
 	}
+	if m.asyncFD >= 0 {
+		// Owned from here, so that Close closes it when Open fails later
+		// (the UAR mmap, QUERY_DEVICE, the attribute checks).
+		m.async = kverbs.NewEventFD(int(m.asyncFD))
+	}
 	if m.uarMmapLength == 0 || m.uarMmapLength > 1<<20 {
 		return r, detail(ErrNotSupported, "mlx5 UAR of %d bytes", m.uarMmapLength)
 	}
@@ -119,9 +124,6 @@ func openMLX5(d kverbs.Device, o KernelOptions) (*Context, error) {
 	// (named in CREATE_CQ), CQs are armed in user space through the UAR
 	// (ReqNotify, as on the emulated NIC), asynchronous events come on the
 	// async fd; records name objects by user_handle (kernel_events.go).
-	if m.asyncFD >= 0 {
-		m.async = kverbs.NewEventFD(int(m.asyncFD))
-	}
 	ctx.kev = newKernEvents(m.createCompChannel, m.async)
 	return ctx, nil
 }
