@@ -35,6 +35,13 @@ func peakDelta(posted, completed []int64, postList, cqMod int) (int64, bool) {
 	if n == 0 || len(posted) < n || !peakMonotone(posted, completed, postList, cqMod) {
 		return peakDeltaPairs(posted, completed, postList, cqMod)
 	}
+	return peakDeltaHull(posted, completed, postList, cqMod)
+}
+
+// peakDeltaHull is the hull search, for times peakMonotone accepts
+// (postList and cqMod at least 1).
+func peakDeltaHull(posted, completed []int64, postList, cqMod int) (int64, bool) {
+	n := len(completed)
 	var hull []peakPoint
 	best, found := int64(math.MaxInt64), false
 	next := 0 // the next post to add to the hull
