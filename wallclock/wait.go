@@ -171,9 +171,25 @@ func (n *Net) HWCounters() map[string]uint64 {
 }
 
 // CounterLine formats Counters as "name=value ..." on one line.
-func (n *Net) CounterLine() string {
+func (n *Net) CounterLine() string { return FormatCounters(n.Counters()) }
+
+// CountersOf is the non-zero counters of m, sorted by name.
+func CountersOf(m map[string]uint64) []Counter {
+	var out []Counter
+	for k, v := range m {
+		if v != 0 {
+			out = append(out, Counter{k, v})
+		}
+	}
+	slices.SortFunc(out, func(a, b Counter) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// FormatCounters writes cs as "name=value ..." on one line (what
+// CounterLine prints, for counters of another source).
+func FormatCounters(cs []Counter) string {
 	var b strings.Builder
-	for i, c := range n.Counters() {
+	for i, c := range cs {
 		if i > 0 {
 			b.WriteByte(' ')
 		}

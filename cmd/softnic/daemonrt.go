@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"net/netip"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/softnic/softnic/provider"
@@ -58,25 +56,6 @@ func (n ctxNet) pollCQ(cq *provider.CQ, wcs []provider.WC, timeout time.Duration
 	}
 }
 
-// counterLine formats the non-zero counters of m as "name=value ...",
-// sorted by name (wallclock.Net.CounterLine's shape).
-func counterLine(m map[string]uint64) string {
-	var names []string
-	for k, v := range m {
-		if v != 0 {
-			names = append(names, k)
-		}
-	}
-	slices.Sort(names)
-	var b strings.Builder
-	for i, k := range names {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "%s=%d", k, m[k])
-	}
-	return b.String()
-}
 
 // daemonRT is a command's NIC when it is a device of the softnic serve
 // daemon (provider.Dial): the daemon owns the device, its clock and its
@@ -106,5 +85,5 @@ func (d *daemonRT) CounterLine() string {
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
-	return counterLine(m)
+	return wallclock.FormatCounters(wallclock.CountersOf(m))
 }
