@@ -95,6 +95,12 @@ func (l *lane) reserve(ready sim.Time, d sim.Duration) sim.Time {
 		}
 		return ready
 	}
+	return l.search(ready, d)
+}
+
+// search is reserve's general case: the earliest gap at or after ready
+// that holds d, found by bisection and a scan.
+func (l *lane) search(ready sim.Time, d sim.Duration) sim.Time {
 	t := ready
 	// Skip, by bisection, the intervals that end at or before ready (the
 	// loop below would pass over them one by one): ends are increasing.

@@ -8,51 +8,8 @@ import (
 	"github.com/softnic/softnic/sim"
 )
 
-// reserveSearch is lane.reserve without its fast path: the bisection and
-// the scan for the earliest gap, for TestReserveFastPathMatchesSearch.
-func (l *lane) reserveSearch(ready sim.Time, d sim.Duration) sim.Time {
-	t := ready
-	i, hi := 0, l.n
-	for i < hi {
-		m := int(uint(i+hi) >> 1)
-		if l.iv[m].e <= t {
-			i = m + 1
-		} else {
-			hi = m
-		}
-	}
-	for ; i < l.n; i++ {
-		if l.iv[i].e <= t {
-			continue
-		}
-		if l.iv[i].s >= t.Add(d) {
-			break
-		}
-		t = l.iv[i].e
-	}
-	end := t.Add(d)
-	switch {
-	case i > 0 && l.iv[i-1].e == t && i < l.n && l.iv[i].s == end:
-		l.iv[i-1].e = l.iv[i].e
-		copy(l.iv[i:], l.iv[i+1:l.n])
-		l.n--
-	case i > 0 && l.iv[i-1].e == t:
-		l.iv[i-1].e = end
-	case i < l.n && l.iv[i].s == end:
-		l.iv[i].s = t
-	default:
-		copy(l.iv[i+1:l.n+1], l.iv[i:l.n])
-		l.iv[i] = span{t, end}
-		l.n++
-		if l.n > maxSpans {
-			l.mergeClosest()
-		}
-	}
-	return t
-}
-
 // The fast path of reserve (trains booked after the last interval) books
-// exactly what the general search books, in any order of bookings.
+// exactly what the general search (lane.search) books, in any order of bookings.
 func TestReserveFastPathMatchesSearch(t *testing.T) {
 	for _, spread := range []uint64{50, 2_000, 1_000_000} {
 		var a, b lane
@@ -76,7 +33,7 @@ func TestReserveFastPathMatchesSearch(t *testing.T) {
 				a.prune(base)
 				b.prune(base)
 			}
-			require.Equal(t, b.reserveSearch(ready, d), a.reserve(ready, d), "booking %d", i)
+			require.Equal(t, b.search(ready, d), a.reserve(ready, d), "booking %d", i)
 			require.Equal(t, b, a, "booking %d", i)
 		}
 	}
