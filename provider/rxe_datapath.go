@@ -131,8 +131,8 @@ func (qp *QP) rxeBuildSend(wr *SendWR) error {
 	} else if len(wr.SGL) > qp.cap.MaxSendSGE {
 		return detail(ErrTooManySGE, "%d SGEs, max_send_sge %d", len(wr.SGL), qp.cap.MaxSendSGE)
 	}
-	if total > 1<<31 {
-		return detail(ErrInvalidArg, "message of %d bytes", total)
+	if err := checkLengths(wr.SGL, qp.ctx.maxMsg); err != nil { // as buildSend
+		return err
 	}
 	if r.sq.full() {
 		return detail(ErrQueueFull, "SQ full (%d WQEs)", r.sq.capacity())
