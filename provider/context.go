@@ -206,6 +206,12 @@ func (c *Context) Close() error {
 	if cl, ok := c.ctl.(interface{ Close() error }); ok {
 		keep(cl.Close()) // a dialled device: detach, after every object is gone
 	}
+	// A QP whose destroy failed stays in c.qps; it must not post once the
+	// device is closed (on rxe its doorbell is a write() to an fd number
+	// that may by now be another file's).
+	for _, qp := range c.qps {
+		qp.dead = true
+	}
 	c.closed = true
 	return first
 }

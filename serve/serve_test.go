@@ -236,6 +236,12 @@ func TestDaemonKilled(t *testing.T) {
 	_, err = eps[1].Host.Ctx.AllocPD()
 	require.ErrorIs(t, err, provider.ErrDeviceGone)
 	require.Less(t, time.Since(start), 3*time.Second)
+	// Closing fails to destroy the QP (the daemon is gone), and the QP
+	// left behind posts nothing afterwards.
+	require.Error(t, eps[0].Host.Ctx.Close())
+	_, err = eps[0].QP.PostSend([]provider.SendWR{{Opcode: provider.WRSend, SGL: []provider.SGE{eps[0].MR.SGE(0, 8)}}})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, provider.ErrDeviceGone, "refused as a dead QP, before any talk to the device")
 }
 
 // TestRefusals: ATTACHes the daemon refuses, each with its errno and a
