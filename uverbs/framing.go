@@ -18,6 +18,21 @@ const (
 	MaxIoctlAttrs = (MaxIoctlLen - IoctlHdrSize) / AttrSize
 )
 
+// IsIoctl reports whether b is an ioctl request rather than a write()
+// command: its first u16 (ib_uverbs_ioctl_hdr.length) is len(b), at least
+// IoctlHdrSize, and agrees with num_attrs. A write() starts with its
+// command number (0..0xff, or with bit 31 set): only a 24- or 40-byte
+// write of command 24 or 40 could match, and neither is a valid write
+// (CREATE_QP is 64 bytes and more, 40 is no command).
+func IsIoctl(b []byte) bool {
+	if len(b) < IoctlHdrSize {
+		return false
+	}
+	n := int(binary.NativeEndian.Uint16(b))
+	return n == len(b) && (n-IoctlHdrSize)%AttrSize == 0 &&
+		int(binary.NativeEndian.Uint16(b[6:])) == (n-IoctlHdrSize)/AttrSize
+}
+
 // ---------------------------------------------------------------- views
 
 // CmdHdr is a view of an ib_uverbs_cmd_hdr.

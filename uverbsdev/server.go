@@ -1,7 +1,6 @@
 package uverbsdev
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"syscall"
@@ -113,20 +112,10 @@ func (s *Server) Do(req, resp []byte) (int, error) { return s.Handle(req, resp) 
 func (s *Server) Counters() map[string]uint64 { return s.ctrs.snapshot() }
 
 // IsIoctl reports whether b is an ioctl request rather than a write()
-// command: its first u16 (ib_uverbs_ioctl_hdr.length) is len(b), at least
-// 24, and agrees with num_attrs. A write() starts with its command number
-// (0..0xff, or with bit 31 set): only a 24- or 40-byte write of command 24
-// or 40 could match, and neither is a valid write (CREATE_QP is 64 bytes
-// and more, 40 is no command), so Handle refuses it either way.
-// Transports that know the form call HandleWrite or HandleIoctl.
-func IsIoctl(b []byte) bool {
-	if len(b) < uverbs.IoctlHdrSize {
-		return false
-	}
-	n := int(binary.NativeEndian.Uint16(b))
-	return n == len(b) && (n-uverbs.IoctlHdrSize)%uverbs.AttrSize == 0 &&
-		int(binary.NativeEndian.Uint16(b[6:])) == (n-uverbs.IoctlHdrSize)/uverbs.AttrSize
-}
+// command (uverbs.IsIoctl): a write that could pass for one is no valid
+// command, so Handle refuses it either way. Transports that know the form
+// call HandleWrite or HandleIoctl.
+func IsIoctl(b []byte) bool { return uverbs.IsIoctl(b) }
 
 // Handle serves one command: req in the write() or ioctl form (IsIoctl
 // tells which), the response written into resp. It returns the response

@@ -80,21 +80,10 @@ func prepare(dst, req []byte, respLen int, base uint64, drv uverbs.DriverID) (fo
 	}
 	copy(dst, req)
 	b := dst[:len(req)]
-	if isIoctl(b) {
+	if uverbs.IsIoctl(b) {
 		return prepareIoctl(b, respLen, base, drv)
 	}
 	return prepareWrite(b, respLen, base)
-}
-
-// isIoctl: ib_uverbs_ioctl_hdr.length is len(b) and matches num_attrs (a
-// write() starts with its command number; see uverbsdev.IsIoctl).
-func isIoctl(b []byte) bool {
-	if len(b) < uverbs.IoctlHdrSize {
-		return false
-	}
-	n := int(binary.NativeEndian.Uint16(b))
-	return n == len(b) && (n-uverbs.IoctlHdrSize)%uverbs.AttrSize == 0 &&
-		int(binary.NativeEndian.Uint16(b[6:])) == (n-uverbs.IoctlHdrSize)/uverbs.AttrSize
 }
 
 func prepareWrite(b []byte, respLen int, base uint64) (form, error) {
