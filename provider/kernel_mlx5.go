@@ -46,8 +46,6 @@ func (l *lateUAR) Store32(off uint64, v uint32) {
 	}
 }
 
-func (l *lateUAR) Load32(uint64) uint32 { return 0 }
-
 func (l *lateUAR) Flush() {
 	if l.UAR != nil {
 		l.UAR.Flush()

@@ -157,23 +157,20 @@ func (r Root) describe(base, uv string, core int) (Device, bool) {
 	d.NodeGUID, _ = readTrim(filepath.Join(ib, "node_guid"))
 	d.FWVer, _ = readTrim(filepath.Join(ib, "fw_ver"))
 	d.Parent, _ = readTrim(filepath.Join(ib, "parent"))
-	d.Driver = driverOf(ib, name, d.Parent)
+	d.Driver = driverOf(ib, name)
 	return d, true
 }
 
 // driverOf identifies the driver without netlink (uverbs.md §1.2): a PCI
-// parent bound to mlx5_core is mlx5; no device link but a parent netdev
-// is rxe (rxe registers without a parent device); the name prefix is
-// the last, weak, evidence.
-func driverOf(ib, name, parent string) Driver {
+// parent bound to mlx5_core is mlx5, another bound driver is unknown;
+// without a device link (rxe registers without a parent device) the name
+// prefix decides, weak evidence.
+func driverOf(ib, name string) Driver {
 	if link, err := os.Readlink(filepath.Join(ib, "device", "driver")); err == nil {
 		if strings.HasPrefix(filepath.Base(link), "mlx5") {
 			return DriverMLX5
 		}
 		return DriverUnknown
-	}
-	if parent != "" && strings.HasPrefix(name, "rxe") {
-		return DriverRXE
 	}
 	switch {
 	case strings.HasPrefix(name, "mlx5_"):
