@@ -105,7 +105,7 @@ func BenchmarkPostCQE(b *testing.B) {
 	})
 	b.Run("daemon-process", func(b *testing.B) {
 		_, sock, _ := startDaemon(b, 2, nil)
-		cmd := childB(b, "bench", sock)
+		cmd := child(b, "bench", sock)
 		stdin, err := cmd.StdinPipe()
 		require.NoError(b, err)
 		stdout, err := cmd.StdoutPipe()

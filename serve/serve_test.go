@@ -42,18 +42,12 @@ func startDaemon(t testing.TB, n int, rec *trace.Recorder) (*serve.Daemon, strin
 }
 
 // child runs this test binary as a child in role with the daemon's socket.
-func child(t *testing.T, role, sock string, extra ...string) *exec.Cmd {
+func child(t testing.TB, role, sock string, extra ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+role, provider.SocketEnv+"="+sock)
-	cmd.Env = append(cmd.Env, extra...)
-	return cmd
-}
-
-// childB is child for a benchmark.
-func childB(b *testing.B, role, sock string) *exec.Cmd {
+	// Neither tests nor benchmarks: the child runs childMain only.
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+role, provider.SocketEnv+"="+sock)
+	cmd.Env = append(cmd.Env, extra...)
 	return cmd
 }
 
