@@ -73,7 +73,9 @@ func ParseFrame(frame []byte, pkt *Packet) error { return parseFrame(frame, pkt,
 // so). It skips the ICRC pass and takes ICRCWant to be the wire value,
 // and skips the IPv4 header checksum (BuildFrame wrote it over these
 // bytes); every other check is ParseFrame's, and on such a frame the
-// result is the same.
+// result is the same. A frame built unsealed (BuildFrameUnsealed) and
+// handed over as verified carries no ICRC: its ICRC and ICRCWant are
+// whatever its last four bytes hold, and nothing may read them.
 func ParseFrameVerified(frame []byte, pkt *Packet) error { return parseFrame(frame, pkt, true) }
 
 func parseFrame(frame []byte, pkt *Packet, verified bool) error {
