@@ -56,7 +56,6 @@ func (n ctxNet) pollCQ(cq *provider.CQ, wcs []provider.WC, timeout time.Duration
 	}
 }
 
-
 // daemonRT is a command's NIC when it is a device of the softnic serve
 // daemon (provider.Dial): the daemon owns the device, its clock and its
 // cable.

@@ -52,49 +52,51 @@ func runDevinfo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "softnic devinfo:", err)
 		return 1
 	}
+	// The devices to show: a kernel one (rxe0, mlx5_0: the kernel's answers
+	// through /dev/infiniband), or the two emulated ones.
+	var ctxs []*provider.Context
 	if kernelDevice(*dev) {
-		// rxe0, mlx5_0: the kernel's answers through /dev/infiniband.
 		ctx, err := provider.OpenKernel(*dev, provider.KernelOptions{MemSize: 1 << 20})
-		if errors.Is(err, provider.ErrNoDevice) {
-			fmt.Fprintf(stderr, "softnic devinfo: IB device '%s' wasn't found (have softnic0, softnic1): %v\n", *dev, err)
+		if err != nil {
+			if errors.Is(err, provider.ErrNoDevice) {
+				fmt.Fprintf(stderr, "softnic devinfo: IB device '%s' wasn't found (have softnic0, softnic1): %v\n", *dev, err)
+			} else {
+				fmt.Fprintln(stderr, "softnic devinfo:", err)
+			}
 			return 1
 		}
+		defer ctx.Close()
+		ctxs = []*provider.Context{ctx}
+	} else {
+		cfg := testbed.DefaultConfig()
+		cfg.Device, cfg.Host, cfg.Wire = p.Device, p.Host(), p.Wire
+		w, err := testbed.New(cfg)
 		if err != nil {
 			fmt.Fprintln(stderr, "softnic devinfo:", err)
 			return 1
 		}
-		defer ctx.Close()
-		if err := printDevinfo(stdout, ctx, p, *verbose, port); err != nil {
-			fmt.Fprintln(stderr, "softnic devinfo:", err)
-			return 1
-		}
-		return 0
-	}
-	cfg := testbed.DefaultConfig()
-	cfg.Device, cfg.Host, cfg.Wire = p.Device, p.Host(), p.Wire
-	w, err := testbed.New(cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, "softnic devinfo:", err)
-		return 1
-	}
-	defer w.Close()
-	if *list {
-		fmt.Fprintf(stdout, "%d HCAs found:\n", len(w.Hosts))
+		defer w.Close()
 		for _, h := range w.Hosts {
-			fmt.Fprintf(stdout, "\t%s\n", h.Ctx.Name())
+			ctxs = append(ctxs, h.Ctx)
+		}
+	}
+	if *list {
+		fmt.Fprintf(stdout, "%d HCAs found:\n", len(ctxs))
+		for _, c := range ctxs {
+			fmt.Fprintf(stdout, "\t%s\n", c.Name())
 		}
 		return 0
 	}
 	found := false
-	for i, h := range w.Hosts {
-		if *dev != "" && h.Ctx.Name() != *dev {
+	for i, c := range ctxs {
+		if *dev != "" && c.Name() != *dev {
 			continue
 		}
 		found = true
 		if i > 0 && *dev == "" {
 			fmt.Fprintln(stdout)
 		}
-		if err := printDevinfo(stdout, h.Ctx, p, *verbose, port); err != nil {
+		if err := printDevinfo(stdout, c, p, *verbose, port); err != nil {
 			fmt.Fprintln(stderr, "softnic devinfo:", err)
 			return 1
 		}
