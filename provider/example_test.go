@@ -36,8 +36,12 @@ func ExampleContext_AllocPD() {
 	w := newWorld()
 	defer w.Close()
 	pd, err := w.Hosts[0].Ctx.AllocPD()
-	fmt.Println(pd != nil, err)
-	// Output: true <nil>
+	fmt.Println(err)
+	// A live PD is freed once; a second Dealloc is refused.
+	fmt.Println(pd.Dealloc(), pd.Dealloc() != nil)
+	// Output:
+	// <nil>
+	// <nil> true
 }
 
 func ExamplePD_RegMR() {
