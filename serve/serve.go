@@ -41,7 +41,7 @@ type Config struct {
 	// Clock is how virtual time moves (default ClockSim).
 	Clock Clock
 	// Lead is how far virtual time may run ahead of the wall clock with
-	// ClockWall (default wallclock.DefaultLead).
+	// ClockWall; 0 is wallclock.DefaultLead, and a negative one is refused.
 	Lead time.Duration
 }
 
@@ -213,7 +213,10 @@ func New(cfg Config) (*Daemon, error) {
 	if len(cfg.Wires) > 0 {
 		cfg.Clock = ClockWall
 	}
-	if cfg.Lead <= 0 {
+	switch {
+	case cfg.Lead < 0:
+		return nil, fmt.Errorf("serve: lead %v is negative", cfg.Lead)
+	case cfg.Lead == 0:
 		cfg.Lead = wallclock.DefaultLead
 	}
 	if c, err := net.Dial("unixpacket", cfg.Socket); err == nil {

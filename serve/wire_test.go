@@ -232,6 +232,7 @@ func TestBadWireConfig(t *testing.T) {
 		"more_wires_than_devices": {Socket: sock, Devices: 1, Wires: []serve.Wire{{Spec: "tap:x"}, {Spec: "tap:y"}}},
 		"bad_spec":                {Socket: sock, Devices: 1, Wires: []serve.Wire{{Spec: "carrier-pigeon"}}},
 		"bad_clock":               {Socket: sock, Devices: 1, Clock: serve.Clock(9)},
+		"negative_lead":           {Socket: sock, Devices: 1, Clock: serve.ClockWall, Lead: -time.Millisecond},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := serve.New(cfg)

@@ -69,6 +69,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softnic serve: %v\n", err)
 		return 2
 	}
+	if *lead <= 0 {
+		// serve.Config reads a zero lead as the default: say so rather than
+		// run with 100 µs when 0 was asked for.
+		fmt.Fprintf(stderr, "softnic serve: --lead %v: need a positive duration (default %v)\n", *lead, wallclock.DefaultLead)
+		return 2
+	}
 	cfg := serve.Config{Socket: *socket, Devices: devices, Profile: p, Log: stderr, Lead: *lead}
 	if *clock != "" {
 		if cfg.Clock, err = serve.ParseClock(*clock); err != nil {

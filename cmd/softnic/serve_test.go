@@ -245,6 +245,8 @@ func TestServeFlags(t *testing.T) {
 		{"ip_without_wire", []string{"--ip", "192.0.2.1"}, "1 --ip for 0 --wire"},
 		{"bad_wire", []string{"--wire", "pigeon:1"}, "--wire pigeon:1"},
 		{"bad_ip", []string{"--wire", "udp:127.0.0.1:1,127.0.0.1:2", "--ip", "::1"}, "need an IPv4 address"},
+		{"zero_lead", []string{"--clock", "wall", "--lead", "0"}, "--lead 0s: need a positive duration"},
+		{"negative_lead", []string{"--clock", "wall", "--lead", "-1ms"}, "--lead -1ms: need a positive duration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
