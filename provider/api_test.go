@@ -498,3 +498,59 @@ func TestEnumStrings(t *testing.T) {
 	require.Equal(t, "GRH|WITH_IMM|0x80", (provider.WCFlagGRH | provider.WCFlagWithImm | 0x80).String())
 	require.Equal(t, "0", provider.WCFlags(0).String())
 }
+
+// windowMMIO is a FakeDev port that knows its window (as the UAR mapped
+// from a kernel device does): BAR0 offsets [lo, hi).
+type windowMMIO struct {
+	*provider.FakeDev
+	lo, hi uint64
+}
+
+func (w windowMMIO) Covers(off uint64, n int) bool {
+	return off >= w.lo && off <= w.hi && w.hi-off >= uint64(n)
+}
+
+// TestCreateQPBFRegOutsideWindow: a bfreg the port cannot store to (its
+// doorbells would be dropped) refuses the QP and gives everything back;
+// one inside the window is taken.
+func TestCreateQPBFRegOutsideWindow(t *testing.T) {
+	uar := uint64(1) * mlx5.UARPageSize // NewFakeDev's context UAR
+	for _, c := range []struct {
+		name   string
+		lo, hi uint64
+		bfSize int
+		want   error
+	}{
+		{"inside", uar, uar + mlx5.UARPageSize, mlx5.DefaultBFBufSize, nil},
+		{"page_below", 0, mlx5.UARPageSize, mlx5.DefaultBFBufSize, provider.ErrNotSupported},
+		{"second_buffer_past_the_end", uar, uar + mlx5.UARBFRegOffset + mlx5.DefaultBFBufSize, mlx5.DefaultBFBufSize, provider.ErrNotSupported},
+		{"doorbell_only_fits", uar, uar + mlx5.UARBFRegOffset + 8, 0, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem, err := shm.New("bfreg-window", 1<<20, provider.EnvBase)
+			require.NoError(t, err)
+			defer mem.Close()
+			dev := provider.NewFakeDev(mem)
+			dev.BFBufSize = c.bfSize
+			ctx, err := provider.Open(provider.Device{Name: "fake0", Control: dev, MMIO: windowMMIO{dev, c.lo, c.hi}, Mem: mem})
+			require.NoError(t, err)
+			defer ctx.Close()
+			pd, err := ctx.AllocPD()
+			require.NoError(t, err)
+			cq, err := ctx.CreateCQ(16)
+			require.NoError(t, err)
+			inUse := mem.InUse()
+			qp, err := ctx.CreateQP(pd, provider.QPInitAttr{Type: provider.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+				Cap: provider.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			if c.want == nil {
+				require.NoError(t, err)
+				require.NoError(t, qp.Destroy())
+				return
+			}
+			require.ErrorIs(t, err, c.want)
+			require.ErrorContains(t, err, "outside the mapped UAR")
+			require.Empty(t, dev.QPs, "the refused QP was destroyed at the device")
+			require.Equal(t, inUse, mem.InUse(), "its buffers were freed")
+		})
+	}
+}

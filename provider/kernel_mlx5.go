@@ -46,6 +46,9 @@ func (l *lateUAR) Store32(off uint64, v uint32) {
 	}
 }
 
+// Covers is false until the UAR is mapped.
+func (l *lateUAR) Covers(off uint64, n int) bool { return l.UAR != nil && l.UAR.Covers(off, n) }
+
 func (l *lateUAR) Flush() {
 	if l.UAR != nil {
 		l.UAR.Flush()

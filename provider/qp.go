@@ -205,6 +205,18 @@ func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		_ = c.mem.Free(bufAddr)
 		return nil, opErr(op, r.QPN, detail(ErrNotSupported, "bfreg offset %#x / BlueFlame buffer size %d", r.BFRegOffset, r.BFBufSize))
 	}
+	if w, ok := c.mmio.(windowCoverer); ok {
+		// A port that knows its window (the UAR mapped from a kernel
+		// device) would drop stores outside it, counted but silent:
+		// every doorbell of this QP would be lost. Refuse the QP now.
+		n := max(8, 2*r.BFBufSize) // the doorbell, or both BlueFlame buffers
+		if !w.Covers(r.BFRegOffset, n) {
+			_ = c.ctl.DestroyQP(r.QPN)
+			_ = c.mem.Free(dbrAddr)
+			_ = c.mem.Free(bufAddr)
+			return nil, opErr(op, r.QPN, detail(ErrNotSupported, "bfreg at BAR0 %#x (%d bytes) is outside the mapped UAR %v", r.BFRegOffset, n, c.mmio))
+		}
+	}
 	qp.qpn, qp.bfReg, qp.bfBufSize = r.QPN, r.BFRegOffset, uint64(r.BFBufSize)
 	qp.state = QPStateReset
 	qp.refreshFast()
@@ -489,4 +501,10 @@ func ringRead(ring []byte, off int, dst []byte) {
 	for n < len(dst) {
 		n += copy(dst[n:], ring)
 	}
+}
+
+// windowCoverer is an MMIO port that knows which BAR0 offsets it can
+// store to (kverbs.UAR); CreateQP checks the QP's bfreg against it.
+type windowCoverer interface {
+	Covers(off uint64, n int) bool
 }

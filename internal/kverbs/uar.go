@@ -38,8 +38,14 @@ func (u *UAR) Unmap() error { return Munmap(u.mem) }
 // Dropped is the number of stores outside the mapping.
 func (u *UAR) Dropped() uint64 { return u.dropped.Load() }
 
+// Covers reports whether the n bytes at BAR0 offset off all lie in the
+// mapping.
+func (u *UAR) Covers(off uint64, n int) bool {
+	return n >= 0 && off >= u.base && off-u.base <= uint64(len(u.mem)) && uint64(len(u.mem))-(off-u.base) >= uint64(n)
+}
+
 func (u *UAR) addr(off uint64, n int) (unsafe.Pointer, bool) {
-	if off < u.base || off-u.base > uint64(len(u.mem)) || uint64(len(u.mem))-(off-u.base) < uint64(n) || (off-u.base)%uint64(min(n, 8)) != 0 {
+	if !u.Covers(off, n) || (off-u.base)%uint64(min(n, 8)) != 0 {
 		u.dropped.Add(1)
 		return nil, false
 	}

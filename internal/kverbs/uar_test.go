@@ -40,3 +40,26 @@ func TestUARStores(t *testing.T) {
 		})
 	}
 }
+
+func TestUARCovers(t *testing.T) {
+	const base = 5 * 4096
+	u := NewUAR(make([]byte, 4096), base)
+	for _, c := range []struct {
+		name string
+		off  uint64
+		n    int
+		want bool
+	}{
+		{"whole page", base, 4096, true},
+		{"both BlueFlame buffers", base + 0x800, 512, true},
+		{"last byte", base + 4095, 1, true},
+		{"empty at the end", base + 4096, 0, true},
+		{"one past the end", base + 4095, 2, false},
+		{"below", base - 8, 8, false},
+		{"past", base + 4096, 8, false},
+		{"negative length", base, -1, false},
+		{"wrapping offset", ^uint64(0) - 3, 8, false},
+	} {
+		t.Run(c.name, func(t *testing.T) { require.Equal(t, c.want, u.Covers(c.off, c.n)) })
+	}
+}
