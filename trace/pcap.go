@@ -103,11 +103,18 @@ type PcapReader struct {
 	pcap *pcapgo.Reader
 	ng   *pcapgo.NgReader
 	trk  *recordTracker
+	br   *bufio.Reader // between trk and the parser
 }
 
 // ErrTruncated is returned (wrapped) when the capture ends in the middle of
 // a pcap record or a pcapng block: the file was cut, it is not complete.
 var ErrTruncated = errors.New("trace: capture truncated")
+
+// ErrMalformed is returned (wrapped) for a record or block whose lengths
+// contradict each other: a pcapng packet block whose captured length does
+// not fit in the block. pcapgo would read such a packet's bytes out of the
+// blocks after it.
+var ErrMalformed = errors.New("trace: capture malformed")
 
 // recordTracker follows the record (pcap) or block (pcapng) structure of
 // the bytes read through it, so that the end of the input can be told to
@@ -119,10 +126,13 @@ type recordTracker struct {
 	ng     bool
 	big    bool     // byte order of the lengths (pcap: the file's; pcapng: the section's)
 	skip   uint64   // bytes left in the current record or block body
-	hdr    [16]byte // the header being read
+	hdr    [28]byte // the header being read
 	hdrN   int
 	inHdr  bool // reading the classic file header
 	offset int64
+	start  int64 // where the current header began
+	bad    error // the first malformed block found, if any
+	badAt  int64 // where it begins
 }
 
 func (t *recordTracker) Read(p []byte) (int, error) {
@@ -143,6 +153,9 @@ func (t *recordTracker) feed(b []byte) {
 			b = b[k:]
 			continue
 		}
+		if t.hdrN == 0 {
+			t.start = t.offset - int64(len(b))
+		}
 		need := t.headerLen()
 		c := copy(t.hdr[t.hdrN:need], b)
 		t.hdrN += c
@@ -162,9 +175,17 @@ func (t *recordTracker) headerLen() int {
 		return 16 // ts_sec, ts_frac, incl_len, orig_len
 	case t.hdrN >= 4 && binary.BigEndian.Uint32(t.hdr[:4]) == pcapngMagic:
 		return 12 // type, total length, byte-order magic
+	case t.hdrN >= 4 && (t.order().Uint32(t.hdr[:4]) == ngEnhancedPacket || t.order().Uint32(t.hdr[:4]) == ngObsoletePacket):
+		return 28 // type, total length, and the packet's fixed fields up to its lengths
 	}
 	return 8 // type, total length
 }
+
+// pcapng block types whose fixed fields carry a captured length.
+const (
+	ngObsoletePacket = 2
+	ngEnhancedPacket = 6
+)
 
 func (t *recordTracker) order() binary.ByteOrder {
 	if t.big {
@@ -188,7 +209,16 @@ func (t *recordTracker) endHeader() {
 		if binary.BigEndian.Uint32(t.hdr[:4]) == pcapngMagic {
 			t.big = binary.BigEndian.Uint32(t.hdr[8:12]) == 0x1a2b3c4d
 		}
-		if l := uint64(t.order().Uint32(t.hdr[4:8])); l > uint64(n) {
+		l := uint64(t.order().Uint32(t.hdr[4:8]))
+		if n == 28 && t.bad == nil {
+			// Block: type, length, 20 bytes of fields, the data padded
+			// to 4 bytes, options, the length again.
+			if caplen := uint64(t.order().Uint32(t.hdr[20:24])); l < 32 || caplen > l-32 {
+				t.bad = fmt.Errorf("%w: the packet block at byte %d captures %d bytes in a block of %d", ErrMalformed, t.start, caplen, l)
+				t.badAt = t.start
+			}
+		}
+		if l > uint64(n) {
 			t.skip = l - uint64(n)
 		}
 	}
@@ -227,14 +257,14 @@ func NewPcapReader(r io.Reader) (*PcapReader, error) {
 		if err != nil {
 			return nil, fmt.Errorf("trace: pcapng: %w", err)
 		}
-		return &PcapReader{ng: ng, trk: trk}, nil
+		return &PcapReader{ng: ng, trk: trk, br: br}, nil
 	case be == pcapMagicMicros || le == pcapMagicMicros || be == pcapMagicNanos || le == pcapMagicNanos:
 		trk.inHdr = true
 		p, err := pcapgo.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("trace: pcap: %w", err)
 		}
-		return &PcapReader{pcap: p, trk: trk}, nil
+		return &PcapReader{pcap: p, trk: trk, br: br}, nil
 	}
 	return nil, ErrUnknownFormat
 }
@@ -266,6 +296,11 @@ func (r *PcapReader) ReadFrame() (PcapFrame, error) {
 	} else {
 		data, ci, err = r.pcap.ReadPacketData()
 		lt = r.pcap.LinkType()
+	}
+	if t := r.trk; t.bad != nil && t.offset-int64(r.br.Buffered()) > t.badAt {
+		// The parser has read into the bad block (its bytes came from
+		// the tracker, which is ahead of it by what bufio holds).
+		return PcapFrame{}, t.bad
 	}
 	if err != nil {
 		if errors.Is(err, io.EOF) && r.trk.atBoundary() {

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -153,5 +154,70 @@ func TestPcapReaderFormats(t *testing.T) {
 	}
 	if _, err := NewPcapReader(bytes.NewReader(nil)); err == nil {
 		t.Fatal("empty input accepted")
+	}
+}
+
+// TestPcapngMalformedBlock: a packet block whose captured length does not
+// fit in it is an error at that block (pcapgo alone reads the packet's
+// bytes out of the next blocks and, at the end of the file, reports a
+// clean EOF).
+func TestPcapngMalformedBlock(t *testing.T) {
+	ci := gopacket.CaptureInfo{Timestamp: time.Unix(1, 0), CaptureLength: 60, Length: 60}
+	var ng bytes.Buffer
+	nw, err := pcapgo.NewNgWriter(&ng, layers.LinkTypeEthernet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		_ = nw.WritePacket(ci, bytes.Repeat([]byte{byte(i)}, 60))
+	}
+	_ = nw.Flush()
+	// The offsets of the packet blocks (little-endian section).
+	var epbs []int
+	for off := 0; off+8 <= ng.Len(); {
+		b := ng.Bytes()[off:]
+		if binary.LittleEndian.Uint32(b) == 6 {
+			epbs = append(epbs, off)
+		}
+		off += int(binary.LittleEndian.Uint32(b[4:]))
+	}
+	if len(epbs) != 3 {
+		t.Fatalf("%d packet blocks", len(epbs))
+	}
+	for _, tc := range []struct {
+		name   string
+		field  int // offset in the second packet block
+		val    uint32
+		frames int
+		want   error
+	}{
+		{"sound", 0, 6, 3, nil},
+		{"captured_length_past_the_block", 20, 5000, 1, ErrMalformed},
+		{"captured_length_one_too_many", 20, 61, 1, ErrMalformed}, // the block holds 60
+		{"captured_length_shorter", 20, 56, 3, nil},
+		{"block_too_short_for_its_fields", 4, 28, 1, ErrMalformed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := bytes.Clone(ng.Bytes())
+			binary.LittleEndian.PutUint32(in[epbs[1]+tc.field:], tc.val)
+			r, err := NewPcapReader(bytes.NewReader(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for {
+				_, err = r.ReadFrame()
+				if err != nil {
+					break
+				}
+				n++
+			}
+			if n != tc.frames {
+				t.Fatalf("%d frames before %v, want %d", n, err, tc.frames)
+			}
+			if tc.want == nil && err != io.EOF || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -224,6 +225,30 @@ func TestDecodeTruncated(t *testing.T) {
 			require.Contains(t, stdout.String(), "TRUNCATED")
 		})
 	}
+}
+
+// TestDecodeMalformed: a pcapng packet block whose captured length
+// overruns the block is reported after the frames before it, exit 2, even
+// when the blocks after it make the file end on a boundary.
+func TestDecodeMalformed(t *testing.T) {
+	_, ngFile := captureFiles(t)
+	in, err := os.ReadFile(ngFile)
+	require.NoError(t, err)
+	var epbs []int // little-endian section: type 6 is a packet block
+	for off := 0; off+8 <= len(in); off += int(binary.LittleEndian.Uint32(in[off+4:])) {
+		if binary.LittleEndian.Uint32(in[off:]) == 6 {
+			epbs = append(epbs, off)
+		}
+	}
+	require.Greater(t, len(epbs), 2)
+	binary.LittleEndian.PutUint32(in[epbs[1]+20:], 5000)
+	f := filepath.Join(t.TempDir(), "bad.pcapng")
+	require.NoError(t, os.WriteFile(f, in, 0o644))
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 2, run([]string{"decode", f}, &stdout, &stderr))
+	require.Contains(t, stdout.String(), "1 frames")
+	require.Contains(t, stdout.String(), "MALFORMED")
+	require.Contains(t, stderr.String(), "captures 5000 bytes")
 }
 
 // TestPingpongServerReply: the client reads the server's address, or the

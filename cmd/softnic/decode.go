@@ -100,10 +100,17 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 			break
 		}
 		if err != nil {
-			if errors.Is(err, trace.ErrTruncated) {
+			tail := ""
+			switch {
+			case errors.Is(err, trace.ErrTruncated):
+				tail = ", TRUNCATED"
+			case errors.Is(err, trace.ErrMalformed):
+				tail = ", MALFORMED"
+			}
+			if tail != "" {
 				// What was read is shown, but the capture is not
-				// complete: say so and fail.
-				s.printSummary(*jsonOut, stdout, stderr, ", TRUNCATED")
+				// complete or not sound: say so and fail.
+				s.printSummary(*jsonOut, stdout, stderr, tail)
 				fmt.Fprintf(stderr, "softnic decode: after frame %d: %v\n", s.frames, err)
 				return 2
 			}
