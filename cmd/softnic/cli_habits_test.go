@@ -292,18 +292,27 @@ func TestPingpongServerTimeoutAndRefusal(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		client    bool
+		srvArgs   []string
+		cliArgs   []string
 		srvErr    string
 		clientErr string
 	}{
-		{"server timeout", false, "no client connected", ""},
-		{"gid index mismatch", true, "not an IPv4-mapped RoCEv2 GID", "GID index mismatch"},
+		{"server timeout", false, []string{"-g", "1"}, nil, "no client connected", ""},
+		{"gid index mismatch", true, []string{"-g", "1"}, nil, "not an IPv4-mapped RoCEv2 GID", "GID index mismatch"},
+		{"server without gid", true, nil, []string{"-g", "1"}, "the client refused the connection: GID index mismatch", "told the server"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			pa, pb, tcp := freeUDPPort(t), freeUDPPort(t), freeTCPPort(t)
-			srv := exec.CommandContext(ctx, bin, "rc_pingpong", "-g", "1", "-p", strconv.Itoa(tcp), "--timeout", "1s",
-				"--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", pa, pb), "--ip", "192.0.2.1")
+			// The server's --timeout (5 s) is longer than the test allows
+			// it when the client is there: it must hear of the refusal.
+			srvTimeout, limit := "1s", 15*time.Second
+			if tc.client {
+				srvTimeout, limit = "5s", 4*time.Second
+			}
+			srv := exec.CommandContext(ctx, bin, append([]string{"rc_pingpong", "-p", strconv.Itoa(tcp), "--timeout", srvTimeout,
+				"--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", pa, pb), "--ip", "192.0.2.1"}, tc.srvArgs...)...)
 			var srvErr bytes.Buffer
 			srv.Stderr = &srvErr
 			start := time.Now()
@@ -311,14 +320,14 @@ func TestPingpongServerTimeoutAndRefusal(t *testing.T) {
 			var cliErr bytes.Buffer
 			var cliRun error
 			if tc.client {
-				cli := exec.CommandContext(ctx, bin, "rc_pingpong", "127.0.0.1", "-p", strconv.Itoa(tcp), "--timeout", "3s",
-					"--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", pb, pa), "--ip", "192.0.2.2")
+				cli := exec.CommandContext(ctx, bin, append([]string{"rc_pingpong", "127.0.0.1", "-p", strconv.Itoa(tcp), "--timeout", "3s",
+					"--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", pb, pa), "--ip", "192.0.2.2"}, tc.cliArgs...)...)
 				cli.Stderr = &cliErr
 				cliRun = cli.Run()
 			}
 			err := srv.Wait()
 			require.Error(t, err, "server exits non-zero")
-			require.Less(t, time.Since(start), 15*time.Second)
+			require.Less(t, time.Since(start), limit)
 			require.Contains(t, srvErr.String(), tc.srvErr)
 			if tc.client {
 				require.Error(t, cliRun, "client exits non-zero")

@@ -49,8 +49,18 @@ const (
 	ppRefusedGID = "gid-index"
 )
 
+// ppClientRefused is what a softnic client writes in place of "done"
+// when the server's address has no RoCEv2 GID (the server ran without
+// -g): as long as "done", so that ibv_rc_pingpong as the server reads it
+// whole (it checks only the length).
+const ppClientRefused = "ERR:\x00"
+
 // errRefused is returned by a client whose server refused it.
 var errRefused = errors.New("the server refused the connection")
+
+// errClientRefused is returned by a server whose client refused its
+// address.
+var errClientRefused = errors.New("the client refused the connection")
 
 // refusalMsg is the message for reason, cut to fit below ppMsgLen.
 func refusalMsg(reason string) []byte {
@@ -535,6 +545,15 @@ func (pp *pingpong) clientTry(addr string, my ppDest) (msg []byte, retry bool, e
 		return nil, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET),
 			fmt.Errorf("couldn't read remote address: %w", err)
 	}
+	if rem, err := parsePPDest(msg); err == nil {
+		if _, ok := gidIPv4(rem.gid); !ok {
+			// connect would fail on it: tell the server, which would
+			// otherwise wait its --timeout for our first message.
+			_, _ = conn.Write([]byte(ppClientRefused))
+			return nil, false, fmt.Errorf("couldn't connect to remote QP: the server's GID %v is not an IPv4-mapped RoCEv2 GID: run it with -g 1 (told the server)",
+				netip.AddrFrom16(rem.gid))
+		}
+	}
 	if _, err := conn.Write([]byte(ppDone)); err != nil {
 		return nil, false, fmt.Errorf("couldn't write done: %w", err)
 	}
@@ -585,6 +604,10 @@ func (pp *pingpong) serverExchange(my ppDest) (ppDest, error) {
 		return ppDest{}, fmt.Errorf("couldn't send local address: %w", err)
 	}
 	done, err := awaitIO(pp.rt, bg(func() ([]byte, error) { return readMsg(conn, len(ppDone), t) }), 2*t, `the client's "done"`)
+	if err == nil && string(done) == ppClientRefused {
+		return ppDest{}, fmt.Errorf("%w: GID index mismatch: this server sent no RoCEv2 GID (GID %v): run both sides with -g 1",
+			errClientRefused, netip.AddrFrom16(my.gid))
+	}
 	if err != nil || string(done[:4]) != "done" {
 		return ppDest{}, fmt.Errorf("couldn't recv done (%q): %v", done, err)
 	}
