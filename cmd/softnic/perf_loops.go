@@ -280,10 +280,6 @@ func (a *sendLat) step() (bool, error) {
 			if a.done() {
 				return moved, nil
 			}
-			if a.deadline > 0 && !a.server && a.clk.now() >= a.deadline && a.rcnt == a.scnt {
-				a.iters = a.scnt
-				return true, nil
-			}
 			if a.rcnt < a.iters && !(a.scnt < 1 && !a.server) {
 				a.phase = phWaitData
 			} else {
@@ -303,6 +299,16 @@ func (a *sendLat) step() (bool, error) {
 			a.phase = phPost
 			moved = true
 		case phPost:
+			// A timed run ends on the client once the deadline has
+			// passed and the reply to its last send is in: only here,
+			// between a receive and the next post, are as many messages
+			// received as sent (at phTop the client always has one send
+			// in flight, so a check there never fires).
+			if a.deadline > 0 && !a.server && a.clk.now() >= a.deadline && a.rcnt == a.scnt {
+				a.iters = a.scnt
+				a.phase = phTop
+				return true, nil
+			}
 			if a.scnt < a.iters {
 				a.clk.beforePost()
 				a.posted = append(a.posted, a.clk.now())

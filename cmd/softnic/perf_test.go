@@ -316,6 +316,43 @@ func TestPerfPeakOff(t *testing.T) {
 	}
 }
 
+// TestPerfTimedLatency: a latency test with -D runs for that many virtual
+// seconds and stops, as perftest's duration mode does: the row's
+// iterations over its transactions per second are the run's length, a
+// second and not the --timeout budget after it (send_lat's client never
+// stopped and ran into the budget).
+func TestPerfTimedLatency(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"send_lat", []string{"send_lat"}},
+		{"send_lat UD", []string{"send_lat", "-c", "UD"}},
+		{"write_lat", []string{"write_lat"}},
+		{"read_lat", []string{"read_lat"}},
+		{"atomic_lat", []string{"atomic_lat"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, errs, code := runPerfCmd(t, append(c.args, "-D", "1", "--timeout", "2s")...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			rows := tableRows(t, out)
+			if len(rows) != 1 || len(rows[0]) != 4 {
+				t.Fatalf("rows %q, want one of 4 columns (bytes, iterations, t_avg, tps)", rows)
+			}
+			iters, err1 := strconv.Atoi(rows[0][1])
+			tps, err2 := strconv.ParseFloat(rows[0][3], 64)
+			if err1 != nil || err2 != nil || iters < 1000 || tps <= 0 {
+				t.Fatalf("row %q", rows[0])
+			}
+			if secs := float64(iters) / tps; secs < 1 || secs > 1.001 {
+				t.Errorf("the run lasted %.6f virtual seconds, want 1 (-D 1)", secs)
+			}
+		})
+	}
+}
+
 // TestPerfWatchSkipsNothing: the bandwidth actors' skipped sweeps (cqWatch)
 // change no figure: with many QPs, CQ moderation, post lists, a send_bw
 // server and a lossy wire, the output is byte for byte the output of
