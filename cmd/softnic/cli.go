@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+
+	"github.com/softnic/softnic/provider"
 )
 
 // The command-line conventions every command shares (docs/cli.md).
@@ -44,3 +46,16 @@ func intVar(fs *flag.FlagSet, p *int, name string, def int, usage string) {
 	*p = def
 	fs.Var(sizeFlagInt(p), name, usage)
 }
+
+// validMTU says whether n is a path MTU of the IB spec (256, 512, 1024,
+// 2048 or 4096 bytes); mtuError is the one message every command's MTU
+// flag refuses any other value with.
+func validMTU(n int) bool { return provider.MTUFromBytes(n) != 0 }
+
+func mtuError(flag string, n int) error {
+	return fmt.Errorf("%s %d is not one of 256, 512, 1024, 2048, 4096", flag, n)
+}
+
+// maxIters bounds every iteration count (perf -n, stat -n): 2^24 runs
+// take seconds to minutes; more is a typo, not a workload.
+const maxIters = 1 << 24

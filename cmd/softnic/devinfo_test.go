@@ -118,6 +118,31 @@ func TestStat(t *testing.T) {
 	require.Equal(t, 0, code)
 }
 
+// TestStatRefusesBadUsage: bad usage is refused before any device runs,
+// exit 2 with the reason: -n has perf's bound (2^24; 99999999999 ran for a
+// day), the MTU message names the five MTUs as perf's and trace's do.
+func TestStatRefusesBadUsage(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"-n past 2^24", []string{"-n", "99999999999"}, "-n 99999999999 out of range 0..16777216 operations"},
+		{"-n one past 2^24", []string{"-n", "16777217"}, "out of range 0..16777216"},
+		{"-n negative", []string{"-n", "-1"}, "invalid value"},
+		{"MTU not one of the five", []string{"--mtu", "300"}, "--mtu 300 is not one of 256, 512, 1024, 2048, 4096"},
+		{"MTU zero", []string{"--mtu", "0"}, "--mtu 0 is not one of 256, 512, 1024, 2048, 4096"},
+		{"unknown op", []string{"--op", "cas"}, `--op "cas": want write, read or send`},
+		{"size too large", []string{"--size", "2147483648"}, "--size 2147483648 out of range"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, errOut, code := runCLI(t, append([]string{"stat"}, c.args...)...)
+			require.Equal(t, 2, code, errOut)
+			require.Contains(t, errOut, c.want)
+		})
+	}
+}
+
 func TestProfilesCommand(t *testing.T) {
 	out, _, code := runCLI(t, "profiles")
 	require.Equal(t, 0, code)

@@ -19,7 +19,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/softnic/softnic/provider"
 )
 
 func init() {
@@ -301,8 +300,8 @@ func (o *perfOpts) resolve() error {
 		return fmt.Errorf("-s %d out of range 1..8388608", o.size)
 	case o.iters < 5:
 		return fmt.Errorf("-n %d: at least 5 iterations", o.iters)
-	case o.iters > 1<<24:
-		return fmt.Errorf("-n %d: at most %d iterations", o.iters, 1<<24)
+	case o.iters > maxIters:
+		return fmt.Errorf("-n %d: at most %d iterations", o.iters, maxIters)
 	case o.txDepth < 1 || o.txDepth > 16384:
 		return fmt.Errorf("-t %d out of range 1..16384", o.txDepth)
 	case o.qps < 1 || o.qps > 64:
@@ -319,8 +318,8 @@ func (o *perfOpts) resolve() error {
 		return fmt.Errorf("-I %d out of range 0..912", o.inline)
 	case o.cqMod < 1 || o.cqMod > 16384:
 		return fmt.Errorf("--cq-mod %d out of range 1..16384", o.cqMod)
-	case o.mtu != 0 && provider.MTUFromBytes(o.mtu) == 0:
-		return fmt.Errorf("-m %d is not one of 256, 512, 1024, 2048, 4096", o.mtu)
+	case o.mtu != 0 && !validMTU(o.mtu):
+		return mtuError("-m", o.mtu)
 	case o.duration < 0 || o.duration > 3600:
 		return fmt.Errorf("-D %d out of range 0..3600 seconds", o.duration)
 	case o.duration > 0 && (o.all || o.itersSet):

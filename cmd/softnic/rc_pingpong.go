@@ -183,8 +183,8 @@ func (o *ppOpts) validate() error {
 		return fmt.Errorf("-i %d: the emulated NIC has port 1 only", o.ibPort)
 	case o.size <= 0 || o.size > 1<<30:
 		return fmt.Errorf("-s %d out of range 1..1 GiB", o.size)
-	case provider.MTUFromBytes(o.mtu) == 0:
-		return fmt.Errorf("-m %d is not one of 256, 512, 1024, 2048, 4096", o.mtu)
+	case !validMTU(o.mtu):
+		return mtuError("-m", o.mtu)
 	case o.rxDepth < 1 || o.rxDepth > 16384:
 		return fmt.Errorf("-r %d out of range 1..16384", o.rxDepth)
 	case o.iters < 1:

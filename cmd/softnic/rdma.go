@@ -324,8 +324,8 @@ func (o *rdmaOpts) validate() error {
 		return err
 	}
 	switch {
-	case provider.MTUFromBytes(o.mtu) == 0:
-		return fmt.Errorf("--mtu %d is not one of 256, 512, 1024, 2048, 4096", o.mtu)
+	case !validMTU(o.mtu):
+		return mtuError("--mtu", o.mtu)
 	case o.mrSize < 8192 || o.mrSize > 1<<30:
 		return fmt.Errorf("--mr-size %d out of range 8192..1 GiB", o.mrSize)
 	case o.recvDepth < 1 || o.recvDepth > 4096:

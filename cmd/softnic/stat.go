@@ -26,7 +26,7 @@ Runs N operations of --op one after the other from softnic0 to softnic1
 shape of 'rdma statistic show': one line per port, "link DEV/1" then name
 value pairs. The names are the Linux mlx5/rxe hw_counters; --all adds
 softnic's own counters (every non-zero one). -n 0 prints the counters of
-an idle pair.
+an idle pair; -n is at most 16777216 (2^24, as perf's).
 
 Flags:
 `
@@ -37,7 +37,7 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	var size, n, mtu int
 	intVar(fs, &size, "size", 64, "bytes per operation")
 	intVar(fs, &n, "n", 100, "number of operations")
-	intVar(fs, &mtu, "mtu", 1024, "path MTU")
+	intVar(fs, &mtu, "mtu", 1024, "path MTU: 256, 512, 1024, 2048 or 4096")
 	faults := fs.String("faults", "", "fault plan JSON (see softnic faults --explain)")
 	prof := fs.String("profile", "", "device profile: a name (see softnic profiles) or a JSON file (default "+profile.DefaultName+")")
 	all := fs.Bool("all", false, "also print softnic's own counters (non-zero)")
@@ -49,11 +49,32 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	if !noArgs("stat", pos, stderr) {
 		return 2
 	}
+	if err := checkStatArgs(*op, size, n, mtu); err != nil {
+		fmt.Fprintln(stderr, "softnic stat:", err)
+		return 2
+	}
 	if err := doStat(stdout, *op, size, n, mtu, *faults, *prof, *all, *asJSON); err != nil {
 		fmt.Fprintln(stderr, "softnic stat:", err)
 		return 1
 	}
 	return 0
+}
+
+// checkStatArgs refuses bad usage before any device is built (exit 2):
+// an unknown --op, a size or count out of range (-n at most maxIters, as
+// perf's), an MTU that is not one of the five.
+func checkStatArgs(op string, size, n, mtu int) error {
+	switch {
+	case op != "write" && op != "read" && op != "send":
+		return fmt.Errorf("--op %q: want write, read or send", op)
+	case size < 0 || size > 1<<30:
+		return fmt.Errorf("--size %d out of range 0..%d", size, 1<<30)
+	case n < 0 || n > maxIters:
+		return fmt.Errorf("-n %d out of range 0..%d operations", n, maxIters)
+	case !validMTU(mtu):
+		return mtuError("--mtu", mtu)
+	}
+	return nil
 }
 
 func doStat(w io.Writer, op string, size, n, mtu int, faults, prof string, all, asJSON bool) error {
@@ -68,11 +89,8 @@ func doStat(w io.Writer, op string, size, n, mtu int, faults, prof string, all, 
 	default:
 		return fmt.Errorf("--op %q: want write, read or send", op)
 	}
-	if size < 0 || size > 1<<30 {
-		return fmt.Errorf("--size %d out of range 0..%d", size, 1<<30)
-	}
-	if n < 0 {
-		return fmt.Errorf("-n %d is negative", n)
+	if err := checkStatArgs(op, size, n, mtu); err != nil {
+		return err
 	}
 	p, err := profile.Load(prof)
 	if err != nil {
