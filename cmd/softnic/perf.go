@@ -18,7 +18,6 @@ import (
 	"io"
 	"strings"
 	"time"
-
 )
 
 func init() {
