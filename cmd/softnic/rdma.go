@@ -33,7 +33,9 @@ Numbers: identifiers (RADDR, RKEY, QKEY, QPN, PSN, GID, wr_id, imm, addresses)
 are hex; LEN, SEED, N, OFF, ADD, COMPARE, SWAP and byte counts are decimal, as
 in rdma-core and perftest. A 0x prefix makes a number hex in any field (a
 leading 0 is not octal). The same holds for the flags: --psn, --remote-qpn,
---remote-psn, --qkey and --remote-qkey are hex, the others decimal.
+--remote-psn, --qkey and --remote-qkey are hex, the others decimal. A QPN
+and a PSN are 24 bits (at most ffffff), in the flags and in the REMOTE line;
+a wider one is refused, never truncated.
 
 Start: prints   LOCAL <qpn> <psn> <gid>     (%06x %06x, GID as 32 hex digits)
                 LOCAL <qpn> <psn> <gid> <qkey>        (UD: its Q_Key, %08x)
@@ -348,6 +350,16 @@ func (o *rdmaOpts) validate() error {
 	if o.remotePSN != "" && o.remoteQPN == "" {
 		return errors.New("--remote-psn needs --remote-qpn")
 	}
+	// QPNs and PSNs are 24 bits (IBTA BTH): refused here, before the
+	// device starts, rather than truncated (or found wrong after LOCAL).
+	for _, f := range []struct{ name, v string }{{"--psn", o.psn}, {"--remote-qpn", o.remoteQPN}, {"--remote-psn", o.remotePSN}} {
+		if f.v == "" {
+			continue
+		}
+		if _, err := parseHex(f.v, 24); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
 	return nil
 }
 
@@ -357,11 +369,11 @@ func doRDMA(o rdmaOpts, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	var psn uint32
 	if o.psn != "" {
-		v, err := parseHex(o.psn, 32)
+		v, err := parseHex(o.psn, 24)
 		if err != nil {
 			return fmt.Errorf("--psn: %w", err)
 		}
-		psn = uint32(v) & 0xffffff
+		psn = uint32(v)
 	} else {
 		psn = rand.Uint32() & 0xffffff
 	}
@@ -537,12 +549,17 @@ func (r *remoteInfo) parseLine(text string, ud bool) error {
 	if len(f) < 3 || len(f) > maxFields || f[0] != "REMOTE" {
 		return fmt.Errorf("expected %s, got %q", want, text)
 	}
-	q, err1 := parseHex(f[1], 32)
-	p, err2 := parseHex(f[2], 32)
-	if err := errors.Join(err1, err2); err != nil {
-		return fmt.Errorf("REMOTE line %q: %w", text, err)
+	// QPN and PSN are 24 bits: a wider one is refused, not truncated
+	// (REMOTE 1000000 10 became QPN 0 and a misleading modify_qp error).
+	q, err := parseHex(f[1], 24)
+	if err != nil {
+		return fmt.Errorf("REMOTE line %q: QPN: %w", text, err)
 	}
-	r.qpn, r.psn = uint32(q)&0xffffff, uint32(p)&0xffffff
+	p, err := parseHex(f[2], 24)
+	if err != nil {
+		return fmt.Errorf("REMOTE line %q: PSN: %w", text, err)
+	}
+	r.qpn, r.psn = uint32(q), uint32(p)
 	if len(f) >= 4 {
 		g, err := parseGIDHex(f[3])
 		if err != nil {

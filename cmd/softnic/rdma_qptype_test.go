@@ -85,6 +85,11 @@ func TestRDMARemoteLine(t *testing.T) {
 		{line: "REMOTE 11 2a " + gid + " 22220001 5", ud: true, err: "expected REMOTE <qpn> <psn> [<gid> [<qkey>]]"},
 		{line: "REMOTE 11 2a " + gid + " 1ffffffff", ud: true, err: "Q_Key"},
 		{line: "REMOTE 11 2a ffff 1", ud: true, err: "GID"},
+		// QPN and PSN are 24 bits: wider ones are refused, not truncated.
+		{line: "REMOTE ffffff ffffff", want: remoteInfo{qpn: 0xffffff, psn: 0xffffff, qkey: 7}},
+		{line: "REMOTE 1000000 10", err: `QPN: "1000000" does not fit in 24 bits`},
+		{line: "REMOTE 100 ffffffff", err: `PSN: "ffffffff" does not fit in 24 bits`},
+		{line: "REMOTE 100 0x1000000", err: `PSN: "0x1000000" does not fit in 24 bits`},
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%v/%s", tc.ud, tc.line), func(t *testing.T) {

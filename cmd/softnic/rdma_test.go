@@ -150,7 +150,7 @@ func TestRDMANumberFlags(t *testing.T) {
 	require.Contains(t, errb.String(), `invalid value "-1" for flag -recv-depth`)
 	errb.Reset()
 	require.Equal(t, 1, run(append(args, "--psn", "1x"), &out, &errb))
-	require.Contains(t, errb.String(), `--psn: "1x" is not a 32-bit hex number`)
+	require.Contains(t, errb.String(), `--psn: "1x" is not a 24-bit hex number`)
 }
 
 func TestRDMAFlagValidation(t *testing.T) {
@@ -177,6 +177,37 @@ func TestRDMAFlagValidation(t *testing.T) {
 			o := base()
 			mod(&o)
 			require.Error(t, o.validate())
+		})
+	}
+}
+
+// TestRDMAWideIdentifiers: QPNs and PSNs are 24 bits; a wider --psn,
+// --remote-qpn or --remote-psn is refused before the device starts (no
+// LOCAL line), never truncated (--psn 0x1000000 printed PSN 000000).
+func TestRDMAWideIdentifiers(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"own PSN", []string{"--psn", "0x1000000"}, `--psn: "0x1000000" does not fit in 24 bits`},
+		{"own PSN, 32 bits", []string{"--psn", "ffffffff"}, `--psn: "ffffffff" does not fit in 24 bits`},
+		{"remote QPN", []string{"--remote-qpn", "0x1000000"}, `--remote-qpn: "0x1000000" does not fit in 24 bits`},
+		{"remote PSN", []string{"--remote-qpn", "5", "--remote-psn", "0x1000000"}, `--remote-psn: "0x1000000" does not fit in 24 bits`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errb strings.Builder
+			args := append([]string{"rdma", "--wire", "udp:127.0.0.1:0,127.0.0.1:9", "--ip", "192.0.2.1", "--remote-ip", "192.0.2.2"}, c.args...)
+			require.Equal(t, 1, run(args, &out, &errb))
+			require.Contains(t, errb.String(), c.err)
+			require.NotContains(t, out.String(), "LOCAL", "refused before the device starts")
+		})
+	}
+	for _, c := range []struct{ name, v string }{{"24 bits", "ffffff"}, {"0x", "0xffffff"}} {
+		t.Run("accepted/"+c.name, func(t *testing.T) {
+			o := rdmaOpts{mtu: 1024, mrSize: 1 << 20, recvOff: -1, recvDepth: 16, gidIndex: 1, timeout: 16, retryCnt: 6, rnrRetry: 6, waitMS: 1000,
+				psn: c.v, remoteQPN: c.v, remotePSN: c.v}
+			require.NoError(t, o.validate())
 		})
 	}
 }
