@@ -23,8 +23,11 @@ import (
 
 // Config is a daemon's shape.
 type Config struct {
-	Socket  string          // path of the unix socket to listen on
-	Devices int             // emulated NICs: softnic0 .. softnic<N-1> (default 2)
+	Socket string // path of the unix socket to listen on
+	// Devices is how many emulated NICs: softnic0 .. softnic<N-1>; 0 is
+	// the default 2, and a negative count or more than MaxDevices is
+	// refused. softnic serve refuses an explicit --devices 0 itself.
+	Devices int
 	Profile profile.Profile // device and wire model (default: profile.Default())
 	// Log receives one line per attach, detach and refusal (nil: none).
 	Log io.Writer

@@ -44,7 +44,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	socket := fs.String("socket", os.Getenv("SOFTNIC_SOCKET"), "unix socket path to listen on (default $SOFTNIC_SOCKET)")
 	var devices int
-	intVar(fs, &devices, "devices", 2, "number of emulated NICs")
+	intVar(fs, &devices, "devices", 2, fmt.Sprintf("number of emulated NICs (1 to %d)", serve.MaxDevices))
 	prof := fs.String("profile", "", "device profile: a name (see softnic profiles) or a JSON file (default "+profile.DefaultName+")")
 	var wires, ips stringsFlag
 	var neigh neighFlag
@@ -62,6 +62,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	if *socket == "" {
 		fmt.Fprintln(stderr, "softnic serve: --socket is required")
+		return 2
+	}
+	if devices < 1 || devices > serve.MaxDevices {
+		// serve.Config reads 0 devices as its default 2: an explicit
+		// --devices 0 is refused here rather than served as 2.
+		fmt.Fprintf(stderr, "softnic serve: --devices %d (want 1 to %d)\n", devices, serve.MaxDevices)
 		return 2
 	}
 	p, err := profile.Load(*prof)
