@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/softnic/softnic/profile"
@@ -59,7 +60,7 @@ func runDevinfo(args []string, stdout, stderr io.Writer) int {
 		ctx, err := provider.OpenKernel(*dev, provider.KernelOptions{MemSize: 1 << 20})
 		if err != nil {
 			if errors.Is(err, provider.ErrNoDevice) {
-				fmt.Fprintf(stderr, "softnic devinfo: IB device '%s' wasn't found (have softnic0, softnic1): %v\n", *dev, err)
+				fmt.Fprintf(stderr, "softnic devinfo: IB device '%s' wasn't found (have %s): %v\n", *dev, strings.Join(emulatedDevices(false), ", "), err)
 			} else {
 				fmt.Fprintln(stderr, "softnic devinfo:", err)
 			}
@@ -102,10 +103,33 @@ func runDevinfo(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if !found {
-		fmt.Fprintf(stderr, "softnic devinfo: IB device '%s' wasn't found (have softnic0, softnic1)\n", *dev)
+		fmt.Fprintf(stderr, "softnic devinfo: IB device '%s' wasn't found (have %s)\n", *dev, strings.Join(emulatedDevices(false), ", "))
 		return 1
 	}
 	return 0
+}
+
+// emulatedDevices is the names of the emulated NICs a command runs: the
+// testbed's two back to back, or the one on a real wire.
+func emulatedDevices(onWire bool) []string {
+	if onWire {
+		return []string{"softnic0"}
+	}
+	return []string{"softnic0", "softnic1"}
+}
+
+// checkEmulatedDevice refuses a -d that names no emulated NIC (softnic7),
+// as ibv_devinfo and perftest refuse an unknown device. Empty (the
+// default) and kernel names (rxe0: their own backend) pass.
+func checkEmulatedDevice(name string, onWire bool) error {
+	if name == "" || kernelDevice(name) {
+		return nil
+	}
+	have := emulatedDevices(onWire)
+	if !slices.Contains(have, name) {
+		return fmt.Errorf("IB device '%s' wasn't found (have %s)", name, strings.Join(have, ", "))
+	}
+	return nil
 }
 
 // kernelDevice reports whether a device name names a kernel device (rxe0,

@@ -341,6 +341,9 @@ func (o *perfOpts) resolve() error {
 	if o.conn == "UD" && o.size > 4096 {
 		return fmt.Errorf("-s %d: a UD message is at most the MTU", o.size)
 	}
+	if err := checkEmulatedDevice(o.dev, o.net.wire != ""); err != nil {
+		return err
+	}
 	// perftest's force_dependecies: a bandwidth test of more than 20,000
 	// iterations, or a timed one, does not search for the peak (the search
 	// is quadratic in the iterations) and warns that it does not.

@@ -228,6 +228,44 @@ func TestPerfFlags(t *testing.T) {
 	}
 }
 
+// TestPerfDevice: -d names a device that is there, as perftest's does: the
+// two emulated NICs in one process, the one on a real wire, or a kernel
+// device (its own backend); any other name is refused as devinfo -d
+// refuses it (softnic7 was accepted and printed in the header).
+func TestPerfDevice(t *testing.T) {
+	wire := []string{"--wire", "udp:127.0.0.1:0,127.0.0.1:9", "--ip", "192.0.2.1"}
+	for _, c := range []struct {
+		name string
+		args []string
+		err  string // "" when accepted
+	}{
+		{"default", nil, ""},
+		{"softnic0", []string{"-d", "softnic0"}, ""},
+		{"softnic1 in one process", []string{"-d", "softnic1"}, ""},
+		{"kernel device", []string{"-d", "rxe0"}, ""},
+		{"unknown softnic", []string{"-d", "softnic7"}, "IB device 'softnic7' wasn't found (have softnic0, softnic1)"},
+		{"softnic prefix only", []string{"-d", "softnic"}, "IB device 'softnic' wasn't found"},
+		{"softnic1 on a wire", append([]string{"-d", "softnic1"}, wire...), "IB device 'softnic1' wasn't found (have softnic0)"},
+		{"softnic0 on a wire", append([]string{"-d", "softnic0"}, wire...), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parsePerfArgs(append([]string{"write_lat"}, c.args...), io.Discard)
+			if c.err == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Fatalf("error %v, want %q", err, c.err)
+			}
+		})
+	}
+	if _, errs, code := runPerfCmd(t, "write_lat", "-d", "softnic7"); code != 2 || !strings.Contains(errs, "softnic perf: IB device 'softnic7' wasn't found") {
+		t.Errorf("-d softnic7: exit %d, %q; want 2 and the reason", code, errs)
+	}
+}
+
 func TestPerfUDAndUC(t *testing.T) {
 	for _, args := range [][]string{{"send_lat", "-c", "UD", "-n", "20"}, {"send_bw", "-c", "UD", "-n", "20", "-s", "1024"},
 		{"write_lat", "-c", "UC", "-n", "20"}, {"write_bw", "-c", "UC", "-n", "20", "-s", "1024"}} {
