@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,6 +135,8 @@ func TestVersionAndHelp(t *testing.T) {
 		{"--version", []string{"--version"}, true},
 		{"version", []string{"version"}, true},
 		{"help", []string{"--help"}, false},
+		{"-h", []string{"-h"}, false},
+		{"help word", []string{"help"}, false},
 		{"trace --help", []string{"trace", "--help"}, false},
 		{"decode --help", []string{"decode", "--help"}, false},
 		{"rdma --help", []string{"rdma", "--help"}, false},
@@ -148,13 +151,30 @@ func TestVersionAndHelp(t *testing.T) {
 			require.Equal(t, 0, run(tc.args, &stdout, &stderr), stderr.String())
 			if tc.version {
 				require.Regexp(t, `^softnic (devel( [0-9a-f]+(-dirty)?)?|v\S+)\n$`, stdout.String())
+				return
 			}
+			// Usage on stderr, the top level's as every command's
+			// (softnic --help printed it on stdout).
+			require.Empty(t, stdout.String(), "usage goes to stderr")
+			require.Contains(t, strings.ToLower(stderr.String()), "usage")
 		})
 	}
 	for name := range commands {
-		var stdout, stderr bytes.Buffer
-		require.Equal(t, 0, run([]string{name, "--help"}, &stdout, &stderr), "%s --help: %s", name, stderr.String())
+		if name == "version" {
+			continue // prints the version for any arguments (above)
+		}
+		for _, h := range []string{"--help", "-h"} {
+			var stdout, stderr bytes.Buffer
+			require.Equal(t, 0, run([]string{name, h}, &stdout, &stderr), "%s %s: %s", name, h, stderr.String())
+			require.Empty(t, stdout.String(), "%s %s: usage goes to stderr", name, h)
+			require.Contains(t, strings.ToLower(stderr.String()), "usage", "%s %s", name, h)
+		}
 	}
+	// No command at all is bad usage: the usage on stderr, exit 2.
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 2, run(nil, &stdout, &stderr))
+	require.Empty(t, stdout.String())
+	require.Contains(t, stderr.String(), "usage: softnic <command>")
 }
 
 // captureFiles writes the frames of one trace as pcap and as pcapng.

@@ -164,7 +164,9 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return runVersion(nil, stdout, stderr)
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stdout)
+		// Usage goes to stderr, as every command's --help does
+		// (docs/cli.md): stdout stays the command's output.
+		usage(stderr)
 		if len(args) == 0 {
 			return 2
 		}
