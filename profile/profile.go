@@ -293,6 +293,12 @@ func parse(b []byte, name, source string, base func(string) (Profile, error), la
 	if err := dec.Decode(&top); err != nil {
 		return fail("", "not a JSON object", err)
 	}
+	if top == nil {
+		// null decodes into a map without error, as the empty map it
+		// is not: a file of null is no profile (an empty object {} is:
+		// the base unchanged).
+		return fail("", "not a JSON object (null)", nil)
+	}
 	if dec.More() {
 		return fail("", "trailing data after the JSON object", nil)
 	}
