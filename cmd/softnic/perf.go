@@ -454,7 +454,33 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "softnic perf:", err)
+		if errors.As(err, new(perfUsageError)) {
+			return 2
+		}
 		return 1
 	}
 	return 0
+}
+
+// perfUsageError is bad usage that only the device can tell (its caps):
+// exit 2, as a flag refused at parse time, though found once the profile
+// or the device is open.
+type perfUsageError struct{ error }
+
+func (e perfUsageError) Unwrap() error { return e.error }
+
+// fitInline refuses an -I the device cannot take: perftest's range
+// (0..912) passes the flag check, but a QP's max_inline_data is at most
+// the device's (the profile's device.caps.max_inline, 512 on the built-in
+// ones; a kernel device's QUERY_DEVICE), and create_qp would fail. A
+// default (-I not given) is cut to the device's maximum instead.
+func (o *perfOpts) fitInline(devMax int, where string) error {
+	switch {
+	case o.inline <= devMax:
+	case !o.inlineSet:
+		o.inline = devMax
+	default:
+		return perfUsageError{fmt.Errorf("-I %d: the device's max inline data is %d bytes (%s)", o.inline, devMax, where)}
+	}
+	return nil
 }

@@ -38,6 +38,9 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 		return err
 	}
 	spec := prof.Device
+	if err := o.fitInline(spec.Caps.MaxInline, "profile "+prof.Name+", device.caps.max_inline"); err != nil {
+		return err
+	}
 	cfg := testbed.DefaultConfig()
 	cfg.Device, cfg.Host, cfg.Wire = spec, prof.Host(), prof.Wire
 	if cfg.Faults, err = loadFaults(o.net.faults); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -263,6 +264,50 @@ func TestPerfDevice(t *testing.T) {
 	}
 	if _, errs, code := runPerfCmd(t, "write_lat", "-d", "softnic7"); code != 2 || !strings.Contains(errs, "softnic perf: IB device 'softnic7' wasn't found") {
 		t.Errorf("-d softnic7: exit %d, %q; want 2 and the reason", code, errs)
+	}
+}
+
+// TestPerfInlineCap: -I passes perftest's range (0..912) at parse time,
+// but the device's max inline data (the profile's device.caps.max_inline,
+// 512 on the built-in ones; the opened device's on a wire) bounds it: more
+// is bad usage, exit 2 with both numbers, not a create_qp failure.
+func TestPerfInlineCap(t *testing.T) {
+	small := filepath.Join(t.TempDir(), "inline256.json")
+	if err := os.WriteFile(small, []byte(`{"caps":{"max_inline":256}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tiny := filepath.Join(t.TempDir(), "inline128.json")
+	if err := os.WriteFile(tiny, []byte(`{"caps":{"max_inline":128}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wire := []string{"--wire", "udp:127.0.0.1:0,127.0.0.1:9", "--ip", "192.0.2.1", "--timeout", "1s"}
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string // on stderr when refused, in the header when run
+	}{
+		{"perftest's maximum", []string{"-I", "912"}, 2, "-I 912: the device's max inline data is 512 bytes (profile cx5-gen3x16, device.caps.max_inline)"},
+		{"one past the device", []string{"-I", "513"}, 2, "max inline data is 512 bytes"},
+		{"the device's maximum", []string{"-I", "512"}, 0, "Max inline data : 512[B]"},
+		{"a profile's smaller cap", []string{"-I", "300", "--profile", small}, 2, "-I 300: the device's max inline data is 256 bytes (profile inline256, device.caps.max_inline)"},
+		{"the default within a smaller cap", []string{"--profile", small}, 0, "Max inline data : 220[B]"},
+		{"a default past the cap is cut to it", []string{"--profile", tiny}, 0, "Max inline data : 128[B]"},
+		{"on a wire", append([]string{"-I", "600"}, wire...), 2, "-I 600: the device's max inline data is 512 bytes (device softnic0)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, errs, code := runPerfCmd(t, append([]string{"write_lat", "-n", "5"}, c.args...)...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d: %s", code, c.code, errs)
+			}
+			got := errs
+			if c.code == 0 {
+				got = out
+			}
+			if !strings.Contains(got, c.want) {
+				t.Fatalf("no %q in\n%s", c.want, got)
+			}
+		})
 	}
 }
 

@@ -105,6 +105,9 @@ func readFull(c net.Conn, n int, timeout time.Duration) ([]byte, error) {
 // the CQs and the QP, in INIT.
 func (s *perfWireSide) init() error {
 	ctx := s.rt.Context()
+	if err := s.o.fitInline(ctx.Attr().MaxInline, "device "+ctx.Name()); err != nil {
+		return err
+	}
 	var err error
 	if s.pd, err = ctx.AllocPD(); err != nil {
 		return fmt.Errorf("couldn't allocate PD: %w", err)
