@@ -49,8 +49,10 @@ type Config struct {
 	// assumption close to ConnectX core clocks).
 	CoreClock sim.Freq `json:"core_clock_hz"`
 	// HealthTick is the period of the FW heartbeat health_counter
-	// (assumption: 1 ms; the host declares FW dead after three 1 s polls
-	// without change, mlx5.md §1.1).
+	// (assumption: 1 ms, the rate is not published; mlx5's health poll
+	// runs every 2 s plus up to 1 s and reports a miss after three polls
+	// without change, faults.md §2.9: any tick under the poll keeps the
+	// counter moving between polls).
 	HealthTick sim.Duration `json:"health_tick_ps"`
 }
 

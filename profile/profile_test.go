@@ -2,6 +2,7 @@ package profile
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -46,6 +47,25 @@ func TestEmbeddedProfiles(t *testing.T) {
 }
 
 // The default profile is the Go default: traces do not change with it.
+// TestHealthTickCite: the source text of device.bar.health_tick_ps states
+// the value it stands beside (it said "once a second" next to 1 ms), and
+// the tick is shorter than the driver's health poll, so health_counter
+// moves between two polls of a live device (faults.md §2.9).
+func TestHealthTickCite(t *testing.T) {
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			p, err := Load(name)
+			require.NoError(t, err)
+			tick := p.Device.BAR.HealthTick
+			require.Equal(t, sim.Duration(0), tick%sim.Millisecond, "a whole number of ms: %v", tick)
+			cite := p.Cite["device.bar.health_tick_ps"]
+			require.Contains(t, cite, fmt.Sprintf("every %d ms", tick/sim.Millisecond), "the cite states the value")
+			require.Contains(t, cite, "faults.md §2.9")
+			require.Less(t, tick, p.Device.Faults.HealthPoll, "the counter must move between polls")
+		})
+	}
+}
+
 func TestDefaultIsTheBuiltIn(t *testing.T) {
 	p := Default()
 	require.Equal(t, device.DefaultSpec(), p.Device)
