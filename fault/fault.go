@@ -593,7 +593,7 @@ type Rule struct {
 }
 
 // UnmarshalJSON decodes a rule, defaulting Byte to -1 (random) and
-// rejecting unknown fields.
+// rejecting unknown fields, and an explicit 0 in nth, every or mask.
 func (r *Rule) UnmarshalJSON(b []byte) error {
 	type plain Rule // no methods: avoids recursion
 	v := plain{Byte: -1}
@@ -602,9 +602,46 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 	if err := dec.Decode(&v); err != nil {
 		return err
 	}
+	if err := explicitZero(b, v.Nth, v.Every, v.Mask); err != nil {
+		return err
+	}
 	*r = Rule(v)
 	return nil
 }
+
+// explicitZero refuses nth, every and mask given as 0. In Rule these
+// fields are plain integers where 0 means "not set" (no nth trigger, no
+// every trigger, a random mask), so an explicit "nth": 0 would silently
+// become "fire on every event" — the docs say nth and every are >= 1 and
+// mask 1..255. Only the JSON shows whether the field was written: a field
+// left out (or null) is still "not set".
+func explicitZero(b []byte, nth, every uint64, mask uint8) error {
+	var set struct {
+		Nth   json.RawMessage `json:"nth"`
+		Every json.RawMessage `json:"every"`
+		Mask  json.RawMessage `json:"mask"`
+	}
+	if err := json.Unmarshal(b, &set); err != nil {
+		return err
+	}
+	given := func(m json.RawMessage) bool { return m != nil && string(m) != "null" }
+	switch {
+	case given(set.Nth) && nth == 0:
+		return zeroFieldError("nth 0: want nth >= 1 (1-based: the 1st matching event is nth 1); leave nth out to fire on every matching event")
+	case given(set.Every) && every == 0:
+		return zeroFieldError("every 0: want every >= 1; leave every out to fire on every matching event")
+	case given(set.Mask) && mask == 0:
+		return zeroFieldError("mask 0: want a mask of 1..255 (0 flips no bit); leave mask out for a random non-zero mask")
+	}
+	return nil
+}
+
+// zeroFieldError is explicitZero's error: its text names the field, and
+// it is ErrZeroField for errors.Is.
+type zeroFieldError string
+
+func (e zeroFieldError) Error() string        { return string(e) }
+func (e zeroFieldError) Is(target error) bool { return target == ErrZeroField }
 
 // String is a short description used in errors and stats, e.g.
 // "wire.tx drop nth=3".
@@ -701,6 +738,10 @@ type Plan struct {
 // ErrInvalidPlan is wrapped by every error Parse and Validate return.
 var ErrInvalidPlan = errors.New("invalid fault plan")
 
+// ErrZeroField is wrapped (with ErrInvalidPlan, by Parse and Load) by the
+// error for a nth, every or mask written as 0, which the format forbids.
+var ErrZeroField = errors.New("field set to 0")
+
 // Parse decodes and validates a JSON plan such as
 //
 //	{"seed": 7, "rules": [
@@ -736,14 +777,28 @@ func Load(path string) (*Plan, error) {
 
 // parse is Parse without the package prefix on errors.
 func parse(data []byte) (*Plan, error) {
-	var p Plan
+	// The rules are decoded one by one so that an error found while
+	// decoding one (an unknown field, nth 0) names its index.
+	var raw struct {
+		Seed  uint64            `json:"seed"`
+		Rules []json.RawMessage `json:"rules"`
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidPlan, err)
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("%w: trailing data after the plan", ErrInvalidPlan)
+	}
+	p := Plan{Seed: raw.Seed}
+	if raw.Rules != nil {
+		p.Rules = make([]Rule, len(raw.Rules))
+	}
+	for i, b := range raw.Rules {
+		if err := json.Unmarshal(b, &p.Rules[i]); err != nil {
+			return nil, fmt.Errorf("%w: rule %d: %w", ErrInvalidPlan, i, err)
+		}
 	}
 	if err := p.validate(); err != nil {
 		return nil, err

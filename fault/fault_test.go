@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -205,6 +206,7 @@ func TestParseErrors(t *testing.T) {
 		{"ps without delay", `{"rules":[{"point":"cq","action":"drop","delay_ps":5}]}`, "delay_ps set on a drop action"},
 		{"bad byte", `{"rules":[{"point":"cq","action":"corrupt","byte":-2}]}`, "byte -2"},
 		{"negative nth", `{"rules":[{"point":"cq","action":"drop","nth":-1}]}`, "cannot unmarshal"},
+		{"unknown field names its rule", `{"rules":[{"point":"cq","action":"drop"},{"point":"cq","action":"drop","nht":3}]}`, `rule 1: json: unknown field "nht"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -246,5 +248,43 @@ func BenchmarkDecide(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		in.Decide(WireTx, NewEvent(0, 9))
+	}
+}
+
+// TestParseExplicitZero: nth, every and mask are plain integers in Rule,
+// where 0 means "not set"; written as 0 in the JSON they are refused
+// (nth 0 and every 0 used to be read as "fire on every event", mask 0 as
+// "a random mask"), while leaving them out, or null, is still valid.
+func TestParseExplicitZero(t *testing.T) {
+	tests := []struct {
+		name, json string
+		want       string // error substring; "" = valid
+	}{
+		{"nth 0", `{"rules":[{"point":"wire.tx","action":"drop","nth":0}]}`, "rule 0: nth 0: want nth >= 1"},
+		{"every 0", `{"rules":[{"point":"wire.tx","action":"drop","every":0}]}`, "rule 0: every 0: want every >= 1"},
+		{"mask 0", `{"rules":[{"point":"wire.tx","action":"corrupt","mask":0}]}`, "rule 0: mask 0: want a mask of 1..255"},
+		{"nth 0 in the second rule", `{"rules":[{"point":"cq","action":"drop","nth":2},{"point":"cq","action":"drop","nth":0}]}`, "rule 1: nth 0"},
+		{"nth 0 upper case key", `{"rules":[{"point":"cq","action":"drop","NTH":0}]}`, "rule 0: nth 0"},
+		{"nth 0 written as 0.0", `{"rules":[{"point":"cq","action":"drop","nth":0e0}]}`, "cannot unmarshal"},
+		{"absent", `{"rules":[{"point":"wire.tx","action":"corrupt"}]}`, ""},
+		{"null", `{"rules":[{"point":"wire.tx","action":"corrupt","nth":null,"mask":null},{"point":"cq","action":"drop","every":null}]}`, ""},
+		{"one", `{"rules":[{"point":"wire.tx","action":"corrupt","nth":1,"mask":1},{"point":"cq","action":"drop","every":1}]}`, ""},
+		{"count 0 is no cap", `{"rules":[{"point":"cq","action":"drop","count":0}]}`, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Parse([]byte(tc.json))
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.NotNil(t, p)
+				return
+			}
+			require.Nil(t, p)
+			require.ErrorIs(t, err, ErrInvalidPlan)
+			require.ErrorContains(t, err, tc.want)
+			if !strings.Contains(tc.want, "unmarshal") {
+				require.ErrorIs(t, err, ErrZeroField)
+			}
+		})
 	}
 }

@@ -34,6 +34,11 @@ func TestFaultsCommand(t *testing.T) {
 	badPoint := writePlan(t, "bad-point.json", `{"seed": 1, "rules": [{"point": "wire.sideways", "action": "drop"}]}`)
 	badField := writePlan(t, "bad-field.json", `{"seed": 1, "rules": [{"point": "wire.tx", "action": "drop", "nht": 3}]}`)
 	notJSON := writePlan(t, "not.json", `seed = 1`)
+	// 0 in nth, every, mask: the docs say >= 1 (1..255); it used to be
+	// explained as "drop every frame".
+	nthZero := writePlan(t, "nth0.json", `{"rules": [{"point": "wire.tx", "action": "drop", "nth": 0}]}`)
+	everyZero := writePlan(t, "every0.json", `{"rules": [{"point": "wire.tx", "action": "drop", "every": 0}]}`)
+	maskZero := writePlan(t, "mask0.json", `{"rules": [{"point": "wire.tx", "action": "corrupt", "mask": 0}]}`)
 	tests := []struct {
 		name       string
 		args       []string
@@ -51,6 +56,9 @@ func TestFaultsCommand(t *testing.T) {
 		{name: "help", args: []string{"--help"}, code: 0, stderr: []string{"usage: softnic faults", "-explain"}, wantNoText: true},
 		{name: "unknown point", args: []string{"--explain", badPoint}, code: 1, stderr: []string{"softnic faults:", "wire.sideways"}, wantNoText: true},
 		{name: "misspelt trigger", args: []string{"--explain", badField}, code: 1, stderr: []string{"softnic faults:", "nht"}, wantNoText: true},
+		{name: "nth 0", args: []string{"--explain", nthZero}, code: 1, stderr: []string{"softnic faults:", "rule 0: nth 0: want nth >= 1"}, wantNoText: true},
+		{name: "every 0", args: []string{"--explain", everyZero}, code: 1, stderr: []string{"softnic faults:", "rule 0: every 0: want every >= 1"}, wantNoText: true},
+		{name: "mask 0", args: []string{"--explain", maskZero}, code: 1, stderr: []string{"softnic faults:", "rule 0: mask 0: want a mask of 1..255"}, wantNoText: true},
 		{name: "not JSON", args: []string{"--explain", notJSON}, code: 1, stderr: []string{"softnic faults:"}, wantNoText: true},
 		{name: "missing file", args: []string{"--explain", filepath.Join(t.TempDir(), "nope.json")}, code: 1,
 			stderr: []string{"softnic faults:", "nope.json"}, wantNoText: true},
