@@ -184,7 +184,7 @@ func (b *BAR0) emit(now sim.Time, off uint64, p []byte, qpn uint32, flow uint64)
 		b.observe(now, off, p)
 	}
 	arrive, s := b.link.HostWrite(now, off, len(p))
-	arrive = arrive.Add(b.fx.extra)
+	arrive = arrive.AddSat(b.fx.extra)
 
 	m := b.pool
 	if m == nil {

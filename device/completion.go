@@ -149,7 +149,7 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64, psn
 		}
 		return t
 	}
-	done = done.Add(delay)
+	done = done.AddSat(delay)
 	var l *cqeLanding
 	if k := len(d.lfree); k > 0 {
 		l = d.lfree[k-1]

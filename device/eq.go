@@ -182,7 +182,7 @@ func (d *Device) writeEQE(t sim.Time, q *eq, f *mlx5.EQEFields, qpn uint32, flow
 		d.warn(t, CtrEQEWriteError, "EQ %d EQE write at %#x: %v", q.eqn, addr, err)
 		return
 	}
-	done = done.Add(delay)
+	done = done.AddSat(delay)
 	var l *eqeLanding
 	if k := len(d.ev.eqeFree); k > 0 {
 		l = d.ev.eqeFree[k-1]

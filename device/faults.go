@@ -181,7 +181,7 @@ func (f *timedFault) Fire(now sim.Time) {
 	case fault.Down:
 		d.SetLinkState(false)
 		if s.For > 0 {
-			d.eng.At(now.Add(s.For), &timedFault{d: d, s: s, up: true})
+			d.eng.At(now.AddSat(s.For), &timedFault{d: d, s: s, up: true})
 		}
 	case fault.Fatal:
 		d.EnterFatal(now, fault.HealthSyndrome(s.Value), "injected firmware fatal error")
@@ -254,7 +254,7 @@ func (d *Device) doorbellFault(t sim.Time, uar uint32, bfreg int, ctrl *[8]byte,
 		switch dec.Action {
 		case fault.Delay:
 			note("delayed %v", dec.Delay)
-			d.eng.At(t.Add(dec.Delay), h)
+			d.eng.At(t.AddSat(dec.Delay), h)
 		case fault.Reorder:
 			note("held behind the next doorbell")
 			d.fx.held = append(d.fx.held, h)

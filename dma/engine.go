@@ -205,7 +205,7 @@ func (e *Engine) Read(at sim.Time, addr uint64, dst []byte) (done sim.Time, s pc
 		e.rec.Stage(e.node, "dma", "dma_tag_wait", at, start, 0, 0, e.qpn, e.flow)
 	}
 	done, s = e.link.DeviceRead(start, addr, len(dst))
-	done = done.Add(extra)
+	done = done.AddSat(extra)
 	e.release(done)
 	e.ctr.Inc(CtrDmaReads)
 	e.ctr.Add(CtrDmaReadBytes, uint64(len(dst)))
@@ -239,7 +239,7 @@ func (e *Engine) Write(at sim.Time, addr uint64, src []byte) (done sim.Time, s p
 		return at, s, err
 	}
 	done, s = e.timeWrite(at, addr, len(src))
-	return done.Add(extra), s, nil
+	return done.AddSat(extra), s, nil
 }
 
 func (e *Engine) timeWrite(at sim.Time, addr uint64, n int) (sim.Time, pcie.Stats) {
@@ -331,7 +331,7 @@ func (e *Engine) TimeWrite(at sim.Time, addr uint64, n int) (done sim.Time, s pc
 		}
 	}
 	done, s = e.timeWrite(at, addr, n)
-	return done.Add(extra), s, nil
+	return done.AddSat(extra), s, nil
 }
 
 // WriteVisible is Write whose bytes land in shm only at done, scheduled on
@@ -356,7 +356,7 @@ func (e *Engine) WriteVisible(at sim.Time, addr uint64, src []byte) (done sim.Ti
 		src = corrupt
 	}
 	done, s = e.timeWrite(at, addr, len(src))
-	done = done.Add(extra)
+	done = done.AddSat(extra)
 	l := e.landing()
 	l.addr, l.buf, l.live = addr, append(l.buf[:0], src...), true
 	e.pending = append(e.pending, l)

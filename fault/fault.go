@@ -738,6 +738,25 @@ type Plan struct {
 // ErrInvalidPlan is wrapped by every error Parse and Validate return.
 var ErrInvalidPlan = errors.New("invalid fault plan")
 
+// MaxDuration bounds delay_ps and for_ps, and MaxTime at_ps: 10^18 ps
+// (10^6 s, about 11.6 days of virtual time), far beyond any run. Virtual
+// time is int64 picoseconds (at most about 9.22·10^18), and the hooks add
+// these values to a clock: now + delay_ps, origin + at_ps (+ for_ps for
+// the end of a port-down window). With each term at most 10^18 such a sum
+// cannot wrap to a negative time while the clock is below about 7.2·10^18
+// ps (83 days); a value near 2^63 used to wrap, so that a "delay" made a
+// frame arrive before it was sent. The hooks saturate those sums at
+// sim.Never as well (sim.Time.AddSat), for plans built in Go.
+const (
+	MaxDuration sim.Duration = 1_000_000_000_000_000_000
+	MaxTime     sim.Time     = sim.Time(MaxDuration)
+)
+
+// ErrTimeRange is wrapped (with ErrInvalidPlan, by Parse, Load and
+// Validate) by the error for an at_ps, for_ps or delay_ps above
+// MaxTime / MaxDuration.
+var ErrTimeRange = errors.New("time out of range")
+
 // ErrZeroField is wrapped (with ErrInvalidPlan, by Parse and Load) by the
 // error for a nth, every or mask written as 0, which the format forbids.
 var ErrZeroField = errors.New("field set to 0")
@@ -817,7 +836,7 @@ func (p *Plan) Validate() error {
 func (p *Plan) validate() error {
 	for i := range p.Rules {
 		if err := p.Rules[i].validate(); err != nil {
-			return fmt.Errorf("%w: rule %d (%s): %s", ErrInvalidPlan, i, p.Rules[i].String(), err)
+			return fmt.Errorf("%w: rule %d (%s): %w", ErrInvalidPlan, i, p.Rules[i].String(), err)
 		}
 	}
 	return nil
@@ -837,6 +856,12 @@ func (r *Rule) validate() error {
 		return fmt.Errorf("at_ps and for_ps apply to the timed points (%s, %s)", Port, Dev)
 	case r.At < 0 || r.For < 0:
 		return errors.New("negative at_ps or for_ps")
+	case r.At > MaxTime:
+		return fmt.Errorf("%w: at_ps %d exceeds %d (10^18 ps, about 11.6 days of virtual time)", ErrTimeRange, int64(r.At), int64(MaxTime))
+	case r.For > MaxDuration:
+		return fmt.Errorf("%w: for_ps %d exceeds %d (10^18 ps, about 11.6 days of virtual time)", ErrTimeRange, int64(r.For), int64(MaxDuration))
+	case r.Delay > MaxDuration:
+		return fmt.Errorf("%w: delay_ps %d exceeds %d (10^18 ps, about 11.6 days of virtual time)", ErrTimeRange, int64(r.Delay), int64(MaxDuration))
 	case r.For != 0 && r.Action != Down:
 		return errors.New("for_ps applies to a port down")
 	case r.Value != 0 && r.Action != Jump && r.Action != Fatal:
@@ -939,6 +964,9 @@ func NewInjector(p *Plan) *Injector {
 	}
 	in := &Injector{seed: p.Seed, rules: make([]ruleState, len(p.Rules))}
 	for i, r := range p.Rules {
+		// A plan that skipped Validate cannot hand a hook a time whose
+		// sum with the clock wraps (see MaxDuration).
+		r.Delay, r.For, r.At = min(r.Delay, MaxDuration), min(r.For, MaxDuration), min(r.At, MaxTime)
 		in.rules[i].rule = r
 		in.rules[i].match = compile(&r.Match)
 		if k := r.Point.index(); k >= 0 {

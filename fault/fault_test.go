@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -287,4 +288,64 @@ func TestParseExplicitZero(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestParseTimeBounds: at_ps, for_ps and delay_ps above 10^18 ps are
+// refused, naming the field and the bound. Values near 2^63 used to pass
+// and wrap when the hooks added them to the clock (a delayed frame that
+// arrived early, a port that came back at once, a stage ending at a
+// negative time).
+func TestParseTimeBounds(t *testing.T) {
+	const huge = "9223372036854775000"
+	tests := []struct {
+		name, json string
+		want       string // error substring; "" = valid
+	}{
+		{"delay_ps near 2^63", `{"rules":[{"point":"wire.tx","action":"delay","delay_ps":` + huge + `}]}`,
+			"delay_ps 9223372036854775000 exceeds 1000000000000000000 (10^18 ps"},
+		{"for_ps near 2^63", `{"rules":[{"point":"port","action":"down","at_ps":1000,"for_ps":` + huge + `}]}`,
+			"for_ps 9223372036854775000 exceeds 1000000000000000000"},
+		{"at_ps near 2^63", `{"rules":[{"point":"device","action":"fatal","at_ps":` + huge + `}]}`,
+			"at_ps 9223372036854775000 exceeds 1000000000000000000"},
+		{"at_ps one past the bound", `{"rules":[{"point":"device","action":"fatal","at_ps":1000000000000000001}]}`, "at_ps 1000000000000000001 exceeds"},
+		{"delay_ps one past the bound", `{"rules":[{"point":"cq","action":"delay","delay_ps":1000000000000000001}]}`, "delay_ps 1000000000000000001 exceeds"},
+		{"at_ps above int64", `{"rules":[{"point":"device","action":"fatal","at_ps":9223372036854775808}]}`, "cannot unmarshal"},
+		{"at_ps at the bound", `{"rules":[{"point":"device","action":"fatal","at_ps":1000000000000000000}]}`, ""},
+		{"at_ps and for_ps at the bound", `{"rules":[{"point":"port","action":"down","at_ps":1000000000000000000,"for_ps":1000000000000000000}]}`, ""},
+		{"delay_ps at the bound", `{"rules":[{"point":"wire.rx","action":"delay","delay_ps":1000000000000000000}]}`, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Parse([]byte(tc.json))
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Nil(t, p)
+			require.ErrorIs(t, err, ErrInvalidPlan)
+			require.ErrorContains(t, err, tc.want)
+			if !strings.Contains(tc.want, "unmarshal") {
+				require.ErrorIs(t, err, ErrTimeRange)
+			}
+		})
+	}
+	// Validate checks a plan built in Go the same way.
+	p := &Plan{Rules: []Rule{{Point: Port, Action: Down, At: 5, For: MaxDuration + 1, Byte: -1}}}
+	require.ErrorIs(t, p.Validate(), ErrTimeRange)
+	require.ErrorContains(t, p.Validate(), "rule 0 (port down always at=5ps for=1000000000000000001ps): time out of range: for_ps")
+}
+
+// TestInjectorClampsTimes: a plan that skipped Validate still hands the
+// hooks no time above the bound, so that their sums with the clock cannot
+// wrap.
+func TestInjectorClampsTimes(t *testing.T) {
+	in := NewInjector(&Plan{Rules: []Rule{
+		{Point: WireTx, Action: Delay, Delay: sim.Duration(math.MaxInt64)},
+		{Point: Port, Action: Down, At: sim.Time(math.MaxInt64), For: sim.Duration(math.MaxInt64)},
+	}})
+	require.Equal(t, MaxDuration, in.Decide(WireTx, NewEvent(0, 1)).Delay)
+	s := in.Scheduled()
+	require.Len(t, s, 1)
+	require.Equal(t, MaxTime, s[0].At)
+	require.Equal(t, MaxDuration, s[0].For)
 }

@@ -92,7 +92,7 @@ func (c *CPU) wcFault(now sim.Time, l *wcLine, reason string) bool {
 		c.emitRuns(now, l.addr, l.mask, &l.data)
 	case fault.Delay, fault.Reorder:
 		h := &heldLine{c: c, addr: l.addr, mask: l.mask, data: l.data, reorder: d.Action == fault.Reorder}
-		at := now.Add(d.Delay)
+		at := now.AddSat(d.Delay)
 		if h.reorder {
 			// Released after the next line leaves, or by the drain timer
 			// if none does (nothing is held for ever).

@@ -27,6 +27,22 @@ const Never Time = math.MaxInt64
 // Add returns t+d.
 func (t Time) Add(d Duration) Time { return t + Time(d) }
 
+// AddSat returns t+d, saturating at Never (or, for a negative d, at the
+// earliest Time) where t+d would wrap around int64. The fault hooks use it
+// for the times a fault plan adds to the clock (a delay, a timed rule's
+// at_ps and for_ps), which are bounded when a plan is parsed but may come
+// from a plan built in Go.
+func (t Time) AddSat(d Duration) Time {
+	s := t + Time(d)
+	switch {
+	case d > 0 && s < t:
+		return Never
+	case d < 0 && s > t:
+		return math.MinInt64
+	}
+	return s
+}
+
 // Sub returns t-u.
 func (t Time) Sub(u Time) Duration { return Duration(t - u) }
 

@@ -109,7 +109,7 @@ func (f *FaultyTransport) Send(frame []byte) error {
 		err = joinErr(f.t.Send(frame), f.t.Send(frame))
 	case fault.Delay:
 		f.stats.delay.Add(1)
-		due := f.now.Add(dec.Delay)
+		due := f.now.AddSat(dec.Delay)
 		rerr = f.hold(f.copyOf(frame), due)
 		if f.reorder != nil { // it goes right after the delayed frame
 			r := f.reorder

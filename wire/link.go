@@ -330,7 +330,7 @@ func (p *Port) send(t sim.Time, frame []byte, flow uint64, verified bool, seal f
 		l.ctr.Inc(CtrFaultDuplicate)
 		l.rec.Warnf(p.node, start, Component, CtrFaultDuplicate.String(), "tx: frame of %d B (qpn %#x) duplicated by fault rule %d", n, qpn, dec.Rule)
 	case fault.Delay:
-		arrive = arrive.Add(dec.Delay)
+		arrive = arrive.AddSat(dec.Delay)
 		pk = l.schedule(d, frame, arrive)
 		pk.verified = verified
 		l.ctr.Inc(CtrFaultDelay)
@@ -471,7 +471,7 @@ func (l *Link) arrive(pk *packet, now sim.Time) {
 			// Hand a copy over later; it has passed the rx hook already.
 			late := l.get(pk.buf)
 			late.dir, late.rxDone, late.refs, late.verified = pk.dir, true, 1, pk.verified
-			l.eng.At(now.Add(dec.Delay), late)
+			l.eng.At(now.AddSat(dec.Delay), late)
 			l.ctr.Inc(CtrFaultDelay)
 			l.rec.Warnf(to.node, now, Component, CtrFaultDelay.String(), "rx: frame of %d B (qpn %#x) delayed %v by fault rule %d", n, qpn, dec.Delay, dec.Rule)
 			return
