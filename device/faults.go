@@ -86,11 +86,13 @@ var (
 
 // faultState is the device's part of fault injection.
 type faultState struct {
-	in        *fault.Injector
-	lastDB    map[uint32][8]byte // per QP, the last doorbell delivered (stale)
-	held      []*heldDB          // doorbells held behind the next (reorder)
-	replay    bool               // delivering a held or duplicated doorbell
-	cqCorrupt fault.Decision     // a corrupt decision for the CQE being written
+	in         *fault.Injector
+	lastDB     map[uint32][8]byte // per QP, the last doorbell delivered (stale)
+	held       []*heldDB          // doorbells held behind the next (reorder)
+	replay     bool               // delivering a held or duplicated doorbell
+	cqCorrupt  fault.Decision     // a corrupt decision for the CQE being written
+	timed      []*timedFault      // the timed rules' events armed (ArmTimedFaults), fired or not
+	firedTimed map[int]bool       // the timed rules (plan index) that fired on this device
 
 	fatal        bool
 	detected     bool
@@ -143,29 +145,100 @@ func announceNothing(ctrl *[8]byte, q *qp) {
 }
 
 // SetFaults makes the device and its engines consult in at every hook
-// point, and schedules the timed rules (port, device) of this node. Call
-// it once, before traffic starts (a second call schedules the timed rules
-// again).
+// point, and arms the timed rules (port, device) of this node at their
+// at_ps from the start of the simulation (ArmTimedFaults(0)). Call it
+// once, before traffic starts (a second call arms the timed rules again).
 func (d *Device) SetFaults(in *fault.Injector) {
+	d.AttachFaults(in)
+	d.ArmTimedFaults(0)
+}
+
+// AttachFaults is SetFaults without arming the timed rules: the owner
+// arms them with ArmTimedFaults when its workload starts, so that at_ps
+// counts from there (testbed.Config.DeferTimedFaults).
+func (d *Device) AttachFaults(in *fault.Injector) {
+	d.DisarmTimedFaults()
+	d.fx.firedTimed = nil // a new plan (or the same one again): its timed rules have not fired
 	d.fx.in = nil
 	if in.Has(fault.Doorbell, fault.CQ, fault.EQ, fault.Port, fault.Dev) {
 		d.fx.in = in // the device's own points; none: its hooks cost nothing
 	}
 	d.bar.SetFaults(in)
 	d.dma.SetFaults(in)
-	for _, s := range in.Scheduled() {
+}
+
+// ArmTimedFaults schedules each timed rule (port, device) of this node at
+// origin + at_ps (saturating: sim.Time.AddSat). Rules armed before and not
+// fired yet are re-armed from the new origin; rules that fired stay fired
+// (and the end of a port-down window stays where it was). A rule whose
+// time has passed fires at once.
+func (d *Device) ArmTimedFaults(origin sim.Time) {
+	kept := d.fx.timed[:0]
+	for _, f := range d.fx.timed {
+		if f.up && f.tm.Armed() {
+			kept = append(kept, f) // a port already down comes back as planned
+			continue
+		}
+		f.tm.Stop()
+	}
+	clear(d.fx.timed[len(kept):])
+	d.fx.timed = kept
+	if d.fx.in == nil {
+		return
+	}
+	for _, s := range d.fx.in.Scheduled() {
 		if s.Node >= 0 && s.Node != d.node {
 			continue
 		}
-		d.eng.At(s.At, &timedFault{d: d, s: s})
+		if d.fx.firedTimed[s.Rule] {
+			continue
+		}
+		d.armTimed(origin.AddSat(sim.Duration(s.At)), &timedFault{d: d, s: s})
 	}
+}
+
+// armTimed schedules a timed rule's event (its firing, or the end of a
+// port-down window) on a timer that DisarmTimedFaults can stop.
+func (d *Device) armTimed(at sim.Time, f *timedFault) {
+	f.tm = d.eng.NewTimer(f)
+	f.tm.Reset(at)
+	d.fx.timed = append(d.fx.timed, f)
+}
+
+// DisarmTimedFaults stops the timed rules of this node that have not fired
+// yet, and the pending ends of port-down windows (the link stays as it
+// is), and reports how many events it stopped. An owner calls it when its
+// workload is over: a timed rule due after the run's natural end does not
+// fire.
+func (d *Device) DisarmTimedFaults() int {
+	n := 0
+	for _, f := range d.fx.timed {
+		if f.tm.Stop() {
+			n++
+		}
+	}
+	d.fx.timed = d.fx.timed[:0]
+	return n
+}
+
+// TimedFaultsPending is how many events of timed rules (a rule that has
+// not fired, the end of a port-down window) are scheduled on the engine.
+func (d *Device) TimedFaultsPending() int {
+	n := 0
+	for _, f := range d.fx.timed {
+		if f.tm.Armed() {
+			n++
+		}
+	}
+	return n
 }
 
 // timedFault is a port or device rule firing at its time.
 type timedFault struct {
 	d  *Device
 	s  fault.Scheduled
-	up bool // the end of a port-down window
+	up bool       // the end of a port-down window
+	tm *sim.Timer // its event (armTimed)
 }
 
 func (f *timedFault) Fire(now sim.Time) {
@@ -174,6 +247,10 @@ func (f *timedFault) Fire(now sim.Time) {
 		d.SetLinkState(true)
 		return
 	}
+	if d.fx.firedTimed == nil {
+		d.fx.firedTimed = map[int]bool{}
+	}
+	d.fx.firedTimed[s.Rule] = true
 	d.fx.in.MarkFired(s.Rule)
 	d.inc(env.FaultCounter(s.Point, s.Action))
 	d.faultEvent(now, ctrFaultTimed, 0, 0, "%s %s at %v [rule %s]", s.Point, s.Action, now, d.fx.in.RuleString(s.Rule))
@@ -181,7 +258,7 @@ func (f *timedFault) Fire(now sim.Time) {
 	case fault.Down:
 		d.SetLinkState(false)
 		if s.For > 0 {
-			d.eng.At(now.AddSat(s.For), &timedFault{d: d, s: s, up: true})
+			d.armTimed(now.AddSat(s.For), &timedFault{d: d, s: s, up: true})
 		}
 	case fault.Fatal:
 		d.EnterFatal(now, fault.HealthSyndrome(s.Value), "injected firmware fatal error")

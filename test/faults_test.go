@@ -600,3 +600,87 @@ func TestEveryFaultIsCountedAndTraced(t *testing.T) {
 		}
 	}
 }
+
+// TestTimedFaultsDeferred: with Config.DeferTimedFaults the timed rules
+// wait for World.ArmTimedFaults and count from it; Drain stops when only
+// timed rules are left, and EndTimedFaults stops those (the run ended
+// first) and names them. Without it, Settle after connection setup ran
+// the clock to the rule: a fatal at 1 s fired before the first post.
+func TestTimedFaultsDeferred(t *testing.T) {
+	deferred := func(c *testbed.Config) { c.DeferTimedFaults = true }
+	tests := []struct {
+		name   string
+		plan   string
+		at     sim.Duration // run the workload this long after arming (0: just drain it)
+		fatal  bool         // node 0 dead at the end
+		down   bool         // node 0's link down at the end
+		unfire []int        // rules EndTimedFaults reports
+	}{
+		{name: "fatal at 1 s, a 2 µs write", plan: `{"rules":[{"point":"device","action":"fatal","at_ps":1000000000000}]}`, unfire: []int{0}},
+		{name: "fatal 1 µs after arming", plan: `{"rules":[{"point":"device","action":"fatal","at_ps":1000000,"match":{"node":0}}]}`,
+			at: 2 * sim.Microsecond, fatal: true},
+		{name: "port down at 1 s", plan: `{"rules":[{"point":"port","action":"down","at_ps":1000000000000}]}`, unfire: []int{0}},
+		{name: "port down 1 µs after arming, back after the run", plan: `{"rules":[{"point":"port","action":"down","at_ps":1000000,"for_ps":1000000000000,"match":{"node":0}}]}`,
+			at: 2 * sim.Microsecond, down: true},
+		{name: "one fires, one does not", plan: `{"rules":[{"point":"port","action":"down","at_ps":1000000,"for_ps":1000000,"match":{"node":1}},{"point":"device","action":"link_loss","at_ps":5000000000000}]}`,
+			at: 3 * sim.Microsecond, unfire: []int{1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w, req, rsp := faultWorld(t, tc.plan, deferred)
+			w.Settle(0) // connection setup: nothing armed yet
+			require.Zero(t, w.TimedFaultsPending())
+			require.Less(t, w.Eng.Now(), sim.Time(sim.Millisecond), "the settle ran the clock to a rule")
+			origin := w.ArmTimedFaults()
+			require.Equal(t, w.Eng.Now(), origin)
+			require.NotZero(t, w.TimedFaultsPending())
+			if tc.at > 0 {
+				w.Eng.RunUntil(origin.Add(tc.at))
+			}
+			writeWR(t, req, rsp, 1, 0, 64)
+			if !tc.fatal && !tc.down {
+				require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
+				require.Equal(t, req.Buf.Bytes[:64], rsp.Buf.Bytes[:64])
+			}
+			w.Drain(0)
+			require.Equal(t, w.TimedFaultsPending(), w.Eng.Pending(), "Drain left workload events")
+			var got []int
+			for _, s := range w.EndTimedFaults() {
+				got = append(got, s.Rule)
+			}
+			require.Equal(t, tc.unfire, got)
+			require.Zero(t, w.Eng.Pending())
+			end := w.Eng.Now()
+			w.Settle(0)
+			require.Equal(t, end, w.Eng.Now(), "a stopped rule still ran the clock")
+			fatal, _ := w.Hosts[0].Dev.Fatal()
+			require.Equal(t, tc.fatal, fatal)
+			if tc.down {
+				require.NotZero(t, hctr(w.Hosts[0], device.CtrLinkDown))
+				require.Zero(t, hctr(w.Hosts[0], device.CtrLinkUp))
+			}
+		})
+	}
+	t.Run("re-arming moves the origin, a fired rule stays fired", func(t *testing.T) {
+		w, _, _ := faultWorld(t, `{"rules":[{"point":"port","action":"down","at_ps":1000000,"for_ps":1000,"match":{"node":0}},
+			{"point":"device","action":"fatal","at_ps":10000000,"match":{"node":1}}]}`, deferred)
+		o1 := w.ArmTimedFaults()
+		w.Eng.RunUntil(o1.Add(2 * sim.Microsecond)) // the flap is over, the fatal not due
+		o2 := w.ArmTimedFaults()
+		w.Eng.RunUntil(o2.Add(9 * sim.Microsecond))
+		fatal, _ := w.Hosts[1].Dev.Fatal()
+		require.False(t, fatal, "the fatal kept the first origin")
+		w.Eng.RunUntil(o2.Add(11 * sim.Microsecond))
+		fatal, _ = w.Hosts[1].Dev.Fatal()
+		require.True(t, fatal)
+		st := w.Injector.Fired()
+		require.Equal(t, uint64(1), st[0].Fired, "the port went down again")
+		require.Equal(t, uint64(1), st[1].Fired)
+	})
+	t.Run("without DeferTimedFaults: from the start of the simulation", func(t *testing.T) {
+		w, _, _ := faultWorld(t, `{"rules":[{"point":"device","action":"fatal","at_ps":1000,"match":{"node":0}}]}`, nil)
+		w.Eng.RunUntil(2000)
+		fatal, _ := w.Hosts[0].Dev.Fatal()
+		require.True(t, fatal)
+	})
+}

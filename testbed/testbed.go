@@ -25,6 +25,13 @@ type Config struct {
 	MemSize int         // host memory per node (default 32 MiB)
 	Trace   bool        // record trace events
 	Faults  *fault.Plan // optional fault plan: the wire's points and every device hook point
+	// DeferTimedFaults: New attaches Faults but does not arm its timed
+	// rules (port, device); World.ArmTimedFaults does, and at_ps then
+	// counts from the time of that call (the start of the workload)
+	// instead of from the start of the simulation. Without it, connection
+	// setup and any Settle before the workload run the clock to a rule
+	// that is due later, and it fires before the first post.
+	DeferTimedFaults bool
 	// Check turns on each device's checked mode (device.EnableCheck);
 	// OnViolation, if set, sees each violation as it is found.
 	Check       bool
@@ -70,6 +77,9 @@ type World struct {
 	Link  *wire.Link
 	Wire  trace.Counters
 	Hosts [2]*Host
+	// Injector is the fault injector built from Config.Faults (nil
+	// without a plan): Injector.Fired says what each rule did.
+	Injector *fault.Injector
 }
 
 // Addresses used by the two nodes. 192.0.2.0/24 is TEST-NET-1 (RFC 5737):
@@ -111,7 +121,10 @@ func New(cfg Config) (*World, error) {
 			return nil, err
 		}
 		dev := device.New(w.Eng, cfg.Device, device.Identity{Node: i, MAC: MACs[i], IP: IPs[i]}, mem, w.Rec)
-		if inj != nil {
+		switch {
+		case inj != nil && cfg.DeferTimedFaults:
+			dev.AttachFaults(inj)
+		case inj != nil:
 			dev.SetFaults(inj)
 		}
 		if cfg.Check {
@@ -139,6 +152,7 @@ func New(cfg Config) (*World, error) {
 	if cfg.Loopback {
 		w.Hosts[1] = w.Hosts[0]
 	}
+	w.Injector = inj
 	return w, nil
 }
 
@@ -177,7 +191,66 @@ func (w *World) SetLink(up bool) {
 }
 
 // Settle runs the simulation until nothing is scheduled (or limit events).
+// A timed fault rule armed for later is something scheduled: Settle runs
+// the clock to it (Drain does not).
 func (w *World) Settle(limit int) int { return w.Eng.Run(limit) }
+
+// devices calls f for each distinct device of the world.
+func (w *World) devices(f func(*device.Device)) {
+	for i, h := range w.Hosts {
+		if h != nil && h.Dev != nil && (i == 0 || h != w.Hosts[0]) {
+			f(h.Dev)
+		}
+	}
+}
+
+// ArmTimedFaults arms the timed rules (port, device) of the fault plan on
+// every device at at_ps from now (device.Device.ArmTimedFaults), and
+// returns now: the origin of their times. With Config.DeferTimedFaults a
+// command calls it when its workload starts.
+func (w *World) ArmTimedFaults() sim.Time {
+	now := w.Eng.Now()
+	w.devices(func(d *device.Device) { d.ArmTimedFaults(now) })
+	return now
+}
+
+// TimedFaultsPending is how many events of timed fault rules (rules not
+// fired yet, ends of port-down windows) are scheduled.
+func (w *World) TimedFaultsPending() int {
+	n := 0
+	w.devices(func(d *device.Device) { n += d.TimedFaultsPending() })
+	return n
+}
+
+// Drain is Settle for the end of a workload: it runs the simulation until
+// nothing but timed fault rules is scheduled (or limit events; limit <= 0:
+// no limit), and returns the number of events it ran. A timed rule due
+// before the last of the workload's events fires on the way; one due
+// after the run's natural end stays pending (EndTimedFaults stops it).
+func (w *World) Drain(limit int) int {
+	n := 0
+	for (limit <= 0 || n < limit) && w.Eng.Pending() > w.TimedFaultsPending() && w.Eng.Step() {
+		n++
+	}
+	return n
+}
+
+// EndTimedFaults is the end of the run for the fault plan: it drains the
+// workload (Drain(0)) and stops the timed rules that have not fired (the
+// run ended first), and the ends of port-down windows. It returns the
+// plan's timed rules that fired on no device, in plan order.
+func (w *World) EndTimedFaults() []fault.Scheduled {
+	w.Drain(0)
+	w.devices(func(d *device.Device) { d.DisarmTimedFaults() })
+	var out []fault.Scheduled
+	stats := w.Injector.Fired()
+	for _, s := range w.Injector.Scheduled() {
+		if stats[s.Rule].Fired == 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // ConnOpts shapes an RC connection.
 type ConnOpts struct {

@@ -101,6 +101,8 @@ func doStat(w io.Writer, op string, size, n, mtu int, faults, prof string, all, 
 	if cfg.Faults, err = loadFaults(faults); err != nil {
 		return err
 	}
+	// at_ps counts from the first post (armed below), as in trace and perf.
+	cfg.DeferTimedFaults = true
 	if need := 2*size + (8 << 20); need > cfg.MemSize {
 		cfg.MemSize = need
 	}
@@ -114,6 +116,7 @@ func doStat(w io.Writer, op string, size, n, mtu int, faults, prof string, all, 
 		return err
 	}
 	req, rsp := eps[0], eps[1]
+	world.ArmTimedFaults()
 	var failed error
 	for i := 0; i < n && failed == nil; i++ {
 		if wop == provider.WRSend {
@@ -147,7 +150,8 @@ func doStat(w io.Writer, op string, size, n, mtu int, faults, prof string, all, 
 			}
 		}
 	}
-	world.Settle(0)
+	// The workload's natural end: a timed rule due later does not fire.
+	world.EndTimedFaults()
 	type link struct {
 		Ifname   string            `json:"ifname"`
 		Port     int               `json:"port"`

@@ -290,6 +290,10 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	}
 	cfg.Trace = true
 	cfg.Check = o.check
+	// at_ps counts from the post (where the stage times start), not from
+	// the start of the simulation: the settle after connection setup
+	// must not run the clock to a timed rule.
+	cfg.DeferTimedFaults = true
 	// Each receive buffer at the responder: the message, after the GRH
 	// area on UD.
 	grh := 0
@@ -408,7 +412,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	mmioAddr := sqInfo.BFRegOffset + uint64(sqInfo.BFOffset)
 	cqRing := req.SendCQ.Info().RingAddr
 	// Stage times count from the post (an arm before it is negative).
-	t0 := w.Eng.Now()
+	t0 := w.ArmTimedFaults()
 	if _, err := req.QP.PostSend(wrs); err != nil {
 		return err
 	}
@@ -428,7 +432,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 			if o.counters && !o.json {
 				// What went wrong is in the counters (a fault plan that
 				// outlasts the retries, say): show them anyway.
-				w.Settle(0)
+				w.Drain(0)
 				fmt.Fprintln(text, "counters (non-zero):")
 				writeCounterLines(text, worldCounters(w))
 			}
@@ -444,7 +448,8 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	if err := takeEvents(w, armed); err != nil {
 		return err
 	}
-	w.Settle(0)
+	// The walk's natural end: a timed rule due later does not fire.
+	notFired := w.EndTimedFaults()
 	n := o.size * o.batch
 	problems := verifyTrace(o, spec, req, rsp, rwcs, slot, grh)
 	dataOK := len(problems) == 0
@@ -610,7 +615,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		fmt.Fprintf(text, "WARN %s %s node %d @%.3f ns: %s\n", s.Component, s.Name, s.Node, s.StartNS, s.Detail)
 	}
 	if cfg.Faults != nil {
-		faultSection(text, w, t0, wcs)
+		faultSection(text, w, t0, wcs, notFired)
 	}
 	if o.check && checkSection(text, w) {
 		problems = append(problems, "checked mode found host-protocol violations")

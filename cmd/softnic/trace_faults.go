@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/fault"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/testbed"
@@ -33,8 +34,10 @@ var consequenceNames = map[string]string{
 	"rx_write_dma": "responder write DMA failed: NAK", device.CtrCQEWriteError.String(): "CQE write failed",
 }
 
-// faultSection prints the faults and their consequences since t0.
-func faultSection(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.WC) {
+// faultSection prints the faults and their consequences since t0, and
+// the timed rules that did not fire because the run ended first
+// (notFired, from World.EndTimedFaults: the clock is at the run's end).
+func faultSection(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.WC, notFired []fault.Scheduled) {
 	type line struct {
 		t    sim.Time
 		node int
@@ -77,6 +80,10 @@ func faultSection(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.W
 	}
 	for _, l := range lines {
 		fmt.Fprintf(out, "  @%12.3f ns node %d  %s\n", l.t.Sub(t0).NS(), l.node, l.text)
+	}
+	for _, s := range notFired {
+		fmt.Fprintf(out, "  rule %d (%s) did not fire: the run ended first, at %.3f ns (it was due at %.3f ns)\n",
+			s.Rule, w.Injector.RuleString(s.Rule), w.Eng.Now().Sub(t0).NS(), s.At.NS())
 	}
 	for _, wc := range wcs {
 		if wc.Status != provider.WCSuccess {
@@ -121,7 +128,7 @@ func checkSection(out io.Writer, w *testbed.World) bool {
 // (or in checked mode): every stage and warning in time order, then the
 // fault section, and the failure as the command's error.
 func faultFailure(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.WC, check bool, why error) error {
-	w.Settle(0)
+	notFired := w.EndTimedFaults()
 	fmt.Fprintf(out, "%3s  %-16s %-9s %4s %12s %12s %7s %5s\n", "#", "stage", "component", "node", "start_ns", "end_ns", "bytes", "tlps")
 	n := 0
 	for _, e := range w.Rec.Events() {
@@ -131,7 +138,7 @@ func faultFailure(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.W
 		n++
 		fmt.Fprintf(out, "%3d  %-16s %-9s %4d %12.3f %12.3f %7d %5d\n", n, e.Name, e.Component, e.Node, e.Start.Sub(t0).NS(), e.End.Sub(t0).NS(), e.Bytes, e.TLPs)
 	}
-	faultSection(out, w, t0, wcs)
+	faultSection(out, w, t0, wcs, notFired)
 	if check {
 		checkSection(out, w)
 	}

@@ -44,3 +44,75 @@ func TestTraceFaultWalk(t *testing.T) {
 		require.Contains(t, out.String(), "check: no host-protocol violation observed")
 	})
 }
+
+// TestTimedFaultsCountFromTheWorkload: a timed rule's at_ps counts from
+// the start of the workload (trace: the post; perf and stat: the first
+// post), and a rule due after the run's natural end does not fire. The
+// trace and perf used to settle after connection setup with the rule
+// armed, which ran the clock to it: a fatal at 1 s killed a 2 µs walk
+// before its post ("faults: none fired", then a dead device), a port down
+// at 1 s gave RETRY_EXC_ERR, and perf called the run stuck.
+func TestTimedFaultsCountFromTheWorkload(t *testing.T) {
+	const (
+		fatal1s = `{"rules":[{"point":"device","action":"fatal","at_ps":1000000000000}]}`
+		down1s  = `{"rules":[{"point":"port","action":"down","at_ps":1000000000000}]}`
+		// The cookbook's link flap: down at 1 µs after the post, for 2 µs.
+		flap1us  = `{"rules":[{"point":"port","action":"down","at_ps":1000000,"for_ps":2000000,"match":{"node":0}}]}`
+		fatal1us = `{"rules":[{"point":"device","action":"fatal","at_ps":1000000,"match":{"node":0}}]}`
+		down5us  = `{"rules":[{"point":"port","action":"down","at_ps":5000000}]}`
+	)
+	tests := []struct {
+		name, plan string
+		args       []string
+		code       int
+		stdout     []string // substrings of stdout
+		not        []string // must not be in stdout
+		stderr     []string // substrings of stderr
+	}{
+		{name: "trace: fatal at 1 s after a 2 µs walk", plan: fatal1s, args: []string{"trace"}, code: 0,
+			stdout: []string{"faults: none fired", "rule 0 (device fatal always at=1000000000000ps) did not fire: the run ended first, at 2144.096 ns (it was due at 1000000000.000 ns)",
+				"data verified"},
+			not: []string{"async event", "FAULT"}},
+		{name: "trace: port down at 1 s after the walk", plan: down1s, args: []string{"trace"}, code: 0,
+			stdout: []string{"faults: none fired", "did not fire: the run ended first", "data verified"},
+			not:    []string{"async event", "FAULT", "error CQE"}},
+		{name: "trace: flap 1 µs after the post hits the walk", plan: flap1us, args: []string{"trace"}, code: 0,
+			stdout: []string{"@    1000.000 ns node 0  FAULT port down", "@    3000.000 ns node 0    → link up", "→ ACK timeout, retry",
+				"async event on node 0: PORT_ERR", "async event on node 0: PORT_ACTIVE", "data verified"},
+			not: []string{"did not fire"}},
+		{name: "trace: fatal 1 µs after the post", plan: fatal1us, args: []string{"trace"}, code: 1,
+			stdout: []string{"@    1000.000 ns node 0  FAULT device fatal", "error CQE: wr_id 1 WR_FLUSH_ERR", "async event on node 0: DEVICE_FATAL"},
+			stderr: []string{"WR 1 completed with WR_FLUSH_ERR"}},
+		{name: "perf: fatal at 1 s after the run", plan: fatal1s, args: []string{"perf", "write_lat", "-n", "10"}, code: 0,
+			stdout: []string{" 2       10   "},
+			stderr: []string{"softnic perf: fault rule 0 (device fatal always at=1000000000000ps) did not fire: the run ended first"}},
+		{name: "perf: port down within the run", plan: down5us, args: []string{"perf", "write_lat", "-n", "1000"}, code: 1,
+			stderr: []string{"completion with error RETRY_EXC_ERR"}},
+		{name: "stat: fatal at 1 s after the workload", plan: fatal1s, args: []string{"stat", "--all"}, code: 0,
+			stdout: []string{"sent_pkts 100"}, not: []string{"device_fatal", "fault_timed"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := writePlan(t, "plan.json", tc.plan)
+			var out, errb bytes.Buffer
+			args := append(append([]string{}, tc.args...), "--faults", plan)
+			require.Equal(t, tc.code, run(args, &out, &errb), "stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+			for _, s := range tc.stdout {
+				require.Contains(t, out.String(), s)
+			}
+			for _, s := range tc.not {
+				require.NotContains(t, out.String(), s)
+			}
+			for _, s := range tc.stderr {
+				require.Contains(t, errb.String(), s)
+			}
+		})
+	}
+	// A rule after the run's end changes nothing in the figures.
+	plan := writePlan(t, "fatal1s.json", fatal1s)
+	with, _, code := runPerfCmd(t, "write_lat", "-n", "10", "--faults", plan)
+	require.Equal(t, 0, code)
+	without, _, code := runPerfCmd(t, "write_lat", "-n", "10")
+	require.Equal(t, 0, code)
+	require.Equal(t, without, with)
+}
