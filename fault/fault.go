@@ -602,24 +602,26 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 	if err := dec.Decode(&v); err != nil {
 		return err
 	}
-	if err := explicitZero(b, v.Nth, v.Every, v.Mask); err != nil {
+	if err := explicitZero(b, v.Nth, v.Every, v.Mask, v.Prob); err != nil {
 		return err
 	}
 	*r = Rule(v)
 	return nil
 }
 
-// explicitZero refuses nth, every and mask given as 0. In Rule these
-// fields are plain integers where 0 means "not set" (no nth trigger, no
-// every trigger, a random mask), so an explicit "nth": 0 would silently
-// become "fire on every event" — the docs say nth and every are >= 1 and
-// mask 1..255. Only the JSON shows whether the field was written: a field
-// left out (or null) is still "not set".
-func explicitZero(b []byte, nth, every uint64, mask uint8) error {
+// explicitZero refuses nth, every, mask and prob given as 0. In Rule
+// these fields are plain numbers where 0 means "not set" (no nth trigger,
+// no every trigger, a random mask, no probability), so an explicit
+// "nth": 0 would silently become "fire on every event" — the docs say nth
+// and every are >= 1 and mask 1..255 — and "prob": 0, which reads as
+// "never", would fire on every event too. Only the JSON shows whether the
+// field was written: a field left out (or null) is still "not set".
+func explicitZero(b []byte, nth, every uint64, mask uint8, prob float64) error {
 	var set struct {
 		Nth   json.RawMessage `json:"nth"`
 		Every json.RawMessage `json:"every"`
 		Mask  json.RawMessage `json:"mask"`
+		Prob  json.RawMessage `json:"prob"`
 	}
 	if err := json.Unmarshal(b, &set); err != nil {
 		return err
@@ -632,6 +634,8 @@ func explicitZero(b []byte, nth, every uint64, mask uint8) error {
 		return zeroFieldError("every 0: want every >= 1; leave every out to fire on every matching event")
 	case given(set.Mask) && mask == 0:
 		return zeroFieldError("mask 0: want a mask of 1..255 (0 flips no bit); leave mask out for a random non-zero mask")
+	case given(set.Prob) && prob == 0:
+		return zeroFieldError("prob 0: a rule with probability 0 never fires, want prob in (0, 1]; leave the rule out (or prob out, to fire on every matching event)")
 	}
 	return nil
 }
@@ -758,7 +762,8 @@ const (
 var ErrTimeRange = errors.New("time out of range")
 
 // ErrZeroField is wrapped (with ErrInvalidPlan, by Parse and Load) by the
-// error for a nth, every or mask written as 0, which the format forbids.
+// error for a nth, every, mask or prob written as 0, which the format
+// forbids.
 var ErrZeroField = errors.New("field set to 0")
 
 // Parse decodes and validates a JSON plan such as

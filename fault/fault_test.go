@@ -252,10 +252,11 @@ func BenchmarkDecide(b *testing.B) {
 	}
 }
 
-// TestParseExplicitZero: nth, every and mask are plain integers in Rule,
-// where 0 means "not set"; written as 0 in the JSON they are refused
-// (nth 0 and every 0 used to be read as "fire on every event", mask 0 as
-// "a random mask"), while leaving them out, or null, is still valid.
+// TestParseExplicitZero: nth, every, mask and prob are plain numbers in
+// Rule, where 0 means "not set"; written as 0 in the JSON they are refused
+// (nth 0, every 0 and prob 0 used to be read as "fire on every event",
+// mask 0 as "a random mask"), while leaving them out, or null, is still
+// valid.
 func TestParseExplicitZero(t *testing.T) {
 	tests := []struct {
 		name, json string
@@ -264,11 +265,13 @@ func TestParseExplicitZero(t *testing.T) {
 		{"nth 0", `{"rules":[{"point":"wire.tx","action":"drop","nth":0}]}`, "rule 0: nth 0: want nth >= 1"},
 		{"every 0", `{"rules":[{"point":"wire.tx","action":"drop","every":0}]}`, "rule 0: every 0: want every >= 1"},
 		{"mask 0", `{"rules":[{"point":"wire.tx","action":"corrupt","mask":0}]}`, "rule 0: mask 0: want a mask of 1..255"},
+		{"prob 0", `{"rules":[{"point":"wire.tx","action":"drop","prob":0}]}`, "rule 0: prob 0: a rule with probability 0 never fires"},
+		{"prob 0.0", `{"rules":[{"point":"wire.tx","action":"drop","prob":0.0}]}`, "rule 0: prob 0:"},
 		{"nth 0 in the second rule", `{"rules":[{"point":"cq","action":"drop","nth":2},{"point":"cq","action":"drop","nth":0}]}`, "rule 1: nth 0"},
 		{"nth 0 upper case key", `{"rules":[{"point":"cq","action":"drop","NTH":0}]}`, "rule 0: nth 0"},
 		{"nth 0 written as 0.0", `{"rules":[{"point":"cq","action":"drop","nth":0e0}]}`, "cannot unmarshal"},
 		{"absent", `{"rules":[{"point":"wire.tx","action":"corrupt"}]}`, ""},
-		{"null", `{"rules":[{"point":"wire.tx","action":"corrupt","nth":null,"mask":null},{"point":"cq","action":"drop","every":null}]}`, ""},
+		{"null", `{"rules":[{"point":"wire.tx","action":"corrupt","nth":null,"mask":null,"prob":null},{"point":"cq","action":"drop","every":null}]}`, ""},
 		{"one", `{"rules":[{"point":"wire.tx","action":"corrupt","nth":1,"mask":1},{"point":"cq","action":"drop","every":1}]}`, ""},
 		{"count 0 is no cap", `{"rules":[{"point":"cq","action":"drop","count":0}]}`, ""},
 	}
