@@ -188,8 +188,10 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// The operation may also be a word of its own, before or among the
-	// flags: softnic trace ud_send --srq.
-	if len(pos) == 1 {
+	// flags: softnic trace ud_send --srq. Only the first word can be it,
+	// so a word after it is the unexpected one (trace write read names
+	// "read").
+	if len(pos) > 0 {
 		if _, ok := traceOps[pos[0]]; ok {
 			opSet := false
 			fs.Visit(func(f *flag.Flag) { opSet = opSet || f.Name == "op" })
@@ -197,7 +199,7 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "softnic trace: operation %q and --op %q disagree\n", pos[0], o.op)
 				return 2
 			}
-			o.op, pos = pos[0], nil
+			o.op, pos = pos[0], pos[1:]
 		}
 	}
 	if len(pos) > 0 {

@@ -120,19 +120,24 @@ func TestTraceQPTypesAndSRQ(t *testing.T) {
 
 func TestTraceArgumentErrors(t *testing.T) {
 	for _, tc := range []struct {
+		name string
 		args []string
 		code int
 		err  string
 	}{
-		{[]string{"--op", "write", "ud_send"}, 2, `operation "ud_send" and --op "write" disagree`},
-		{[]string{"bogus"}, 2, `unexpected argument "bogus"`},
-		{[]string{"ud_send", "uc_send"}, 2, `unexpected argument "ud_send"`},
-		{[]string{"--op", "ud_send", "--size", "1025"}, 1, "a UD SEND is one packet"},
-		{[]string{"--op", "rd_send"}, 1, `unknown --op "rd_send"`},
+		{"word and --op disagree", []string{"--op", "write", "ud_send"}, 2, `operation "ud_send" and --op "write" disagree`},
+		{"not an operation", []string{"bogus"}, 2, `unexpected argument "bogus"`},
+		{"second operation word", []string{"ud_send", "uc_send"}, 2, `unexpected argument "uc_send"`},
+		{"write read names read", []string{"write", "read"}, 2, `unexpected argument "read"`},
+		{"word after the operation and flags", []string{"send", "--size", "10", "extra"}, 2, `unexpected argument "extra"`},
+		{"UD larger than the MTU", []string{"--op", "ud_send", "--size", "1025"}, 1, "a UD SEND is one packet"},
+		{"unknown --op", []string{"--op", "rd_send"}, 1, `unknown --op "rd_send"`},
 	} {
-		var out, errb bytes.Buffer
-		require.Equal(t, tc.code, run(append([]string{"trace"}, tc.args...), &out, &errb), "%v", tc.args)
-		require.Contains(t, errb.String(), tc.err, "%v", tc.args)
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			require.Equal(t, tc.code, run(append([]string{"trace"}, tc.args...), &out, &errb), "%v", tc.args)
+			require.Contains(t, errb.String(), tc.err, "%v", tc.args)
+		})
 	}
 	pos, err := parseInterspersed(newTestFlagSet(), []string{"a", "--x", "1", "b", "--", "--x", "c"})
 	require.NoError(t, err)
