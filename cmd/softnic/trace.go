@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -210,6 +211,10 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "softnic trace:", err)
 		return 2
 	}
+	if err := checkSameFileOutputs(o); err != nil {
+		fmt.Fprintln(stderr, "softnic trace:", err)
+		return 2
+	}
 	if err := doTrace(o, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "softnic trace:", err)
 		return 1
@@ -254,6 +259,44 @@ func checkStdoutOutputs(o traceOpts) error {
 		return fmt.Errorf("%s all write to stdout: send all but one to a file", strings.Join(on, " and "))
 	}
 	return nil
+}
+
+// checkSameFileOutputs refuses two output-file flags naming the same file
+// (--pcap same.x --html same.x): the second would overwrite the first. The
+// names are compared cleaned, and as files (os.SameFile: a link, or another
+// spelling of an existing file).
+func checkSameFileOutputs(o traceOpts) error {
+	type output struct{ flag, name string }
+	var outs []output
+	for _, f := range []output{{"--pcap", o.pcap}, {"--chrome-trace", o.chrome}, {"--html", o.html}} {
+		if f.name != "" && f.name != "-" {
+			outs = append(outs, f)
+		}
+	}
+	for i, a := range outs {
+		for _, b := range outs[i+1:] {
+			if sameOutputFile(a.name, b.name) {
+				return fmt.Errorf("%s %s and %s %s are the same file: one would overwrite the other; give each its own file", a.flag, a.name, b.flag, b.name)
+			}
+		}
+	}
+	return nil
+}
+
+// sameOutputFile reports whether the output names a and b are one file
+// that the second would overwrite (the null device takes any number).
+func sameOutputFile(a, b string) bool {
+	fa, errA := os.Stat(a)
+	if errA == nil {
+		if null, err := os.Stat(os.DevNull); err == nil && os.SameFile(fa, null) {
+			return false
+		}
+	}
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
 }
 
 // doTrace runs the walk. The human text (the table and what follows it)

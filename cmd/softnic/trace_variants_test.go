@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"encoding/hex"
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -119,6 +121,11 @@ func TestTraceQPTypesAndSRQ(t *testing.T) {
 }
 
 func TestTraceArgumentErrors(t *testing.T) {
+	dir := t.TempDir()
+	same := filepath.Join(dir, "same.x")
+	link := filepath.Join(dir, "link.x")
+	require.NoError(t, os.WriteFile(same, nil, 0o644))
+	require.NoError(t, os.Symlink(same, link))
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -132,6 +139,10 @@ func TestTraceArgumentErrors(t *testing.T) {
 		{"word after the operation and flags", []string{"send", "--size", "10", "extra"}, 2, `unexpected argument "extra"`},
 		{"UD larger than the MTU", []string{"--op", "ud_send", "--size", "1025"}, 1, "a UD SEND is one packet"},
 		{"unknown --op", []string{"--op", "rd_send"}, 1, `unknown --op "rd_send"`},
+		{"pcap and html to one file", []string{"--pcap", same, "--html", same}, 2, "are the same file"},
+		{"one file spelt twice", []string{"--pcap", same, "--chrome-trace", filepath.Join(dir, ".", "x", "..", "same.x")}, 2, "are the same file"},
+		{"one file through a link", []string{"--html", link, "--chrome-trace", same}, 2, "are the same file"},
+		{"a new file twice", []string{"--chrome-trace", filepath.Join(dir, "new.x"), "--html", filepath.Join(dir, "new.x")}, 2, "are the same file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -139,6 +150,10 @@ func TestTraceArgumentErrors(t *testing.T) {
 			require.Contains(t, errb.String(), tc.err, "%v", tc.args)
 		})
 	}
+	_, err := os.Stat(filepath.Join(dir, "new.x"))
+	require.True(t, os.IsNotExist(err), "refused before anything is written")
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"trace", "--pcap", os.DevNull, "--html", os.DevNull}, &out, &errb), "the null device takes both: %s", errb.String())
 	pos, err := parseInterspersed(newTestFlagSet(), []string{"a", "--x", "1", "b", "--", "--x", "c"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"a", "b", "--x", "c"}, pos)
