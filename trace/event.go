@@ -64,6 +64,32 @@ func NewRecorder() *Recorder { return &Recorder{cap: DefaultCapacity} }
 // events (n <= 0: every event, without bound).
 func NewRecorderCap(n int) *Recorder { return &Recorder{cap: max(n, 0)} }
 
+// SetCapacity makes the recorder keep the n most recent events from now
+// on (n <= 0: every event, without bound), as a caller that knows how much
+// it will record does (one walk kept whole). Events already kept stay, in
+// order; if more than n, the oldest go and count as Dropped.
+func (r *Recorder) SetCapacity(n int) {
+	if r == nil {
+		return
+	}
+	evs := r.Events()
+	n = max(n, 0)
+	if n > 0 && len(evs) > n {
+		r.dropped += uint64(len(evs) - n)
+		evs = evs[len(evs)-n:]
+	}
+	r.events = append(make([]Event, 0, len(evs)), evs...)
+	r.cap, r.next = n, 0
+}
+
+// Capacity is how many events the recorder keeps (0: every event).
+func (r *Recorder) Capacity() int {
+	if r == nil {
+		return 0
+	}
+	return r.cap
+}
+
 // On reports whether events are being recorded.
 func (r *Recorder) On() bool { return r != nil }
 

@@ -58,6 +58,51 @@ func TestRecorderRing(t *testing.T) {
 	require.Zero(t, none.Dropped())
 }
 
+// TestRecorderSetCapacity: a recorder resized keeps its events in order,
+// an unbounded one keeps every event after it, and shrinking below what it
+// holds drops the oldest and counts them.
+func TestRecorderSetCapacity(t *testing.T) {
+	names := func(evs []Event) (n []string) {
+		for _, e := range evs {
+			n = append(n, e.Name)
+		}
+		return n
+	}
+	record := func(r *Recorder, ns ...string) {
+		for _, n := range ns {
+			r.Stage(0, "c", n, 0, 0, 0, 0, 0, 0)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		cap     int      // the ring before
+		before  []string // recorded before SetCapacity
+		set     int
+		after   []string // recorded after it
+		want    []string
+		dropped uint64
+	}{
+		{"unbounded after a wrapped ring", 2, []string{"a", "b", "c"}, 0, []string{"d", "e", "f"}, []string{"b", "c", "d", "e", "f"}, 1},
+		{"grown before the walk", 2, nil, 5, []string{"a", "b", "c", "d"}, []string{"a", "b", "c", "d"}, 0},
+		{"shrunk below what it holds", 0, []string{"a", "b", "c", "d"}, 2, []string{"e"}, []string{"d", "e"}, 3},
+		{"negative is unbounded", 1, []string{"a"}, -1, []string{"b", "c"}, []string{"a", "b", "c"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRecorderCap(tc.cap)
+			record(r, tc.before...)
+			r.SetCapacity(tc.set)
+			require.Equal(t, max(tc.set, 0), r.Capacity())
+			record(r, tc.after...)
+			require.Equal(t, tc.want, names(r.Events()))
+			require.Equal(t, tc.dropped, r.Dropped())
+		})
+	}
+	var none *Recorder
+	none.SetCapacity(3)
+	require.Zero(t, none.Capacity())
+	require.Equal(t, DefaultCapacity, NewRecorder().Capacity())
+}
+
 var (
 	ctrTestA = NewCounter("trace_test_a")
 	ctrTestB = NewCounter("trace_test_b")

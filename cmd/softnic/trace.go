@@ -111,7 +111,21 @@ type traceJSON struct {
 	// DBRHex is the requester's doorbell record DBR[1] (the SQ send
 	// counter, big endian) after the post.
 	DBRHex string `json:"dbr_hex,omitempty"`
+	// DroppedEvents is how many events of the walk the recorder did not
+	// keep (its first ones): the stages are then the walk's tail and the
+	// path is "unknown". Zero, and absent, when the walk is whole.
+	DroppedEvents uint64 `json:"dropped_events,omitempty"`
 }
+
+// traceRecorderCap is the capacity of the recorder of a trace walk: 0
+// keeps every event of it (the command makes one walk, so its memory is
+// the walk's: the range checks bound the packets). The tests shrink it to
+// see what a walk that lost events prints.
+var traceRecorderCap = 0
+
+// pathUnknown is the path of a walk whose first events were dropped: the
+// stage that tells BlueFlame from the doorbell may be among them.
+const pathUnknown = "unknown"
 
 // recvJSON is one receive completion at the responder.
 type recvJSON struct {
@@ -354,6 +368,9 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	defer w.Close()
+	// The library's recorder is a bounded ring (long runs keep their
+	// tail); the walk keeps all of itself.
+	w.Rec.SetCapacity(traceRecorderCap)
 	// pcapErr is the first failure writing the capture: the walk goes on,
 	// the command fails at the end.
 	var pcapErr error
@@ -499,10 +516,13 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	problems := verifyTrace(o, spec, req, rsp, rwcs, slot, grh)
 	dataOK := len(problems) == 0
 
-	events := append([]trace.Event(nil), w.Rec.Events()...)
 	// The flows run across both nodes (the peer's stages, the wire) and
-	// into the stages a post list shares.
-	events = trace.LinkFlows(events)
+	// into the stages a post list shares (LinkFlows works on a copy).
+	events := trace.LinkFlows(w.Rec.Events())
+	dropped := w.Rec.Dropped()
+	if dropped > 0 {
+		events = append(events, droppedWarning(dropped, w.Rec.Capacity(), t0))
+	}
 	sort.SliceStable(events, func(i, j int) bool {
 		if events[i].Start != events[j].Start {
 			return events[i].Start < events[j].Start
@@ -579,7 +599,8 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 			return err
 		}
 	}
-	// The path is what happened: a bf_mmio stage on the requester.
+	// The path is what happened: a bf_mmio stage on the requester. When
+	// the first events were dropped it may have been among them.
 	path := "doorbell"
 	for _, e := range events {
 		if e.Node == 0 && e.Name == "bf_mmio" {
@@ -588,7 +609,10 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		}
 	}
 	pathWhy := ""
-	if path == "doorbell" {
+	switch {
+	case dropped > 0:
+		path, pathWhy = pathUnknown, fmt.Sprintf("the first %d events of the walk were dropped", dropped)
+	case path == "doorbell":
 		pathWhy = doorbellReason(o, req.QP.SQInfo().BFBufSize, wqes)
 	}
 	var all map[string]map[string]uint64
@@ -616,7 +640,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		out := traceJSON{Profile: cfg.Device.Name, Op: o.op, Size: o.size, MTU: o.mtu, Path: path, Batch: o.batch,
 			Stages: stages, TotalNS: total.NS(), WQEs: wqes, Warnings: warns, Counters: ctr, DataOK: dataOK,
 			AllCounters: all, Faults: explained, QPType: qpTypeName(spec.typ), SRQ: o.srq, Recv: recvs, GRHHex: grhHex,
-			Events: evs, Problems: problems}
+			Events: evs, Problems: problems, DroppedEvents: dropped}
 		for i := 0; i < o.batch; i++ {
 			out.CQEHex = append(out.CQEHex, hex.EncodeToString(req.SendCQ.CQE(uint32(i))))
 		}
@@ -685,7 +709,9 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		verdict = "DATA MISMATCH"
 	}
 	fmt.Fprintf(text, "total post → CQE: %.3f ns (%s, %d bytes)\n", total.NS(), verdict, n)
-	if !o.noCompare {
+	if dropped > 0 {
+		fmt.Fprintf(text, "DROPPED %d events: the recorder kept the last %d, the stages above are the walk's tail\n", dropped, w.Rec.Capacity())
+	} else if !o.noCompare {
 		if l := comparePath(o, path, pathWhy, total); l != "" {
 			fmt.Fprintln(text, l)
 		}
@@ -1008,6 +1034,10 @@ func annotateDoorbell(dbr [4]byte, path string, wqe []byte) string {
 	if len(wqe) < 8 {
 		return s.String()
 	}
+	if path == pathUnknown {
+		s.WriteString("doorbell or BlueFlame stores: not known, the walk's first events were dropped\n")
+		return s.String()
+	}
 	c := mlx5.CtrlSeg(wqe)
 	if path == "blueflame" {
 		n := (len(wqe) + 63) / 64 * 64
@@ -1025,6 +1055,14 @@ func annotateDoorbell(dbr [4]byte, path string, wqe []byte) string {
 	}
 	fmt.Fprintf(&s, "doorbell (8 bytes to UAR+0x800):\n  %s  opcode %v wqe_index %d qpn %#x ds %d\n", hexLine(wqe[:8]), c.Opcode(), c.WQEIndex(), c.QPN(), c.DS())
 	return s.String()
+}
+
+// droppedWarning is the warning a walk that lost events carries in every
+// output (the text's WARN lines, --json's warnings, the Chrome trace): how
+// many, at the post.
+func droppedWarning(dropped uint64, kept int, t0 sim.Time) trace.Event {
+	return trace.Event{Name: "events_dropped", Component: "trace", Start: t0, End: t0, PSN: trace.NoPSN, Level: trace.Warn,
+		Detail: fmt.Sprintf("the recorder dropped the first %d events of the walk (it keeps %d): the stages are its tail", dropped, kept)}
 }
 
 func writeChromeFile(name string, cev []trace.Event) error {

@@ -574,3 +574,78 @@ func TestTraceExplainAndHexdump(t *testing.T) {
 		require.NotEmpty(t, trace.Stages[name].Summary)
 	}
 }
+
+// A walk longer than the library's bounded recorder (65536 events, about
+// 8 MiB at MTU 1024) keeps all of itself: it starts at wqe_build and the
+// header names the path it took.
+func TestTraceLargeWalkWhole(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		args          []string
+		header, first string
+		last          string
+	}{
+		{"8 MiB write", []string{"--size", "8388608"}, "blueflame path,", "wqe_build", "BlueFlame: no WQE fetch"},
+		{"8 MiB read", []string{"--op", "read", "--size", "8388608"}, "blueflame path,", "wqe_build", "BlueFlame: no WQE fetch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			require.Equal(t, 0, run(append([]string{"trace"}, tc.args...), &out, &errb), errb.String())
+			lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+			require.Contains(t, lines[0], tc.header)
+			require.Greater(t, len(lines), trace.DefaultCapacity/2, "the whole walk")
+			require.Equal(t, tc.first, strings.Fields(lines[2])[1], "row 1")
+			require.Contains(t, lines[len(lines)-1], tc.last)
+			require.NotContains(t, out.String(), "DROPPED")
+		})
+	}
+}
+
+// A walk whose recorder dropped events says how many in every output and
+// does not name a path it cannot know (the tests shrink the recorder).
+func TestTraceDroppedEvents(t *testing.T) {
+	defer func(c int) { traceRecorderCap = c }(traceRecorderCap)
+	traceRecorderCap = 20
+	dir := t.TempDir()
+	page, chrome := filepath.Join(dir, "w.html"), filepath.Join(dir, "c.json")
+	j := runTraceJSON(t)
+	require.Equal(t, pathUnknown, j.Path)
+	require.NotZero(t, j.DroppedEvents)
+	require.LessOrEqual(t, len(j.Stages), 20, "what the recorder kept")
+	require.NotEqual(t, "wqe_build", j.Stages[0].Name, "the walk's tail")
+	warned := false
+	for _, w := range j.Warnings {
+		warned = warned || w.Name == "events_dropped" && strings.Contains(w.Detail, fmt.Sprintf("dropped the first %d events", j.DroppedEvents))
+	}
+	require.True(t, warned, "warnings: %+v", j.Warnings)
+	dropped := fmt.Sprintf("%d events", j.DroppedEvents)
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    []string
+		notWant []string
+		file    string // an output file that must say it too
+	}{
+		{"text", nil, []string{"unknown path (the first " + dropped + " of the walk were dropped)", "DROPPED " + dropped + ": the recorder kept the last 20", "WARN trace events_dropped"},
+			[]string{"blueflame path", "doorbell path", "BlueFlame: no WQE fetch", "BlueFlame does not apply"}, ""},
+		{"hexdump", []string{"--hexdump"}, []string{"doorbell or BlueFlame stores: not known"}, []string{"BlueFlame stores (", "doorbell (8 bytes"}, ""},
+		{"html", []string{"--html", page}, []string{"DROPPED " + dropped}, nil, page},
+		{"chrome trace", []string{"--chrome-trace", chrome}, []string{"DROPPED " + dropped}, nil, chrome},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			require.Equal(t, 0, run(append([]string{"trace"}, tc.args...), &out, &errb), errb.String())
+			for _, w := range tc.want {
+				require.Contains(t, out.String(), w)
+			}
+			for _, w := range tc.notWant {
+				require.NotContains(t, out.String(), w)
+			}
+			if tc.file != "" {
+				b, err := os.ReadFile(tc.file)
+				require.NoError(t, err)
+				require.Contains(t, string(b), "the first "+dropped)
+			}
+		})
+	}
+}
