@@ -425,15 +425,38 @@ func LinkFlows(events []Event) []Event {
 		}
 	}
 	request := func(k qpKey, psn int32) uint64 { return reqs[k][psn] }
-	response := func(k qpKey, psn int32) uint64 {
-		best, bestD := uint64(0), int32(psnMask/2)
-		for p, f := range reqs[k] {
-			d := (psn - p) & psnMask
-			if d < bestD || d == bestD && f < best {
-				best, bestD = f, d
-			}
+	// The request PSNs of each space in order, for response: a search, not
+	// a scan of every request per response (a walk of a million packets
+	// has thousands of ACKs).
+	sorted := make(map[qpKey][]int32, len(reqs))
+	for k, m := range reqs {
+		ps := make([]int32, 0, len(m))
+		for p := range m {
+			ps = append(ps, p)
 		}
-		return best
+		slices.Sort(ps)
+		sorted[k] = ps
+	}
+	// response is the flow of the request a response of PSN psn answers:
+	// the nearest request PSN at or before psn (modulo 2^24), if less than
+	// half the PSN space before it.
+	response := func(k qpKey, psn int32) uint64 {
+		ps := sorted[k]
+		if len(ps) == 0 {
+			return 0
+		}
+		i, found := slices.BinarySearch(ps, psn&psnMask)
+		if !found {
+			i-- // the largest PSN below psn, or (-1) the largest of all, wrapped
+		}
+		if i < 0 {
+			i = len(ps) - 1
+		}
+		p := ps[i]
+		if (psn-p)&psnMask >= psnMask/2 {
+			return 0
+		}
+		return reqs[k][p]
 	}
 
 	// Which local QP sends to a destination QP: the one whose frames share
