@@ -115,6 +115,18 @@ type traceJSON struct {
 	// keep (its first ones): the stages are then the walk's tail and the
 	// path is "unknown". Zero, and absent, when the walk is whole.
 	DroppedEvents uint64 `json:"dropped_events,omitempty"`
+	// Error (a walk that failed: no CQE, or an error CQE) is how it ended,
+	// the command's error; Completions are the requester's completions
+	// that came. Both absent on a walk that completed.
+	Error       string           `json:"error,omitempty"`
+	Completions []completionJSON `json:"completions,omitempty"`
+}
+
+// completionJSON is one requester work completion of a failed walk.
+type completionJSON struct {
+	WRID      uint64 `json:"wr_id"`
+	Status    string `json:"status"`
+	VendorErr uint32 `json:"vendor_err,omitempty"`
 }
 
 // traceRecorderCap is the capacity of the recorder of a trace walk: 0
@@ -478,42 +490,52 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	if _, err := req.QP.PostSend(wrs); err != nil {
 		return err
 	}
+	// walkErr is how a walk that failed ended (no CQE, an error CQE): the
+	// walk is still written in every format asked for, with it, and the
+	// command fails with it.
+	var walkErr error
 	wcs, err := testbed.Wait(req.SendCQ, o.batch)
 	if err != nil {
-		if (cfg.Faults != nil || o.check) && !o.json {
-			_ = faultFailure(text, w, t0, wcs, o.check, nil) // a lost CQE or a CQ in error: show why
-		}
-		return fmt.Errorf("waiting for the requester CQE: %w", err)
+		walkErr = fmt.Errorf("waiting for the requester CQE: %w", err)
 	}
 	total := w.Eng.Now().Sub(t0)
 	for _, wc := range wcs {
-		if wc.Status != provider.WCSuccess {
-			if (cfg.Faults != nil || o.check) && !o.json {
-				_ = faultFailure(text, w, t0, wcs, o.check, nil)
-			}
-			if o.counters && !o.json {
-				// What went wrong is in the counters (a fault plan that
-				// outlasts the retries, say): show them anyway.
-				w.Drain(0)
-				fmt.Fprintln(text, "counters (non-zero):")
-				writeCounterLines(text, worldCounters(w))
-			}
-			return fmt.Errorf("WR %d completed with %v", wc.WRID, wc.Status)
+		if wc.Status != provider.WCSuccess && walkErr == nil {
+			walkErr = fmt.Errorf("WR %d completed with %v", wc.WRID, wc.Status)
 		}
 	}
 	var rwcs []provider.WC
-	if consumesRecv {
+	if consumesRecv && walkErr == nil {
 		if rwcs, err = testbed.Wait(rsp.RecvCQ, o.batch); err != nil {
-			return fmt.Errorf("waiting for the responder CQE: %w", err)
+			walkErr = fmt.Errorf("waiting for the responder CQE: %w", err)
 		}
 	}
-	if err := takeEvents(w, armed); err != nil {
-		return err
+	if walkErr == nil {
+		walkErr = takeEvents(w, armed)
 	}
 	// The walk's natural end: a timed rule due later does not fire.
 	notFired := w.EndTimedFaults()
+	if walkErr != nil && !o.json && o.html != "-" {
+		// The text of a failed walk, when stdout is not taken by --json or
+		// --html -: with a fault plan or checked mode every stage and
+		// warning and what the faults did, and the counters if asked.
+		if cfg.Faults != nil || o.check {
+			_ = faultFailure(text, w, t0, wcs, o.check, nil) // a lost CQE or a CQ in error: show why
+		}
+		if o.counters {
+			// What went wrong is in the counters (a fault plan that
+			// outlasts the retries, say): show them anyway.
+			fmt.Fprintln(text, "counters (non-zero):")
+			writeCounterLines(text, worldCounters(w))
+		}
+	}
 	n := o.size * o.batch
-	problems := verifyTrace(o, spec, req, rsp, rwcs, slot, grh)
+	var problems []string
+	if walkErr != nil {
+		problems = []string{walkErr.Error()}
+	} else {
+		problems = verifyTrace(o, spec, req, rsp, rwcs, slot, grh)
+	}
 	dataOK := len(problems) == 0
 
 	// The flows run across both nodes (the peer's stages, the wire) and
@@ -522,6 +544,17 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	dropped := w.Rec.Dropped()
 	if dropped > 0 {
 		events = append(events, droppedWarning(dropped, w.Rec.Capacity(), t0))
+	}
+	if walkErr != nil {
+		// The outcome, at the last thing the walk did, for the outputs
+		// that carry no error of their own (the Chrome trace).
+		end := t0
+		for _, e := range events {
+			end = max(end, e.End)
+		}
+		total = end.Sub(t0)
+		events = append(events, trace.Event{Name: "walk_failed", Component: "trace", Start: end, End: end, PSN: trace.NoPSN, Level: trace.Warn,
+			Detail: "the walk failed: " + walkErr.Error()})
 	}
 	sort.SliceStable(events, func(i, j int) bool {
 		if events[i].Start != events[j].Start {
@@ -571,7 +604,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		}
 	}
 	evs := eventLatencies(armed, stages)
-	if o.events && len(evs) < len(armed) {
+	if o.events && len(evs) < len(armed) && walkErr == nil {
 		problems = append(problems, fmt.Sprintf("%d CQs armed, %d arm → EQE → event walks in the trace", len(armed), len(evs)))
 		dataOK = false
 	}
@@ -641,7 +674,16 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 			Stages: stages, TotalNS: total.NS(), WQEs: wqes, Warnings: warns, Counters: ctr, DataOK: dataOK,
 			AllCounters: all, Faults: explained, QPType: qpTypeName(spec.typ), SRQ: o.srq, Recv: recvs, GRHHex: grhHex,
 			Events: evs, Problems: problems, DroppedEvents: dropped}
-		for i := 0; i < o.batch; i++ {
+		nCQEs := o.batch
+		if walkErr != nil {
+			// The CQEs that came, an error CQE among them.
+			nCQEs = min(len(wcs), o.batch)
+			out.Error = walkErr.Error()
+			for _, wc := range wcs {
+				out.Completions = append(out.Completions, completionJSON{WRID: wc.WRID, Status: wc.Status.String(), VendorErr: wc.VendorErr})
+			}
+		}
+		for i := 0; i < nCQEs; i++ {
 			out.CQEHex = append(out.CQEHex, hex.EncodeToString(req.SendCQ.CQE(uint32(i))))
 		}
 		var dbr [4]byte
@@ -649,15 +691,24 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 			out.DBRHex = hex.EncodeToString(dbr[:])
 		}
 		if o.html != "" {
-			if err := writeWalkHTML(o.html, stdout, out); err != nil || o.html == "-" {
+			if err := writeWalkHTML(o.html, stdout, out); err != nil {
 				return err
 			}
 		}
 		if o.json {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
-			return enc.Encode(out)
+			if err := enc.Encode(out); err != nil {
+				return err
+			}
+			return walkErr
 		}
+		if o.html == "-" {
+			return walkErr
+		}
+	}
+	if walkErr != nil {
+		return walkErr // its text is above
 	}
 	pathDesc := path + " path"
 	if pathWhy != "" {

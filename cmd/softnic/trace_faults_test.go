@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -115,4 +118,68 @@ func TestTimedFaultsCountFromTheWorkload(t *testing.T) {
 	without, _, code := runPerfCmd(t, "write_lat", "-n", "10")
 	require.Equal(t, 0, code)
 	require.Equal(t, without, with)
+}
+
+// A faulted walk that ends in an error (an error CQE, no CQE at the
+// requester or at the responder) is still written in every format asked
+// for, with how it ended, and the command still fails; softnic view takes
+// its JSON.
+func TestTraceFailedWalkOutputs(t *testing.T) {
+	dropAll := writePlan(t, "dropall.json", `{"rules":[{"point":"wire.tx","action":"drop"}]}`)
+	lostCQE := writePlan(t, "cqdrop.json", `{"rules":[{"point":"cq","action":"drop","nth":1,"match":{"node":0}}]}`)
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		err    string // the command's error, in every output
+		status string // the requester completion that came, if one did
+	}{
+		{"every frame dropped: retries exceeded", []string{"--faults", dropAll}, "WR 1 completed with RETRY_EXC_ERR", "RETRY_EXC_ERR"},
+		{"requester CQE lost", []string{"--faults", lostCQE}, "waiting for the requester CQE", ""},
+		{"UD SEND lost: no receive", []string{"--op", "ud_send", "--faults", dropAll}, "waiting for the responder CQE", "SUCCESS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			page, chrome, walk := filepath.Join(dir, "w.html"), filepath.Join(dir, "c.json"), filepath.Join(dir, "walk.json")
+
+			var out, errb bytes.Buffer
+			require.Equal(t, 1, run(append([]string{"trace", "--json"}, tc.args...), &out, &errb))
+			require.Contains(t, errb.String(), tc.err)
+			var j traceJSON
+			require.NoError(t, json.Unmarshal(out.Bytes(), &j), "stdout is the walk's JSON")
+			require.Contains(t, j.Error, tc.err)
+			require.False(t, j.DataOK)
+			require.Contains(t, j.Problems, j.Error)
+			require.NotEmpty(t, j.Stages)
+			require.NotEmpty(t, j.Faults, "the plan in words")
+			if tc.status != "" {
+				require.NotEmpty(t, j.Completions)
+				require.Equal(t, tc.status, j.Completions[0].Status)
+			}
+			require.NoError(t, os.WriteFile(walk, out.Bytes(), 0o644))
+
+			out.Reset()
+			errb.Reset()
+			require.Equal(t, 1, run(append([]string{"trace", "--html", page, "--chrome-trace", chrome}, tc.args...), &out, &errb))
+			require.Contains(t, errb.String(), tc.err)
+			require.Contains(t, out.String(), "\nfaults", "the text walk and its fault section, as before")
+			b, err := os.ReadFile(page)
+			require.NoError(t, err, "--html written")
+			require.Contains(t, string(b), "FAILED: "+j.Error)
+			b, err = os.ReadFile(chrome)
+			require.NoError(t, err, "--chrome-trace written")
+			var v any
+			require.NoError(t, json.Unmarshal(b, &v))
+			require.Contains(t, string(b), "the walk failed: "+j.Error)
+
+			out.Reset()
+			errb.Reset()
+			require.Equal(t, 1, run(append([]string{"trace", "--html", "-"}, tc.args...), &out, &errb))
+			require.True(t, strings.HasPrefix(out.String(), "<!DOCTYPE html>"), "stdout is the page only: %.80q", out.String())
+
+			out.Reset()
+			errb.Reset()
+			require.Equal(t, 0, run([]string{"view", walk}, &out, &errb), errb.String())
+			require.Contains(t, out.String(), "FAILED: "+j.Error)
+		})
+	}
 }
