@@ -161,3 +161,24 @@ func TestProfilesCommand(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "field device.pcie.lanes", "no panic: a field error")
 }
+
+// A message of a million packets outlasts testbed.Wait's three polls of
+// the provider's progress budget with every packet still on its way: stat
+// waits while the simulation has work, so the message completes (260 MiB
+// at MTU 256 is the 1014 MiB at MTU 1024 that used to stop "idle").
+func TestStatLongMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		rx   string
+	}{
+		{"write of 1064960 packets", []string{"--op", "write", "--size", "272629760", "--mtu", "256"}, "link softnic1/1 rx_write_requests 1 "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := runCLI(t, append([]string{"stat", "-n", "1"}, tc.args...)...)
+			require.Equal(t, 0, code, errOut)
+			require.Contains(t, out, tc.rx)
+			require.Contains(t, out, " rcvd_pkts 1064960")
+		})
+	}
+}

@@ -133,7 +133,7 @@ func doStat(w io.Writer, op string, size, n, mtu int, faults, prof string, all, 
 			failed = err
 			break
 		}
-		wcs, err := testbed.Wait(req.SendCQ, 1)
+		wcs, err := waitWalk(world, req.SendCQ, 1, walkPackets(size, mtu, 1))
 		if err != nil {
 			failed = err
 		} else if wcs[0].Status != provider.WCSuccess {
@@ -142,7 +142,7 @@ func doStat(w io.Writer, op string, size, n, mtu int, faults, prof string, all, 
 		if wop == provider.WRSend && failed == nil {
 			// The responder takes its receive completion, as an
 			// application does: only a polled CQE frees its RQ slot.
-			rwcs, err := testbed.Wait(rsp.RecvCQ, 1)
+			rwcs, err := waitWalk(world, rsp.RecvCQ, 1, walkPackets(size, mtu, 1))
 			if err != nil {
 				failed = err
 			} else if rwcs[0].Status != provider.WCSuccess {

@@ -39,6 +39,9 @@ type traceOpts struct {
 	// noCompare: do not run the walk the other way for the closing line
 	// (set on that second run).
 	noCompare bool
+	// pathOnly: print only the path and total_ns as JSON (the closing
+	// line's run the other way, which needs nothing else of the walk).
+	pathOnly bool
 }
 
 // stageJSON is one line of the walk in --json output: the stage as the
@@ -325,6 +328,39 @@ func sameOutputFile(a, b string) bool {
 	return errA == nil && errB == nil && os.SameFile(fa, fb)
 }
 
+// The limits of one walk, checked before anything is allocated. Each node's
+// host memory holds the walk's buffers (the message times --batch), and the
+// walk keeps every event of its packets (about 8 a packet, a few hundred
+// bytes each with what the outputs build from them): a text walk of
+// 2^19 packets (512 MiB at MTU 1024) takes about 7 GB and a minute. --json
+// and --html also carry each packet's frame bytes (about 40 KB of memory a
+// packet), so they stop at 2^16 packets (64 MiB at MTU 1024).
+const (
+	maxTraceBytes       = 1 << 30
+	maxTracePackets     = 1 << 19
+	maxTraceJSONPackets = 1 << 16
+)
+
+// checkWalkSize refuses a walk too large to keep whole, naming the limit
+// and why.
+func checkWalkSize(o traceOpts) error {
+	if total := o.size * o.batch; total > maxTraceBytes {
+		return fmt.Errorf("--size %d x --batch %d is %d bytes: a walk's buffers live in each node's host memory, at most %d bytes (1 GiB) in all", o.size, o.batch, total, maxTraceBytes)
+	}
+	if o.pathOnly {
+		return nil // the closing line's run of a walk already checked
+	}
+	limit, what := maxTracePackets, "a walk keeps every event of its packets (about 8 a packet)"
+	if o.json || o.html != "" {
+		limit, what = maxTraceJSONPackets, "--json and --html keep every event and every frame's bytes of the walk"
+	}
+	if p := walkPackets(o.size, o.mtu, o.batch); p > limit {
+		return fmt.Errorf("--size %d x --batch %d is %d packets at MTU %d: %s in memory, at most %d packets (%d MiB at MTU %d)",
+			o.size, o.batch, p, o.mtu, what, limit, limit*o.mtu>>20, o.mtu)
+	}
+	return nil
+}
+
 // doTrace runs the walk. The human text (the table and what follows it)
 // goes to stdout, or to stderr when --pcap - or --chrome-trace - puts a
 // capture or a trace file there.
@@ -338,8 +374,8 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		return fmt.Errorf("unknown --op %q (%s)", o.op, traceOpNames)
 	}
 	wrOp, ud := spec.wr, spec.typ == provider.QPTypeUD
-	if o.size < 0 || o.size > 1<<30 {
-		return fmt.Errorf("--size %d out of range", o.size)
+	if o.size < 0 || o.size > maxTraceBytes {
+		return fmt.Errorf("--size %d out of range 0..%d", o.size, maxTraceBytes)
 	}
 	if o.batch < 1 || o.batch > 256 {
 		return fmt.Errorf("--batch %d out of range 1..256", o.batch)
@@ -349,6 +385,9 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	}
 	if ud && o.size > o.mtu {
 		return fmt.Errorf("--size %d: a UD SEND is one packet, at most the MTU (--mtu %d)", o.size, o.mtu)
+	}
+	if err := checkWalkSize(o); err != nil {
+		return err
 	}
 	cfg := testbed.DefaultConfig()
 	prof, err := profile.Load(o.profile)
@@ -415,14 +454,18 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 			}
 		}()
 	}
-	// Every frame of the walk, for the stages that built or sent it.
+	// Every frame of the walk, for the stages that built or sent it in
+	// --json and --html (the text shows no frame: a long walk's frames are
+	// as large as its message).
 	var frames []capturedFrame
-	w.Link.AddTap(func(t sim.Time, f []byte) {
-		var p roce.Packet
-		if err := roce.ParseFrame(f, &p); err == nil || p.BTH != nil {
-			frames = append(frames, capturedFrame{src: p.SrcIP, psn: uint32(p.BTH.PSN()), frame: append([]byte(nil), f...)})
-		}
-	})
+	if (o.json || o.html != "") && !o.pathOnly {
+		w.Link.AddTap(func(t sim.Time, f []byte) {
+			var p roce.Packet
+			if err := roce.ParseFrame(f, &p); err == nil || p.BTH != nil {
+				frames = append(frames, capturedFrame{src: p.SrcIP, psn: uint32(p.BTH.PSN()), frame: append([]byte(nil), f...)})
+			}
+		})
+	}
 	bufSize := slot*o.batch + 4096
 	var treq, trsp *traceEP
 	if spec.typ != provider.QPTypeRC || o.srq || o.events {
@@ -494,7 +537,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	// walk is still written in every format asked for, with it, and the
 	// command fails with it.
 	var walkErr error
-	wcs, err := testbed.Wait(req.SendCQ, o.batch)
+	wcs, err := waitWalk(w, req.SendCQ, o.batch, walkPackets(o.size, o.mtu, o.batch))
 	if err != nil {
 		walkErr = fmt.Errorf("waiting for the requester CQE: %w", err)
 	}
@@ -506,7 +549,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	}
 	var rwcs []provider.WC
 	if consumesRecv && walkErr == nil {
-		if rwcs, err = testbed.Wait(rsp.RecvCQ, o.batch); err != nil {
+		if rwcs, err = waitWalk(w, rsp.RecvCQ, o.batch, walkPackets(o.size, o.mtu, o.batch)); err != nil {
 			walkErr = fmt.Errorf("waiting for the responder CQE: %w", err)
 		}
 	}
@@ -528,6 +571,19 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 			fmt.Fprintln(text, "counters (non-zero):")
 			writeCounterLines(text, worldCounters(w))
 		}
+	}
+	if o.pathOnly {
+		if walkErr != nil {
+			return walkErr
+		}
+		path := "doorbell"
+		for _, e := range w.Rec.Events() {
+			if e.Node == 0 && e.Name == "bf_mmio" {
+				path = "blueflame"
+				break
+			}
+		}
+		return json.NewEncoder(stdout).Encode(traceJSON{Path: path, TotalNS: total.NS()})
 	}
 	n := o.size * o.batch
 	var problems []string
@@ -1053,7 +1109,7 @@ func comparePath(o traceOpts, path, why string, total sim.Duration) string {
 		return "doorbell: BlueFlame does not apply here (" + why + ")"
 	}
 	alt := o
-	alt.noBF, alt.noCompare, alt.json = !o.noBF, true, true
+	alt.noBF, alt.noCompare, alt.json, alt.pathOnly = !o.noBF, true, true, true
 	alt.html = ""
 	alt.pcap, alt.chrome, alt.hex, alt.counters, alt.explain = "", "", false, false, false
 	alt.html = ""

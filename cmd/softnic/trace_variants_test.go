@@ -142,6 +142,13 @@ func TestTraceArgumentErrors(t *testing.T) {
 		{"pcap and html to one file", []string{"--pcap", same, "--html", same}, 2, "are the same file"},
 		{"one file spelt twice", []string{"--pcap", same, "--chrome-trace", filepath.Join(dir, ".", "x", "..", "same.x")}, 2, "are the same file"},
 		{"one file through a link", []string{"--html", link, "--chrome-trace", same}, 2, "are the same file"},
+		{"a million packets", []string{"--size", "1073741823"}, 1, "is 1048576 packets at MTU 1024: a walk keeps every event of its packets (about 8 a packet) in memory, at most 524288 packets (512 MiB at MTU 1024)"},
+		{"1 GiB", []string{"--size", "1073741824"}, 1, "at most 524288 packets"},
+		{"a post list of too many packets", []string{"--size", "4194304", "--batch", "256"}, 1, "is 1048576 packets at MTU 1024"},
+		{"more than 1 GiB of buffers", []string{"--size", "1073741824", "--batch", "2", "--mtu", "4096"}, 1, "is 2147483648 bytes: a walk's buffers live in each node's host memory, at most 1073741824 bytes (1 GiB) in all"},
+		{"--json of more than 2^16 packets", []string{"--size", "67108865", "--json"}, 1, "--json and --html keep every event and every frame's bytes of the walk in memory, at most 65536 packets (64 MiB at MTU 1024)"},
+		{"--html of more than 2^16 packets", []string{"--size", "16777217", "--mtu", "256", "--html", filepath.Join(dir, "big.html")}, 1, "at most 65536 packets (16 MiB at MTU 256)"},
+		{"size out of range", []string{"--size", "1073741825"}, 1, "--size 1073741825 out of range 0..1073741824"},
 		{"a new file twice", []string{"--chrome-trace", filepath.Join(dir, "new.x"), "--html", filepath.Join(dir, "new.x")}, 2, "are the same file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
