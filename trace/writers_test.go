@@ -382,3 +382,49 @@ func BenchmarkWriteText(b *testing.B) {
 		}
 	}
 }
+
+// TestLinkFlowsResponse: a response (an ACK's wire stage back to the
+// requester) joins the flow of the nearest request PSN at or before its
+// own, modulo 2^24, and none at half the PSN space or more; the search
+// agrees with a scan of every request across the wrap.
+func TestLinkFlowsResponse(t *testing.T) {
+	const reqQP, rspQP = 0x100, 0x200
+	wrapping := []int32{0xfffffe, 0xffffff, 0, 1, 0x10}
+	high := []int32{0xfffff0, 0xfffff8}
+	for _, tc := range []struct {
+		name string
+		reqs []int32 // request PSNs, flows 1, 2, ...
+		psn  int32   // the response's
+		want uint64
+	}{
+		{"at a request", wrapping, 0, 3},
+		{"before the wrap", wrapping, 0xffffff, 2},
+		{"after the last before the wrap", wrapping, 5, 4},
+		{"after the last", wrapping, 0x20, 5},
+		{"half the space away", wrapping, 0x10 + 0x7fffff, 0},
+		{"below every request: the highest, wrapped", high, 3, 2},
+		{"below every request, half the space away", high, 0x7ffffa, 0},
+		{"no request", nil, 3, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var evs []Event
+			for i, p := range tc.reqs {
+				f := uint64(i + 1)
+				evs = append(evs,
+					Event{Name: "packetize", Component: "roce", Node: 0, QPN: reqQP, PSN: p, Flow: f},
+					Event{Name: "wire", Component: "wire", Node: 0, QPN: rspQP, PSN: p, Flow: f})
+			}
+			evs = append(evs, Event{Name: "ack", Component: "roce", Node: 1, QPN: rspQP, PSN: tc.psn},
+				Event{Name: "wire", Component: "wire", Node: 1, QPN: reqQP, PSN: tc.psn})
+			got := LinkFlows(evs)[len(evs)-1].Flow
+			require.Equal(t, tc.want, got)
+			scan, bestD := uint64(0), int32(0xffffff/2)
+			for i, p := range tc.reqs {
+				if d := (tc.psn - p) & 0xffffff; d < bestD {
+					scan, bestD = uint64(i+1), d
+				}
+			}
+			require.Equal(t, scan, got, "the scan of every request agrees")
+		})
+	}
+}
