@@ -41,7 +41,7 @@ type WalkStage struct {
 // Walk is one post_send walk: a title line and its stages.
 type Walk struct {
 	Title   string
-	Path    string // "blueflame" or "doorbell"
+	Path    string // "blueflame", "doorbell", or "unknown" (the walk lost its first events)
 	TotalNS float64
 	Stages  []WalkStage
 }

@@ -193,7 +193,7 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o traceOpts
 	fs.StringVar(&o.op, "op", "write", "operation: "+traceOpNames)
-	intVar(fs, &o.size, "size", 64, "message size in bytes")
+	intVar(fs, &o.size, "size", 64, "message size in bytes (at most 1 GiB with --batch; a walk of at most 524288 packets, 65536 with --json or --html)")
 	intVar(fs, &o.mtu, "mtu", 1024, "path MTU (256..4096)")
 	intVar(fs, &o.batch, "batch", 1, "post a list of N WQEs with one doorbell")
 	fs.BoolVar(&o.inline, "inline", false, "send the payload inline in the WQE")
