@@ -380,8 +380,8 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	if o.batch < 1 || o.batch > 256 {
 		return fmt.Errorf("--batch %d out of range 1..256", o.batch)
 	}
-	if mlx5.MTUFromBytes(o.mtu) == 0 {
-		return fmt.Errorf("--mtu %d is not one of 256, 512, 1024, 2048, 4096", o.mtu)
+	if !validMTU(o.mtu) {
+		return mtuError("--mtu", o.mtu)
 	}
 	if ud && o.size > o.mtu {
 		return fmt.Errorf("--size %d: a UD SEND is one packet, at most the MTU (--mtu %d)", o.size, o.mtu)
