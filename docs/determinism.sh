@@ -78,6 +78,7 @@ if diff -r "$out/a" "$out/b" >"$out/diff.txt"; then
 	echo "identical: $(ls "$out/a" | wc -l) outputs"
 else
 	head -40 "$out/diff.txt"
+	if [ -n "$DETERMINISM_LIST" ]; then grep "^diff -r" "$out/diff.txt"; fi
 	echo "DIFFERENT" >&2
 	exit 1
 fi

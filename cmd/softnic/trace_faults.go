@@ -48,7 +48,10 @@ func faultSection(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.W
 	first := sim.Never
 	for _, e := range w.Rec.Events() {
 		switch {
-		case e.Component == "fault":
+		case e.Component == "fault" || e.Level == trace.Warn && strings.Contains(e.Name, "_fault_"):
+			// The device's own points record a fault event; the wire's and
+			// the DMA engine's a warning named for the fault
+			// (wire_fault_drop, dma_fault_read, ...).
 			lines = append(lines, line{e.Start, e.Node, "FAULT " + e.Detail})
 			first = min(first, e.Start)
 		case e.Level == trace.Warn && strings.HasPrefix(e.Name, "check_"):

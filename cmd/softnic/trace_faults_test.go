@@ -41,6 +41,17 @@ func TestTraceFaultWalk(t *testing.T) {
 		require.Contains(t, out.String(), "→ CQ overrun")
 		require.Contains(t, out.String(), "→ async event on node 0: CQ_ERR")
 	})
+	t.Run("wire drop: listed, not 'none fired'", func(t *testing.T) {
+		// The wire's faults record a warning (wire_fault_drop), not a
+		// fault event: the section used to say "faults: none fired".
+		plan := writePlan(t, "drop.json", `{"rules":[{"point":"wire.tx","action":"drop","nth":3}]}`)
+		var out bytes.Buffer
+		require.Equal(t, 0, run([]string{"trace", "--size", "65536", "--faults", plan}, &out, os.Stderr))
+		require.NotContains(t, out.String(), "faults: none fired")
+		require.Contains(t, out.String(), "faults and their consequences:")
+		require.Contains(t, out.String(), "FAULT tx: frame of 1082 B (qpn 0x100) dropped by fault rule 0")
+		require.Contains(t, out.String(), "data verified")
+	})
 	t.Run("check: clean walk", func(t *testing.T) {
 		var out bytes.Buffer
 		require.Equal(t, 0, run([]string{"trace", "--check"}, &out, os.Stderr))
