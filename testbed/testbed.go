@@ -441,8 +441,12 @@ func connectUD(eps [2]*Endpoint, o ConnOpts) error {
 	return nil
 }
 
-// ErrTimeout is returned when a wait ends with the simulation idle.
-var ErrTimeout = errors.New("testbed: simulation went idle before the completions arrived")
+// ErrTimeout is returned when a wait ends without its completions: three
+// polls in a row found none, each driving the device for at most the
+// provider's progress budget. Either the simulation went idle (nothing
+// left to complete them) or it kept busy without completing them (a
+// retry loop: RNR NAKs with infinite retry, say).
+var ErrTimeout = errors.New("testbed: the completions did not arrive (the simulation went idle, or kept busy without completing them)")
 
 // Wait polls cq until n completions arrived, driving the simulation through
 // the provider's poll (a poll of an empty CQ advances the engine).

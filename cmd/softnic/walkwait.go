@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/testbed"
@@ -33,8 +34,13 @@ func waitWalk(w *testbed.World, cq *provider.CQ, n, packets int) ([]provider.WC,
 	for {
 		wcs, err := testbed.Wait(cq, n-len(out))
 		out = append(out, wcs...)
-		if !errors.Is(err, testbed.ErrTimeout) || w.Eng.Pending() == 0 || w.Eng.Fired()-start > limit {
+		switch {
+		case !errors.Is(err, testbed.ErrTimeout):
 			return out, err
+		case w.Eng.Pending() == 0:
+			return out, fmt.Errorf("%w: the simulation went idle", err)
+		case w.Eng.Fired()-start > limit:
+			return out, fmt.Errorf("%w: %d events run, %d still pending (the walk's budget is %d)", err, w.Eng.Fired()-start, w.Eng.Pending(), limit)
 		}
 	}
 }
