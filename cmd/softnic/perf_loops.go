@@ -66,10 +66,47 @@ func pollReady(cq *provider.CQ, test, which string) (bool, error) {
 		return false, fmt.Errorf("%s %s CQ: the CQE went away", test, which)
 	}
 	if wc[0].Status != provider.WCSuccess {
-		return false, fmt.Errorf("%s %s CQ: completion with error %v (wr_id %d, vendor syndrome %#x)", test, which, wc[0].Status, wc[0].WRID, wc[0].VendorErr)
+		c, note := causeOf(cq, wc[:])
+		return false, fmt.Errorf("%s %s CQ: completion with error %v (wr_id %d, vendor syndrome %#x%s)", test, which, c.Status, c.WRID, c.VendorErr, note)
 	}
 	return true, nil
 }
+
+// causeOf is the completion that says why a QP failed. A flushed one
+// (WR_FLUSH_ERR) says only that the QP is in error: the WQE that put it
+// there may complete after it, since WQEs sent before it and not yet
+// acknowledged flush first, in SQ order. batch starts with the failed
+// completion and holds the rest of its poll; causeOf looks there, then
+// polls the CQ on, at most causeScan completions, for the first error
+// that is not a flush, and returns it with a note; otherwise batch[0].
+func causeOf(cq *provider.CQ, batch []provider.WC) (provider.WC, string) {
+	wc := batch[0]
+	if wc.Status != provider.WCWRFlushErr {
+		return wc, ""
+	}
+	for _, w := range batch[1:] {
+		if w.Status != provider.WCSuccess && w.Status != provider.WCWRFlushErr {
+			return w, fmt.Sprintf("; after WR_FLUSH_ERR of wr_id %d", wc.WRID)
+		}
+	}
+	var buf [16]provider.WC
+	for seen := 0; seen < causeScan; {
+		n, err := cq.Poll(buf[:])
+		if err != nil || n == 0 {
+			break
+		}
+		seen += n
+		for _, w := range buf[:n] {
+			if w.Status != provider.WCSuccess && w.Status != provider.WCWRFlushErr {
+				return w, fmt.Sprintf("; after WR_FLUSH_ERR of wr_id %d", wc.WRID)
+			}
+		}
+	}
+	return wc, ""
+}
+
+// causeScan bounds causeOf's search.
+const causeScan = 4096
 
 // perfActor is one side's loop.
 type perfActor interface {
@@ -506,9 +543,11 @@ func (a *bwClient) step() (bool, error) {
 			if err != nil {
 				return moved, err
 			}
-			for _, wc := range a.wcs[:n] {
+			for k, wc := range a.wcs[:n] {
 				if wc.Status != provider.WCSuccess {
-					return true, fmt.Errorf("bw: completion with error %v on QP %d after %d of %d posted, %d completed", wc.Status, i, a.totscnt, a.total(), a.totccnt)
+					c, note := causeOf(e.scq, a.wcs[k:n])
+					return true, fmt.Errorf("bw: completion with error %v (vendor syndrome %#x%s) on QP %d after %d of %d posted, %d completed",
+						c.Status, c.VendorErr, note, i, a.totscnt, a.total(), a.totccnt)
 				}
 				q := int(wc.WRID)
 				if q < 0 || q >= len(a.eps) {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func runPerfCmd(t *testing.T, args ...string) (string, string, int) {
@@ -467,4 +469,14 @@ func TestPerfWatchSkipsNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPerfErrorCause: when WQEs sent before the failing one flush first
+// (in SQ order), perf names the completion that put the QP in error, not
+// the first flush it polled.
+func TestPerfErrorCause(t *testing.T) {
+	plan := writePlan(t, "dma.json", `{"seed":5,"rules":[{"point":"dma.read","action":"timeout","nth":50,"match":{"target":"data"}}]}`)
+	_, stderr, code := runPerfCmd(t, "write_bw", "-Q", "1", "-n", "2000", "--faults", plan)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "completion with error LOC_PROT_ERR (vendor syndrome 0x51; after WR_FLUSH_ERR of wr_id 0)")
 }
