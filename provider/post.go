@@ -277,7 +277,7 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 	case qp.typ == QPTypeUD && (wr.AH == nil || wr.AH.dead):
 		return 0, 0, detail(ErrInvalidArg, "UD send without a live address handle")
 	case qp.typ == QPTypeUD && wr.AH.pd != qp.pd:
-		return 0, 0, detail(ErrInvalidArg, "address handle of PD %d on a QP of PD %d", wr.AH.pd.pdn, qp.pd.pdn)
+		return 0, 0, ahPDMismatch(wr.AH, qp)
 	case qp.typ == QPTypeUD && wr.RemoteQPN > 0xffffff:
 		return 0, 0, detail(ErrInvalidArg, "remote QPN %#x wider than 24 bits", wr.RemoteQPN)
 	case wr.Flags&^sendFlagsKnown != 0:
@@ -674,4 +674,15 @@ func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
 		qp.dbr.SetWord(mlx5.DBRRecv, rq.head&0xffff)
 	}
 	return nreq, err
+}
+
+// ahPDMismatch is the error for a UD send whose address handle is of
+// another PD than the QP's, naming the contexts when they differ (PD
+// numbers are per context, so two contexts' first PDs are both PD 1).
+func ahPDMismatch(ah *AH, qp *QP) error {
+	if ah.pd.ctx != qp.pd.ctx {
+		return detail(ErrInvalidArg, "address handle of another context (PD %d of %s) on a QP of PD %d of %s",
+			ah.pd.pdn, ah.pd.ctx.name, qp.pd.pdn, qp.pd.ctx.name)
+	}
+	return detail(ErrInvalidArg, "address handle of PD %d on a QP of PD %d", ah.pd.pdn, qp.pd.pdn)
 }

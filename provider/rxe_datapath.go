@@ -111,7 +111,7 @@ func (qp *QP) rxeBuildSend(wr *SendWR) error {
 	case qp.typ == QPTypeUD && (wr.AH == nil || wr.AH.dead || wr.AH.kern == nil):
 		return detail(ErrInvalidArg, "UD send without a live address handle of this device")
 	case qp.typ == QPTypeUD && wr.AH.pd != qp.pd:
-		return detail(ErrInvalidArg, "address handle of PD %d on a QP of PD %d", wr.AH.pd.pdn, qp.pd.pdn)
+		return ahPDMismatch(wr.AH, qp)
 	case qp.typ == QPTypeUD && wr.RemoteQPN > 0xffffff:
 		return detail(ErrInvalidArg, "remote QPN %#x wider than 24 bits", wr.RemoteQPN)
 	case wr.Flags&^sendFlagsKnown != 0:

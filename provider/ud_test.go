@@ -359,6 +359,9 @@ func TestUDSendRefused(t *testing.T) {
 	require.NoError(t, err)
 	foreign, err := pd2.CreateAH(udAH)
 	require.NoError(t, err)
+	e2 := newTyped(t, provider.QPTypeUD, provider.EnvOpts{}) // another context: its first PD is PD 1 too
+	otherCtx, err := e2.PD.CreateAH(udAH)
+	require.NoError(t, err)
 	ok := provider.SendWR{Opcode: provider.WRSend, AH: ah, RemoteQPN: 1, SGL: []provider.SGE{e.MR.SGE(0, 8)}}
 	with := func(f func(w *provider.SendWR)) provider.SendWR { w := ok; f(&w); return w }
 	cases := []struct {
@@ -373,6 +376,7 @@ func TestUDSendRefused(t *testing.T) {
 		{"no_ah", with(func(w *provider.SendWR) { w.AH = nil })},
 		{"destroyed_ah", with(func(w *provider.SendWR) { w.AH = dead })},
 		{"ah_of_other_pd", with(func(w *provider.SendWR) { w.AH = foreign })},
+		{"ah_of_other_context", with(func(w *provider.SendWR) { w.AH = otherCtx })},
 		{"remote_qpn_25_bits", with(func(w *provider.SendWR) { w.RemoteQPN = 1 << 24 })},
 	}
 	for _, c := range cases {
@@ -385,6 +389,9 @@ func TestUDSendRefused(t *testing.T) {
 			require.Equal(t, 1, oe.Index)
 			require.Equal(t, 1, n, "the WR before is posted")
 			require.Equal(t, before+2, e.QP.SQProducer(), "ctrl + datagram + data: 80 B, 2 WQEBBs")
+			if c.name == "ah_of_other_context" {
+				require.ErrorContains(t, err, "address handle of another context")
+			}
 		})
 	}
 }
