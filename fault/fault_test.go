@@ -257,11 +257,37 @@ func BenchmarkDecide(b *testing.B) {
 // (nth 0, every 0 and prob 0 used to be read as "fire on every event",
 // mask 0 as "a random mask"), while leaving them out, or null, is still
 // valid.
+// parseCase is a plan and the error it must give: want is a substring
+// ("" = valid); errors other than JSON decoding ones also match the
+// sentinel checkParseCases is given.
+type parseCase struct {
+	name, json string
+	want       string
+}
+
+// checkParseCases runs cases through Parse.
+func checkParseCases(t *testing.T, cases []parseCase, sentinel error) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Parse([]byte(tc.json))
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.NotNil(t, p)
+				return
+			}
+			require.Nil(t, p)
+			require.ErrorIs(t, err, ErrInvalidPlan)
+			require.ErrorContains(t, err, tc.want)
+			if !strings.Contains(tc.want, "unmarshal") {
+				require.ErrorIs(t, err, sentinel)
+			}
+		})
+	}
+}
+
 func TestParseExplicitZero(t *testing.T) {
-	tests := []struct {
-		name, json string
-		want       string // error substring; "" = valid
-	}{
+	tests := []parseCase{
 		{"nth 0", `{"rules":[{"point":"wire.tx","action":"drop","nth":0}]}`, "rule 0: nth 0: want nth >= 1"},
 		{"every 0", `{"rules":[{"point":"wire.tx","action":"drop","every":0}]}`, "rule 0: every 0: want every >= 1"},
 		{"mask 0", `{"rules":[{"point":"wire.tx","action":"corrupt","mask":0}]}`, "rule 0: mask 0: want a mask of 1..255"},
@@ -275,22 +301,7 @@ func TestParseExplicitZero(t *testing.T) {
 		{"one", `{"rules":[{"point":"wire.tx","action":"corrupt","nth":1,"mask":1},{"point":"cq","action":"drop","every":1}]}`, ""},
 		{"count 0 is no cap", `{"rules":[{"point":"cq","action":"drop","count":0}]}`, ""},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			p, err := Parse([]byte(tc.json))
-			if tc.want == "" {
-				require.NoError(t, err)
-				require.NotNil(t, p)
-				return
-			}
-			require.Nil(t, p)
-			require.ErrorIs(t, err, ErrInvalidPlan)
-			require.ErrorContains(t, err, tc.want)
-			if !strings.Contains(tc.want, "unmarshal") {
-				require.ErrorIs(t, err, ErrZeroField)
-			}
-		})
-	}
+	checkParseCases(t, tests, ErrZeroField)
 }
 
 // TestParseTimeBounds: at_ps, for_ps and delay_ps above 10^18 ps are
@@ -300,10 +311,7 @@ func TestParseExplicitZero(t *testing.T) {
 // negative time).
 func TestParseTimeBounds(t *testing.T) {
 	const huge = "9223372036854775000"
-	tests := []struct {
-		name, json string
-		want       string // error substring; "" = valid
-	}{
+	tests := []parseCase{
 		{"delay_ps near 2^63", `{"rules":[{"point":"wire.tx","action":"delay","delay_ps":` + huge + `}]}`,
 			"delay_ps 9223372036854775000 exceeds 1000000000000000000 (10^18 ps"},
 		{"for_ps near 2^63", `{"rules":[{"point":"port","action":"down","at_ps":1000,"for_ps":` + huge + `}]}`,
@@ -317,21 +325,7 @@ func TestParseTimeBounds(t *testing.T) {
 		{"at_ps and for_ps at the bound", `{"rules":[{"point":"port","action":"down","at_ps":1000000000000000000,"for_ps":1000000000000000000}]}`, ""},
 		{"delay_ps at the bound", `{"rules":[{"point":"wire.rx","action":"delay","delay_ps":1000000000000000000}]}`, ""},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			p, err := Parse([]byte(tc.json))
-			if tc.want == "" {
-				require.NoError(t, err)
-				return
-			}
-			require.Nil(t, p)
-			require.ErrorIs(t, err, ErrInvalidPlan)
-			require.ErrorContains(t, err, tc.want)
-			if !strings.Contains(tc.want, "unmarshal") {
-				require.ErrorIs(t, err, ErrTimeRange)
-			}
-		})
-	}
+	checkParseCases(t, tests, ErrTimeRange)
 	// Validate checks a plan built in Go the same way.
 	p := &Plan{Rules: []Rule{{Point: Port, Action: Down, At: 5, For: MaxDuration + 1, Byte: -1}}}
 	require.ErrorIs(t, p.Validate(), ErrTimeRange)
