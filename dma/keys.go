@@ -17,6 +17,12 @@ var (
 	ErrLength     = errors.New("dma: data does not fit the scatter/gather list")
 	ErrBadMR      = errors.New("dma: invalid memory region")
 	ErrKeyExists  = errors.New("dma: key already registered")
+	// ErrInvalidated: the key was invalidated (a SEND with invalidate); it
+	// stays registered until deregistered but grants no access.
+	ErrInvalidated = errors.New("dma: memory key invalidated")
+	// ErrNotInvalidatable: a remote invalidate named a key that may not be
+	// invalidated remotely (an ordinary registered MR).
+	ErrNotInvalidatable = errors.New("dma: memory key may not be invalidated remotely")
 )
 
 // Access is the right an operation needs on a memory region, and says
@@ -69,6 +75,15 @@ type MR struct {
 	Length uint64
 	HCAVA  uint64 // the VA remote peers use for byte 0; usually == Addr
 	Access uint32 // mlx5.Access* bits; local read is always allowed
+
+	// RemoteInvalidate allows a peer's SEND with invalidate to invalidate
+	// the key (mkc en_rinval, mlx5.md §8; in rxe only fast-reg MRs,
+	// IB_MR_TYPE_MEM_REG, and type 2 MWs). Nothing in this model sets it:
+	// REG_MR makes ordinary user MRs, which rxe refuses to invalidate, and
+	// there is no fast-reg MR or memory window yet.
+	RemoteInvalidate bool
+
+	invalid bool // invalidated: every check fails until the key is removed
 }
 
 // KeyError is a failed key check: which key, where, how long, which right,
@@ -217,6 +232,32 @@ func (k *Keys) Lookup(key uint32) (*MR, bool) {
 	return mr, ok
 }
 
+// Invalidate is a remote invalidate of key (the IETH of a SEND with
+// invalidate arriving on a QP of protection domain pdn, rocev2.md §4.6):
+// it fails with ErrBadKey for a key no MR has (or one already
+// invalidated), ErrNotInvalidatable for a key registered without
+// RemoteInvalidate, and ErrPDMismatch for another PD's key. On success
+// every later Check of the key fails with ErrInvalidated until Remove.
+//
+// Assumption (unconfirmed): the PD check. rxe_invalidate_mr checks that
+// the MR exists, its key matches, it has no bound MWs and is a fast-reg
+// MR, but not its PD; the IBA ties an rkey's use to the QP's PD, and
+// this model applies that to invalidation too. No MR here can pass the
+// RemoteInvalidate test anyway.
+func (k *Keys) Invalidate(key, pdn uint32) error {
+	mr := k.m[key]
+	switch {
+	case mr == nil || mr.invalid:
+		return fmt.Errorf("dma: invalidate rkey %#x: %w", key, ErrBadKey)
+	case !mr.RemoteInvalidate:
+		return fmt.Errorf("dma: invalidate rkey %#x: %w", key, ErrNotInvalidatable)
+	case mr.PDN != pdn:
+		return fmt.Errorf("dma: invalidate rkey %#x: %w", key, ErrPDMismatch)
+	}
+	mr.invalid = true
+	return nil
+}
+
 // Len is the number of registered regions.
 func (k *Keys) Len() int { return len(k.m) }
 
@@ -237,6 +278,9 @@ func (k *Keys) Check(key, pdn uint32, va, n uint64, need Access) (hostAddr uint6
 	mr := k.find(key)
 	if mr == nil {
 		return 0, &KeyError{Key: key, VA: va, Len: n, Need: need, Err: ErrBadKey}
+	}
+	if mr.invalid {
+		return 0, &KeyError{Key: key, VA: va, Len: n, Need: need, Err: ErrInvalidated}
 	}
 	if mr.PDN != pdn {
 		return 0, &KeyError{Key: key, VA: va, Len: n, Need: need, Err: ErrPDMismatch}

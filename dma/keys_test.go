@@ -138,3 +138,46 @@ func TestSyndrome(t *testing.T) {
 	require.Equal(t, "access(9)", Access(9).String())
 	require.Contains(t, (&LengthError{Need: 10, Have: 5}).Error(), "10 bytes do not fit 5")
 }
+
+// TestKeysInvalidate: a remote invalidate succeeds only on a key
+// registered with RemoteInvalidate, in the QP's PD; afterwards every check
+// of the key fails with ErrInvalidated, a second invalidate finds no key,
+// and the key can still be removed.
+func TestKeysInvalidate(t *testing.T) {
+	cases := []struct {
+		name string
+		key  uint32
+		pdn  uint32
+		want error // nil: invalidated
+	}{
+		{name: "ordinary MR", key: 0x1234, pdn: 1, want: ErrNotInvalidatable},
+		{name: "unknown key", key: 0x9900, pdn: 1, want: ErrBadKey},
+		{name: "invalidatable, other PD", key: 0x4400, pdn: 2, want: ErrPDMismatch},
+		{name: "invalidatable", key: 0x4400, pdn: 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			k := testKeys(t)
+			require.NoError(t, k.Add(MR{Key: 0x4400, PDN: 1, Addr: 0x40000, Length: 0x100, HCAVA: 0x40000, Access: allAccess, RemoteInvalidate: true}))
+			err := k.Invalidate(c.key, c.pdn)
+			if c.want != nil {
+				require.ErrorIs(t, err, c.want)
+				if _, ok := k.Lookup(c.key); ok {
+					_, err := k.Check(c.key, 1, 0x40000, 8, RemoteWrite)
+					if c.key == 0x1234 {
+						_, err = k.Check(c.key, 1, 0x7f0000000000, 8, RemoteWrite)
+					}
+					require.NoError(t, err, "a refused invalidate leaves the key valid")
+				}
+				return
+			}
+			require.NoError(t, err)
+			for _, need := range []Access{RemoteWrite, RemoteRead, LocalWrite} {
+				_, err := k.Check(c.key, c.pdn, 0x40000, 8, need)
+				require.ErrorIs(t, err, ErrInvalidated, need.String())
+			}
+			require.ErrorIs(t, k.Invalidate(c.key, c.pdn), ErrBadKey, "already invalidated")
+			require.NoError(t, k.Remove(c.key), "an invalidated key is still deregistered")
+		})
+	}
+}
