@@ -121,6 +121,8 @@ var (
 	CtrRQDBRBad            = trace.NewCounter("rq_dbr_bad")
 	CtrRQFlushedInErr      = trace.NewCounter("rq_flushed_in_error")    // receives posted to a QP in ERR, flushed
 	CtrRxResponseBadOpcode = trace.NewCounter("rx_response_bad_opcode") // a response of the wrong kind for its WQE: BAD_RESP
+	CtrRxSendInvalidate    = trace.NewCounter("rx_send_invalidate")     // SEND with invalidate that invalidated its IETH key
+	CtrRxSendInvRKey       = trace.NewCounter("rx_send_inv_rkey")       // SEND with invalidate naming a key that cannot be invalidated: REM_INV_REQ_ERR
 
 	// softnic: UD, UC, SRQ.
 	CtrSRQDBRReadError   = trace.NewCounter("srq_dbr_read_error")

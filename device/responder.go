@@ -313,15 +313,31 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 	issued := d.issued(t, done, len(p.Payload)+tlps*d.spec.PCIe.HdrMWr)
 	q.rxBusy = max(q.rxBusy, issued)
 	r.recv.off += uint64(len(p.Payload))
-	r.ePSN = r.ePSN.Next()
 	d.rec.StagePSN(d.node, "device", "responder", arrive, done, len(p.Payload), tlps, q.qpn, 0, int32(psn&0xffffff))
+	// SEND (Last|Only) with invalidate: the key is invalidated once the
+	// data is placed, before the message completes (rxe's execute).
+	inv := pos.Last() && p.IETH != nil && q.typ == mlx5.QPTypeRC
+	if inv {
+		if err := d.keys.Invalidate(p.IETH.RKey(), q.pdn); err != nil {
+			r.invalidateFailed(t, issued, done, p, err)
+			return
+		}
+		d.inc(CtrRxSendInvalidate)
+	}
+	r.ePSN = r.ePSN.Next()
 	if pos.Last() {
 		r.msn++
 		f := mlx5.CQEFields{Opcode: mlx5.CQERespSend, QPN: q.qpn, WQECounter: r.recv.wqe.index,
 			ByteCnt: uint32(r.recv.off), SE: p.BTH.SE(), FlagsRQPN: 2 << 24}
-		if p.Info.HasImm() {
+		switch {
+		case p.Info.HasImm():
 			f.Opcode = mlx5.CQERespSendImm
 			f.Imm = p.ImmDt.Imm()
+		case inv:
+			// RESP_SEND_INV: libmlx5 reports IBV_WC_WITH_INV with the
+			// invalidated rkey from imm_inval_pkey (mlx5.md §6.1, §6.5).
+			f.Opcode = mlx5.CQERespSendInv
+			f.Imm = p.IETH.RKey()
 		}
 		r.recv.active = false
 		// The CQE is built while the data's writes are on the link: it
@@ -330,6 +346,32 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 	}
 	if p.BTH.AckReq() && q.typ == mlx5.QPTypeRC {
 		d.sendAck(done, q, psn, roce.ACKSyndrome(0x1f))
+	}
+}
+
+// invalidateFailed ends a SEND with invalidate whose IETH key cannot be
+// invalidated (rocev2.md §4.6; rxe's class J error): the data is placed,
+// the receive completes with REM_INV_REQ_ERR, the packet is ACKed as if
+// it had succeeded (if it asks for an ACK; no NAK) and the QP moves to
+// ERR. As in rxe, the expected PSN and MSN do not move past the packet.
+//
+// Model decision: no key of this model can be invalidated remotely (no
+// fast-reg MR, no memory window, REG_MR never sets en_rinval; see
+// dma.MR.RemoteInvalidate), so every SEND with invalidate takes this path,
+// whether its key is an ordinary MR's or unknown.
+func (r *responder) invalidateFailed(t, issued, done sim.Time, p *roce.Packet, err error) {
+	q := r.q
+	d := q.d
+	psn := p.BTH.PSN()
+	d.warn(t, CtrRxSendInvRKey, "QP %#x: %v PSN %#x: %v", q.qpn, p.Opcode, uint32(psn), err)
+	d.inc(CtrRespCQEError)
+	d.inc(ctrCQEError(mlx5.SyndRemoteInvalidReq))
+	f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.recv.wqe.index, Syndrome: mlx5.SyndRemoteInvalidReq}
+	r.recv.active = false
+	d.writeCQE(issued, q.rcq, &f, 0, int32(psn&0xffffff)) // behind the data
+	q.toError(t)
+	if p.BTH.AckReq() {
+		d.sendAck(done, q, psn, roce.ACKSyndrome(0x1f)) // after: a QP in ERR drops what it built before
 	}
 }
 

@@ -1,0 +1,114 @@
+package test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/testbed"
+)
+
+// invPSN is the responder's expected PSN after testbed.ConnectRC (node 0's
+// default initial PSN).
+const invPSN = 0x1000
+
+// TestSendWithInvalidate aims RC SEND_ONLY_WITH_INVALIDATE (0x17) and
+// SEND_LAST_WITH_INVALIDATE (0x16) frames at a live responder QP. No key of
+// the model can be invalidated remotely (ordinary MRs only; see
+// dma.MR.RemoteInvalidate), so each is the row "SEND-with-invalidate on an
+// un-invalidatable key" of rocev2.md §4.6, as rxe does it (class J): the
+// data is placed, the receive completes with REM_INV_REQ_ERR, the packet
+// is ACKed normally if it asks (never NAKed), and the QP goes to ERR. The
+// old responder took these as a plain SEND: a SUCCESS receive, QP in RTS.
+func TestSendWithInvalidate(t *testing.T) {
+	type frame struct {
+		op      roce.Opcode
+		psn     uint32
+		n       int // payload bytes
+		ackReq  bool
+		badRKey bool // the IETH names no key at all
+	}
+	cases := []struct {
+		name   string
+		mtu    int
+		frames []frame
+		acks   []uint32 // PSNs of the ACKs the responder sends, none a NAK
+	}{
+		{name: "SEND_ONLY_WITH_INVALIDATE of an ordinary MR's rkey",
+			frames: []frame{{op: roce.OpRCSendOnlyInv, psn: invPSN, n: 64, ackReq: true}},
+			acks:   []uint32{invPSN}},
+		{name: "SEND_ONLY_WITH_INVALIDATE of an unknown rkey",
+			frames: []frame{{op: roce.OpRCSendOnlyInv, psn: invPSN, n: 64, ackReq: true, badRKey: true}},
+			acks:   []uint32{invPSN}},
+		{name: "SEND_ONLY_WITH_INVALIDATE without AckReq is not ACKed",
+			frames: []frame{{op: roce.OpRCSendOnlyInv, psn: invPSN, n: 8}}},
+		{name: "SEND_LAST_WITH_INVALIDATE ends a three-packet SEND", mtu: 256,
+			frames: []frame{{op: roce.OpRCSendFirst, psn: invPSN, n: 256}, {op: roce.OpRCSendMiddle, psn: invPSN + 1, n: 256},
+				{op: roce.OpRCSendLastInv, psn: invPSN + 2, n: 100, ackReq: true}},
+			acks: []uint32{invPSN + 2}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w, err := testbed.New(testbed.DefaultConfig())
+			require.NoError(t, err)
+			t.Cleanup(w.Close)
+			eps, err := w.ConnectRC(testbed.ConnOpts{MTU: c.mtu})
+			require.NoError(t, err)
+			rsp := eps[1]
+			var back []roce.Packet
+			w.Link.AddTap(func(_ sim.Time, f []byte) {
+				var p roce.Packet
+				if roce.ParseFrame(f, &p) == nil && p.SrcIP == testbed.IPs[1] {
+					back = append(back, p)
+				}
+			})
+			_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 50, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}},
+				{WRID: 51, SGL: []provider.SGE{rsp.MR.SGE(4096, 64)}}})
+			require.NoError(t, err)
+			clear(rsp.Buf.Bytes)
+
+			var want []byte // what the receive buffer should hold
+			for _, f := range c.frames {
+				rkey := rsp.MR.RKey
+				if f.badRKey {
+					rkey ^= 0x5500
+				}
+				fp := roce.FrameParams{SrcMAC: testbed.MACs[0], DstMAC: testbed.MACs[1], SrcIP: testbed.IPs[0], DstIP: testbed.IPs[1],
+					TTL: 64, SrcPort: 0xc000, InvRKey: rkey,
+					BTH: roce.BTHFields{Opcode: f.op, PKey: 0xffff, DestQP: rsp.QP.QPN(), PSN: roce.PSN(f.psn), AckReq: f.ackReq}}
+				payload := make([]byte, f.n)
+				fill(payload, byte(len(want)))
+				buf := make([]byte, 5000)
+				n, err := roce.BuildFrame(buf, &fp, payload)
+				require.NoError(t, err)
+				w.Hosts[1].Dev.ReceiveFrame(w.Eng.Now(), buf[:n])
+				w.Settle(0)
+				want = append(want, payload...)
+			}
+
+			require.Len(t, back, len(c.acks), "responses")
+			for i, p := range back {
+				require.Equal(t, roce.OpRCAck, p.Opcode)
+				require.True(t, p.AETH.Syndrome().IsACK(), "an ACK, not a NAK: %v", p.AETH.Syndrome())
+				require.Equal(t, roce.PSN(c.acks[i]), p.BTH.PSN())
+			}
+			wc := waitOne(t, rsp.RecvCQ)
+			require.Equal(t, uint64(50), wc.WRID)
+			require.Equal(t, provider.WCRemInvReqErr, wc.Status, "the receive the SEND used")
+			require.Zero(t, wc.Flags&provider.WCFlagWithInv, "nothing was invalidated")
+			require.Equal(t, provider.QPStateErr, qpState(t, rsp.QP))
+			wc = waitOne(t, rsp.RecvCQ)
+			require.Equal(t, uint64(51), wc.WRID)
+			require.Equal(t, provider.WCWRFlushErr, wc.Status, "the next receive is flushed")
+			require.Equal(t, want, rsp.Buf.Bytes[:len(want)], "the data was placed first")
+			require.Equal(t, uint64(1), ctr(w, 1, device.CtrRxSendInvRKey.String()))
+			require.Zero(t, ctr(w, 1, device.CtrRxSendInvalidate.String()))
+			require.Zero(t, ctr(w, 1, device.CtrNAKsSent.String()))
+			require.Zero(t, ctr(w, 1, device.CtrRespRemoteInvalidRequest.String()), "no NAK invalid request")
+		})
+	}
+}
