@@ -21,11 +21,12 @@ func FuzzReceiveFrame(f *testing.F) {
 		f.Fatal(err)
 	}
 	for _, op := range []roce.Opcode{roce.OpRCSendOnly, roce.OpRCSendFirst, roce.OpRCSendLastImm, roce.OpRCWriteOnly,
-		roce.OpRCWriteFirst, roce.OpRCWriteOnlyImm, roce.OpRCReadRequest, roce.OpRCReadResponseOnly, roce.OpRCAck} {
+		roce.OpRCWriteFirst, roce.OpRCWriteOnlyImm, roce.OpRCReadRequest, roce.OpRCReadResponseOnly, roce.OpRCAck,
+		roce.OpRCSendOnlyInv, roce.OpRCSendLastInv} {
 		p := roce.FrameParams{SrcMAC: testbed.MACs[0], DstMAC: testbed.MACs[1], SrcIP: testbed.IPs[0], DstIP: testbed.IPs[1], TTL: 64,
 			BTH:  roce.BTHFields{Opcode: op, PKey: 0xffff, DestQP: eps[1].QP.QPN(), PSN: 0x1000, AckReq: true},
 			RETH: roce.RETHFields{VA: eps[1].MR.Addr, RKey: eps[1].MR.RKey, DMALen: 16},
-			AETH: roce.AETHFields{Syndrome: 0x1f}}
+			AETH: roce.AETHFields{Syndrome: 0x1f}, InvRKey: eps[1].MR.RKey}
 		buf := make([]byte, 512)
 		n, err := roce.BuildFrame(buf, &p, make([]byte, 16))
 		if err == nil {

@@ -6,6 +6,7 @@ import (
 	"github.com/softnic/softnic/device"
 
 	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/roce"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/testbed"
@@ -175,4 +176,72 @@ func TestResponderSequenceAndErrors(t *testing.T) {
 		require.Equal(t, uint64(1), r.ctr(device.CtrRxAtomicNotAllowed.String()))
 		require.Equal(t, uint8(1), r.replies(t)[0].AETH.Syndrome().Value())
 	})
+}
+
+// TestSendWithInvalidateOfInvalidatableKey: a SEND with invalidate naming
+// a key that may be invalidated remotely (reachable only through a test
+// hook: the model registers no such key) invalidates it: the receive
+// completes with IBV_WC_WITH_INV and the rkey, the packet is ACKed, the
+// QP stays in RTS, and a WRITE through the key is then NAKed with a remote
+// access error. Before the fix the WRITE was ACKed and the receive carried
+// no WITH_INV.
+func TestSendWithInvalidateOfInvalidatableKey(t *testing.T) {
+	cases := []struct {
+		name   string
+		mtu    int
+		frames []roce.Opcode // the last carries the IETH
+	}{
+		{name: "SEND_ONLY_WITH_INVALIDATE", frames: []roce.Opcode{roce.OpRCSendOnlyInv}},
+		{name: "SEND_LAST_WITH_INVALIDATE after FIRST", mtu: 256, frames: []roce.Opcode{roce.OpRCSendFirst, roce.OpRCSendLastInv}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRxWorld(t, testbed.ConnOpts{MTU: c.mtu})
+			rsp := r.eps[1]
+			// The key invalidated is a second MR over the upper half of
+			// the buffer; the receive lands in the first MR.
+			half := uint64(len(rsp.Buf.Bytes) / 2)
+			mr, err := rsp.PD.RegMR(rsp.Buf.Addr+half, half, rsp.MR.Access)
+			require.NoError(t, err)
+			require.True(t, r.w.Hosts[1].Dev.AllowRemoteInvalidate(mr.RKey))
+			_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 7, SGL: []provider.SGE{rsp.MR.SGE(0, 1024)}}})
+			require.NoError(t, err)
+			psn := uint32(ePSN)
+			total := 0
+			for i, op := range c.frames {
+				p := r.params(op, psn)
+				p.BTH.AckReq = i == len(c.frames)-1
+				p.InvRKey = mr.RKey
+				n := 256
+				if i == len(c.frames)-1 {
+					n = 40
+				}
+				r.inject(t, p, make([]byte, n), nil)
+				psn++
+				total += n
+			}
+			wcs, err := testbed.Wait(rsp.RecvCQ, 1)
+			require.NoError(t, err)
+			wc := wcs[0]
+			require.Equal(t, provider.WCSuccess, wc.Status)
+			require.Equal(t, provider.WCRecv, wc.Opcode)
+			require.NotZero(t, wc.Flags&provider.WCFlagWithInv, "IBV_WC_WITH_INV")
+			require.Equal(t, mr.RKey, wc.Imm, "the invalidated rkey")
+			require.Equal(t, uint32(total), wc.ByteLen)
+			require.Equal(t, uint64(1), r.ctr(device.CtrRxSendInvalidate.String()))
+			st, _ := rsp.QP.QueryState()
+			require.Equal(t, mlx5.QPStateRTS, st)
+
+			w := r.params(roce.OpRCWriteOnly, psn)
+			w.RETH = roce.RETHFields{VA: mr.Addr, RKey: mr.RKey, DMALen: 8}
+			r.inject(t, w, make([]byte, 8), nil)
+			rep := r.replies(t)
+			require.Len(t, rep, 2)
+			require.True(t, rep[0].AETH.Syndrome().IsACK(), "the SEND is ACKed")
+			require.Equal(t, roce.PSN(psn-1), rep[0].BTH.PSN())
+			require.True(t, rep[1].AETH.Syndrome().IsNAK())
+			require.Equal(t, uint8(2), rep[1].AETH.Syndrome().Value(), "NAK remote access: the key is invalidated")
+			require.Equal(t, uint64(1), r.ctr(device.CtrRxWriteRKey.String()))
+		})
+	}
 }

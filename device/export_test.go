@@ -1,0 +1,13 @@
+package device
+
+// AllowRemoteInvalidate marks the memory key key as one a peer's SEND with
+// invalidate may invalidate (mkc en_rinval). Nothing in the model
+// registers such keys yet; tests use this to reach the responder's
+// invalidate path. It reports whether the key exists.
+func (d *Device) AllowRemoteInvalidate(key uint32) bool {
+	mr, ok := d.keys.Lookup(key)
+	if ok {
+		mr.RemoteInvalidate = true
+	}
+	return ok
+}
