@@ -48,6 +48,17 @@ type Type uint16
 // Message types. A client sends Attach once, then any number of Uverbs
 // and Sim requests, one at a time; the daemon answers each with the
 // matching response type or with Error.
+//
+// A client may end with Detach (empty): the daemon tears the client's
+// device down (as when the socket closes) and only then answers Detached
+// (empty), so that once the client has the answer the device is free for
+// the next ATTACH, whoever sends it. Detach came after the first daemons
+// of Version 1, which do not know the type: they answer it, as any
+// unknown type, with Error EPROTO and keep serving; a client then closes
+// the socket and the daemon tears down when it notices, as before. The
+// version stays 1 because neither side needs the other to know Detach.
+// A client allows the answer the deadline of any request (its timeout
+// and CommandWait), and takes a daemon that misses it for dead.
 const (
 	TAttach     Type = 1 // client: AttachReq + fds [host memory, ring]
 	TAttached   Type = 2 // daemon: AttachResp
@@ -56,6 +67,8 @@ const (
 	TSim        Type = 5 // client: SimOp + arguments
 	TSimResp    Type = 6 // daemon: the op's result
 	TError      Type = 7 // daemon: ErrorMsg
+	TDetach     Type = 8 // client: nothing; the last request of a connection
+	TDetached   Type = 9 // daemon: nothing; the device is free again
 )
 
 func (t Type) String() string {
@@ -74,6 +87,10 @@ func (t Type) String() string {
 		return "SIM_RESP"
 	case TError:
 		return "ERROR"
+	case TDetach:
+		return "DETACH"
+	case TDetached:
+		return "DETACHED"
 	}
 	return fmt.Sprintf("Type(%d)", uint16(t))
 }
@@ -199,7 +216,7 @@ func ParseMessage(b []byte) (Header, []byte, error) {
 	if r := le.Uint16(b[6:]); r != 0 {
 		return h, nil, fmt.Errorf("%w: reserved header bits %#x", ErrProtocol, r)
 	}
-	if h.Type < TAttach || h.Type > TError {
+	if h.Type < TAttach || h.Type > TDetached {
 		return h, nil, fmt.Errorf("%w: unknown message type %d", ErrProtocol, uint16(h.Type))
 	}
 	if h.Len > MaxPayload || int(h.Len) != len(b)-HeaderSize {

@@ -34,12 +34,20 @@ const (
 	// detachLinger is the virtual time the engine runs for a departing
 	// client's device before its objects are destroyed (teardown).
 	detachLinger = sim.Duration(50 * sim.Microsecond)
+	// leaveWait bounds how long an ATTACH waits for the teardown of a
+	// device's owner that has gone (closed its socket, or sent DETACH)
+	// before it is refused with EBUSY. A teardown takes a fraction of it;
+	// it stays well below a client's attach deadline (provider.Dial's
+	// default timeout is 1 s), so that the refusal arrives as EBUSY. An
+	// owner still connected is refused at once.
+	leaveWait = 500 * time.Millisecond
 )
 
 // client is one attached process.
 type client struct {
 	d    *Daemon
 	conn *attach.Conn
+	uc   netUnixConn // conn's socket (peerClosed)
 	pid  int32
 	s    *slot
 	dev  *device.Device
@@ -55,6 +63,10 @@ type client struct {
 	notified []uint32 // channels notified since the last SimNotified (under d.mu)
 	ringDone chan struct{}
 	resp     []byte
+	// leaving is set (under d.mu) once the client's requests are over and
+	// its teardown is due; gone is closed when its slot is free.
+	leaving bool
+	gone    chan struct{}
 }
 
 // handle serves one connection from ATTACH to teardown.
@@ -63,7 +75,7 @@ func (d *Daemon) handle(uc netUnixConn) {
 	pid := peerPID(uc)
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(d.cfg.AttachTimeout))
-	c, err := d.attach(conn, pid)
+	c, err := d.attach(conn, uc, pid)
 	if err != nil {
 		d.mu.Lock()
 		d.ctr.Refusals++
@@ -78,8 +90,48 @@ func (d *Daemon) handle(uc netUnixConn) {
 	}
 	conn.SetDeadline(time.Time{})
 	go c.ringLoop()
-	why := c.serve()
+	why, detach, seq := c.serve()
+	d.mu.Lock()
+	c.leaving = true
+	d.mu.Unlock()
 	c.teardown(why)
+	if detach {
+		// The slot is free: the client may now attach again, or another.
+		conn.SetDeadline(time.Now().Add(d.cfg.AttachTimeout))
+		conn.Send(attach.TDetached, seq, nil)
+	}
+}
+
+// hasLeft reports whether c's requests are over: it sent DETACH or
+// closed its socket, whether or not its socket goroutine has seen it yet
+// (d.mu held).
+func (c *client) hasLeft() bool { return c.leaving || peerClosed(c.uc) }
+
+// awaitLeaving waits, for at most leaveWait, until the slot named name
+// has no owner that is leaving: an ATTACH right after the owner's close
+// (a Context.Close and Dial again; a process restarted) finds the slot
+// free rather than EBUSY, however the owner's teardown is scheduled. An
+// owner that is still connected is no reason to wait.
+func (d *Daemon) awaitLeaving(name string) {
+	timer := time.NewTimer(leaveWait)
+	defer timer.Stop()
+	for {
+		d.mu.Lock()
+		s := d.slotByName(name)
+		var gone chan struct{}
+		if s != nil && s.owner != nil && s.owner.hasLeft() {
+			gone = s.owner.gone
+		}
+		d.mu.Unlock()
+		if gone == nil {
+			return
+		}
+		select {
+		case <-gone:
+		case <-timer.C:
+			return // attach refuses it with EBUSY
+		}
+	}
 }
 
 // refuse is an ATTACH refusal with its errno.
@@ -89,7 +141,7 @@ func refuse(errno syscall.Errno, format string, args ...any) error {
 
 // attach reads the ATTACH message, maps the client's memory and ring and
 // builds its device.
-func (d *Daemon) attach(conn *attach.Conn, pid int32) (*client, error) {
+func (d *Daemon) attach(conn *attach.Conn, uc netUnixConn, pid int32) (*client, error) {
 	h, p, fds, err := conn.Recv()
 	closeAll := func() {
 		for _, fd := range fds {
@@ -139,6 +191,7 @@ func (d *Daemon) attach(conn *attach.Conn, pid int32) (*client, error) {
 		return nil, refuse(syscall.EINVAL, "ring: %v", err)
 	}
 
+	d.awaitLeaving(req.Device)
 	d.lock()
 	defer d.unlock()
 	fail := func(err error) (*client, error) {
@@ -156,7 +209,7 @@ func (d *Daemon) attach(conn *attach.Conn, pid int32) (*client, error) {
 	if s.owner != nil {
 		return fail(refuse(syscall.EBUSY, "%s is attached by pid %d", s.name, s.owner.pid))
 	}
-	c := &client{d: d, conn: conn, pid: pid, s: s, mem: mem, rmem: rmem, ring: ring, cons: ring.Consumer(),
+	c := &client{d: d, conn: conn, uc: uc, gone: make(chan struct{}), pid: pid, s: s, mem: mem, rmem: rmem, ring: ring, cons: ring.Consumer(),
 		ringDone: make(chan struct{}), resp: make([]byte, attach.MaxPayload)}
 	c.dev = device.New(d.eng, d.spec, s.ident, mem, d.rec)
 	c.dev.Connect(s.port)
@@ -181,9 +234,10 @@ func (d *Daemon) attach(conn *attach.Conn, pid int32) (*client, error) {
 	return c, nil
 }
 
-// serve answers the client's requests until its socket closes; it returns
-// why.
-func (c *client) serve() string {
+// serve answers the client's requests until its socket closes or it
+// sends DETACH; it returns why, and for DETACH the request's sequence
+// number, to be answered after the teardown.
+func (c *client) serve() (why string, detach bool, seq uint32) {
 	d := c.d
 	for {
 		h, p, fds, err := c.conn.Recv()
@@ -198,14 +252,14 @@ func (c *client) serve() string {
 				d.logf("%s: pid %d: bad message: %v", c.s.name, c.pid, err)
 				em := attach.ErrorMsg{Errno: syscall.EPROTO, Reason: err.Error()}
 				if c.conn.Send(attach.TError, h.Seq, em.Encode(nil)) != nil {
-					return "socket error"
+					return "socket error", false, 0
 				}
 				continue
 			}
 			if errors.Is(err, attach.ErrPeerGone) {
-				return "closed"
+				return "closed", false, 0
 			}
-			return fmt.Sprintf("socket: %v", err)
+			return fmt.Sprintf("socket: %v", err), false, 0
 		}
 		var t attach.Type
 		var out []byte
@@ -217,6 +271,14 @@ func (c *client) serve() string {
 		case attach.TSim:
 			t = attach.TSimResp
 			out, em = c.sim(p)
+		case attach.TDetach:
+			if len(p) == 0 {
+				return "detached", true, h.Seq
+			}
+			d.mu.Lock()
+			d.ctr.BadMessages++
+			d.mu.Unlock()
+			em = &attach.ErrorMsg{Errno: syscall.EPROTO, Reason: fmt.Sprintf("DETACH with %d bytes", len(p))}
 		default:
 			d.mu.Lock()
 			d.ctr.BadMessages++
@@ -227,7 +289,7 @@ func (c *client) serve() string {
 			out, t = em.Encode(out[:0]), attach.TError
 		}
 		if err := c.conn.Send(t, h.Seq, out); err != nil {
-			return fmt.Sprintf("socket: %v", err)
+			return fmt.Sprintf("socket: %v", err), false, 0
 		}
 	}
 }
@@ -574,4 +636,5 @@ func (d *Daemon) detachLocked(c *client) {
 	c.rmem.Close()
 	delete(d.clients, c)
 	d.ctr.Detaches++
+	close(c.gone)
 }

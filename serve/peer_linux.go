@@ -21,3 +21,23 @@ func peerPID(c *net.UnixConn) int32 {
 	})
 	return pid
 }
+
+// peerClosed reports whether the other end of c has closed with nothing
+// left unread: a look at the socket (MSG_PEEK, MSG_DONTWAIT) that takes
+// nothing from it, safe beside the goroutine blocked reading it. A
+// process closes its socket before it can connect again, so the client
+// of a Close the daemon has not yet seen is found here at once. A live
+// peer, idle or with a request waiting, is not closed.
+func peerClosed(c *net.UnixConn) bool {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return true // closed here: the teardown is under way
+	}
+	closed := false
+	var b [1]byte
+	cerr := raw.Control(func(fd uintptr) {
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		closed = err == nil && n == 0
+	})
+	return closed || cerr != nil
+}
