@@ -204,7 +204,9 @@ func (c *Context) Close() error {
 		keep(c.pds[pdn].Dealloc())
 	}
 	if cl, ok := c.ctl.(interface{ Close() error }); ok {
-		keep(cl.Close()) // a dialled device: detach, after every object is gone
+		if err := cl.Close(); err != nil { // a dialled device: detach, after every object is gone
+			keep(opErr("close", 0, err))
+		}
 	}
 	// A QP whose destroy failed stays in c.qps; it must not post once the
 	// device is closed (on rxe its doorbell is a write() to an fd number

@@ -494,8 +494,15 @@ func (l *daemonLink) HWCounters() map[string]uint64 {
 	return m
 }
 
-// Close detaches: the socket closes and the daemon tears the device's
-// objects down; the memory and the ring are unmapped here.
+// Close detaches: it sends DETACH and waits for the daemon to answer that
+// it has torn the device's objects down and freed the device, so that a
+// Dial of the same device right after Close finds it free, whatever the
+// daemon's goroutines are doing; then the socket closes and the memory
+// and the ring are unmapped here. The wait is a request's (the timeout
+// and attach.CommandWait): a daemon that misses it fails Close with
+// ErrDeviceGone (its teardown then follows the socket's close). A daemon
+// from before DETACH answers EPROTO; the socket's close then detaches, as
+// it did.
 func (l *daemonLink) Close() error {
 	l.closeMu.Lock()
 	defer l.closeMu.Unlock()
@@ -503,12 +510,34 @@ func (l *daemonLink) Close() error {
 		return nil
 	}
 	l.closed = true
+	err := l.detach()
 	l.prod.Close()
 	l.conn.Close()
 	l.rmem.Close()
 	// l.mem is the context's memory: it is unmapped last, after the
 	// context has destroyed its objects (Context.Close calls Close last).
-	return l.mem.Close()
+	if e := l.mem.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// detach is the DETACH exchange of Close.
+func (l *daemonLink) detach() error {
+	if l.err != nil {
+		return nil // the daemon is gone, and the device with it
+	}
+	rp, err := l.request(attach.TDetach, nil)
+	var em *attach.ErrorMsg
+	switch {
+	case errors.As(err, &em) && em.Errno == syscall.EPROTO:
+		return nil // a daemon that does not know DETACH
+	case err != nil:
+		return err
+	case len(rp) != 0:
+		return l.gone("DETACH", fmt.Errorf("%d unexpected bytes", len(rp)))
+	}
+	return nil
 }
 
 // ---- the MMIO port ----
