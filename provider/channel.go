@@ -24,7 +24,7 @@ type CompChannel struct {
 // device delivers no events.
 func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	const op = "create_comp_channel"
-	if c.kev != nil && !c.closed {
+	if c != nil && c.kev != nil && !c.closed {
 		return c.kernCreateCompChannel()
 	}
 	ev, err := c.events(op)
@@ -95,7 +95,7 @@ type CQInitAttr struct {
 // events on a channel. CreateCQ(n) is CreateCQEx(CQInitAttr{Entries: n}).
 func (c *Context) CreateCQEx(a CQInitAttr) (*CQ, error) {
 	const op = "create_cq"
-	if c.closed {
+	if c == nil || c.closed {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	if a.CompVector != 0 {
@@ -123,7 +123,12 @@ func (c *Context) CreateCQEx(a CQInitAttr) (*CQ, error) {
 }
 
 // Channel is the completion channel the CQ reports to (nil: none).
-func (cq *CQ) Channel() *CompChannel { return cq.channel }
+func (cq *CQ) Channel() *CompChannel {
+	if cq == nil {
+		return nil
+	}
+	return cq.channel
+}
 
 // ReqNotify asks for one completion event (ibv_req_notify_cq, libmlx5
 // mlx5_arm_cq): on the next CQE, or with solicitedOnly on the next CQE
@@ -171,7 +176,7 @@ func (ch *CompChannel) GetCQEvent(timeout time.Duration) (*CQ, error) {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	c := ch.ctx
-	if c.closed {
+	if c == nil || c.closed {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	if ch.kfd != nil {
@@ -217,7 +222,12 @@ func (cq *CQ) AckEvents(n int) {
 
 // UnackedEvents is the number of completion events GetCQEvent returned
 // for the CQ and AckEvents has not acknowledged.
-func (cq *CQ) UnackedEvents() int { return int(cq.evReported - cq.evAcked) }
+func (cq *CQ) UnackedEvents() int {
+	if cq == nil {
+		return 0
+	}
+	return int(cq.evReported - cq.evAcked)
+}
 
 // CQModeration is CQ moderation (ibv_modify_cq with IBV_CQ_MODERATE): an
 // event waits until Count completions are pending or Period µs have passed

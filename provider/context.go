@@ -132,7 +132,7 @@ type CounterSource interface {
 // it fails with ErrNotSupported.
 func (c *Context) Counters() (map[string]uint64, error) {
 	const op = "counters"
-	if c.closed {
+	if c == nil || c.closed {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	if c.ctrs == nil {
@@ -163,19 +163,34 @@ func checkAttr(a *mlx5.DeviceAttr, u *mlx5.ContextResp) error {
 }
 
 // Name is the device name given to Open.
-func (c *Context) Name() string { return c.name }
+func (c *Context) Name() string {
+	if c == nil {
+		return ""
+	}
+	return c.name
+}
 
 // Attr is what QUERY_DEVICE reported.
-func (c *Context) Attr() DeviceAttr { return c.attr }
+func (c *Context) Attr() DeviceAttr {
+	if c == nil {
+		return DeviceAttr{}
+	}
+	return c.attr
+}
 
 // Mem is the host-memory region the device reaches.
-func (c *Context) Mem() *shm.Region { return c.mem }
+func (c *Context) Mem() *shm.Region {
+	if c == nil {
+		return nil
+	}
+	return c.mem
+}
 
 // Close destroys every object still open on the context (QPs, SRQs, CQs,
 // AHs, MRs, PDs, in that order) and closes it; later calls return
 // ErrClosed. It returns the first error met but keeps going.
 func (c *Context) Close() error {
-	if c.closed {
+	if c == nil || c.closed {
 		return opErr("close", 0, ErrClosed)
 	}
 	var first error
@@ -239,7 +254,7 @@ type Buffer struct {
 // AllocBuffer reserves n zeroed bytes aligned to align (a power of two) in
 // the shared region.
 func (c *Context) AllocBuffer(n, align int) (Buffer, error) {
-	if c.closed {
+	if c == nil || c.closed {
 		return Buffer{}, opErr("alloc_buffer", 0, ErrClosed)
 	}
 	if n <= 0 || align <= 0 || align&(align-1) != 0 {
@@ -259,6 +274,9 @@ func (c *Context) AllocBuffer(n, align int) (Buffer, error) {
 
 // FreeBuffer returns a buffer from AllocBuffer.
 func (c *Context) FreeBuffer(b Buffer) error {
+	if c == nil {
+		return opErr("free_buffer", 0, ErrClosed)
+	}
 	if err := c.mem.Free(b.Addr); err != nil {
 		return opErr("free_buffer", 0, detail(ErrInvalidArg, "%v", err))
 	}
@@ -289,7 +307,7 @@ type PD struct {
 
 // AllocPD allocates a protection domain.
 func (c *Context) AllocPD() (*PD, error) {
-	if c.closed {
+	if c == nil || c.closed {
 		return nil, opErr("alloc_pd", 0, ErrClosed)
 	}
 	r, err := c.ctl.AllocPD()
@@ -302,7 +320,12 @@ func (c *Context) AllocPD() (*PD, error) {
 }
 
 // PDN is the protection-domain number.
-func (pd *PD) PDN() uint32 { return pd.pdn }
+func (pd *PD) PDN() uint32 {
+	if pd == nil {
+		return 0
+	}
+	return pd.pdn
+}
 
 // Dealloc frees the PD; it fails with ErrBusy while MRs, QPs, SRQs or AHs
 // use it.
@@ -378,5 +401,8 @@ func (mr *MR) Dereg() error {
 
 // SGE is the scatter/gather entry covering [off, off+n) of the MR.
 func (mr *MR) SGE(off uint64, n uint32) SGE {
+	if mr == nil {
+		return SGE{}
+	}
 	return SGE{Addr: mr.Addr + off, Length: n, LKey: mr.LKey}
 }

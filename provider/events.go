@@ -48,7 +48,7 @@ type ctxEvents struct {
 // events returns the context's event state; ErrNotSupported when the
 // device's control object is not an mlx5.EventControl.
 func (c *Context) events(op string) (*ctxEvents, error) {
-	if c.closed {
+	if c == nil || c.closed {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	if c.ev != nil {
@@ -286,7 +286,7 @@ func eventObject(t mlx5.EventType) string {
 // AsyncFd is a file descriptor that is readable while asynchronous events
 // are pending (the async fd of ibv_context): for poll/epoll only.
 func (c *Context) AsyncFd() (int, error) {
-	if c.kev != nil && !c.closed && c.kev.async != nil {
+	if c != nil && c.kev != nil && !c.closed && c.kev.async != nil {
 		return c.kev.async.Fd(), nil
 	}
 	ev, err := c.events("async_fd")
@@ -317,7 +317,7 @@ func (c *Context) asyncPipe(ev *ctxEvents) error {
 // Each event returned must be acknowledged with AckAsyncEvent.
 func (c *Context) GetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 	const op = "get_async_event"
-	if c.kev != nil && !c.closed {
+	if c != nil && c.kev != nil && !c.closed {
 		return c.kernGetAsyncEvent(timeout)
 	}
 	ev, err := c.events(op)
@@ -364,7 +364,7 @@ func (c *Context) GetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 // AckAsyncEvent acknowledges an event GetAsyncEvent returned
 // (ibv_ack_async_event).
 func (c *Context) AckAsyncEvent(e AsyncEvent) {
-	if c.ev != nil && c.ev.asyncAcked < c.ev.asyncReported {
+	if c != nil && c.ev != nil && c.ev.asyncAcked < c.ev.asyncReported {
 		c.ev.asyncAcked++
 	}
 }
@@ -372,7 +372,7 @@ func (c *Context) AckAsyncEvent(e AsyncEvent) {
 // UnackedAsyncEvents is the number of events returned by GetAsyncEvent
 // and not yet acknowledged.
 func (c *Context) UnackedAsyncEvents() int {
-	if c.ev == nil {
+	if c == nil || c.ev == nil {
 		return 0
 	}
 	return int(c.ev.asyncReported - c.ev.asyncAcked)

@@ -112,6 +112,8 @@ func OpenKernel(name string, o KernelOptions) (*Context, error) {
 // driver ("rxe", "mlx5").
 func (c *Context) Kernel() (driver string, ok bool) {
 	switch {
+	case c == nil:
+		return "", false
 	case c.kern != nil:
 		return c.kern.dev.Info.Driver.String(), true
 	case c.ctl != nil:
