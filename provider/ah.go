@@ -129,13 +129,26 @@ func (c *Context) nextUDPSPort() uint16 {
 }
 
 // Attr returns the attributes the AH was created with.
-func (ah *AH) Attr() AHAttr { return ah.attr }
+func (ah *AH) Attr() AHAttr {
+	if ah == nil {
+		return AHAttr{}
+	}
+	return ah.attr
+}
 
 // UDPSPort is the RoCEv2 UDP source port the AH's sends use.
-func (ah *AH) UDPSPort() uint16 { return mlx5.DatagramSeg(ah.av[:]).RLID() }
+func (ah *AH) UDPSPort() uint16 {
+	if ah == nil {
+		return 0
+	}
+	return mlx5.DatagramSeg(ah.av[:]).RLID()
+}
 
 // AV returns a copy of the 48-byte address vector (key and dqp_dct 0).
 func (ah *AH) AV() []byte {
+	if ah == nil {
+		return nil
+	}
 	out := make([]byte, len(ah.av))
 	copy(out, ah.av[:])
 	return out

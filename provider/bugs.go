@@ -42,10 +42,20 @@ type qpBugs struct {
 }
 
 // SetBugs makes the QP commit the given protocol mistakes (tests only).
-func (qp *QP) SetBugs(b Bugs) { qp.bug.set = b; qp.refreshFast() }
+func (qp *QP) SetBugs(b Bugs) {
+	if qp == nil {
+		return
+	}
+	qp.bug.set = b
+	qp.refreshFast()
+}
 
 // SetBugs makes the CQ commit the given protocol mistakes (tests only).
-func (cq *CQ) SetBugs(b Bugs) { cq.bugs = b }
+func (cq *CQ) SetBugs(b Bugs) {
+	if cq != nil {
+		cq.bugs = b
+	}
+}
 
 // bugWQE breaks a just-built control segment, WQE nreq of its post list
 // at ring offset off.

@@ -36,7 +36,7 @@ type CQ struct {
 // libmlx5 the ring has roundup_pow2(entries+1) entries (one spare entry),
 // every op_own initialised to 0xF0 (INVALID, owner 0).
 func (c *Context) CreateCQ(entries int) (*CQ, error) {
-	if c.closed {
+	if c == nil || c.closed {
 		return nil, opErr("create_cq", 0, ErrClosed)
 	}
 	if c.kern != nil {
@@ -72,16 +72,36 @@ func (c *Context) CreateCQ(entries int) (*CQ, error) {
 }
 
 // CQN is the CQ number.
-func (cq *CQ) CQN() uint32 { return cq.cqn }
+func (cq *CQ) CQN() uint32 {
+	if cq == nil {
+		return 0
+	}
+	return cq.cqn
+}
 
 // Entries is the number of completions the CQ holds (ibv_cq.cqe = ring - 1).
-func (cq *CQ) Entries() int { return int(cq.nent) - 1 }
+func (cq *CQ) Entries() int {
+	if cq == nil {
+		return 0
+	}
+	return int(cq.nent) - 1
+}
 
 // Size is the number of CQEs in the ring.
-func (cq *CQ) Size() int { return int(cq.nent) }
+func (cq *CQ) Size() int {
+	if cq == nil {
+		return 0
+	}
+	return int(cq.nent)
+}
 
 // ConsumerIndex is the free-running consumer index.
-func (cq *CQ) ConsumerIndex() uint32 { return cq.ci }
+func (cq *CQ) ConsumerIndex() uint32 {
+	if cq == nil {
+		return 0
+	}
+	return cq.ci
+}
 
 // CQInfo locates the CQ's host memory (for traces and tests).
 type CQInfo struct {
@@ -93,13 +113,16 @@ type CQInfo struct {
 
 // Info returns where the CQ lives.
 func (cq *CQ) Info() CQInfo {
+	if cq == nil {
+		return CQInfo{}
+	}
 	return CQInfo{RingAddr: cq.ringAddr, Entries: int(cq.nent), CQESize: mlx5.CQE64Size, DBRAddr: cq.dbrAddr}
 }
 
 // CQE returns a copy of the 64-byte entry consumer index ci maps to (nil
 // for a CQ without mlx5 CQEs: a kernel rxe CQ, or a destroyed one).
 func (cq *CQ) CQE(ci uint32) []byte {
-	if cq.ring == nil {
+	if cq == nil || cq.ring == nil {
 		return nil
 	}
 	out := make([]byte, mlx5.CQE64Size)
@@ -148,6 +171,9 @@ func (cq *CQ) Destroy() error {
 // unexpected opcode, no outstanding WQE) is consumed and reported as an
 // ErrBadCQE error after the n good completions before it.
 func (cq *CQ) Poll(wcs []WC) (int, error) {
+	if cq == nil {
+		return 0, opErr("poll_cq", 0, ErrClosed)
+	}
 	if cq.rx != nil {
 		return cq.rxePoll(wcs)
 	}

@@ -45,7 +45,7 @@ import (
 func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	// The common case first, in PostSend's own small frame: one simple WR
 	// on a live QP of this process in a posting state (postSimple).
-	if len(wrs) != 1 || !qp.fast {
+	if qp == nil || len(wrs) != 1 || !qp.fast { // postSend refuses a nil QP
 		return qp.postSend(wrs)
 	}
 	wr := &wrs[0]
@@ -144,6 +144,9 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 
 // postSend is PostSend's general path.
 func (qp *QP) postSend(wrs []SendWR) (int, error) {
+	if qp == nil {
+		return 0, &OpError{Op: "post_send", Index: 0, Err: ErrClosed}
+	}
 	if qp.rx != nil {
 		return qp.rxePostSend(wrs) // a kernel rxe QP (rxe_datapath.go)
 	}
@@ -611,6 +614,9 @@ func (qp *QP) ringSend(nreq, lastOff, lastDS int) {
 // receive queue: posting to it is refused with ErrInvalidArg (post to the
 // SRQ; libmlx5 would fail it with ENOMEM on its empty RQ).
 func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
+	if qp == nil {
+		return 0, &OpError{Op: "post_recv", Index: 0, Err: ErrClosed}
+	}
 	if qp.rx != nil {
 		return qp.rxePostRecv(wrs)
 	}

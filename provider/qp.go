@@ -133,7 +133,7 @@ type QP struct {
 // segment of max_inline_data bytes, rounded up to whole WQEBBs.
 func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	const op = "create_qp"
-	if c.closed {
+	if c == nil || c.closed {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	if c.kern != nil {
@@ -310,24 +310,52 @@ func (qp *QP) sizeRQ(cp QPCap, a *mlx5.DeviceAttr) error {
 }
 
 // QPN is the QP number.
-func (qp *QP) QPN() uint32 { return qp.qpn }
+func (qp *QP) QPN() uint32 {
+	if qp == nil {
+		return 0
+	}
+	return qp.qpn
+}
 
 // Type is the QP's service type.
-func (qp *QP) Type() QPType { return qp.typ }
+func (qp *QP) Type() QPType {
+	if qp == nil {
+		return 0
+	}
+	return qp.typ
+}
 
 // SRQ is the shared receive queue the QP is attached to (nil: none).
-func (qp *QP) SRQ() *SRQ { return qp.srq }
+func (qp *QP) SRQ() *SRQ {
+	if qp == nil {
+		return nil
+	}
+	return qp.srq
+}
 
 // Cap is the actual capacity (what libmlx5 writes back into ibv_qp_cap).
-func (qp *QP) Cap() QPCap { return qp.cap }
+func (qp *QP) Cap() QPCap {
+	if qp == nil {
+		return QPCap{}
+	}
+	return qp.cap
+}
 
 // State is the state the provider last moved the QP to. (The device may
 // have moved it to ERR since; QueryState asks the device.)
-func (qp *QP) State() QPState { return qp.state }
+func (qp *QP) State() QPState {
+	if qp == nil {
+		return 0
+	}
+	return qp.state
+}
 
 // QueryState asks the device for the QP's current state (QUERY_QP) and
 // records it.
 func (qp *QP) QueryState() (QPState, error) {
+	if qp == nil {
+		return 0, opErr("query_qp", 0, ErrClosed)
+	}
 	if qp.dead {
 		return 0, opErr("query_qp", qp.qpn, ErrClosed)
 	}
@@ -355,7 +383,13 @@ func (qp *QP) refreshFast() {
 // SetBlueFlame allows (true, the default) or forbids BlueFlame copies for
 // this QP; forbidden, every post rings the 8-byte doorbell, as with
 // MLX5_SHUT_UP_BF.
-func (qp *QP) SetBlueFlame(on bool) { qp.bfOn = on; qp.refreshFast() }
+func (qp *QP) SetBlueFlame(on bool) {
+	if qp == nil {
+		return
+	}
+	qp.bfOn = on
+	qp.refreshFast()
+}
 
 // Destroy destroys the QP (ibv_destroy_qp): DESTROY_QP, then, as libmlx5
 // does, removes its not yet polled CQEs from both CQs.
@@ -447,7 +481,12 @@ func (cq *CQ) readyAt(ci uint32) bool { return mlx5.CQEOwnedBySW(cq.entry(ci), c
 
 // SQProducer is the SQ producer counter (cur_post, in WQEBBs) as the
 // doorbell record carries it.
-func (qp *QP) SQProducer() uint16 { return uint16(qp.sq.curPost) }
+func (qp *QP) SQProducer() uint16 {
+	if qp == nil {
+		return 0
+	}
+	return uint16(qp.sq.curPost)
+}
 
 // SQInfo locates the QP's queues and doorbells (for traces and tests).
 type SQInfo struct {
@@ -464,6 +503,9 @@ type SQInfo struct {
 
 // SQInfo returns where the QP's queues live.
 func (qp *QP) SQInfo() SQInfo {
+	if qp == nil {
+		return SQInfo{}
+	}
 	return SQInfo{Addr: qp.sq.addr, WQEBBs: int(qp.sq.cnt), RQAddr: qp.rq.addr, RQWQEs: int(qp.rq.cnt),
 		RQStride: qp.rq.stride, DBRAddr: qp.dbrAddr, BFRegOffset: qp.bfReg, BFBufSize: int(qp.bfBufSize),
 		BFOffset: int(qp.bfOffset)}
@@ -474,6 +516,9 @@ func (qp *QP) SQInfo() SQInfo {
 // that WQE is not among the last SQ-size WQEBBs posted.
 func (qp *QP) WQE(index uint16) ([]byte, error) {
 	const op = "wqe"
+	if qp == nil {
+		return nil, opErr(op, 0, ErrClosed)
+	}
 	if qp.dead {
 		return nil, opErr(op, qp.qpn, ErrClosed)
 	}

@@ -145,18 +145,36 @@ func (s *SRQ) next(i uint16) mlx5.SRQNextSeg {
 }
 
 // SRQN is the SRQ number.
-func (s *SRQ) SRQN() uint32 { return s.srqn }
+func (s *SRQ) SRQN() uint32 {
+	if s == nil {
+		return 0
+	}
+	return s.srqn
+}
 
 // MaxWR is the number of receives that may be outstanding (what libmlx5
 // writes back into ibv_srq_init_attr: the WQE count minus the spare).
-func (s *SRQ) MaxWR() int { return int(s.cnt) - 1 }
+func (s *SRQ) MaxWR() int {
+	if s == nil {
+		return 0
+	}
+	return int(s.cnt) - 1
+}
 
 // MaxSGE is the number of scatter entries a receive may have.
-func (s *SRQ) MaxSGE() int { return s.maxGS }
+func (s *SRQ) MaxSGE() int {
+	if s == nil {
+		return 0
+	}
+	return s.maxGS
+}
 
 // Outstanding is the number of receives posted and not yet completed (on
 // a kernel rxe SRQ: not yet taken by the kernel from the ring).
 func (s *SRQ) Outstanding() int {
+	if s == nil {
+		return 0
+	}
 	if s.rx != nil {
 		return int(s.rx.count())
 	}
@@ -177,13 +195,16 @@ type SRQInfo struct {
 
 // Info returns where the SRQ lives and the state of its free list.
 func (s *SRQ) Info() SRQInfo {
+	if s == nil {
+		return SRQInfo{}
+	}
 	return SRQInfo{Addr: s.addr, WQEs: int(s.cnt), Stride: s.stride, DBRAddr: s.dbrAddr, Head: s.head, Tail: s.tail,
 		Counter: s.counter}
 }
 
 // WQE returns a copy of WQE slot (next segment and data segments).
 func (s *SRQ) WQE(slot int) ([]byte, error) {
-	if s.dead {
+	if s == nil || s.dead {
 		return nil, opErr("srq_wqe", 0, ErrClosed)
 	}
 	if slot < 0 || slot >= int(s.cnt) {
@@ -205,7 +226,7 @@ func (s *SRQ) WQE(slot int) ([]byte, error) {
 // (ErrQueueFull) stops the batch there.
 func (s *SRQ) PostRecv(wrs []RecvWR) (int, error) {
 	const op = "post_srq_recv"
-	if s.dead {
+	if s == nil || s.dead {
 		return 0, &OpError{Op: op, Index: 0, Err: ErrClosed}
 	}
 	if s.rx != nil {
