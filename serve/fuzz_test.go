@@ -42,6 +42,9 @@ func FuzzSocket(f *testing.F) {
 		if len(p) > attach.MaxPayload {
 			p = p[:attach.MaxPayload]
 		}
+		if attach.Type(typ) == attach.TDetach && len(p) == 0 {
+			t.Skip("a well-formed DETACH ends the connection by design")
+		}
 		_, _, err := r.send(attach.Type(typ), p)
 		require.NoError(t, err)
 		alive(t, r)
