@@ -126,6 +126,8 @@ func TestBadMessagesKeepServing(t *testing.T) {
 		{"sim args missing", attach.TSim, attach.EncodeSim(nil, attach.SimAttachCQ)},
 		{"empty uverbs", attach.TUverbs, nil},
 		{"garbage uverbs", attach.TUverbs, []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}},
+		{"detach with a payload", attach.TDetach, []byte{1}},
+		{"detached from a client", attach.TDetached, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			typ, p, err := r.send(tc.t, tc.p)

@@ -62,20 +62,7 @@ func TestReattachAfterSocketClose(t *testing.T) {
 // Close still succeeds, and the device is free again for the next Dial.
 func TestDetachOldDaemon(t *testing.T) {
 	_, sock, _ := startDaemon(t, 1, nil)
-	old := filepath.Join(t.TempDir(), "old.sock")
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: old, Net: "unixpacket"})
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			uc, err := ln.AcceptUnix()
-			if err != nil {
-				return
-			}
-			go oldDaemonProxy(attach.NewConn(uc), sock)
-		}
-	}()
-	o := provider.DialOptions{Socket: old}
+	o := provider.DialOptions{Socket: startProxy(t, sock, true)}
 	for i := 0; i < 20; i++ {
 		ctx, err := provider.Dial("softnic0", o)
 		require.NoError(t, err, "round %d", i)
@@ -85,10 +72,46 @@ func TestDetachOldDaemon(t *testing.T) {
 	}
 }
 
-// oldDaemonProxy relays a client's messages (and ATTACH's fds) to the
-// daemon at sock and back, but answers DETACH as a daemon of before it
-// did: ERROR EPROTO for an unknown message type.
-func oldDaemonProxy(c *attach.Conn, sock string) {
+// TestDetachUnanswered: a daemon that never answers DETACH fails Close
+// with ErrDeviceGone after the request's deadline, never hangs.
+func TestDetachUnanswered(t *testing.T) {
+	_, sock, _ := startDaemon(t, 1, nil)
+	timeout := 100 * time.Millisecond
+	ctx, err := provider.Dial("softnic0", provider.DialOptions{Socket: startProxy(t, sock, false), Timeout: timeout})
+	require.NoError(t, err)
+	start := time.Now()
+	err = ctx.Close()
+	require.ErrorIs(t, err, provider.ErrDeviceGone)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	var oe *provider.OpError
+	require.ErrorAs(t, err, &oe)
+	require.Less(t, time.Since(start), timeout+attach.CommandWait+time.Second)
+}
+
+// startProxy listens on a socket of its own and relays each connection to
+// the daemon at sock (see proxy).
+func startProxy(t *testing.T, sock string, answerDetach bool) string {
+	path := filepath.Join(t.TempDir(), "proxy.sock")
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			uc, err := ln.AcceptUnix()
+			if err != nil {
+				return
+			}
+			go proxy(attach.NewConn(uc), sock, answerDetach)
+		}
+	}()
+	return path
+}
+
+// proxy relays a client's messages (and ATTACH's fds) to the daemon at
+// sock and back, but answers DETACH as a daemon of before it did, ERROR
+// EPROTO for an unknown message type, or, with answerDetach false, not
+// at all.
+func proxy(c *attach.Conn, sock string, answerDetach bool) {
 	defer c.Close()
 	up, err := attach.Dial(sock, time.Second)
 	if err != nil {
@@ -102,6 +125,10 @@ func oldDaemonProxy(c *attach.Conn, sock string) {
 			return
 		}
 		if h.Type == attach.TDetach {
+			if !answerDetach {
+				c.Recv() // until the client gives up and closes
+				return
+			}
 			em := attach.ErrorMsg{Errno: syscall.EPROTO, Reason: "unknown message type 8"}
 			if c.Send(attach.TError, h.Seq, em.Encode(nil)) != nil {
 				return
