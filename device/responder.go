@@ -52,16 +52,22 @@ type responder struct {
 // wire: enough to cover the DMA read latency at line rate.
 const respAhead = 16
 
-// respStream is a READ (or a replay of one) being answered.
+// respStream is a READ (or a replay of one) being answered, or an atomic
+// ACK queued behind one: responses leave in PSN order, so an atomic's ACK
+// never overtakes the READ responses before it.
 type respStream struct {
 	res    *rdRes
 	replay bool     // a duplicate's replay (does not count against max_dest_rd_atomic)
+	first  roce.PSN // PSN of the request it answers
 	psn    roce.PSN // PSN of the next response packet
 	host   uint64   // host address of its bytes
 	left   uint64   // bytes still to send
 	i, n   int      // packet i of n of this stream
 	arrive sim.Time // when the request arrived (trace)
 	bytes  uint64
+	atomic bool // an atomic ACK carrying orig, ready at ready
+	orig   uint64
+	ready  sim.Time
 }
 
 // rdRes is what the responder keeps of an executed READ or atomic.
@@ -525,7 +531,7 @@ func (r *responder) rxRead(arrive, t sim.Time, p *roce.Packet) {
 	d.inc(CtrRxReadRequests)
 	res := r.newRes()
 	*res = rdRes{valid: true, first: psn, npkts: pkts, va: va, rkey: rkey, length: n}
-	r.streams = append(r.streams, respStream{res: res, psn: psn, host: host, left: n, n: pkts, arrive: arrive, bytes: n})
+	r.streams = append(r.streams, respStream{res: res, first: psn, psn: psn, host: host, left: n, n: pkts, arrive: arrive, bytes: n})
 	r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
 }
 
@@ -536,6 +542,15 @@ func (r *responder) pump(t sim.Time) {
 	d := q.d
 	for r.queued < respAhead && len(r.streams) > 0 && q.state != mlx5.QPStateERR && !q.dead {
 		s := &r.streams[0]
+		if s.atomic {
+			end := r.atomicAck(max(t, s.ready), s.psn, s.orig)
+			if s.res.valid && s.res.first == s.first {
+				s.res.txEnd = end
+			}
+			d.rec.StagePSN(d.node, "device", "responder", s.arrive, end, 8, 0, q.qpn, 0, int32(s.first&0xffffff))
+			r.streams = append(r.streams[:0], r.streams[1:]...)
+			continue
+		}
 		sz := min(s.left, uint64(q.mtu))
 		fp := &d.fp
 		d.frameHeader(q, fp)
@@ -555,14 +570,14 @@ func (r *responder) pump(t sim.Time) {
 		end, err := d.packetize(t, q, &pl, 0)
 		if err != nil {
 			d.warn(t, CtrRxReadDMA, "QP %#x READ response PSN %#x: %v", q.qpn, uint32(fp.BTH.PSN), err)
-			r.error(t, s.res.first, nakRemoteOp, 0)
+			r.error(t, s.first, nakRemoteOp, 0)
 			return
 		}
 		r.queued++
 		s.psn, s.host, s.left = s.psn.Next(), s.host+sz, s.left-sz
 		s.i++
 		if s.i == s.n {
-			d.rec.StagePSN(d.node, "device", "responder", s.arrive, end, int(s.bytes), 0, q.qpn, 0, int32(s.res.first&0xffffff))
+			d.rec.StagePSN(d.node, "device", "responder", s.arrive, end, int(s.bytes), 0, q.qpn, 0, int32(s.first&0xffffff))
 			r.streams = append(r.streams[:0], r.streams[1:]...)
 		}
 	}
@@ -604,7 +619,7 @@ func (r *responder) replayRead(t sim.Time, p *roce.Packet) {
 		}
 		d.inc(CtrReplayRead)
 		mtu := uint64(q.mtu)
-		st := respStream{res: e, replay: true, psn: psn, host: host, left: n, n: max(1, int((n+mtu-1)/mtu)), arrive: t, bytes: n}
+		st := respStream{res: e, replay: true, first: e.first, psn: psn, host: host, left: n, n: max(1, int((n+mtu-1)/mtu)), arrive: t, bytes: n}
 		for k := range r.streams {
 			if r.streams[k].res == e {
 				// That READ is being answered: start its stream again from
@@ -676,8 +691,14 @@ func (r *responder) rxAtomic(arrive, t sim.Time, p *roce.Packet) {
 	d.inc(CtrRxAtomicRequests)
 	res := r.newRes()
 	*res = rdRes{valid: true, atomic: true, first: psn, npkts: 1, va: va, rkey: rkey, length: 8, orig: orig}
-	res.txEnd = r.atomicAck(done, psn, orig)
 	q.rxBusy = max(q.rxBusy, done)
+	if len(r.streams) > 0 {
+		// READ responses before it are still to be built: the ACK goes
+		// out behind them (responses leave in PSN order).
+		r.streams = append(r.streams, respStream{res: res, first: psn, psn: psn, n: 1, arrive: arrive, bytes: 8, atomic: true, orig: orig, ready: done})
+		return
+	}
+	res.txEnd = r.atomicAck(done, psn, orig)
 	d.rec.StagePSN(d.node, "device", "responder", arrive, res.txEnd, 8, 0, q.qpn, 0, int32(psn&0xffffff))
 }
 
