@@ -83,7 +83,15 @@ type requester struct {
 	cur      int // WQEs [0,cur) of the ring (relative to head) are fully transmitted
 	curPkt   int // packets of WQE cur already transmitted
 	sinceAck int // packets sent since the last AckReq
-	rdOut    int // READ/atomic WQEs transmitted and not yet answered
+	// rdOut counts the READ/atomic WQEs transmitted and not yet
+	// completed: a credit of max_rd_atomic comes back only when its WQE
+	// completes, in order, so that the window runs from the oldest
+	// unanswered READ/atomic. (Giving it back when a later one was
+	// answered let the requester run more than max_dest_rd_atomic ahead of
+	// a missing response, and the responder had recycled that READ's or
+	// atomic's resource by the time it was asked again.) rxe likewise
+	// returns rd_atomic in complete_ack.
+	rdOut int
 
 	retryLeft int
 	rnrLeft   int
@@ -663,6 +671,7 @@ func (r *requester) ackFrom(t sim.Time, psn roce.PSN, fromACK bool) {
 		case w.lastPSN().After(r.ackPSN):
 			goto out
 		}
+		r.uncount(w)
 		q.d.complete(t, q, w)
 		r.pop()
 		done = true
@@ -888,6 +897,7 @@ func (r *requester) readResponse(t sim.Time, p *roce.Packet) {
 	}
 	r.progress(done)
 	r.ack(done, r.ackPSN)
+	r.impliedGap(done, w)
 	r.pump(done)
 }
 
@@ -908,12 +918,40 @@ func (r *requester) regap(t sim.Time, w *swqe) {
 	}
 }
 
-// answered marks a READ/atomic as fully answered.
-func (r *requester) answered(w *swqe) {
-	w.responded = true
+// answered marks a READ/atomic as fully answered. Its max_rd_atomic
+// credit stays taken until it completes (uncount).
+func (r *requester) answered(w *swqe) { w.responded = true }
+
+// uncount gives back w's max_rd_atomic credit, if it holds one.
+func (r *requester) uncount(w *swqe) {
 	if w.counted {
 		w.counted = false
 		r.rdOut--
+	}
+}
+
+// firstUnanswered is the oldest READ/atomic transmitted and not fully
+// answered, or nil.
+func (r *requester) firstUnanswered() *swqe {
+	for i := 0; i < r.count && i <= r.cur; i++ {
+		if w := r.at(i); w.rdAtomic() && w.counted && !w.responded {
+			return w
+		}
+	}
+	return nil
+}
+
+// impliedGap handles a response for w that arrived while an earlier
+// READ/atomic is still unanswered: responses come back in PSN order, so
+// the earlier one's were lost (rxe's completer retries on it, rocev2.md
+// §4.3). w's response is kept; the earlier one is asked again, once per
+// gap (regap).
+func (r *requester) impliedGap(t sim.Time, w *swqe) {
+	if r.q.state != mlx5.QPStateRTS {
+		return
+	}
+	if h := r.firstUnanswered(); h != nil && h != w && h.firstPSN.Before(w.firstPSN) {
+		r.regap(t, h)
 	}
 }
 
@@ -949,5 +987,6 @@ func (r *requester) atomicAck(t sim.Time, p *roce.Packet) {
 	r.answered(w)
 	r.progress(done)
 	r.ack(done, r.ackPSN)
+	r.impliedGap(done, w)
 	r.pump(done)
 }

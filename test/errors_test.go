@@ -294,8 +294,10 @@ func TestMaxRdAtomic(t *testing.T) {
 func TestAtomics(t *testing.T) {
 	all := provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic
 	w, req, rsp := faulty(t, testbed.ConnOpts{Access: all, Timeout: 8},
-		// Lose the first atomic ACK: the requester times out and sends the
-		// FETCH_ADD again; the responder must not add twice.
+		// Lose the first atomic ACK: the second one implies it was lost, so
+		// the requester sends the FETCH_ADD again (go-back-N: with the
+		// CMP_SWAP not yet answered behind it); the responder must not add
+		// twice.
 		fault.Rule{Point: fault.WireTx, Action: fault.Drop, Nth: 1, Match: fault.Match{Node: node(1), Opcode: opc(roce.OpRCAtomicAck)}})
 	word := func(off uint64) uint64 { return binary.LittleEndian.Uint64(rsp.Buf.Bytes[off:]) }
 	binary.LittleEndian.PutUint64(rsp.Buf.Bytes[0:], 0x1000000000000005)
@@ -325,5 +327,7 @@ func TestAtomics(t *testing.T) {
 	require.Equal(t, uint64(0xdead), res(2), "the second compare fails and returns the swapped value")
 	require.Equal(t, uint64(0xdead), word(8))
 	require.Equal(t, uint64(3), ctr(w, 1, device.CtrRxAtomicRequests.String()))
-	require.Equal(t, uint64(1), ctr(w, 1, device.CtrReplayAtomic.String()))
+	require.Equal(t, uint64(2), ctr(w, 1, device.CtrReplayAtomic.String()), "the FETCH_ADD and the last CMP_SWAP, both from the cache")
+	require.Equal(t, uint64(1), ctr(w, 0, device.CtrImpliedNAKSeqErr.String()))
+	require.Zero(t, ctr(w, 0, device.CtrLocalACKTimeoutErr.String()), "recovered without waiting for the timer")
 }

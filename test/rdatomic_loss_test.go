@@ -1,0 +1,151 @@
+package test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/fault"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/testbed"
+	"github.com/stretchr/testify/require"
+)
+
+// rdAtomicOps are the operations answered by responses rather than ACKs.
+var rdAtomicOps = []provider.WROpcode{provider.WRRDMARead, provider.WRAtomicFetchAdd, provider.WRAtomicCmpSwp}
+
+// rdAtomicRun posts total READs or atomics, at most outstanding at a time
+// (max_rd_atomic and max_dest_rd_atomic 16), on a wire that applies rules,
+// and checks that every one completes successfully with its data:
+//   - READ i copies 64 bytes at offset 64·i of the responder's buffer;
+//   - FETCH_ADD i adds i+1 to one remote word and returns the sum of the
+//     adds before it (so an add executed twice shows);
+//   - CMP_SWAP i swaps the remote word from i to i+1 and returns i (so a
+//     swap executed twice, or out of order, shows).
+func rdAtomicRun(t *testing.T, op provider.WROpcode, total, outstanding int, o testbed.ConnOpts, maxRdAtom int, rules ...fault.Rule) *testbed.World {
+	t.Helper()
+	o.Access = provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic
+	o.SQDepth = max(o.SQDepth, outstanding)
+	o.CQDepth = max(o.CQDepth, 2*outstanding)
+	if o.Timeout == 0 {
+		o.Timeout = 8 // ≈ 1 ms
+	}
+	slot := 8
+	if op == provider.WRRDMARead {
+		slot = 64
+	}
+	o.BufSize = max(o.BufSize, total*slot+4096)
+	cfg := testbed.DefaultConfig()
+	cfg.Faults = &fault.Plan{Seed: 1, Rules: rules}
+	if maxRdAtom > 0 {
+		cfg.Device.Caps.MaxRdAtom = maxRdAtom
+	}
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	eps, err := w.ConnectRC(o)
+	require.NoError(t, err)
+	req, rsp := eps[0], eps[1]
+	fill(rsp.Buf.Bytes, 0x3c)
+	const word = 0 // the remote word of the atomics
+	binary.LittleEndian.PutUint64(rsp.Buf.Bytes[word:], 0)
+	wr := func(i int) provider.SendWR {
+		s := provider.SendWR{WRID: uint64(i), Opcode: op, Flags: provider.SendSignaled, RKey: rsp.MR.RKey,
+			SGL: []provider.SGE{req.MR.SGE(uint64(i*slot), uint32(slot))}}
+		switch op {
+		case provider.WRRDMARead:
+			s.RemoteAddr = rsp.MR.Addr + uint64(i*slot)
+		case provider.WRAtomicFetchAdd:
+			s.RemoteAddr, s.CompareAdd = rsp.MR.Addr+word, uint64(i+1)
+		case provider.WRAtomicCmpSwp:
+			s.RemoteAddr, s.CompareAdd, s.Swap = rsp.MR.Addr+word, uint64(i), uint64(i+1)
+		}
+		return s
+	}
+	posted, done := 0, 0
+	for done < total {
+		var wrs []provider.SendWR
+		for ; posted < total && posted-done < outstanding; posted++ {
+			wrs = append(wrs, wr(posted))
+		}
+		if len(wrs) > 0 {
+			_, err := req.QP.PostSend(wrs)
+			require.NoError(t, err)
+		}
+		// Wait for the whole batch when it is the first, so that exactly
+		// outstanding are in flight when the loss happens; then keep the
+		// SQ full, one completion at a time.
+		n := 1
+		if done == 0 {
+			n = posted
+		}
+		wcs, err := testbed.Wait(req.SendCQ, n)
+		require.NoError(t, err, "after %d of %d completed", done, total)
+		for _, wc := range wcs {
+			require.Equal(t, provider.WCSuccess, wc.Status, "WR %d: %v", wc.WRID, wc.Status)
+			require.Equal(t, uint64(done), wc.WRID, "completions in order")
+			done++
+		}
+	}
+	got := func(i int) uint64 { return binary.LittleEndian.Uint64(req.Buf.Bytes[i*8:]) }
+	switch op {
+	case provider.WRRDMARead:
+		require.Equal(t, rsp.Buf.Bytes[:total*slot], req.Buf.Bytes[:total*slot])
+	case provider.WRAtomicFetchAdd:
+		sum := uint64(0)
+		for i := 0; i < total; i++ {
+			require.Equal(t, sum, got(i), "FETCH_ADD %d returns the adds before it", i)
+			sum += uint64(i + 1)
+		}
+		require.Equal(t, sum, binary.LittleEndian.Uint64(rsp.Buf.Bytes[word:]), "every add once")
+	case provider.WRAtomicCmpSwp:
+		for i := 0; i < total; i++ {
+			require.Equal(t, uint64(i), got(i), "CMP_SWAP %d", i)
+		}
+		require.Equal(t, uint64(total), binary.LittleEndian.Uint64(rsp.Buf.Bytes[word:]), "every swap once")
+	}
+	if op != provider.WRRDMARead {
+		require.Equal(t, uint64(total), ctr(w, 1, device.CtrRxAtomicRequests.String()), "no atomic executed twice")
+	}
+	require.Equal(t, provider.QPStateRTS, qpState(t, req.QP))
+	require.Equal(t, provider.QPStateRTS, qpState(t, rsp.QP))
+	return w
+}
+
+// TestRdAtomicResponseLoss: with more READs/atomics posted than
+// max_rd_atomic (16), the loss of one response must not kill the QP. The
+// requester may run only max_rd_atomic ahead of the oldest unanswered
+// READ/atomic, so the responder still holds that one's resource when it is
+// asked again (before the fix, later answers gave credits back, #17 went
+// out while #1 was missing, #1's resource was recycled and its retries went
+// unanswered until RETRY_EXC_ERR). The same holds on 1 % random loss in
+// both directions.
+func TestRdAtomicResponseLoss(t *testing.T) {
+	first := fault.Rule{Point: fault.WireTx, Action: fault.Drop, Nth: 1, Match: fault.Match{Node: node(1)}}
+	type tc struct {
+		name               string
+		op                 provider.WROpcode
+		total, outstanding int
+		rules              []fault.Rule
+	}
+	var cases []tc
+	for _, op := range rdAtomicOps {
+		for _, n := range []int{17, 32, 128} {
+			cases = append(cases, tc{fmt.Sprintf("%v first response lost, %d outstanding", op, n), op, n, n, []fault.Rule{first}})
+		}
+		cases = append(cases, tc{fmt.Sprintf("%v 1%% random loss, 128 outstanding", op), op, 1000, 128,
+			[]fault.Rule{{Point: fault.WireTx, Action: fault.Drop, Prob: 0.01}}})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := rdAtomicRun(t, c.op, c.total, c.outstanding, testbed.ConnOpts{}, 0, c.rules...)
+			require.NotZero(t, ctr(w, 1, device.CtrDuplicateRequest.String()), "the loss was recovered by a request sent again")
+			require.Zero(t, ctr(w, 1, device.CtrReplayMiss.String()), "every duplicate found its resource")
+			if c.rules[0].Nth == 1 {
+				require.Equal(t, uint64(1), ctr(w, 0, device.CtrImpliedNAKSeqErr.String()), "the next response implies the lost one")
+				require.Zero(t, ctr(w, 0, device.CtrLocalACKTimeoutErr.String()), "recovered without waiting for the timer")
+			}
+		})
+	}
+}
