@@ -56,6 +56,7 @@ var (
 	CtrReplayRead        = trace.NewCounter("read_replayed")        // duplicate READ answered from the request's resource
 	CtrReplayAtomic      = trace.NewCounter("atomic_replayed")      // duplicate atomic answered with the saved original value
 	CtrReplayMiss        = trace.NewCounter("replay_miss")          // duplicate READ/atomic with no matching resource: dropped
+	CtrReplayReread      = trace.NewCounter("read_reexecuted")      // duplicate READ whose resource was recycled: read again from memory
 	CtrWindowStall       = trace.NewCounter("tx_window_stall")      // transmission held: PSN window or max_rd_atomic full
 	CtrWQEUnsignaled     = trace.NewCounter("wqe_unsignaled")       // WQEs completed without a CQE
 	CtrWQEFlushed        = trace.NewCounter("wqe_flushed")          // send WQEs flushed

@@ -56,7 +56,7 @@ const respAhead = 16
 // ACK queued behind one: responses leave in PSN order, so an atomic's ACK
 // never overtakes the READ responses before it.
 type respStream struct {
-	res    *rdRes
+	res    *rdRes   // nil: a duplicate READ whose resource was recycled, read again (reread)
 	replay bool     // a duplicate's replay (does not count against max_dest_rd_atomic)
 	first  roce.PSN // PSN of the request it answers
 	psn    roce.PSN // PSN of the next response packet
@@ -594,7 +594,8 @@ func (r *responder) sent(t sim.Time) {
 
 // replayRead answers a duplicate READ from the resource whose PSN range
 // holds it, if the request asks for part of what that READ covered with
-// the same rkey; otherwise the duplicate is dropped (rocev2.md §4.5).
+// the same rkey; otherwise the duplicate is dropped (rocev2.md §4.5). A
+// duplicate whose resource was recycled is read again (reread).
 func (r *responder) replayRead(t sim.Time, p *roce.Packet) {
 	q := r.q
 	d := q.d
@@ -607,13 +608,16 @@ func (r *responder) replayRead(t sim.Time, p *roce.Packet) {
 		}
 		off := uint64(psn.Diff(e.first)) * uint64(q.mtu)
 		if rkey != e.rkey || va != e.va+off || va+n != e.va+e.length {
-			break
+			d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x (va %#x len %d rkey %#x) is not the tail of the READ it repeats (va %#x len %d rkey %#x): dropped",
+				q.qpn, p.Opcode, uint32(psn), va, n, rkey, e.va, e.length, e.rkey)
+			return
 		}
 		var host uint64
 		if n > 0 {
 			h, err := d.keys.Check(rkey, q.pdn, va, n, dma.RemoteRead)
 			if err != nil {
-				break // the MR is gone: nothing to replay
+				d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x: %v: dropped", q.qpn, p.Opcode, uint32(psn), err)
+				return // the MR is gone: nothing to replay
 			}
 			host = h
 		}
@@ -636,7 +640,54 @@ func (r *responder) replayRead(t sim.Time, p *roce.Packet) {
 		r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
 		return
 	}
-	d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x matches no READ resource", q.qpn, p.Opcode, uint32(psn))
+	r.reread(t, p)
+}
+
+// reread answers a duplicate READ that no resource holds any more (the
+// requester ran more READs/atomics past it than max_dest_rd_atomic, so
+// the ring recycled its entry): a READ is idempotent, so it is executed
+// again from memory, with the checks of a first execution, as a replay
+// (it takes no resource and does not count against max_dest_rd_atomic).
+// rxe drops such a duplicate (a class D error, rocev2.md §4.5), which
+// leaves the requester retrying until retry_cnt runs out; re-reading is
+// what the IB spec allows for READs and what keeps the connection alive.
+// The responses carry the memory as it is now.
+func (r *responder) reread(t sim.Time, p *roce.Packet) {
+	q := r.q
+	d := q.d
+	psn := p.BTH.PSN()
+	va, rkey, n := p.RETH.VA(), p.RETH.RKey(), uint64(p.RETH.DMALen())
+	mtu := uint64(q.mtu)
+	pkts := max(1, int((n+mtu-1)/mtu))
+	switch {
+	case q.access&mlx5.AccessRemoteRead == 0 || q.maxDestRd == 0:
+		d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x with READ not enabled (access %#x, max_dest_rd_atomic %d): dropped", q.qpn, p.Opcode, uint32(psn), q.access, q.maxDestRd)
+		return
+	case psn.Add(pkts).After(r.ePSN):
+		// Its responses would take PSNs this QP has not received yet.
+		d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x of %d bytes runs past the expected PSN %#x: dropped", q.qpn, p.Opcode, uint32(psn), n, uint32(r.ePSN))
+		return
+	}
+	var host uint64
+	if n > 0 {
+		h, err := d.keys.Check(rkey, q.pdn, va, n, dma.RemoteRead)
+		if err != nil {
+			d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x va %#x len %d rkey %#x: %v: dropped", q.qpn, p.Opcode, uint32(psn), va, n, rkey, err)
+			return
+		}
+		host = h
+	}
+	d.warn(t, CtrReplayReread, "QP %#x: duplicate %v PSN %#x matches no READ resource (max_dest_rd_atomic %d): read again from memory", q.qpn, p.Opcode, uint32(psn), q.maxDestRd)
+	st := respStream{replay: true, first: psn, psn: psn, host: host, left: n, n: pkts, arrive: t, bytes: n}
+	for k := range r.streams {
+		if s := &r.streams[k]; s.res == nil && !s.atomic && s.first == psn {
+			r.streams[k] = st // being read again already: start over
+			r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
+			return
+		}
+	}
+	r.streams = append(r.streams, st)
+	r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
 }
 
 // rxAtomic executes CMP_SWAP or FETCH_ADD on an 8-byte, 8-byte-aligned
@@ -722,7 +773,11 @@ func (r *responder) atomicAck(t sim.Time, psn roce.PSN, orig uint64) sim.Time {
 }
 
 // replayAtomic answers a duplicate atomic with the saved original value;
-// it is never executed twice. Without a resource it is dropped.
+// it is never executed twice. Without a resource it is dropped, counted
+// and warned (as rxe drops it, rocev2.md §4.5): the requester's retries
+// then end in RETRY_EXC_ERR. A requester that keeps to max_rd_atomic <=
+// this QP's max_dest_rd_atomic never gets there, since softnic's counts
+// from the oldest unanswered READ/atomic.
 func (r *responder) replayAtomic(t sim.Time, p *roce.Packet) {
 	q := r.q
 	d := q.d
@@ -735,7 +790,7 @@ func (r *responder) replayAtomic(t sim.Time, p *roce.Packet) {
 			return
 		}
 	}
-	d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x matches no atomic resource", q.qpn, p.Opcode, uint32(psn))
+	d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x matches no atomic resource (max_dest_rd_atomic %d; an atomic is never executed twice): dropped", q.qpn, p.Opcode, uint32(psn), q.maxDestRd)
 }
 
 // rxUC handles a UC request packet. There are no ACKs, NAKs or
