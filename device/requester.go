@@ -866,6 +866,12 @@ func (r *requester) readResponse(t sim.Time, p *roce.Packet) {
 	}
 	if psn.After(w.readNext) {
 		d.inc(CtrReadRespOOO)
+		if h := r.firstUnanswered(); h != nil && h != w {
+			// An earlier READ/atomic is missing responses too: go back
+			// to it (which asks for w's rest as well).
+			r.regap(t, h)
+			return
+		}
 		r.regap(t, w)
 		return
 	}

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"testing"
@@ -16,14 +17,16 @@ import (
 var rdAtomicOps = []provider.WROpcode{provider.WRRDMARead, provider.WRAtomicFetchAdd, provider.WRAtomicCmpSwp}
 
 // rdAtomicRun posts total READs or atomics, at most outstanding at a time
-// (max_rd_atomic and max_dest_rd_atomic 16), on a wire that applies rules,
-// and checks that every one completes successfully with its data:
-//   - READ i copies 64 bytes at offset 64·i of the responder's buffer;
+// (max_rd_atomic and max_dest_rd_atomic 16 unless o says otherwise, the
+// device limit maxRdAtom if not 0), on a wire that applies rules, and
+// checks that every one completes successfully with its data:
+//   - READ i copies readSize bytes (default 64) at offset readSize·i of the
+//     responder's buffer;
 //   - FETCH_ADD i adds i+1 to one remote word and returns the sum of the
 //     adds before it (so an add executed twice shows);
 //   - CMP_SWAP i swaps the remote word from i to i+1 and returns i (so a
 //     swap executed twice, or out of order, shows).
-func rdAtomicRun(t *testing.T, op provider.WROpcode, total, outstanding int, o testbed.ConnOpts, maxRdAtom int, rules ...fault.Rule) *testbed.World {
+func rdAtomicRun(t *testing.T, op provider.WROpcode, total, outstanding, readSize int, o testbed.ConnOpts, maxRdAtom int, rules ...fault.Rule) *testbed.World {
 	t.Helper()
 	o.Access = provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic
 	o.SQDepth = max(o.SQDepth, outstanding)
@@ -33,7 +36,7 @@ func rdAtomicRun(t *testing.T, op provider.WROpcode, total, outstanding int, o t
 	}
 	slot := 8
 	if op == provider.WRRDMARead {
-		slot = 64
+		slot = cmp.Or(readSize, 64)
 	}
 	o.BufSize = max(o.BufSize, total*slot+4096)
 	cfg := testbed.DefaultConfig()
@@ -139,7 +142,7 @@ func TestRdAtomicResponseLoss(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			w := rdAtomicRun(t, c.op, c.total, c.outstanding, testbed.ConnOpts{}, 0, c.rules...)
+			w := rdAtomicRun(t, c.op, c.total, c.outstanding, 0, testbed.ConnOpts{}, 0, c.rules...)
 			require.NotZero(t, ctr(w, 1, device.CtrDuplicateRequest.String()), "the loss was recovered by a request sent again")
 			require.Zero(t, ctr(w, 1, device.CtrReplayMiss.String()), "every duplicate found its resource")
 			require.Zero(t, ctr(w, 1, device.CtrReplayReread.String()))
@@ -158,7 +161,7 @@ func TestRdAtomicResponseLoss(t *testing.T) {
 // is read again from memory and answered (rxe would drop it and the
 // requester would retry until RETRY_EXC_ERR).
 func TestRereadEvictedResource(t *testing.T) {
-	w := rdAtomicRun(t, provider.WRRDMARead, 32, 32, testbed.ConnOpts{MaxRdAtomic: 32, MaxDestRdAtomic: 16}, 32,
+	w := rdAtomicRun(t, provider.WRRDMARead, 32, 32, 0, testbed.ConnOpts{MaxRdAtomic: 32, MaxDestRdAtomic: 16}, 32,
 		fault.Rule{Point: fault.WireTx, Action: fault.Drop, Nth: 1, Match: fault.Match{Node: node(1)}})
 	// The first READ's duplicate, and those of the READs go-back-N sends
 	// again behind it whose resources are gone too.
@@ -200,4 +203,20 @@ func TestAtomicEvictedResource(t *testing.T) {
 	require.NotZero(t, ctr(w, 1, device.CtrReplayMiss.String()))
 	require.Equal(t, uint64(32), ctr(w, 1, device.CtrRxAtomicRequests.String()), "no add executed twice")
 	require.Equal(t, uint64(32), binary.LittleEndian.Uint64(rsp.Buf.Bytes))
+}
+
+// TestReadGapsInTwoReads: 17 READs of four responses each (MTU 1024); the
+// first READ loses its last response and the second its second one, so
+// the second READ's responses arrive out of order while the first is
+// still unanswered. The requester goes back to the first READ at once (one
+// re-request covers both) instead of asking for the second's rest alone
+// and leaving the first to the timer.
+func TestReadGapsInTwoReads(t *testing.T) {
+	resp := func(nth uint64) fault.Rule {
+		return fault.Rule{Point: fault.WireTx, Action: fault.Drop, Nth: nth, Match: fault.Match{Node: node(1)}}
+	}
+	w := rdAtomicRun(t, provider.WRRDMARead, 17, 17, 4096, testbed.ConnOpts{MTU: 1024}, 0, resp(4), resp(6))
+	require.Zero(t, ctr(w, 0, device.CtrLocalACKTimeoutErr.String()), "recovered without waiting for the timer")
+	require.Equal(t, uint64(1), ctr(w, 0, device.CtrImpliedNAKSeqErr.String()), "one re-request covers both gaps")
+	require.NotZero(t, ctr(w, 0, device.CtrReadRespOOO.String()))
 }
