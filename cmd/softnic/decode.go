@@ -6,7 +6,7 @@ package main
 //
 // Text output, one line per frame:
 //
-//	#N TIME SRC:PORT → DST:PORT OPCODE qp=0xQPN psn=PSN ack=0|1 [se] [pad=N] [HEADERS] len=PAYLOAD icrc=ok|BAD (want W, got G)
+//	#N TIME SRC:PORT → DST:PORT OPCODE qp=0xQPN psn=0xPSN ack=0|1 [se] [pad=N] [HEADERS] len=PAYLOAD icrc=ok|BAD (want W, got G)
 //
 // TIME is the capture timestamp as seconds.nanoseconds since the Unix epoch
 // (softnic's own captures start at the epoch, so this is virtual time).
@@ -57,24 +57,17 @@ type decodeSummary struct {
 
 func runDecode(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	jsonOut := fs.Bool("json", false, "print one JSON object per frame")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softnic decode [--json] FILE   (FILE: pcap or pcapng; - for stdin)")
-		fs.PrintDefaults()
+	pos, code, ok := parseCommand(fs, "usage: softnic decode [--json] FILE   (FILE: pcap or pcapng; - for stdin)\n", args, stderr)
+	if !ok {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		fs.Usage()
 		return 2
 	}
 	var in io.Reader = os.Stdin
-	if name := fs.Arg(0); name != "-" {
+	if name := pos[0]; name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
 			fmt.Fprintln(stderr, "softnic decode:", err)
@@ -203,7 +196,7 @@ func b01(v bool) int {
 
 func frameText(n int, ts string, p *roce.Packet) string {
 	b := p.BTH
-	s := fmt.Sprintf("#%d %s %s → %s %v qp=0x%06x psn=%d ack=%d",
+	s := fmt.Sprintf("#%d %s %s → %s %v qp=0x%06x psn=0x%06x ack=%d",
 		n, ts, addrPort(p.SrcIP.String(), p.SrcPort, p.IPVersion), addrPort(p.DstIP.String(), p.DstPort, p.IPVersion),
 		p.Opcode, b.DestQP(), b.PSN(), b01(b.AckReq()))
 	if b.SE() {

@@ -84,10 +84,10 @@ func TestDecodeText(t *testing.T) {
 		t.Fatalf("exit %d, stderr %s", code, errb.String())
 	}
 	want := []string{
-		"#1 0.000001000 10.0.0.1:49458 → 10.0.0.2:4791 RC_RDMA_WRITE_ONLY qp=0x000012 psn=100 ack=1 pad=3 reth{va=0x1000 rkey=0x1234 len=5} len=5 icrc=ok",
-		"#2 0.000002000 10.0.0.2:49458 → 10.0.0.1:4791 RC_ACKNOWLEDGE qp=0x000011 psn=100 ack=0 aeth{ACK(1f) msn=1} len=0 icrc=ok",
-		"#3 0.000003000 10.0.0.1:65320 → 10.0.0.2:4791 UD_SEND_ONLY_WITH_IMMEDIATE qp=0x000023 psn=7 ack=0 se deth{qkey=0x11111111 srcqp=0x22} imm=0xcafebabe len=8 icrc=ok",
-		"#4 0.000004000 [fd00::1]:49458 → [fd00::2]:4791 RC_SEND_ONLY qp=0x000012 psn=101 ack=1 pad=1 len=3 icrc=ok",
+		"#1 0.000001000 10.0.0.1:49458 → 10.0.0.2:4791 RC_RDMA_WRITE_ONLY qp=0x000012 psn=0x000064 ack=1 pad=3 reth{va=0x1000 rkey=0x1234 len=5} len=5 icrc=ok",
+		"#2 0.000002000 10.0.0.2:49458 → 10.0.0.1:4791 RC_ACKNOWLEDGE qp=0x000011 psn=0x000064 ack=0 aeth{ACK(1f) msn=1} len=0 icrc=ok",
+		"#3 0.000003000 10.0.0.1:65320 → 10.0.0.2:4791 UD_SEND_ONLY_WITH_IMMEDIATE qp=0x000023 psn=0x000007 ack=0 se deth{qkey=0x11111111 srcqp=0x22} imm=0xcafebabe len=8 icrc=ok",
+		"#4 0.000004000 [fd00::1]:49458 → [fd00::2]:4791 RC_SEND_ONLY qp=0x000012 psn=0x000065 ack=1 pad=1 len=3 icrc=ok",
 		"5 frames: 4 roce (0 bad icrc, 0 malformed), 1 skipped",
 	}
 	got := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -113,8 +113,20 @@ func TestDecodeBadICRC(t *testing.T) {
 }
 
 func TestDecodeJSON(t *testing.T) {
+	for _, order := range []string{"flag first", "flag after the file"} {
+		t.Run(order, func(t *testing.T) {
+			args := []string{"--json", writeCapture(t, true)}
+			if order == "flag after the file" { // docs/cli.md: flags may follow positional words
+				args[0], args[1] = args[1], args[0]
+			}
+			testDecodeJSON(t, args)
+		})
+	}
+}
+
+func testDecodeJSON(t *testing.T, args []string) {
 	var out, errb bytes.Buffer
-	code := runDecode([]string{"--json", writeCapture(t, true)}, &out, &errb)
+	code := runDecode(args, &out, &errb)
 	if code != 1 {
 		t.Fatalf("exit %d", code)
 	}
