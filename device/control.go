@@ -458,7 +458,12 @@ func (d *Device) QueryPort(port int) (mlx5.PortAttr, error) {
 	const physDisabled, physLinkUp = 3, 5 // ib_port_phys_state
 	mtu := mlx5.MTUFromBytes(d.spec.Caps.ActiveMTU)
 	a := mlx5.PortAttr{State: uint8(uverbs.PortActive), PhysState: physLinkUp, MaxMTU: mtu,
-		ActiveMTU: mtu, MaxMsgSize: d.spec.Caps.MaxMsgSize, GIDs: [][16]byte{d.GID()}}
+		ActiveMTU: mtu, MaxMsgSize: d.spec.Caps.MaxMsgSize, GIDs: [][16]byte{d.GID(), d.GID()}}
+	// Both GID indexes the device takes in an AV (MODIFY_QP: sgid index
+	// 0 or 1) hold the port's IPv4-mapped RoCEv2 GID, so the table a
+	// driver reads says what modify_qp accepts (docs/perf.md: -x 0 and 1).
+	// Assumption: a ConnectX lists each IP twice, as RoCE v1 and v2; this
+	// model speaks only v2 and lists it under both indexes.
 	if !d.LinkUp() {
 		a.State, a.PhysState = uint8(uverbs.PortDown), physDisabled
 	}

@@ -330,7 +330,10 @@ func TestUverbsControlRefusals(t *testing.T) {
 	require.Equal(t, testbed.IPs[0].As16(), h.Ctx.Attr().GID)
 	p, err := h.Ctx.QueryPort(1)
 	require.NoError(t, err)
-	require.Len(t, p.GIDs, 1)
+	require.Len(t, p.GIDs, 2, "sgid indexes 0 and 1, the ones modify_qp takes")
+	for _, g := range p.GIDs {
+		require.Equal(t, testbed.IPs[0].As16(), g.GID)
+	}
 	require.NoError(t, h.Uverbs.Close())
 	_, err = h.Ctx.AllocPD()
 	require.ErrorIs(t, err, syscall.EIO)

@@ -38,23 +38,26 @@ func TestRoundTrip(t *testing.T) {
 	b = r.must(s, uverbs.CmdQueryPort, &uverbs.QueryPort{Response: 1, PortNum: 1}, nil, uverbs.QueryPortRespSize)
 	qp := decode[uverbs.QueryPortResp](t, b)
 	require.Equal(t, uverbs.PortActive, qp.State)
-	require.Equal(t, uint32(1), qp.GIDTblLen)
+	require.Equal(t, uint32(2), qp.GIDTblLen, "sgid 0 and 1")
 	require.Equal(t, dattr.ActiveMTU, qp.ActiveMTU)
 	require.Equal(t, uint8(linkLayerEthernet), qp.LinkLayer)
 
-	// GID entry 0 by ioctl.
+	// GID entries 0 and 1 by ioctl: both the IPv4-mapped GID.
 	const gh = uverbs.IoctlHdrSize + 4*uverbs.AttrSize
-	io, err := uverbs.NewIoctl(r.req[:], uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5)
-	require.NoError(t, err)
-	for _, a := range []uverbs.AttrFields{uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryPort, uint64(1)), uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryGIDIndex, uint64(0)),
-		uverbs.AttrU32In(uverbs.AttrQueryGIDEntryFlags, 0), uverbs.AttrPtrOut(uverbs.AttrQueryGIDEntryRespEntry, gh, uverbs.GIDEntrySize)} {
-		require.NoError(t, io.Add(a))
+	for idx := range 2 {
+		io, err := uverbs.NewIoctl(r.req[:], uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5)
+		require.NoError(t, err)
+		for _, a := range []uverbs.AttrFields{uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryPort, uint64(1)), uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryGIDIndex, uint64(idx)),
+			uverbs.AttrU32In(uverbs.AttrQueryGIDEntryFlags, 0), uverbs.AttrPtrOut(uverbs.AttrQueryGIDEntryRespEntry, gh, uverbs.GIDEntrySize)} {
+			require.NoError(t, io.Add(a))
+		}
+		n, err := s.Handle(io.Bytes(), r.out[:gh+uverbs.GIDEntrySize])
+		require.NoError(t, err)
+		require.Equal(t, gh+uverbs.GIDEntrySize, n)
+		require.Equal(t, rigIP.As16(), [16]byte(r.out[gh:gh+16]))
+		require.Equal(t, uint32(idx), binary.NativeEndian.Uint32(r.out[gh+16:]), "gid_index")
+		require.Equal(t, uint32(uverbs.GIDTypeRoCEv2), binary.NativeEndian.Uint32(r.out[gh+24:]))
 	}
-	n, err := s.Handle(io.Bytes(), r.out[:gh+uverbs.GIDEntrySize])
-	require.NoError(t, err)
-	require.Equal(t, gh+uverbs.GIDEntrySize, n)
-	require.Equal(t, rigIP.As16(), [16]byte(r.out[gh:gh+16]))
-	require.Equal(t, uint32(uverbs.GIDTypeRoCEv2), binary.NativeEndian.Uint32(r.out[gh+24:]))
 
 	pd, pdn := r.allocPD(s)
 	require.NotZero(t, pdn)
@@ -94,7 +97,7 @@ func TestRoundTrip(t *testing.T) {
 	k, err := uverbs.PutExWriteHdr(r.req[:], uverbs.ExCmdModifyQP, uverbs.ExModifyQPSize, 0, uverbs.ExModifyQPRespSize, 0, 1)
 	require.NoError(t, err)
 	_, _ = x.Encode(r.req[uverbs.CmdHdrSize+uverbs.ExCmdHdrSize:])
-	n, err = s.Handle(r.req[:k], r.out[:uverbs.ExModifyQPRespSize])
+	n, err := s.Handle(r.req[:k], r.out[:uverbs.ExModifyQPRespSize])
 	require.NoError(t, err)
 	require.Equal(t, uverbs.ExModifyQPRespSize, n)
 	require.Equal(t, mlx5.QPStateERR, r.state(qpn))
@@ -134,7 +137,7 @@ func TestRoundTrip(t *testing.T) {
 	// Tear down through both framings.
 	r.must(s, uverbs.CmdDestroyAH, &uverbs.DestroyAH{AHHandle: ah}, nil, 0)
 	r.must(s, uverbs.CmdDestroyQP, &uverbs.DestroyQP{Response: 1, QPHandle: qpH}, nil, uverbs.DestroyQPRespSize)
-	io, err = uverbs.Destroy(r.req[:], uverbs.ObjectQP, qp2, uverbs.IoctlHdrSize+2*uverbs.AttrSize, uverbs.DriverMLX5)
+	io, err := uverbs.Destroy(r.req[:], uverbs.ObjectQP, qp2, uverbs.IoctlHdrSize+2*uverbs.AttrSize, uverbs.DriverMLX5)
 	require.NoError(t, err)
 	_, err = s.Handle(io.Bytes(), r.out[:uverbs.IoctlHdrSize+2*uverbs.AttrSize+uverbs.DestroyQPRespSize])
 	require.NoError(t, err)

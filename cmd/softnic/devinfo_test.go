@@ -61,7 +61,8 @@ func TestDevinfo(t *testing.T) {
 			require.Equal(t, "ATOMIC_HCA (1)", field(t, out, "atomic_cap"))
 			require.Equal(t, fmt.Sprint(c.VendorPartID), field(t, out, "vendor_part_id"))
 			require.Equal(t, "0000:0000:0000:0000:0000:ffff:c000:0202, RoCE v2", field(t, out, "GID[  0]"))
-			require.Equal(t, "1", field(t, out, "gid_tbl_len"))
+			require.Equal(t, "0000:0000:0000:0000:0000:ffff:c000:0202, RoCE v2", field(t, out, "GID[  1]"), "index 1 is the GID too: modify_qp takes sgid 0 and 1")
+			require.Equal(t, "2", field(t, out, "gid_tbl_len"))
 			speed := map[string]string{"cx5-gen3x16": "25.0 Gbps (32)", "cx6-gen4x16": "50.0 Gbps (64)", "cx7-gen5x16": "100.0 Gbps (128)", "pciebench-gen3x8": "14.0 Gbps (16)"}[name]
 			require.Equal(t, speed, field(t, out, "active_speed"))
 		})
