@@ -20,7 +20,7 @@ import (
 )
 
 func init() {
-	register("rc_pingpong", "ibv_rc_pingpong over a real network (udp:/tap:), either role", runRCPingpong)
+	register("rc_pingpong", "ibv_rc_pingpong, either role: on a real network (--wire udp:/tap:), a device of softnic serve (-d softnicN --socket) or a kernel device (-d rxe0)", runRCPingpong)
 }
 
 // The work-request ids and the loop of rdma-core's
