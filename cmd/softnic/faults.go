@@ -15,8 +15,8 @@ func init() {
 
 const faultsHelp = `usage: softnic faults [--explain] FILE
 
-Loads the fault plan FILE (the JSON that --faults of trace, rdma and
-rc_pingpong takes) and checks it. With --explain it prints the plan in
+Loads the fault plan FILE (the JSON that --faults of trace, perf, stat,
+rdma and rc_pingpong takes) and checks it. With --explain it prints the plan in
 words, one line per rule, and under each device-side rule what the device
 will do when it fires (→ ...); without, one line saying it is valid. A bad
 plan prints the error and exits 1. Points: wire.tx, wire.rx, pcie.tlp,
