@@ -253,7 +253,9 @@ func (f *timedFault) Fire(now sim.Time) {
 	d.fx.firedTimed[s.Rule] = true
 	d.fx.in.MarkFired(s.Rule)
 	d.inc(env.FaultCounter(s.Point, s.Action))
-	d.faultEvent(now, ctrFaultTimed, 0, 0, "%s %s at %v [rule %s]", s.Point, s.Action, now, d.fx.in.RuleString(s.Rule))
+	// No absolute time in the text: the event carries it, and a trace
+	// prints it from the workload's start, where at_ps counts from.
+	d.faultEvent(now, ctrFaultTimed, 0, 0, "%s %s [rule %s]", s.Point, s.Action, d.fx.in.RuleString(s.Rule))
 	switch s.Action {
 	case fault.Down:
 		d.SetLinkState(false)

@@ -186,7 +186,12 @@ func TestClientKilled(t *testing.T) {
 	require.NoError(t, victim.Process.Kill())
 	victim.Wait()
 	require.Eventually(t, func() bool { return d.Clients() == 2 }, 5*time.Second, 10*time.Millisecond)
-	require.Contains(t, log.String(), "detach softnic0")
+	// The teardown logs after it lets the world go (and after Clients
+	// has dropped the client): wait for both detach lines.
+	require.Eventually(t, func() bool {
+		l := log.String()
+		return strings.Contains(l, "detach softnic0") && strings.Contains(l, "detach softnic1")
+	}, 5*time.Second, 10*time.Millisecond)
 	require.Regexp(t, `detach softnic0: pid \d+: closed; destroyed 1 QP, 2 CQ, 1 MR, 1 PD \(the world held [0-9.]+[µm]?s\)`, log.String())
 	for _, l := range strings.Split(log.String(), "\n") {
 		if strings.Contains(l, "detach") {
