@@ -246,10 +246,19 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := doTrace(o, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "softnic trace:", err)
+		if errors.As(err, new(usageError)) {
+			return 2
+		}
 		return 1
 	}
 	return 0
 }
+
+// usageError marks an error in the command's arguments (exit 2, as a bad
+// flag), as opposed to a walk that ran and failed (exit 1).
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
 
 // parseInterspersed parses flags wherever they are among the arguments
 // (Go's flag package stops at the first non-flag) and returns the other
@@ -371,28 +380,28 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	}
 	spec, ok := traceOps[o.op]
 	if !ok {
-		return fmt.Errorf("unknown --op %q (%s)", o.op, traceOpNames)
+		return usageError{fmt.Errorf("unknown --op %q (%s)", o.op, traceOpNames)}
 	}
 	wrOp, ud := spec.wr, spec.typ == provider.QPTypeUD
 	if o.size < 0 || o.size > maxTraceBytes {
-		return fmt.Errorf("--size %d out of range 0..%d", o.size, maxTraceBytes)
+		return usageError{fmt.Errorf("--size %d out of range 0..%d", o.size, maxTraceBytes)}
 	}
 	if o.batch < 1 || o.batch > 256 {
-		return fmt.Errorf("--batch %d out of range 1..256", o.batch)
+		return usageError{fmt.Errorf("--batch %d out of range 1..256", o.batch)}
 	}
 	if !validMTU(o.mtu) {
-		return mtuError("--mtu", o.mtu)
+		return usageError{mtuError("--mtu", o.mtu)}
 	}
 	if ud && o.size > o.mtu {
-		return fmt.Errorf("--size %d: a UD SEND is one packet, at most the MTU (--mtu %d)", o.size, o.mtu)
+		return usageError{fmt.Errorf("--size %d: a UD SEND is one packet, at most the MTU (--mtu %d)", o.size, o.mtu)}
 	}
 	if err := checkWalkSize(o); err != nil {
-		return err
+		return usageError{err}
 	}
 	cfg := testbed.DefaultConfig()
 	prof, err := profile.Load(o.profile)
 	if err != nil {
-		return err
+		return err // a bad profile file: bad input, exit 1 as softnic profiles FILE
 	}
 	cfg.Device, cfg.Host, cfg.Wire = prof.Device, prof.Host(), prof.Wire
 	if cfg.Faults, err = loadFaults(o.faults); err != nil {

@@ -138,7 +138,7 @@ func TestTraceOptionsAndOutputs(t *testing.T) {
 	require.Contains(t, out.String(), "requester CQE 0")
 	for _, bad := range [][]string{{"--op", "atomic"}, {"--mtu", "1000"}, {"--batch", "0"}} {
 		errb.Reset()
-		require.Equal(t, 1, run(append([]string{"trace"}, bad...), &out, &errb), "%v", bad)
+		require.Equal(t, 2, run(append([]string{"trace"}, bad...), &out, &errb), "%v: a bad flag value exits 2", bad)
 		require.True(t, strings.HasPrefix(errb.String(), "softnic trace:"))
 	}
 	// Sizes are decimal (0x for hex, a leading 0 is not octal) and never
