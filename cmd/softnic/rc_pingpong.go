@@ -91,6 +91,7 @@ const rcPingpongHelp = `usage:
   softnic rc_pingpong --wire SPEC --ip A.B.C.D [flags]           start a server and wait for connection
   softnic rc_pingpong --wire SPEC --ip A.B.C.D [flags] <host>    connect to server at <host>
   softnic rc_pingpong -d softnicN --socket PATH [flags] [<host>]  the same on a device of softnic serve
+  softnic rc_pingpong -d rxe0 [flags] [<host>]                    the same on a kernel RDMA device (/dev/infiniband)
 
 The flags and the TCP handshake of rdma-core's ibv_rc_pingpong (port 18515),
 so that ibv_rc_pingpong on another RoCE stack is a peer in either role; run
