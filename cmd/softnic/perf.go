@@ -338,9 +338,6 @@ func (o *perfOpts) resolve() error {
 	case o.qpTimeout < 0 || o.qpTimeout > 31:
 		return fmt.Errorf("-u %d out of range 0..31", o.qpTimeout)
 	}
-	if o.conn == "UD" && o.size > 4096 {
-		return fmt.Errorf("-s %d: a UD message is at most the MTU", o.size)
-	}
 	if err := checkEmulatedDevice(o.dev, o.net.wire != ""); err != nil {
 		return err
 	}

@@ -480,3 +480,17 @@ func TestPerfErrorCause(t *testing.T) {
 	require.Equal(t, 1, code, stderr)
 	require.Contains(t, stderr, "completion with error LOC_PROT_ERR (vendor syndrome 0x51; after WR_FLUSH_ERR of wr_id 0)")
 }
+
+// TestPerfUDSizeToMTU: as perftest's check_mtu, a UD test whose size is
+// over the MTU (the bandwidth tests' default 65536) runs at the MTU and
+// says so, instead of refusing its own default.
+func TestPerfUDSizeToMTU(t *testing.T) {
+	for _, args := range [][]string{{"send_bw", "-c", "UD", "-n", "100"}, {"send_lat", "-c", "UD", "-n", "100", "-s", "8192"}} {
+		out, stderr, code := runPerfCmd(t, args...)
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, stderr, " Max msg size in UD is MTU 4096\n Changing to this MTU\n", "%v", args)
+		rows := tableRows(t, out)
+		require.Len(t, rows, 1)
+		require.Equal(t, "4096", rows[0][0], "%v", args)
+	}
+}
