@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 
 	"github.com/softnic/softnic/mlx5"
@@ -183,6 +184,15 @@ func (u *UverbsControl) fail(cmd string, err error) error {
 	ue := uverbs.ErrorOf(cmd, err)
 	if ue == nil {
 		return fmt.Errorf("%w: uverbs %s: control transport: %w", ErrClosed, cmd, err)
+	}
+	if ue.Cmd == "" {
+		// A refusal from a daemon (socketTransport) carries the errno and
+		// the daemon's whole message, which already reads "uverbs: CMD:
+		// errno: reason": name the command here and keep only the reason.
+		r := *ue
+		r.Cmd = cmd
+		r.Reason = strings.TrimPrefix(r.Reason, "uverbs: "+cmd+": "+r.Errno.Error()+": ")
+		ue = &r
 	}
 	return fmt.Errorf("%w: %w", ErrnoSentinel(cmd, ue.Errno), ue)
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -184,6 +185,11 @@ func TestWireUnresolved(t *testing.T) {
 	err = cs.connect(0x123, netip.MustParseAddr("192.0.2.99").As16(), [6]byte{})
 	require.ErrorIs(t, err, syscall.EHOSTUNREACH)
 	require.NotErrorIs(t, err, provider.ErrDeviceGone)
+	// The daemon's refusal reads as the in-process one: the command named
+	// once, no empty "uverbs: :" segment.
+	require.Contains(t, err.Error(), "uverbs: MODIFY_QP: no route to host: no neighbour for destination GID ::ffff:192.0.2.99")
+	require.NotContains(t, err.Error(), "uverbs: :")
+	require.Equal(t, 1, strings.Count(err.Error(), "MODIFY_QP"), err.Error())
 	require.Less(t, time.Since(startT), 8*time.Second)
 	require.Equal(t, uint64(1), d.Counters().Unresolved)
 	_, err = ctx.AllocPD()
