@@ -138,6 +138,11 @@ func (c *Context) Counters() (map[string]uint64, error) {
 	if c.ctrs == nil {
 		return nil, opErr(op, 0, detail(ErrNotSupported, "device %q keeps no hardware counters", c.name))
 	}
+	if c.link != nil {
+		if err := c.link.Err(); err != nil {
+			return nil, opErr(op, 0, err) // a dead daemon has no counters to give
+		}
+	}
 	m := c.ctrs.HWCounters()
 	out := make(map[string]uint64, len(m))
 	maps.Copy(out, m)

@@ -234,6 +234,8 @@ func TestDaemonKilled(t *testing.T) {
 	require.ErrorIs(t, err, provider.ErrDeviceGone)
 	_, err = eps[1].Host.Ctx.AllocPD()
 	require.ErrorIs(t, err, provider.ErrDeviceGone)
+	_, err = eps[0].Host.Ctx.Counters()
+	require.ErrorIs(t, err, provider.ErrDeviceGone, "no empty set of counters from a dead daemon")
 	require.Less(t, time.Since(start), 3*time.Second)
 	// Closing fails to destroy the QP (the daemon is gone), and the QP
 	// left behind posts nothing afterwards.

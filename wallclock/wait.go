@@ -186,8 +186,12 @@ func CountersOf(m map[string]uint64) []Counter {
 }
 
 // FormatCounters writes cs as "name=value ..." on one line (what
-// CounterLine prints, for counters of another source).
+// CounterLine prints, for counters of another source); "(none non-zero)"
+// for none.
 func FormatCounters(cs []Counter) string {
+	if len(cs) == 0 {
+		return "(none non-zero)"
+	}
 	var b strings.Builder
 	for i, c := range cs {
 		if i > 0 {
