@@ -617,7 +617,12 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		for _, e := range events {
 			end = max(end, e.End)
 		}
-		total = end.Sub(t0)
+		if len(wcs) == 0 {
+			// No requester CQE to time: the walk's total is how long it
+			// ran, to its last event. With one (an error CQE, or a
+			// send completed but no receive), total stays post → CQE.
+			total = end.Sub(t0)
+		}
 		events = append(events, trace.Event{Name: "walk_failed", Component: "trace", Start: end, End: end, PSN: trace.NoPSN, Level: trace.Warn,
 			Detail: "the walk failed: " + walkErr.Error()})
 	}
@@ -824,7 +829,11 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	if !dataOK {
 		verdict = "DATA MISMATCH"
 	}
-	fmt.Fprintf(text, "total post → CQE: %.3f ns (%s, %d bytes)\n", total.NS(), verdict, n)
+	if walkErr != nil && len(wcs) == 0 {
+		fmt.Fprintf(text, "no requester CQE: the walk's last event ended %.3f ns after the post (%s, %d bytes)\n", total.NS(), verdict, n)
+	} else {
+		fmt.Fprintf(text, "total post → CQE: %.3f ns (%s, %d bytes)\n", total.NS(), verdict, n)
+	}
 	if dropped > 0 {
 		fmt.Fprintf(text, "DROPPED %d events: the recorder kept the last %d, the stages above are the walk's tail\n", dropped, w.Rec.Capacity())
 	} else if !o.noCompare {

@@ -165,6 +165,15 @@ func TestTraceFailedWalkOutputs(t *testing.T) {
 			if tc.status != "" {
 				require.NotEmpty(t, j.Completions)
 				require.Equal(t, tc.status, j.Completions[0].Status)
+				// total_ns is post → the requester's CQE, as in a walk
+				// that succeeds: the end of the last poll stage.
+				var polled float64
+				for _, st := range j.Stages {
+					if st.Name == "poll" && st.Node == 0 {
+						polled = st.EndNS
+					}
+				}
+				require.Equal(t, polled, j.TotalNS, "total_ns is the requester's CQE")
 			}
 			require.NoError(t, os.WriteFile(walk, out.Bytes(), 0o644))
 
