@@ -44,6 +44,10 @@ type Walk struct {
 	Path    string // "blueflame", "doorbell", or "unknown" (the walk lost its first events)
 	TotalNS float64
 	Stages  []WalkStage
+	// Warnings are the walk's warnings: the faults a plan injected and
+	// what they caused (a dropped frame, an ACK timeout, a QP to ERR),
+	// listed under the diagram with their times.
+	Warnings []WalkStage
 }
 
 // laneDef is one lane kind, in the order the diagram draws them.
@@ -159,6 +163,7 @@ type htmlWalk struct {
 	Ticks    []htmlTick
 	PxPerNS  float64
 	StagesJS template.JS
+	Warnings []WalkStage
 }
 
 type htmlTick struct {
@@ -279,7 +284,7 @@ func stageOrder(n string) int {
 }
 
 func layoutWalk(wi int, wk Walk, px, maxNS float64) htmlWalk {
-	hw := htmlWalk{W: wi, Title: wk.Title, Path: wk.Path, TotalNS: wk.TotalNS, PxPerNS: px}
+	hw := htmlWalk{W: wi, Title: wk.Title, Path: wk.Path, TotalNS: wk.TotalNS, PxPerNS: px, Warnings: wk.Warnings}
 	present := map[string]bool{}
 	nodes := map[int]bool{}
 	for _, s := range wk.Stages {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"html"
 	"os"
 	"path/filepath"
 	"strings"
@@ -185,6 +187,12 @@ func TestTraceFailedWalkOutputs(t *testing.T) {
 			b, err := os.ReadFile(page)
 			require.NoError(t, err, "--html written")
 			require.Contains(t, string(b), "FAILED: "+j.Error)
+			// The page lists the walk's warnings (the faults and what they
+			// caused), as the text does.
+			require.Contains(t, string(b), fmt.Sprintf("Warnings and faults (%d)", len(j.Warnings)))
+			for _, w := range j.Warnings {
+				require.Contains(t, string(b), html.EscapeString(w.Detail))
+			}
 			b, err = os.ReadFile(chrome)
 			require.NoError(t, err, "--chrome-trace written")
 			var v any

@@ -94,6 +94,9 @@ func writeWalkHTML(file string, out io.Writer, walks ...traceJSON) error {
 func htmlWalk(j traceJSON) trace.Walk {
 	w := trace.Walk{Title: fmt.Sprintf("%s %d B x%d, %s path, MTU %d", strings.ToUpper(j.Op), j.Size, max(j.Batch, 1), j.Path, j.MTU),
 		Path: j.Path, TotalNS: j.TotalNS}
+	for _, x := range j.Warnings {
+		w.Warnings = append(w.Warnings, x.WalkStage)
+	}
 	if j.Error != "" {
 		w.Title += ", FAILED: " + j.Error
 	}
