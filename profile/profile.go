@@ -559,6 +559,41 @@ var mayBeZero = map[string]string{
 	"device.pcie.host_read_per_line_ps": "0 = no per-line host cost",
 }
 
+// Bounds that keep the model's int64 picosecond arithmetic from wrapping
+// (a stage's time is a sum of a few such terms, and the clock runs for
+// hours at most): a duration (a *_ps field) of at most 1000 s, a cycle
+// count of at most 10^9 at a clock of at least 1 MHz (10^9 x 10^6 ps =
+// 1000 s), and a wire of at least 1 Mb/s (a 4 KiB frame then takes 33 ms).
+const (
+	maxPS      = 1e15
+	maxCycles  = 1e9
+	minClockHz = 1e6
+	minRateBPS = 1e6
+	maxRateBPS = 1e14
+
+	maxEQEntries = 1 << 16
+	maxRQPolls   = 1 << 10
+)
+
+// toolNeeds are the least capabilities the commands' QPs ask of a device
+// (testbed.ConnOpts and perf's defaults): a profile below them could load
+// but no trace, stat or perf could run on it, each failing only at
+// create_qp with the device's limit, so the loader names the field.
+// (max_inline is not among them: perf cuts its default to the device's,
+// and an inline walk larger than the device takes is refused as such.)
+var toolNeeds = []struct {
+	field string
+	get   func(d *device.Spec) int
+	min   int
+	why   string
+}{
+	{"device.caps.max_sge", func(d *device.Spec) int { return d.Caps.MaxSGE }, 4, "the tools' QPs take 4 SGEs"},
+	{"device.caps.max_qp_wr", func(d *device.Spec) int { return d.Caps.MaxQPWR }, 128, "perf's send queues are 128 deep"},
+	{"device.caps.max_cqe", func(d *device.Spec) int { return d.Caps.MaxCQE }, 4096, "the tools' CQs take up to 4096 entries"},
+	{"device.caps.max_cq", func(d *device.Spec) int { return d.Caps.MaxCQ }, 16, "a walk with SRQ and events uses several CQs a node"},
+	{"device.caps.max_qp_rd_atom", func(d *device.Spec) int { return d.Caps.MaxRdAtom }, 16, "the tools' RC QPs ask max_rd_atomic 16 (ibv_rc_pingpong's and perftest's)"},
+}
+
 // validate checks every number of p (positive unless listed in mayBeZero)
 // and the shapes the packages define.
 func validate(p *Profile) *Error {
@@ -581,6 +616,34 @@ func validate(p *Profile) *Error {
 	}
 	if err := p.Wire.Validate(); err != nil {
 		return field("wire", err)
+	}
+	for _, c := range []struct {
+		field  string
+		v      float64
+		lo, hi float64
+		unit   string
+	}{
+		{"device.core.clock_hz", float64(d.Core.Clock), minClockHz, math.Inf(1), "Hz"},
+		{"device.bar.core_clock_hz", float64(d.BAR.CoreClock), minClockHz, math.Inf(1), "Hz"},
+		{"wire.rate_bps", float64(p.Wire.Rate), minRateBPS, maxRateBPS, "b/s"},
+	} {
+		if c.v < c.lo || c.v > c.hi {
+			return &Error{Field: c.field, Msg: fmt.Sprintf("%g %s is outside %g..%g %s: slower clocks and wires, or faster wires, would wrap the model's int64 picoseconds", c.v, c.unit, c.lo, c.hi, c.unit)}
+		}
+	}
+	for _, n := range toolNeeds {
+		if v := n.get(&d); v < n.min {
+			return &Error{Field: n.field, Msg: fmt.Sprintf("%d is below %d: %s", v, n.min, n.why)}
+		}
+	}
+	if d.Caps.MaxRdAtom > 255 {
+		return &Error{Field: "device.caps.max_qp_rd_atom", Msg: fmt.Sprintf("%d exceeds 255: max_rd_atomic is a u8 in the verbs ABI", d.Caps.MaxRdAtom)}
+	}
+	if n := d.Events.EQEntries; n > maxEQEntries {
+		return &Error{Field: "device.events.eq_entries", Msg: fmt.Sprintf("%d exceeds %d: each EQ lives in the host memory of the context (64 B an entry)", n, maxEQEntries)}
+	}
+	if n := d.Core.RQPolls; n > maxRQPolls {
+		return &Error{Field: "device.core.rq_polls", Msg: fmt.Sprintf("%d exceeds %d: each re-read of the doorbell record is an event", n, maxRQPolls)}
 	}
 	switch d.Caps.ActiveMTU {
 	case 256, 512, 1024, 2048, 4096:
@@ -619,6 +682,12 @@ func walkNumbers(p string, v reflect.Value) *Error {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		if n := v.Int(); n < 0 || n == 0 && mayBeZero[p] == "" {
 			return &Error{Field: p, Msg: fmt.Sprintf("%d: must be positive", n)}
+		}
+		if n := v.Int(); strings.HasSuffix(p, "_ps") && n > maxPS {
+			return &Error{Field: p, Msg: fmt.Sprintf("%d ps exceeds %d ps (1000 s): the model sums a stage's costs in int64 picoseconds, which a larger one would wrap", n, int64(maxPS))}
+		}
+		if n := v.Int(); strings.HasSuffix(p, "_cycles") && n > maxCycles {
+			return &Error{Field: p, Msg: fmt.Sprintf("%d cycles exceeds %d: at the slowest clock allowed that would wrap a stage's int64 picoseconds", n, int64(maxCycles))}
 		}
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		if v.Uint() == 0 && mayBeZero[p] == "" {

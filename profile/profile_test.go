@@ -154,6 +154,23 @@ func TestLoad(t *testing.T) {
 		{"zero store cost", `{"device":{"bar":{"store_cost_ps":0}}}`, "device.bar.store_cost_ps", "must be positive"},
 		{"negative work cost", `{"host":{"wqe_build_ps":-1}}`, "device.host.wqe_build_ps", "must be positive"},
 		{"unknown host key", `{"host":{"wqe_bild_ps":1}}`, "device.host.wqe_bild_ps", "unknown key"},
+		// Values the model's int64 picoseconds cannot hold, and values no
+		// command could run under (QA: negative stage times, a link that
+		// stopped limiting bandwidth, a run that never ended).
+		{"a store cost that wraps", `{"device":{"bar":{"store_cost_ps":1200000000000000000}}}`, "device.bar.store_cost_ps", "exceeds 1000000000000000 ps (1000 s)"},
+		{"a host read latency that wraps", `{"device":{"pcie":{"host_read_latency_ps":3000000000000000000}}}`, "device.pcie.host_read_latency_ps", "exceeds"},
+		{"cycles that wrap", `{"device":{"core":{"doorbell_cycles":4611686018427387904}}}`, "device.core.doorbell_cycles", "cycles exceeds 1000000000"},
+		{"a clock below 1 MHz", `{"core":{"clock_hz":1e-6}}`, "device.core.clock_hz", "outside 1e+06"},
+		{"a wire below 1 Mb/s", `{"wire":{"rate_bps":0.0001}}`, "wire.rate_bps", "outside 1e+06"},
+		{"a wire above 100 Tb/s", `{"wire":{"rate_bps":1e15}}`, "wire.rate_bps", "outside"},
+		{"a huge EQ", `{"device":{"events":{"eq_entries":1048576}}}`, "device.events.eq_entries", "exceeds 65536"},
+		{"endless doorbell-record re-reads", `{"device":{"core":{"rq_polls":10000000}}}`, "device.core.rq_polls", "exceeds 1024"},
+		{"max_rd_atomic past a u8", `{"device":{"caps":{"max_qp_rd_atom":100000}}}`, "device.caps.max_qp_rd_atom", "exceeds 255"},
+		{"max_rd_atomic below the tools' 16", `{"device":{"caps":{"max_qp_rd_atom":8}}}`, "device.caps.max_qp_rd_atom", "8 is below 16"},
+		{"one SGE", `{"device":{"caps":{"max_sge":1}}}`, "device.caps.max_sge", "1 is below 4"},
+		{"a tiny SQ", `{"device":{"caps":{"max_qp_wr":2}}}`, "device.caps.max_qp_wr", "2 is below 128"},
+		{"a tiny CQ", `{"device":{"caps":{"max_cqe":255}}}`, "device.caps.max_cqe", "255 is below 4096"},
+		{"one CQ", `{"device":{"caps":{"max_cq":1}}}`, "device.caps.max_cq", "1 is below 16"},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
