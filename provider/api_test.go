@@ -67,24 +67,28 @@ func TestModifyTransitions(t *testing.T) {
 
 func TestModifyValues(t *testing.T) {
 	cases := []struct {
-		name string
-		mod  func(rtr, rts *provider.QPAttr)
+		name  string
+		mod   func(rtr, rts *provider.QPAttr)
+		setup func(d *provider.FakeDev)
+		msg   string // the reason names both numbers where a limit was crossed
 	}{
-		{"mtu_enum_0", func(r, s *provider.QPAttr) { r.PathMTU = 0 }},
-		{"mtu_bytes_not_enum", func(r, s *provider.QPAttr) { r.PathMTU = 7 }},
-		{"dest_qpn_25_bits", func(r, s *provider.QPAttr) { r.DestQPN = 1 << 24 }},
-		{"rq_psn_25_bits", func(r, s *provider.QPAttr) { r.RQPSN = 1 << 24 }},
-		{"min_rnr_32", func(r, s *provider.QPAttr) { r.MinRNRTimer = 32 }},
-		{"dest_rd_atomic_too_many", func(r, s *provider.QPAttr) { r.MaxDestRdAtomic = 17 }},
-		{"flow_label_21_bits", func(r, s *provider.QPAttr) { r.AV.FlowLabel = 1 << 20 }},
-		{"retry_8", func(r, s *provider.QPAttr) { s.RetryCnt = 8 }},
-		{"rnr_retry_8", func(r, s *provider.QPAttr) { s.RNRRetry = 8 }},
-		{"timeout_32", func(r, s *provider.QPAttr) { s.Timeout = 32 }},
-		{"sq_psn_25_bits", func(r, s *provider.QPAttr) { s.SQPSN = 1 << 24 }},
+		{"mtu_enum_0", func(r, s *provider.QPAttr) { r.PathMTU = 0 }, nil, ""},
+		{"mtu_bytes_not_enum", func(r, s *provider.QPAttr) { r.PathMTU = 7 }, nil, ""},
+		{"mtu_above_active", func(r, s *provider.QPAttr) { r.PathMTU = mlx5.MTU1024 }, func(d *provider.FakeDev) { d.Attr.ActiveMTU = mlx5.MTU256 },
+			"path MTU 1024 above the port's active MTU 256"},
+		{"dest_qpn_25_bits", func(r, s *provider.QPAttr) { r.DestQPN = 1 << 24 }, nil, ""},
+		{"rq_psn_25_bits", func(r, s *provider.QPAttr) { r.RQPSN = 1 << 24 }, nil, ""},
+		{"min_rnr_32", func(r, s *provider.QPAttr) { r.MinRNRTimer = 32 }, nil, ""},
+		{"dest_rd_atomic_too_many", func(r, s *provider.QPAttr) { r.MaxDestRdAtomic = 17 }, nil, "max_dest_rd_atomic 17 above the device limit 16"},
+		{"flow_label_21_bits", func(r, s *provider.QPAttr) { r.AV.FlowLabel = 1 << 20 }, nil, ""},
+		{"retry_8", func(r, s *provider.QPAttr) { s.RetryCnt = 8 }, nil, ""},
+		{"rnr_retry_8", func(r, s *provider.QPAttr) { s.RNRRetry = 8 }, nil, ""},
+		{"timeout_32", func(r, s *provider.QPAttr) { s.Timeout = 32 }, nil, ""},
+		{"sq_psn_25_bits", func(r, s *provider.QPAttr) { s.SQPSN = 1 << 24 }, nil, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e := provider.NewEnv(t, provider.EnvOpts{})
+			e := provider.NewEnv(t, provider.EnvOpts{Setup: c.setup})
 			init, rtr, rts := provider.RTSAttrs()
 			c.mod(rtr, rts)
 			require.NoError(t, e.QP.Modify(init, provider.InitMask))
@@ -93,6 +97,9 @@ func TestModifyValues(t *testing.T) {
 				err = e.QP.Modify(rts, provider.RTSMask)
 			}
 			require.ErrorIs(t, err, provider.ErrInvalidAttr)
+			if c.msg != "" {
+				require.ErrorContains(t, err, c.msg)
+			}
 			n := len(e.Dev.Modifies)
 			require.NotEqual(t, provider.QPStateRTS, e.QP.State())
 			require.Len(t, e.Dev.Modifies, n, "nothing sent for a locally rejected modify")

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/uverbs"
@@ -109,11 +110,23 @@ func (qp *QP) checkValues(a *QPAttr, mask uint32) error {
 		bad bool
 		why string
 	}
+	// The three limits a profile sets say both numbers (only formatted
+	// when one is crossed).
+	mtuWhy, rdWhy, destWhy := "", "", ""
+	if dev.ActiveMTU != 0 && a.PathMTU > dev.ActiveMTU {
+		mtuWhy = fmt.Sprintf("path MTU %d above the port's active MTU %d", a.PathMTU.Bytes(), dev.ActiveMTU.Bytes())
+	}
+	if dev.MaxQPRdAtomic > 0 && int(a.MaxRdAtomic) > dev.MaxQPRdAtomic {
+		rdWhy = fmt.Sprintf("max_rd_atomic %d above the device limit %d", a.MaxRdAtomic, dev.MaxQPRdAtomic)
+	}
+	if dev.MaxQPRdAtomic > 0 && int(a.MaxDestRdAtomic) > dev.MaxQPRdAtomic {
+		destWhy = fmt.Sprintf("max_dest_rd_atomic %d above the device limit %d", a.MaxDestRdAtomic, dev.MaxQPRdAtomic)
+	}
 	checks := [...]check{
 		{mlx5.AttrAccessFlags, a.AccessFlags&^accessKnown != 0, "unknown access flags"},
 		{mlx5.AttrPort, a.Port == 0, "port 0 (ports start at 1)"},
 		{mlx5.AttrPathMTU, a.PathMTU.Bytes() == 0, "path MTU is not one of 256..4096 (enum 1..5)"},
-		{mlx5.AttrPathMTU, dev.ActiveMTU != 0 && a.PathMTU > dev.ActiveMTU, "path MTU above the port's active MTU"},
+		{mlx5.AttrPathMTU, mtuWhy != "", mtuWhy},
 		{mlx5.AttrDestQPN, a.DestQPN > 0xffffff, "dest QPN wider than 24 bits"},
 		{mlx5.AttrRQPSN, a.RQPSN > 0xffffff, "RQ PSN wider than 24 bits"},
 		{mlx5.AttrSQPSN, a.SQPSN > 0xffffff, "SQ PSN wider than 24 bits"},
@@ -121,8 +134,8 @@ func (qp *QP) checkValues(a *QPAttr, mask uint32) error {
 		{mlx5.AttrRetryCnt, a.RetryCnt > 7, "retry count above 7"},
 		{mlx5.AttrRNRRetry, a.RNRRetry > 7, "RNR retry above 7"},
 		{mlx5.AttrMinRNRTimer, a.MinRNRTimer > 31, "min RNR timer above 31"},
-		{mlx5.AttrMaxQPRdAtomic, dev.MaxQPRdAtomic > 0 && int(a.MaxRdAtomic) > dev.MaxQPRdAtomic, "max_rd_atomic above the device limit"},
-		{mlx5.AttrMaxDestRdAtomic, dev.MaxQPRdAtomic > 0 && int(a.MaxDestRdAtomic) > dev.MaxQPRdAtomic, "max_dest_rd_atomic above the device limit"},
+		{mlx5.AttrMaxQPRdAtomic, rdWhy != "", rdWhy},
+		{mlx5.AttrMaxDestRdAtomic, destWhy != "", destWhy},
 		{mlx5.AttrAV, a.AV.FlowLabel > 0xfffff, "flow label wider than 20 bits"},
 	}
 	for _, c := range checks {
