@@ -529,6 +529,9 @@ func checkKeys(p string, v any, t reflect.Type) *keyErr {
 		}
 		if _, err := n.Int64(); err != nil {
 			if _, err := strconv.ParseUint(n.String(), 10, 64); err != nil {
+				if f, err := n.Float64(); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+					return &keyErr{p, "must be written as an integer (no fraction or exponent), got " + n.String()}
+				}
 				return &keyErr{p, "must be a whole number in range, got " + n.String()}
 			}
 		}

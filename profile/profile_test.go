@@ -138,6 +138,8 @@ func TestLoad(t *testing.T) {
 		{"unknown nested key", `{"pcie":{"lane":16}}`, "device.pcie.lane", "unknown key"},
 		{"a string for a number", `{"caps":{"max_qp":"many"}}`, "device.caps.max_qp", "must be a number"},
 		{"fractional count", `{"caps":{"max_qp":1.5}}`, "device.caps.max_qp", "whole number"},
+		{"a whole count written as a float", `{"caps":{"max_qp":65536.0}}`, "device.caps.max_qp", "must be written as an integer (no fraction or exponent), got 65536.0"},
+		{"a whole count in exponent form", `{"caps":{"max_qp":6.5536e4}}`, "device.caps.max_qp", "must be written as an integer"},
 		{"bad MTU", `{"caps":{"active_mtu":1500}}`, "device.caps.active_mtu", "not an IB MTU"},
 		{"unknown base", `{"base":"cx9"}`, "base", "no embedded profile"},
 		{"wire too small for the MTU", `{"wire":{"mtu":1500}}`, "wire.mtu", "too small"},
