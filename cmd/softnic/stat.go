@@ -53,7 +53,9 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "softnic stat:", err)
 		return 2
 	}
-	if err := doStat(stdout, *op, size, n, mtu, *faults, *prof, *all, *asJSON); err != nil {
+	mtuSet := false
+	fs.Visit(func(f *flag.Flag) { mtuSet = mtuSet || f.Name == "mtu" })
+	if err := doStat(stdout, *op, size, n, mtu, mtuSet, *faults, *prof, *all, *asJSON); err != nil {
 		fmt.Fprintln(stderr, "softnic stat:", err)
 		return 1
 	}
@@ -77,7 +79,9 @@ func checkStatArgs(op string, size, n, mtu int) error {
 	return nil
 }
 
-func doStat(w io.Writer, op string, size, n, mtu int, faults, prof string, all, asJSON bool) error {
+// doStat runs the workload; mtuSet says --mtu was given (otherwise the
+// default 1024 is cut to a smaller active MTU of the profile).
+func doStat(w io.Writer, op string, size, n, mtu int, mtuSet bool, faults, prof string, all, asJSON bool) error {
 	var wop provider.WROpcode
 	switch op {
 	case "write":
@@ -95,6 +99,9 @@ func doStat(w io.Writer, op string, size, n, mtu int, faults, prof string, all, 
 	p, err := profile.Load(prof)
 	if err != nil {
 		return err
+	}
+	if a := p.Device.Caps.ActiveMTU; !mtuSet && a < mtu {
+		mtu = a // the default path MTU, cut to the port's
 	}
 	cfg := testbed.DefaultConfig()
 	cfg.Device, cfg.Host, cfg.Wire = p.Device, p.Host(), p.Wire

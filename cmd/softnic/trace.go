@@ -32,6 +32,7 @@ type traceOpts struct {
 	op, profile, pcap, chrome, faults string
 	html                              string
 	size, mtu, batch                  int
+	mtuSet                            bool // --mtu given: else the default is cut to a smaller active MTU
 	inline, noBF, json, hex, counters bool
 	srq, events                       bool
 	explain                           bool
@@ -221,6 +222,7 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	// flags: softnic trace ud_send --srq. Only the first word can be it,
 	// so a word after it is the unexpected one (trace write read names
 	// "read").
+	fs.Visit(func(f *flag.Flag) { o.mtuSet = o.mtuSet || f.Name == "mtu" })
 	if len(pos) > 0 {
 		if _, ok := traceOps[pos[0]]; ok {
 			opSet := false
@@ -402,6 +404,17 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	prof, err := profile.Load(o.profile)
 	if err != nil {
 		return err // a bad profile file: bad input, exit 1 as softnic profiles FILE
+	}
+	if a := prof.Device.Caps.ActiveMTU; !o.mtuSet && a < o.mtu {
+		// The default path MTU, cut to the port's; the checks above ran
+		// at the larger one, so the two that depend on it run again.
+		o.mtu = a
+		if ud && o.size > o.mtu {
+			return usageError{fmt.Errorf("--size %d: a UD SEND is one packet, at most the MTU (the profile's active MTU %d)", o.size, o.mtu)}
+		}
+		if err := checkWalkSize(o); err != nil {
+			return usageError{err}
+		}
 	}
 	cfg.Device, cfg.Host, cfg.Wire = prof.Device, prof.Host(), prof.Wire
 	if cfg.Faults, err = loadFaults(o.faults); err != nil {

@@ -649,3 +649,20 @@ func TestTraceDroppedEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestSmallActiveMTU: under a profile whose port is slower than the
+// default path MTU (1024), trace and stat run at the port's active MTU;
+// an explicit --mtu above it is refused naming both numbers.
+func TestSmallActiveMTU(t *testing.T) {
+	prof := writePlan(t, "mtu256.json", `{"device":{"caps":{"active_mtu":256}},"wire":{"mtu":320}}`)
+	out, errOut, code := runCLI(t, "trace", "--profile", prof, "--size", "1000")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "WRITE 1000 B x1, blueflame path, MTU 256")
+	require.Contains(t, out, "data verified")
+	out, errOut, code = runCLI(t, "stat", "--profile", prof, "-n", "3", "--size", "1000")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "sent_pkts 12") // 4 packets of 256 B a WRITE
+	_, errOut, code = runCLI(t, "trace", "--profile", prof, "--mtu", "1024")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "path MTU 1024 above the port's active MTU 256")
+}
