@@ -230,6 +230,19 @@ func (t *recordTracker) atBoundary() bool {
 	return t.skip == 0 && t.hdrN == 0 && !t.inHdr
 }
 
+// guard runs a pcapgo call and turns a panic in it into ErrMalformed:
+// pcapgo divides by a pcapng interface's timestamp resolution, among
+// other things, without checking the bytes first, and a capture is input
+// another party wrote (FuzzPcapReader found it).
+func guard(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: pcapgo failed on it: %v", ErrMalformed, p)
+		}
+	}()
+	return f()
+}
+
 // Magic numbers of the supported formats.
 const (
 	pcapMagicMicros = 0xa1b2c3d4
@@ -253,14 +266,16 @@ func NewPcapReader(r io.Reader) (*PcapReader, error) {
 	switch {
 	case be == pcapngMagic:
 		trk.ng = true
-		ng, err := pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
+		var ng *pcapgo.NgReader
+		err := guard(func() (err error) { ng, err = pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions); return err })
 		if err != nil {
 			return nil, fmt.Errorf("trace: pcapng: %w", err)
 		}
 		return &PcapReader{ng: ng, trk: trk, br: br}, nil
 	case be == pcapMagicMicros || le == pcapMagicMicros || be == pcapMagicNanos || le == pcapMagicNanos:
 		trk.inHdr = true
-		p, err := pcapgo.NewReader(br)
+		var p *pcapgo.Reader
+		err := guard(func() (err error) { p, err = pcapgo.NewReader(br); return err })
 		if err != nil {
 			return nil, fmt.Errorf("trace: pcap: %w", err)
 		}
@@ -286,7 +301,7 @@ func (r *PcapReader) ReadFrame() (PcapFrame, error) {
 		lt   layers.LinkType
 	)
 	if r.ng != nil {
-		data, ci, err = r.ng.ReadPacketData()
+		err = guard(func() (err error) { data, ci, err = r.ng.ReadPacketData(); return err })
 		if err == nil {
 			lt = r.ng.LinkType()
 			if ifc, ierr := r.ng.Interface(ci.InterfaceIndex); ierr == nil {
@@ -294,7 +309,7 @@ func (r *PcapReader) ReadFrame() (PcapFrame, error) {
 			}
 		}
 	} else {
-		data, ci, err = r.pcap.ReadPacketData()
+		err = guard(func() (err error) { data, ci, err = r.pcap.ReadPacketData(); return err })
 		lt = r.pcap.LinkType()
 	}
 	if t := r.trk; t.bad != nil && t.offset-int64(r.br.Buffered()) > t.badAt {

@@ -221,3 +221,48 @@ func TestPcapngMalformedBlock(t *testing.T) {
 		})
 	}
 }
+
+// FuzzPcapReader: any capture bytes are read to an end (io.EOF or an
+// error) without a panic, in at most one frame per 16 bytes of input, and
+// every frame's bytes come from the input.
+func FuzzPcapReader(f *testing.F) {
+	ci := gopacket.CaptureInfo{Timestamp: time.Unix(1, 0), CaptureLength: 60, Length: 60}
+	var pc, ng bytes.Buffer
+	pw := pcapgo.NewWriter(&pc)
+	_ = pw.WriteFileHeader(65535, layers.LinkTypeEthernet)
+	nw, err := pcapgo.NewNgWriter(&ng, layers.LinkTypeEthernet)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for i := range 3 {
+		frame := bytes.Repeat([]byte{byte(i)}, 60)
+		_ = pw.WritePacket(ci, frame)
+		_ = nw.WritePacket(ci, frame)
+	}
+	_ = nw.Flush()
+	f.Add(pc.Bytes())
+	f.Add(ng.Bytes())
+	bad := bytes.Clone(ng.Bytes())
+	f.Add(bad[:len(bad)/2])
+	f.Add([]byte("hello world"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r, err := NewPcapReader(bytes.NewReader(in))
+		if err != nil {
+			return
+		}
+		n := 0
+		for {
+			fr, err := r.ReadFrame()
+			if err != nil {
+				break
+			}
+			n++
+			if n > len(in)/16+1 {
+				t.Fatalf("%d frames from %d bytes", n, len(in))
+			}
+			if len(fr.Data) > len(in) {
+				t.Fatalf("a frame of %d bytes from %d bytes of input", len(fr.Data), len(in))
+			}
+		}
+	})
+}
