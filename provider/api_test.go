@@ -561,3 +561,19 @@ func TestCreateQPBFRegOutsideWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestClosedContextQPRefusesPosts: a QP whose destroy failed at Close is
+// left behind dead, and PostSend refuses it on the one-WR fast path too
+// (the fast flag is recomputed with the dead one).
+func TestClosedContextQPRefusesPosts(t *testing.T) {
+	e := provider.NewEnv(t, provider.EnvOpts{})
+	init, rtr, rts := provider.RTSAttrs()
+	require.NoError(t, e.QP.Modify(init, provider.InitMask))
+	require.NoError(t, e.QP.Modify(rtr, provider.RTRMask))
+	require.NoError(t, e.QP.Modify(rts, provider.RTSMask))
+	e.Dev.Fail["destroy_qp"] = mlx5.StatusInternalErr
+	require.Error(t, e.Ctx.Close())
+	n, err := e.QP.PostSend([]provider.SendWR{{Opcode: provider.WRRDMAWrite, SGL: []provider.SGE{e.MR.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 1}})
+	require.ErrorIs(t, err, provider.ErrClosed)
+	require.Zero(t, n)
+}

@@ -232,7 +232,7 @@ func (c *Context) Close() error {
 	// device is closed (on rxe its doorbell is a write() to an fd number
 	// that may by now be another file's).
 	for _, qp := range c.qps {
-		qp.dead = true
+		qp.markDead()
 	}
 	c.closed = true
 	return first

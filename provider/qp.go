@@ -370,6 +370,13 @@ func (qp *QP) QueryState() (QPState, error) {
 
 // refreshFast recomputes fast after anything it depends on changed
 // (state, death, injected bugs).
+// markDead retires the QP: every post is refused from here on, the
+// fast path's included.
+func (qp *QP) markDead() {
+	qp.dead = true
+	qp.refreshFast()
+}
+
 func (qp *QP) refreshFast() {
 	qp.fastBF, qp.fastMsg = 0, qp.ctx.maxMsg
 	if qp.bfOn {
@@ -410,8 +417,7 @@ func (qp *QP) Destroy() error {
 	if qp.sendCQ != qp.recvCQ {
 		qp.sendCQ.clean(qp.qpn, qp.srq)
 	}
-	qp.dead = true
-	qp.refreshFast()
+	qp.markDead()
 	delete(c.qps, qp.qpn)
 	qp.pd.refs--
 	qp.sendCQ.refs--
