@@ -684,3 +684,25 @@ func TestTimedFaultsDeferred(t *testing.T) {
 		require.True(t, fatal)
 	})
 }
+
+// TestEndTimedFaultsBusyForEver: a workload that never idles (a SEND with
+// no receive posted, RNR retry infinite) still ends: EndTimedFaults
+// drains at most its bound, and the timed rule is stopped, not fired.
+func TestEndTimedFaultsBusyForEver(t *testing.T) {
+	w, req, _ := faultWorld(t, `{"rules":[{"point":"device","action":"fatal","at_ps":1000000000000000}]}`,
+		func(c *testbed.Config) { c.DeferTimedFaults = true })
+	w.Settle(0)
+	w.ArmTimedFaults()
+	_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 8)}}})
+	require.NoError(t, err)
+	done := make(chan []fault.Scheduled, 1)
+	go func() { done <- w.EndTimedFaults() }()
+	select {
+	case notFired := <-done:
+		require.Len(t, notFired, 1)
+		require.Zero(t, w.TimedFaultsPending())
+		require.Positive(t, w.Eng.Pending(), "the RNR loop is still going")
+	case <-time.After(60 * time.Second):
+		t.Fatal("EndTimedFaults did not return on a busy simulation")
+	}
+}

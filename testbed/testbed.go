@@ -222,6 +222,9 @@ func (w *World) TimedFaultsPending() int {
 	return n
 }
 
+// endDrainSteps bounds EndTimedFaults' drain.
+const endDrainSteps = 1 << 22
+
 // Drain is Settle for the end of a workload: it runs the simulation until
 // nothing but timed fault rules is scheduled (or limit events; limit <= 0:
 // no limit), and returns the number of events it ran. A timed rule due
@@ -236,11 +239,15 @@ func (w *World) Drain(limit int) int {
 }
 
 // EndTimedFaults is the end of the run for the fault plan: it drains the
-// workload (Drain(0)) and stops the timed rules that have not fired (the
-// run ended first), and the ends of port-down windows. It returns the
-// plan's timed rules that fired on no device, in plan order.
+// workload (at most endDrainSteps events) and stops the timed rules that
+// have not fired (the run ended first), and the ends of port-down
+// windows. It returns the plan's timed rules that fired on no device, in
+// plan order.
 func (w *World) EndTimedFaults() []fault.Scheduled {
-	w.Drain(0)
+	// Bounded: after a failed wait the simulation may be busy for ever
+	// (RNR NAKs with infinite retry); what is left after a finished run
+	// is a few ACKs and timers.
+	w.Drain(endDrainSteps)
 	w.devices(func(d *device.Device) { d.DisarmTimedFaults() })
 	var out []fault.Scheduled
 	stats := w.Injector.Fired()
