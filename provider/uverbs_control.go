@@ -187,8 +187,9 @@ func (u *UverbsControl) fail(cmd string, err error) error {
 	}
 	if ue.Cmd == "" {
 		// A refusal from a daemon (socketTransport) carries the errno and
-		// the daemon's whole message, which already reads "uverbs: CMD:
-		// errno: reason": name the command here and keep only the reason.
+		// the reason: name the command here. A daemon from before this
+		// one sent its whole message ("uverbs: CMD: errno: reason"), so
+		// that prefix is cut when it is there.
 		r := *ue
 		r.Cmd = cmd
 		r.Reason = strings.TrimPrefix(r.Reason, "uverbs: "+cmd+": "+r.Errno.Error()+": ")

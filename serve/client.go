@@ -307,7 +307,9 @@ func (c *client) uverbs(req []byte) ([]byte, *attach.ErrorMsg) {
 		d.ctr.UverbsErrors++
 		var ue *uverbs.Error
 		if errors.As(err, &ue) {
-			return c.resp[:0], &attach.ErrorMsg{Errno: ue.Errno, Reason: ue.Error()}
+			// The reason only: the client's UverbsControl names the
+			// command and the errno itself.
+			return c.resp[:0], &attach.ErrorMsg{Errno: ue.Errno, Reason: ue.Reason}
 		}
 		return c.resp[:0], &attach.ErrorMsg{Errno: syscall.EIO, Reason: err.Error()}
 	}
