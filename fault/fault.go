@@ -803,8 +803,11 @@ func Load(path string) (*Plan, error) {
 func parse(data []byte) (*Plan, error) {
 	// The rules are decoded one by one so that an error found while
 	// decoding one (an unknown field, nth 0) names its index.
+	// The plan's own fields come through the embedded Plan; its rules are
+	// decoded one by one below (the outer Rules shadows Plan's), so that
+	// an error names the rule.
 	var raw struct {
-		Seed  uint64            `json:"seed"`
+		Plan
 		Rules []json.RawMessage `json:"rules"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -815,7 +818,7 @@ func parse(data []byte) (*Plan, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("%w: trailing data after the plan", ErrInvalidPlan)
 	}
-	p := Plan{Seed: raw.Seed}
+	p := raw.Plan
 	if raw.Rules != nil {
 		p.Rules = make([]Rule, len(raw.Rules))
 	}

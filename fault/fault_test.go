@@ -252,11 +252,6 @@ func BenchmarkDecide(b *testing.B) {
 	}
 }
 
-// TestParseExplicitZero: nth, every, mask and prob are plain numbers in
-// Rule, where 0 means "not set"; written as 0 in the JSON they are refused
-// (nth 0, every 0 and prob 0 used to be read as "fire on every event",
-// mask 0 as "a random mask"), while leaving them out, or null, is still
-// valid.
 // parseCase is a plan and the error it must give: want is a substring
 // ("" = valid); errors other than JSON decoding ones also match the
 // sentinel checkParseCases is given.
@@ -286,6 +281,11 @@ func checkParseCases(t *testing.T, cases []parseCase, sentinel error) {
 	}
 }
 
+// TestParseExplicitZero: nth, every, mask and prob are plain numbers in
+// Rule, where 0 means "not set"; written as 0 in the JSON they are refused
+// (nth 0, every 0 and prob 0 used to be read as "fire on every event",
+// mask 0 as "a random mask"), while leaving them out, or null, is still
+// valid.
 func TestParseExplicitZero(t *testing.T) {
 	tests := []parseCase{
 		{"nth 0", `{"rules":[{"point":"wire.tx","action":"drop","nth":0}]}`, "rule 0: nth 0: want nth >= 1"},
