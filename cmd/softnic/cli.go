@@ -59,3 +59,10 @@ func mtuError(flag string, n int) error {
 // maxIters bounds every iteration count (perf -n, stat -n): 2^24 runs
 // take seconds to minutes; more is a typo, not a workload.
 const maxIters = 1 << 24
+
+// usageError marks an error in a command's arguments found after parsing
+// (a value the profile or the device refuses): exit 2, as a bad flag, not
+// 1 as a run that failed.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }

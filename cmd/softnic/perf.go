@@ -451,20 +451,13 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "softnic perf:", err)
-		if errors.As(err, new(perfUsageError)) {
+		if errors.As(err, new(usageError)) {
 			return 2
 		}
 		return 1
 	}
 	return 0
 }
-
-// perfUsageError is bad usage that only the device can tell (its caps):
-// exit 2, as a flag refused at parse time, though found once the profile
-// or the device is open.
-type perfUsageError struct{ error }
-
-func (e perfUsageError) Unwrap() error { return e.error }
 
 // fitInline refuses an -I the device cannot take: perftest's range
 // (0..912) passes the flag check, but a QP's max_inline_data is at most
@@ -477,7 +470,7 @@ func (o *perfOpts) fitInline(devMax int, where string) error {
 	case !o.inlineSet:
 		o.inline = devMax
 	default:
-		return perfUsageError{fmt.Errorf("-I %d: the device's max inline data is %d bytes (%s)", o.inline, devMax, where)}
+		return usageError{fmt.Errorf("-I %d: the device's max inline data is %d bytes (%s)", o.inline, devMax, where)}
 	}
 	return nil
 }

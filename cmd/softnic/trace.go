@@ -256,12 +256,6 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// usageError marks an error in the command's arguments (exit 2, as a bad
-// flag), as opposed to a walk that ran and failed (exit 1).
-type usageError struct{ error }
-
-func (u usageError) Unwrap() error { return u.error }
-
 // parseInterspersed parses flags wherever they are among the arguments
 // (Go's flag package stops at the first non-flag) and returns the other
 // arguments in order; "--" ends the flags.
