@@ -136,25 +136,15 @@ type Counter struct {
 // Counters returns every non-zero counter of the device, the port, the
 // transport and the fault plan's rules, sorted by name.
 func (n *Net) Counters() []Counter {
-	var out []Counter
-	add := func(m map[string]uint64) {
-		for k, v := range m {
-			if v != 0 {
-				out = append(out, Counter{k, v})
-			}
-		}
-	}
-	add(n.HWCounters())
-	add(n.port.Counters().Snapshot())
+	ms := []map[string]uint64{n.HWCounters(), n.port.Counters().Snapshot()}
 	if n.tr != nil {
-		add(n.tr.Stats().Map())
+		ms = append(ms, n.tr.Stats().Map())
 	}
 	for _, st := range n.inj.Fired() {
-		add(map[string]uint64{fmt.Sprintf("fault_rule%d_matched", st.Rule): st.Matched,
+		ms = append(ms, map[string]uint64{fmt.Sprintf("fault_rule%d_matched", st.Rule): st.Matched,
 			fmt.Sprintf("fault_rule%d_fired", st.Rule): st.Fired})
 	}
-	slices.SortFunc(out, func(a, b Counter) int { return cmp.Compare(a.Name, b.Name) })
-	return out
+	return CountersOf(ms...)
 }
 
 // HWCounters are the device's hw counters (Linux hw_counter names for the
@@ -173,12 +163,14 @@ func (n *Net) HWCounters() map[string]uint64 {
 // CounterLine formats Counters as "name=value ..." on one line.
 func (n *Net) CounterLine() string { return FormatCounters(n.Counters()) }
 
-// CountersOf is the non-zero counters of m, sorted by name.
-func CountersOf(m map[string]uint64) []Counter {
+// CountersOf is the non-zero counters of ms, sorted by name.
+func CountersOf(ms ...map[string]uint64) []Counter {
 	var out []Counter
-	for k, v := range m {
-		if v != 0 {
-			out = append(out, Counter{k, v})
+	for _, m := range ms {
+		for k, v := range m {
+			if v != 0 {
+				out = append(out, Counter{k, v})
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b Counter) int { return cmp.Compare(a.Name, b.Name) })
