@@ -65,9 +65,13 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 // checkStatArgs refuses bad usage before any device is built (exit 2):
 // an unknown --op, a size or count out of range (-n at most maxIters, as
 // perf's), an MTU that is not one of the five.
+// statOps are stat's operations and the work requests they post.
+var statOps = map[string]provider.WROpcode{"write": provider.WRRDMAWrite, "read": provider.WRRDMARead, "send": provider.WRSend}
+
 func checkStatArgs(op string, size, n, mtu int) error {
+	_, known := statOps[op]
 	switch {
-	case op != "write" && op != "read" && op != "send":
+	case !known:
 		return fmt.Errorf("--op %q: want write, read or send", op)
 	case size < 0 || size > 1<<30:
 		return fmt.Errorf("--size %d out of range 0..%d", size, 1<<30)
@@ -82,20 +86,7 @@ func checkStatArgs(op string, size, n, mtu int) error {
 // doStat runs the workload; mtuSet says --mtu was given (otherwise the
 // default 1024 is cut to a smaller active MTU of the profile).
 func doStat(w io.Writer, op string, size, n, mtu int, mtuSet bool, faults, prof string, all, asJSON bool) error {
-	var wop provider.WROpcode
-	switch op {
-	case "write":
-		wop = provider.WRRDMAWrite
-	case "read":
-		wop = provider.WRRDMARead
-	case "send":
-		wop = provider.WRSend
-	default:
-		return fmt.Errorf("--op %q: want write, read or send", op)
-	}
-	if err := checkStatArgs(op, size, n, mtu); err != nil {
-		return err
-	}
+	wop := statOps[op] // runStat has checked the arguments (checkStatArgs)
 	p, err := profile.Load(prof)
 	if err != nil {
 		return err
