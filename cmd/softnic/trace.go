@@ -579,7 +579,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		// --html -: with a fault plan or checked mode every stage and
 		// warning and what the faults did, and the counters if asked.
 		if cfg.Faults != nil || o.check {
-			_ = faultFailure(text, w, t0, wcs, o.check, nil) // a lost CQE or a CQ in error: show why
+			faultFailure(text, w, t0, wcs, o.check, notFired) // a lost CQE or a CQ in error: show why
 		}
 		if o.counters {
 			// What went wrong is in the counters (a fault plan that
@@ -592,14 +592,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		if walkErr != nil {
 			return walkErr
 		}
-		path := "doorbell"
-		for _, e := range w.Rec.Events() {
-			if e.Node == 0 && e.Name == "bf_mmio" {
-				path = "blueflame"
-				break
-			}
-		}
-		return json.NewEncoder(stdout).Encode(traceJSON{Path: path, TotalNS: total.NS()})
+		return json.NewEncoder(stdout).Encode(traceJSON{Path: walkPath(w.Rec.Events()), TotalNS: total.NS()})
 	}
 	n := o.size * o.batch
 	var problems []string
@@ -709,15 +702,9 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 			return err
 		}
 	}
-	// The path is what happened: a bf_mmio stage on the requester. When
-	// the first events were dropped it may have been among them.
-	path := "doorbell"
-	for _, e := range events {
-		if e.Node == 0 && e.Name == "bf_mmio" {
-			path = "blueflame"
-			break
-		}
-	}
+	// When the first events were dropped the bf_mmio may have been among
+	// them (below).
+	path := walkPath(events)
 	pathWhy := ""
 	switch {
 	case dropped > 0:
@@ -1214,4 +1201,15 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// walkPath is the path a walk took, from what happened: "blueflame" when
+// the requester (node 0) has a bf_mmio stage, else "doorbell".
+func walkPath(events []trace.Event) string {
+	for _, e := range events {
+		if e.Node == 0 && e.Name == "bf_mmio" {
+			return "blueflame"
+		}
+	}
+	return "doorbell"
 }
