@@ -66,3 +66,19 @@ const maxIters = 1 << 24
 type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
+
+// flagGiven says whether the command line set flag name (fs parsed).
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
+// pathMTU is the path MTU a walk runs at: the --mtu given, or else the
+// default cut to the port's active MTU when that is smaller (as perf does).
+func pathMTU(mtu int, given bool, active int) int {
+	if !given && active < mtu {
+		return active
+	}
+	return mtu
+}

@@ -459,6 +459,7 @@ func TestPerfWatchSkipsNothing(t *testing.T) {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			out, errs, code := runPerfCmd(t, args...)
 			sweepEveryStep = true
+			t.Cleanup(func() { sweepEveryStep = false }) // even if the run below panics
 			ref, referrs, refcode := runPerfCmd(t, args...)
 			sweepEveryStep = false
 			if code != 0 || refcode != 0 {

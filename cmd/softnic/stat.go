@@ -53,9 +53,7 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "softnic stat:", err)
 		return 2
 	}
-	mtuSet := false
-	fs.Visit(func(f *flag.Flag) { mtuSet = mtuSet || f.Name == "mtu" })
-	if err := doStat(stdout, *op, size, n, mtu, mtuSet, *faults, *prof, *all, *asJSON); err != nil {
+	if err := doStat(stdout, *op, size, n, mtu, flagGiven(fs, "mtu"), *faults, *prof, *all, *asJSON); err != nil {
 		fmt.Fprintln(stderr, "softnic stat:", err)
 		return 1
 	}
@@ -91,9 +89,7 @@ func doStat(w io.Writer, op string, size, n, mtu int, mtuSet bool, faults, prof 
 	if err != nil {
 		return err
 	}
-	if a := p.Device.Caps.ActiveMTU; !mtuSet && a < mtu {
-		mtu = a // the default path MTU, cut to the port's
-	}
+	mtu = pathMTU(mtu, mtuSet, p.Device.Caps.ActiveMTU)
 	cfg := testbed.DefaultConfig()
 	cfg.Device, cfg.Host, cfg.Wire = p.Device, p.Host(), p.Wire
 	if cfg.Faults, err = loadFaults(faults); err != nil {

@@ -222,12 +222,10 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	// flags: softnic trace ud_send --srq. Only the first word can be it,
 	// so a word after it is the unexpected one (trace write read names
 	// "read").
-	fs.Visit(func(f *flag.Flag) { o.mtuSet = o.mtuSet || f.Name == "mtu" })
+	o.mtuSet = flagGiven(fs, "mtu")
 	if len(pos) > 0 {
 		if _, ok := traceOps[pos[0]]; ok {
-			opSet := false
-			fs.Visit(func(f *flag.Flag) { opSet = opSet || f.Name == "op" })
-			if opSet && o.op != pos[0] {
+			if flagGiven(fs, "op") && o.op != pos[0] {
 				fmt.Fprintf(stderr, "softnic trace: operation %q and --op %q disagree\n", pos[0], o.op)
 				return 2
 			}
@@ -399,10 +397,10 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err // a bad profile file: bad input, exit 1 as softnic profiles FILE
 	}
-	if a := prof.Device.Caps.ActiveMTU; !o.mtuSet && a < o.mtu {
-		// The default path MTU, cut to the port's; the checks above ran
-		// at the larger one, so the two that depend on it run again.
-		o.mtu = a
+	if m := pathMTU(o.mtu, o.mtuSet, prof.Device.Caps.ActiveMTU); m != o.mtu {
+		// The checks above ran at the larger MTU: the two that depend
+		// on it run again.
+		o.mtu = m
 		if ud && o.size > o.mtu {
 			return usageError{fmt.Errorf("--size %d: a UD SEND is one packet, at most the MTU (the profile's active MTU %d)", o.size, o.mtu)}
 		}
