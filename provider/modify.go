@@ -2,7 +2,6 @@ package provider
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/uverbs"
@@ -106,41 +105,30 @@ func (qp *QP) Modify(attr *QPAttr, mask uint32) error {
 func (qp *QP) checkValues(a *QPAttr, mask uint32) error {
 	dev := &qp.ctx.attr
 	type check struct {
-		bit uint32
-		bad bool
-		why string
-	}
-	// The three limits a profile sets say both numbers (only formatted
-	// when one is crossed).
-	mtuWhy, rdWhy, destWhy := "", "", ""
-	if dev.ActiveMTU != 0 && a.PathMTU > dev.ActiveMTU {
-		mtuWhy = fmt.Sprintf("path MTU %d above the port's active MTU %d", a.PathMTU.Bytes(), dev.ActiveMTU.Bytes())
-	}
-	if dev.MaxQPRdAtomic > 0 && int(a.MaxRdAtomic) > dev.MaxQPRdAtomic {
-		rdWhy = fmt.Sprintf("max_rd_atomic %d above the device limit %d", a.MaxRdAtomic, dev.MaxQPRdAtomic)
-	}
-	if dev.MaxQPRdAtomic > 0 && int(a.MaxDestRdAtomic) > dev.MaxQPRdAtomic {
-		destWhy = fmt.Sprintf("max_dest_rd_atomic %d above the device limit %d", a.MaxDestRdAtomic, dev.MaxQPRdAtomic)
+		bit  uint32
+		bad  bool
+		why  string // a format; args fill it in (the limits a profile sets say both numbers)
+		args []any
 	}
 	checks := [...]check{
-		{mlx5.AttrAccessFlags, a.AccessFlags&^accessKnown != 0, "unknown access flags"},
-		{mlx5.AttrPort, a.Port == 0, "port 0 (ports start at 1)"},
-		{mlx5.AttrPathMTU, a.PathMTU.Bytes() == 0, "path MTU is not one of 256..4096 (enum 1..5)"},
-		{mlx5.AttrPathMTU, mtuWhy != "", mtuWhy},
-		{mlx5.AttrDestQPN, a.DestQPN > 0xffffff, "dest QPN wider than 24 bits"},
-		{mlx5.AttrRQPSN, a.RQPSN > 0xffffff, "RQ PSN wider than 24 bits"},
-		{mlx5.AttrSQPSN, a.SQPSN > 0xffffff, "SQ PSN wider than 24 bits"},
-		{mlx5.AttrTimeout, a.Timeout > 31, "timeout above 31"},
-		{mlx5.AttrRetryCnt, a.RetryCnt > 7, "retry count above 7"},
-		{mlx5.AttrRNRRetry, a.RNRRetry > 7, "RNR retry above 7"},
-		{mlx5.AttrMinRNRTimer, a.MinRNRTimer > 31, "min RNR timer above 31"},
-		{mlx5.AttrMaxQPRdAtomic, rdWhy != "", rdWhy},
-		{mlx5.AttrMaxDestRdAtomic, destWhy != "", destWhy},
-		{mlx5.AttrAV, a.AV.FlowLabel > 0xfffff, "flow label wider than 20 bits"},
+		{mlx5.AttrAccessFlags, a.AccessFlags&^accessKnown != 0, "unknown access flags", nil},
+		{mlx5.AttrPort, a.Port == 0, "port 0 (ports start at 1)", nil},
+		{mlx5.AttrPathMTU, a.PathMTU.Bytes() == 0, "path MTU is not one of 256..4096 (enum 1..5)", nil},
+		{mlx5.AttrPathMTU, dev.ActiveMTU != 0 && a.PathMTU > dev.ActiveMTU, "path MTU %d above the port's active MTU %d", []any{a.PathMTU.Bytes(), dev.ActiveMTU.Bytes()}},
+		{mlx5.AttrDestQPN, a.DestQPN > 0xffffff, "dest QPN wider than 24 bits", nil},
+		{mlx5.AttrRQPSN, a.RQPSN > 0xffffff, "RQ PSN wider than 24 bits", nil},
+		{mlx5.AttrSQPSN, a.SQPSN > 0xffffff, "SQ PSN wider than 24 bits", nil},
+		{mlx5.AttrTimeout, a.Timeout > 31, "timeout above 31", nil},
+		{mlx5.AttrRetryCnt, a.RetryCnt > 7, "retry count above 7", nil},
+		{mlx5.AttrRNRRetry, a.RNRRetry > 7, "RNR retry above 7", nil},
+		{mlx5.AttrMinRNRTimer, a.MinRNRTimer > 31, "min RNR timer above 31", nil},
+		{mlx5.AttrMaxQPRdAtomic, dev.MaxQPRdAtomic > 0 && int(a.MaxRdAtomic) > dev.MaxQPRdAtomic, "max_rd_atomic %d above the device limit %d", []any{a.MaxRdAtomic, dev.MaxQPRdAtomic}},
+		{mlx5.AttrMaxDestRdAtomic, dev.MaxQPRdAtomic > 0 && int(a.MaxDestRdAtomic) > dev.MaxQPRdAtomic, "max_dest_rd_atomic %d above the device limit %d", []any{a.MaxDestRdAtomic, dev.MaxQPRdAtomic}},
+		{mlx5.AttrAV, a.AV.FlowLabel > 0xfffff, "flow label wider than 20 bits", nil},
 	}
 	for _, c := range checks {
 		if mask&c.bit != 0 && c.bad {
-			return detail(ErrInvalidAttr, "%s", c.why)
+			return detail(ErrInvalidAttr, c.why, c.args...)
 		}
 	}
 	return nil
