@@ -103,7 +103,7 @@ func runDevinfo(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if !found {
-		fmt.Fprintf(stderr, "softnic devinfo: IB device '%s' wasn't found (have %s)\n", *dev, strings.Join(emulatedDevices(false), ", "))
+		fmt.Fprintln(stderr, "softnic devinfo:", deviceNotFound(*dev, emulatedDevices(false)))
 		return 1
 	}
 	return 0
@@ -127,9 +127,14 @@ func checkEmulatedDevice(name string, onWire bool) error {
 	}
 	have := emulatedDevices(onWire)
 	if !slices.Contains(have, name) {
-		return fmt.Errorf("IB device '%s' wasn't found (have %s)", name, strings.Join(have, ", "))
+		return deviceNotFound(name, have)
 	}
 	return nil
+}
+
+// deviceNotFound is ibv_devinfo's refusal of a device name.
+func deviceNotFound(name string, have []string) error {
+	return fmt.Errorf("IB device '%s' wasn't found (have %s)", name, strings.Join(have, ", "))
 }
 
 // kernelDevice reports whether a device name names a kernel device (rxe0,
