@@ -113,14 +113,14 @@ func (d *Device) sgeCopy(t sim.Time, pdn uint32, sges []mlx5.DataFields, off uin
 	return done, tlps, len(buf), nil
 }
 
-// sendAck builds and sends an ACK / NAK / RNR NAK for psn.
-func (d *Device) sendAck(t sim.Time, q *qp, psn roce.PSN, synd roce.Syndrome) {
+// sendAck builds and sends an ACK / NAK / RNR NAK for psn carrying msn.
+func (d *Device) sendAck(t sim.Time, q *qp, psn roce.PSN, synd roce.Syndrome, msn uint32) {
 	buf := d.frameBuf()
 	fp := &d.fp
 	d.frameHeader(q, fp)
 	fp.BTH.Opcode = roce.OpRCAck
 	fp.BTH.PSN = psn
-	fp.AETH = roce.AETHFields{Syndrome: synd, MSN: q.resp.msn & 0xffffff}
+	fp.AETH = roce.AETHFields{Syndrome: synd, MSN: msn & 0xffffff}
 	start, end, n, err := d.emit(q, buf, nil, t, d.cyc(d.spec.Core.AckCycles), false)
 	if err != nil {
 		d.warn(t, CtrPacketizeError, "QP %#x ACK: %v", q.qpn, err)

@@ -53,8 +53,10 @@ type responder struct {
 const respAhead = 16
 
 // respStream is a READ (or a replay of one) being answered, or an atomic
-// ACK queued behind one: responses leave in PSN order, so an atomic's ACK
-// never overtakes the READ responses before it.
+// ACK, an ACK or a NAK queued behind one: responses leave in PSN order, so
+// nothing overtakes the READ responses before it (rxe finishes a READ's
+// replies before it takes the next request; an ACK that overtook them
+// would tell the requester they were lost, rocev2.md §4.3).
 type respStream struct {
 	res    *rdRes   // nil: a duplicate READ whose resource was recycled, read again (reread)
 	replay bool     // a duplicate's replay (does not count against max_dest_rd_atomic)
@@ -65,9 +67,12 @@ type respStream struct {
 	i, n   int      // packet i of n of this stream
 	arrive sim.Time // when the request arrived (trace)
 	bytes  uint64
-	atomic bool // an atomic ACK carrying orig, ready at ready
+	atomic bool // an atomic ACK carrying orig and msn, ready at ready
 	orig   uint64
+	msn    uint32 // the MSN when the request was processed
 	ready  sim.Time
+	ack    bool          // an ACK, NAK or RNR NAK for psn with synd and msn, ready at ready
+	synd   roce.Syndrome // ack's syndrome
 }
 
 // rdRes is what the responder keeps of an executed READ or atomic.
@@ -117,7 +122,7 @@ func (r *responder) setMaxDestRd(n uint8) {
 func (r *responder) busyRd(t sim.Time) int {
 	n := 0
 	for i := range r.streams {
-		if !r.streams[i].replay {
+		if s := &r.streams[i]; !s.replay && !s.ack {
 			n++
 		}
 	}
@@ -161,7 +166,7 @@ func (r *responder) rx(arrive, t sim.Time, p *roce.Packet) {
 			// Re-ACK with the last accepted PSN, nothing re-executed
 			// (rocev2.md §4.5); packets that asked for no ACK get none.
 			if p.BTH.AckReq() {
-				d.sendAck(t, q, r.ePSN.Sub(1), roce.ACKSyndrome(0x1f))
+				r.ack(t, r.ePSN.Sub(1), roce.ACKSyndrome(0x1f))
 			}
 		}
 		return
@@ -173,7 +178,7 @@ func (r *responder) rx(arrive, t sim.Time, p *roce.Packet) {
 		// is still there. Later packets overtaking each other draw nothing.
 		if !r.nakSent || !psn.After(r.nakTrig) {
 			r.nakSent, r.nakTrig = true, psn
-			d.sendAck(t, q, r.ePSN, roce.NAKSyndrome(nakPSNSeq))
+			r.ack(t, r.ePSN, roce.NAKSyndrome(nakPSNSeq))
 		}
 		return
 	}
@@ -220,7 +225,17 @@ func (r *responder) error(t sim.Time, psn roce.PSN, code uint8, synd mlx5.Syndro
 		r.recv.active = false
 	}
 	q.toError(t)
-	d.sendAck(t, q, psn, roce.NAKSyndrome(code)) // after: a QP in ERR drops what it built before
+	d.sendAck(t, q, psn, roce.NAKSyndrome(code), r.msn) // after: a QP in ERR drops what it built before
+}
+
+// ack sends an ACK, NAK or RNR NAK for psn, or queues it behind the READ
+// responses still to be built (the MSN is the one now either way).
+func (r *responder) ack(t sim.Time, psn roce.PSN, synd roce.Syndrome) {
+	if len(r.streams) > 0 {
+		r.streams = append(r.streams, respStream{ack: true, first: psn, psn: psn, synd: synd, msn: r.msn, arrive: t, ready: t})
+		return
+	}
+	r.q.d.sendAck(t, r.q, psn, synd, r.msn)
 }
 
 // rnr answers a request that needs a receive WQE when none is posted: an
@@ -236,7 +251,7 @@ func (r *responder) rnr(t sim.Time, psn roce.PSN) {
 	}
 	d.rec.Warnf(d.node, t, "device", CtrOutOfBuffer.String(), "QP %#x PSN %#x: no receive WQE posted, RNR NAK", q.qpn, uint32(psn))
 	r.nakSent, r.nakTrig = true, psn
-	d.sendAck(t, q, psn, roce.RNRNAKSyndrome(q.minRNR))
+	r.ack(t, psn, roce.RNRNAKSyndrome(q.minRNR))
 }
 
 // recvSlot is where the responder keeps the receive WQE it takes; QPs
@@ -351,7 +366,7 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 		d.writeCQE(issued, q.rcq, &f, 0, int32(psn&0xffffff))
 	}
 	if p.BTH.AckReq() && q.typ == mlx5.QPTypeRC {
-		d.sendAck(done, q, psn, roce.ACKSyndrome(0x1f))
+		r.ack(done, psn, roce.ACKSyndrome(0x1f))
 	}
 }
 
@@ -377,7 +392,7 @@ func (r *responder) invalidateFailed(t, issued, done sim.Time, p *roce.Packet, e
 	d.writeCQE(issued, q.rcq, &f, 0, int32(psn&0xffffff)) // behind the data
 	q.toError(t)
 	if p.BTH.AckReq() {
-		d.sendAck(done, q, psn, roce.ACKSyndrome(0x1f)) // after: a QP in ERR drops what it built before
+		d.sendAck(done, q, psn, roce.ACKSyndrome(0x1f), r.msn) // after: a QP in ERR drops what it built before
 	}
 }
 
@@ -482,7 +497,7 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 		}
 	}
 	if p.BTH.AckReq() && q.typ == mlx5.QPTypeRC {
-		d.sendAck(done, q, psn, roce.ACKSyndrome(0x1f))
+		r.ack(done, psn, roce.ACKSyndrome(0x1f))
 	}
 }
 
@@ -531,7 +546,7 @@ func (r *responder) rxRead(arrive, t sim.Time, p *roce.Packet) {
 	d.inc(CtrRxReadRequests)
 	res := r.newRes()
 	*res = rdRes{valid: true, first: psn, npkts: pkts, va: va, rkey: rkey, length: n}
-	r.streams = append(r.streams, respStream{res: res, first: psn, psn: psn, host: host, left: n, n: pkts, arrive: arrive, bytes: n})
+	r.streams = append(r.streams, respStream{res: res, first: psn, psn: psn, host: host, left: n, n: pkts, arrive: arrive, bytes: n, msn: r.msn})
 	r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
 }
 
@@ -542,12 +557,19 @@ func (r *responder) pump(t sim.Time) {
 	d := q.d
 	for r.queued < respAhead && len(r.streams) > 0 && q.state != mlx5.QPStateERR && !q.dead {
 		s := &r.streams[0]
+		if s.ack {
+			d.sendAck(max(t, s.ready), q, s.psn, s.synd, s.msn)
+			r.streams = append(r.streams[:0], r.streams[1:]...)
+			continue
+		}
 		if s.atomic {
-			end := r.atomicAck(max(t, s.ready), s.psn, s.orig)
-			if s.res.valid && s.res.first == s.first {
-				s.res.txEnd = end
+			end := r.atomicAck(max(t, s.ready), s.psn, s.orig, s.msn)
+			if !s.replay { // a replay is neither outstanding nor a new stage
+				if s.res.valid && s.res.first == s.first {
+					s.res.txEnd = end
+				}
+				d.rec.StagePSN(d.node, "device", "responder", s.arrive, end, 8, 0, q.qpn, 0, int32(s.first&0xffffff))
 			}
-			d.rec.StagePSN(d.node, "device", "responder", s.arrive, end, 8, 0, q.qpn, 0, int32(s.first&0xffffff))
 			r.streams = append(r.streams[:0], r.streams[1:]...)
 			continue
 		}
@@ -565,7 +587,7 @@ func (r *responder) pump(t sim.Time) {
 			fp.BTH.Opcode = roce.OpRCReadResponseMiddle
 		}
 		fp.BTH.PSN = s.psn
-		fp.AETH = roce.AETHFields{Syndrome: roce.ACKSyndrome(0x1f), MSN: r.msn & 0xffffff}
+		fp.AETH = roce.AETHFields{Syndrome: roce.ACKSyndrome(0x1f), MSN: s.msn & 0xffffff}
 		pl := payload{n: int(sz), host: s.host, isHost: true, resp: true}
 		end, err := d.packetize(t, q, &pl, 0)
 		if err != nil {
@@ -623,12 +645,12 @@ func (r *responder) replayRead(t sim.Time, p *roce.Packet) {
 		}
 		d.inc(CtrReplayRead)
 		mtu := uint64(q.mtu)
-		st := respStream{res: e, replay: true, first: e.first, psn: psn, host: host, left: n, n: max(1, int((n+mtu-1)/mtu)), arrive: t, bytes: n}
+		st := respStream{res: e, replay: true, first: e.first, psn: psn, host: host, left: n, n: max(1, int((n+mtu-1)/mtu)), arrive: t, bytes: n, msn: r.msn}
 		for k := range r.streams {
 			if r.streams[k].res == e {
 				// That READ is being answered: start its stream again from
 				// where the requester asks (what is queued already goes out).
-				st.replay = r.streams[k].replay
+				st.replay, st.msn = r.streams[k].replay, r.streams[k].msn
 				r.streams[k] = st
 				r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
 				return
@@ -678,9 +700,9 @@ func (r *responder) reread(t sim.Time, p *roce.Packet) {
 		host = h
 	}
 	d.warn(t, CtrReplayReread, "QP %#x: duplicate %v PSN %#x matches no READ resource (max_dest_rd_atomic %d): read again from memory", q.qpn, p.Opcode, uint32(psn), q.maxDestRd)
-	st := respStream{replay: true, first: psn, psn: psn, host: host, left: n, n: pkts, arrive: t, bytes: n}
+	st := respStream{replay: true, first: psn, psn: psn, host: host, left: n, n: pkts, arrive: t, bytes: n, msn: r.msn}
 	for k := range r.streams {
-		if s := &r.streams[k]; s.res == nil && !s.atomic && s.first == psn {
+		if s := &r.streams[k]; s.res == nil && !s.atomic && !s.ack && s.first == psn {
 			r.streams[k] = st // being read again already: start over
 			r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
 			return
@@ -746,22 +768,24 @@ func (r *responder) rxAtomic(arrive, t sim.Time, p *roce.Packet) {
 	if len(r.streams) > 0 {
 		// READ responses before it are still to be built: the ACK goes
 		// out behind them (responses leave in PSN order).
-		r.streams = append(r.streams, respStream{res: res, first: psn, psn: psn, n: 1, arrive: arrive, bytes: 8, atomic: true, orig: orig, ready: done})
+		r.streams = append(r.streams, respStream{res: res, first: psn, psn: psn, n: 1, arrive: arrive, bytes: 8, atomic: true, orig: orig, msn: r.msn, ready: done})
 		return
 	}
-	res.txEnd = r.atomicAck(done, psn, orig)
+	res.txEnd = r.atomicAck(done, psn, orig, r.msn)
 	d.rec.StagePSN(d.node, "device", "responder", arrive, res.txEnd, 8, 0, q.qpn, 0, int32(psn&0xffffff))
 }
 
-// atomicAck sends the ATOMIC ACKNOWLEDGE for psn carrying orig.
-func (r *responder) atomicAck(t sim.Time, psn roce.PSN, orig uint64) sim.Time {
+// atomicAck sends the ATOMIC ACKNOWLEDGE for psn carrying orig, and msn
+// in its AETH: the MSN when the atomic ran, as rxe answers each request
+// as it processes it, even when the ACK waited behind READ responses.
+func (r *responder) atomicAck(t sim.Time, psn roce.PSN, orig uint64, msn uint32) sim.Time {
 	q := r.q
 	d := q.d
 	fp := &d.fp
 	d.frameHeader(q, fp)
 	fp.BTH.Opcode = roce.OpRCAtomicAck
 	fp.BTH.PSN = psn
-	fp.AETH = roce.AETHFields{Syndrome: roce.ACKSyndrome(0x1f), MSN: r.msn & 0xffffff}
+	fp.AETH = roce.AETHFields{Syndrome: roce.ACKSyndrome(0x1f), MSN: msn & 0xffffff}
 	fp.AtomicAckETH = roce.AtomicAckETHFields{OrigData: orig}
 	var pl payload
 	end, err := d.packetize(t, q, &pl, 0)
@@ -786,7 +810,15 @@ func (r *responder) replayAtomic(t sim.Time, p *roce.Packet) {
 		e := &r.res[i]
 		if e.valid && e.atomic && e.first == psn && e.va == p.AtomicETH.VA() && e.rkey == p.AtomicETH.RKey() {
 			d.inc(CtrReplayAtomic)
-			r.atomicAck(t.Add(d.cyc(d.spec.Core.ResponderCycles)), psn, e.orig)
+			ready := t.Add(d.cyc(d.spec.Core.ResponderCycles))
+			if len(r.streams) > 0 {
+				// READ responses are still to be built: the replayed ACK
+				// leaves behind them, as a first execution's does, so that
+				// responses keep PSN order.
+				r.streams = append(r.streams, respStream{res: e, replay: true, first: psn, psn: psn, n: 1, arrive: t, bytes: 8, atomic: true, orig: e.orig, msn: r.msn, ready: ready})
+				return
+			}
+			r.atomicAck(ready, psn, e.orig, r.msn)
 			return
 		}
 	}
