@@ -256,7 +256,7 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 		return
 	}
 	switch {
-	case q.typ == mlx5.QPTypeUC && (e.rdAtomic()):
+	case q.typ == mlx5.QPTypeUC && (e.rdAtomic() || e.op == mlx5.OpSendInval):
 		d.warn(t, CtrWQEBadOpcodeForQP, "UC QP %#x WQE %d: %v is not a UC operation", q.qpn, w.Index, e.op)
 		r.fail(t, e, mlx5.SyndLocalQPOp)
 		return
@@ -440,7 +440,7 @@ func (r *requester) transmit(t sim.Time, w *swqe, i int, psn roce.PSN) (sim.Time
 		n := min(w.length-off, mtu)
 		last := i == w.npkts-1
 		fp.BTH.Opcode = reqOpcode(w.op, i, w.npkts)
-		fp.BTH.SE = last && w.se && (w.op == mlx5.OpSend || w.op == mlx5.OpSendImm || w.op == mlx5.OpRDMAWriteImm)
+		fp.BTH.SE = last && w.se && (w.op == mlx5.OpSend || w.op == mlx5.OpSendImm || w.op == mlx5.OpSendInval || w.op == mlx5.OpRDMAWriteImm)
 		switch q.typ {
 		case mlx5.QPTypeUC:
 			fp.BTH.Opcode += roce.OpUCSendFirst // UC opcodes are the RC ones + 0x20
@@ -472,6 +472,7 @@ func (r *requester) transmit(t sim.Time, w *swqe, i int, psn roce.PSN) (sim.Time
 		fp.BTH.AckReq = q.typ == mlx5.QPTypeRC && (last || r.sinceAck >= maxPktsPerAckReq)
 		fp.RETH = roce.RETHFields{VA: w.raddr, RKey: w.rkey, DMALen: uint32(w.length)}
 		fp.Imm = w.imm
+		fp.InvRKey = w.imm // SEND_INVAL's ctrl immediate is the R_Key (IETH; only its last packet has one)
 		pl.n = int(n)
 		if w.isInline {
 			pl.inline = w.inline[off : off+n]
@@ -506,6 +507,7 @@ func (r *requester) transmit(t sim.Time, w *swqe, i int, psn roce.PSN) (sim.Time
 var reqOps = [256][4]roce.Opcode{
 	mlx5.OpSend:         {roce.OpRCSendFirst, roce.OpRCSendMiddle, roce.OpRCSendLast, roce.OpRCSendOnly},
 	mlx5.OpSendImm:      {roce.OpRCSendFirst, roce.OpRCSendMiddle, roce.OpRCSendLastImm, roce.OpRCSendOnlyImm},
+	mlx5.OpSendInval:    {roce.OpRCSendFirst, roce.OpRCSendMiddle, roce.OpRCSendLastInv, roce.OpRCSendOnlyInv},
 	mlx5.OpRDMAWrite:    {roce.OpRCWriteFirst, roce.OpRCWriteMiddle, roce.OpRCWriteLast, roce.OpRCWriteOnly},
 	mlx5.OpRDMAWriteImm: {roce.OpRCWriteFirst, roce.OpRCWriteMiddle, roce.OpRCWriteLastImm, roce.OpRCWriteOnlyImm},
 }

@@ -79,6 +79,8 @@ var goldenPosts = []goldenPost{
 		SGL: []provider.SGE{{Length: 64, LKey: 0x300, Addr: 0x2000}}}},
 	{name: "send", qpn: 0x42, index: 0x0010, wr: provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendSignaled,
 		SGL: []provider.SGE{{Length: 256, LKey: 0x1100, Addr: 0x10000}}}},
+	{name: "send_inval", qpn: 0x42, index: 0x0014, wr: provider.SendWR{Opcode: provider.WRSendWithInv, Flags: provider.SendSignaled,
+		InvalidateRKey: 0x00c0ffee, SGL: []provider.SGE{{Length: 512, LKey: 0x1100, Addr: 0x10400}}}},
 	{name: "send_imm_inline", qpn: 0x42, index: 0x0011, inline: []byte("softnic inline!"),
 		wr: provider.SendWR{Opcode: provider.WRSendImm, Flags: provider.SendSignaled | provider.SendInline, Imm: 0x01020304}},
 	{name: "send_inline_12", qpn: 0x42, index: 0x0012, inline: seqBytes(12, func(i int) byte { return byte(i) }),

@@ -198,7 +198,7 @@ func opcodeAllowed(t QPType, op mlx5.Opcode) bool {
 	switch t {
 	case QPTypeRC:
 		return true
-	case QPTypeUC:
+	case QPTypeUC: // SEND_WITH_INV is RC and XRC only (IB spec 9.4.1.3)
 		return op == mlx5.OpSend || op == mlx5.OpSendImm || op == mlx5.OpRDMAWrite || op == mlx5.OpRDMAWriteImm
 	case QPTypeUD:
 		return op == mlx5.OpSend || op == mlx5.OpSendImm
@@ -391,7 +391,8 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 
 // ctrlFlags is the ctrl segment's fm_ce_se byte and immediate for wr
 // (mlx5_post_send: fence, CQ update on signaled or sq_sig_all, solicited;
-// the immediate only for the WITH_IMM opcodes).
+// the immediate for the WITH_IMM opcodes, the R_Key to invalidate for
+// SEND_WITH_INV).
 func (qp *QP) ctrlFlags(wr *SendWR, mop mlx5.Opcode) (fmcese uint8, imm uint32) {
 	if wr.Flags&SendFence != 0 {
 		fmcese |= mlx5.FenceSmallAndFen
@@ -402,8 +403,11 @@ func (qp *QP) ctrlFlags(wr *SendWR, mop mlx5.Opcode) (fmcese uint8, imm uint32) 
 	if wr.Flags&SendSolicited != 0 {
 		fmcese |= mlx5.SolicitedEvent
 	}
-	if mop == mlx5.OpSendImm || mop == mlx5.OpRDMAWriteImm {
+	switch mop {
+	case mlx5.OpSendImm, mlx5.OpRDMAWriteImm:
 		imm = wr.Imm
+	case mlx5.OpSendInval:
+		imm = wr.InvalidateRKey // libmlx5 send_ieth
 	}
 	return fmcese, imm
 }

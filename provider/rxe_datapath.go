@@ -149,8 +149,11 @@ func (qp *QP) rxeBuildSend(wr *SendWR) error {
 		flags |= SendSignaled
 	}
 	put32(w[rxeWRFlags:], uint32(flags))
-	if wr.Opcode == WRSendImm || wr.Opcode == WRRDMAWriteImm {
+	switch wr.Opcode {
+	case WRSendImm, WRRDMAWriteImm:
 		binary.BigEndian.PutUint32(w[rxeWRImm:], wr.Imm)
+	case WRSendWithInv:
+		put32(w[rxeWRImm:], wr.InvalidateRKey) // ex.invalidate_rkey, host order
 	}
 	if qp.typ == QPTypeUD {
 		// wr.ud: the destination QPN and Q_Key and the kernel's AH number

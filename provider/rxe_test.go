@@ -129,6 +129,11 @@ func TestRXESendWQE(t *testing.T) {
 				require.Equal(t, uint64(0xabc000), u64(w, rxeSendIOVA))
 				require.Equal(t, []byte{1, 2, 3, 4}, w[rxeWRImm:rxeWRImm+4])
 			}},
+		{"SEND_WITH_INV: opcode 9, invalidate_rkey in host order", SendWR{Opcode: WRSendWithInv, SGL: sgl[:1], InvalidateRKey: 0x01020304},
+			func(t *testing.T, w []byte) {
+				require.Equal(t, uint32(9), u32(w, rxeWROpcode))
+				require.Equal(t, uint32(0x01020304), u32(w, rxeWRImm), "ex.invalidate_rkey is a __u32, not __be32")
+			}},
 		{"CMP_SWP: the atomic union", SendWR{Opcode: WRAtomicCmpSwp, SGL: []SGE{{Addr: 0x3000, Length: 8, LKey: 1}}, RemoteAddr: 0x8000, RKey: 3, CompareAdd: 5, Swap: 6},
 			func(t *testing.T, w []byte) {
 				require.Equal(t, uint64(0x8000), u64(w, rxeWRRemote))
@@ -173,7 +178,7 @@ func TestRXEPostErrors(t *testing.T) {
 	}{
 		{"too many SGEs", nil, []SendWR{{Opcode: WRSend, SGL: make([]SGE, 3)}}, 0, ErrTooManySGE, 0},
 		{"inline too big", nil, []SendWR{{Opcode: WRSend, Flags: SendInline, SGL: []SGE{{Length: 65}}}}, 0, ErrInlineTooBig, 0},
-		{"unknown opcode", nil, []SendWR{{Opcode: 9}}, 0, ErrInvalidArg, 0},
+		{"unknown opcode", nil, []SendWR{{Opcode: 8}}, 0, ErrInvalidArg, 0}, // BIND_MW
 		{"inline READ", nil, []SendWR{{Opcode: WRRDMARead, Flags: SendInline}}, 0, ErrInvalidArg, 0},
 		{"UD send without an AH", func(r *rxeRig) { r.qp.typ = QPTypeUD }, []SendWR{{Opcode: WRSend}}, 0, ErrInvalidArg, 0},
 		{"not in RTS", func(r *rxeRig) { r.qp.state = QPStateRTR }, []SendWR{{Opcode: WRSend}}, 0, ErrBadState, 0},

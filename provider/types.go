@@ -10,9 +10,9 @@ import (
 type WROpcode uint8
 
 // Send opcodes: all on RC QPs; SEND, SEND_WITH_IMM, RDMA_WRITE and
-// RDMA_WRITE_WITH_IMM on UC; SEND and SEND_WITH_IMM on UD. LOCAL_INV (7),
-// BIND_MW (8) and SEND_WITH_INV (9) are ibv opcodes this provider does not
-// build yet.
+// RDMA_WRITE_WITH_IMM on UC; SEND and SEND_WITH_IMM on UD. LOCAL_INV (7)
+// and BIND_MW (8) are ibv opcodes this provider does not build (the model
+// has no memory windows or fast-registration MRs).
 const (
 	WRRDMAWrite      WROpcode = 0
 	WRRDMAWriteImm   WROpcode = 1
@@ -21,13 +21,16 @@ const (
 	WRRDMARead       WROpcode = 4
 	WRAtomicCmpSwp   WROpcode = 5 // IBV_WR_ATOMIC_CMP_AND_SWP
 	WRAtomicFetchAdd WROpcode = 6 // IBV_WR_ATOMIC_FETCH_AND_ADD
+	// WRSendWithInv is IBV_WR_SEND_WITH_INV (RC only): a SEND whose last
+	// packet asks the responder to invalidate SendWR.InvalidateRKey.
+	WRSendWithInv WROpcode = 9
 )
 
 var wrOpcodeNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ",
-	"ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD"}
+	"ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD", WRSendWithInv: "SEND_WITH_INV"}
 
 func (o WROpcode) String() string {
-	if int(o) < len(wrOpcodeNames) {
+	if int(o) < len(wrOpcodeNames) && wrOpcodeNames[o] != "" {
 		return wrOpcodeNames[o]
 	}
 	return "WR_OPCODE_" + strconv.Itoa(int(o))
@@ -51,6 +54,8 @@ func (o WROpcode) mlx5Opcode() (op mlx5.Opcode, ok bool) {
 		return mlx5.OpAtomicCS, true
 	case WRAtomicFetchAdd:
 		return mlx5.OpAtomicFA, true
+	case WRSendWithInv:
+		return mlx5.OpSendInval, true
 	}
 	return 0, false
 }
@@ -86,13 +91,17 @@ type SGE struct {
 // the access or that there is exactly one 8-byte result buffer: the
 // device does, and answers with an error completion.
 type SendWR struct {
-	WRID       uint64
-	Opcode     WROpcode
-	Flags      SendFlags
-	SGL        []SGE
-	Imm        uint32 // host order; written big-endian into the ctrl segment
-	RemoteAddr uint64 // RDMA WRITE / READ, atomics
-	RKey       uint32 // RDMA WRITE / READ, atomics
+	WRID   uint64
+	Opcode WROpcode
+	Flags  SendFlags
+	SGL    []SGE
+	Imm    uint32 // host order; written big-endian into the ctrl segment
+	// InvalidateRKey is ibv_send_wr.invalidate_rkey: the R_Key a
+	// SEND_WITH_INV asks the responder to invalidate (written, as libmlx5
+	// writes it, big-endian into the ctrl segment's immediate).
+	InvalidateRKey uint32
+	RemoteAddr     uint64 // RDMA WRITE / READ, atomics
+	RKey           uint32 // RDMA WRITE / READ, atomics
 	// CompareAdd is wr.atomic.compare_add: the compare value of a
 	// compare-and-swap, the value added by a fetch-and-add.
 	CompareAdd uint64

@@ -467,7 +467,8 @@ func TestUCOpcodes(t *testing.T) {
 		{provider.WRRDMARead, 0, false, true},
 		{provider.WRAtomicCmpSwp, 0, false, true},
 		{provider.WRAtomicFetchAdd, 0, false, true},
-		{provider.WROpcode(7), 0, false, true}, // LOCAL_INV: not built
+		{provider.WROpcode(7), 0, false, true},   // LOCAL_INV: not built
+		{provider.WRSendWithInv, 0, false, true}, // RC and XRC only
 	}
 	for _, c := range cases {
 		t.Run(c.op.String(), func(t *testing.T) {

@@ -112,3 +112,72 @@ func TestSendWithInvalidate(t *testing.T) {
 		})
 	}
 }
+
+// TestPostSendWithInvalidate: a posted IBV_WR_SEND_WITH_INV becomes a SEND
+// whose last packet is SEND_LAST/ONLY_WITH_INVALIDATE with the IETH naming
+// SendWR.InvalidateRKey (libmlx5 puts the key in the ctrl segment's
+// immediate; the device moves it to the IETH). The requester completes it
+// as a SEND once it is ACKed; the responder, which cannot invalidate an
+// ordinary MR's key, completes the receive with REM_INV_REQ_ERR
+// (TestSendWithInvalidate). UC and UD QPs refuse the opcode, as it is RC
+// (and XRC) only.
+func TestPostSendWithInvalidate(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		mtu  int
+		n    uint32
+		want []roce.Opcode
+	}{
+		{"one packet", 0, 64, []roce.Opcode{roce.OpRCSendOnlyInv}},
+		{"three packets", 256, 600, []roce.Opcode{roce.OpRCSendFirst, roce.OpRCSendMiddle, roce.OpRCSendLastInv}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, err := testbed.New(testbed.DefaultConfig())
+			require.NoError(t, err)
+			t.Cleanup(w.Close)
+			eps, err := w.ConnectRC(testbed.ConnOpts{MTU: c.mtu})
+			require.NoError(t, err)
+			req, rsp := eps[0], eps[1]
+			var sent []roce.Packet
+			w.Link.AddTap(func(_ sim.Time, f []byte) {
+				var p roce.Packet
+				if roce.ParseFrame(f, &p) == nil && p.SrcIP == testbed.IPs[0] {
+					sent = append(sent, p)
+				}
+			})
+			_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 50, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}})
+			require.NoError(t, err)
+			fill(req.Buf.Bytes[:c.n], 0x3c)
+			const key = 0x00c0ffee
+			_, err = req.QP.PostSend([]provider.SendWR{{WRID: 7, Opcode: provider.WRSendWithInv, Flags: provider.SendSignaled,
+				SGL: []provider.SGE{req.MR.SGE(0, c.n)}, InvalidateRKey: key}})
+			require.NoError(t, err)
+			wc := waitOne(t, req.SendCQ)
+			require.Equal(t, provider.WCSuccess, wc.Status)
+			require.Equal(t, provider.WCSend, wc.Opcode)
+			require.Equal(t, uint64(7), wc.WRID)
+			require.Len(t, sent, len(c.want))
+			for i, p := range sent {
+				require.Equal(t, c.want[i], p.Opcode, "packet %d", i)
+				if i == len(sent)-1 {
+					require.Equal(t, uint32(key), p.IETH.RKey(), "the IETH names the key")
+				}
+			}
+			wc = waitOne(t, rsp.RecvCQ)
+			require.Equal(t, provider.WCRemInvReqErr, wc.Status, "no key of the model is remotely invalidatable")
+			require.Equal(t, req.Buf.Bytes[:c.n], rsp.Buf.Bytes[:c.n], "the data was placed")
+		})
+	}
+	for _, typ := range []provider.QPType{provider.QPTypeUC, provider.QPTypeUD} {
+		t.Run("refused on "+map[provider.QPType]string{provider.QPTypeUC: "UC", provider.QPTypeUD: "UD"}[typ], func(t *testing.T) {
+			w, err := testbed.New(testbed.DefaultConfig())
+			require.NoError(t, err)
+			t.Cleanup(w.Close)
+			eps, err := w.ConnectRC(testbed.ConnOpts{Type: typ})
+			require.NoError(t, err)
+			ep := eps[0]
+			_, err = ep.QP.PostSend([]provider.SendWR{{Opcode: provider.WRSendWithInv, SGL: []provider.SGE{ep.MR.SGE(0, 8)}}})
+			require.ErrorIs(t, err, provider.ErrInvalidArg)
+		})
+	}
+}

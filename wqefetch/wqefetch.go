@@ -620,7 +620,7 @@ func (e *Engine) decode(q *Queue, idx, to mlx5.WQECounter, w *WQE) int {
 		}
 		segs = segs[mlx5.RaddrSegSize+mlx5.AtomicSegSize:]
 		inlineOK, atomic = false, true
-	case mlx5.OpSend, mlx5.OpSendImm:
+	case mlx5.OpSend, mlx5.OpSendImm, mlx5.OpSendInval:
 	case mlx5.OpNOP:
 		w.State = StateValid
 		return bbs

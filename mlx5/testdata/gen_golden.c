@@ -185,6 +185,12 @@ static void wqes(void)
 	p = data(p, 256, 0x00001100, 0x10000);
 	wqe("send", b, p);
 
+	/* SEND with invalidate, one SGE: imm carries the rkey to invalidate
+	 * (libmlx5 send_ieth: htobe32(wr->invalidate_rkey)). */
+	p = ctrl(b, 0x0014, MLX5_OPCODE_SEND_INVAL, 0, 0x000042, MLX5_WQE_CTRL_CQ_UPDATE, 2, 0, 0x00c0ffee);
+	p = data(p, 512, 0x00001100, 0x10400);
+	wqe("send_inval", b, p);
+
 	/* SEND with immediate, 15 bytes inline (4+15 -> 32 B, 2 DS). */
 	static const uint8_t msg[] = "softnic inline!";
 	p = ctrl(b, 0x0011, MLX5_OPCODE_SEND_IMM, 0, 0x000042, MLX5_WQE_CTRL_CQ_UPDATE, 3, 0, 0x01020304);
