@@ -682,6 +682,33 @@ func TestRemoteAccessError(t *testing.T) {
 	})
 }
 
+// TestSendWithInvalidate: SEND_WITH_INV naming an ordinary MR's rkey,
+// which neither rxe (a user MR is not IB_MR_TYPE_MEM_REG) nor the
+// emulated NIC (no remotely invalidatable keys) can invalidate: the data
+// is placed, the receive completes REM_INV_REQ_ERR and the responder's QP
+// goes to error (rxe's class J error), while the packet is ACKed and the
+// requester's SEND succeeds (rocev2.md §4.6).
+func TestSendWithInvalidate(t *testing.T) {
+	each(t, func(t *testing.T, b *backend) {
+		p := connect(t, b)
+		a, z := p.ep[0], p.ep[1]
+		_, err := z.qp.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{z.mr.SGE(0, 256)}}})
+		require.NoError(t, err)
+		fill(a.bytes(t, 0, 100), 0x21)
+		_, err = a.qp.PostSend([]provider.SendWR{{WRID: 9, Opcode: provider.WRSendWithInv, Flags: provider.SendSignaled,
+			SGL: []provider.SGE{a.mr.SGE(0, 100)}, InvalidateRKey: z.mr.RKey}})
+		require.NoError(t, err)
+		wc := poll(t, a.cq, 1)[0]
+		require.Equal(t, uint64(9), wc.WRID)
+		require.Equal(t, provider.WCSuccess, wc.Status, "%v", wc.Status)
+		require.Equal(t, provider.WCSend, wc.Opcode)
+		wc = poll(t, z.cq, 1)[0]
+		require.Equal(t, uint64(1), wc.WRID)
+		require.Equal(t, provider.WCRemInvReqErr, wc.Status, "%v", wc.Status)
+		require.Equal(t, a.bytes(t, 0, 100), z.bytes(t, 0, 100), "the data was placed")
+	})
+}
+
 func TestFlushOnError(t *testing.T) {
 	each(t, func(t *testing.T, b *backend) {
 		p := connect(t, b)
