@@ -566,15 +566,31 @@ func (d *Device) wqeVendor(w *swqe, s mlx5.Syndrome) uint8 {
 // for a PCIe/IOMMU error (faults.md §2.5), or a device fatal error with
 // FaultSpec.DMAErrorFatal; otherwise the error's own syndrome.
 func (r *requester) failDMA(t sim.Time, w *swqe, err error) {
-	d := r.q.d
-	if errors.Is(err, dma.ErrPCIe) {
-		if d.spec.Faults.DMAErrorFatal {
-			d.EnterFatal(t, 0x8, "PCIe error on a DMA access")
-			return
-		}
-		w.errVendor = VendorPCIe
+	if r.q.d.dmaFatal(t, err) {
+		return
 	}
+	w.errVendor = pcieVendor(err)
 	r.fail(t, w, dma.Syndrome(err))
+}
+
+// dmaFatal enters the device fatal state (health syndrome 0x8, as AER
+// ends it) for a PCIe/IOMMU error on a DMA access when
+// FaultSpec.DMAErrorFatal is set, and reports whether it did.
+func (d *Device) dmaFatal(t sim.Time, err error) bool {
+	if d.spec.Faults.DMAErrorFatal && errors.Is(err, dma.ErrPCIe) {
+		d.EnterFatal(t, 0x8, "PCIe error on a DMA access")
+		return true
+	}
+	return false
+}
+
+// pcieVendor is the vendor syndrome of an error CQE caused by DMA error
+// err: 0x51 for a PCIe/IOMMU error, else 0 (by syndrome).
+func pcieVendor(err error) uint8 {
+	if errors.Is(err, dma.ErrPCIe) {
+		return VendorPCIe
+	}
+	return 0
 }
 
 // ModifyCQOverrunIgnore sets or clears a CQ's overrun-ignore bit

@@ -201,6 +201,23 @@ func (r *responder) rx(arrive, t sim.Time, p *roce.Packet) {
 // error NAKs a request and moves the QP to ERR; a non-zero syndrome also
 // completes the receive WQE in use with it (rocev2.md §4.6).
 func (r *responder) error(t sim.Time, psn roce.PSN, code uint8, synd mlx5.Syndrome) {
+	r.errorVendor(t, psn, code, synd, 0)
+}
+
+// dmaError is error for a failed DMA access of the request at psn: NAK
+// remote operational error, and the receive WQE in use (if synd is not 0)
+// completed with synd and, for a PCIe/IOMMU error, vendor 0x51, as the
+// requester's own DMA errors are (faults.md §2.5 suggests RESP_ERR plus a
+// NAK [unconfirmed]). With FaultSpec.DMAErrorFatal a PCIe/IOMMU error is
+// a device fatal error instead, wherever the access was.
+func (r *responder) dmaError(t sim.Time, psn roce.PSN, synd mlx5.Syndrome, err error) {
+	if r.q.d.dmaFatal(t, err) {
+		return
+	}
+	r.errorVendor(t, psn, nakRemoteOp, synd, pcieVendor(err))
+}
+
+func (r *responder) errorVendor(t sim.Time, psn roce.PSN, code uint8, synd mlx5.Syndrome, vendor uint8) {
 	q := r.q
 	d := q.d
 	if q.typ != mlx5.QPTypeRC {
@@ -220,7 +237,7 @@ func (r *responder) error(t sim.Time, psn roce.PSN, code uint8, synd mlx5.Syndro
 	if synd != 0 && r.recv.active {
 		d.inc(CtrRespCQEError)
 		d.inc(ctrCQEError(synd))
-		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.recv.wqe.index, Syndrome: synd}
+		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.recv.wqe.index, Syndrome: synd, VendorErrSynd: vendor}
 		d.writeCQE(t, q.rcq, &f, 0, int32(psn&0xffffff))
 		r.recv.active = false
 	}
@@ -327,7 +344,7 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 			r.error(t, psn, nakInvalidReq, mlx5.SyndLocalLength)
 		} else {
 			d.warn(t, CtrRxRecvProt, "QP %#x receive WQE %d: %v", q.qpn, r.recv.wqe.index, err)
-			r.error(t, psn, nakRemoteOp, mlx5.SyndLocalProt)
+			r.dmaError(t, psn, mlx5.SyndLocalProt, err)
 		}
 		return
 	}
@@ -475,7 +492,7 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 		}
 		if err != nil {
 			d.warn(t, CtrRxWriteDMA, "QP %#x: %v", q.qpn, err)
-			r.error(t, psn, nakRemoteOp, 0)
+			r.dmaError(t, psn, 0, err)
 			return
 		}
 		done, tlps, wire = dn, st.TLPs(), st.WireBytes
@@ -592,7 +609,7 @@ func (r *responder) pump(t sim.Time) {
 		end, err := d.packetize(t, q, &pl, 0)
 		if err != nil {
 			d.warn(t, CtrRxReadDMA, "QP %#x READ response PSN %#x: %v", q.qpn, uint32(fp.BTH.PSN), err)
-			r.error(t, s.first, nakRemoteOp, 0)
+			r.dmaError(t, s.first, 0, err)
 			return
 		}
 		r.queued++
@@ -755,7 +772,7 @@ func (r *responder) rxAtomic(arrive, t sim.Time, p *roce.Packet) {
 	}
 	if err != nil {
 		d.warn(t, CtrRxAtomicDMA, "QP %#x %v: %v", q.qpn, p.Opcode, err)
-		r.error(t, psn, nakRemoteOp, 0)
+		r.dmaError(t, psn, 0, err)
 		return
 	}
 	orig := binary.LittleEndian.Uint64(b)
@@ -913,7 +930,10 @@ func (r *responder) rxUD(arrive, t sim.Time, p *roce.Packet) {
 	switch {
 	case err != nil:
 		d.warn(t, CtrRxRecvProt, "UD QP %#x receive WQE %d: %v", q.qpn, w.index, err)
-		f.Opcode, f.Syndrome = mlx5.CQERespErr, mlx5.SyndLocalProt
+		if d.dmaFatal(t, err) {
+			return
+		}
+		f.Opcode, f.Syndrome, f.VendorErrSynd = mlx5.CQERespErr, mlx5.SyndLocalProt, pcieVendor(err)
 	case left1 > 0 || left2 > 0:
 		d.warn(t, CtrRxUDTooLong, "UD QP %#x: %d bytes + 40 of GRH do not fit receive WQE %d", q.qpn, len(p.Payload), w.index)
 		f.Opcode, f.Syndrome = mlx5.CQERespErr, mlx5.SyndLocalLength

@@ -281,6 +281,79 @@ func TestFaultDMA(t *testing.T) {
 	})
 }
 
+// TestDMAErrorFatal: a PCIe error (here UR) on any DMA access the
+// responder makes — a WRITE's or a SEND's data, a READ response's read,
+// an atomic's read — is a device fatal error (health syndrome 0x8) with
+// faults.dma_error_fatal, as it already was on the requester's payload
+// read and on a CQE write; before, the responder's accesses ignored the
+// switch and NAKed. Without the switch the responder NAKs (the requester
+// sees REM_OP_ERR) and a SEND's receive completes LOC_PROT_ERR with vendor
+// 0x51, as a requester's DMA error does (it had vendor 0).
+func TestDMAErrorFatal(t *testing.T) {
+	const all = provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic
+	for _, c := range []struct {
+		name   string
+		node   int
+		point  string // dma.read or dma.write
+		op     provider.WROpcode
+		target string
+	}{
+		{"requester payload read", 0, "dma.read", provider.WRRDMAWrite, "data"},
+		{"responder WRITE data", 1, "dma.write", provider.WRRDMAWrite, "data"},
+		{"responder SEND data", 1, "dma.write", provider.WRSend, "data"},
+		{"responder READ response", 1, "dma.read", provider.WRRDMARead, "data"},
+		{"responder atomic", 1, "dma.read", provider.WRAtomicFetchAdd, "data"},
+		{"responder CQE", 1, "dma.write", provider.WRSend, "cqe"},
+	} {
+		for _, fatal := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s fatal=%v", c.name, fatal), func(t *testing.T) {
+				cfg := testbed.DefaultConfig()
+				cfg.Device.Faults.DMAErrorFatal = fatal
+				cfg.Device.Faults.HealthPoll = 10 * sim.Microsecond
+				w, err := testbed.New(cfg)
+				require.NoError(t, err)
+				t.Cleanup(w.Close)
+				eps, err := w.ConnectRC(testbed.ConnOpts{Timeout: 8, RetryCnt: 3, Access: all})
+				require.NoError(t, err)
+				req, rsp := eps[0], eps[1]
+				_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 5, SGL: []provider.SGE{rsp.MR.SGE(0, 64)}}})
+				require.NoError(t, err)
+				setPlan(t, w, fmt.Sprintf(`{"rules":[{"point":%q,"action":"ur","nth":1,"match":{"node":%d,"target":%q}}]}`, c.point, c.node, c.target))
+				n := uint32(64)
+				if c.op == provider.WRAtomicFetchAdd {
+					n = 8
+				}
+				req.QP.SetBlueFlame(false)
+				_, err = req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: c.op, Flags: provider.SendSignaled,
+					SGL: []provider.SGE{req.MR.SGE(0, n)}, RemoteAddr: rsp.Buf.Addr, RKey: rsp.MR.RKey}})
+				require.NoError(t, err)
+				wc := waitOne(t, req.SendCQ) // fatal: a flush, or RETRY_EXC_ERR from the peer of a dead device
+				dead, synd := w.Hosts[c.node].Dev.Fatal()
+				require.Equal(t, fatal, dead, "device fatal")
+				if fatal {
+					require.Equal(t, uint8(0x8), synd)
+					return
+				}
+				switch {
+				case c.target == "cqe":
+					require.Equal(t, uint64(1), hctr(w.Hosts[1], device.CtrCQErrorAccess), "the responder's CQ in error")
+				case c.node == 0:
+					require.Equal(t, provider.WCLocProtErr, wc.Status)
+					require.Equal(t, uint32(device.VendorPCIe), wc.VendorErr)
+				default:
+					require.Equal(t, provider.WCRemOpErr, wc.Status, "NAK remote operational error")
+					require.Equal(t, provider.QPStateErr, qpState(t, rsp.QP))
+					if c.op == provider.WRSend {
+						rwc := waitOne(t, rsp.RecvCQ)
+						require.Equal(t, provider.WCLocProtErr, rwc.Status)
+						require.Equal(t, uint32(device.VendorPCIe), rwc.VendorErr, "a PCIe error, as the requester reports one")
+					}
+				}
+			})
+		}
+	}
+}
+
 // setPlan gives both devices of w a plan built once addresses are known
 // (device hook points only: the wire keeps its own).
 func setPlan(t *testing.T, w *testbed.World, plan string) {
