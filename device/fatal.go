@@ -177,6 +177,7 @@ func (d *Device) swCQE(t sim.Time, c *cq, f *mlx5.CQEFields) {
 		return
 	}
 	c.pi++
+	d.landed++ // visible now: a poller that waits for CQEsLanded to move must see it
 	d.inc(CtrCQEs)
 }
 

@@ -495,6 +495,7 @@ func TestFaultDeviceFatal(t *testing.T) {
 	// cut), so the WRITE waits for its ACK.
 	w.Hosts[1].Dev.SetLinkState(false)
 	writeWR(t, req, rsp, 1, 0, 64)
+	landed := h.Dev.CQEsLanded()
 	w.Eng.RunUntil(sim.Time(1001 * sim.Microsecond))
 	fatal, synd := h.Dev.Fatal()
 	require.True(t, fatal)
@@ -512,6 +513,12 @@ func TestFaultDeviceFatal(t *testing.T) {
 	require.True(t, errors.As(err, &ce), "%v", err)
 	require.Equal(t, mlx5.StatusInternalErr, ce.Status)
 	require.ErrorIs(t, err, mlx5.StatusInternalErr)
+	// The software flush (at the health poll, within the 5 ms run above)
+	// counts as a CQE landing: a poller that sweeps its CQs only when
+	// CQEsLanded moves (perf's bw loop) sees it. Before, it did not move,
+	// and perf write_bw under a device fatal rule ended in "the run is
+	// stuck" instead of WR_FLUSH_ERR.
+	require.Equal(t, landed+1, h.Dev.CQEsLanded(), "the flushed WRITE")
 	wc := waitOne(t, req.SendCQ)
 	require.Equal(t, provider.WCWRFlushErr, wc.Status)
 	require.Equal(t, uint32(device.VendorSWFlush), wc.VendorErr)
