@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/softnic/softnic/profile"
@@ -157,7 +158,7 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 				moved = h.Dev.Progress() || moved
 			}
 			if !moved {
-				return fmt.Errorf("%w: the simulation is idle and no side can move", errStuck)
+				return fmt.Errorf("%w: the simulation is idle and no side can move%s", errStuck, asyncSummary(w))
 			}
 			return nil
 		}
@@ -340,4 +341,29 @@ func repeatByte(c byte, n int) []byte {
 		s[i] = c
 	}
 	return s
+}
+
+// asyncSummary lists the asynchronous events the run left unread on each
+// node's context (perftest reads none either), which say why it is stuck
+// when the reason is one: a CQ in error, a QP fatal, a dead device.
+func asyncSummary(w *testbed.World) string {
+	const most = 8
+	var out string
+	for i, h := range w.Hosts {
+		if h == nil || h.Ctx == nil || i > 0 && h == w.Hosts[0] {
+			continue
+		}
+		var evs []string
+		for len(evs) < most {
+			ev, err := h.Ctx.GetAsyncEvent(time.Microsecond)
+			if err != nil {
+				break
+			}
+			evs = append(evs, ev.String())
+		}
+		if len(evs) > 0 {
+			out += fmt.Sprintf("; node %d async events: %s", i, strings.Join(evs, ", "))
+		}
+	}
+	return out
 }

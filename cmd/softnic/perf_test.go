@@ -482,6 +482,27 @@ func TestPerfErrorCause(t *testing.T) {
 	require.Contains(t, stderr, "completion with error LOC_PROT_ERR (vendor syndrome 0x51; after WR_FLUSH_ERR of wr_id 0)")
 }
 
+// TestPerfStuckSaysWhy: a run that cannot finish says what the devices
+// reported, from the async events nobody read (perftest reads none), and
+// a device fatal error ends in the software flush's completions, not in a
+// stuck run (the flush did not count as CQEs landing, so the bw loop never
+// swept the CQ that held them).
+func TestPerfStuckSaysWhy(t *testing.T) {
+	for _, c := range []struct{ name, rule, want string }{
+		{"CQ overrun", `{"point":"cq","action":"overrun","nth":1,"match":{"node":0}}`,
+			"the run is stuck: the simulation is idle and no side can move; node 0 async events: CQ_ERR cq 0x1, QP_FATAL qp 0x100"},
+		{"device fatal", `{"point":"device","action":"fatal","at_ps":1000000,"match":{"node":0}}`,
+			"completion with error WR_FLUSH_ERR (vendor syndrome 0x5)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plan := writePlan(t, "p.json", `{"seed":7,"rules":[`+c.rule+`]}`)
+			_, stderr, code := runPerfCmd(t, "write_bw", "-n", "200", "--faults", plan)
+			require.Equal(t, 1, code, stderr)
+			require.Contains(t, stderr, c.want)
+		})
+	}
+}
+
 // TestPerfUDSizeToMTU: as perftest's check_mtu, a UD test whose size is
 // over the MTU (the bandwidth tests' default 65536) runs at the MTU and
 // says so, instead of refusing its own default.
