@@ -167,10 +167,7 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 		}
 		w.Drain(1 << 20)
 	}
-	for _, s := range w.EndTimedFaults() {
-		fmt.Fprintf(stderr, "softnic perf: fault rule %d (%s) did not fire: the run ended first, %v after it started (the rule was due at %v)\n",
-			s.Rule, w.Injector.RuleString(s.Rule), w.Eng.Now().Sub(origin), sim.Duration(s.At))
-	}
+	reportNotFired(stderr, "perf", w, origin)
 	if o.json {
 		pr.res.Counters = worldCounters(w)
 	}
@@ -366,4 +363,14 @@ func asyncSummary(w *testbed.World) string {
 		}
 	}
 	return out
+}
+
+// reportNotFired ends the run's timed fault rules (World.EndTimedFaults)
+// and says on stderr which did not fire because the run ended before
+// their time (origin: when the run started, World.ArmTimedFaults).
+func reportNotFired(stderr io.Writer, cmd string, w *testbed.World, origin sim.Time) {
+	for _, s := range w.EndTimedFaults() {
+		fmt.Fprintf(stderr, "softnic %s: fault rule %d (%s) did not fire: the run ended first, %v after it started (the rule was due at %v)\n",
+			cmd, s.Rule, w.Injector.RuleString(s.Rule), w.Eng.Now().Sub(origin), sim.Duration(s.At))
+	}
 }

@@ -53,7 +53,7 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "softnic stat:", err)
 		return 2
 	}
-	if err := doStat(stdout, *op, size, n, mtu, flagGiven(fs, "mtu"), *faults, *prof, *all, *asJSON); err != nil {
+	if err := doStat(stdout, stderr, *op, size, n, mtu, flagGiven(fs, "mtu"), *faults, *prof, *all, *asJSON); err != nil {
 		fmt.Fprintln(stderr, "softnic stat:", err)
 		return 1
 	}
@@ -83,7 +83,7 @@ func checkStatArgs(op string, size, n, mtu int) error {
 
 // doStat runs the workload; mtuSet says --mtu was given (otherwise the
 // default 1024 is cut to a smaller active MTU of the profile).
-func doStat(w io.Writer, op string, size, n, mtu int, mtuSet bool, faults, prof string, all, asJSON bool) error {
+func doStat(w, stderr io.Writer, op string, size, n, mtu int, mtuSet bool, faults, prof string, all, asJSON bool) error {
 	wop := statOps[op] // runStat has checked the arguments (checkStatArgs)
 	p, err := profile.Load(prof)
 	if err != nil {
@@ -110,7 +110,7 @@ func doStat(w io.Writer, op string, size, n, mtu int, mtuSet bool, faults, prof 
 		return err
 	}
 	req, rsp := eps[0], eps[1]
-	world.ArmTimedFaults()
+	origin := world.ArmTimedFaults()
 	var failed error
 	for i := 0; i < n && failed == nil; i++ {
 		if wop == provider.WRSend {
@@ -144,8 +144,9 @@ func doStat(w io.Writer, op string, size, n, mtu int, mtuSet bool, faults, prof 
 			}
 		}
 	}
-	// The workload's natural end: a timed rule due later does not fire.
-	world.EndTimedFaults()
+	// The workload's natural end: a timed rule due later does not fire,
+	// and stderr says so (as perf does).
+	reportNotFired(stderr, "stat", world, origin)
 	type link struct {
 		Ifname   string            `json:"ifname"`
 		Port     int               `json:"port"`
