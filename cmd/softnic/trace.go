@@ -829,7 +829,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	if dropped > 0 {
 		fmt.Fprintf(text, "DROPPED %d events: the recorder kept the last %d, the stages above are the walk's tail\n", dropped, w.Rec.Capacity())
 	} else if !o.noCompare {
-		if l := comparePath(o, path, pathWhy, total); l != "" {
+		if l := comparePath(o, path, pathWhy, total, walkFetched(events)); l != "" {
 			fmt.Fprintln(text, l)
 		}
 	}
@@ -1113,8 +1113,11 @@ func doorbellReason(o traceOpts, bfBuf int, wqes []wqeJSON) string {
 
 // comparePath runs the same walk the other way in-process (BlueFlame off
 // for a BlueFlame walk, on for a --no-bf walk) and says what the path
-// saved or cost. Both runs are deterministic, so the line is too.
-func comparePath(o traceOpts, path, why string, total sim.Duration) string {
+// saved or cost. Both runs are deterministic, so the line is too. fetched
+// says the device fetched the WQE by DMA in this walk: on the BlueFlame
+// path it did not use the copy (an uncached UAR tears it into 8-byte
+// stores; a fault can drop a line), and the line says so.
+func comparePath(o traceOpts, path, why string, total sim.Duration, fetched bool) string {
 	if path == "doorbell" && !o.noBF {
 		return "doorbell: BlueFlame does not apply here (" + why + ")"
 	}
@@ -1132,7 +1135,10 @@ func comparePath(o traceOpts, path, why string, total sim.Duration) string {
 		return ""
 	}
 	diff := total.NS() - j.TotalNS
-	if path == "blueflame" {
+	switch {
+	case path == "blueflame" && fetched:
+		return fmt.Sprintf("BlueFlame: the device did not use the copy and fetched the WQE by DMA, see the warnings (%+.3f ns against the doorbell path, %.3f ns)", diff, j.TotalNS)
+	case path == "blueflame":
 		return fmt.Sprintf("BlueFlame: no WQE fetch (%+.3f ns against the doorbell path, %.3f ns)", diff, j.TotalNS)
 	}
 	if j.Path != "blueflame" {
@@ -1203,6 +1209,17 @@ func plural(n int) string {
 
 // walkPath is the path a walk took, from what happened: "blueflame" when
 // the requester (node 0) has a bf_mmio stage, else "doorbell".
+// walkFetched reports whether the requester's device fetched a WQE by
+// DMA in the walk (a wqe_fetch stage on node 0).
+func walkFetched(events []trace.Event) bool {
+	for _, e := range events {
+		if e.Node == 0 && e.Name == "wqe_fetch" {
+			return true
+		}
+	}
+	return false
+}
+
 func walkPath(events []trace.Event) string {
 	for _, e := range events {
 		if e.Node == 0 && e.Name == "bf_mmio" {

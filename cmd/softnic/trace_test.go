@@ -544,6 +544,11 @@ func TestTracePathAndClosingLine(t *testing.T) {
 		{[]string{"--op", "send", "--size", "0"}, "doorbell path (a ctrl-only WQE goes by the doorbell),", "doorbell: BlueFlame does not apply here"},
 		{[]string{"--inline", "--size", "400"}, "doorbell path (WQE of 448 B larger than the 256-B BlueFlame buffer),", "doorbell: BlueFlame does not apply here"},
 		{[]string{"--batch", "4"}, "doorbell path (a post list of 4 WQEs rings one doorbell),", "doorbell: BlueFlame does not apply here"},
+		// An uncached UAR tears the BlueFlame copy into 8-byte stores: the
+		// device drops it and fetches the WQE. The line used to claim "no
+		// WQE fetch" next to a wqe_fetch stage.
+		{[]string{"--profile", writePlan(t, "nc.json", `{"name":"nc","base":"cx5-gen3x16","device":{"bar":{"uar_non_cached":true}}}`)},
+			"blueflame path,", "BlueFlame: the device did not use the copy and fetched the WQE by DMA, see the warnings (+0.000 ns against the doorbell path"},
 	} {
 		var out, errb bytes.Buffer
 		require.Equal(t, 0, run(append([]string{"trace"}, tc.args...), &out, &errb), errb.String())
