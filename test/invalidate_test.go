@@ -53,20 +53,9 @@ func TestSendWithInvalidate(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			w, err := testbed.New(testbed.DefaultConfig())
-			require.NoError(t, err)
-			t.Cleanup(w.Close)
-			eps, err := w.ConnectRC(testbed.ConnOpts{MTU: c.mtu})
-			require.NoError(t, err)
+			w, eps, sent := tapped(t, testbed.ConnOpts{MTU: c.mtu})
 			rsp := eps[1]
-			var back []roce.Packet
-			w.Link.AddTap(func(_ sim.Time, f []byte) {
-				var p roce.Packet
-				if roce.ParseFrame(f, &p) == nil && p.SrcIP == testbed.IPs[1] {
-					back = append(back, p)
-				}
-			})
-			_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 50, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}},
+			_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 50, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}},
 				{WRID: 51, SGL: []provider.SGE{rsp.MR.SGE(4096, 64)}}})
 			require.NoError(t, err)
 			clear(rsp.Buf.Bytes)
@@ -90,8 +79,9 @@ func TestSendWithInvalidate(t *testing.T) {
 				want = append(want, payload...)
 			}
 
-			require.Len(t, back, len(c.acks), "responses")
-			for i, p := range back {
+			back := sent[1]
+			require.Len(t, *back, len(c.acks), "responses")
+			for i, p := range *back {
 				require.Equal(t, roce.OpRCAck, p.Opcode)
 				require.True(t, p.AETH.Syndrome().IsACK(), "an ACK, not a NAK: %v", p.AETH.Syndrome())
 				require.Equal(t, roce.PSN(c.acks[i]), p.BTH.PSN())
@@ -132,20 +122,9 @@ func TestPostSendWithInvalidate(t *testing.T) {
 		{"three packets", 256, 600, []roce.Opcode{roce.OpRCSendFirst, roce.OpRCSendMiddle, roce.OpRCSendLastInv}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w, err := testbed.New(testbed.DefaultConfig())
-			require.NoError(t, err)
-			t.Cleanup(w.Close)
-			eps, err := w.ConnectRC(testbed.ConnOpts{MTU: c.mtu})
-			require.NoError(t, err)
+			_, eps, sent := tapped(t, testbed.ConnOpts{MTU: c.mtu})
 			req, rsp := eps[0], eps[1]
-			var sent []roce.Packet
-			w.Link.AddTap(func(_ sim.Time, f []byte) {
-				var p roce.Packet
-				if roce.ParseFrame(f, &p) == nil && p.SrcIP == testbed.IPs[0] {
-					sent = append(sent, p)
-				}
-			})
-			_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 50, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}})
+			_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 50, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}})
 			require.NoError(t, err)
 			fill(req.Buf.Bytes[:c.n], 0x3c)
 			const key = 0x00c0ffee
@@ -156,10 +135,10 @@ func TestPostSendWithInvalidate(t *testing.T) {
 			require.Equal(t, provider.WCSuccess, wc.Status)
 			require.Equal(t, provider.WCSend, wc.Opcode)
 			require.Equal(t, uint64(7), wc.WRID)
-			require.Len(t, sent, len(c.want))
-			for i, p := range sent {
+			require.Len(t, *sent[0], len(c.want))
+			for i, p := range *sent[0] {
 				require.Equal(t, c.want[i], p.Opcode, "packet %d", i)
-				if i == len(sent)-1 {
+				if i == len(*sent[0])-1 {
 					require.Equal(t, uint32(key), p.IETH.RKey(), "the IETH names the key")
 				}
 			}
@@ -170,14 +149,31 @@ func TestPostSendWithInvalidate(t *testing.T) {
 	}
 	for _, typ := range []provider.QPType{provider.QPTypeUC, provider.QPTypeUD} {
 		t.Run("refused on "+map[provider.QPType]string{provider.QPTypeUC: "UC", provider.QPTypeUD: "UD"}[typ], func(t *testing.T) {
-			w, err := testbed.New(testbed.DefaultConfig())
-			require.NoError(t, err)
-			t.Cleanup(w.Close)
-			eps, err := w.ConnectRC(testbed.ConnOpts{Type: typ})
-			require.NoError(t, err)
+			_, eps, _ := tapped(t, testbed.ConnOpts{Type: typ})
 			ep := eps[0]
-			_, err = ep.QP.PostSend([]provider.SendWR{{Opcode: provider.WRSendWithInv, SGL: []provider.SGE{ep.MR.SGE(0, 8)}}})
+			_, err := ep.QP.PostSend([]provider.SendWR{{Opcode: provider.WRSendWithInv, SGL: []provider.SGE{ep.MR.SGE(0, 8)}}})
 			require.ErrorIs(t, err, provider.ErrInvalidArg)
 		})
 	}
+}
+
+// tapped connects a QP pair on a default world and returns, per node, the
+// RoCE packets it sends from then on.
+func tapped(t *testing.T, o testbed.ConnOpts) (*testbed.World, [2]*testbed.Endpoint, [2]*[]roce.Packet) {
+	t.Helper()
+	w, req, rsp := connect(t, o)
+	eps := [2]*testbed.Endpoint{req, rsp}
+	sent := [2]*[]roce.Packet{new([]roce.Packet), new([]roce.Packet)}
+	w.Link.AddTap(func(_ sim.Time, f []byte) {
+		var p roce.Packet
+		if roce.ParseFrame(f, &p) != nil {
+			return
+		}
+		for i := range sent {
+			if p.SrcIP == testbed.IPs[i] {
+				*sent[i] = append(*sent[i], p)
+			}
+		}
+	})
+	return w, eps, sent
 }
