@@ -663,23 +663,31 @@ func (r *responder) replayRead(t sim.Time, p *roce.Packet) {
 		d.inc(CtrReplayRead)
 		mtu := uint64(q.mtu)
 		st := respStream{res: e, replay: true, first: e.first, psn: psn, host: host, left: n, n: max(1, int((n+mtu-1)/mtu)), arrive: t, bytes: n, msn: r.msn}
-		for k := range r.streams {
-			if r.streams[k].res == e {
-				// That READ is being answered: start its stream again from
-				// where the requester asks (what is queued already goes out).
-				st.replay, st.msn = r.streams[k].replay, r.streams[k].msn
-				r.streams[k] = st
-				r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
-				return
-			}
-		}
-		// A replay does not count against max_dest_rd_atomic: only first
-		// executions are the requester's outstanding READs.
-		r.streams = append(r.streams, st)
-		r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
+		r.replayStream(t, st, func(s *respStream) bool { return s.res == e })
 		return
 	}
 	r.reread(t, p)
+}
+
+// replayStream answers a duplicate READ with st: if a stream answering
+// the same READ is still being built (same), that stream starts again
+// from where the requester now asks, keeping its place, its MSN and
+// whether it is a first execution (what is queued already goes out);
+// otherwise st queues behind the others. A replay does not count against
+// max_dest_rd_atomic: only first executions are the requester's
+// outstanding READs.
+func (r *responder) replayStream(t sim.Time, st respStream, same func(*respStream) bool) {
+	d := r.q.d
+	for k := range r.streams {
+		if s := &r.streams[k]; same(s) {
+			st.replay, st.msn = s.replay, s.msn
+			r.streams[k] = st
+			r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
+			return
+		}
+	}
+	r.streams = append(r.streams, st)
+	r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
 }
 
 // reread answers a duplicate READ that no resource holds any more (the
@@ -718,15 +726,8 @@ func (r *responder) reread(t sim.Time, p *roce.Packet) {
 	}
 	d.warn(t, CtrReplayReread, "QP %#x: duplicate %v PSN %#x matches no READ resource (max_dest_rd_atomic %d): read again from memory", q.qpn, p.Opcode, uint32(psn), q.maxDestRd)
 	st := respStream{replay: true, first: psn, psn: psn, host: host, left: n, n: pkts, arrive: t, bytes: n, msn: r.msn}
-	for k := range r.streams {
-		if s := &r.streams[k]; s.res == nil && !s.atomic && !s.ack && s.first == psn {
-			r.streams[k] = st // being read again already: start over
-			r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
-			return
-		}
-	}
-	r.streams = append(r.streams, st)
-	r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
+	// Being read again already: start over.
+	r.replayStream(t, st, func(s *respStream) bool { return s.res == nil && !s.atomic && !s.ack && s.first == psn })
 }
 
 // rxAtomic executes CMP_SWAP or FETCH_ADD on an 8-byte, 8-byte-aligned
