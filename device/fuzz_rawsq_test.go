@@ -23,6 +23,7 @@ type rawSQ struct {
 	other    *provider.MR // an MR of another PD on the same device
 	pi       uint16       // the hand-driven producer counter
 	bf       int          // BlueFlame half in use
+	av       []byte       // UD: the datagram segment of a WQE the provider built
 }
 
 func (r *rawSQ) info() provider.SQInfo { return r.ep.QP.SQInfo() }
@@ -81,6 +82,13 @@ func (r *rawSQ) build(rc []byte) []byte {
 	}
 	var segs []byte
 	seg := func() []byte { segs = append(segs, make([]byte, 16)...); return segs[len(segs)-16:] }
+	if r.av != nil {
+		segs = append(segs, r.av...)
+		if rc[15]&0x80 != 0 { // a lying destination: QPN, GID
+			binary.BigEndian.PutUint32(segs[8:], 0x80000000|uint32(rc[11])<<16|uint32(rc[12]))
+			segs[0x20+int(rc[12]&15)] ^= rc[11]
+		}
+	}
 	rkey := r.peer.MR.RKey
 	if rc[12] != 0 {
 		rkey = uint32(rc[12]) << 8
@@ -125,7 +133,10 @@ func (r *rawSQ) build(rc []byte) []byte {
 // RC QP in checked mode: bad opcodes and DS, wrong QPN and wqe_index,
 // keys of another PD, lengths up to 64 KiB, inline headers that lie,
 // doorbells and BlueFlame writes whose counters run ahead or behind the
-// ring, doorbell records that move backwards. Each 16-byte record is one
+// ring, doorbell records that move backwards, on an RC, UC or UD QP (the
+// first record's r[15]%3; a UD WQE carries the datagram segment of one
+// the provider built, its destination QPN and GID perturbed when r[15]
+// has bit 7). Each 16-byte record is one
 // step (r[0]%4): 0 a WQE at the producer (rawSQ.build), announced by
 // r[13]%3 (doorbell, BlueFlame, nothing) with the record set by r[14]
 // (0 exact, else the producer + int8(r[14])); 1 an 8-byte doorbell of
@@ -153,6 +164,9 @@ func FuzzRawSQ(f *testing.F) {
 	f.Add(cat(rec(1, 0, 0x40, 0, 0x08, 0, 0, 0, 3, 0), rec(3, 50)))                               // doorbell far ahead
 	f.Add(cat(rec(0, 6, 0, 8, 0, 0, 1, 0, 0, 8), rec(0, 5, 0, 8, 0, 0, 1, 0, 0x10, 0)))           // atomic, READ of 4 KiB
 	f.Add(cat(rec(2, 1, 0xff, 0xff, 0, 0), rec(0, 1, 0, 8, 0, 5, 1)))                             // RQ record wild, wrong QPN
+	f.Add(cat(rec(0, 3, 0, 8, 0, 0, 1, 0, 0, 64, 0, 0, 0, 0, 0, 2)))                              // UD SEND
+	f.Add(cat(rec(0, 3, 0, 8, 0, 0, 1, 0, 0x10, 0, 0, 0, 0, 1, 0, 0x82)))                         // UD SEND over the MTU, lying AV, by BlueFlame
+	f.Add(cat(rec(0, 5, 0, 8, 0, 0, 1, 0, 0, 64, 0, 0, 0, 0, 0, 1)))                              // READ on UC
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 16*64 {
 			return
@@ -166,6 +180,9 @@ func FuzzRawSQ(f *testing.F) {
 		defer w.Close()
 		all := provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic
 		opts := testbed.ConnOpts{MTU: 1024, BufSize: 64 << 10, SQDepth: 16, Access: all, Timeout: 2, RetryCnt: 2, MinRNR: 1, RNRRetry: 2}
+		if len(data) >= 16 {
+			opts.Type = [...]provider.QPType{provider.QPTypeRC, provider.QPTypeUC, provider.QPTypeUD}[data[15]%3]
+		}
 		eps, err := w.ConnectRC(opts)
 		if err != nil {
 			t.Fatal(err)
@@ -196,7 +213,28 @@ func FuzzRawSQ(f *testing.F) {
 		for i := 0; i < 8; i++ {
 			_, _ = rsp.QP.PostRecv([]provider.RecvWR{{WRID: uint64(i), SGL: []provider.SGE{rsp.MR.SGE(uint64(i)*8192, 8192)}}})
 		}
-		r := &rawSQ{w: w, ep: req, peer: rsp, other: other, bf: req.QP.SQInfo().BFOffset}
+		// One WQE the provider builds and completes: the hand-driven
+		// producer starts after it, and a UD QP takes its datagram segment.
+		first := provider.SendWR{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+			SGL: []provider.SGE{req.MR.SGE(0, 64)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}
+		if opts.Type == provider.QPTypeUD {
+			first = provider.SendWR{WRID: 1, Opcode: provider.WRSend, Flags: provider.SendSignaled,
+				SGL: []provider.SGE{req.MR.SGE(0, 64)}, AH: req.AH, RemoteQPN: rsp.QP.QPN(), RemoteQKey: rsp.QKey}
+		}
+		if _, err := req.QP.PostSend([]provider.SendWR{first}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := testbed.Wait(req.SendCQ, 1); err != nil {
+			t.Fatal(err)
+		}
+		r := &rawSQ{w: w, ep: req, peer: rsp, other: other, pi: req.QP.SQProducer(), bf: req.QP.SQInfo().BFOffset}
+		if opts.Type == provider.QPTypeUD {
+			wqe, err := req.QP.WQE(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.av = wqe[16 : 16+48]
+		}
 		for ; len(data) >= 16; data = data[16:] {
 			rc := data[:16]
 			switch rc[0] % 4 {
@@ -241,11 +279,11 @@ func FuzzRawSQ(f *testing.F) {
 				}
 			}
 		}
-		if st, err := req.QP.QueryState(); err != nil || st != provider.QPStateRTS && st != provider.QPStateErr {
+		if st, err := req.QP.QueryState(); err != nil || st != provider.QPStateRTS && st != provider.QPStateErr && st != provider.QPStateSQE {
 			t.Fatalf("raw QP in %v (%v)", st, err)
 		}
 		// The devices still work: a fresh connection completes a WRITE.
-		opts.SQDepth = 0
+		opts.SQDepth, opts.Type = 0, provider.QPTypeRC
 		fresh, err := w.ConnectRC(opts)
 		if err != nil {
 			t.Fatal(err)
