@@ -272,7 +272,7 @@ func (d *Device) QueryQP(qpn uint32) (mlx5.QPAttr, error) {
 // kernel enforces before a command reaches firmware (uverbs.CheckTransition),
 // for the transitions this device has a command for: none into or out of
 // SQD (mlx5_ib has no RTS2SQD, so no QP gets there), and SQE→RTS only for
-// UD, the one type the device moves to SQE.
+// UD and UC, the types the device moves to SQE.
 // attrs excludes STATE and CUR_STATE (checked against the QP's state
 // already); mask is the whole mask, for the message.
 func checkTransition(q *qp, to mlx5.QPState, attrs, mask uint32) error {
@@ -280,7 +280,7 @@ func checkTransition(q *qp, to mlx5.QPState, attrs, mask uint32) error {
 	cur, okC := uverbs.QPStateFromMLX5(q.state)
 	next, okN := uverbs.QPStateFromMLX5(to)
 	var te *uverbs.TransitionError
-	if okT && okC && okN && next != uverbs.QPStateSQD && cur != uverbs.QPStateSQD && (cur != uverbs.QPStateSQE || t == uverbs.QPTypeUD) &&
+	if okT && okC && okN && next != uverbs.QPStateSQD && cur != uverbs.QPStateSQD && (cur != uverbs.QPStateSQE || t == uverbs.QPTypeUD || t == uverbs.QPTypeUC) &&
 		!errors.As(uverbs.CheckTransition(t, cur, next, uverbs.QPAttrMask(attrs)), &te) {
 		return nil
 	}

@@ -104,9 +104,11 @@ func (q *qp) toError(t sim.Time) {
 	q.resp.abort()
 }
 
-// toSQE moves a UD QP to SQE (send queue error): its send WQEs are flushed,
-// the failed one with its own syndrome, while it keeps receiving
-// (a send error does not take down a datagram QP's receive side).
+// toSQE moves a UD or UC QP to SQE (send queue error): its send WQEs are
+// flushed, the failed one with its own syndrome, while it keeps receiving
+// (a send error does not take down the receive side of a QP without
+// acknowledgements). mlx5.md §7.2 marks the mlx5 trigger list
+// unconfirmed; assumed: every error a UC WQE completes with, as for UD.
 func (q *qp) toSQE(t sim.Time) {
 	d := q.d
 	d.rec.Warnf(d.node, t, "device", CtrQPToError.String(), "QP %#x %v → SQE", q.qpn, q.state)

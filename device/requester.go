@@ -686,11 +686,14 @@ out:
 }
 
 // fail completes w with an error CQE (written signalled or not), moves the
-// QP to ERR and flushes the rest in ring order (mlx5.md §6.4).
+// QP to ERR (RC) or SQE (UC, UD) and flushes the rest in ring order
+// (mlx5.md §6.4).
 func (r *requester) fail(t sim.Time, w *swqe, synd mlx5.Syndrome) {
 	w.errSynd = synd
-	if r.q.typ == mlx5.QPTypeUD {
-		r.q.toSQE(t) // a send error leaves a UD QP's receive side alone
+	if r.q.typ == mlx5.QPTypeUD || r.q.typ == mlx5.QPTypeUC {
+		// A send error leaves a UD or UC QP's receive side alone: SQE
+		// exists for every QP type but RC (IB spec; mlx5.md §7.2).
+		r.q.toSQE(t)
 		return
 	}
 	r.q.toError(t)

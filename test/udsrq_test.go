@@ -7,6 +7,7 @@ import (
 
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/fault"
+	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/roce"
 	"github.com/softnic/softnic/sim"
@@ -114,6 +115,44 @@ func TestUDOversize(t *testing.T) {
 	rwc := waitOne(t, req.RecvCQ)
 	require.Equal(t, provider.WCSuccess, rwc.Status)
 	require.Equal(t, uint32(140), rwc.ByteLen)
+}
+
+// TestUCSendErrorSQE: a send-side error moves a UC QP to SQE, not ERR
+// (IB spec: SQE is implemented by every QP type except RC; mlx5.md §7.2:
+// RTS→SQER on a send-side error of UD/UC-like QPs). The failing WQE
+// completes with its error, the one behind it is flushed, the QP keeps
+// receiving, and SQE→RTS brings its send queue back.
+func TestUCSendErrorSQE(t *testing.T) {
+	w, req, rsp := faulty(t, testbed.ConnOpts{Type: provider.QPTypeUC})
+	bad := req.MR.SGE(0, 64)
+	bad.LKey ^= 0x4400
+	write := func(id uint64, s provider.SGE) provider.SendWR {
+		return provider.SendWR{WRID: id, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{s},
+			RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}
+	}
+	_, err := req.QP.PostSend([]provider.SendWR{write(1, bad), write(2, req.MR.SGE(0, 64))})
+	require.NoError(t, err)
+	wcs, err := testbed.Wait(req.SendCQ, 2)
+	require.NoError(t, err)
+	require.Equal(t, provider.WCLocProtErr, wcs[0].Status)
+	require.Equal(t, provider.WCWRFlushErr, wcs[1].Status)
+	require.Equal(t, provider.QPStateSQE, qpState(t, req.QP))
+	require.NotZero(t, ctr(w, 0, device.CtrWQEBadLKey.String()))
+	// It still receives.
+	_, err = req.QP.PostRecv([]provider.RecvWR{{WRID: 3, SGL: []provider.SGE{req.MR.SGE(8192, 1000)}}})
+	require.NoError(t, err)
+	_, err = rsp.QP.PostSend([]provider.SendWR{{WRID: 4, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{rsp.MR.SGE(0, 100)}}})
+	require.NoError(t, err)
+	rwc := waitOne(t, req.RecvCQ)
+	require.Equal(t, provider.WCSuccess, rwc.Status)
+	require.Equal(t, uint64(3), rwc.WRID)
+	// SQE→RTS: the send queue works again.
+	require.NoError(t, req.QP.Modify(&provider.QPAttr{QPState: provider.QPStateRTS, CurQPState: provider.QPStateSQE}, mlx5.AttrState|mlx5.AttrCurState))
+	_, err = req.QP.PostSend([]provider.SendWR{write(5, req.MR.SGE(0, 64))})
+	require.NoError(t, err)
+	wc := waitOne(t, req.SendCQ)
+	require.Equal(t, provider.WCSuccess, wc.Status)
+	require.Equal(t, uint64(5), wc.WRID)
 }
 
 // TestUDQKey: a SEND with the wrong Q_Key is dropped silently (counted);
