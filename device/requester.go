@@ -215,7 +215,7 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 		state:    wqefetch.StateValid,
 		signaled: q.sigAll || ce == mlx5.CECQUpdate || ce == mlx5.CECQAndEQ,
 		se:       w.Ctrl.FMCESE&mlx5.SolicitedEvent != 0,
-		fence:    w.Ctrl.FMCESE&mlx5.FenceSmallAndFen != 0}
+		fence:    fences(w.Ctrl.FMCESE)}
 	switch {
 	case q.state == mlx5.QPStateERR || q.state == mlx5.QPStateSQER:
 		r.flushAll(t) // posted to a queue in error: flushed
@@ -316,6 +316,17 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 	r.psn = r.psn.Add(e.npkts)
 	r.pump(t)
 }
+
+// fences reports whether the fence mode of fm_ce_se (bits 7:5, mlx5.md
+// §4.3) makes a WQE wait until no READ or atomic before it is
+// outstanding: FENCE (2, 0x40, what mlx5_ib writes for IB_SEND_FENCE),
+// strong ordering (3, 0x60; assumed at least as strong as a fence) and
+// small-and-fence (4, 0x80, libmlx5's). The initiator small fence (1)
+// orders only behind UMR / local invalidate, which this device does not
+// execute. The reserved modes 5-7 (the checker's bad-fm-ce-se) are taken
+// as fenced, the order that never runs ahead (assumption: the PRM is not
+// public).
+func fences(fmcese uint8) bool { return fmcese>>5 >= mlx5.FenceFence>>5 }
 
 // pump transmits what the window allows, from the transmit cursor on:
 // at most maxUnackedPSNs beyond the oldest unacknowledged PSN, at most
