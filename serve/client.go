@@ -31,6 +31,14 @@ const (
 	// ringWait is how long the ring goroutine sleeps in one Pop before it
 	// looks whether its client is gone.
 	ringWait = 200 * time.Millisecond
+	// worldSlice is how many engine events one batch of ring records may
+	// run before the ring goroutine lets go of the world between two
+	// records: a step call runs up to attach.StepBudget events and a record
+	// stamped far ahead runs the engine up to maxJump, so a batch of 64
+	// such records would otherwise hold every other client off for all of
+	// them, long enough for their calls to miss the dial timeout and take
+	// the daemon for dead (TestBatchDoesNotStarveOthers).
+	worldSlice = 1 << 12
 	// detachLinger is the virtual time the engine runs for a departing
 	// client's device before its objects are destroyed (teardown).
 	detachLinger = sim.Duration(50 * sim.Microsecond)
@@ -437,8 +445,14 @@ func (c *client) ringLoop() {
 		n, err := c.cons.PopN(recs[:], time.Now().Add(ringWait))
 		if n > 0 {
 			d.lock()
+			fired := d.eng.Fired()
 			for i := range recs[:n] {
 				c.apply(&recs[i])
+				if i+1 < n && d.eng.Fired()-fired > worldSlice {
+					d.unlock() // others waiting for the world go first
+					d.lock()
+					fired = d.eng.Fired()
+				}
 			}
 			d.unlock()
 		}

@@ -1,0 +1,87 @@
+package serve_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/softnic/softnic/attach"
+	"github.com/softnic/softnic/mmioring"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/testbed"
+	"github.com/stretchr/testify/require"
+)
+
+// TestBatchDoesNotStarveOthers: a client whose ring holds a batch of
+// records that each run the shared engine a long way — ring calls that
+// step a CQ which never completes (up to attach.StepBudget events each),
+// or stores stamped far in the future (each runs the engine up to 10 s of
+// virtual time) — while another pair keeps the engine busy (an RNR storm)
+// must not hold the world for the whole batch: another client's command
+// waits for at most about one such record, not for all of them (with a
+// dial timeout of 1 s, a batch of 64 would make the daemon look gone).
+func TestBatchDoesNotStarveOthers(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		rec  func(cq uint64) mmioring.Record
+		n    int
+	}{
+		{"steps of a CQ that never completes", func(cq uint64) mmioring.Record {
+			r := mmioring.Record{Off: cq, Flags: mmioring.FlagCall}
+			r.Data[0] = attach.OpStepCQ // nent 1 (shift 0), ci 0
+			return r
+		}, 6},
+		{"stores stamped far ahead", func(uint64) mmioring.Record {
+			return mmioring.Record{Off: 0, Width: 4, Time: math.MaxInt64} // a store to fw_rev, read-only
+		}, 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, sock, _ := startDaemon(t, 4, nil)
+			o := provider.DialOptions{Socket: sock}
+			storm, closeStorm, err := dialDevices(o, testbed.ConnOpts{RNRRetry: 7}, 0, 1)
+			require.NoError(t, err)
+			defer closeStorm()
+			_, err = storm[0].QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, SGL: []provider.SGE{storm[0].MR.SGE(0, 8)}}})
+			require.NoError(t, err)
+			_, err = storm[0].SendCQ.Poll(make([]provider.WC, 1)) // the SEND is on its way
+			require.NoError(t, err)
+			other, err := provider.Dial("softnic3", o)
+			require.NoError(t, err)
+			defer other.Close()
+			hog := dialRaw(t, sock, "softnic2", 0x30000000)
+			cq := hog.mem.Base() + 4096
+			hog.mem.Bytes()[4096+63] = 0xf0 // an invalid CQE: never software's
+			// What one such record costs the world.
+			one := time.Now()
+			r := c.rec(cq)
+			if r.Flags == mmioring.FlagCall {
+				_, err = hog.prod.CallRecord(r, attach.OpStepCQ, time.Now().Add(time.Minute))
+			} else {
+				require.NoError(t, hog.prod.Push(&r, time.Now().Add(time.Second)))
+				_, err = hog.prod.Call(attach.OpSync, 0, 0, time.Now().Add(time.Minute))
+			}
+			require.NoError(t, err)
+			cost := time.Since(one)
+			var waited time.Duration
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				time.Sleep(cost / 2) // the batch is under way
+				s := time.Now()
+				if _, err := other.AllocPD(); err != nil {
+					t.Error(err)
+				}
+				waited = time.Since(s)
+			}()
+			for i := 0; i < c.n; i++ {
+				r := c.rec(cq)
+				require.NoError(t, hog.prod.Push(&r, time.Now().Add(time.Second)))
+			}
+			<-done
+			_, err = hog.prod.Call(attach.OpSync, 0, 0, time.Now().Add(time.Minute)) // the batch is over
+			require.NoError(t, err)
+			t.Logf("one record costs %v; with a batch of %d the other client's command waited %v", cost, c.n, waited)
+			require.Less(t, waited, 3*cost, "the other client waited for most of the batch")
+		})
+	}
+}
