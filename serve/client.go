@@ -582,6 +582,10 @@ func (c *client) call(t sim.Time, r *mmioring.Record) {
 //
 // With ClockWall the pacer moves the engine: a step only runs it up to the
 // wall clock, and a poll that finds nothing returns at once.
+//
+// It is called with the world held and lets go of it every worldSlice
+// events, so that one poll of an empty CQ while the engine is busy does
+// not hold every other client off for StepBudget events.
 func (c *client) step(limit sim.Time, budget int, done func() bool) uint64 {
 	eng := c.d.eng
 	var v uint64
@@ -592,6 +596,10 @@ func (c *client) step(limit sim.Time, budget int, done func() bool) uint64 {
 		}
 	}
 	for i := 0; i < budget; i++ {
+		if i > 0 && i%worldSlice == 0 {
+			c.d.unlock() // a long step lets others in now and then
+			c.d.lock()
+		}
 		if done != nil && done() {
 			break
 		}

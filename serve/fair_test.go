@@ -31,6 +31,11 @@ func TestBatchDoesNotStarveOthers(t *testing.T) {
 			r.Data[0] = attach.OpStepCQ // nent 1 (shift 0), ci 0
 			return r
 		}, 6},
+		{"one step of a CQ that never completes", func(cq uint64) mmioring.Record {
+			r := mmioring.Record{Off: cq, Flags: mmioring.FlagCall}
+			r.Data[0] = attach.OpStepCQ
+			return r
+		}, 1},
 		{"stores stamped far ahead", func(uint64) mmioring.Record {
 			return mmioring.Record{Off: 0, Width: 4, Time: math.MaxInt64} // a store to fw_rev, read-only
 		}, 8},
@@ -81,7 +86,11 @@ func TestBatchDoesNotStarveOthers(t *testing.T) {
 			_, err = hog.prod.Call(attach.OpSync, 0, 0, time.Now().Add(time.Minute)) // the batch is over
 			require.NoError(t, err)
 			t.Logf("one record costs %v; with a batch of %d the other client's command waited %v", cost, c.n, waited)
-			require.Less(t, waited, 3*cost, "the other client waited for most of the batch")
+			limit := 3 * cost
+			if c.n == 1 {
+				limit = cost / 2 // a step lets others in as it goes
+			}
+			require.Less(t, waited, limit, "the other client waited for most of the batch")
 		})
 	}
 }
