@@ -478,7 +478,8 @@ func (c *client) ringLoop() {
 
 // at runs the engine up to a record's host time and returns the time the
 // record takes effect: its own, or the engine's clock if that is later
-// (another client moved it), bounded by maxJump.
+// (another client moved it), bounded by maxJump. It is called with the
+// world held and lets go of it every worldSlice events.
 //
 // With ClockWall a record takes effect at the wall clock's time (lock ran
 // the engine to it): the client's stamp only orders it.
@@ -497,8 +498,17 @@ func (c *client) at(t int64) sim.Time {
 		c.d.ctr.ClampedTimes++
 		at = now.Add(maxJump)
 	}
+	// RunUntil(at), letting go of the world every worldSlice events: a
+	// record stamped far ahead may have 10 s of a busy engine to run.
+	for n := 1; eng.Next() <= at; n++ {
+		eng.Step()
+		if n%worldSlice == 0 {
+			c.d.unlock()
+			c.d.lock()
+		}
+	}
 	eng.RunUntil(at)
-	return at
+	return max(at, eng.Now()) // another client may have run it further meanwhile
 }
 
 // apply performs one record (under d.mu).
