@@ -184,7 +184,10 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadResource, "PD %d does not exist", c.PDN)
 	case scq == nil || rcq == nil:
 		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadResource, "send CQ %d / recv CQ %d does not exist", c.SendCQN, c.RecvCQN)
-	case !pow2(c.SQWQECnt) || c.SQWQECnt > d.spec.Caps.MaxQPWR*mlx5.MaxWQEBBs:
+	case c.SQWQECnt != 0 && (!pow2(c.SQWQECnt) || c.SQWQECnt > d.spec.Caps.MaxQPWR*mlx5.MaxWQEBBs):
+		// 0 is a QP without a send queue (max_send_wr 0: libmlx5 sizes
+		// none, mlx5_ib sets the QPC's no_sq), as 0 RQ WQEs is one
+		// without a receive queue.
 		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadParam, "SQ of %d WQEBBs", c.SQWQECnt)
 	case c.RQWQECnt != 0 && (!pow2(c.RQWQECnt) || c.RQWQECnt > d.spec.Caps.MaxQPWR || c.RQWQEShift < 4 || c.RQWQEShift > 10):
 		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadParam, "RQ of %d WQEs, stride 2^%d", c.RQWQECnt, c.RQWQEShift)

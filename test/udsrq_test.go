@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/softnic/softnic/device"
@@ -12,6 +13,7 @@ import (
 	"github.com/softnic/softnic/roce"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/testbed"
+	"github.com/softnic/softnic/wqefetch"
 	"github.com/stretchr/testify/require"
 )
 
@@ -153,6 +155,55 @@ func TestUCSendErrorSQE(t *testing.T) {
 	wc := waitOne(t, req.SendCQ)
 	require.Equal(t, provider.WCSuccess, wc.Status)
 	require.Equal(t, uint64(5), wc.WRID)
+}
+
+// TestReceiveOnlyQP: a QP created with max_send_wr 0 has no send queue
+// (libmlx5 sizes none; mlx5_ib sets the QPC's no_sq) and receives as any
+// other; a doorbell for it is refused and counted, as the device has no
+// ring to fetch from.
+func TestReceiveOnlyQP(t *testing.T) {
+	for _, uv := range []bool{false, true} {
+		t.Run(fmt.Sprintf("uverbs=%v", uv), func(t *testing.T) { receiveOnlyQP(t, uv) })
+	}
+}
+
+func receiveOnlyQP(t *testing.T, uverbsControl bool) {
+	cfg := testbed.DefaultConfig()
+	cfg.UverbsControl = uverbsControl
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	eps, err := w.ConnectRC(testbed.ConnOpts{Type: provider.QPTypeUD})
+	require.NoError(t, err)
+	req, rsp := eps[0], eps[1]
+	h := rsp.Host
+	qp, err := h.Ctx.CreateQP(rsp.PD, provider.QPInitAttr{Type: provider.QPTypeUD, SendCQ: rsp.SendCQ, RecvCQ: rsp.RecvCQ,
+		Cap: provider.QPCap{MaxRecvWR: 4, MaxRecvSGE: 1}})
+	require.NoError(t, err, "max_send_wr 0: a receive-only QP")
+	require.Zero(t, qp.SQInfo().WQEBBs)
+	require.NoError(t, qp.Connect(provider.ConnectAttr{QKey: rsp.QKey}))
+	_, err = qp.PostRecv([]provider.RecvWR{{WRID: 7, SGL: []provider.SGE{rsp.MR.SGE(0, 1024)}}})
+	require.NoError(t, err)
+	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, 100)}, AH: req.AH, RemoteQPN: qp.QPN(), RemoteQKey: rsp.QKey}})
+	require.NoError(t, err)
+	require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
+	wc := waitOne(t, rsp.RecvCQ)
+	require.Equal(t, provider.WCSuccess, wc.Status)
+	require.Equal(t, uint64(7), wc.WRID)
+	require.Equal(t, qp.QPN(), wc.QPNum)
+	_, err = qp.PostSend([]provider.SendWR{{WRID: 2, Opcode: provider.WRSend, SGL: []provider.SGE{rsp.MR.SGE(0, 8)},
+		AH: rsp.AH, RemoteQPN: req.QP.QPN(), RemoteQKey: req.QKey}})
+	require.ErrorIs(t, err, provider.ErrQueueFull, "no send queue to post to")
+	// A driver that rings anyway.
+	var db [8]byte
+	db[3] = byte(mlx5.OpSend)
+	db[4], db[5], db[6], db[7] = byte(qp.QPN()>>16), byte(qp.QPN()>>8), byte(qp.QPN()), 2
+	h.CPU.Store64(qp.SQInfo().BFRegOffset, binary.LittleEndian.Uint64(db[:]))
+	h.CPU.Flush()
+	w.Settle(0)
+	require.Equal(t, uint64(1), ctr(w, 1, wqefetch.CtrDBNoSQ.String()))
+	require.Equal(t, provider.QPStateRTS, qpState(t, qp))
 }
 
 // TestUDQKey: a SEND with the wrong Q_Key is dropped silently (counted);

@@ -608,7 +608,10 @@ func (s *Server) createQPObj(name string, c *uverbs.CreateQP, driver []byte) (uv
 		return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("unknown mlx5 QP flags %#x", drv.Flags&^knownFlags))
 	case drv.Flags&uverbs.MLX5QPFlagBFRegIndex != 0 && drv.Flags&uverbs.MLX5QPFlagUARPageIndex != 0:
 		return z, 0, fail(name, syscall.EINVAL, "both BFREG_INDEX and UAR_PAGE_INDEX")
-	case drv.SQWQECount == 0 || drv.SQWQECount > 1<<24 || drv.RQWQECount > 1<<24 || drv.RQWQEShift > 16:
+	case drv.SQWQECount > 1<<24 || drv.RQWQECount > 1<<24 || drv.RQWQEShift > 16:
+		// sq_wqe_count 0 is a QP without a send queue (max_send_wr 0):
+		// mlx5_ib set_user_buf_size checks only that a non-zero count is
+		// a power of two.
 		return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("sq_wqe_count %d, rq_wqe_count %d, rq_wqe_shift %d", drv.SQWQECount, drv.RQWQECount, drv.RQWQEShift))
 	case c.IsSRQ != 0 && drv.RQWQECount != 0:
 		return z, 0, fail(name, syscall.EINVAL, fmt.Sprintf("a QP on an SRQ with an RQ of %d WQEs", drv.RQWQECount))

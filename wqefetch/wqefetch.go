@@ -75,6 +75,7 @@ var (
 	CtrDBNoNewWQE   = trace.NewCounter("db_no_new_wqe")   // doorbell announces nothing past what was already fetched
 	CtrDBBadCounter = trace.NewCounter("db_bad_counter")  // doorbell counter laps the ring or is behind it
 	CtrDBClosed     = trace.NewCounter("db_closed_queue") // doorbell on a queue after Queue.Close
+	CtrDBNoSQ       = trace.NewCounter("db_no_sq")        // doorbell for a QP created without a send queue (max_send_wr 0)
 
 	CtrFetchReads      = trace.NewCounter("wqe_fetch_reads")        // DMA reads issued for WQE fetches (two for a wrapped range)
 	CtrFetchBytes      = trace.NewCounter("wqe_fetch_bytes")        // bytes requested by WQE fetches
@@ -217,7 +218,8 @@ type Queue struct {
 }
 
 // NewQueue returns the fetch state for a send queue of size WQEBBs at base.
-// size must be a power of two.
+// size must be a power of two, or 0 for a QP without a send queue (every
+// doorbell refused, counted db_no_sq).
 func NewQueue(qpn uint32, base uint64, size int, node int) *Queue {
 	return &Queue{QPN: qpn, Base: base, Size: size, Node: node}
 }
@@ -377,6 +379,11 @@ func (e *Engine) Doorbell(t sim.Time, q *Queue, ctrl [8]byte) error {
 		e.ctr.Inc(CtrDBClosed)
 		e.rec.Warnf(e.node, t, component, CtrDBClosed.String(), "doorbell for wqe_index %d on the closed queue of QP %#x", idx, q.QPN)
 		return ErrQueueClosed
+	}
+	if q.Size == 0 {
+		e.ctr.Inc(CtrDBNoSQ)
+		e.rec.Warnf(e.node, t, component, CtrDBNoSQ.String(), "doorbell for wqe_index %d on QP %#x, which has no send queue", idx, q.QPN)
+		return ErrBadDoorbell
 	}
 	if c.QPN() != q.QPN {
 		e.ctr.Inc(CtrDBBadQPN)
