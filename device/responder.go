@@ -221,9 +221,24 @@ func (r *responder) errorVendor(t sim.Time, psn roce.PSN, code uint8, synd mlx5.
 	q := r.q
 	d := q.d
 	if q.typ != mlx5.QPTypeRC {
-		// UC (and UD) never NAK: the message is dropped and counted, the
-		// QP carries on (rocev2.md §4.6).
 		d.inc(CtrRxUCError)
+		if synd == mlx5.SyndLocalProt && r.recv.active {
+			// The receive WQE itself cannot be used (a bad lkey, an MR
+			// gone, a PCIe error on its buffer): kept, it would fail every
+			// later message too and no completion would ever say why. rxe
+			// takes it as a malformed WQE (class A: the receive completes
+			// in error and the QP goes to ERR, whatever its type); the
+			// syndrome is LOC_PROT_ERR, as on RC and UD.
+			d.inc(CtrRespCQEError)
+			d.inc(ctrCQEError(synd))
+			f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.recv.wqe.index, Syndrome: synd, VendorErrSynd: vendor}
+			d.writeCQE(t, q.rcq, &f, 0, int32(psn&0xffffff))
+			r.recv.active = false
+			q.toError(t)
+			return
+		}
+		// Otherwise UC (and UD) never NAK: the message is dropped and
+		// counted, the QP carries on (rocev2.md §4.6).
 		r.dropMessage()
 		return
 	}

@@ -157,6 +157,31 @@ func TestUCSendErrorSQE(t *testing.T) {
 	require.Equal(t, uint64(5), wc.WRID)
 }
 
+// TestUCReceiveWQEBadKey: a UC receive WQE whose buffer the device cannot
+// use (here another key) completes LOC_PROT_ERR and the QP goes to ERR,
+// its other receives flushed, as rxe treats a malformed receive WQE
+// (class A). It used to be kept: the message was dropped and counted,
+// and so was every later one, with no completion ever.
+func TestUCReceiveWQEBadKey(t *testing.T) {
+	w, req, rsp := faulty(t, testbed.ConnOpts{Type: provider.QPTypeUC})
+	bad := rsp.MR.SGE(0, 256)
+	bad.LKey ^= 0x4400
+	_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{bad}}, {WRID: 2, SGL: []provider.SGE{rsp.MR.SGE(256, 256)}}})
+	require.NoError(t, err)
+	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 9, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 100)}}})
+	require.NoError(t, err)
+	require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status, "UC: the sender knows nothing")
+	wcs, err := testbed.Wait(rsp.RecvCQ, 2)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), wcs[0].WRID)
+	require.Equal(t, provider.WCLocProtErr, wcs[0].Status)
+	require.Equal(t, uint64(2), wcs[1].WRID)
+	require.Equal(t, provider.WCWRFlushErr, wcs[1].Status)
+	require.Equal(t, provider.QPStateErr, qpState(t, rsp.QP))
+	require.Equal(t, uint64(1), ctr(w, 1, device.CtrRxUCError.String()))
+	untouched(t, rsp, 0, 0)
+}
+
 // TestReceiveOnlyQP: a QP created with max_send_wr 0 has no send queue
 // (libmlx5 sizes none; mlx5_ib sets the QPC's no_sq) and receives as any
 // other; a doorbell for it is refused and counted, as the device has no
