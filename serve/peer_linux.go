@@ -3,6 +3,8 @@ package serve
 import (
 	"net"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 type netUnixConn = *net.UnixConn
@@ -22,22 +24,25 @@ func peerPID(c *net.UnixConn) int32 {
 	return pid
 }
 
-// peerClosed reports whether the other end of c has closed with nothing
-// left unread: a look at the socket (MSG_PEEK, MSG_DONTWAIT) that takes
-// nothing from it, safe beside the goroutine blocked reading it. A
-// process closes its socket before it can connect again, so the client
-// of a Close the daemon has not yet seen is found here at once. A live
-// peer, idle or with a request waiting, is not closed.
+// peerClosed reports whether the other end of c has closed, whether or
+// not it left a request unread: poll(2) with POLLRDHUP and no wait, which
+// takes nothing from the socket and is safe beside the goroutine blocked
+// reading it (a closed AF_UNIX peer sets RCV_SHUTDOWN on this end at once,
+// unread data or not). A process closes its socket before it can connect
+// again, so the client of a Close the daemon has not yet seen, or one
+// killed with a request in flight, is found here at once. A live peer,
+// idle or with a request waiting, is not closed.
 func peerClosed(c *net.UnixConn) bool {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return true // closed here: the teardown is under way
 	}
 	closed := false
-	var b [1]byte
 	cerr := raw.Control(func(fd uintptr) {
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		closed = err == nil && n == 0
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}}
+		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
+			closed = fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+		}
 	})
 	return closed || cerr != nil
 }
