@@ -3,8 +3,7 @@ package serve
 import (
 	"net"
 	"syscall"
-
-	"golang.org/x/sys/unix"
+	"unsafe"
 )
 
 type netUnixConn = *net.UnixConn
@@ -39,10 +38,25 @@ func peerClosed(c *net.UnixConn) bool {
 	}
 	closed := false
 	cerr := raw.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}}
-		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
-			closed = fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
-		}
+		pfd := pollFd{fd: int32(fd), events: pollIn | pollRdHup}
+		var none syscall.Timespec // ppoll(2) with a zero timeout: do not wait
+		n, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&none)), 0, 0, 0)
+		closed = errno == 0 && n > 0 && pfd.revents&(pollRdHup|pollHup|pollErr) != 0
 	})
 	return closed || cerr != nil
 }
+
+// pollFd is struct pollfd and these its event bits (<poll.h>, Linux):
+// the standard library's syscall package has neither, and serve keeps to
+// it (DESIGN.md §3).
+type pollFd struct {
+	fd              int32
+	events, revents int16
+}
+
+const (
+	pollIn    = 0x1
+	pollErr   = 0x8
+	pollHup   = 0x10
+	pollRdHup = 0x2000
+)
