@@ -267,7 +267,14 @@ func NewPcapReader(r io.Reader) (*PcapReader, error) {
 	case be == pcapngMagic:
 		trk.ng = true
 		var ng *pcapgo.NgReader
-		err := guard(func() (err error) { ng, err = pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions); return err })
+		// Every interface's packets, whatever its link type (ReadFrame
+		// takes each packet's from its interface): pcapgo's default, as
+		// libpcap's, silently skips packets of interfaces whose link
+		// type is not the first's (a mergecap of an Ethernet and a
+		// tcpdump -i any capture lost the latter).
+		opts := pcapgo.DefaultNgReaderOptions
+		opts.WantMixedLinkType = true
+		err := guard(func() (err error) { ng, err = pcapgo.NewNgReader(br, opts); return err })
 		if err != nil {
 			return nil, fmt.Errorf("trace: pcapng: %w", err)
 		}
@@ -284,9 +291,14 @@ func NewPcapReader(r io.Reader) (*PcapReader, error) {
 	return nil, ErrUnknownFormat
 }
 
-// LinkType is the link type of the file (pcapng: of its first interface).
+// LinkType is the link type of the file (pcapng: of its first interface,
+// known once it has been read, before the first frame; each PcapFrame
+// carries the link type of its own interface).
 func (r *PcapReader) LinkType() layers.LinkType {
 	if r.ng != nil {
+		if ifc, err := r.ng.Interface(0); err == nil {
+			return ifc.LinkType
+		}
 		return r.ng.LinkType()
 	}
 	return r.pcap.LinkType()

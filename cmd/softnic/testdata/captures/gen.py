@@ -1,0 +1,71 @@
+#!/usr/bin/python3
+"""Captures made by tools nobody in softnic wrote, for TestDecodeForeignCaptures.
+
+Regenerate (Debian's interpreter has python3-scapy; mergecap is Wireshark's):
+
+    cd cmd/softnic/testdata/captures && /usr/bin/python3 gen.py
+
+Every frame is built by scapy (scapy.contrib.roce computes the IPv4 ICRC),
+written with scapy's wrpcap, and the mixed-link-type pcapng is merged by
+Wireshark's mergecap. Timestamps are fixed so the files are reproducible.
+Each file is checked against tshark by the test where tshark is installed.
+"""
+import struct
+import subprocess
+
+from scapy.all import IP, UDP, Ether, IPv6, IPv6ExtHdrHopByHop, Raw, raw, wrpcap
+from scapy.contrib.roce import BTH
+from scapy.layers.inet import IPOption_RR
+from scapy.layers.l2 import CookedLinux, Dot1Q
+
+SRC, DST = "10.0.0.1", "10.0.0.2"
+MACS = dict(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+
+
+def payload(n):
+    return bytes((i * 7 + 3) & 0xFF for i in range(n))
+
+
+def roce(ip=None, psn=1, n=16):
+    """An RC SEND ONLY of n bytes (n a multiple of 4: no pad) in ip."""
+    ip = ip if ip is not None else IP(src=SRC, dst=DST, flags="DF")
+    return ip / UDP(sport=0xC000, dport=4791, chksum=0) / BTH(opcode=0x04, dqpn=0x11, psn=psn) / Raw(payload(n))
+
+
+def write(name, pkts, **kw):
+    for i, p in enumerate(pkts):
+        p.time = 1700000000 + i
+    wrpcap(name, pkts, **kw)
+
+
+# 802.1Q (VLAN 100, PCP 3: the priority PFC runs on) and 802.1ad QinQ.
+write("vlan.pcap", [Ether(**MACS) / Dot1Q(vlan=100, prio=3) / roce()])
+write("qinq.pcap", [Ether(type=0x88A8, **MACS) / Dot1Q(vlan=10, type=0x8100) / Dot1Q(vlan=100) / roce()])
+# LINKTYPE_LINUX_SLL2 (276): what tcpdump -i any writes with libpcap >= 1.10.
+# Header: protocol, reserved, ifindex, ARPHRD_ETHER, packet type, addr len, addr.
+sll2 = struct.pack("!HHIHBB8s", 0x0800, 0, 2, 1, 4, 6, bytes.fromhex("020000000001") + b"\0\0")
+write("sll2.pcap", [Raw(sll2 + raw(roce()))], linktype=276)
+# Not what rxe sends, but RoCEv2 frames all the same: softnic must say what
+# it refuses, not count them as "not RoCE".
+write("ipv4_options.pcap", [Ether(**MACS) / roce(IP(src=SRC, dst=DST, flags="DF", options=[IPOption_RR()]))])
+write("ipv4_bad_checksum.pcap", [Ether(**MACS) / roce(IP(src=SRC, dst=DST, flags="DF", chksum=0x1234))])
+write("ipv6_hop_by_hop.pcap", [Ether(**MACS) / roce(IPv6(src="fd00::1", dst="fd00::2") / IPv6ExtHdrHopByHop())])
+# A snap length cut (tcpdump -s 64): scapy's wrpcap does not cut, so the
+# records are written by hand: incl_len 64 and orig_len the frame's length.
+full = raw(Ether(**MACS) / roce(n=64))
+with open("snaplen64.pcap", "wb") as f:
+    f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 64, 1))
+    f.write(struct.pack("<IIII", 1700000000, 0, 64, len(full)) + full[:64])
+# Three interfaces of three link types in one pcapng (Ethernet, Linux SLL,
+# raw IP), merged by mergecap.
+write("m_eth.pcap", [Ether(**MACS) / roce(psn=1)])
+write("m_sll.pcap", [CookedLinux(proto=0x0800) / roce(psn=2)])
+write("m_raw.pcap", [roce(psn=3)], linktype=101)
+for i, f in enumerate(["m_eth.pcap", "m_sll.pcap", "m_raw.pcap"]):
+    # mergecap orders by time: one second apart, in this order.
+    subprocess.run(["editcap", "-t", str(i), f, f + ".t"], check=True)
+subprocess.run(["mergecap", "-F", "pcapng", "-w", "mixed_linktypes.pcapng",
+                "m_eth.pcap.t", "m_sll.pcap.t", "m_raw.pcap.t"], check=True)
+subprocess.run("rm -f m_*.pcap m_*.pcap.t", shell=True, check=True)
+# Not RoCEv2: UDP to 4792 (held up; here so the skip stays a skip).
+write("udp_4792.pcap", [Ether(**MACS) / IP(src=SRC, dst=DST) / UDP(sport=0xC000, dport=4792) / Raw(payload(32))])
