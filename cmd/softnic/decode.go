@@ -23,8 +23,13 @@ package main
 // "error": "..."}. The summary goes to stdout in text mode and to stderr with
 // --json, so stdout stays pure JSON lines.
 //
-// Frames that are not RoCEv2 (not UDP port 4791, other EtherTypes or link
-// types) are skipped and counted. Exit status: 0 when every RoCEv2 frame
+// Link types: Ethernet (with or without 802.1Q/802.1ad tags), Linux cooked
+// (SLL) and raw IP. Frames that are not RoCEv2 (not a UDP datagram to port
+// 4791, other EtherTypes or link types) are skipped and counted. A datagram
+// to 4791 that the strict parser refuses (IPv4 options, a bad IPv4 header
+// checksum, an IP fragment, IPv6 extension headers, a frame cut by the
+// capture's snap length) is RoCEv2 softnic cannot check: it is MALFORMED,
+// with the reason, never skipped. Exit status: 0 when every RoCEv2 frame
 // parsed with a good ICRC, 1 when any had a bad ICRC or was malformed, 2 on
 // usage or file errors. A capture that ends inside a record (pcap) or a
 // block (pcapng) is such an error: the frames before the cut are printed,
@@ -157,31 +162,118 @@ func (s decodeSummary) printSummary(jsonOut bool, stdout, stderr io.Writer, note
 }
 
 // parseCaptured parses one captured frame by link type. ok is false when the
-// frame is not RoCEv2 at all (to be skipped); otherwise err is the parser's
-// verdict (nil, ErrBadICRC with pkt filled, or another parse error).
+// frame is not RoCEv2 at all (to be skipped): not IP on a link type decode
+// reads, or not a UDP datagram to port 4791. Otherwise err is the parser's
+// verdict (nil, ErrBadICRC with pkt filled, or another parse error): a
+// datagram to 4791 the strict parser refuses (IPv4 options, a bad IPv4
+// header checksum, IPv6 extension headers, a frame cut by the capture's snap
+// length) is RoCEv2 that softnic cannot check, and says why, instead of
+// being counted as not RoCE.
 func parseCaptured(fr trace.PcapFrame, pkt *roce.Packet) (ok bool, err error) {
-	switch fr.LinkType {
-	case layers.LinkTypeEthernet:
-		err = roce.ParseFrame(fr.Data, pkt)
-	case layers.LinkTypeRaw, layers.LinkTypeIPv4, layers.LinkTypeIPv6, 12: // 12: raw IP on OpenBSD-style DLT
-		err = roce.ParseIP(fr.Data, pkt)
-	case layers.LinkTypeLinuxSLL: // 16-byte cooked header, protocol at 14
-		if len(fr.Data) < 16 {
-			return false, nil
-		}
-		if p := binary.BigEndian.Uint16(fr.Data[14:]); p != roce.EtherTypeIPv4 && p != roce.EtherTypeIPv6 {
-			return false, nil
-		}
-		err = roce.ParseIP(fr.Data[16:], pkt)
-	default:
+	ip, et, ok := captureIP(fr.LinkType, fr.Data)
+	if !ok || !udpToRoCE(fr.Data[ip:]) {
 		return false, nil
 	}
-	// Anything that did not get as far as a UDP datagram to port 4791 is not
-	// RoCEv2.
-	if err != nil && (errors.Is(err, roce.ErrNotRoCE) || pkt.DstPort != roce.UDPPort) {
-		return false, nil
+	switch {
+	case fr.LinkType == layers.LinkTypeEthernet && ip == roce.EthHeaderSize:
+		err = roce.ParseFrame(fr.Data, pkt)
+	case et != 0 && (et == roce.EtherTypeIPv4) != (fr.Data[ip]>>4 == 4):
+		*pkt = roce.Packet{}
+		err = &roce.ParseError{Layer: roce.LayerIP, Offset: ip, Err: roce.ErrBadVersion, Detail: "IP version does not match EtherType"}
+	default:
+		// Raw IP, cooked, or behind VLAN tags: the parser's offsets
+		// count from the IP header; decode's from the frame.
+		err = roce.ParseIP(fr.Data[ip:], pkt)
+		var pe *roce.ParseError
+		if errors.As(err, &pe) {
+			pe.Offset += ip
+		}
+	}
+	if err != nil && !errors.Is(err, roce.ErrBadICRC) {
+		if errors.Is(err, roce.ErrNotRoCE) {
+			// udpToRoCE found the UDP header behind what the parser
+			// stops at: a first fragment or IPv6 extension headers.
+			what := "an IP fragment (RoCEv2 sets DF)"
+			if fr.Data[ip]>>4 == 6 {
+				what = "IPv6 extension headers are not supported"
+			}
+			err = fmt.Errorf("UDP to port 4791, but %s: %w", what, err)
+		}
+		if fr.OrigLen > len(fr.Data) {
+			err = fmt.Errorf("captured %d of its %d bytes (the capture's snap length): %w", len(fr.Data), fr.OrigLen, err)
+		}
 	}
 	return true, err
+}
+
+// linkTypeOpenBSDRaw is raw IP on OpenBSD-style DLT.
+const linkTypeOpenBSDRaw = 12
+
+// captureIP finds the IP header in a captured frame: its offset, and the
+// EtherType or protocol that announced it (0 for raw IP). ok is false when
+// the frame does not carry IPv4 or IPv6 as far as the link header says.
+// Ethernet frames may carry 802.1Q and 802.1ad tags (rocev2.md §1.1: RoCE
+// with PFC runs on a VLAN); the ICRC does not cover them.
+func captureIP(lt layers.LinkType, d []byte) (ip int, et uint16, ok bool) {
+	switch lt {
+	case layers.LinkTypeEthernet:
+		ip = roce.EthHeaderSize
+		if len(d) < ip {
+			return 0, 0, false
+		}
+		et = binary.BigEndian.Uint16(d[12:])
+		for (et == 0x8100 || et == 0x88A8 || et == 0x9100) && len(d) >= ip+4 {
+			et = binary.BigEndian.Uint16(d[ip+2:])
+			ip += 4
+		}
+	case layers.LinkTypeLinuxSLL: // 16-byte cooked header, protocol at 14
+		if len(d) < 16 {
+			return 0, 0, false
+		}
+		ip, et = 16, binary.BigEndian.Uint16(d[14:])
+	case layers.LinkTypeRaw, layers.LinkTypeIPv4, layers.LinkTypeIPv6, linkTypeOpenBSDRaw:
+		return 0, 0, true
+	default:
+		return 0, 0, false
+	}
+	return ip, et, (et == roce.EtherTypeIPv4 || et == roce.EtherTypeIPv6) && len(d) > ip
+}
+
+// udpToRoCE says whether the IP packet b carries a UDP header to port 4791,
+// reading only the fields that takes: the IPv4 header length (options
+// included), IPv6 extension headers (hop-by-hop, routing, fragment,
+// destination options), and a first fragment (a later one has no UDP
+// header). It does not check the packet: the parser does.
+func udpToRoCE(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	var off int
+	var proto byte
+	switch b[0] >> 4 {
+	case 4:
+		if len(b) < roce.IPv4HeaderSize || binary.BigEndian.Uint16(b[6:])&0x1FFF != 0 {
+			return false
+		}
+		proto, off = b[9], int(b[0]&0x0F)*4
+		if off < roce.IPv4HeaderSize {
+			return false
+		}
+	case 6:
+		if len(b) < roce.IPv6HeaderSize {
+			return false
+		}
+		proto, off = b[6], roce.IPv6HeaderSize
+		for proto == 0 || proto == 43 || proto == 44 || proto == 60 {
+			if len(b) < off+4 || proto == 44 && binary.BigEndian.Uint16(b[off+2:])>>3 != 0 {
+				return false
+			}
+			proto, off = b[off], off+(int(b[off+1])+1)*8
+		}
+	default:
+		return false
+	}
+	return proto == 17 && len(b) >= off+4 && binary.BigEndian.Uint16(b[off+2:]) == roce.UDPPort
 }
 
 // wireICRC shows a CRC value as its four wire bytes read big-endian.

@@ -49,6 +49,7 @@ write("sll2.pcap", [Raw(sll2 + raw(roce()))], linktype=276)
 # it refuses, not count them as "not RoCE".
 write("ipv4_options.pcap", [Ether(**MACS) / roce(IP(src=SRC, dst=DST, flags="DF", options=[IPOption_RR()]))])
 write("ipv4_bad_checksum.pcap", [Ether(**MACS) / roce(IP(src=SRC, dst=DST, flags="DF", chksum=0x1234))])
+write("ipv4_first_fragment.pcap", [Ether(**MACS) / roce(IP(src=SRC, dst=DST, flags="MF"))])
 write("ipv6_hop_by_hop.pcap", [Ether(**MACS) / roce(IPv6(src="fd00::1", dst="fd00::2") / IPv6ExtHdrHopByHop())])
 # A snap length cut (tcpdump -s 64): scapy's wrpcap does not cut, so the
 # records are written by hand: incl_len 64 and orig_len the frame's length.
