@@ -85,6 +85,11 @@ type PcapFrame struct {
 	Data      []byte // owned by the caller
 	OrigLen   int    // length on the wire (>= len(Data))
 	LinkType  layers.LinkType
+	// Link is the link type number as the file has it. gopacket's
+	// LinkType is a uint8 and keeps only the low byte of the numbers past
+	// 255: LINKTYPE_LINUX_SLL2 (276, what tcpdump -i any writes) reads as
+	// 20.
+	Link uint16
 }
 
 // VirtualTime returns the frame's timestamp as virtual time (the inverse of
@@ -104,6 +109,9 @@ type PcapReader struct {
 	ng   *pcapgo.NgReader
 	trk  *recordTracker
 	br   *bufio.Reader // between trk and the parser
+
+	link    uint16 // classic pcap: the file header's link type number
+	section int    // pcapng: the parser's section, counted from 0
 }
 
 // ErrTruncated is returned (wrapped) when the capture ends in the middle of
@@ -133,6 +141,9 @@ type recordTracker struct {
 	start  int64 // where the current header began
 	bad    error // the first malformed block found, if any
 	badAt  int64 // where it begins
+	// links holds, per pcapng section, the link type number of each
+	// interface description block, in order (an interface's index).
+	links [][]uint16
 }
 
 func (t *recordTracker) Read(p []byte) (int, error) {
@@ -177,12 +188,15 @@ func (t *recordTracker) headerLen() int {
 		return 12 // type, total length, byte-order magic
 	case t.hdrN >= 4 && (t.order().Uint32(t.hdr[:4]) == ngEnhancedPacket || t.order().Uint32(t.hdr[:4]) == ngObsoletePacket):
 		return 28 // type, total length, and the packet's fixed fields up to its lengths
+	case t.hdrN >= 4 && t.order().Uint32(t.hdr[:4]) == ngInterface:
+		return 10 // type, total length, link type
 	}
 	return 8 // type, total length
 }
 
 // pcapng block types whose fixed fields carry a captured length.
 const (
+	ngInterface      = 1
 	ngObsoletePacket = 2
 	ngEnhancedPacket = 6
 )
@@ -206,8 +220,13 @@ func (t *recordTracker) endHeader() {
 	case !t.ng:
 		t.skip = uint64(t.order().Uint32(t.hdr[8:12]))
 	default:
-		if binary.BigEndian.Uint32(t.hdr[:4]) == pcapngMagic {
+		switch {
+		case binary.BigEndian.Uint32(t.hdr[:4]) == pcapngMagic:
 			t.big = binary.BigEndian.Uint32(t.hdr[8:12]) == 0x1a2b3c4d
+			t.links = append(t.links, nil)
+		case n == 10 && len(t.links) > 0:
+			last := len(t.links) - 1
+			t.links[last] = append(t.links[last], t.order().Uint16(t.hdr[8:10]))
 		}
 		l := uint64(t.order().Uint32(t.hdr[4:8]))
 		if n == 28 && t.bad == nil {
@@ -272,21 +291,33 @@ func NewPcapReader(r io.Reader) (*PcapReader, error) {
 		// libpcap's, silently skips packets of interfaces whose link
 		// type is not the first's (a mergecap of an Ethernet and a
 		// tcpdump -i any capture lost the latter).
+		pr := &PcapReader{trk: trk, br: br}
 		opts := pcapgo.DefaultNgReaderOptions
 		opts.WantMixedLinkType = true
+		opts.SectionEndCallback = func([]pcapgo.NgInterface, pcapgo.NgSectionInfo) { pr.section++ }
 		err := guard(func() (err error) { ng, err = pcapgo.NewNgReader(br, opts); return err })
 		if err != nil {
 			return nil, fmt.Errorf("trace: pcapng: %w", err)
 		}
-		return &PcapReader{ng: ng, trk: trk, br: br}, nil
+		pr.ng = ng
+		return pr, nil
 	case be == pcapMagicMicros || le == pcapMagicMicros || be == pcapMagicNanos || le == pcapMagicNanos:
 		trk.inHdr = true
+		// The link type number, before pcapgo keeps its low byte; the
+		// upper 16 bits are FCS information (pcap's LinkType field).
+		var link uint16
+		if h, err := br.Peek(24); err == nil {
+			link = uint16(binary.LittleEndian.Uint32(h[20:]))
+			if be == pcapMagicMicros || be == pcapMagicNanos {
+				link = uint16(binary.BigEndian.Uint32(h[20:]))
+			}
+		}
 		var p *pcapgo.Reader
 		err := guard(func() (err error) { p, err = pcapgo.NewReader(br); return err })
 		if err != nil {
 			return nil, fmt.Errorf("trace: pcap: %w", err)
 		}
-		return &PcapReader{pcap: p, trk: trk, br: br}, nil
+		return &PcapReader{pcap: p, trk: trk, br: br, link: link}, nil
 	}
 	return nil, ErrUnknownFormat
 }
@@ -311,6 +342,7 @@ func (r *PcapReader) ReadFrame() (PcapFrame, error) {
 		ci   gopacket.CaptureInfo
 		err  error
 		lt   layers.LinkType
+		link uint16
 	)
 	if r.ng != nil {
 		err = guard(func() (err error) { data, ci, err = r.ng.ReadPacketData(); return err })
@@ -319,10 +351,14 @@ func (r *PcapReader) ReadFrame() (PcapFrame, error) {
 			if ifc, ierr := r.ng.Interface(ci.InterfaceIndex); ierr == nil {
 				lt = ifc.LinkType
 			}
+			link = uint16(lt)
+			if s := r.trk.links; r.section < len(s) && ci.InterfaceIndex < len(s[r.section]) {
+				link = s[r.section][ci.InterfaceIndex]
+			}
 		}
 	} else {
 		err = guard(func() (err error) { data, ci, err = r.pcap.ReadPacketData(); return err })
-		lt = r.pcap.LinkType()
+		lt, link = r.pcap.LinkType(), r.link
 	}
 	if t := r.trk; t.bad != nil && t.offset-int64(r.br.Buffered()) > t.badAt {
 		// The parser has read into the bad block (its bytes came from
@@ -338,5 +374,5 @@ func (r *PcapReader) ReadFrame() (PcapFrame, error) {
 		}
 		return PcapFrame{}, fmt.Errorf("trace: reading capture: %w", err)
 	}
-	return PcapFrame{Timestamp: ci.Timestamp, Data: data, OrigLen: ci.Length, LinkType: lt}, nil
+	return PcapFrame{Timestamp: ci.Timestamp, Data: data, OrigLen: ci.Length, LinkType: lt, Link: link}, nil
 }

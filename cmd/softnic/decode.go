@@ -24,7 +24,7 @@ package main
 // --json, so stdout stays pure JSON lines.
 //
 // Link types: Ethernet (with or without 802.1Q/802.1ad tags), Linux cooked
-// (SLL) and raw IP. Frames that are not RoCEv2 (not a UDP datagram to port
+// (SLL and SLL2) and raw IP. Frames that are not RoCEv2 (not a UDP datagram to port
 // 4791, other EtherTypes or link types) are skipped and counted. A datagram
 // to 4791 that the strict parser refuses (IPv4 options, a bad IPv4 header
 // checksum, an IP fragment, IPv6 extension headers, a frame cut by the
@@ -170,12 +170,12 @@ func (s decodeSummary) printSummary(jsonOut bool, stdout, stderr io.Writer, note
 // length) is RoCEv2 that softnic cannot check, and says why, instead of
 // being counted as not RoCE.
 func parseCaptured(fr trace.PcapFrame, pkt *roce.Packet) (ok bool, err error) {
-	ip, et, ok := captureIP(fr.LinkType, fr.Data)
+	ip, et, ok := captureIP(fr.Link, fr.Data)
 	if !ok || !udpToRoCE(fr.Data[ip:]) {
 		return false, nil
 	}
 	switch {
-	case fr.LinkType == layers.LinkTypeEthernet && ip == roce.EthHeaderSize:
+	case fr.Link == linkTypeEthernet && ip == roce.EthHeaderSize:
 		err = roce.ParseFrame(fr.Data, pkt)
 	case et != 0 && (et == roce.EtherTypeIPv4) != (fr.Data[ip]>>4 == 4):
 		*pkt = roce.Packet{}
@@ -206,17 +206,26 @@ func parseCaptured(fr trace.PcapFrame, pkt *roce.Packet) (ok bool, err error) {
 	return true, err
 }
 
-// linkTypeOpenBSDRaw is raw IP on OpenBSD-style DLT.
-const linkTypeOpenBSDRaw = 12
+// The link types decode reads, as numbers: gopacket's layers.LinkType is a
+// uint8 and cannot name SLL2 (trace.PcapFrame.Link).
+const (
+	linkTypeEthernet   = uint16(layers.LinkTypeEthernet)
+	linkTypeOpenBSDRaw = 12 // raw IP on OpenBSD-style DLT
+	linkTypeRaw        = uint16(layers.LinkTypeRaw)
+	linkTypeLinuxSLL   = uint16(layers.LinkTypeLinuxSLL)
+	linkTypeIPv4       = uint16(layers.LinkTypeIPv4)
+	linkTypeIPv6       = uint16(layers.LinkTypeIPv6)
+	linkTypeLinuxSLL2  = 276 // tcpdump -i any with libpcap >= 1.10
+)
 
 // captureIP finds the IP header in a captured frame: its offset, and the
 // EtherType or protocol that announced it (0 for raw IP). ok is false when
 // the frame does not carry IPv4 or IPv6 as far as the link header says.
 // Ethernet frames may carry 802.1Q and 802.1ad tags (rocev2.md §1.1: RoCE
 // with PFC runs on a VLAN); the ICRC does not cover them.
-func captureIP(lt layers.LinkType, d []byte) (ip int, et uint16, ok bool) {
-	switch lt {
-	case layers.LinkTypeEthernet:
+func captureIP(link uint16, d []byte) (ip int, et uint16, ok bool) {
+	switch link {
+	case linkTypeEthernet:
 		ip = roce.EthHeaderSize
 		if len(d) < ip {
 			return 0, 0, false
@@ -226,12 +235,17 @@ func captureIP(lt layers.LinkType, d []byte) (ip int, et uint16, ok bool) {
 			et = binary.BigEndian.Uint16(d[ip+2:])
 			ip += 4
 		}
-	case layers.LinkTypeLinuxSLL: // 16-byte cooked header, protocol at 14
+	case linkTypeLinuxSLL: // 16-byte cooked header, protocol at 14
 		if len(d) < 16 {
 			return 0, 0, false
 		}
 		ip, et = 16, binary.BigEndian.Uint16(d[14:])
-	case layers.LinkTypeRaw, layers.LinkTypeIPv4, layers.LinkTypeIPv6, linkTypeOpenBSDRaw:
+	case linkTypeLinuxSLL2: // 20-byte cooked header, protocol at 0
+		if len(d) < 20 {
+			return 0, 0, false
+		}
+		ip, et = 20, binary.BigEndian.Uint16(d[0:])
+	case linkTypeRaw, linkTypeIPv4, linkTypeIPv6, linkTypeOpenBSDRaw:
 		return 0, 0, true
 	default:
 		return 0, 0, false

@@ -36,6 +36,26 @@ var foreignCaptures = []struct {
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
 	}},
+	// LINKTYPE_LINUX_SLL2 is 276: past the uint8 of gopacket's LinkType.
+	{"Linux SLL2 (tcpdump -i any)", "sll2.pcap", 0, []string{
+		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
+	}},
+	{"Linux SLL2 in a pcapng (editcap)", "sll2.pcapng", 0, []string{
+		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
+	}},
+	{"Linux SLL2 in a big-endian pcap", "sll2_bigendian.pcap", 0, []string{
+		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
+	}},
+	{"two pcapng sections, interface 0 Ethernet then SLL2", "two_sections.pcapng", 0, []string{
+		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"#2 1700000001.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000002 ack=0 len=16 icrc=ok",
+		"#3 1700000002.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000003 ack=0 len=16 icrc=ok",
+		"#4 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"4 frames: 4 roce (0 bad icrc, 0 malformed), 0 skipped",
+	}},
 	// RoCEv2 that softnic refuses is said to be refused, and why; it is
 	// not counted as a frame that is not RoCE.
 	{"IPv4 options", "ipv4_options.pcap", 1, []string{

@@ -45,6 +45,13 @@ write("qinq.pcap", [Ether(type=0x88A8, **MACS) / Dot1Q(vlan=10, type=0x8100) / D
 # Header: protocol, reserved, ifindex, ARPHRD_ETHER, packet type, addr len, addr.
 sll2 = struct.pack("!HHIHBB8s", 0x0800, 0, 2, 1, 4, 6, bytes.fromhex("020000000001") + b"\0\0")
 write("sll2.pcap", [Raw(sll2 + raw(roce()))], linktype=276)
+subprocess.run(["editcap", "-F", "pcapng", "sll2.pcap", "sll2.pcapng"], check=True)
+# The same frame in a big-endian pcap (written by hand: wrpcap writes the
+# host's order), so the link type number is read in the file's order.
+with open("sll2_bigendian.pcap", "wb") as f:
+    frame = sll2 + raw(roce())
+    f.write(struct.pack(">IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 276))
+    f.write(struct.pack(">IIII", 1700000000, 0, len(frame), len(frame)) + frame)
 # Not what rxe sends, but RoCEv2 frames all the same: softnic must say what
 # it refuses, not count them as "not RoCE".
 write("ipv4_options.pcap", [Ether(**MACS) / roce(IP(src=SRC, dst=DST, flags="DF", options=[IPOption_RR()]))])
@@ -68,5 +75,10 @@ for i, f in enumerate(["m_eth.pcap", "m_sll.pcap", "m_raw.pcap"]):
 subprocess.run(["mergecap", "-F", "pcapng", "-w", "mixed_linktypes.pcapng",
                 "m_eth.pcap.t", "m_sll.pcap.t", "m_raw.pcap.t"], check=True)
 subprocess.run("rm -f m_*.pcap m_*.pcap.t", shell=True, check=True)
+# Two sections (pcapng files concatenate): interface 0 is Ethernet in the
+# first and SLL2 in the second.
+with open("two_sections.pcapng", "wb") as f:
+    for part in ["mixed_linktypes.pcapng", "sll2.pcapng"]:
+        f.write(open(part, "rb").read())
 # Not RoCEv2: UDP to 4792 (held up; here so the skip stays a skip).
 write("udp_4792.pcap", [Ether(**MACS) / IP(src=SRC, dst=DST) / UDP(sport=0xC000, dport=4792) / Raw(payload(32))])
