@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,73 +16,79 @@ import (
 
 // foreignCaptures are captures written by scapy, editcap and mergecap, not
 // by softnic (testdata/captures/gen.py regenerates them), with decode's
-// exit status and output. Every RoCEv2 frame in them is one RC SEND ONLY
+// exit status and output (want nil: the output is the golden file
+// testdata/captures/FILE.txt; go test ./cmd/softnic -run
+// TestDecodeForeignCaptures -update rewrites it). Every RoCEv2 frame in them is one RC SEND ONLY
 // to QP 0x11; TestDecodeForeignCapturesTshark checks that tshark sees the
 // same frames.
 var foreignCaptures = []struct {
 	name, file string
 	code       int
 	want       []string
+	// tsharkNone: tshark dissects no RoCE in the file, though decode
+	// counts a frame (an IP fragment: tshark waits for the rest).
+	tsharkNone bool
 }{
 	{"pcapng with three link types (mergecap)", "mixed_linktypes.pcapng", 0, []string{
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"#2 1700000001.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000002 ack=0 len=16 icrc=ok",
 		"#3 1700000002.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000003 ack=0 len=16 icrc=ok",
 		"3 frames: 3 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}},
+	}, false},
 	{"802.1Q VLAN tag", "vlan.pcap", 0, []string{
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}},
+	}, false},
 	{"802.1ad QinQ tags", "qinq.pcap", 0, []string{
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}},
+	}, false},
 	// LINKTYPE_LINUX_SLL2 is 276: past the uint8 of gopacket's LinkType.
 	{"Linux SLL2 (tcpdump -i any)", "sll2.pcap", 0, []string{
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}},
+	}, false},
 	{"Linux SLL2 in a pcapng (editcap)", "sll2.pcapng", 0, []string{
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}},
+	}, false},
 	{"Linux SLL2 in a big-endian pcap", "sll2_bigendian.pcap", 0, []string{
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}},
+	}, false},
 	{"two pcapng sections, interface 0 Ethernet then SLL2", "two_sections.pcapng", 0, []string{
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"#2 1700000001.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000002 ack=0 len=16 icrc=ok",
 		"#3 1700000002.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000003 ack=0 len=16 icrc=ok",
 		"#4 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"4 frames: 4 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}},
+	}, false},
 	// RoCEv2 that softnic refuses is said to be refused, and why; it is
 	// not counted as a frame that is not RoCE.
 	{"IPv4 options", "ipv4_options.pcap", 1, []string{
 		"#1 1700000000.000000000 MALFORMED: roce: parse IPv4 at offset 14: bad length: IPv4 options are not supported",
 		"1 frames: 1 roce (0 bad icrc, 1 malformed), 0 skipped",
-	}},
+	}, false},
 	{"bad IPv4 header checksum", "ipv4_bad_checksum.pcap", 1, []string{
 		"#1 1700000000.000000000 MALFORMED: roce: parse IPv4 at offset 24: bad checksum",
 		"1 frames: 1 roce (0 bad icrc, 1 malformed), 0 skipped",
-	}},
+	}, false},
 	{"IPv4 first fragment", "ipv4_first_fragment.pcap", 1, []string{
 		"#1 1700000000.000000000 MALFORMED: UDP to port 4791, but an IP fragment (RoCEv2 sets DF): roce: parse IPv4 at offset 20: not a RoCEv2 packet: IP fragment",
 		"1 frames: 1 roce (0 bad icrc, 1 malformed), 0 skipped",
-	}},
+	}, true},
 	{"IPv6 hop-by-hop header", "ipv6_hop_by_hop.pcap", 1, []string{
 		"#1 1700000000.000000000 MALFORMED: UDP to port 4791, but IPv6 extension headers are not supported: roce: parse IPv6 at offset 20: not a RoCEv2 packet: next header is not UDP",
 		"1 frames: 1 roce (0 bad icrc, 1 malformed), 0 skipped",
-	}},
+	}, false},
 	{"cut by a 64-byte snap length", "snaplen64.pcap", 1, []string{
 		"#1 1700000000.000000000 MALFORMED: captured 64 of its 122 bytes (the capture's snap length): roce: parse IPv4 at offset 16: truncated: total length beyond the frame",
 		"1 frames: 1 roce (0 bad icrc, 1 malformed), 0 skipped",
-	}},
+	}, false},
+	{"every opcode, every AETH syndrome class", "every_opcode.pcap", 0, nil, false},
 	{"UDP to 4792 is not RoCEv2", "udp_4792.pcap", 0, []string{
 		"1 frames: 0 roce (0 bad icrc, 0 malformed), 1 skipped",
-	}},
+	}, false},
 }
 
 func TestDecodeForeignCaptures(t *testing.T) {
@@ -89,7 +97,17 @@ func TestDecodeForeignCaptures(t *testing.T) {
 			var out, errb bytes.Buffer
 			code := runDecode([]string{filepath.Join("testdata", "captures", tc.file)}, &out, &errb)
 			got := strings.TrimRight(out.String(), "\n")
-			if want := strings.Join(tc.want, "\n"); got != want || code != tc.code {
+			want := strings.Join(tc.want, "\n")
+			if tc.want == nil {
+				golden := filepath.Join("testdata", "captures", tc.file+".txt")
+				if *update {
+					if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want = strings.TrimRight(string(mustRead(t, golden)), "\n")
+			}
+			if got != want || code != tc.code {
 				t.Fatalf("exit %d (want %d), output:\n%s\nwant:\n%s\nstderr: %s", code, tc.code, got, want, errb.String())
 			}
 		})
@@ -141,4 +159,100 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestDecodeForeignCapturesTshark checks decode against Wireshark's
+// infiniband dissector on the same files: the frames decode counts as
+// RoCEv2 (decoded or MALFORMED) are the frames tshark dissects as RoCE, and
+// where decode reads one, tshark reads the same destination QP and PSN.
+// (tshark does not check the ICRC, nor refuse IPv4 options or a cut frame.)
+func TestDecodeForeignCapturesTshark(t *testing.T) {
+	tshark, err := exec.LookPath("tshark")
+	if err != nil {
+		t.Skip("tshark not installed")
+	}
+	for _, tc := range foreignCaptures {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join("testdata", "captures", tc.file)
+			args := []string{"-r", path, "-Y", "infiniband", "-T", "fields",
+				"-e", "frame.number", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.se", "-e", "infiniband.bth.a",
+				"-e", "infiniband.bth.padcnt", "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn",
+				"-e", "infiniband.reth.dmalen", "-e", "infiniband.aeth.syndrome", "-e", "infiniband.aeth.msn"}
+			for _, d := range []string{"rpcordma", "smc", "smb_direct", "nvme-rdma", "lnet", "iser"} {
+				args = append(args, "--disable-protocol", d)
+			}
+			cmd := exec.Command(tshark, args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			ts, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("tshark: %v\n%s", err, stderr.String())
+			}
+			var out, errb bytes.Buffer
+			runDecode([]string{"--json", path}, &out, &errb)
+			var got []string
+			for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				if l == "" {
+					continue
+				}
+				var f struct {
+					Frame  int     `json:"frame"`
+					Opcode uint8   `json:"opcode"`
+					SE     bool    `json:"se"`
+					AckReq bool    `json:"ack_req"`
+					Pad    uint8   `json:"pad"`
+					DestQP *uint32 `json:"dest_qp"`
+					PSN    uint32  `json:"psn"`
+					RETH   *struct {
+						Len uint32 `json:"len"`
+					} `json:"reth"`
+					AETH *struct {
+						Syndrome uint8  `json:"syndrome"`
+						MSN      uint32 `json:"msn"`
+					} `json:"aeth"`
+				}
+				if err := json.Unmarshal([]byte(l), &f); err != nil {
+					t.Fatalf("decode line %q: %v", l, err)
+				}
+				if f.DestQP == nil { // MALFORMED: the frame number only
+					got = append(got, fmt.Sprint(f.Frame))
+					continue
+				}
+				line := fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t0x%06x\t%d\t", f.Frame, f.Opcode, b01(f.SE), b01(f.AckReq), f.Pad, *f.DestQP, f.PSN)
+				if f.RETH != nil {
+					line += fmt.Sprint(f.RETH.Len)
+				}
+				if f.AETH != nil {
+					line += fmt.Sprintf("\t%d\t%d", f.AETH.Syndrome, f.AETH.MSN)
+				} else {
+					line += "\t\t"
+				}
+				got = append(got, strings.TrimRight(line, "\t"))
+			}
+			want := strings.Split(strings.TrimRight(string(ts), "\n"), "\n")
+			for i := range want {
+				want[i] = strings.TrimRight(want[i], "\t")
+			}
+			if len(want) == 1 && want[0] == "" {
+				want = nil
+			}
+			if tc.tsharkNone {
+				if want != nil {
+					t.Fatalf("tshark now dissects it:\n%s", ts)
+				}
+				return
+			}
+			if len(got) != len(want) {
+				t.Fatalf("decode:\n%s\ntshark:\n%s", strings.Join(got, "\n"), ts)
+			}
+			for i := range got {
+				if !strings.Contains(got[i], "\t") && strings.SplitN(want[i], "\t", 2)[0] == got[i] {
+					continue // MALFORMED here, dissected there: same frame
+				}
+				if got[i] != want[i] {
+					t.Errorf("frame line %d: decode %q, tshark %q", i, got[i], want[i])
+				}
+			}
+		})
+	}
 }

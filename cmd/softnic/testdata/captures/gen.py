@@ -80,5 +80,40 @@ subprocess.run("rm -f m_*.pcap m_*.pcap.t", shell=True, check=True)
 with open("two_sections.pcapng", "wb") as f:
     for part in ["mixed_linktypes.pcapng", "sll2.pcapng"]:
         f.write(open(part, "rb").read())
+# Every opcode softnic knows, RC/UC/UD and CNP, with its extension headers
+# packed by hand (rocev2.md §1.5), pad counts 0-3, SE and AckReq varied, and
+# an RC ACKNOWLEDGE for each AETH syndrome class (ACK with credits 0 and 31,
+# RNR NAK timers 0, 1 and 31, NAK codes 0-5 and 31, reserved 0x40).
+reth_first = struct.pack("!QII", 0x7F0000001000, 0xABCDEF, 4096)
+reth_only = struct.pack("!QII", 0x7F0000001000, 0xABCDEF, 13)
+imm, ieth = struct.pack("!I", 0xDEADBEEF), struct.pack("!I", 0x1234)
+deth = struct.pack("!II", 0x80010000, 0x22)
+atomic = struct.pack("!QIQQ", 0x2000, 0x77, 5, 9)
+orig = struct.pack("!Q", 0x1122334455667788)
+
+
+def aeth(syndrome=0x1F, msn=7):
+    return struct.pack("!I", syndrome << 24 | msn)
+
+
+PMTU = 256
+ops = [
+    (0x00, b"", PMTU), (0x01, b"", PMTU), (0x02, b"", 13), (0x03, imm, 14), (0x04, b"", 15), (0x05, imm, 0),
+    (0x06, reth_first, PMTU), (0x07, b"", PMTU), (0x08, b"", 1), (0x09, imm, 2), (0x0A, reth_only, 13),
+    (0x0B, reth_only + imm, 13), (0x0C, reth_first, 0), (0x0D, aeth(), PMTU), (0x0E, b"", PMTU), (0x0F, aeth(), 3),
+    (0x10, aeth(), 0), (0x11, aeth(), 0), (0x12, aeth() + orig, 0), (0x13, atomic, 0), (0x14, atomic, 0),
+    (0x16, ieth, 5), (0x17, ieth, 6),
+    (0x20, b"", PMTU), (0x21, b"", PMTU), (0x22, b"", 1), (0x23, imm, 1), (0x24, b"", 0), (0x25, imm, 1),
+    (0x26, reth_first, PMTU), (0x27, b"", PMTU), (0x28, b"", 7), (0x29, imm, 7), (0x2A, reth_only, 13),
+    (0x2B, reth_only + imm, 13),
+    (0x64, deth, 30), (0x65, deth + imm, 30), (0x81, b"\0" * 16, 0),
+] + [(0x11, aeth(s, 3), 0) for s in (0x00, 0x1F, 0x20, 0x21, 0x3F, 0x60, 0x61, 0x62, 0x63, 0x64, 0x65, 0x7F, 0x40)]
+pkts = []
+for i, (op, ext, n) in enumerate(ops):
+    pad = (-n) & 3
+    pkts.append(Ether(**MACS) / IP(src=SRC, dst=DST, flags="DF") / UDP(sport=0xC000, dport=4791, chksum=0) /
+                BTH(opcode=op, padcount=pad, dqpn=0x100 + i, psn=1000 + i, ackreq=i & 1, solicited=(i >> 1) & 1) /
+                Raw(ext + payload(n) + b"\0" * pad))
+write("every_opcode.pcap", pkts)
 # Not RoCEv2: UDP to 4792 (held up; here so the skip stays a skip).
 write("udp_4792.pcap", [Ether(**MACS) / IP(src=SRC, dst=DST) / UDP(sport=0xC000, dport=4792) / Raw(payload(32))])
