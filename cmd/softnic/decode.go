@@ -9,7 +9,8 @@ package main
 //	#N TIME SRC:PORT → DST:PORT OPCODE qp=0xQPN psn=0xPSN ack=0|1 [se] [pad=N] [HEADERS] len=PAYLOAD icrc=ok|BAD (want W, got G)
 //
 // TIME is the capture timestamp as seconds.nanoseconds since the Unix epoch
-// (softnic's own captures start at the epoch, so this is virtual time).
+// (softnic trace's captures start at the epoch at the post, so this is the
+// walk's virtual time: a frame's TIME is its wire stage's start_ns).
 // ICRC values are printed as the four wire bytes read big-endian, the way
 // Wireshark's infiniband.invariant.crc shows them.
 //

@@ -439,6 +439,12 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	// pcapErr is the first failure writing the capture: the walk goes on,
 	// the command fails at the end.
 	var pcapErr error
+	// The capture's clock is the walk's: its frames are stamped from the
+	// post, as every stage is, so a frame's time is its wire stage's start
+	// (they were stamped from the start of the simulation, 10 µs of setup
+	// earlier). The setup sends no frame; one would be stamped 0.
+	var posted bool
+	var postAt sim.Time
 	if o.pcap != "" {
 		var pcapOut io.Writer = stdout
 		if o.pcap != "-" {
@@ -459,7 +465,11 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		}
 		w.Link.AddTap(func(t sim.Time, f []byte) {
 			if pcapErr == nil {
-				pcapErr = pw.WriteFrame(t, f)
+				at := sim.Time(0)
+				if posted {
+					at = t - postAt
+				}
+				pcapErr = pw.WriteFrame(at, f)
 			}
 		})
 		defer func() {
@@ -544,6 +554,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	cqRing := req.SendCQ.Info().RingAddr
 	// Stage times count from the post (an arm before it is negative).
 	t0 := w.ArmTimedFaults()
+	posted, postAt = true, t0
 	if _, err := req.QP.PostSend(wrs); err != nil {
 		return err
 	}

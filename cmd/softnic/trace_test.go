@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -670,4 +674,51 @@ func TestSmallActiveMTU(t *testing.T) {
 	_, errOut, code = runCLI(t, "trace", "--profile", prof, "--mtu", "1024")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "path MTU 1024 above the port's active MTU 256")
+}
+
+// TestTracePcapTimesAreTheWalks: every frame of --pcap is stamped with the
+// start of its wire stage, on the clock of every other output (stage times
+// count from the post), and holds the bytes that stage shows.
+func TestTracePcapTimesAreTheWalks(t *testing.T) {
+	plan := filepath.Join(t.TempDir(), "drop.json")
+	require.NoError(t, os.WriteFile(plan, []byte(`{"rules":[{"point":"wire.tx","action":"drop","nth":2}]}`), 0o644))
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"write 3000", []string{"--op", "write", "--size", "3000"}},
+		{"read 3000", []string{"--op", "read", "--size", "3000"}},
+		{"ud send", []string{"--op", "ud_send", "--size", "100"}},
+		{"send with a drop and the retransmission", []string{"--op", "send", "--size", "3000", "--faults", plan}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "w.pcap")
+			j := runTraceJSON(t, append(tc.args, "--pcap", path)...)
+			var wire []stageJSON
+			for _, s := range j.Stages {
+				if s.Name == "wire" {
+					wire = append(wire, s)
+				}
+			}
+			slices.SortStableFunc(wire, func(a, b stageJSON) int { return cmp.Compare(a.StartNS, b.StartNS) })
+			f, err := os.Open(path)
+			require.NoError(t, err)
+			defer f.Close()
+			r, err := trace.NewPcapReader(f)
+			require.NoError(t, err)
+			for i := 0; ; i++ {
+				fr, err := r.ReadFrame()
+				if err == io.EOF {
+					require.Equal(t, len(wire), i, "frames in the capture")
+					break
+				}
+				require.NoError(t, err)
+				require.Less(t, i, len(wire), "more frames than wire stages")
+				// PcapTimestamp truncates to the nanosecond.
+				want := int64(math.Floor(wire[i].StartNS + 1e-6))
+				require.Equal(t, want, fr.Timestamp.UnixNano(), "frame %d: timestamp against its wire stage at %.3f ns", i+1, wire[i].StartNS)
+				require.Equal(t, wire[i].FrameHex, hex.EncodeToString(fr.Data), "frame %d bytes", i+1)
+			}
+		})
+	}
 }
