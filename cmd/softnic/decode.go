@@ -26,7 +26,8 @@ package main
 //
 // Link types: Ethernet (with or without 802.1Q/802.1ad tags), Linux cooked
 // (SLL and SLL2) and raw IP. Frames that are not RoCEv2 (not a UDP datagram to port
-// 4791, other EtherTypes or link types) are skipped and counted. A datagram
+// 4791, other EtherTypes or link types) are skipped and counted; RoCEv1
+// (EtherType 0x8915) among them is counted in the summary as not read. A datagram
 // to 4791 that the strict parser refuses (IPv4 options, a bad IPv4 header
 // checksum, an IP fragment, IPv6 extension headers, a frame cut by the
 // capture's snap length) is RoCEv2 softnic cannot check: it is MALFORMED,
@@ -59,7 +60,12 @@ func init() {
 
 type decodeSummary struct {
 	frames, roce, badICRC, malformed, skipped int
+	rocev1                                    int // of the skipped
 }
+
+// etherTypeRoCEv1 is RoCE over Ethernet without IP/UDP (the GRH follows
+// the Ethernet header): decode does not read it, and says so.
+const etherTypeRoCEv1 = 0x8915
 
 func runDecode(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
@@ -120,6 +126,9 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 		ok, perr := parseCaptured(fr, &pkt)
 		if !ok {
 			s.skipped++
+			if _, et, _ := captureIP(fr.Link, fr.Data); et == etherTypeRoCEv1 {
+				s.rocev1++
+			}
 			continue
 		}
 		s.roce++
@@ -153,6 +162,9 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 // printSummary prints the closing line: on stdout in text mode, on stderr
 // with --json.
 func (s decodeSummary) printSummary(jsonOut bool, stdout, stderr io.Writer, note string) {
+	if s.rocev1 > 0 {
+		note = fmt.Sprintf(" (%d RoCEv1, EtherType 0x8915: not read, decode reads RoCEv2)", s.rocev1) + note
+	}
 	sum := fmt.Sprintf("%d frames: %d roce (%d bad icrc, %d malformed), %d skipped%s",
 		s.frames, s.roce, s.badICRC, s.malformed, s.skipped, note)
 	if jsonOut {
@@ -191,6 +203,18 @@ func parseCaptured(fr trace.PcapFrame, pkt *roce.Packet) (ok bool, err error) {
 		}
 	}
 	if err != nil && !errors.Is(err, roce.ErrBadICRC) {
+		var pe *roce.ParseError
+		if errors.Is(err, roce.ErrBadOpcode) && errors.As(err, &pe) && pe.Offset < len(fr.Data) {
+			// The parser's detail is static: name the byte (the BTH's
+			// first) and its transport here.
+			op := roce.Opcode(fr.Data[pe.Offset])
+			switch tr := op.Transport(); tr {
+			case roce.TransportRC, roce.TransportUC, roce.TransportUD, roce.TransportCNP:
+				err = fmt.Errorf("%w: 0x%02x is no %v opcode", err, uint8(op), tr)
+			default:
+				err = fmt.Errorf("%w: 0x%02x is %v, not supported (softnic reads RC, UC, UD and CNP)", err, uint8(op), tr)
+			}
+		}
 		if errors.Is(err, roce.ErrNotRoCE) {
 			// udpToRoCE found the UDP header behind what the parser
 			// stops at: a first fragment or IPv6 extension headers.
@@ -221,7 +245,8 @@ const (
 
 // captureIP finds the IP header in a captured frame: its offset, and the
 // EtherType or protocol that announced it (0 for raw IP). ok is false when
-// the frame does not carry IPv4 or IPv6 as far as the link header says.
+// the frame does not carry IPv4 or IPv6 as far as the link header says (et
+// is still the EtherType the link header names, RoCEv1's say).
 // Ethernet frames may carry 802.1Q and 802.1ad tags (rocev2.md §1.1: RoCE
 // with PFC runs on a VLAN); the ICRC does not cover them.
 func captureIP(link uint16, d []byte) (ip int, et uint16, ok bool) {

@@ -86,6 +86,15 @@ var foreignCaptures = []struct {
 		"1 frames: 1 roce (0 bad icrc, 1 malformed), 0 skipped",
 	}, false},
 	{"every opcode, every AETH syndrome class", "every_opcode.pcap", 0, nil, false},
+	{"opcodes softnic does not read", "unknown_opcodes.pcap", 1, []string{
+		"#1 1700000000.000000000 MALFORMED: roce: parse BTH at offset 42: bad opcode: 0xa4 is XRC, not supported (softnic reads RC, UC, UD and CNP)",
+		"#2 1700000001.000000000 MALFORMED: roce: parse BTH at offset 42: bad opcode: 0x15 is no RC opcode",
+		"#3 1700000002.000000000 MALFORMED: roce: parse BTH at offset 42: bad opcode: 0x40 is RD, not supported (softnic reads RC, UC, UD and CNP)",
+		"3 frames: 3 roce (0 bad icrc, 3 malformed), 0 skipped",
+	}, false},
+	{"RoCEv1 is counted as not read", "rocev1.pcap", 0, []string{
+		"1 frames: 0 roce (0 bad icrc, 0 malformed), 1 skipped (1 RoCEv1, EtherType 0x8915: not read, decode reads RoCEv2)",
+	}, false},
 	{"UDP to 4792 is not RoCEv2", "udp_4792.pcap", 0, []string{
 		"1 frames: 0 roce (0 bad icrc, 0 malformed), 1 skipped",
 	}, false},
@@ -163,7 +172,8 @@ func mustRead(t *testing.T, path string) []byte {
 
 // TestDecodeForeignCapturesTshark checks decode against Wireshark's
 // infiniband dissector on the same files: the frames decode counts as
-// RoCEv2 (decoded or MALFORMED) are the frames tshark dissects as RoCE, and
+// RoCEv2 (decoded or MALFORMED) are the frames tshark dissects as RoCE in
+// UDP to 4791 (RoCEv1 is RoCE to tshark, and not RoCEv2), and
 // where decode reads one, tshark reads the same destination QP and PSN.
 // (tshark does not check the ICRC, nor refuse IPv4 options or a cut frame.)
 func TestDecodeForeignCapturesTshark(t *testing.T) {
@@ -174,7 +184,7 @@ func TestDecodeForeignCapturesTshark(t *testing.T) {
 	for _, tc := range foreignCaptures {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join("testdata", "captures", tc.file)
-			args := []string{"-r", path, "-Y", "infiniband", "-T", "fields",
+			args := []string{"-r", path, "-Y", "udp.dstport == 4791 && infiniband", "-T", "fields",
 				"-e", "frame.number", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.se", "-e", "infiniband.bth.a",
 				"-e", "infiniband.bth.padcnt", "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn",
 				"-e", "infiniband.reth.dmalen", "-e", "infiniband.aeth.syndrome", "-e", "infiniband.aeth.msn"}

@@ -115,5 +115,12 @@ for i, (op, ext, n) in enumerate(ops):
                 BTH(opcode=op, padcount=pad, dqpn=0x100 + i, psn=1000 + i, ackreq=i & 1, solicited=(i >> 1) & 1) /
                 Raw(ext + payload(n) + b"\0" * pad))
 write("every_opcode.pcap", pkts)
+# Opcodes softnic does not read: XRC SEND ONLY (0xA4), RC 0x15 (no such
+# opcode) and RD SEND FIRST (0x40), each with 12 more bytes.
+write("unknown_opcodes.pcap", [Ether(**MACS) / IP(src=SRC, dst=DST, flags="DF") / UDP(sport=0xC000, dport=4791, chksum=0) /
+                               BTH(opcode=op, dqpn=0x11, psn=1) / Raw(payload(12)) for op in (0xA4, 0x15, 0x40)])
+# RoCEv1 (EtherType 0x8915: a GRH, then the BTH): not RoCEv2, skipped, and
+# the summary says how many there were.
+write("rocev1.pcap", [Ether(type=0x8915, **MACS) / Raw(bytes(40) + raw(BTH(opcode=0x04, dqpn=0x11, psn=1)) + payload(16) + bytes(4))])
 # Not RoCEv2: UDP to 4792 (held up; here so the skip stays a skip).
 write("udp_4792.pcap", [Ether(**MACS) / IP(src=SRC, dst=DST) / UDP(sport=0xC000, dport=4792) / Raw(payload(32))])
