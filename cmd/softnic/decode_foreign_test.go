@@ -161,7 +161,7 @@ func TestDecodeCutFrames(t *testing.T) {
 	}
 }
 
-func mustRead(t *testing.T, path string) []byte {
+func mustRead(t testing.TB, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -265,4 +265,30 @@ func TestDecodeForeignCapturesTshark(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseCaptured: decode's link and IP walk (captureIP, udpToRoCE)
+// never panics, on any link type decode reads, and a frame it takes for
+// RoCEv2 is one the parser either reads or refuses with a reason.
+func FuzzParseCaptured(f *testing.F) {
+	for _, tc := range foreignCaptures {
+		r, err := trace.NewPcapReader(bytes.NewReader(mustRead(f, filepath.Join("testdata", "captures", tc.file))))
+		if err != nil {
+			f.Fatal(err)
+		}
+		for {
+			fr, err := r.ReadFrame()
+			if err != nil {
+				break
+			}
+			f.Add(fr.Link, fr.Data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, link uint16, data []byte) {
+		var pkt roce.Packet
+		ok, err := parseCaptured(trace.PcapFrame{Data: data, OrigLen: len(data), Link: link}, &pkt)
+		if ok && err == nil && pkt.BTH == nil {
+			t.Fatal("taken for RoCEv2 and read, without a BTH")
+		}
+	})
 }
