@@ -305,15 +305,27 @@ func NewPcapReader(r io.Reader) (*PcapReader, error) {
 		trk.inHdr = true
 		// The link type number, before pcapgo keeps its low byte; the
 		// upper 16 bits are FCS information (pcap's LinkType field).
+		//
+		// The snap length is raised to at least libpcap's 262144 for
+		// pcapgo, which refuses any record longer than the header's
+		// snap length: libpcap and Wireshark read such a record (scapy's
+		// wrpcap(snaplen=128) writes the number and does not cut), and a
+		// record past 262144 is still refused, as libpcap refuses it.
 		var link uint16
+		var in io.Reader = br
 		if h, err := br.Peek(24); err == nil {
-			link = uint16(binary.LittleEndian.Uint32(h[20:]))
+			var order binary.ByteOrder = binary.LittleEndian
 			if be == pcapMagicMicros || be == pcapMagicNanos {
-				link = uint16(binary.BigEndian.Uint32(h[20:]))
+				order = binary.BigEndian
 			}
+			link = uint16(order.Uint32(h[20:]))
+			hdr := append([]byte(nil), h...)
+			order.PutUint32(hdr[16:], max(order.Uint32(hdr[16:]), PcapSnaplen))
+			_, _ = br.Discard(len(hdr))
+			in = io.MultiReader(bytes.NewReader(hdr), br)
 		}
 		var p *pcapgo.Reader
-		err := guard(func() (err error) { p, err = pcapgo.NewReader(br); return err })
+		err := guard(func() (err error) { p, err = pcapgo.NewReader(in); return err })
 		if err != nil {
 			return nil, fmt.Errorf("trace: pcap: %w", err)
 		}

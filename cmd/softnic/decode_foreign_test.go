@@ -63,6 +63,10 @@ var foreignCaptures = []struct {
 		"#4 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"4 frames: 4 roce (0 bad icrc, 0 malformed), 0 skipped",
 	}, false},
+	{"a record longer than the header's snap length", "snaplen_header_only.pcap", 0, []string{
+		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_RDMA_WRITE_ONLY qp=0x000011 psn=0x000001 ack=0 reth{va=0x1000 rkey=0x22 len=1024} len=1024 icrc=ok",
+		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
+	}, false},
 	// RoCEv2 that softnic refuses is said to be refused, and why; it is
 	// not counted as a frame that is not RoCE.
 	{"IPv4 options", "ipv4_options.pcap", 1, []string{

@@ -64,6 +64,12 @@ full = raw(Ether(**MACS) / roce(n=64))
 with open("snaplen64.pcap", "wb") as f:
     f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 64, 1))
     f.write(struct.pack("<IIII", 1700000000, 0, 64, len(full)) + full[:64])
+# A header snap length (128) smaller than the record it holds (1098 bytes,
+# whole): scapy's wrpcap(snaplen=) writes the number and does not cut.
+# libpcap and Wireshark read such records (libpcap up to its 262144 limit).
+write("snaplen_header_only.pcap", [Ether(**MACS) / IP(src=SRC, dst=DST, flags="DF") / UDP(sport=0xC000, dport=4791, chksum=0) /
+                                   BTH(opcode=0x0A, dqpn=0x11, psn=1) / Raw(struct.pack("!QII", 0x1000, 0x22, 1024) + payload(1024))],
+      snaplen=128)
 # Three interfaces of three link types in one pcapng (Ethernet, Linux SLL,
 # raw IP), merged by mergecap.
 write("m_eth.pcap", [Ether(**MACS) / roce(psn=1)])
