@@ -334,6 +334,24 @@ func NewPcapReader(r io.Reader) (*PcapReader, error) {
 	return nil, ErrUnknownFormat
 }
 
+// binaryResolution corrects pcapgo's time for an interface whose timestamp
+// resolution is binary, 2^-n s: pcapgo scales the fraction of the second by
+// 10^9/2^n truncated to an integer (2^-10: 976562, so 512/1024 s read as
+// .499999744), where Wireshark scales it exactly (.500000000). For n < 30
+// the fraction is recovered exactly from pcapgo's nanoseconds and scaled
+// again, truncating as Wireshark does; finer binary resolutions (pcapgo
+// divides there, losing the fraction's low bits) are left as pcapgo has them.
+func binaryResolution(ts time.Time, res pcapgo.NgResolution) time.Time {
+	n := res.Exponent()
+	if !res.Binary() || n == 0 || n >= 30 {
+		return ts
+	}
+	mask := uint64(1) << n
+	up := uint64(1e9) / mask
+	frac := uint64(ts.Nanosecond()) / up
+	return time.Unix(ts.Unix(), int64(frac*1e9/mask)).UTC()
+}
+
 // LinkType is the link type of the file (pcapng: of its first interface,
 // known once it has been read, before the first frame; each PcapFrame
 // carries the link type of its own interface).
@@ -362,6 +380,7 @@ func (r *PcapReader) ReadFrame() (PcapFrame, error) {
 			lt = r.ng.LinkType()
 			if ifc, ierr := r.ng.Interface(ci.InterfaceIndex); ierr == nil {
 				lt = ifc.LinkType
+				ci.Timestamp = binaryResolution(ci.Timestamp, ifc.TimestampResolution)
 			}
 			link = uint16(lt)
 			if s := r.trk.links; r.section < len(s) && ci.InterfaceIndex < len(s[r.section]) {

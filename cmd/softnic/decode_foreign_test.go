@@ -67,6 +67,13 @@ var foreignCaptures = []struct {
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_RDMA_WRITE_ONLY qp=0x000011 psn=0x000001 ack=0 reth{va=0x1000 rkey=0x22 len=1024} len=1024 icrc=ok",
 		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
 	}, false},
+	{"pcapng timestamp resolutions 2^-10, µs, ns, ms", "tsresol.pcapng", 0, []string{
+		"#1 1700000000.500000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"#2 1700000001.000250000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"#3 1700000002.123456789 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"#4 1700000003.007000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"4 frames: 4 roce (0 bad icrc, 0 malformed), 0 skipped",
+	}, false},
 	// RoCEv2 that softnic refuses is said to be refused, and why; it is
 	// not counted as a frame that is not RoCE.
 	{"IPv4 options", "ipv4_options.pcap", 1, []string{
@@ -178,7 +185,8 @@ func mustRead(t testing.TB, path string) []byte {
 // infiniband dissector on the same files: the frames decode counts as
 // RoCEv2 (decoded or MALFORMED) are the frames tshark dissects as RoCE in
 // UDP to 4791 (RoCEv1 is RoCE to tshark, and not RoCEv2), and
-// where decode reads one, tshark reads the same destination QP and PSN.
+// where decode reads one, tshark reads the same time, opcode, flags, QP,
+// PSN, DMA length and AETH.
 // (tshark does not check the ICRC, nor refuse IPv4 options or a cut frame.)
 func TestDecodeForeignCapturesTshark(t *testing.T) {
 	tshark, err := exec.LookPath("tshark")
@@ -189,7 +197,7 @@ func TestDecodeForeignCapturesTshark(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join("testdata", "captures", tc.file)
 			args := []string{"-r", path, "-Y", "udp.dstport == 4791 && infiniband", "-T", "fields",
-				"-e", "frame.number", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.se", "-e", "infiniband.bth.a",
+				"-e", "frame.number", "-e", "frame.time_epoch", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.se", "-e", "infiniband.bth.a",
 				"-e", "infiniband.bth.padcnt", "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn",
 				"-e", "infiniband.reth.dmalen", "-e", "infiniband.aeth.syndrome", "-e", "infiniband.aeth.msn"}
 			for _, d := range []string{"rpcordma", "smc", "smb_direct", "nvme-rdma", "lnet", "iser"} {
@@ -211,6 +219,7 @@ func TestDecodeForeignCapturesTshark(t *testing.T) {
 				}
 				var f struct {
 					Frame  int     `json:"frame"`
+					Time   string  `json:"time"`
 					Opcode uint8   `json:"opcode"`
 					SE     bool    `json:"se"`
 					AckReq bool    `json:"ack_req"`
@@ -232,7 +241,7 @@ func TestDecodeForeignCapturesTshark(t *testing.T) {
 					got = append(got, fmt.Sprint(f.Frame))
 					continue
 				}
-				line := fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t0x%06x\t%d\t", f.Frame, f.Opcode, b01(f.SE), b01(f.AckReq), f.Pad, *f.DestQP, f.PSN)
+				line := fmt.Sprintf("%d\t%s\t%d\t%d\t%d\t%d\t0x%06x\t%d\t", f.Frame, f.Time, f.Opcode, b01(f.SE), b01(f.AckReq), f.Pad, *f.DestQP, f.PSN)
 				if f.RETH != nil {
 					line += fmt.Sprint(f.RETH.Len)
 				}

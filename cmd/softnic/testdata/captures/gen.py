@@ -128,5 +128,20 @@ write("unknown_opcodes.pcap", [Ether(**MACS) / IP(src=SRC, dst=DST, flags="DF") 
 # RoCEv1 (EtherType 0x8915: a GRH, then the BTH): not RoCEv2, skipped, and
 # the summary says how many there were.
 write("rocev1.pcap", [Ether(type=0x8915, **MACS) / Raw(bytes(40) + raw(BTH(opcode=0x04, dqpn=0x11, psn=1)) + payload(16) + bytes(4))])
+# pcapng timestamp resolutions (if_tsresol), blocks written by hand: a
+# binary one, 2^-10 s, with the frame at 512/1024 s past the second (tshark:
+# .500000000), and microseconds, nanoseconds and milliseconds.
+def block(typ, body):
+    body += bytes(-len(body) & 3)
+    return struct.pack("<II", typ, 12 + len(body)) + body + struct.pack("<I", 12 + len(body))
+
+
+vlan_frame = raw(Ether(**MACS) / Dot1Q(vlan=100, prio=3) / roce())
+with open("tsresol.pcapng", "wb") as f:
+    f.write(block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1)))
+    for i, (tsresol, units) in enumerate([(0x8A, (1700000000 << 10) + 512), (6, 1700000001 * 10**6 + 250),
+                                          (9, 1700000002 * 10**9 + 123456789), (3, 1700000003 * 1000 + 7)]):
+        f.write(block(1, struct.pack("<HHI", 1, 0, 0) + struct.pack("<HHB3x", 9, 1, tsresol) + bytes(4)))
+        f.write(block(6, struct.pack("<IIIII", i, units >> 32, units & 0xFFFFFFFF, len(vlan_frame), len(vlan_frame)) + vlan_frame))
 # Not RoCEv2: UDP to 4792 (held up; here so the skip stays a skip).
 write("udp_4792.pcap", [Ether(**MACS) / IP(src=SRC, dst=DST) / UDP(sport=0xC000, dport=4792) / Raw(payload(32))])
