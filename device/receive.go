@@ -78,7 +78,7 @@ func (d *Device) receive(t sim.Time, frame []byte, verified bool) {
 	q := d.qp(qpn)
 	switch {
 	case q == nil || q.dead:
-		d.warn(t, CtrRxDropNoQP, "%v PSN %d for QP %#x, which does not exist", p.Opcode, p.BTH.PSN(), qpn)
+		d.warn(t, CtrRxDropNoQP, "%v PSN %#x for QP %#x, which does not exist", p.Opcode, p.BTH.PSN(), qpn)
 		return
 	case p.Opcode.Transport() != q.transport():
 		d.warn(t, CtrRxDropBadTransport, "%v for %v QP %#x", p.Opcode, q.typ, qpn)
@@ -87,7 +87,7 @@ func (d *Device) receive(t sim.Time, frame []byte, verified bool) {
 		d.warn(t, CtrRxDropBadPKey, "P_Key %#x on QP %#x", p.BTH.PKey(), qpn)
 		return
 	case q.state != mlx5.QPStateRTR && q.state != mlx5.QPStateRTS && !(q.typ != mlx5.QPTypeRC && q.state == mlx5.QPStateSQER):
-		d.warn(t, CtrRxDropQPState, "%v PSN %d for QP %#x in state %v", p.Opcode, p.BTH.PSN(), qpn, q.state)
+		d.warn(t, CtrRxDropQPState, "%v PSN %#x for QP %#x in state %v", p.Opcode, p.BTH.PSN(), qpn, q.state)
 		return
 	case q.typ != mlx5.QPTypeUD && p.SrcIP.Unmap() != q.dstIP:
 		d.warn(t, CtrRxDropBadSrc, "%v from %v for QP %#x connected to %v", p.Opcode, p.SrcIP, qpn, q.dstIP)

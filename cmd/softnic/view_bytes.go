@@ -149,7 +149,7 @@ func annotateFrame(f []byte) string {
 	off += roce.UDPHeaderSize
 	b := p.BTH
 	fmt.Fprintf(&s, "BTH\n")
-	fmt.Fprintf(&s, "  +%03x  %-39s  opcode %v (%#02x), SE %d M %d pad %d TVer %d, P_Key %#04x; dest QP %#06x; AckReq %d, PSN %d\n", off, hexLine(b),
+	fmt.Fprintf(&s, "  +%03x  %-39s  opcode %v (%#02x), SE %d M %d pad %d TVer %d, P_Key %#04x; dest QP %#06x; AckReq %d, PSN 0x%06x\n", off, hexLine(b),
 		p.Opcode, uint8(p.Opcode), b01(b.SE()), b01(b.MigReq()), b.PadCnt(), b.TVer(), b.PKey(), b.DestQP(), b01(b.AckReq()), b.PSN())
 	off += roce.BTHSize
 	ext := func(name string, h []byte, note string) {

@@ -97,14 +97,14 @@ func TestTraceHTML(t *testing.T) {
 			require.NotEmpty(t, s.FrameHex)
 		}
 	}
-	bth := fmt.Sprintf("AckReq 1, PSN %d", psn)
+	bth := fmt.Sprintf("AckReq 1, PSN 0x%06x", psn) // hex, as every identifier (docs/cli.md)
 	for _, h := range append(hexOf("packetize", 0), hexOf("wire", 0)...) {
 		require.Regexp(t, `BTH\n  \+02a  0a00ffff [0-9a-f ]+opcode RC_RDMA_WRITE_ONLY \(0x0a\).*`+bth, h)
 		for _, l := range []string{"Ethernet", "IPv4", "total length 124", "UDP", "dst port 4791", "RETH", "DMA length 64", "payload (64 bytes)", " …", "ICRC", "(ok)"} {
 			require.Contains(t, h, l)
 		}
 	}
-	ack := fmt.Sprintf("AckReq 0, PSN %d", psn)
+	ack := fmt.Sprintf("AckReq 0, PSN 0x%06x", psn)
 	for _, h := range append(hexOf("ack", 1), hexOf("wire", 1)...) {
 		require.Regexp(t, `opcode RC_ACKNOWLEDGE \(0x11\).*`+ack, h)
 		require.Contains(t, h, "AETH")
