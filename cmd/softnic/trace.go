@@ -641,7 +641,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		}
 		return stageRank(events[i].Name) < stageRank(events[j].Name)
 	})
-	var stages, warns []stageJSON
+	stages, warns := []stageJSON{}, []stageJSON{} // lists in the JSON even when empty
 	taken := map[string]map[int]bool{}
 	nCQE := 0
 	for _, e := range events {

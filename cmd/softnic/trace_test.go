@@ -722,3 +722,14 @@ func TestTracePcapTimesAreTheWalks(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceJSONWarningsIsAList: a walk without warnings has "warnings": []
+// (it was null: jq '.warnings[]' failed on every clean walk), so a
+// consumer iterates it whatever the walk.
+func TestTraceJSONWarningsIsAList(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"trace", "--json"}, &out, &errb), errb.String())
+	var raw map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(out.Bytes(), &raw))
+	require.Equal(t, "[]", string(raw["warnings"]))
+}
