@@ -10,6 +10,7 @@ package trace
 import (
 	"bufio"
 	"bytes"
+	"container/heap"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -77,6 +78,67 @@ func (p *PcapWriter) WriteFrame(t sim.Time, frame []byte) error {
 		return fmt.Errorf("trace: pcap write: %w", err)
 	}
 	return nil
+}
+
+// PcapOrder writes frames to a PcapWriter in time order when they are
+// handed over ahead of their time. A link tap sees a frame when it is
+// queued, stamped with the time its transmission starts, which may come
+// after that of a frame the other end queues later (a batch's frames queue
+// back to back, the ACKs the other way start between them): written as
+// they came, the capture went back in time. A frame waits until the clock,
+// given with each, has reached its time: every frame handed over later
+// starts then or after. Flush writes the rest at the end.
+type PcapOrder struct {
+	w   *PcapWriter
+	q   orderedFrames
+	seq uint64
+}
+
+// NewPcapOrder orders the frames written to w.
+func NewPcapOrder(w *PcapWriter) *PcapOrder { return &PcapOrder{w: w} }
+
+// WriteFrame takes a frame whose transmission starts at t (now or later;
+// the frame is copied), then writes every frame due by now, in time order
+// (frames of one time in the order they came).
+func (o *PcapOrder) WriteFrame(now, t sim.Time, frame []byte) error {
+	heap.Push(&o.q, orderedFrame{t: t, seq: o.seq, frame: append([]byte(nil), frame...)})
+	o.seq++
+	return o.write(now)
+}
+
+// Flush writes every frame still waiting.
+func (o *PcapOrder) Flush() error { return o.write(math.MaxInt64) }
+
+func (o *PcapOrder) write(upTo sim.Time) error {
+	for len(o.q) > 0 && o.q[0].t <= upTo {
+		f := heap.Pop(&o.q).(orderedFrame)
+		if err := o.w.WriteFrame(f.t, f.frame); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type orderedFrame struct {
+	t     sim.Time
+	seq   uint64
+	frame []byte
+}
+
+// orderedFrames is a min-heap by time, then arrival.
+type orderedFrames []orderedFrame
+
+func (h orderedFrames) Len() int { return len(h) }
+func (h orderedFrames) Less(i, j int) bool {
+	return h[i].t < h[j].t || h[i].t == h[j].t && h[i].seq < h[j].seq
+}
+func (h orderedFrames) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *orderedFrames) Push(x any)   { *h = append(*h, x.(orderedFrame)) }
+func (h *orderedFrames) Pop() any {
+	old := *h
+	f := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return f
 }
 
 // PcapFrame is one frame read from a capture file.

@@ -463,16 +463,22 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		if err != nil {
 			return err
 		}
+		// In time order: the tap sees a frame when it is queued, with
+		// the time its transmission starts.
+		po := trace.NewPcapOrder(pw)
 		w.Link.AddTap(func(t sim.Time, f []byte) {
 			if pcapErr == nil {
-				at := sim.Time(0)
+				at, now := sim.Time(0), sim.Time(0)
 				if posted {
-					at = t - postAt
+					at, now = t-postAt, max(w.Eng.Now()-postAt, 0)
 				}
-				pcapErr = pw.WriteFrame(at, f)
+				pcapErr = po.WriteFrame(now, at, f)
 			}
 		})
 		defer func() {
+			if pcapErr == nil {
+				pcapErr = po.Flush()
+			}
 			if err == nil && pcapErr != nil {
 				err = fmt.Errorf("writing the capture: %w", pcapErr)
 			}

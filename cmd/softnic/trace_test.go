@@ -678,7 +678,9 @@ func TestSmallActiveMTU(t *testing.T) {
 
 // TestTracePcapTimesAreTheWalks: every frame of --pcap is stamped with the
 // start of its wire stage, on the clock of every other output (stage times
-// count from the post), and holds the bytes that stage shows.
+// count from the post), holds the bytes that stage shows, and comes in time
+// order (a batch queues frames on the link ahead of the ACKs the other way:
+// they were written in the order they were queued, and went back in time).
 func TestTracePcapTimesAreTheWalks(t *testing.T) {
 	plan := filepath.Join(t.TempDir(), "drop.json")
 	require.NoError(t, os.WriteFile(plan, []byte(`{"rules":[{"point":"wire.tx","action":"drop","nth":2}]}`), 0o644))
@@ -690,6 +692,7 @@ func TestTracePcapTimesAreTheWalks(t *testing.T) {
 		{"read 3000", []string{"--op", "read", "--size", "3000"}},
 		{"ud send", []string{"--op", "ud_send", "--size", "100"}},
 		{"send with a drop and the retransmission", []string{"--op", "send", "--size", "3000", "--faults", plan}},
+		{"send batch 16: ACKs between queued frames", []string{"--op", "send", "--size", "3000", "--batch", "16"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "w.pcap")
@@ -706,6 +709,7 @@ func TestTracePcapTimesAreTheWalks(t *testing.T) {
 			defer f.Close()
 			r, err := trace.NewPcapReader(f)
 			require.NoError(t, err)
+			var last int64
 			for i := 0; ; i++ {
 				fr, err := r.ReadFrame()
 				if err == io.EOF {
@@ -718,6 +722,8 @@ func TestTracePcapTimesAreTheWalks(t *testing.T) {
 				want := int64(math.Floor(wire[i].StartNS + 1e-6))
 				require.Equal(t, want, fr.Timestamp.UnixNano(), "frame %d: timestamp against its wire stage at %.3f ns", i+1, wire[i].StartNS)
 				require.Equal(t, wire[i].FrameHex, hex.EncodeToString(fr.Data), "frame %d bytes", i+1)
+				require.GreaterOrEqual(t, fr.Timestamp.UnixNano(), last, "frame %d goes back in time", i+1)
+				last = fr.Timestamp.UnixNano()
 			}
 		})
 	}
