@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/profile"
 )
 
@@ -101,15 +102,30 @@ func TestStat(t *testing.T) {
 	plan := writePlan(t, "drop.json", dropMiddle)
 	out, _, code = runCLI(t, "stat", "--op", "write", "-n", "2", "--size", "4096", "--faults", plan, "--json", "--all")
 	require.Equal(t, 0, code)
-	var links []struct {
-		Ifname   string            `json:"ifname"`
-		Counters map[string]uint64 `json:"counters"`
-	}
+	// rdma -j statistic show (iproute2 rdma/stat.c): one line, an array
+	// of one flat object per port, "ifname" and "port" first, then each
+	// counter by its name in the kernel's order.
+	require.True(t, strings.HasPrefix(out, `[{"ifname":"softnic0","port":1,"rx_write_requests":`), out)
+	require.Equal(t, 1, strings.Count(strings.TrimSpace(out), "\n")+1, "one line")
+	var links []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &links))
-	require.Equal(t, "softnic0", links[0].Ifname)
-	require.Positive(t, links[0].Counters["packet_seq_err"]+links[0].Counters["local_ack_timeout_err"], "%v", links[0].Counters)
-	require.Positive(t, links[1].Counters["out_of_sequence"], "%v", links[1].Counters)
-	require.Positive(t, links[0].Counters["doorbells"]+links[0].Counters["blueflame_writes"], "--all adds softnic's counters")
+	require.Len(t, links, 2)
+	counter := func(l int, name string) uint64 { // absent: 0 (--all omits its zero counters)
+		if _, ok := links[l][name]; !ok {
+			return 0
+		}
+		v, ok := links[l][name].(float64)
+		require.True(t, ok, "link %d: %s is %T, want a number", l, name, links[l][name])
+		return uint64(v)
+	}
+	for _, name := range device.LinuxHWCounters {
+		_, ok := links[0][name]
+		require.True(t, ok, "%s is a key of the link's object", name)
+	}
+	require.Equal(t, "softnic1", links[1]["ifname"])
+	require.Positive(t, counter(0, "packet_seq_err")+counter(0, "local_ack_timeout_err"), "%v", links[0])
+	require.Positive(t, counter(1, "out_of_sequence"), "%v", links[1])
+	require.Positive(t, counter(0, "doorbells")+counter(0, "blueflame_writes"), "--all adds softnic's counters")
 
 	for _, bad := range [][]string{{"--op", "cas"}, {"-n", "-1"}, {"extra"}} {
 		_, _, code := runCLI(t, append([]string{"stat"}, bad...)...)

@@ -148,9 +148,9 @@ func doStat(w, stderr io.Writer, op string, size, n, mtu int, mtuSet bool, fault
 	// and stderr says so (as perf does).
 	reportNotFired(stderr, "stat", world, origin)
 	type link struct {
-		Ifname   string            `json:"ifname"`
-		Port     int               `json:"port"`
-		Counters map[string]uint64 `json:"counters"`
+		Ifname   string
+		Port     int
+		Counters map[string]uint64
 		order    []string
 	}
 	var links []link
@@ -177,8 +177,25 @@ func doStat(w, stderr io.Writer, op string, size, n, mtu int, mtuSet bool, fault
 		links = append(links, l)
 	}
 	if asJSON {
-		b, _ := json.MarshalIndent(links, "", "  ")
-		fmt.Fprintln(w, string(b))
+		// As rdma -j statistic show prints it (iproute2 rdma/stat.c):
+		// one line, one flat object per port, "ifname" and "port" then
+		// every counter under its own name, in the order of the text.
+		var b strings.Builder
+		b.WriteByte('[')
+		for i, l := range links {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			name, _ := json.Marshal(l.Ifname)
+			fmt.Fprintf(&b, `{"ifname":%s,"port":%d`, name, l.Port)
+			for _, c := range l.order {
+				key, _ := json.Marshal(c)
+				fmt.Fprintf(&b, ",%s:%d", key, l.Counters[c])
+			}
+			b.WriteByte('}')
+		}
+		b.WriteByte(']')
+		fmt.Fprintln(w, b.String())
 	} else {
 		for _, l := range links {
 			var b strings.Builder
