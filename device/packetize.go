@@ -113,8 +113,10 @@ func (d *Device) sgeCopy(t sim.Time, pdn uint32, sges []mlx5.DataFields, off uin
 	return done, tlps, len(buf), nil
 }
 
-// sendAck builds and sends an ACK / NAK / RNR NAK for psn carrying msn.
-func (d *Device) sendAck(t sim.Time, q *qp, psn roce.PSN, synd roce.Syndrome, msn uint32) {
+// sendAck builds and sends an ACK / NAK / RNR NAK for psn carrying msn,
+// and returns when it leaves the port (its txEvent; t if it could not be
+// built).
+func (d *Device) sendAck(t sim.Time, q *qp, psn roce.PSN, synd roce.Syndrome, msn uint32) sim.Time {
 	buf := d.frameBuf()
 	fp := &d.fp
 	d.frameHeader(q, fp)
@@ -124,7 +126,7 @@ func (d *Device) sendAck(t sim.Time, q *qp, psn roce.PSN, synd roce.Syndrome, ms
 	start, end, n, err := d.emit(q, buf, nil, t, d.cyc(d.spec.Core.AckCycles), false)
 	if err != nil {
 		d.warn(t, CtrPacketizeError, "QP %#x ACK: %v", q.qpn, err)
-		return
+		return t
 	}
 	switch {
 	case synd.IsACK():
@@ -136,6 +138,7 @@ func (d *Device) sendAck(t sim.Time, q *qp, psn roce.PSN, synd roce.Syndrome, ms
 	}
 	d.rec.StagePSN(d.node, "roce", "ack", start, end, n, 0, q.qpn, 0, int32(psn&0xffffff))
 	d.txPipeline(end, n, q.qpn, 0, int32(psn&0xffffff))
+	return end.Add(d.spec.Core.TxPipeline)
 }
 
 // txPipeline records the port's transmit latency after a frame is built

@@ -20,6 +20,10 @@ type responder struct {
 	msn     uint32
 	nakSent bool     // a PSN-sequence or RNR NAK for ePSN is outstanding
 	nakTrig roce.PSN // the PSN that drew it
+	// failing: an error NAK waits behind READ responses still to be
+	// built; the QP goes to ERR when it has left, and takes no request
+	// meanwhile (failAfter).
+	failing bool
 
 	recv struct { // a SEND (or WRITE with immediate) being placed
 		active bool
@@ -73,6 +77,7 @@ type respStream struct {
 	ready  sim.Time
 	ack    bool          // an ACK, NAK or RNR NAK for psn with synd and msn, ready at ready
 	synd   roce.Syndrome // ack's syndrome
+	fail   bool          // ack is an error NAK: the QP goes to ERR once it has left
 }
 
 // rdRes is what the responder keeps of an executed READ or atomic.
@@ -100,6 +105,7 @@ func (r *responder) reset() {
 func (r *responder) abort() {
 	r.recv.active = false
 	r.wr.active = false
+	r.failing = false
 	r.streams = r.streams[:0]
 	r.queued = 0
 }
@@ -153,6 +159,10 @@ func (r *responder) rx(arrive, t sim.Time, p *roce.Packet) {
 	q := r.q
 	d := q.d
 	psn := p.BTH.PSN()
+	if r.failing {
+		d.warn(t, CtrRxDropQPState, "%v PSN %#x for QP %#x, whose responder NAKed an earlier request and answers the READs before it: dropped", p.Opcode, uint32(psn), q.qpn)
+		return
+	}
 	op := p.Info.Operation
 	diff := psn.Diff(r.ePSN)
 	if diff < 0 {
@@ -256,8 +266,35 @@ func (r *responder) errorVendor(t sim.Time, psn roce.PSN, code uint8, synd mlx5.
 		d.writeCQE(t, q.rcq, &f, 0, int32(psn&0xffffff))
 		r.recv.active = false
 	}
+	if len(r.streams) > 0 {
+		// READs before this request are still being answered. rxe and a
+		// ConnectX take requests in order, so they find this error only
+		// once those answers (and the ACKs queued behind them) are out:
+		// the NAK waits behind them, and the QP goes to ERR when it has
+		// left (respFailed). Until then no request is taken (failing).
+		// Sent at once, the NAK overtook the READ responses, the QP in
+		// ERR dropped the rest of them, and the requester's READ ended
+		// RETRY_EXC_ERR instead of completing before the failed request.
+		r.failing = true
+		r.streams = append(r.streams, respStream{ack: true, fail: true, first: psn, psn: psn, synd: roce.NAKSyndrome(code), msn: r.msn, arrive: t, ready: t})
+		return
+	}
 	q.toError(t)
 	d.sendAck(t, q, psn, roce.NAKSyndrome(code), r.msn) // after: a QP in ERR drops what it built before
+}
+
+// respFailed moves a QP to ERR once the error NAK its responder queued
+// behind READ responses has left (responder.failing). The QP may have
+// been reset, destroyed or put in ERR by something else meanwhile (gen).
+type respFailed struct {
+	q   *qp
+	gen uint32
+}
+
+func (e respFailed) Fire(now sim.Time) {
+	if q := e.q; !q.dead && q.txGen == e.gen && q.resp.failing {
+		q.toError(now)
+	}
 }
 
 // ack sends an ACK, NAK or RNR NAK for psn, or queues it behind the READ
@@ -590,7 +627,15 @@ func (r *responder) pump(t sim.Time) {
 	for r.queued < respAhead && len(r.streams) > 0 && q.state != mlx5.QPStateERR && !q.dead {
 		s := &r.streams[0]
 		if s.ack {
-			d.sendAck(max(t, s.ready), q, s.psn, s.synd, s.msn)
+			at := d.sendAck(max(t, s.ready), q, s.psn, s.synd, s.msn)
+			if s.fail {
+				// Nothing is queued behind a failure (failing drops the
+				// requests after it). The QP goes to ERR once the NAK, the
+				// last of its answers, has left: ERR drops what is built.
+				r.streams = r.streams[:0]
+				d.eng.At(at, respFailed{q: q, gen: q.txGen})
+				return
+			}
 			r.streams = append(r.streams[:0], r.streams[1:]...)
 			continue
 		}
@@ -624,7 +669,11 @@ func (r *responder) pump(t sim.Time) {
 		end, err := d.packetize(t, q, &pl, 0)
 		if err != nil {
 			d.warn(t, CtrRxReadDMA, "QP %#x READ response PSN %#x: %v", q.qpn, uint32(fp.BTH.PSN), err)
-			r.dmaError(t, s.first, 0, err)
+			// This READ is the one that failed: it and what waits behind
+			// it (answers to later requests) go; the NAK leaves now.
+			first := s.first
+			r.streams = r.streams[:0]
+			r.dmaError(t, first, 0, err)
 			return
 		}
 		r.queued++

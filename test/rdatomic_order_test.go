@@ -136,3 +136,71 @@ func readThen(t *testing.T, n int, after []provider.SendWR, rules ...fault.Rule)
 	}
 	return got, w
 }
+
+// TestResponderErrorBehindRead: a request the responder must refuse (a
+// WRITE with a bad rkey, a SEND larger than its receive) arriving while
+// an earlier READ is still being answered is NAKed only after the READ's
+// responses: rxe and a ConnectX take requests in order and find the error
+// when they get to it. So the READ completes with its data, the refused
+// request with the NAK's status, and what was posted after it flushes.
+// Before, the NAK left at once, the QP in ERR dropped the READ's remaining
+// responses, and the READ ended RETRY_EXC_ERR, the WRITE flushed.
+func TestResponderErrorBehindRead(t *testing.T) {
+	const n = 64 << 10 // 64 responses: more than the responder builds ahead
+	for _, c := range []struct {
+		name   string
+		bad    func(req, rsp *testbed.Endpoint) provider.SendWR
+		status provider.WCStatus
+		recv   bool // the responder has a receive posted (64 bytes)
+	}{
+		{"WRITE with a bad rkey", func(req, rsp *testbed.Endpoint) provider.SendWR {
+			return provider.SendWR{WRID: 2, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(n, 8)},
+				RemoteAddr: rsp.MR.Addr + n, RKey: rsp.MR.RKey ^ 0x5500}
+		}, provider.WCRemAccessErr, false},
+		{"SEND larger than the receive", func(req, rsp *testbed.Endpoint) provider.SendWR {
+			return provider.SendWR{WRID: 2, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(n, 100)}}
+		}, provider.WCRemInvReqErr, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			all := provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead
+			w, req, rsp := faulty(t, testbed.ConnOpts{MTU: 1024, BufSize: 256 << 10, Access: all, Timeout: 8, RetryCnt: 3})
+			var naks, after int // NAKs the responder sent; READ responses after the first NAK
+			w.Link.AddTap(func(_ sim.Time, f []byte) {
+				var p roce.Packet
+				if roce.ParseFrame(f, &p) != nil || p.SrcIP != testbed.IPs[1] {
+					return
+				}
+				switch {
+				case p.Opcode == roce.OpRCAck && !p.AETH.Syndrome().IsACK():
+					naks++
+				case naks > 0 && p.Info.Operation == roce.OperationReadResponse:
+					after++
+				}
+			})
+			fill(rsp.Buf.Bytes[:n], 0x11)
+			if c.recv {
+				_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 7, SGL: []provider.SGE{rsp.MR.SGE(2*n, 64)}}})
+				require.NoError(t, err)
+			}
+			_, err := req.QP.PostSend([]provider.SendWR{
+				{WRID: 1, Opcode: provider.WRRDMARead, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, n)},
+					RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey},
+				c.bad(req, rsp),
+				{WRID: 3, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(n, 8)},
+					RemoteAddr: rsp.MR.Addr + n + 64, RKey: rsp.MR.RKey},
+			})
+			require.NoError(t, err)
+			wcs, err := testbed.Wait(req.SendCQ, 3)
+			require.NoError(t, err)
+			require.Equal(t, provider.WCSuccess, wcs[0].Status, "the READ before the refused request")
+			require.Equal(t, rsp.Buf.Bytes[:n], req.Buf.Bytes[:n])
+			require.Equal(t, c.status, wcs[1].Status)
+			require.Equal(t, provider.WCWRFlushErr, wcs[2].Status)
+			require.Equal(t, 1, naks)
+			require.Zero(t, after, "the NAK leaves after every READ response")
+			require.Equal(t, provider.QPStateErr, qpState(t, rsp.QP))
+			require.Zero(t, ctr(w, 0, device.CtrLocalACKTimeoutErr.String()), "no timeout: nothing was lost")
+			require.Equal(t, make([]byte, 8), rsp.Buf.Bytes[n+64:n+72], "nothing after the refused request was executed")
+		})
+	}
+}
