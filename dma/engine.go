@@ -305,12 +305,35 @@ func (e *Engine) Drain() {
 // them (a WRITE then a READ or an atomic of the same bytes), even though
 // the host's CPU would see them only at their landing time; nor does it
 // let a later posted write pass them, so they must not land over it.
+// For the same reason a write stored early first stores the earlier
+// pending writes that overlap it (storeAt).
 func (e *Engine) settle(addr uint64, n int) {
-	for _, l := range e.pending {
-		if addr < l.addr+uint64(len(l.buf)) && l.addr < addr+uint64(n) {
-			l.store()
+	for i, l := range e.pending {
+		if l.live && l.overlaps(addr, n) {
+			e.storeAt(i)
 		}
 	}
+}
+
+func (l *landing) overlaps(addr uint64, n int) bool {
+	return addr < l.addr+uint64(len(l.buf)) && l.addr < addr+uint64(n)
+}
+
+// storeAt stores e.pending[i] early, after the earlier pending writes
+// that overlap it (each in turn after its own), so that none of them lands
+// over its bytes afterwards: two WRITE packets to overlapping ranges, the
+// later one's bytes read back (a READ) before the earlier one has landed.
+func (e *Engine) storeAt(i int) {
+	l := e.pending[i]
+	if !l.live {
+		return
+	}
+	for j := 0; j < i; j++ {
+		if p := e.pending[j]; p.live && p.overlaps(l.addr, len(l.buf)) {
+			e.storeAt(j)
+		}
+	}
+	l.store()
 }
 
 // TimeWrite times a posted write of n bytes to addr without touching

@@ -384,3 +384,39 @@ func TestWriteAfterDeferredWrite(t *testing.T) {
 	require.Equal(t, "abXY", string(view), "the earlier write does not land over the later one")
 	require.Zero(t, r.eng.Pending())
 }
+
+// A device access that touches a deferred write stores it early; an
+// earlier deferred write that overlaps that one (but not the access) is
+// stored before it, or it would land over the later bytes at its own time.
+// Two WRITEs of one QP to overlapping ranges, the later one's bytes then
+// read by a READ (or overwritten by a SEND) before the earlier lands.
+func TestSettleKeepsOverlappingWritesInOrder(t *testing.T) {
+	cases := []struct {
+		name   string
+		access func(r *rig) error
+		want   string
+	}{
+		{"read", func(r *rig) error {
+			_, _, err := r.dma.Read(1, memBase+0x308, make([]byte, 4))
+			return err
+		}, "aaaabbbbbbbb"},
+		{"write", func(r *rig) error {
+			_, _, err := r.dma.Write(1, memBase+0x30a, []byte("XY"))
+			return err
+		}, "aaaabbbbbbXY"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, Config{})
+			_, _, err := r.dma.WriteVisible(0, memBase+0x300, []byte("aaaaaaaa"))
+			require.NoError(t, err)
+			done, _, err := r.dma.WriteVisible(0, memBase+0x304, []byte("bbbbbbbb"))
+			require.NoError(t, err)
+			require.NoError(t, tc.access(r))
+			view, _ := r.mem.Slice(memBase+0x300, 12)
+			r.eng.RunUntil(done + sim.Time(sim.Microsecond))
+			require.Equal(t, tc.want, string(view), "the earlier write does not land over the later one")
+			require.Zero(t, r.eng.Pending())
+		})
+	}
+}
