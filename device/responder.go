@@ -517,6 +517,12 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 	if imm {
 		var ok bool
 		if t, ok = r.takeRecv(t, psn); !ok {
+			if pos.First() {
+				// An ONLY: the requester sends it again whole after the
+				// RNR NAK, so it must find no WRITE open. (A LAST keeps
+				// its WRITE open: the retry resumes at the NAKed PSN.)
+				r.wr.active = false
+			}
 			return
 		}
 	}

@@ -250,3 +250,59 @@ func TestOneWRPerPostAsSlotsFree(t *testing.T) {
 		require.Zero(t, w.Hosts[0].Dev.Counters().Get("wqe_fetch_stale"))
 	}
 }
+
+// TestRNRThenReceivePosted: a message that consumes a receive arrives when
+// none is posted, draws RNR NAKs, and completes once a receive is posted
+// late, with its data and immediate in place. A WRITE_WITH_IMM ONLY used
+// to leave its WRITE open at the responder after the RNR NAK, so its
+// retransmission was "a First while a message is open": NAK invalid
+// request, REM_INV_REQ_ERR, both QPs in ERR.
+func TestRNRThenReceivePosted(t *testing.T) {
+	cases := []struct {
+		name string
+		op   provider.WROpcode
+		size int
+	}{
+		{"WRITE_WITH_IMM only", provider.WRRDMAWriteImm, 100},
+		{"WRITE_WITH_IMM multi-packet", provider.WRRDMAWriteImm, 3000},
+		{"WRITE_WITH_IMM zero length", provider.WRRDMAWriteImm, 0},
+		{"SEND only", provider.WRSend, 100},
+		{"SEND multi-packet", provider.WRSend, 3000},
+		{"SEND_WITH_IMM only", provider.WRSendImm, 100},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w, req, rsp := faulty(t, testbed.ConnOpts{MTU: 1024, MinRNR: 1, RNRRetry: 7})
+			fill(req.Buf.Bytes[:tc.size], 0x5a)
+			wr := provider.SendWR{WRID: 1, Opcode: tc.op, Flags: provider.SendSignaled, Imm: 0xfeedbeef,
+				RemoteAddr: rsp.MR.Addr + 0x8000, RKey: rsp.MR.RKey}
+			if tc.size > 0 {
+				wr.SGL = []provider.SGE{req.MR.SGE(0, uint32(tc.size))}
+			}
+			_, err := req.QP.PostSend([]provider.SendWR{wr})
+			require.NoError(t, err)
+			for i := 0; i < 100000 && ctr(w, 1, device.CtrRNRNAKsSent.String()) < 3; i++ {
+				w.Eng.Step()
+			}
+			require.GreaterOrEqual(t, ctr(w, 1, device.CtrRNRNAKsSent.String()), uint64(3), "RNR NAKs while no receive is posted")
+			_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 9, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}})
+			require.NoError(t, err)
+			wc := waitOne(t, req.SendCQ)
+			require.Equal(t, provider.WCSuccess, wc.Status, "vendor %#x", wc.VendorErr)
+			rwc := waitOne(t, rsp.RecvCQ)
+			require.Equal(t, provider.WCSuccess, rwc.Status)
+			require.Equal(t, uint64(9), rwc.WRID)
+			require.Equal(t, uint32(tc.size), rwc.ByteLen)
+			at := 0
+			if tc.op == provider.WRRDMAWriteImm {
+				at = 0x8000
+			}
+			require.Equal(t, req.Buf.Bytes[:tc.size], rsp.Buf.Bytes[at:at+tc.size])
+			if tc.op != provider.WRSend {
+				require.Equal(t, uint32(0xfeedbeef), rwc.Imm)
+			}
+			require.Equal(t, provider.QPStateRTS, qpState(t, req.QP))
+			require.Equal(t, provider.QPStateRTS, qpState(t, rsp.QP))
+		})
+	}
+}
