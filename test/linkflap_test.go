@@ -167,3 +167,87 @@ func TestCQOverrunManyQPs(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorFlushUnderLoad: a requester with a deep SQ of mixed, partly
+// unsignaled work hits an error: the first incomplete WQE completes with
+// the error, every later one WR_FLUSH_ERR (unsignaled ones too), in
+// order, once each; the counters agree; no timer is left running.
+func TestErrorFlushUnderLoad(t *testing.T) {
+	cases := []struct {
+		name   string
+		o      testbed.ConnOpts
+		rules  []fault.Rule
+		recvs  int // receives posted at the responder
+		status provider.WCStatus
+	}{
+		{"retry_cnt 0, a request lost", testbed.ConnOpts{RetryCnt: -1, Timeout: 8},
+			[]fault.Rule{{Point: fault.WireTx, Action: fault.Drop, Nth: 20, Match: fault.Match{Node: node(0)}}}, 64, provider.WCRetryExcErr},
+		{"retry_cnt 3, the responder's port down", testbed.ConnOpts{RetryCnt: 3, Timeout: 8},
+			[]fault.Rule{{Point: fault.WireTx, Action: fault.Drop, Match: fault.Match{Node: node(1)}}}, 64, provider.WCRetryExcErr},
+		{"rnr_retry 1, receives run out", testbed.ConnOpts{RNRRetry: 1, MinRNR: 1}, nil, 5, provider.WCRNRRetryExcErr},
+	}
+	const depth = 48
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.SQDepth, tc.o.CQDepth, tc.o.RQDepth = depth, 2*depth, 64
+			tc.o.Access = provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic
+			w, req, rsp := faulty(t, tc.o, tc.rules...)
+			for k := 0; k < tc.recvs; k++ {
+				_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: uint64(k), SGL: []provider.SGE{rsp.MR.SGE(uint64(k)*512, 512)}}})
+				require.NoError(t, err)
+			}
+			ops := []provider.WROpcode{provider.WRSend, provider.WRRDMAWrite, provider.WRRDMARead, provider.WRAtomicFetchAdd}
+			var wrs []provider.SendWR
+			signaled := 0
+			for k := 0; k < depth; k++ {
+				op := ops[k%len(ops)]
+				wr := provider.SendWR{WRID: uint64(k), Opcode: op, RKey: rsp.MR.RKey, RemoteAddr: rsp.MR.Addr + 40<<10 + uint64(k)*8,
+					SGL: []provider.SGE{req.MR.SGE(uint64(k)*512, 8)}}
+				if k%3 != 1 || k == depth-1 {
+					wr.Flags = provider.SendSignaled
+					signaled++
+				}
+				wrs = append(wrs, wr)
+			}
+			_, err := req.QP.PostSend(wrs)
+			require.NoError(t, err)
+			var wcs []provider.WC
+			for {
+				got, err := testbed.Wait(req.SendCQ, 1)
+				if err != nil {
+					break
+				}
+				wcs = append(wcs, got...)
+			}
+			// Successes only where signaled, before the error; then every WQE.
+			next, failed := 0, false
+			for _, wc := range wcs {
+				require.GreaterOrEqual(t, int(wc.WRID), next, "in order")
+				switch {
+				case wc.Status == provider.WCSuccess:
+					require.False(t, failed)
+				case !failed:
+					require.Equal(t, tc.status, wc.Status, "WR %d", wc.WRID)
+					failed = true
+				default:
+					require.Equal(t, provider.WCWRFlushErr, wc.Status, "WR %d", wc.WRID)
+					require.Equal(t, uint32(0xf9), wc.VendorErr)
+					require.Equal(t, next, int(wc.WRID), "every WQE after the error, unsignaled too")
+				}
+				next = int(wc.WRID) + 1
+			}
+			require.True(t, failed)
+			require.Equal(t, depth, next, "the last WQE completed")
+			flushed := 0
+			for _, wc := range wcs {
+				if wc.Status == provider.WCWRFlushErr {
+					flushed++
+				}
+			}
+			require.Equal(t, uint64(flushed), ctr(w, 0, device.CtrReqCQEFlushError.String()))
+			require.Equal(t, uint64(1), ctr(w, 0, device.CtrReqCQEError.String()))
+			require.Equal(t, provider.QPStateErr, qpState(t, req.QP))
+			require.Zero(t, w.Eng.Pending(), "no timer left running")
+		})
+	}
+}
