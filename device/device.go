@@ -271,6 +271,7 @@ type txEvent struct {
 	q    *qp
 	gen  uint32 // q.txGen when built
 	resp bool   // a READ response: the responder may build the next one
+	ans  bool   // a response of any kind (READ response, ACK, atomic ACK): see qp.respKeep
 	buf  []byte
 	n    int
 }
@@ -279,7 +280,7 @@ func (e *txEvent) Fire(now sim.Time) {
 	d, q := e.d, e.q
 	buf := e.buf // what goes back to the pool
 	switch {
-	case q != nil && (q.dead || e.gen != q.txGen):
+	case q != nil && (q.dead || e.gen != q.txGen && !(e.ans && e.gen+1 == q.respKeep)):
 		d.inc(CtrTxDropDestroyed)
 	case d.ev.linkDown:
 		// Never on the wire, so in no capture: the trace says so.
@@ -354,6 +355,7 @@ func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Durat
 		e = &txEvent{d: d}
 	}
 	e.q, e.gen, e.resp, e.buf, e.n = q, q.txGen, resp, buf, n
+	e.ans = d.fp.BTH.Opcode.Info().Response
 	// The frame leaves the port a pipeline latency after it is built:
 	// latency only, the packetizer is free for the next one (see
 	// CoreSpec.TxPipeline).

@@ -28,6 +28,7 @@ func (d *Device) EnterFatal(t sim.Time, synd uint8, why string) {
 	for _, q := range d.sortedQPs() {
 		q.req.stopTimers()
 		q.txGen++ // frames built but not sent never leave
+		q.respKeep = 0
 	}
 	for _, c := range d.cqs {
 		c.modTimer.Stop()

@@ -43,7 +43,15 @@ type qp struct {
 	txReady sim.Time // when the QP's last frame is built: packets leave in order
 	rxBusy  sim.Time // when the QP's receive pipeline is done with its last packet
 	txGen   uint32   // bumped on ERR and RESET: frames built before are not sent
-	commEst uint32   // txGen+1 once COMM_EST was raised (events.go)
+	// respKeep is txGen+1 of the frames built before the responder found
+	// an error and took the QP to ERR (0: none): the responses among them
+	// (READ responses, ACKs, atomic ACKs, for the requests before the
+	// failing one) still leave, ahead of the NAK, as a ConnectX's
+	// transmit pipeline would send them (assumption: the PRM is not
+	// public; the IB spec has every request before the NAKed one
+	// answered). Its requests are dropped like every other frame.
+	respKeep uint32
+	commEst  uint32 // txGen+1 once COMM_EST was raised (events.go)
 
 	req  requester
 	resp responder
@@ -66,6 +74,7 @@ func (q *qp) transport() roce.Transport {
 func (q *qp) reset() {
 	q.setState(q.d.eng.Now(), mlx5.QPStateRST)
 	q.txGen++
+	q.respKeep = 0
 	q.req.reset()
 	q.resp.reset()
 	q.rq.reset()

@@ -279,8 +279,12 @@ func (r *responder) errorVendor(t sim.Time, psn roce.PSN, code uint8, synd mlx5.
 		r.streams = append(r.streams, respStream{ack: true, fail: true, first: psn, psn: psn, synd: roce.NAKSyndrome(code), msn: r.msn, arrive: t, ready: t})
 		return
 	}
+	gen := q.txGen
 	q.toError(t)
-	d.sendAck(t, q, psn, roce.NAKSyndrome(code), r.msn) // after: a QP in ERR drops what it built before
+	if q.txGen != gen {
+		q.respKeep = gen + 1 // the responses to earlier requests still leave, ahead of the NAK
+	}
+	d.sendAck(t, q, psn, roce.NAKSyndrome(code), r.msn) // after: a QP in ERR drops the requests it built before
 }
 
 // respFailed moves a QP to ERR once the error NAK its responder queued

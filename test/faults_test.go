@@ -261,6 +261,51 @@ func TestFaultDMA(t *testing.T) {
 		require.Contains(t, asyncEvents(t, w.Hosts[1]), mlx5.EventQPFatal)
 		untouched(t, rsp, 0, 0)
 	})
+	// The responder fails to read the data of a READ response (the first
+	// packet's, or a later one's after some have left): it NAKs remote
+	// operational error and goes to ERR; the requester completes the READ
+	// REM_OP_ERR at once instead of retrying into RETRY_EXC_ERR.
+	for _, tc := range []struct {
+		name string
+		nth  int
+	}{{"first", 1}, {"fourth", 4}} {
+		t.Run("responder READ data read, "+tc.name+" packet: NAK, REM_OP_ERR", func(t *testing.T) {
+			w, req, rsp := faultWorld(t, fmt.Sprintf(`{"rules":[{"point":"dma.read","action":"timeout","nth":%d,"match":{"node":1,"target":"data"}}]}`, tc.nth), nil)
+			_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMARead, Flags: provider.SendSignaled,
+				SGL: []provider.SGE{req.MR.SGE(0, 8192)}, RemoteAddr: rsp.Buf.Addr, RKey: rsp.MR.RKey}})
+			require.NoError(t, err)
+			wc := waitOne(t, req.SendCQ)
+			require.Equal(t, provider.WCRemOpErr, wc.Status, "vendor %#x", wc.VendorErr)
+			require.Equal(t, uint32(device.VendorRemoteOp), wc.VendorErr)
+			require.Equal(t, uint64(1), hctr(w.Hosts[1], fault.CounterName(fault.DMARead, fault.Timeout)))
+			require.Zero(t, hctr(w.Hosts[0], device.CtrLocalACKTimeoutErr), "no timeout: the NAK ends the READ")
+			st, err := rsp.QP.QueryState()
+			require.NoError(t, err)
+			require.Equal(t, provider.QPStateErr, st, "the responder QP is in error")
+		})
+	}
+	// The same for the second of four READs: the first one's responses,
+	// built before the failure, still reach the requester.
+	t.Run("responder READ data read of the second READ: the first completes", func(t *testing.T) {
+		w, req, rsp := faultWorld(t, `{"rules":[{"point":"dma.read","action":"timeout","nth":20,"match":{"node":1,"target":"data"}}]}`, nil)
+		fill(rsp.Buf.Bytes[:64<<10], 0x77)
+		var wrs []provider.SendWR
+		for i := 0; i < 4; i++ {
+			wrs = append(wrs, provider.SendWR{WRID: uint64(i), Opcode: provider.WRRDMARead, Flags: provider.SendSignaled,
+				SGL: []provider.SGE{req.MR.SGE(uint64(i)<<14, 16<<10)}, RemoteAddr: rsp.Buf.Addr + uint64(i)<<14, RKey: rsp.MR.RKey})
+		}
+		_, err := req.QP.PostSend(wrs)
+		require.NoError(t, err)
+		wcs, err := testbed.Wait(req.SendCQ, 4)
+		require.NoError(t, err)
+		want := []provider.WCStatus{provider.WCSuccess, provider.WCRemOpErr, provider.WCWRFlushErr, provider.WCWRFlushErr}
+		for i, wc := range wcs {
+			require.Equal(t, uint64(i), wc.WRID)
+			require.Equal(t, want[i], wc.Status, "READ %d: vendor %#x", i, wc.VendorErr)
+		}
+		require.Equal(t, rsp.Buf.Bytes[:16<<10], req.Buf.Bytes[:16<<10], "the first READ's data")
+		require.Equal(t, uint64(1), hctr(w.Hosts[1], fault.CounterName(fault.DMARead, fault.Timeout)))
+	})
 	t.Run("cqe write: CQ error, CQ_ERR", func(t *testing.T) {
 		w, req, rsp := faultWorld(t, `{"rules":[{"point":"dma.write","action":"abort","nth":1,"match":{"node":0,"target":"cqe"}}]}`, nil)
 		writeWR(t, req, rsp, 1, 0, 64)
