@@ -91,6 +91,20 @@ func TestLinkDownManyQPs(t *testing.T) {
 				require.Equal(t, tc.wantErr, failed, "pair %d", i)
 				if tc.wantErr {
 					require.Equal(t, provider.QPStateErr, qpState(t, e[0].QP))
+					// Work posted in ERR is flushed, unsignaled too, in order.
+					var more []provider.SendWR
+					for k := 0; k < 5; k++ {
+						more = append(more, provider.SendWR{WRID: uint64(100 + k), Opcode: ops[k%len(ops)], RKey: e[1].MR.RKey,
+							RemoteAddr: e[1].MR.Addr + 60<<10, SGL: []provider.SGE{e[0].MR.SGE(0, 8)}})
+					}
+					_, err := e[0].QP.PostSend(more)
+					require.NoError(t, err)
+					wcs, err := testbed.Wait(e[0].SendCQ, len(more))
+					require.NoError(t, err, "pair %d: WRs posted in ERR", i)
+					for k, wc := range wcs {
+						require.Equal(t, uint64(100+k), wc.WRID)
+						require.Equal(t, provider.WCWRFlushErr, wc.Status)
+					}
 				}
 				n, err := e[0].SendCQ.Poll(make([]provider.WC, 4))
 				require.NoError(t, err)
