@@ -174,8 +174,11 @@ type Link struct {
 	hostMWr, devMWr, mrdDown, mrdUp, cplDown, cplUp Stats
 	// Posted writes never pass posted writes (PCIe ordering rules): each
 	// MWr starts on its lane no earlier than the previous one in the same
-	// direction did, even when an earlier gap in the booked wire time
-	// would fit it.
+	// direction ended, even when an earlier gap in the booked wire time
+	// would fit it, and even when the lane has forgotten the previous
+	// one's booking (prune: an operation stamped later came first), so
+	// posted writes always complete in issue order (the DMA engine lands
+	// overlapping writes by it).
 	lastDownMWr, lastUpMWr sim.Time
 	serMWrFull             sim.Duration // ser of a whole-MPS MWr
 	serMRd                 sim.Duration // ser of an MRd
@@ -231,7 +234,7 @@ func (l *Link) send(ln *lane, t sim.Time, p, h int) sim.Time {
 func (l *Link) sendPosted(ln *lane, last *sim.Time, t sim.Time, p, h int) sim.Time {
 	d := l.ser(p + h)
 	start := ln.reserve(max(t, *last), d)
-	*last = start
+	*last = start.Add(d)
 	return start.Add(d + l.spec.FlightLatency)
 }
 
@@ -313,30 +316,28 @@ func (l *Link) DeviceWrite(at sim.Time, addr uint64, n int) (done sim.Time, s St
 		c := chunk(addr, n, sp.MPS)
 		d := l.ser(c + sp.HdrMWr)
 		start := l.up.reserve(max(at, l.lastUpMWr), d)
-		l.lastUpMWr = start
 		end := start.Add(d)
+		l.lastUpMWr = end
 		done = max(done, end.Add(sp.FlightLatency))
 		k++
 		addr += uint64(c)
 		n -= c
 		if ln := &l.up; n > 0 && ln.iv[ln.n-1].e == end {
 			// This TLP ends the lane's last interval, so each of the rest
-			// (ready at the previous one's start, which is inside that
-			// interval) goes right after it: they extend the interval back
-			// to back, whole MPS TLPs (addr is now MPS-aligned) and then
-			// the remainder. The sum of their times, TLP by TLP.
+			// (ready at the previous one's end, where that interval ends)
+			// goes right after it: they extend the interval back to back,
+			// whole MPS TLPs (addr is now MPS-aligned) and then the
+			// remainder. The sum of their times, TLP by TLP.
 			full, rem := n/sp.MPS, n%sp.MPS
 			if full > 0 {
-				dFull := l.serMWrFull
-				l.lastUpMWr = end.Add(sim.Duration(full-1) * dFull)
-				end = end.Add(sim.Duration(full) * dFull)
+				end = end.Add(sim.Duration(full) * l.serMWrFull)
 				k += full
 			}
 			if rem > 0 {
-				l.lastUpMWr = end
 				end = end.Add(l.ser(rem + sp.HdrMWr))
 				k++
 			}
+			l.lastUpMWr = end
 			ln.iv[ln.n-1].e = end
 			done = max(done, end.Add(sp.FlightLatency))
 			break

@@ -239,3 +239,38 @@ func BenchmarkHostWrite64(b *testing.B) {
 		l.HostWrite(sim.Time(i)*20_000, 0x1800, 64)
 	}
 }
+
+// Posted writes complete in issue order even when a later operation,
+// stamped further ahead in time, has made the lane forget the first
+// write's booking (prune): a long DMA write, a DMA read stamped after its
+// end, then a short write issued between the two stamps used to start on
+// top of the long write's last TLP and finish first, so that two WRITE
+// packets to overlapping bytes landed in the wrong order. The same holds
+// for host MMIO writes downstream.
+func TestPostedWritesStayOrderedAfterPrune(t *testing.T) {
+	cases := []struct {
+		name  string
+		write func(l *Link, at sim.Time, n int) sim.Time
+		other func(l *Link, at sim.Time)
+	}{
+		{"device writes", func(l *Link, at sim.Time, n int) sim.Time { done, _ := l.DeviceWrite(at, 0x1000, n); return done },
+			func(l *Link, at sim.Time) { l.DeviceRead(at, 0x9000, 64) }},
+		{"host writes", func(l *Link, at sim.Time, n int) sim.Time { done, _ := l.HostWrite(at, 0x40, n); return done },
+			func(l *Link, at sim.Time) { l.HostRead(at, 0x80, 4) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := NewLink(Gen3x8())
+			first := tc.write(l, 1000, 4096)
+			if tc.name == "host writes" {
+				first = max(first, tc.write(l, 1000, 64)) // a train of lines
+				for i := 0; i < 30; i++ {
+					first = max(first, tc.write(l, 1000, 64))
+				}
+			}
+			tc.other(l, first) // stamped after the writes' end: prunes them
+			second := tc.write(l, 1001, 26)
+			require.Greater(t, second, first, "the later posted write completes after the earlier one")
+		})
+	}
+}
