@@ -59,8 +59,9 @@ type scalePair struct {
 	recvDone     int
 	rng          *rand.Rand
 	atomics      int
-	log          []string
-	initial      []byte // WRITEs, for a failure's report
+	log          []string         // WRITEs, for a failure's report
+	initial      []byte           // the remote image before the run
+	recvWhere    map[int][][2]int // receive slot -> its SGEs' [offset, length]
 }
 
 const (
@@ -251,8 +252,7 @@ func runScale(t *testing.T, c scaleCfg) (*testbed.World, sim.Duration, map[strin
 					freed = slot
 					buf = srqBuf.Bytes[slot*c.slot:]
 				} else {
-					slot := int(wc.WRID) % scaleRecvN
-					buf = p.rsp.Buf.Bytes[c.wlen()+slot*c.slot:]
+					buf = p.received(c, int(wc.WRID)%scaleRecvN, int(wc.ByteLen))
 				}
 				switch e.op {
 				case provider.WRSend, provider.WRSendImm:
@@ -334,12 +334,22 @@ func (p *scalePair) explainImage(t *testing.T, got []byte) {
 	for _, l := range p.log {
 		t.Log(l)
 	}
+	t.Logf("remote buffer at %#x", p.rsp.Buf.Addr)
+	probe := got[i:min(i+8, j+1)]
+	for k := bytes.Index(p.req.Buf.Bytes, probe); k >= 0; {
+		t.Logf("the bytes found at offset %#x of the requester's buffer", k)
+		break
+	}
+	for k := bytes.Index(p.rsp.Buf.Bytes[len(got):], probe); k >= 0; {
+		t.Logf("the bytes found at offset %#x of the responder's buffer", k+len(got))
+		break
+	}
 }
 
 // scaleDump logs the recorded events of QP qpn (both sides; with
 // SOFTNIC_SCALE_TRACE=1) and the warnings naming it.
 func scaleDump(t *testing.T, w *testbed.World, qpn uint32) {
-	if w.Rec == nil {
+	if w == nil || w.Rec == nil {
 		return
 	}
 	name := fmt.Sprintf("%#x", qpn)
@@ -351,11 +361,27 @@ func scaleDump(t *testing.T, w *testbed.World, qpn uint32) {
 	}
 }
 
+// postRecv posts receive seq over its slot cut in up to 4 SGEs (in
+// reverse order of address, so that the scatter order matters).
 func (p *scalePair) postRecv(t *testing.T, c scaleCfg, seq int) {
 	slot := seq % scaleRecvN
-	_, err := p.rsp.QP.PostRecv([]provider.RecvWR{{WRID: uint64(seq),
-		SGL: []provider.SGE{p.rsp.MR.SGE(uint64(c.wlen()+slot*c.slot), uint32(c.slot))}}})
+	sges, where := scaleSplit(p.rng, p.rsp.MR, uint64(c.wlen()+slot*c.slot), c.slot, 4)
+	_, err := p.rsp.QP.PostRecv([]provider.RecvWR{{WRID: uint64(seq), SGL: sges}})
 	require.NoError(t, err)
+	if p.recvWhere == nil {
+		p.recvWhere = map[int][][2]int{}
+	}
+	p.recvWhere[slot] = where
+}
+
+// received gathers the n bytes a receive in slot holds, piece by piece.
+func (p *scalePair) received(c scaleCfg, slot, n int) []byte {
+	base := p.rsp.Buf.Bytes[c.wlen()+slot*c.slot:]
+	out := make([]byte, 0, n)
+	for _, wh := range p.recvWhere[slot] {
+		out = append(out, base[wh[0]:][:min(wh[1], n-len(out))]...)
+	}
+	return out
 }
 
 func (p *scalePair) size(c scaleCfg) int {
@@ -403,7 +429,7 @@ func (p *scalePair) next(c scaleCfg, signaled bool) (provider.SendWR, bool) {
 	switch wr.Opcode {
 	case provider.WRRDMAWrite, provider.WRRDMAWriteImm, provider.WRSend, provider.WRSendImm:
 		n := p.size(c)
-		fillRand(p.rng, local[srcOff:srcOff+uint64(n)+8])
+		fillRand(p.rng, local[srcOff:srcOff+uint64(n)+7]) // whole words up to n rounded up: never past the slot
 		sges, where := scaleSplit(p.rng, p.req.MR, srcOff, n, 4)
 		wr.SGL = sges
 		payload := make([]byte, 0, n)
@@ -473,6 +499,14 @@ func (p *scalePair) check(t *testing.T, c scaleCfg, seq int) {
 	case provider.WRRDMARead:
 		got := local[(c.depth+slot)*c.slot:][:len(op.expect)]
 		if !bytes.Equal(op.expect, got) {
+			i, j := 0, len(got)-1
+			for op.expect[i] == got[i] {
+				i++
+			}
+			for op.expect[j] == got[j] {
+				j--
+			}
+			t.Logf("READ %d differs in [%d, %d] of %d: got % x, want % x; SGEs %+v (dst base %#x)", seq, i, j, len(got), got[i:min(i+8, j+1)], op.expect[i:min(i+8, j+1)], op.wr.SGL, p.req.MR.Addr+uint64((c.depth+slot)*c.slot))
 			t.Fatalf("QP %#x READ %d (%d bytes at %#x, %d SGEs) returned other bytes", p.req.QP.QPN(), seq, len(op.expect),
 				op.wr.RemoteAddr, len(op.wr.SGL))
 		}

@@ -316,7 +316,7 @@ func (p *soakPair) next(st *soakStats, signaled bool) provider.SendWR {
 	switch wr.Opcode {
 	case provider.WRRDMAWrite, provider.WRSend:
 		n := p.size()
-		fillRand(p.rng, local[srcOff:srcOff+uint64(n)+8])
+		fillRand(p.rng, local[srcOff:srcOff+uint64(n)+7]) // whole words up to n rounded up: never into the next slot
 		if n > 0 {
 			wr.SGL = []provider.SGE{p.req.MR.SGE(srcOff, uint32(n))}
 		}
