@@ -78,7 +78,8 @@ if diff -r "$out/a" "$out/b" >"$out/diff.txt"; then
 	echo "identical: $(ls "$out/a" | wc -l) outputs"
 else
 	head -40 "$out/diff.txt"
-	if [ -n "$DETERMINISM_LIST" ]; then grep "^diff -r" "$out/diff.txt"; fi
+	# Every output that differs, text or binary (pcap), or exists on one side only.
+	if [ -n "$DETERMINISM_LIST" ]; then grep -E "^(diff -r|Binary files|Only in)" "$out/diff.txt"; fi
 	echo "DIFFERENT" >&2
 	exit 1
 fi
