@@ -158,12 +158,13 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 				moved = h.Dev.Progress() || moved
 			}
 			if !moved {
-				return fmt.Errorf("%w: the simulation is idle and no side can move%s", errStuck, asyncSummary(w))
+				return fmt.Errorf("%w: the simulation is idle and no side can move", errStuck)
 			}
 			return nil
 		}
 		if err := perfSimSize(&o, pair, clk, size, deadline, advance, landed, bar, pr); err != nil {
-			return fmt.Errorf("%s, %d bytes: %w", o.test.name, size, err)
+			// What the devices raised and nobody read often says why.
+			return fmt.Errorf("%s, %d bytes: %w%s", o.test.name, size, err, asyncSummary(w))
 		}
 		w.Drain(1 << 20)
 	}
@@ -340,9 +341,9 @@ func repeatByte(c byte, n int) []byte {
 	return s
 }
 
-// asyncSummary lists the asynchronous events the run left unread on each
-// node's context (perftest reads none either), which say why it is stuck
-// when the reason is one: a CQ in error, a QP fatal, a dead device.
+// asyncSummary lists the asynchronous events a failed run left unread on
+// each node's context (perftest reads none either), which often say why it
+// failed: a CQ in error, a QP fatal, a port down, a dead device.
 func asyncSummary(w *testbed.World) string {
 	const most = 8
 	var out string

@@ -482,17 +482,20 @@ func TestPerfErrorCause(t *testing.T) {
 	require.Contains(t, stderr, "completion with error LOC_PROT_ERR (vendor syndrome 0x51; after WR_FLUSH_ERR of wr_id 0)")
 }
 
-// TestPerfStuckSaysWhy: a run that cannot finish says what the devices
-// reported, from the async events nobody read (perftest reads none), and
+// TestPerfStuckSaysWhy: a run that fails or cannot finish says what the
+// devices reported, from the async events nobody read (perftest reads
+// none), and
 // a device fatal error ends in the software flush's completions, not in a
 // stuck run (the flush did not count as CQEs landing, so the bw loop never
 // swept the CQ that held them).
 func TestPerfStuckSaysWhy(t *testing.T) {
 	for _, c := range []struct{ name, rule, want string }{
 		{"CQ overrun", `{"point":"cq","action":"overrun","nth":1,"match":{"node":0}}`,
-			"the run is stuck: the simulation is idle and no side can move; node 0 async events: CQ_ERR cq 0x1, QP_FATAL qp 0x100"},
+			"the run is stuck: the simulation is idle and no side can move ([bw client: 128 of 200 posted, 0 completed]); node 0 async events: CQ_ERR cq 0x1, QP_FATAL qp 0x100"},
 		{"device fatal", `{"point":"device","action":"fatal","at_ps":1000000,"match":{"node":0}}`,
-			"completion with error WR_FLUSH_ERR (vendor syndrome 0x5)"},
+			"completion with error WR_FLUSH_ERR (vendor syndrome 0x5) on QP 0 after 128 of 200 posted, 0 completed; node 0 async events: DEVICE_FATAL"},
+		{"port down", `{"point":"port","action":"down","at_ps":1000000,"match":{"node":0}}`,
+			"completion with error RETRY_EXC_ERR (vendor syndrome 0x81) on QP 0 after 128 of 200 posted, 0 completed; node 0 async events: PORT_ERR port 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			plan := writePlan(t, "p.json", `{"seed":7,"rules":[`+c.rule+`]}`)
