@@ -1,7 +1,3 @@
-// Command softnic is the command line of the softnic emulated RDMA NIC: trace
-// one post_send end to end, decode RoCEv2 captures, and (later) perftest-style
-// runs, fault plans and the device daemon. It is wiring only: flags and a
-// profile in, the packages do the work.
 package main
 
 import (
