@@ -40,6 +40,8 @@ type OpError struct {
 	Err   error
 }
 
+// Error reports the verb, the QPN and WQE index when there are ones, and
+// the cause.
 func (e *OpError) Error() string {
 	switch {
 	case e.Index >= 0:

@@ -254,6 +254,8 @@ type AsyncEvent struct {
 	Num  uint32
 }
 
+// String is the event type and the object it is about: "CQ_ERR cq 0x1",
+// "PORT_ACTIVE port 1".
 func (e AsyncEvent) String() string {
 	switch {
 	case e.CQ != nil:

@@ -18,6 +18,7 @@ const (
 	PortActive = PortState(uverbs.PortActive)
 )
 
+// String is the ibv_port_state name (PORT_ACTIVE, ...).
 func (s PortState) String() string {
 	switch s {
 	case PortDown:

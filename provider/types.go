@@ -29,6 +29,7 @@ const (
 var wrOpcodeNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ",
 	"ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD", WRSendWithInv: "SEND_WITH_INV"}
 
+// String is the opcode's ibv_wr_opcode name without IBV_WR_.
 func (o WROpcode) String() string {
 	if int(o) < len(wrOpcodeNames) && wrOpcodeNames[o] != "" {
 		return wrOpcodeNames[o]
@@ -168,6 +169,7 @@ var wcStatusNames = [...]string{
 	"TM_RNDV_INCOMPLETE",
 }
 
+// String is the status's ibv_wc_status name without IBV_WC_.
 func (s WCStatus) String() string {
 	if int(s) < len(wcStatusNames) {
 		return wcStatusNames[s]
@@ -227,6 +229,7 @@ const (
 	WCRecvRDMAWithImm WCOpcode = 129
 )
 
+// String is the opcode's ibv_wc_opcode name without IBV_WC_.
 func (o WCOpcode) String() string {
 	switch o {
 	case WCSend:
@@ -263,6 +266,8 @@ const (
 	WCFlagWithInv WCFlags = 1 << 3
 )
 
+// String lists the set flags by their ibv_wc_flags names without
+// IBV_WC_ ("GRH|WITH_IMM"), unknown bits in hex, "0" for none.
 func (f WCFlags) String() string {
 	if f == 0 {
 		return "0"
@@ -329,6 +334,7 @@ const (
 	NetHdrIPv6   NetworkHdr = 3 // RDMA_NETWORK_IPV6: RoCEv2 over IPv6
 )
 
+// String is the header type's name: NONE, ROCE_V1, IPV4 or IPV6.
 func (h NetworkHdr) String() string {
 	switch h {
 	case NetHdrNone:
