@@ -178,6 +178,28 @@ func TestVersionAndHelp(t *testing.T) {
 	require.Contains(t, stderr.String(), "usage: softnic <command>")
 }
 
+// TestHelpNamesTheArguments: every command's --help starts with its own
+// usage line, positional arguments included (softnic trace [OP], softnic
+// view WALK.json), not the flag package's bare "Usage of NAME:".
+func TestHelpNamesTheArguments(t *testing.T) {
+	for name := range commands {
+		if name == "version" {
+			continue
+		}
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, 0, run([]string{name, "--help"}, &stdout, &stderr))
+		head := strings.Join(strings.SplitN(stderr.String(), "\n", 3)[:2], "\n")
+		require.Regexp(t, `^usage:`, head, "%s --help", name)
+		require.Contains(t, head, "softnic "+name, "%s --help", name)
+	}
+	var stdout, stderr bytes.Buffer
+	run([]string{"trace", "--help"}, &stdout, &stderr)
+	require.Contains(t, stderr.String(), "softnic trace [OP]")
+	stderr.Reset()
+	run([]string{"view", "--help"}, &stdout, &stderr)
+	require.Contains(t, stderr.String(), "softnic view WALK.json")
+}
+
 // captureFiles writes the frames of one trace as pcap and as pcapng.
 func captureFiles(t *testing.T) (pcapFile, ngFile string) {
 	dir := t.TempDir()

@@ -189,6 +189,19 @@ var traceOps = map[string]traceOp{
 // traceOpNames is the --op list for the help.
 const traceOpNames = "send|send_imm|write|write_imm|read (RC), uc_send|uc_send_imm|uc_write|uc_write_imm (UC), ud_send|ud_send_imm (UD)"
 
+// traceHelp is the usage text of softnic trace, before the flags.
+const traceHelp = `usage: softnic trace [OP] [flags]
+
+Posts one WR (or a list, --batch) on an RC, UC or UD QP between two
+emulated NICs back to back and prints the walk of that post_send: one line
+per stage with its component, node, virtual start and end time in ns,
+bytes and PCIe TLPs, then the total post -> CQE latency. OP is the
+operation, as a word of its own or as --op (write, the default; see --op).
+Sizes and counts are decimal (0x accepted).
+
+Flags:
+`
+
 func runTrace(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -211,12 +224,9 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.srq, "srq", false, "the responder's receives come from a shared receive queue")
 	fs.StringVar(&o.html, "html", "", "write the walk as one self-contained HTML page to this file (- for stdout)")
 	fs.BoolVar(&o.events, "events", false, "arm the CQs before posting and take the completion events: the walk shows cq_arm → eqe_write → event")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	pos, code, ok := parseCommand(fs, traceHelp, args, stderr)
+	if !ok {
+		return code
 	}
 	// The operation may also be a word of its own, before or among the
 	// flags: softnic trace ud_send --srq. Only the first word can be it,

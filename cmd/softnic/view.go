@@ -6,7 +6,6 @@ package main
 import (
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,20 +20,30 @@ func init() {
 	register("view", "render walks saved with `trace --json` as a self-contained HTML page", runView)
 }
 
+// viewUsage is softnic view's usage line; viewHelp its --help text,
+// before the flags.
+const (
+	viewUsage = "usage: softnic view WALK.json [--compare OTHER.json] [-o FILE]"
+	viewHelp  = viewUsage + `
+
+Renders a walk saved with softnic trace --json as one self-contained HTML
+page (docs/teaching.md); --compare puts a second walk under it on the same
+time scale, with the difference per stage.
+
+Flags:
+`
+)
+
 func runView(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("view", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	compare := fs.String("compare", "", "a second walk JSON to show beside the first, with the difference per stage")
 	outFile := fs.String("o", "-", "write the HTML to this file (- for stdout)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	pos, code, ok := parseCommand(fs, viewHelp, args, stderr)
+	if !ok {
+		return code
 	}
 	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "usage: softnic view WALK.json [--compare OTHER.json] [-o FILE]")
+		fmt.Fprintln(stderr, viewUsage)
 		return 2
 	}
 	files := []string{pos[0]}
