@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -198,6 +199,20 @@ func TestHelpNamesTheArguments(t *testing.T) {
 	stderr.Reset()
 	run([]string{"view", "--help"}, &stdout, &stderr)
 	require.Contains(t, stderr.String(), "softnic view WALK.json")
+	// The top level's list: one column of names, one of summaries.
+	stderr.Reset()
+	run([]string{"--help"}, &stdout, &stderr)
+	col := -1
+	for name, c := range commands {
+		line := regexp.MustCompile(`(?m)^  ` + name + ` +` + regexp.QuoteMeta(c.summary) + `$`).FindString(stderr.String())
+		require.NotEmpty(t, line, "%s in softnic --help", name)
+		at := strings.Index(line, c.summary)
+		require.Greater(t, at, len("  "+name+" "), "%s: the summary needs a space of its own", name)
+		if col >= 0 {
+			require.Equal(t, col, at, "%s: summaries start in one column", name)
+		}
+		col = at
+	}
 }
 
 // captureFiles writes the frames of one trace as pcap and as pcapng.
