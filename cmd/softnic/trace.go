@@ -811,9 +811,14 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 			fmt.Fprintf(text, "  %s\n", l)
 		}
 	}
-	fmt.Fprintf(text, "%3s  %-14s %-9s %4s %12s %12s %10s %7s %5s\n", "#", "stage", "component", "node", "start_ns", "end_ns", "dur_ns", "bytes", "tlps")
+	// The stage column fits the walk's longest name (doorbell_decode).
+	nameW := 14
+	for _, s := range stages {
+		nameW = max(nameW, len(s.Name))
+	}
+	fmt.Fprintf(text, "%3s  %-*s %-9s %4s %12s %12s %10s %7s %5s\n", "#", nameW, "stage", "component", "node", "start_ns", "end_ns", "dur_ns", "bytes", "tlps")
 	for i, s := range stages {
-		fmt.Fprintf(text, "%3d  %-14s %-9s %4d %12.3f %12.3f %10.3f %7d %5d\n", i+1, s.Name, s.Component, s.Node, s.StartNS, s.EndNS, s.EndNS-s.StartNS, s.Bytes, s.TLPs)
+		fmt.Fprintf(text, "%3d  %-*s %-9s %4d %12.3f %12.3f %10.3f %7d %5d\n", i+1, nameW, s.Name, s.Component, s.Node, s.StartNS, s.EndNS, s.EndNS-s.StartNS, s.Bytes, s.TLPs)
 		if o.explain {
 			if d, ok := trace.Stages[s.Name]; ok {
 				fmt.Fprintf(text, "     %s\n", d.Summary)

@@ -58,6 +58,34 @@ func TestTraceDefault(t *testing.T) {
 	require.Contains(t, text, "data verified")
 }
 
+// TestTraceTableColumns: the text walk's columns line up whatever the
+// stages, the 15-letter doorbell_decode of a doorbell walk included.
+func TestTraceTableColumns(t *testing.T) {
+	for _, args := range [][]string{{"trace"}, {"trace", "--no-bf"}, {"trace", "--batch", "3"}} {
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, run(args, &out, &errb), errb.String())
+		lines := strings.Split(out.String(), "\n")
+		var col int
+		for _, l := range lines {
+			if strings.Contains(l, " stage ") {
+				col = strings.Index(l, "component")
+				continue
+			}
+			f := strings.Fields(l)
+			if col == 0 || len(f) != 9 {
+				continue
+			}
+			if _, err := strconv.Atoi(f[0]); err != nil {
+				continue
+			}
+			after := strings.Index(l, " "+f[1]+" ") + 1 + len(f[1])
+			at := after + len(l[after:]) - len(strings.TrimLeft(l[after:], " "))
+			require.Equal(t, col, at, "%v: the component column of\n%s", args, l)
+		}
+		require.NotZero(t, col, "%v: no header", args)
+	}
+}
+
 // TestTraceBlueFlameVsDoorbell: BlueFlame has no WQE-fetch DMA and
 // ceil(WQE/64) MWr TLPs; the doorbell path has one 8-byte MWr plus one DMA
 // read of the WQE; BlueFlame is faster post → CQE.
