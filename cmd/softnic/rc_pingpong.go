@@ -309,6 +309,9 @@ func openPPRuntime(o ppOpts, stderr io.Writer) (ppRuntime, error) {
 		return openKernelNet(o.ibDev, o.gidIdx, o.size+(1<<20))
 	}
 	if o.socket == "" {
+		if o.net.wire == "" {
+			return nil, fmt.Errorf("no device: give --wire SPEC --ip A.B.C.D (udp:LISTEN,PEER or tap:NAME), -d softnicN --socket PATH (or $%s) for a device of softnic serve, or -d rxe0 for a kernel device", provider.SocketEnv)
+		}
 		return openRealNet(o.net, o.size+(1<<20), stderr)
 	}
 	name := o.ibDev

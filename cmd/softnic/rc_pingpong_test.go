@@ -119,3 +119,15 @@ func TestPingpongSocketEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestPingpongNoDeviceNamesTheWays: rc_pingpong with no wire, no socket
+// and no kernel device names all three ways to give it one (its usage
+// lists them), not --wire alone.
+func TestPingpongNoDeviceNamesTheWays(t *testing.T) {
+	t.Setenv(provider.SocketEnv, "")
+	var stdout, stderr bytes.Buffer
+	require.NotEqual(t, 0, run([]string{"rc_pingpong", "-g", "1"}, &stdout, &stderr))
+	for _, w := range []string{"--wire", "--socket", "-d rxe0"} {
+		require.Contains(t, stderr.String(), w)
+	}
+}
