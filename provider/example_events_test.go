@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/testbed"
 )
 
@@ -100,8 +101,19 @@ func ExampleCQ_Resize() {
 func ExampleCQ_Modify() {
 	w, eps := eventWorld()
 	defer w.Close()
-	cq := eps[1].RecvCQ
+	req, rsp := eps[0], eps[1]
+	cq := rsp.RecvCQ
 	// One event per 16 completions, or 100 µs after the first of them.
 	fmt.Println(cq.Modify(provider.CQModeration{Count: 16, Period: 100}))
-	// Output: <nil>
+	// One receive completes: the event waits for the period (virtual
+	// time; without moderation it comes about a microsecond after the CQE).
+	_, _ = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{rsp.MR.SGE(0, 64)}}})
+	_ = cq.ReqNotify(false)
+	start := w.Eng.Now()
+	_, _ = req.QP.PostSend([]provider.SendWR{{Opcode: provider.WRSend, SGL: []provider.SGE{req.MR.SGE(0, 8)}}})
+	got, err := rsp.Channel.GetCQEvent(time.Second)
+	fmt.Println(got == cq, err, w.Eng.Now().Sub(start) >= 100*sim.Microsecond)
+	// Output:
+	// <nil>
+	// true <nil> true
 }
