@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/softnic/softnic/provider"
@@ -54,4 +55,35 @@ func ExampleQP_QueryState() {
 	// Output:
 	// REM_ACCESS_ERR RTS
 	// ERR <nil> ERR
+}
+
+func ExampleQP_Destroy() {
+	w, err := testbed.New(testbed.DefaultConfig())
+	if err != nil {
+		panic(err)
+	}
+	defer w.Close()
+	eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 1024})
+	if err != nil {
+		panic(err)
+	}
+	req, rsp := eps[0], eps[1]
+	_, _ = req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, 64)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
+	w.Settle(0)
+	fmt.Println(req.SendCQ.Ready())
+	// A CQ is not destroyed while a QP uses it (ibv_destroy_cq: EBUSY).
+	fmt.Println(errors.Is(req.SendCQ.Destroy(), provider.ErrBusy))
+	// Destroying the QP (ibv_destroy_qp) takes its CQEs not yet polled
+	// out of its CQs, as libmlx5 does; the QP takes no more work.
+	fmt.Println(req.QP.Destroy())
+	wcs := make([]provider.WC, 1)
+	n, _ := req.SendCQ.Poll(wcs)
+	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 2, Opcode: provider.WRSend}})
+	fmt.Println(n, errors.Is(err, provider.ErrClosed))
+	// Output:
+	// true
+	// true
+	// <nil>
+	// 0 true
 }
