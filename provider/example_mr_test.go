@@ -87,3 +87,23 @@ func ExampleQP_Destroy() {
 	// <nil>
 	// 0 true
 }
+
+func ExampleSRQ_Query() {
+	w, err := testbed.New(testbed.DefaultConfig())
+	if err != nil {
+		panic(err)
+	}
+	defer w.Close()
+	pd, _ := w.Hosts[0].Ctx.AllocPD()
+	srq, err := pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 100, MaxSGE: 2})
+	if err != nil {
+		panic(err)
+	}
+	// ibv_query_srq asks the device: the sizes libmlx5 rounded up to,
+	// and the limit ibv_modify_srq armed (SRQ_LIMIT_REACHED fires when
+	// fewer receives than that are posted).
+	_ = srq.Modify(provider.SRQAttr{SRQLimit: 10}, provider.SRQAttrLimit)
+	a, err := srq.Query()
+	fmt.Println(a.MaxWR, a.MaxSGE, a.SRQLimit, err)
+	// Output: 127 3 10 <nil>
+}
