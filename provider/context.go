@@ -12,10 +12,10 @@ import (
 // Device is what an application opens: a control channel, the MMIO window
 // onto BAR0 and the host-memory region the device reaches by DMA.
 type Device struct {
-	Name    string
-	Control mlx5.Control
-	MMIO    pcie.MMIO
-	Mem     *shm.Region
+	Name    string       // the device's name (ibv_get_device_name), e.g. mlx5_0
+	Control mlx5.Control // the control channel: uverbs-shaped commands
+	MMIO    pcie.MMIO    // the MMIO window onto BAR0 (UAR doorbells, BlueFlame)
+	Mem     *shm.Region  // the host memory the device reaches by DMA
 }
 
 // Context is an open device (struct ibv_context + struct mlx5_context).

@@ -107,7 +107,7 @@ func (cq *CQ) ConsumerIndex() uint32 {
 type CQInfo struct {
 	RingAddr uint64 // first CQE
 	Entries  int    // CQEs in the ring
-	CQESize  int
+	CQESize  int    // bytes per CQE (64)
 	DBRAddr  uint64 // doorbell record: [0] set_ci, [1] arm
 }
 

@@ -499,8 +499,8 @@ type SQInfo struct {
 	Addr        uint64 // first WQEBB of the SQ
 	WQEBBs      int    // SQ size in WQEBBs
 	RQAddr      uint64 // first RQ WQE (= the QP buffer)
-	RQWQEs      int
-	RQStride    int
+	RQWQEs      int    // RQ size in WQEs
+	RQStride    int    // bytes per RQ WQE
 	DBRAddr     uint64 // doorbell record: [0] RQ head, [1] SQ cur_post
 	BFRegOffset uint64 // BAR0 offset of the bfreg
 	BFBufSize   int    // one BlueFlame buffer (0: doorbell only)

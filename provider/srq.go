@@ -185,8 +185,8 @@ func (s *SRQ) Outstanding() int {
 // list ends (for traces and tests).
 type SRQInfo struct {
 	Addr    uint64 // WQE 0
-	WQEs    int
-	Stride  int
+	WQEs    int    // ring size in WQEs (one of them always spare)
+	Stride  int    // bytes per WQE
 	DBRAddr uint64 // word 0: BE32 WQEs posted (16-bit counter)
 	Head    uint16 // the WQE the next post fills
 	Tail    uint16 // the last free WQE
