@@ -59,7 +59,11 @@ func runFaults(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, p.Explain())
 		return 0
 	}
-	fmt.Fprintf(stdout, "%s: valid fault plan, seed %d, %d rules\n", rest[0], p.Seed, len(p.Rules))
+	rules := "rules"
+	if len(p.Rules) == 1 {
+		rules = "rule"
+	}
+	fmt.Fprintf(stdout, "%s: valid fault plan, seed %d, %d %s\n", rest[0], p.Seed, len(p.Rules), rules)
 	return 0
 }
 

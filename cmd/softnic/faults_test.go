@@ -53,6 +53,7 @@ func TestFaultsCommand(t *testing.T) {
 			stdout: []string{"seed 3\n", "rule 0: wire.tx", "rule 1: wire.rx"}},
 		{name: "explain after the file", args: []string{good, "--explain"}, code: 0, stdout: []string{"rule 0: wire.tx: drop"}},
 		{name: "check only", args: []string{two}, code: 0, stdout: []string{"valid fault plan, seed 3, 2 rules"}},
+		{name: "check only, one rule", args: []string{good}, code: 0, stdout: []string{"valid fault plan, seed 7, 1 rule\n"}},
 		{name: "help", args: []string{"--help"}, code: 0, stderr: []string{"usage: softnic faults", "-explain"}, wantNoText: true},
 		{name: "unknown point", args: []string{"--explain", badPoint}, code: 1, stderr: []string{"softnic faults:", "wire.sideways"}, wantNoText: true},
 		{name: "misspelt trigger", args: []string{"--explain", badField}, code: 1, stderr: []string{"softnic faults:", "nht"}, wantNoText: true},
