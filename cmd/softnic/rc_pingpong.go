@@ -121,6 +121,9 @@ type ppOpts struct {
 	timeout time.Duration
 	host    string
 	socket  string // daemon mode: the softnic serve socket
+
+	// ibv_rc_pingpong's -O, -P, -c, -j and -N, refused with a reason.
+	iodp, prefetch, chk, dm, newSend bool
 }
 
 // parsePingpongArgs parses flags and at most one host argument, which may
@@ -147,6 +150,11 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 	both("g", "gid-idx", func(n string) { intVar(fs, &o.gidIdx, n, -1, "local port gid index (0 and 1: the IPv4-mapped GID)") })
 	both("o", "odp", func(n string) { fs.BoolVar(&o.odp, n, false, "use on demand paging (not supported)") })
 	both("t", "ts", func(n string) { fs.BoolVar(&o.ts, n, false, "get CQE with timestamp (not supported)") })
+	both("O", "iodp", func(n string) { fs.BoolVar(&o.iodp, n, false, "use implicit on demand paging (not supported)") })
+	both("P", "prefetch", func(n string) { fs.BoolVar(&o.prefetch, n, false, "prefetch an ODP MR (not supported)") })
+	both("c", "chk", func(n string) { fs.BoolVar(&o.chk, n, false, "validate received buffer (not supported)") })
+	both("j", "dm", func(n string) { fs.BoolVar(&o.dm, n, false, "use device memory (not supported)") })
+	both("N", "new_send", func(n string) { fs.BoolVar(&o.newSend, n, false, "use the new post send WR API (not supported)") })
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up when the peer or a completion keeps us waiting this long; the server too when no client connects in this time (softnic only)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, rcPingpongHelp)
@@ -178,6 +186,14 @@ func (o *ppOpts) validate() error {
 		return errors.New("-o (on demand paging) is not supported")
 	case o.ts:
 		return errors.New("-t (completion timestamps) is not supported")
+	case o.iodp, o.prefetch:
+		return errors.New("-O and -P (implicit on demand paging, prefetch) are not supported")
+	case o.chk:
+		return errors.New("-c (validate received buffer) is not supported")
+	case o.dm:
+		return errors.New("-j (device memory) is not supported")
+	case o.newSend:
+		return errors.New("-N (the ibv_wr_* post send API) is not supported")
 	case o.port <= 0 || o.port > 65535:
 		return fmt.Errorf("-p %d is not a TCP port", o.port)
 	case o.ibPort != 1:

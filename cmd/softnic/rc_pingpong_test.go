@@ -62,6 +62,11 @@ func TestPingpongArgs(t *testing.T) {
 	invalid := map[string][]string{
 		"odp":       {"-o"},
 		"ts":        {"-t"},
+		"iodp":      {"-O"},
+		"prefetch":  {"--prefetch"},
+		"chk":       {"-c"},
+		"dm":        {"-j"},
+		"new_send":  {"--new_send"},
 		"mtu":       {"-m", "1500"},
 		"gid index": {"-g", "3"},
 		"ib port":   {"-i", "2"},
