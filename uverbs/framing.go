@@ -184,6 +184,19 @@ var exCoreSizes = map[Command][2]int{
 	ExCmdCreateQP: {ExCreateQPSize, ExCreateQPRespSize}, ExCmdModifyQP: {ExModifyQPSize, ExModifyQPRespSize},
 }
 
+// exMinSizes are the shortest core request and response the kernel takes
+// for each extended command: offsetofend of the last member its
+// UAPI_DEF_WRITE_IO_EX names (uverbs_cmd.c: query_device reserved /
+// response_length, create_cq reserved / response_length, create_qp
+// comp_mask / response_length, modify_qp base / response_length; the ends
+// printed with gcc against the uapi headers). A shorter request is ENOSPC;
+// one shorter than the struct but not than this is zero-filled
+// (uverbs_request). Which member each command names is from the K6.1
+// source as recalled, not re-read here [unconfirmed].
+var exMinSizes = map[Command][2]int{
+	ExCmdQueryDevice: {8, 184}, ExCmdCreateCQ: {32, 16}, ExCmdCreateQP: {52, 40}, ExCmdModifyQP: {112, 8},
+}
+
 // CoreSizes returns the core request and response sizes of a write
 // command (extended: of the ex form), and false for a command this package
 // does not describe.
@@ -289,15 +302,19 @@ type WriteMsg struct {
 }
 
 // ParseWrite checks a write() buffer as ib_uverbs_write does and splits
-// it. For a legacy command the length must equal in_words*4 and cover the
-// core request, and out_words*4 the core response (ENOSPC otherwise); for
-// an extended one the length must be 24 + (in_words+provider_in_words)*8,
-// the reserved word 0 and the response address set exactly when there are
-// out words (EINVAL). It never panics.
+// it. A buffer shorter than its header(s) is EINVAL. For a legacy command
+// the length must equal in_words*4 (EINVAL) and cover the core request,
+// and out_words*4 the core response (ENOSPC otherwise); for an extended
+// one the length must be 24 + (in_words+provider_in_words)*8, the reserved
+// word 0 and the response address set exactly when there are out words
+// (EINVAL), and for the commands it knows the core request and, with a
+// response, the out words at least the kernel's minimum (ENOSPC). It
+// never panics.
 func ParseWrite(b []byte) (WriteMsg, error) {
 	var m WriteMsg
 	if len(b) < CmdHdrSize {
-		return m, truncated("ib_uverbs_cmd_hdr", CmdHdrSize, len(b))
+		// ib_uverbs_write: count < sizeof(hdr) is EINVAL, not ENOSPC.
+		return m, &FormatError{Struct: "ib_uverbs_cmd_hdr", Offset: len(b), Need: CmdHdrSize, Err: ErrTruncated, Errno: syscall.EINVAL}
 	}
 	h := CmdHdr(b)
 	m.Cmd, m.Extended = h.Cmd(), h.Extended()
@@ -328,20 +345,31 @@ func ParseWrite(b []byte) (WriteMsg, error) {
 		return m, nil
 	}
 	if len(b) < CmdHdrSize+ExCmdHdrSize {
-		return m, truncated("ib_uverbs_ex_cmd_hdr", CmdHdrSize+ExCmdHdrSize, len(b))
+		// ib_uverbs_write: an extended command shorter than both headers
+		// is EINVAL.
+		return m, &FormatError{Struct: "ib_uverbs_ex_cmd_hdr", Offset: len(b), Need: CmdHdrSize + ExCmdHdrSize, Err: ErrTruncated, Errno: syscall.EINVAL}
 	}
+	// verify_hdr's order: the words, the core request's minimum, the
+	// reserved word, the response.
 	x := ExCmdHdr(b[CmdHdrSize:])
-	if x.Reserved() != 0 {
-		return m, reserved("ib_uverbs_ex_cmd_hdr", "cmd_hdr_reserved", CmdHdrSize+exHdrReserved)
-	}
 	core, drv := int(h.InWords())*8, int(x.ProviderInWords())*8
 	if CmdHdrSize+ExCmdHdrSize+core+drv != len(b) {
 		return m, &FormatError{Struct: "ib_uverbs_ex_cmd_hdr", Field: "provider_in_words", Offset: CmdHdrSize + exHdrProvIn, Err: ErrBadLength, Errno: syscall.EINVAL}
+	}
+	lim, known := exMinSizes[m.Cmd]
+	if known && core < lim[0] {
+		return m, truncated(m.Cmd.String(), lim[0], core)
+	}
+	if x.Reserved() != 0 {
+		return m, reserved("ib_uverbs_ex_cmd_hdr", "cmd_hdr_reserved", CmdHdrSize+exHdrReserved)
 	}
 	m.OutLen, m.DriverOutLen = int(h.OutWords())*8, int(x.ProviderOutWords())*8
 	m.Response = x.Response()
 	if (m.Response == 0) != (m.OutLen+m.DriverOutLen == 0) {
 		return m, &FormatError{Struct: "ib_uverbs_ex_cmd_hdr", Field: "response", Err: ErrBadLength, Errno: syscall.EINVAL}
+	}
+	if known && m.Response != 0 && m.OutLen < lim[1] {
+		return m, &FormatError{Struct: "ib_uverbs_cmd_hdr", Field: "out_words", Offset: m.OutLen, Need: lim[1], Err: ErrTruncated, Errno: syscall.ENOSPC}
 	}
 	body := b[CmdHdrSize+ExCmdHdrSize:]
 	m.Core, m.Driver = body[:core], body[core:]

@@ -62,6 +62,17 @@ func TestParseWrite(t *testing.T) {
 	require.NoError(t, err)
 
 	mut := func(b []byte, f func([]byte)) []byte { c := append([]byte(nil), b...); f(c); return c }
+	// exCmd is an extended command of core bytes, out bytes of response.
+	exCmd := func(cmd Command, core, out int) []byte {
+		b := make([]byte, 24+core)
+		resp := uint64(0)
+		if out > 0 {
+			resp = 0x9000
+		}
+		_, err := PutExWriteHdr(b, cmd, core, 0, out, 0, resp)
+		require.NoError(t, err)
+		return b
+	}
 	cases := []struct {
 		name  string
 		in    []byte
@@ -87,7 +98,8 @@ func TestParseWrite(t *testing.T) {
 			require.EqualValues(t, 0x9000, m.Response)
 			require.Equal(t, ExCreateCQRespSize, m.OutLen)
 		}},
-		{"empty", nil, ErrTruncated, syscall.ENOSPC, nil},
+		{"empty", nil, ErrTruncated, syscall.EINVAL, nil},
+		{"header_short", good[:4], ErrTruncated, syscall.EINVAL, nil},
 		{"length_not_in_words", good[:68], ErrBadLength, syscall.EINVAL, nil},
 		{"core_short", mut(good[:16], func(b []byte) { binary.NativeEndian.PutUint16(b[4:], 4) }), ErrTruncated, syscall.ENOSPC, nil},
 		{"out_short", mut(good, func(b []byte) { binary.NativeEndian.PutUint16(b[6:], 1) }), ErrTruncated, syscall.ENOSPC, nil},
@@ -96,7 +108,20 @@ func TestParseWrite(t *testing.T) {
 			require.Len(t, m.Core, 64)
 			require.Nil(t, m.Driver)
 		}},
-		{"ex_short", ex[:20], ErrTruncated, syscall.ENOSPC, nil},
+		{"ex_short", ex[:20], ErrTruncated, syscall.EINVAL, nil},
+		{"ex_core_below_the_minimum", exCmd(ExCmdCreateCQ, 24, 16), ErrTruncated, syscall.ENOSPC, nil},
+		{"ex_create_qp_up_to_comp_mask", exCmd(ExCmdCreateQP, 56, 40), nil, 0, func(t *testing.T, m WriteMsg) {
+			require.Len(t, m.Core, 56)
+		}},
+		{"ex_create_qp_before_comp_mask", exCmd(ExCmdCreateQP, 48, 40), ErrTruncated, syscall.ENOSPC, nil},
+		{"ex_out_below_the_response_length", exCmd(ExCmdCreateCQ, 32, 8), ErrTruncated, syscall.ENOSPC, nil},
+		{"ex_query_device_out_of_the_base_only", exCmd(ExCmdQueryDevice, 8, QueryDeviceRespSize), ErrTruncated, syscall.ENOSPC, nil},
+		{"ex_modify_qp_without_response", exCmd(ExCmdModifyQP, 120, 0), nil, 0, func(t *testing.T, m WriteMsg) {
+			require.Zero(t, m.OutLen)
+		}},
+		{"ex_unknown_command_no_minimum", exCmd(57, 8, 8), nil, 0, func(t *testing.T, m WriteMsg) {
+			require.Len(t, m.Core, 8)
+		}},
 		{"ex_reserved", mut(ex, func(b []byte) { b[20] = 1 }), ErrReserved, syscall.EINVAL, nil},
 		{"ex_words", mut(ex, func(b []byte) { b[4] = 3 }), ErrBadLength, syscall.EINVAL, nil},
 		{"ex_response_without_out", mut(ex, func(b []byte) { b[6] = 0 }), ErrBadLength, syscall.EINVAL, nil},

@@ -251,7 +251,11 @@ func TestRefusals(t *testing.T) {
 		err  error
 		want syscall.Errno
 	}{
-		{"short header", raw([]byte{1, 2, 3}, 0), syscall.ENOSPC},
+		{"short header", raw([]byte{1, 2, 3}, 0), syscall.EINVAL},
+		{"EX_CREATE_CQ core below its reserved word", raw(append(hdr(uint32(uverbs.ExCmdCreateCQ)|uverbs.CmdFlagExtended, 3, 2, 8),
+			append([]byte{0x10, 0, 0, 0, 0, 0, 0, 0}, make([]byte, 8+24)...)...), 16), syscall.ENOSPC},
+		{"EX_CREATE_CQ out words below response_length", raw(append(hdr(uint32(uverbs.ExCmdCreateCQ)|uverbs.CmdFlagExtended, 4, 1, 8),
+			append([]byte{0x10, 0, 0, 0, 0, 0, 0, 0}, make([]byte, 8+32)...)...), 16), syscall.ENOSPC},
 		{"in_words disagree with the length", raw(hdr(3, 5, 2, 16), 8), syscall.EINVAL},
 		{"reserved command bits", raw(hdr(3|1<<16, 4, 2, 16), 8), syscall.EINVAL},
 		{"core request truncated", raw(hdr(uint32(uverbs.CmdCreateCQ), 4, 4, 16), 16), syscall.ENOSPC},

@@ -192,10 +192,15 @@ func (s *Server) writeEx(name string, m *uverbs.WriteMsg, resp []byte) (int, *uv
 	return 0, fail(name, syscall.EOPNOTSUPP, "extended command not served by this device")
 }
 
-// decodeCore decodes a core request; the extended ones may be longer than
-// the struct (newer user space), with the extra bytes zero.
+// decodeCore decodes an extended core request as uverbs_request does: one
+// longer than the struct (newer user space) has the extra bytes zero
+// (EOPNOTSUPP otherwise); a shorter one (older user space, down to the
+// minimum uverbs.ParseWrite checked) is zero-filled.
 func decodeCore(st uverbs.Struct, b []byte) error {
 	n := st.Size()
+	if len(b) < n {
+		b = append(make([]byte, 0, n), b...)[:n]
+	}
 	if len(b) > n {
 		for _, c := range b[n:] {
 			if c != 0 {
