@@ -184,6 +184,31 @@ var exCoreSizes = map[Command][2]int{
 	ExCmdCreateQP: {ExCreateQPSize, ExCreateQPRespSize}, ExCmdModifyQP: {ExModifyQPSize, ExModifyQPRespSize},
 }
 
+// udataCmds are the legacy commands whose bytes after the core request
+// are driver data (UAPI_DEF_WRITE_UDATA_IO/_I in uverbs_cmd.c). For the
+// others the kernel's uverbs_request takes those bytes as a longer core
+// request, which must be zero beyond the struct (EOPNOTSUPP otherwise);
+// the POST commands carry their work requests there instead.
+var udataCmds = map[Command]bool{
+	CmdGetContext: true, CmdAllocPD: true, CmdRegMR: true, CmdCreateCQ: true, CmdResizeCQ: true,
+	CmdCreateQP: true, CmdCreateAH: true, CmdCreateSRQ: true, CmdModifySRQ: true,
+	11 /* REREG_MR */ : true, 14 /* ALLOC_MW */ : true, 37 /* OPEN_XRCD */ : true, 39 /* CREATE_XSRQ */ : true, 40 /* OPEN_QP */ : true,
+}
+
+// The kernel's write command tables end at OPEN_QP (40) and, extended, at
+// MODIFY_CQ (57): a number beyond them is EOPNOTSUPP before any length is
+// looked at; one inside them that the device does not implement gets the
+// "not supported" method, whose (legacy) length check comes first
+// (uverbs_uapi.c uapi_finalize, uverbs_main.c uapi_get_method).
+const (
+	NumWriteCmds   = 41
+	NumWriteExCmds = 58
+)
+
+// TakesUData reports whether the bytes after a legacy command's core
+// request are driver (udata) input rather than part of the core request.
+func TakesUData(c Command) bool { return udataCmds[c] }
+
 // exMinSizes are the shortest core request and response the kernel takes
 // for each extended command: offsetofend of the last member its
 // UAPI_DEF_WRITE_IO_EX names (uverbs_cmd.c: query_device reserved /

@@ -198,6 +198,8 @@ func TestRefusals(t *testing.T) {
 	// Before GET_CONTEXT.
 	_, err := r.do(s, uverbs.CmdAllocPD, &uverbs.AllocPD{Response: 1}, nil, 8)
 	require.Equal(t, syscall.EINVAL, errno(t, err))
+	_, err = r.do(s, uverbs.CmdReqNotifyCQ, &uverbs.ReqNotifyCQ{CQHandle: 1}, nil, 0)
+	require.Equal(t, syscall.EOPNOTSUPP, errno(t, err), "a disabled command is EOPNOTSUPP with or without a context")
 	_, err = r.do(s, uverbs.CmdGetContext, &uverbs.GetContext{Response: 1},
 		&uverbs.MLX5AllocUcontextReqV2{Flags: uverbs.MLX5AllocUctxDevX}, uverbs.GetContextRespSize+uverbs.MLX5AllocUcontextRespSize)
 	require.Equal(t, syscall.EPERM, errno(t, err), "DEVX")
@@ -262,6 +264,22 @@ func TestRefusals(t *testing.T) {
 		{"out_words below the core response", raw(hdr(uint32(uverbs.CmdAllocPD), 4, 0, 16), 0), syscall.ENOSPC},
 		{"response buffer shorter than out_words", raw(hdr(uint32(uverbs.CmdAllocPD), 4, 2, 16), 4), syscall.EFAULT},
 		{"unknown command", raw(hdr(99, 2, 0, 8), 0), syscall.EOPNOTSUPP},
+		{"unknown command beyond the kernel's table, in_words wrong", raw(hdr(99, 7, 0, 8), 0), syscall.EOPNOTSUPP},
+		{"MODIFY_AH (no method), in_words wrong", raw(hdr(6, 7, 0, 8), 0), syscall.EINVAL},
+		{"REQ_NOTIFY_CQ without its core (disabled on mlx5)", raw(hdr(uint32(uverbs.CmdReqNotifyCQ), 2, 0, 8), 0), syscall.EOPNOTSUPP},
+		{"POLL_CQ, in_words wrong", raw(hdr(uint32(uverbs.CmdPollCQ), 9, 0, 16), 0), syscall.EINVAL},
+		{"ALLOC_PD sent as extended (no such method)", raw(hdr(uint32(uverbs.CmdAllocPD)|uverbs.CmdFlagExtended, 4, 0, 16), 0), syscall.EOPNOTSUPP},
+		{"ALLOC_PD sent as extended, in_words as ex words", raw(append(hdr(uint32(uverbs.CmdAllocPD)|uverbs.CmdFlagExtended, 1, 0, 8), make([]byte, 24)...), 0), syscall.EINVAL},
+		{"DEALLOC_PD with non-zero bytes after the core", raw(append(hdr(uint32(uverbs.CmdDeallocPD), 5, 0, 8), byte(o.pd), 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0), 0), syscall.EOPNOTSUPP},
+		{"DEALLOC_PD with zero bytes after the core (served: the PD is busy)", raw(append(hdr(uint32(uverbs.CmdDeallocPD), 5, 0, 8), byte(o.pd), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), 0), syscall.EBUSY},
+		{"QUERY_PORT with non-zero bytes after the core", func() error {
+			n, err := uverbs.PutWriteHdr(r.req[:], uverbs.CmdQueryPort, uverbs.QueryPortSize+8, uverbs.QueryPortRespSize)
+			require.NoError(t, err)
+			clear(r.req[uverbs.CmdHdrSize:n])
+			_, _ = (&uverbs.QueryPort{Response: 1, PortNum: 1}).Encode(r.req[uverbs.CmdHdrSize:])
+			r.req[n-1] = 1
+			return raw(r.req[:n], uverbs.QueryPortRespSize)
+		}(), syscall.EOPNOTSUPP},
 		{"POST_SEND (mlx5 posts in user space)", raw(hdr(uint32(uverbs.CmdPostSend), 8, 1, 32), 4), syscall.EOPNOTSUPP},
 		{"extended command not served", raw(append(hdr(99|uverbs.CmdFlagExtended, 1, 0, 8), make([]byte, 24)...), 0), syscall.EOPNOTSUPP},
 		{"EX_QUERY_DEVICE without room for the response", raw(append(hdr(uint32(uverbs.ExCmdQueryDevice)|uverbs.CmdFlagExtended, 1, 0, 8), make([]byte, 24)...), 0), syscall.ENOSPC},

@@ -15,8 +15,54 @@ import (
 // bytes are zero).
 const maxDriver = 256
 
+// servedWrite are the legacy commands write serves, servedEx the extended
+// ones; kernelEx are the other extended commands the kernel has methods
+// for (CREATE_FLOW .. MODIFY_CQ), which keep the extended framing checks.
+var (
+	servedWrite = map[uverbs.Command]bool{
+		uverbs.CmdGetContext: true, uverbs.CmdQueryDevice: true, uverbs.CmdQueryPort: true, uverbs.CmdAllocPD: true,
+		uverbs.CmdDeallocPD: true, uverbs.CmdRegMR: true, uverbs.CmdDeregMR: true, uverbs.CmdCreateCompChannel: true,
+		uverbs.CmdCreateCQ: true, uverbs.CmdDestroyCQ: true, uverbs.CmdCreateQP: true, uverbs.CmdModifyQP: true,
+		uverbs.CmdQueryQP: true, uverbs.CmdDestroyQP: true, uverbs.CmdCreateSRQ: true, uverbs.CmdModifySRQ: true,
+		uverbs.CmdQuerySRQ: true, uverbs.CmdDestroySRQ: true, uverbs.CmdCreateAH: true, uverbs.CmdDestroyAH: true,
+	}
+	servedEx = map[uverbs.Command]bool{uverbs.ExCmdQueryDevice: true, uverbs.ExCmdCreateCQ: true,
+		uverbs.ExCmdCreateQP: true, uverbs.ExCmdModifyQP: true}
+)
+
+// notServed answers a command the device does not serve as the kernel's
+// "not supported" write method does (mlx5 disables REQ_NOTIFY_CQ,
+// POLL_CQ and the POST commands; other numbers have no method): EOPNOTSUPP
+// whatever the context and the core request, after only the legacy
+// in_words check for a number inside the kernel's tables. It returns nil
+// for a served command, and for what ParseWrite refuses first.
+func notServed(req []byte) *uverbs.Error {
+	if len(req) < uverbs.CmdHdrSize {
+		return nil
+	}
+	h := uverbs.CmdHdr(req)
+	c, ex, limit := h.Cmd(), h.Extended(), uverbs.NumWriteCmds
+	name := c.String()
+	if ex {
+		if servedEx[c] || c >= 50 && int(c) < uverbs.NumWriteExCmds {
+			return nil
+		}
+		name, limit = "EX_"+name, uverbs.NumWriteExCmds
+	}
+	switch {
+	case h.Command()&^(uverbs.CmdFlagExtended|uverbs.CmdCommandMask) != 0, !ex && servedWrite[c]:
+		return nil
+	case int(c) < limit && int(h.InWords())*4 != len(req):
+		return fail(name, syscall.EINVAL, fmt.Sprintf("in_words %d for a %d-byte write", h.InWords(), len(req)))
+	}
+	return fail(name, syscall.EOPNOTSUPP, "command not served by this device")
+}
+
 // write serves one write() command.
 func (s *Server) write(req, resp []byte) (int, *uverbs.Error) {
+	if e := notServed(req); e != nil {
+		return 0, e
+	}
 	m, err := uverbs.ParseWrite(req)
 	name := m.Cmd.String()
 	if m.Extended {
@@ -25,6 +71,10 @@ func (s *Server) write(req, resp []byte) (int, *uverbs.Error) {
 	switch {
 	case err != nil:
 		return 0, refusal(name, err)
+	case !m.Extended && !uverbs.TakesUData(m.Cmd) && !allZero(m.Driver):
+		// uverbs_request: a core request longer than the struct must be
+		// zero beyond it.
+		return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("%d bytes after the core request, not all zero (%s takes no driver data)", len(m.Driver), name))
 	case s.closed:
 		return 0, fail(name, syscall.EIO, "context closed")
 	case !s.open && (m.Extended || m.Cmd != uverbs.CmdGetContext):
@@ -260,6 +310,15 @@ func reply(out []byte, core, drv uverbs.Struct) (int, *uverbs.Error) {
 		n += putResp(out[n:], drv)
 	}
 	return n, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func pow2(n uint64) bool { return n != 0 && n&(n-1) == 0 }
@@ -676,11 +735,6 @@ func (s *Server) modifyQP(name string, m *uverbs.WriteMsg) (int, *uverbs.Error) 
 	var c uverbs.ModifyQP
 	if err := c.Decode(m.Core); err != nil {
 		return 0, refusal(name, err)
-	}
-	for _, b := range m.Driver {
-		if b != 0 {
-			return 0, fail(name, syscall.EOPNOTSUPP, "MODIFY_QP carries no mlx5 driver data")
-		}
 	}
 	return s.doModifyQP(name, &c)
 }
