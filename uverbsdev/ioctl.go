@@ -51,7 +51,14 @@ func (r *ioctlReq) need(id uverbs.AttrID) (uverbs.Attr, int, *uverbs.Error) {
 	if !ok {
 		return nil, 0, fail(r.name, syscall.EINVAL, fmt.Sprintf("missing attribute %#x", id))
 	}
-	return r.in.Attr(i), i, nil
+	a := r.in.Attr(i)
+	if a.ElemID() != 0 {
+		// uverbs_process_attr: attr_data is an enum's element only for
+		// ENUM_IN, which no method served here has; for PTR_IN/OUT, IDR
+		// and FD attributes it must be zero.
+		return nil, 0, fail(r.name, syscall.EINVAL, fmt.Sprintf("attribute %#x: attr_data %#x on an attribute that is no enum", id, a.ElemID()))
+	}
+	return a, i, nil
 }
 
 // inline reads a value carried in the data word (len 1..8).
@@ -83,8 +90,10 @@ func (r *ioctlReq) handle(id uverbs.AttrID) (uverbs.Handle, int, *uverbs.Error) 
 
 // output returns where a PTR_OUT of want bytes goes: a.Data() is its
 // offset in the response buffer (after the attribute array). The
-// attribute must be at least want bytes long (ENOSPC otherwise, as
-// uverbs_copy_to) and the range inside the buffer (EFAULT).
+// attribute must be want bytes long: every output served here is a
+// UVERBS_ATTR_TYPE or a UVERBS_ATTR_STRUCT ending at its last member, so
+// min_len = len = want, and uverbs_process_attr refuses a shorter or a
+// longer PTR_OUT with EINVAL. The range must lie inside the buffer (EFAULT).
 func (r *ioctlReq) output(id uverbs.AttrID, want int) ([]byte, *uverbs.Error) {
 	a, i, e := r.need(id)
 	if e != nil {
@@ -92,8 +101,8 @@ func (r *ioctlReq) output(id uverbs.AttrID, want int) ([]byte, *uverbs.Error) {
 	}
 	off, hdr := a.Data(), uint64(len(r.out))
 	switch {
-	case a.Len() < want:
-		return nil, fail(r.name, syscall.ENOSPC, fmt.Sprintf("output attribute %#x of %d bytes, need %d", id, a.Len(), want))
+	case a.Len() != want:
+		return nil, fail(r.name, syscall.EINVAL, fmt.Sprintf("output attribute %#x of %d bytes, the method writes %d", id, a.Len(), want))
 	case off < hdr || off > uint64(len(r.resp)) || uint64(len(r.resp))-off < uint64(want):
 		return nil, fail(r.name, syscall.EFAULT, fmt.Sprintf("output attribute %#x at %#x+%d is outside the response buffer [%d,%d)", id, off, want, hdr, len(r.resp)))
 	}
@@ -129,13 +138,20 @@ func (s *Server) ioctl(req, resp []byte) (int, *uverbs.Error) {
 		return 0, refusal("RDMA_VERBS_IOCTL", err)
 	}
 	name := ioctlName(h)
+	// ib_uverbs_cmd_verbs' order: the driver id, then the method, before
+	// anything needs a user context. rdma-core probes INVOKE_WRITE and
+	// sends GET_CONTEXT as an ioctl before it has a context, and falls
+	// back to write() only on EPROTONOSUPPORT.
+	_, served := ioctlNames[[2]uint16{uint16(h.ObjectID()), uint16(h.MethodID())}]
 	switch {
 	case s.closed:
 		return 0, fail(name, syscall.EIO, "context closed")
-	case !s.open:
-		return 0, fail(name, syscall.EINVAL, "no user context: GET_CONTEXT first")
 	case h.DriverID() != uverbs.DriverMLX5:
 		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("driver_id %d (the device is mlx5, %d)", h.DriverID(), uverbs.DriverMLX5))
+	case !served:
+		return 0, fail(name, syscall.EPROTONOSUPPORT, "method not served by this device")
+	case !s.open:
+		return 0, fail(name, syscall.EINVAL, "no user context: GET_CONTEXT first")
 	case len(resp) < len(h):
 		return 0, fail(name, syscall.EFAULT, fmt.Sprintf("response buffer of %d bytes cannot hold the %d-byte attribute array", len(resp), len(h)))
 	}
@@ -161,7 +177,7 @@ func (s *Server) ioctl(req, resp []byte) (int, *uverbs.Error) {
 		e = s.destroyByIoctl(r, uverbs.AttrDestroyQPHandle, uverbs.AttrDestroyQPResp, uverbs.DestroyQPRespSize, kindQP)
 	case [2]uint16{uint16(uverbs.ObjectSRQ), uint16(uverbs.MethodSRQDestroy)}:
 		e = s.destroyByIoctl(r, uverbs.AttrDestroySRQHandle, uverbs.AttrDestroySRQResp, uverbs.DestroySRQRespSize, kindSRQ)
-	default:
+	default: // not reached: ioctlNames lists every method served
 		e = fail(name, syscall.EPROTONOSUPPORT, "method not served by this device")
 	}
 	if e != nil {

@@ -408,6 +408,25 @@ func TestIoctlRefusals(t *testing.T) {
 	s := r.s
 	_, _, err := r.uarAlloc(s)
 	require.Equal(t, syscall.EINVAL, errno(t, err), "before GET_CONTEXT")
+	// Before GET_CONTEXT, a method the device lacks is EPROTONOSUPPORT
+	// (rdma-core's INVOKE_WRITE probe and its GET_CONTEXT ioctl then fall
+	// back to write()), and a wrong driver id EINVAL.
+	for _, c := range []struct {
+		name string
+		m    uverbs.MethodID
+		drv  uverbs.DriverID
+		want syscall.Errno
+	}{
+		{"INVOKE_WRITE probe", uverbs.MethodInvokeWrite, uverbs.DriverMLX5, syscall.EPROTONOSUPPORT},
+		{"GET_CONTEXT ioctl", uverbs.MethodGetContext, uverbs.DriverMLX5, syscall.EPROTONOSUPPORT},
+		{"wrong driver id", uverbs.MethodInvokeWrite, uverbs.DriverRXE, syscall.EINVAL},
+	} {
+		q, err := uverbs.NewIoctl(r.req[:], uverbs.ObjectDevice, c.m, c.drv)
+		require.NoError(t, err)
+		require.NoError(t, q.Add(uverbs.AttrConstIn(uverbs.AttrWriteCmd, uint64(uverbs.CmdQueryDevice))))
+		_, err = s.Handle(q.Bytes(), r.out[:64])
+		require.Equal(t, c.want, errno(t, err), c.name)
+	}
 	uctx, _ := r.dev.GetContext()
 	r.open(s)
 	for i := 1; i < uctx.NumUARs; i++ {
@@ -448,7 +467,17 @@ func TestIoctlRefusals(t *testing.T) {
 		{"output over the attribute array", call(gid(1, 0, 8), h3+uverbs.GIDEntrySize), syscall.EFAULT},
 		{"response shorter than the attributes", call(gid(1, 0, h3), 16), syscall.EFAULT},
 		{"output attribute too short", call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryPort, uint64(1)),
-			uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryGIDIndex, uint64(0)), uverbs.AttrPtrOut(uverbs.AttrQueryGIDEntryRespEntry, h3, 8)), h3+uverbs.GIDEntrySize), syscall.ENOSPC},
+			uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryGIDIndex, uint64(0)), uverbs.AttrPtrOut(uverbs.AttrQueryGIDEntryRespEntry, h3, 8)), h3+uverbs.GIDEntrySize), syscall.EINVAL},
+		{"output attribute longer than the struct", call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryPort, uint64(1)),
+			uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryGIDIndex, uint64(0)), uverbs.AttrPtrOut(uverbs.AttrQueryGIDEntryRespEntry, h3, uverbs.GIDEntrySize+8)), h3+uverbs.GIDEntrySize+8), syscall.EINVAL},
+		{"attr_data set on a CONST_IN", func() error {
+			a := uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryPort, uint64(1))
+			a.ElemID = 1
+			return call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, a,
+				uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryGIDIndex, uint64(0)), uverbs.AttrPtrOut(uverbs.AttrQueryGIDEntryRespEntry, h3, uverbs.GIDEntrySize)), h3+uverbs.GIDEntrySize)
+		}(), syscall.EINVAL},
+		{"attr_data set on an IDR handle", call(io(uverbs.ObjectPD, uverbs.MethodPDDestroy, uverbs.DriverMLX5,
+			uverbs.AttrFields{AttrID: uint16(uverbs.AttrDestroyPDHandle), Flags: uverbs.AttrFMandatory, ElemID: 2, Data: 4711}), 64), syscall.EINVAL},
 		{"missing attribute", call(io(uverbs.ObjectDevice, uverbs.MethodQueryGIDEntry, uverbs.DriverMLX5, uverbs.AttrConstIn(uverbs.AttrQueryGIDEntryPort, uint64(1))), 64), syscall.EINVAL},
 		{"unknown mandatory attribute", call(io(uverbs.ObjectPD, uverbs.MethodPDDestroy, uverbs.DriverMLX5, uverbs.AttrIDR(0, 1), uverbs.AttrU32In(9, 1)), 64), syscall.EPROTONOSUPPORT},
 		{"destroy an unknown UAR", call(io(uverbs.MLX5ObjectUAR, uverbs.MLX5MethodUARObjDestroy, uverbs.DriverMLX5, uverbs.AttrIDR(uverbs.MLX5AttrUARObjDestroyHandle, 4711)), 64), syscall.ENOENT},
