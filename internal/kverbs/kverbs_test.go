@@ -112,6 +112,13 @@ func TestPrepareWrite(t *testing.T) {
 	dealloc := make([]byte, 64)
 	k, err := uverbs.EncodeWrite(dealloc, uverbs.CmdDeallocPD, &uverbs.DeallocPD{PDHandle: 3}, nil, 0)
 	require.NoError(t, err)
+	// Commands without a response, sent with out_words anyway: the kernel
+	// ignores them, so must the transport.
+	deallocOut := append([]byte(nil), dealloc[:k]...)
+	binary.NativeEndian.PutUint16(deallocOut[6:], 2)
+	modify := make([]byte, 256)
+	m, err := uverbs.EncodeWrite(modify, uverbs.CmdModifyQP, &uverbs.ModifyQP{Dest: uverbs.QPDest{DGID: [16]byte{0xfe, 0x80, 1, 2, 3, 4, 5, 6}}, QPHandle: 1}, nil, 8)
+	require.NoError(t, err)
 	cases := []struct {
 		name    string
 		req     []byte
@@ -119,6 +126,8 @@ func TestPrepareWrite(t *testing.T) {
 		errno   syscall.Errno
 		patched bool
 	}{
+		{name: "DEALLOC_PD with out_words: no response word", req: deallocOut, respLen: 8},
+		{name: "MODIFY_QP with out_words: its dgid untouched", req: modify[:m], respLen: 8},
 		{name: "response word rewritten", req: req[:n], respLen: 8, patched: true},
 		{name: "response buffer too short", req: req[:n], respLen: 4, errno: syscall.EFAULT},
 		{name: "in_words disagree", req: req[:n-4], respLen: 8, errno: syscall.EINVAL},

@@ -100,6 +100,13 @@ func prepareWrite(b []byte, respLen int, base uint64) (form, error) {
 			return f, localErr(f.name, syscall.EINVAL, "in_words %d for a %d-byte write", h.InWords(), len(b))
 		}
 		f.outLen = int(h.OutWords()) * 4
+		if _, resp, ok := uverbs.CoreSizes(h.Cmd(), false); ok && resp == 0 {
+			// No response (DEALLOC_PD, MODIFY_QP, ...): the kernel's
+			// has_resp is false, out_words is ignored, and the body's
+			// first u64 is request data (MODIFY_QP's dgid), not an
+			// address to rewrite.
+			f.outLen = 0
+		}
 		if f.outLen == 0 {
 			return f, nil
 		}
