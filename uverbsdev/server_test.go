@@ -364,7 +364,17 @@ func TestRefusals(t *testing.T) {
 		{"MODIFY_QP RESET to RTS", r.modify(s, uverbs.ModifyQP{QPHandle: o.qp, AttrMask: uverbs.QPAttrState | uverbs.QPAttrSQPSN, QPState: uverbs.QPStateRTS}), syscall.EINVAL},
 		{"MODIFY_QP INIT without port", r.modify(s, uverbs.ModifyQP{QPHandle: o.qp, AttrMask: uverbs.QPAttrState, QPState: uverbs.QPStateInit}), syscall.EINVAL},
 		{"MODIFY_QP unknown mask bit", r.modify(s, uverbs.ModifyQP{QPHandle: o.qp, AttrMask: 1 << 28}), syscall.EOPNOTSUPP},
-		{"MODIFY_QP AV without GRH", r.modify(s, uverbs.ModifyQP{QPHandle: o.qp, AttrMask: uverbs.QPAttrAV}), syscall.EINVAL},
+		{"MODIFY_QP AV without GRH", r.modify(s, uverbs.ModifyQP{QPHandle: o.qp, AttrMask: uverbs.QPAttrAV, Dest: uverbs.QPDest{PortNum: 1}}), syscall.EINVAL},
+		{"MODIFY_QP INIT to RTR with the AV on port 0", func() error {
+			qp, _, _, err := r.createQP(s, o.pd, o.cq, 0)
+			require.NoError(t, err)
+			require.NoError(t, r.modify(s, uverbs.ModifyQP{QPHandle: qp, AttrMask: uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags,
+				QPState: uverbs.QPStateInit, PortNum: 1}))
+			return r.modify(s, uverbs.ModifyQP{QPHandle: qp,
+				AttrMask: uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN | uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer,
+				QPState:  uverbs.QPStateRTR, PathMTU: uverbs.MTU1024, DestQPNum: 0x123, RQPSN: 1, MaxDestRdAtomic: 1, MinRNRTimer: 12,
+				Dest: uverbs.QPDest{DGID: peerIP.As16(), SGIDIndex: 1, HopLimit: 64, IsGlobal: 1}})
+		}(), syscall.EINVAL},
 		{"MODIFY_QP of a destroyed... never-made QP", r.modify(s, uverbs.ModifyQP{QPHandle: 0}), syscall.ENOENT},
 
 		{"SRQ of 0 WRs", func() error {

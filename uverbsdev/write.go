@@ -769,7 +769,12 @@ func (s *Server) doModifyQP(name string, c *uverbs.ModifyQP) (int, *uverbs.Error
 		MaxQPRdAtomic: c.MaxRdAtomic, MaxDestRdAtomic: c.MaxDestRdAtomic, MinRNRTimer: c.MinRNRTimer, DestQPN: c.DestQPNum,
 	}
 	if mask&uverbs.QPAttrAV != 0 {
-		if d.IsGlobal == 0 {
+		switch {
+		case d.PortNum != 1:
+			// modify_qp: rdma_is_port_valid(dest.port_num), EINVAL (met
+			// on rxe0 by the conformance suite, commit 24b0f9d).
+			return 0, fail(name, syscall.EINVAL, fmt.Sprintf("address vector on port %d (the device has port 1)", d.PortNum))
+		case d.IsGlobal == 0:
 			return 0, fail(name, syscall.EINVAL, "a RoCE address vector needs a GRH (is_global)")
 		}
 		var ok bool
