@@ -50,6 +50,10 @@ const (
 	ExCmdModifyQP    Command = 26
 )
 
+// ExCreateQPMaskIndTable is IB_UVERBS_CREATE_QP_MASK_IND_TABLE, the one
+// ib_uverbs_ex_create_qp comp_mask bit (IB_UVERBS_CREATE_QP_SUP_COMP_MASK).
+const ExCreateQPMaskIndTable = 1 << 0
+
 // Header bits of ib_uverbs_cmd_hdr.command.
 const (
 	CmdFlagExtended = 0x80000000 // IB_USER_VERBS_CMD_FLAG_EXTENDED

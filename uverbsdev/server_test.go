@@ -290,6 +290,29 @@ func TestRefusals(t *testing.T) {
 			return err
 		}(), syscall.EOPNOTSUPP},
 
+		{"EX_CREATE_CQ with a comp_mask", func() error {
+			_, err := r.ex(s, uverbs.ExCmdCreateCQ, &uverbs.ExCreateCQ{CQE: 63, CompChannel: -1, CompMask: 1},
+				&uverbs.MLX5CreateCQ{BufAddr: r.alloc(4096), DBAddr: r.alloc(64), CQESize: 64}, uverbs.ExCreateCQRespSize, uverbs.MLX5CreateCQRespSize)
+			return err
+		}(), syscall.EINVAL},
+		{"EX_CREATE_CQ with flags (not modelled)", func() error {
+			_, err := r.ex(s, uverbs.ExCmdCreateCQ, &uverbs.ExCreateCQ{CQE: 63, CompChannel: -1, Flags: 1},
+				&uverbs.MLX5CreateCQ{BufAddr: r.alloc(4096), DBAddr: r.alloc(64), CQESize: 64}, uverbs.ExCreateCQRespSize, uverbs.MLX5CreateCQRespSize)
+			return err
+		}(), syscall.EOPNOTSUPP},
+		{"EX_CREATE_QP with an unknown comp_mask bit", func() error {
+			c, d := r.qpReq(o.pd, o.cq, 0)
+			x := uverbs.ExCreateQP{PDHandle: c.PDHandle, SendCQHandle: c.SendCQHandle, RecvCQHandle: c.RecvCQHandle, QPType: c.QPType, CompMask: 2}
+			_, err := r.ex(s, uverbs.ExCmdCreateQP, &x, &d, uverbs.ExCreateQPRespSize, uverbs.MLX5CreateQPRespSize)
+			return err
+		}(), syscall.EINVAL},
+		{"EX_CREATE_QP with an indirection table (not modelled)", func() error {
+			c, d := r.qpReq(o.pd, o.cq, 0)
+			x := uverbs.ExCreateQP{PDHandle: c.PDHandle, SendCQHandle: c.SendCQHandle, RecvCQHandle: c.RecvCQHandle, QPType: c.QPType, CompMask: 1}
+			_, err := r.ex(s, uverbs.ExCmdCreateQP, &x, &d, uverbs.ExCreateQPRespSize, uverbs.MLX5CreateQPRespSize)
+			return err
+		}(), syscall.EOPNOTSUPP},
+
 		{"unknown PD handle", func() error {
 			_, err := r.do(s, uverbs.CmdDeallocPD, &uverbs.DeallocPD{PDHandle: 9999}, nil, 0)
 			return err

@@ -169,8 +169,11 @@ func (s *Server) writeEx(name string, m *uverbs.WriteMsg, resp []byte) (int, *uv
 		if err := decodeCore(&c, m.Core); err != nil {
 			return 0, refusal(name, err)
 		}
-		if c.CompMask != 0 || c.Flags != 0 {
-			return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("comp_mask %#x flags %#x", c.CompMask, c.Flags))
+		switch {
+		case c.CompMask != 0: // ib_uverbs_ex_create_cq: no comp_mask bit is defined
+			return 0, fail(name, syscall.EINVAL, fmt.Sprintf("comp_mask %#x", c.CompMask))
+		case c.Flags != 0:
+			return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("flags %#x (timestamps, ignore-overrun not modelled)", c.Flags))
 		}
 		if m.OutLen < uverbs.CreateCQRespSize {
 			return 0, fail(name, syscall.ENOSPC, "response shorter than ib_uverbs_create_cq_resp")
@@ -194,6 +197,10 @@ func (s *Server) writeEx(name string, m *uverbs.WriteMsg, resp []byte) (int, *uv
 			return 0, refusal(name, err)
 		}
 		switch {
+		case c.CompMask&^uverbs.ExCreateQPMaskIndTable != 0:
+			// ib_uverbs_ex_create_qp: bits beyond
+			// IB_UVERBS_CREATE_QP_SUP_COMP_MASK are EINVAL.
+			return 0, fail(name, syscall.EINVAL, fmt.Sprintf("comp_mask %#x", c.CompMask))
 		case c.CompMask != 0 || c.RwqIndTblHandle != 0:
 			return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("comp_mask %#x (indirection tables are not modelled)", c.CompMask))
 		case c.CreateFlags != 0 || c.SourceQPN != 0:
