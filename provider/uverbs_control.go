@@ -303,10 +303,16 @@ func (u *UverbsControl) GetContext() (mlx5.ContextResp, error) {
 	u.uarMmapOffset = binary.NativeEndian.Uint64(u.resp[hdr:])
 	u.uarMmapLength = binary.NativeEndian.Uint32(u.resp[hdr+8:])
 	u.ucResp, u.haveCtx = r, true
-	u.uctx = mlx5.ContextResp{UARIndex: page, NumUARs: int(r.TotBFRegs) / 2, TotBFRegs: int(r.TotBFRegs),
+	bfregs := int(ctxBFRegs(&r))
+	u.uctx = mlx5.ContextResp{UARIndex: page, NumUARs: bfregs / 2, TotBFRegs: bfregs,
 		BFRegSize: int(r.BFRegSize), CQEVersion: int(r.CQEVersion)}
 	return u.uctx, nil
 }
+
+// ctxBFRegs is how many bfregs the context has: tot_bfregs, or for a
+// context with dynamic UARs, where mlx5_ib answers tot_bfregs 0, the
+// num_dyn_bfregs it may allocate.
+func ctxBFRegs(r *uverbs.MLX5AllocUcontextResp) uint32 { return max(r.TotBFRegs, r.NumDynBFRegs) }
 
 // QueryDevice is QUERY_DEVICE, with QUERY_PORT (the active MTU) and
 // UVERBS_METHOD_QUERY_GID_ENTRY (the RoCE GID) of port 1 and the GET_CONTEXT
@@ -341,7 +347,7 @@ func (u *UverbsControl) QueryDevice() (mlx5.DeviceAttr, error) {
 		MaxMR: int(r.MaxMR), MaxPD: int(r.MaxPD), MaxMRSize: r.MaxMRSize,
 		MaxInline:   max(int(uc.MaxSQDescSz)-mlx5.CtrlSegSize-mlx5.InlineHdrSize, 0),
 		MaxSQDescSz: int(uc.MaxSQDescSz), MaxQPRdAtomic: int(r.MaxQPRdAtom),
-		BFRegSize: int(uc.BFRegSize), BFBufSize: int(uc.BFRegSize) / 2, NumUARs: int(uc.TotBFRegs) / 2,
+		BFRegSize: int(uc.BFRegSize), BFBufSize: int(uc.BFRegSize) / 2, NumUARs: int(ctxBFRegs(uc)) / 2,
 		ActiveMTU: p.ActiveMTU, CQEVersion: int(uc.CQEVersion),
 		MAC: [6]byte{byte(g>>56) ^ 2, byte(g >> 48), byte(g >> 40), byte(g >> 16), byte(g >> 8), byte(g)},
 	}

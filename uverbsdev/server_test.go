@@ -20,7 +20,7 @@ func TestRoundTrip(t *testing.T) {
 	dctx, _ := r.dev.GetContext()
 	dattr, _ := r.dev.QueryDevice()
 	require.Equal(t, uint32(dctx.BFRegSize), uc.BFRegSize)
-	require.Equal(t, uint32(dctx.TotBFRegs), uc.TotBFRegs)
+	require.Zero(t, uc.TotBFRegs, "dynamic UARs: no legacy bfregs (mlx5_ib set_ucontext_resp)")
 	require.Equal(t, uint32(dctx.TotBFRegs), uc.NumDynBFRegs)
 	require.Equal(t, uint8(1), uc.CQEVersion)
 	require.Equal(t, uint16(dattr.MaxSQDescSz), uc.MaxSQDescSz)
@@ -211,6 +211,17 @@ func TestRefusals(t *testing.T) {
 	require.Equal(t, syscall.ENOMEM, errno(t, err))
 	_, err = r.do(s, uverbs.CmdGetContext, &uverbs.GetContext{Response: 1}, nil, uverbs.GetContextRespSize)
 	require.Equal(t, syscall.EINVAL, errno(t, err), "no driver data")
+	// Without DYN_UAR the context's legacy bfregs are reported.
+	legacy := r.d.NewServer()
+	b0 := r.must(legacy, uverbs.CmdGetContext, &uverbs.GetContext{Response: 1}, &uverbs.MLX5AllocUcontextReqV2{TotalNumBFRegs: 4, NumLowLatencyBFRegs: 1},
+		uverbs.GetContextRespSize+uverbs.MLX5AllocUcontextRespSize)
+	dctx, _ := r.dev.GetContext()
+	require.Equal(t, uint32(dctx.TotBFRegs), decode[uverbs.MLX5AllocUcontextResp](t, b0[uverbs.GetContextRespSize:]).TotBFRegs)
+	// With DYN_UAR the bfreg counts asked for are not looked at.
+	dynCtx := r.d.NewServer()
+	b0 = r.must(dynCtx, uverbs.CmdGetContext, &uverbs.GetContext{Response: 1}, &uverbs.MLX5AllocUcontextReqV2{TotalNumBFRegs: 1 << 20, LibCaps: uverbs.MLX5LibCapDynUAR},
+		uverbs.GetContextRespSize+uverbs.MLX5AllocUcontextRespSize)
+	require.Zero(t, decode[uverbs.MLX5AllocUcontextResp](t, b0[uverbs.GetContextRespSize:]).TotBFRegs)
 
 	o := r.build(s)
 	oo := r.build(other)

@@ -362,6 +362,7 @@ func (s *Server) getContext(name string, m *uverbs.WriteMsg, out []byte) (int, *
 	if err != nil {
 		return 0, refusal(name, err)
 	}
+	dyn := drv.LibCaps&uverbs.MLX5LibCapDynUAR != 0
 	switch {
 	case drv.Flags&uverbs.MLX5AllocUctxDevX != 0:
 		return 0, fail(name, syscall.EPERM, "DEVX needs CAP_NET_RAW and is not modelled")
@@ -371,6 +372,9 @@ func (s *Server) getContext(name string, m *uverbs.WriteMsg, out []byte) (int, *
 		return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("comp_mask %#x", drv.CompMask))
 	case drv.LibCaps&^uint64(uverbs.MLX5LibCap4KUAR|uverbs.MLX5LibCapDynUAR) != 0:
 		return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("lib_caps %#x", drv.LibCaps))
+	// With DYN_UAR the kernel skips calc_total_bfregs: the bfreg counts
+	// asked for are not looked at (libmlx5 sends 16 anyway).
+	case dyn:
 	case int(drv.TotalNumBFRegs) > uctx.TotBFRegs:
 		return 0, fail(name, syscall.ENOMEM, fmt.Sprintf("%d bfregs asked, the context has %d", drv.TotalNumBFRegs, uctx.TotBFRegs))
 	case drv.TotalNumBFRegs > 0 && drv.NumLowLatencyBFRegs >= drv.TotalNumBFRegs:
@@ -389,7 +393,13 @@ func (s *Server) getContext(name string, m *uverbs.WriteMsg, out []byte) (int, *
 		ResponseLength: uint32(min(len(out)-uverbs.GetContextRespSize, uverbs.MLX5AllocUcontextRespSize)),
 		CQEVersion:     uint8(cqeVer), LogUARSize: 12, NumUarsPerPage: 1,
 	}
-	if drv.LibCaps&uverbs.MLX5LibCapDynUAR != 0 {
+	if dyn {
+		// mlx5_ib set_ucontext_resp: tot_bfregs is 0 for a context with
+		// dynamic UARs (uverbs.md §4.1; Firedancer checks it), which
+		// allocates its UARs as objects. num_dyn_bfregs stays what the
+		// context may allocate: the kernel's value here is
+		// [unconfirmed], and the provider reads nothing from it.
+		r.TotBFRegs = 0
 		r.NumDynBFRegs = uint32(uctx.TotBFRegs)
 	}
 	return reply(out, &core, &r)
