@@ -53,8 +53,15 @@ type responder struct {
 }
 
 // respAhead is how many READ response frames a QP keeps built ahead of the
-// wire: enough to cover the DMA read latency at line rate.
-const respAhead = 16
+// wire: enough to cover the DMA read latency at line rate. The largest
+// case among the built-in profiles is cx7-gen5x16: a 4096-byte frame
+// leaves a 400 GbE port every 83.6 ns, and the DMA read of its payload
+// takes about 1.68 µs (host_read_latency 313 ns + 64 lines × 18.08 ns +
+// flight and completions), so about 21 frames must be in flight; 16 held
+// READ at ~265 Gb/s there. 32 covers a read latency of up to ~2.6 µs at
+// 400 GbE. How many a ConnectX keeps in flight is not public
+// (assumption: enough never to starve the port).
+const respAhead = 32
 
 // respStream is a READ (or a replay of one) being answered, or an atomic
 // ACK, an ACK or a NAK queued behind one: responses leave in PSN order, so
