@@ -178,12 +178,13 @@ type Link struct {
 	// would fit it, and even when the lane has forgotten the previous
 	// one's booking (prune: an operation stamped later came first), so
 	// posted writes always complete in issue order (the DMA engine lands
-	// overlapping writes by it).
-	lastDownMWr, lastUpMWr sim.Time
-	serMWrFull             sim.Duration // ser of a whole-MPS MWr
-	serMRd                 sim.Duration // ser of an MRd
-	cplFull                int          // the usual completion: MPS, or RCB with RCBChunks
-	serCplFull             sim.Duration // its ser
+	// overlapping writes by it). "Previous" is in virtual time: see
+	// postedOrder.
+	downMWr, upMWr postedOrder
+	serMWrFull     sim.Duration // ser of a whole-MPS MWr
+	serMRd         sim.Duration // ser of an MRd
+	cplFull        int          // the usual completion: MPS, or RCB with RCBChunks
+	serCplFull     sim.Duration // its ser
 }
 
 // NewLink returns a link for spec. It panics if spec is invalid: profiles
@@ -230,12 +231,83 @@ func (l *Link) send(ln *lane, t sim.Time, p, h int) sim.Time {
 }
 
 // sendPosted is send for a posted write: it starts no earlier than the
-// previous posted write on the lane (*last), which it then moves up.
-func (l *Link) sendPosted(ln *lane, last *sim.Time, t sim.Time, p, h int) sim.Time {
+// end of the posted writes issued on the lane at or before t (o), which
+// it then joins.
+func (l *Link) sendPosted(ln *lane, o *postedOrder, t sim.Time, p, h int) sim.Time {
 	d := l.ser(p + h)
-	start := ln.reserve(max(t, *last), d)
-	*last = start.Add(d)
+	start := ln.reserve(max(t, o.floor(t)), d)
+	o.add(t, start.Add(d))
 	return start.Add(d + l.spec.FlightLatency)
+}
+
+// orderDepth bounds the steps a postedOrder remembers.
+const orderDepth = 32
+
+// postedOrder keeps the posted writes of one direction in order by their
+// issue time. A write issued at t starts after every posted write issued
+// at or before t has ended; one issued earlier in virtual time than a
+// write already booked — a device works out some operations ahead of
+// others, e.g. the payload write of a message that waits behind a queue
+// of its QP's messages, computed when it arrives — went onto the link
+// first and does not wait for it. (Ordering by call order instead made
+// one QP's writes, booked microseconds ahead, hold back every other QP's:
+// send_bw -s 64 -q 4 ran no faster than -q 1.) It is a staircase of
+// (issue time, end) with both increasing: floor(t) is the end of the
+// last step issued at or before t. Calls in non-decreasing time give the
+// previous write's end, as a single "last end" would. Only orderDepth
+// steps are kept: a write stamped earlier than all of them waits for
+// none (as lane.prune, a small underestimate for far out-of-order
+// calls).
+type postedOrder struct {
+	n       int
+	at, end [orderDepth]sim.Time
+}
+
+// floor is when a posted write issued at t may start: the end of the
+// posted writes issued at or before t (t itself when none is known).
+func (o *postedOrder) floor(t sim.Time) sim.Time {
+	for i := o.n - 1; i >= 0; i-- {
+		if o.at[i] <= t {
+			return o.end[i]
+		}
+	}
+	return t
+}
+
+// add records a posted write issued at t that ends at end (end is at or
+// after floor(t)). Steps issued at or after t that end no later are
+// covered by it and dropped.
+func (o *postedOrder) add(t, end sim.Time) {
+	i := o.n
+	for i > 0 && o.at[i-1] >= t {
+		i--
+	}
+	// o.at[:i] are issued before t and end no later than end; the steps
+	// from i on are issued at or after t: keep those that end after end.
+	j := i
+	for ; j < o.n && o.end[j] <= end; j++ {
+	}
+	if i > 0 && o.end[i-1] >= end {
+		// Covered by the step before it (end == floor(t)): only drop the
+		// steps it covers.
+		copy(o.at[i:], o.at[j:o.n])
+		copy(o.end[i:], o.end[j:o.n])
+		o.n -= j - i
+		return
+	}
+	k := o.n - j            // steps kept after the new one
+	if i+1+k > orderDepth { // full, none covered: forget the earliest issued
+		if i == 0 {
+			return // the new one is the earliest
+		}
+		copy(o.at[:], o.at[1:i])
+		copy(o.end[:], o.end[1:i])
+		i--
+	}
+	copy(o.at[i+1:], o.at[j:j+k])
+	copy(o.end[i+1:], o.end[j:j+k])
+	o.at[i], o.end[i] = t, end
+	o.n = i + 1 + k
 }
 
 // countMWr, countMRd and countCplD add TLPs of one class to their bucket
@@ -274,7 +346,7 @@ func (l *Link) HostWrite(at sim.Time, addr uint64, n int) (arrive sim.Time, s St
 	arrive = at
 	for n > 0 {
 		c := chunk(addr, n, l.spec.MPS)
-		arrive = max(arrive, l.sendPosted(&l.down, &l.lastDownMWr, at, c, l.spec.HdrMWr))
+		arrive = max(arrive, l.sendPosted(&l.down, &l.downMWr, at, c, l.spec.HdrMWr))
 		countMWr(&l.hostMWr, &s, 1, c, c+l.spec.HdrMWr)
 		addr += uint64(c)
 		n -= c
@@ -312,12 +384,13 @@ func (l *Link) DeviceWrite(at sim.Time, addr uint64, n int) (done sim.Time, s St
 	done = at
 	total, k := max(n, 0), 0
 	sp := &l.spec
+	last := l.upMWr.floor(at)
 	for n > 0 {
 		c := chunk(addr, n, sp.MPS)
 		d := l.ser(c + sp.HdrMWr)
-		start := l.up.reserve(max(at, l.lastUpMWr), d)
+		start := l.up.reserve(max(at, last), d)
 		end := start.Add(d)
-		l.lastUpMWr = end
+		last = end
 		done = max(done, end.Add(sp.FlightLatency))
 		k++
 		addr += uint64(c)
@@ -337,11 +410,14 @@ func (l *Link) DeviceWrite(at sim.Time, addr uint64, n int) (done sim.Time, s St
 				end = end.Add(l.ser(rem + sp.HdrMWr))
 				k++
 			}
-			l.lastUpMWr = end
+			last = end
 			ln.iv[ln.n-1].e = end
 			done = max(done, end.Add(sp.FlightLatency))
 			break
 		}
+	}
+	if k > 0 {
+		l.upMWr.add(at, last)
 	}
 	countMWr(&l.devMWr, &s, k, total, total+k*sp.HdrMWr)
 	return done, s

@@ -274,3 +274,71 @@ func TestPostedWritesStayOrderedAfterPrune(t *testing.T) {
 		})
 	}
 }
+
+// A posted write waits for the posted writes issued before it in virtual
+// time, not for those booked by earlier calls at later times: a device
+// that works out one QP's writes microseconds ahead must not hold back
+// another QP's write issued now. Calls in time order keep the previous
+// write's end as their floor.
+func TestPostedWritesOrderedByIssueTime(t *testing.T) {
+	cases := []struct {
+		name   string
+		prior  []sim.Time // issue times (ns) of 4 KiB writes, in call order
+		at     sim.Time   // a 64 B write issued last (ns)
+		before bool       // it must complete before the prior ones
+	}{
+		{"in time order", []sim.Time{1000, 1100}, 1200, false},
+		{"same time", []sim.Time{1000}, 1000, false},
+		{"booked ahead", []sim.Time{50_000, 60_000}, 1000, true},
+		{"between", []sim.Time{1000, 50_000}, 1100, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := sim.Time(sim.Nanosecond)
+			l := NewLink(Gen3x8())
+			var first, last sim.Time
+			for i, at := range tc.prior {
+				done, _ := l.DeviceWrite(at*ns, 0x10000*uint64(i+1), 4096)
+				if i == 0 || done < first {
+					first = done
+				}
+				last = max(last, done)
+			}
+			done, _ := l.DeviceWrite(tc.at*ns, 0x100, 64)
+			switch {
+			case tc.before:
+				require.Less(t, done, first, "issued before every prior write: done before them")
+				require.Less(t, done, (tc.at * ns).Add(sim.Microsecond), "and not held back by them")
+			case tc.name == "between":
+				// After the write issued at 1000, before the one at 50 µs.
+				d0, _ := NewLink(Gen3x8()).DeviceWrite(1000*ns, 0x10000, 4096)
+				require.GreaterOrEqual(t, done, d0, "after the earlier-issued write")
+				require.Less(t, done, last)
+			default:
+				require.Greater(t, done, last, "after every prior write")
+			}
+		})
+	}
+}
+
+// postedOrder stays a staircase (issue times and ends increasing) and
+// bounded under any call order.
+func TestPostedOrderStaircase(t *testing.T) {
+	var o postedOrder
+	seed := uint64(1)
+	for i := 0; i < 5000; i++ {
+		seed = seed*6364136223846793005 + 1442695040888963407
+		at := sim.Time(seed>>40) % 100_000
+		end := max(o.floor(at), at).Add(sim.Duration(seed>>50) % 5000)
+		dropped := o.n == orderDepth && at < o.at[0] // full, and the earliest: forgotten
+		o.add(at, end)
+		for k := 1; k < o.n; k++ {
+			if o.at[k-1] >= o.at[k] || o.end[k-1] > o.end[k] {
+				t.Fatalf("after %d adds, steps %d and %d of %d: (%v, %v), (%v, %v)", i+1, k-1, k, o.n, o.at[k-1], o.end[k-1], o.at[k], o.end[k])
+			}
+		}
+		if f := o.floor(at); !dropped && f < end {
+			t.Fatalf("after %d adds: floor(%v) = %v, before the end %v of the write issued then", i+1, at, f, end)
+		}
+	}
+}

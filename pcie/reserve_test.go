@@ -47,7 +47,7 @@ func (l *Link) deviceWriteLoop(at sim.Time, addr uint64, n int) (done sim.Time, 
 	total, k := max(n, 0), 0
 	for n > 0 {
 		c := chunk(addr, n, l.spec.MPS)
-		done = max(done, l.sendPosted(&l.up, &l.lastUpMWr, at, c, l.spec.HdrMWr))
+		done = max(done, l.sendPosted(&l.up, &l.upMWr, at, c, l.spec.HdrMWr))
 		k++
 		addr += uint64(c)
 		n -= c

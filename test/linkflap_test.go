@@ -32,7 +32,7 @@ func TestLinkDownManyQPs(t *testing.T) {
 			cfg := testbed.DefaultConfig()
 			one := 1
 			cfg.Faults = &fault.Plan{Seed: 1, Rules: []fault.Rule{{Point: fault.Port, Action: fault.Down,
-				At: sim.Time(30 * sim.Microsecond), For: tc.down, Match: fault.Match{Node: &one}}}}
+				At: sim.Time(10 * sim.Microsecond), For: tc.down, Match: fault.Match{Node: &one}}}}
 			cfg.DeferTimedFaults = true // from the first post on
 			w, err := testbed.New(cfg)
 			require.NoError(t, err)
