@@ -70,6 +70,7 @@ type Device struct {
 	pkt     roce.Packet
 	qpCache [4]qpEnt   // recently used QPs, direct-mapped (qp)
 	txq     *sim.Queue // txEvents: a QP's frames leave in order
+	lastTx  *txEvent   // the txEvent emit scheduled last (until it fires)
 	rxOwn   []byte     // ReceiveKeptFrame: the frame's buffer, until a WRITE's payload lands from it
 	rxSpare []byte     // what ReceiveKeptFrame hands back to the port
 	fp      roce.FrameParams
@@ -274,11 +275,17 @@ type txEvent struct {
 	ans  bool   // a response of any kind (READ response, ACK, atomic ACK): see qp.respKeep
 	buf  []byte
 	n    int
+	// The CQE of the UC or UD WQE whose last packet this is (cq nil:
+	// none): written when the frame has left the port (completeSent).
+	cqe   mlx5.CQEFields
+	cq    *cq
+	cflow uint64
 }
 
 func (e *txEvent) Fire(now sim.Time) {
 	d, q := e.d, e.q
 	buf := e.buf // what goes back to the pool
+	left := now  // when the frame's last bit has left the port
 	switch {
 	case q != nil && (q.dead || e.gen != q.txGen && !(e.ans && e.gen+1 == q.respKeep)):
 		d.inc(CtrTxDropDestroyed)
@@ -290,17 +297,29 @@ func (e *txEvent) Fire(now sim.Time) {
 	case d.vport != nil:
 		// Built by roce.BuildFrameUnsealed in emit, unchanged since; the
 		// wire keeps the buffer and gives one back.
-		_, buf = d.vport.SendUnsealed(now, e.buf[:e.n], roce.SealFrame)
+		left, buf = d.vport.SendUnsealed(now, e.buf[:e.n], roce.SealFrame)
 	case d.port != nil:
-		d.port.Send(now, e.buf[:e.n])
+		left = d.port.Send(now, e.buf[:e.n])
 	default:
 		d.inc(CtrTxNoPort)
+	}
+	if c := e.cq; c != nil {
+		e.cq = nil
+		if q != nil && !q.dead {
+			// A frame not sent (link down, QP in error since) still
+			// completes its WQE, as it did when the CQE was written at
+			// the packetizer.
+			d.writeCQE(max(left, now), c, &e.cqe, e.cflow, noPSN)
+		}
 	}
 	if cap(buf) >= frameBufSize {
 		d.frames = append(d.frames, buf[:frameBufSize])
 	}
 	resp, live := e.resp, q != nil && !q.dead && e.gen == q.txGen
 	e.buf, e.q = nil, nil
+	if d.lastTx == e {
+		d.lastTx = nil
+	}
 	d.txFree = append(d.txFree, e)
 	if resp && live {
 		q.resp.sent(now)
@@ -355,6 +374,7 @@ func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Durat
 		e = &txEvent{d: d}
 	}
 	e.q, e.gen, e.resp, e.buf, e.n = q, q.txGen, resp, buf, n
+	d.lastTx = e
 	e.ans = d.fp.BTH.Opcode.Info().Response
 	// The frame leaves the port a pipeline latency after it is built:
 	// latency only, the packetizer is free for the next one (see

@@ -401,9 +401,16 @@ func (r *requester) pump(t sim.Time) {
 }
 
 // pumpUnreliable sends UC and UD WQEs: no window, no timers, no ACKs. A
-// WQE completes as soon as its last packet has left.
+// WQE completes as soon as its last packet has left the port: its CQE
+// rides on that frame's txEvent. (Completing when the packetizer had
+// built it let the send queue run ahead of the wire without bound, and
+// UC write_bw reported the PCIe read rate, 106 Gb/s on a 100 GbE port.)
+// That a ConnectX completes an unreliable WQE only once its packet is on
+// the wire is an assumption; a real NIC's bounded transmit buffer gives
+// the same rate.
 func (r *requester) pumpUnreliable(t sim.Time) {
 	q := r.q
+	d := q.d
 	for w := r.front(); w != nil && q.state == mlx5.QPStateRTS; w = r.front() {
 		end := t
 		for r.curPkt < w.npkts {
@@ -414,7 +421,13 @@ func (r *requester) pumpUnreliable(t sim.Time) {
 			end = e
 			r.curPkt++
 		}
-		q.d.complete(end, q, w)
+		if tx := d.lastTx; w.signaled && tx != nil && tx.q == q && tx.cq == nil {
+			w.state = wqeDone
+			tx.cqe = mlx5.CQEFields{Opcode: mlx5.CQEReq, WQEOpcode: uint8(w.op), QPN: q.qpn, WQECounter: w.idx}
+			tx.cq, tx.cflow = q.scq, w.flow
+		} else {
+			d.complete(end, q, w)
+		}
 		r.pop()
 	}
 }

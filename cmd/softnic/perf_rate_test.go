@@ -76,3 +76,31 @@ func TestPerfSendBWScalesWithQPs(t *testing.T) {
 		})
 	}
 }
+
+// TestPerfUnreliableBWUnderLineRate: no bandwidth test may carry more
+// than the port: UC and UD WQEs complete when their last packet has left
+// the port, not when the packetizer has built it (then the send queue ran
+// ahead of the wire and UC write_bw reported the PCIe read rate: 106.0
+// Gb/s on cx5's 100 GbE, 422.1 on cx7's 400 GbE).
+func TestPerfUnreliableBWUnderLineRate(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		port float64 // Gb/s
+		args []string
+	}{
+		{"UC write_bw cx5", 100, []string{"write_bw", "-c", "UC", "-s", "65536", "-n", "300", "--profile", "cx5-gen3x16"}},
+		{"UC write_bw cx7", 400, []string{"write_bw", "-c", "UC", "-s", "65536", "-n", "300", "--profile", "cx7-gen5x16"}},
+		{"UD send_bw cx5", 100, []string{"send_bw", "-c", "UD", "-s", "4096", "-n", "300", "--profile", "cx5-gen3x16"}},
+		{"RC write_bw cx5", 100, []string{"write_bw", "-s", "65536", "-n", "300", "--profile", "cx5-gen3x16"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// Payload over payload plus each frame's least overhead
+			// (Ethernet 14 + FCS 4 + preamble and gap 20, IPv4 20, UDP 8,
+			// BTH 12, ICRC 4) at MTU 4096.
+			limit := c.port * 4096 / (4096 + 82)
+			if bw := perfGbits(t, c.args...); bw > limit {
+				t.Errorf("%.2f Gb/s, over the %.2f Gb/s a %.0f GbE port carries", bw, limit, c.port)
+			}
+		})
+	}
+}
