@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -126,6 +127,7 @@ type perfOpts struct {
 	cpuFreqF   bool
 	gbits      bool
 	output     string // "", bandwidth, latency
+	outs       int    // outstanding READs/atomics per QP (max_rd_atomic); 0: the device's max_qp_rd_atom
 	dev        string
 	port       int
 	ibPort     int
@@ -177,7 +179,12 @@ func perfFlags(o *perfOpts, stderr io.Writer) *flag.FlagSet {
 	num(&o.duration, 0, "run the test for this many seconds (virtual seconds in one process)", "D", "duration")
 	boolean(&o.cpuFreqF, "do not fail even if the CPU frequency is not maximal (accepted; softnic has no CPU frequency)", "F", "CPU-freq")
 	boolean(&o.gbits, "report the bandwidth in Gb/s instead of MiB/s", "report_gbits")
-	str(&o.output, "", "print only this number: bandwidth (BW average) or latency (t_avg)", "o", "output")
+	// perftest's -o is --outs, the outstanding READs/atomics; --output
+	// has no short form there. softnic took -o for --output before it
+	// had --outs, so -o with a number is --outs and with a word --output.
+	str(&o.output, "", "print only this number: bandwidth (BW average) or latency (t_avg)", "output")
+	num(&o.outs, 0, "outstanding READs/atomics per QP (max_rd_atomic; default and at most the device's max_qp_rd_atom)", "outs")
+	fs.Var(outsOrOutput{&o.outs, &o.output}, "o", "outstanding READs/atomics (a number, as perftest's --outs), or bandwidth/latency (--output)")
 	str(&o.dev, "", "use this IB device: softnic0 is the emulated NIC, a kernel device (rxe0, mlx5_0) runs against a perftest peer through /dev/infiniband", "d", "ib-dev")
 	num(&o.port, 18515, "TCP port of the out-of-band exchange (--wire)", "p", "port")
 	num(&o.ibPort, 1, "port of the IB device (only 1)", "i", "ib-port")
@@ -279,7 +286,7 @@ func (o *perfOpts) resolve() error {
 	switch o.output {
 	case "", "bandwidth", "latency":
 	default:
-		return fmt.Errorf("-o %q: want bandwidth or latency", o.output)
+		return fmt.Errorf("-o %q: want a number of outstanding reads, or bandwidth or latency", o.output)
 	}
 	if (o.output == "bandwidth" && !t.bw) || (o.output == "latency" && t.bw) {
 		return fmt.Errorf("-o %s does not fit %s", o.output, t.name)
@@ -473,4 +480,44 @@ func (o *perfOpts) fitInline(devMax int, where string) error {
 		return usageError{fmt.Errorf("-I %d: the device's max inline data is %d bytes (%s)", o.inline, devMax, where)}
 	}
 	return nil
+}
+
+// outsOrOutput is -o: a number is perftest's --outs, a word --output.
+type outsOrOutput struct {
+	outs   *int
+	output *string
+}
+
+func (v outsOrOutput) String() string {
+	if v.output == nil || v.outs == nil {
+		return ""
+	}
+	if *v.output != "" {
+		return *v.output
+	}
+	if *v.outs != 0 {
+		return strconv.Itoa(*v.outs)
+	}
+	return ""
+}
+
+func (v outsOrOutput) Set(s string) error {
+	if n, err := strconv.ParseInt(s, 0, 32); err == nil {
+		*v.outs = int(n)
+		return nil
+	}
+	*v.output = s
+	return nil
+}
+
+// fitOuts is perftest's ctx_set_out_reads: 0 or less takes the device's
+// max_qp_rd_atom, more is cut to it with perftest's two lines on stderr.
+func (o *perfOpts) fitOuts(devMax int, stderr io.Writer) {
+	switch {
+	case o.outs > devMax:
+		fmt.Fprintf(stderr, " Number of outstanding reads is above max = %d\n Changing to that max value\n", devMax)
+		o.outs = devMax
+	case o.outs <= 0:
+		o.outs = devMax
+	}
 }

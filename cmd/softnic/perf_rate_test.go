@@ -104,3 +104,52 @@ func TestPerfUnreliableBWUnderLineRate(t *testing.T) {
 		})
 	}
 }
+
+// TestPerfOuts: perftest's -o is --outs, the READs and atomics a QP keeps
+// outstanding (max_rd_atomic); at most the device's max_qp_rd_atom, more
+// is cut to it with perftest's note. A small READ's rate is bound by it:
+// about one per round trip per outstanding READ. -o with a word is still
+// --output.
+func TestPerfOuts(t *testing.T) {
+	rate := func(t *testing.T, args ...string) (float64, string, string) {
+		t.Helper()
+		out, errs, code := runPerfCmd(t, append([]string{"read_bw", "-s", "2", "-n", "500", "--no-progress"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errs)
+		}
+		rows := tableRows(t, out)
+		v, err := strconv.ParseFloat(rows[0][len(rows[0])-1], 64)
+		if err != nil {
+			t.Fatalf("%q: row %q", args, rows[0])
+		}
+		return v, out, errs
+	}
+	one, _, _ := rate(t, "-o", "1")
+	for _, c := range []struct {
+		name   string
+		args   []string
+		outs   int
+		capped bool
+	}{
+		{"-o 4", []string{"-o", "4"}, 4, false},
+		{"--outs 8", []string{"--outs", "8"}, 8, false},
+		{"default", nil, 16, false},
+		{"-o 32 cut to 16", []string{"-o", "32"}, 16, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, out, errs := rate(t, c.args...)
+			if !strings.Contains(out, " Outstand reads  : "+strconv.Itoa(c.outs)+"\n") {
+				t.Errorf("header does not say %d outstanding reads:\n%s", c.outs, out)
+			}
+			if got := strings.Contains(errs, "Number of outstanding reads is above max = 16"); got != c.capped {
+				t.Errorf("note on stderr: %v, want %v (%q)", got, c.capped, errs)
+			}
+			if lo, hi := 0.9*float64(c.outs)*one, 1.1*float64(c.outs)*one; r < lo || r > hi {
+				t.Errorf("%.3f Mpps, want %d × %.3f (one outstanding) within 10%%", r, c.outs, one)
+			}
+		})
+	}
+	if _, _, code := runPerfCmd(t, "read_bw", "-n", "50", "-o", "bandwidth"); code != 0 {
+		t.Errorf("-o bandwidth: exit %d", code)
+	}
+}

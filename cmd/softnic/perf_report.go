@@ -94,6 +94,9 @@ func newPerfHeader(o *perfOpts, mtu int, profileName, clock, role string) perfHe
 	}
 	if t.verb == verbRead || t.verb == verbAtomic {
 		h.OutReads = 16
+		if o.outs > 0 {
+			h.OutReads = o.outs
+		}
 	}
 	return h
 }

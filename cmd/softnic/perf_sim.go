@@ -42,6 +42,9 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 	if err := o.fitInline(spec.Caps.MaxInline, "profile "+prof.Name+", device.caps.max_inline"); err != nil {
 		return err
 	}
+	if o.test.verb == verbRead || o.test.verb == verbAtomic {
+		o.fitOuts(spec.Caps.MaxRdAtom, stderr)
+	}
 	cfg := testbed.DefaultConfig()
 	cfg.Device, cfg.Host, cfg.Wire = spec, prof.Host(), prof.Wire
 	if cfg.Faults, err = loadFaults(o.net.faults); err != nil {
@@ -89,7 +92,7 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 	pair := make([][2]*perfEP, o.qps)
 	for q := range pair {
 		eps, err := w.ConnectRC(testbed.ConnOpts{MTU: mtu, BufSize: bufSize, SQDepth: sq, RQDepth: rq, CQDepth: sq + rq + 16,
-			MaxInline: o.inline, Type: typ, Timeout: o.qpTimeout,
+			MaxInline: o.inline, Type: typ, Timeout: o.qpTimeout, MaxRdAtomic: o.outs, MaxDestRdAtomic: o.outs,
 			Access: provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic})
 		if err != nil {
 			return fmt.Errorf("couldn't create and connect QP %d: %w", q, err)
