@@ -370,6 +370,7 @@ func parse(b []byte, name, source string, base func(string) (Profile, error), la
 			p.Cite[k] = v
 		}
 	}
+	fileCite, _ := top["cite"].(map[string]any)
 	if c, ok := top["cite"]; ok {
 		cm, ok := c.(map[string]any)
 		if !ok {
@@ -382,6 +383,31 @@ func parse(b []byte, name, source string, base func(string) (Profile, error), la
 			}
 			p.Cite[k] = s
 		}
+	}
+	if source != "embedded" {
+		// A field the file sets keeps no citation of the base's, which
+		// cites the base's value (`softnic profiles FILE` showed "MPS
+		// 256" beside an MPS of 128): it says where the value came
+		// from, unless the file cites it or a section holding it.
+		own := "set by " + source + " (no citation given)"
+		var mark func(path string, m map[string]any)
+		mark = func(path string, m map[string]any) {
+			for k, v := range m {
+				if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+					mark(path+"."+k, sub)
+					continue
+				}
+				f := path + "." + k
+				switch _, leaf := fileCite[f]; {
+				case !citedByFile(fileCite, f):
+					p.Cite[f] = own
+				case !leaf:
+					delete(p.Cite, f) // the file's section citation, not the base's of this field
+				}
+			}
+		}
+		mark("device", dev)
+		mark("wire", wireMap)
 	}
 	if dev != nil {
 		db, _ := json.Marshal(dev)
@@ -702,4 +728,20 @@ func walkNumbers(p string, v reflect.Value) *Error {
 		}
 	}
 	return nil
+}
+
+// citedByFile reports whether a profile file's own cite object covers
+// the field at path: the field itself or a section holding it.
+func citedByFile(cite map[string]any, path string) bool {
+	for f := path; f != ""; {
+		if _, ok := cite[f]; ok {
+			return true
+		}
+		i := strings.LastIndexByte(f, '.')
+		if i < 0 {
+			break
+		}
+		f = f[:i]
+	}
+	return false
 }

@@ -239,3 +239,42 @@ func parent(f string) string {
 	}
 	return f[:i]
 }
+
+// A field a profile file sets is not shown with the base's citation,
+// which cites the base's value: `softnic profiles FILE` printed MPS 128
+// beside "pcie-bench model defaults, MPS 256". The file's own citation,
+// of the field or of a section holding it, wins; fields it leaves alone
+// keep the base's.
+func TestOverriddenFieldCitation(t *testing.T) {
+	dir := t.TempDir()
+	base := Default()
+	baseMPS, _ := base.Citation("device.pcie.mps")
+	baseMRRS, _ := base.Citation("device.pcie.mrrs")
+	cases := []struct {
+		name, json string
+		field      string
+		want       string // "" : "set by <file> (no citation given)"
+	}{
+		{"set, not cited", `{"device":{"pcie":{"mps":128}}}`, "device.pcie.mps", ""},
+		{"top-level section", `{"pcie":{"mps":128}}`, "device.pcie.mps", ""},
+		{"wire field", `{"wire":{"rate_bps":25e9}}`, "wire.rate_bps", ""},
+		{"cited field", `{"pcie":{"mps":128},"cite":{"device.pcie.mps":"my board"}}`, "device.pcie.mps", "my board"},
+		{"cited section", `{"pcie":{"mps":128},"cite":{"device.pcie":"my board's PCIe"}}`, "device.pcie.mps", "my board's PCIe"},
+		{"untouched field", `{"pcie":{"mps":128}}`, "device.pcie.mrrs", baseMRRS},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(dir, fmt.Sprintf("p%d.json", i))
+			require.NoError(t, os.WriteFile(path, []byte(c.json), 0o644))
+			p, err := Load(path)
+			require.NoError(t, err)
+			got, _ := p.Citation(c.field)
+			want := c.want
+			if want == "" {
+				want = "set by " + path + " (no citation given)"
+			}
+			require.Equal(t, want, got)
+			require.NotEqual(t, "", baseMPS)
+		})
+	}
+}
