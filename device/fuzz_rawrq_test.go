@@ -60,28 +60,8 @@ func FuzzRawRQ(f *testing.F) {
 			t.Fatal(err)
 		}
 		req, rsp := eps[0], eps[1]
-		pd2, err := rsp.Host.Ctx.AllocPD()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ob, err := rsp.Host.Ctx.AllocBuffer(4096, 4096)
-		if err != nil {
-			t.Fatal(err)
-		}
-		other, err := pd2.RegMR(ob.Addr, uint64(len(ob.Bytes)), all)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var guards [2]provider.Buffer
-		for i, e := range eps {
-			if guards[i], err = e.Host.Ctx.AllocBuffer(8192, 4096); err != nil {
-				t.Fatal(err)
-			}
-			for k := range guards[i].Bytes {
-				guards[i].Bytes[k] = byte(k*7 + i)
-			}
-		}
-		want := [2][]byte{append([]byte(nil), guards[0].Bytes...), append([]byte(nil), guards[1].Bytes...)}
+		other := foreignMR(t, rsp, all)
+		g := newGuards(t, eps)
 		// Where the receive WQEs and their record live.
 		var base, dbr uint64
 		var cnt, stride, off int
@@ -135,13 +115,7 @@ func FuzzRawRQ(f *testing.F) {
 			}
 		}
 		w.Settle(1 << 20)
-		for i := range guards {
-			for k := range guards[i].Bytes {
-				if guards[i].Bytes[k] != want[i][k] {
-					t.Fatalf("node %d: guard byte %d changed", i, k)
-				}
-			}
-		}
+		g.check(t)
 		// The devices still work: a fresh RC connection completes a SEND.
 		fresh, err := w.ConnectRC(testbed.ConnOpts{})
 		if err != nil {

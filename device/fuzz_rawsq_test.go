@@ -188,28 +188,8 @@ func FuzzRawSQ(f *testing.F) {
 			t.Fatal(err)
 		}
 		req, rsp := eps[0], eps[1]
-		pd2, err := req.Host.Ctx.AllocPD()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ob, err := req.Host.Ctx.AllocBuffer(4096, 4096)
-		if err != nil {
-			t.Fatal(err)
-		}
-		other, err := pd2.RegMR(ob.Addr, uint64(len(ob.Bytes)), all)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var guards [2]provider.Buffer
-		for i, e := range eps {
-			if guards[i], err = e.Host.Ctx.AllocBuffer(8192, 4096); err != nil {
-				t.Fatal(err)
-			}
-			for k := range guards[i].Bytes {
-				guards[i].Bytes[k] = byte(k*7 + i)
-			}
-		}
-		want := [2][]byte{append([]byte(nil), guards[0].Bytes...), append([]byte(nil), guards[1].Bytes...)}
+		other := foreignMR(t, req, all)
+		g := newGuards(t, eps)
 		for i := 0; i < 8; i++ {
 			_, _ = rsp.QP.PostRecv([]provider.RecvWR{{WRID: uint64(i), SGL: []provider.SGE{rsp.MR.SGE(uint64(i)*8192, 8192)}}})
 		}
@@ -272,13 +252,7 @@ func FuzzRawSQ(f *testing.F) {
 			}
 		}
 		w.Settle(1 << 20)
-		for i := range guards {
-			for k := range guards[i].Bytes {
-				if guards[i].Bytes[k] != want[i][k] {
-					t.Fatalf("node %d: guard byte %d changed", i, k)
-				}
-			}
-		}
+		g.check(t)
 		if st, err := req.QP.QueryState(); err != nil || st != provider.QPStateRTS && st != provider.QPStateErr && st != provider.QPStateSQE {
 			t.Fatalf("raw QP in %v (%v)", st, err)
 		}
@@ -298,4 +272,59 @@ func FuzzRawSQ(f *testing.F) {
 			t.Fatalf("probe WRITE on a fresh QP: %v %v", wcs, err)
 		}
 	})
+}
+
+// foreignMR registers a 4 KiB MR of a second PD on ep's context: a key a
+// hand-written WQE may name that its QP's PD does not own.
+func foreignMR(t *testing.T, ep *testbed.Endpoint, access provider.Access) *provider.MR {
+	t.Helper()
+	pd2, err := ep.Host.Ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := ep.Host.Ctx.AllocBuffer(4096, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr, err := pd2.RegMR(ob.Addr, uint64(len(ob.Bytes)), access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mr
+}
+
+// guards are an 8 KiB buffer on each node that no WQE points at, filled
+// with a pattern: whatever a fuzz input makes the devices do, they must
+// not write there.
+type guards struct {
+	buf  [2]provider.Buffer
+	want [2][]byte
+}
+
+func newGuards(t *testing.T, eps [2]*testbed.Endpoint) *guards {
+	t.Helper()
+	g := &guards{}
+	for i, e := range eps {
+		var err error
+		if g.buf[i], err = e.Host.Ctx.AllocBuffer(8192, 4096); err != nil {
+			t.Fatal(err)
+		}
+		for k := range g.buf[i].Bytes {
+			g.buf[i].Bytes[k] = byte(k*7 + i)
+		}
+		g.want[i] = append([]byte(nil), g.buf[i].Bytes...)
+	}
+	return g
+}
+
+// check fails t if a guard byte changed.
+func (g *guards) check(t *testing.T) {
+	t.Helper()
+	for i := range g.buf {
+		for k := range g.buf[i].Bytes {
+			if g.buf[i].Bytes[k] != g.want[i][k] {
+				t.Fatalf("node %d: guard byte %d changed", i, k)
+			}
+		}
+	}
 }

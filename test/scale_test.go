@@ -516,6 +516,19 @@ func (p *scalePair) check(t *testing.T, c scaleCfg, seq int) {
 	}
 }
 
+// lossyWorld is a default world with mem bytes of host memory a node and
+// the fault plan (seed, rules).
+func lossyWorld(t *testing.T, mem int, seed uint64, rules []fault.Rule) *testbed.World {
+	t.Helper()
+	cfg := testbed.DefaultConfig()
+	cfg.MemSize = mem
+	cfg.Faults = &fault.Plan{Seed: seed, Rules: rules}
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	return w
+}
+
 func scaleFaults(drop, dup, reorder, corrupt, delay float64) []fault.Rule {
 	rule := func(a fault.Action, p float64) fault.Rule {
 		r := fault.Rule{Point: fault.WireTx, Action: a, Prob: p, Byte: -1}

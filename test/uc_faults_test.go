@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/softnic/softnic/fault"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/testbed"
 	"github.com/stretchr/testify/require"
@@ -18,12 +17,7 @@ import (
 // packet is dropped whole, a duplicated single-packet one may arrive
 // twice), with its exact payload and immediate; nothing hangs.
 func TestUCManyQPsFaults(t *testing.T) {
-	cfg := testbed.DefaultConfig()
-	cfg.MemSize = 64 << 20
-	cfg.Faults = &fault.Plan{Seed: 8, Rules: scaleFaults(0.03, 0.01, 0.01, 0.005, 0.01)}
-	w, err := testbed.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(w.Close)
+	w := lossyWorld(t, 64<<20, 8, scaleFaults(0.03, 0.01, 0.01, 0.005, 0.01))
 	const pairs, msgs, depth, slot = 16, 60, 8, 8192
 	type sent struct {
 		op      provider.WROpcode

@@ -4,7 +4,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/softnic/softnic/fault"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/testbed"
 	"github.com/stretchr/testify/require"
@@ -17,12 +16,7 @@ import (
 // exact payload of a SEND of its pair (lost ones missing, duplicated ones
 // twice, corrupted ones dropped by the ICRC check, never delivered).
 func TestUDManyQPsFaults(t *testing.T) {
-	cfg := testbed.DefaultConfig()
-	cfg.MemSize = 96 << 20
-	cfg.Faults = &fault.Plan{Seed: 4, Rules: scaleFaults(0.05, 0.02, 0.02, 0.01, 0.02)}
-	w, err := testbed.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(w.Close)
+	w := lossyWorld(t, 96<<20, 4, scaleFaults(0.05, 0.02, 0.02, 0.01, 0.02))
 	const pairs, msgs, depth = 32, 120, 32
 	for _, srq := range []bool{false, true} {
 		var eps [][2]*testbed.Endpoint
