@@ -79,12 +79,22 @@ func (s *srq) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 	s.cur = binary.BigEndian.Uint16(buf[mlx5.SRQOffNextWQEIndex:])
 	s.taken++
 	// The limit event fires once when fewer than srq_limit WQEs are left,
-	// and disarms (the limit reads 0 afterwards, as in verbs).
+	// and disarms (the limit reads 0 afterwards, as in verbs). posted is
+	// the count at the last doorbell-record read, taken only when the
+	// device ran out of known WQEs: the provider may have posted more
+	// since, so the record is re-read before the event is raised
+	// (assumed, unconfirmed: the hardware judges the limit against the
+	// WQEs really posted, not a stale copy of the counter). The message
+	// does not wait for that read, only the event does.
+	ev := done
 	if s.limit > 0 && s.posted-s.taken < s.limit {
-		d.rec.Warnf(d.node, done, "device", CtrSRQLimit.String(), "SRQ %#x: %d WQEs left, below srq_limit %d", s.srqn, s.posted-s.taken, s.limit)
+		ev = s.refresh(done)
+	}
+	if s.limit > 0 && s.posted-s.taken < s.limit {
+		d.rec.Warnf(d.node, ev, "device", CtrSRQLimit.String(), "SRQ %#x: %d WQEs left, below srq_limit %d", s.srqn, s.posted-s.taken, s.limit)
 		d.inc(CtrSRQLimit)
 		s.limit = 0
-		d.asyncEvent(done, mlx5.EventSRQLimitReached, s.srqn)
+		d.asyncEvent(ev, mlx5.EventSRQLimitReached, s.srqn)
 	}
 	return done, true
 }

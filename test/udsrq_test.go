@@ -474,3 +474,63 @@ func TestSRQShared(t *testing.T) {
 	require.Equal(t, uint64(9), uwc.WRID, "the next SRQ receive, shared with the RC QPs")
 	require.Error(t, srq.Destroy(), "busy while QPs use it")
 }
+
+// TestSRQLimitCountsEveryPosted: the limit event fires when fewer than
+// srq_limit receives are really left on the SRQ, not when fewer are left
+// of those the device saw at its last doorbell-record read. Receives
+// posted after that read count too (the device re-reads the record
+// before it reports the limit).
+func TestSRQLimitCountsEveryPosted(t *testing.T) {
+	cases := []struct {
+		name              string
+		first, later      int    // receives posted before the first SEND, then after it
+		limit             uint32 // armed after the first SEND
+		sends, wantEvents int    // further SENDs, limit events expected after them
+	}{
+		{"later_posts_keep_above", 2, 10, 4, 1, 0},
+		{"later_posts_then_drain", 2, 10, 4, 8, 1},
+		{"no_later_posts", 2, 0, 4, 1, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w, err := testbed.New(testbed.DefaultConfig())
+			require.NoError(t, err)
+			defer w.Close()
+			h := w.Hosts[1]
+			pd, err := h.Ctx.AllocPD()
+			require.NoError(t, err)
+			srq, err := pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 32, MaxSGE: 1})
+			require.NoError(t, err)
+			buf, err := h.Ctx.AllocBuffer(64<<10, 4096)
+			require.NoError(t, err)
+			mr, err := pd.RegMR(buf.Addr, uint64(len(buf.Bytes)), provider.AccessLocalWrite)
+			require.NoError(t, err)
+			pair, err := w.ConnectRC(testbed.ConnOpts{UseSRQ: [2]*provider.SRQ{nil, srq}, MinRNR: 1})
+			require.NoError(t, err)
+			posted := 0
+			post := func(n int) {
+				for i := 0; i < n; i++ {
+					_, err := srq.PostRecv([]provider.RecvWR{{WRID: uint64(posted), SGL: []provider.SGE{mr.SGE(uint64(posted%16)*4096, 4096)}}})
+					require.NoError(t, err)
+					posted++
+				}
+			}
+			send := func() {
+				_, err := pair[0].QP.PostSend([]provider.SendWR{{Opcode: provider.WRSend, Flags: provider.SendSignaled,
+					SGL: []provider.SGE{pair[0].MR.SGE(0, 64)}}})
+				require.NoError(t, err)
+				require.Equal(t, provider.WCSuccess, waitOne(t, pair[0].SendCQ).Status)
+				require.Equal(t, provider.WCSuccess, waitOne(t, pair[1].RecvCQ).Status)
+			}
+			post(c.first)
+			send()
+			post(c.later)
+			require.NoError(t, srq.Modify(provider.SRQAttr{SRQLimit: c.limit}, provider.SRQAttrLimit))
+			for i := 0; i < c.sends; i++ {
+				send()
+			}
+			left := c.first + c.later - 1 - c.sends
+			require.Equal(t, uint64(c.wantEvents), h.Dev.Counters().Value(device.CtrSRQLimit), "%d receives left, srq_limit %d", left, c.limit)
+		})
+	}
+}
