@@ -256,7 +256,7 @@ func (r *responder) errorVendor(t sim.Time, psn roce.PSN, code uint8, synd mlx5.
 		}
 		// Otherwise UC (and UD) never NAK: the message is dropped and
 		// counted, the QP carries on (rocev2.md §4.6).
-		r.dropMessage()
+		r.dropMessage(t, psn)
 		return
 	}
 	d.responderError(t, q, code, synd != 0 && r.recv.active)
@@ -326,7 +326,7 @@ func (r *responder) rnr(t sim.Time, psn roce.PSN) {
 	d := q.d
 	d.inc(CtrOutOfBuffer)
 	if q.typ != mlx5.QPTypeRC {
-		r.dropMessage() // no RNR NAK on UC: the message is lost
+		r.dropMessage(t, psn) // no RNR NAK on UC: the message is lost
 		return
 	}
 	d.rec.Warnf(d.node, t, "device", CtrOutOfBuffer.String(), "QP %#x PSN %#x: no receive WQE posted, RNR NAK", q.qpn, uint32(psn))
@@ -477,8 +477,21 @@ func (r *responder) invalidateFailed(t, issued, done sim.Time, p *roce.Packet, e
 }
 
 // dropMessage abandons the message in progress (UC): a receive WQE it had
-// taken is kept for the next message, as rxe and the IB spec keep it.
-func (r *responder) dropMessage() {
+// taken from the QP's own RQ is kept for the next message, as rxe and the
+// IB spec keep it (class D1). One taken from an SRQ belongs to the SRQ,
+// not the QP: it completes with REM_INV_REQ_ERR and the QP carries on, as
+// rxe's class E (do_class_d1e_error; rocev2.md §4.6 "with SRQ, UC posts
+// an error CQE"). Assumed, unconfirmed for mlx5: the same syndrome.
+func (r *responder) dropMessage(t sim.Time, psn roce.PSN) {
+	q := r.q
+	if r.recv.active && q.srq != nil {
+		d := q.d
+		d.inc(CtrRespCQEError)
+		d.inc(ctrCQEError(mlx5.SyndRemoteInvalidReq))
+		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.recv.wqe.index, Syndrome: mlx5.SyndRemoteInvalidReq}
+		d.writeCQE(t, q.rcq, &f, 0, int32(psn&0xffffff))
+		r.recv.active = false
+	}
 	if r.recv.active {
 		r.recv.active, r.recv.held = false, true
 	}
@@ -938,12 +951,12 @@ func (r *responder) rxUC(arrive, t sim.Time, p *roce.Packet) {
 	if p.Info.Pos.First() {
 		if open {
 			d.inc(CtrRxUCDropped)
-			r.dropMessage()
+			r.dropMessage(t, psn)
 		}
 	} else if !inSeq || !open {
 		if open {
 			d.inc(CtrRxUCDropped)
-			r.dropMessage()
+			r.dropMessage(t, psn)
 		} else {
 			d.inc(CtrRxUCError)
 		}

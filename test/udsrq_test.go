@@ -534,3 +534,45 @@ func TestSRQLimitCountsEveryPosted(t *testing.T) {
 		})
 	}
 }
+
+// TestUCLossOnSRQ: a UC message that loses a packet after it took a
+// receive from an SRQ completes that receive in error (REM_INV_REQ_ERR)
+// instead of keeping it on the QP, as rxe's class E error for UC on an
+// SRQ (rocev2.md §4.6: "with SRQ, UC posts an error CQE"): the WQE
+// belongs to the SRQ, a QP holding it could be destroyed without ever
+// completing it. The next message takes the next SRQ receive; the QP
+// stays usable.
+func TestUCLossOnSRQ(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		rule fault.Rule
+	}{
+		{"middle packet lost", fault.Rule{Point: fault.WireTx, Action: fault.Drop, Nth: 1, Match: fault.Match{Node: node(0), Opcode: opc(roce.OpUCSendMiddle)}}},
+		{"last packet lost", fault.Rule{Point: fault.WireTx, Action: fault.Drop, Nth: 1, Match: fault.Match{Node: node(0), Opcode: opc(roce.OpUCSendLast)}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, req, rsp := faulty(t, testbed.ConnOpts{Type: provider.QPTypeUC, MTU: 1024, SRQ: true}, c.rule)
+			fill(req.Buf.Bytes[:8192], 0x3c)
+			_, err := rsp.SRQ.PostRecv([]provider.RecvWR{
+				{WRID: 1, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}},
+				{WRID: 2, SGL: []provider.SGE{rsp.MR.SGE(4096, 4096)}}})
+			require.NoError(t, err)
+			_, err = req.QP.PostSend([]provider.SendWR{
+				{WRID: 10, Opcode: provider.WRSend, SGL: []provider.SGE{req.MR.SGE(0, 3000)}},
+				{WRID: 11, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(4096, 2500)}}})
+			require.NoError(t, err)
+			require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status, "UC completes once sent")
+			wcs, err := testbed.Wait(rsp.RecvCQ, 2)
+			require.NoError(t, err)
+			require.Equal(t, uint64(1), wcs[0].WRID)
+			require.Equal(t, provider.WCRemInvReqErr, wcs[0].Status, "the damaged message's receive")
+			require.Equal(t, uint64(2), wcs[1].WRID)
+			require.Equal(t, provider.WCSuccess, wcs[1].Status)
+			require.Equal(t, uint32(2500), wcs[1].ByteLen)
+			require.True(t, bytes.Equal(req.Buf.Bytes[4096:4096+2500], rsp.Buf.Bytes[4096:4096+2500]))
+			require.Equal(t, uint64(1), ctr(w, 1, device.CtrRxUCDropped.String()), "one message dropped")
+			require.Zero(t, rsp.SRQ.Outstanding(), "no SRQ receive left held by the QP")
+			require.Equal(t, provider.QPStateRTS, rsp.QP.State(), "UC carries on")
+		})
+	}
+}
