@@ -576,3 +576,170 @@ func TestUCLossOnSRQ(t *testing.T) {
 		})
 	}
 }
+
+// TestSRQInterleaved: several RC QPs and a UD QP share one SRQ and their
+// multi-packet SENDs, SEND-with-immediates and WRITE-with-immediates are
+// in flight at once. Every receive consumes exactly one SRQ WQE, holds
+// exactly its own message (no packet of another QP's message lands in
+// it), and a WRITE-with-immediate consumes a WQE without writing into it.
+func TestSRQInterleaved(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		rc, ud int // RC pairs, UD datagrams
+		size   int // RC SEND size (MTU 1024)
+	}{
+		{"rc4_3pkt_ud2", 4, 2, 3000},
+		{"rc3_5pkt", 3, 0, 4096},
+		{"rc2_1pkt_ud4", 2, 4, 700},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, err := testbed.New(testbed.DefaultConfig())
+			require.NoError(t, err)
+			defer w.Close()
+			h := w.Hosts[1]
+			pd, err := h.Ctx.AllocPD()
+			require.NoError(t, err)
+			srq, err := pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 63, MaxSGE: 1})
+			require.NoError(t, err)
+			const slot = 8192
+			buf, err := h.Ctx.AllocBuffer(64*slot, 4096)
+			require.NoError(t, err)
+			for i := range buf.Bytes {
+				buf.Bytes[i] = 0xee
+			}
+			mr, err := pd.RegMR(buf.Addr, uint64(len(buf.Bytes)), provider.AccessLocalWrite)
+			require.NoError(t, err)
+			wrs := make([]provider.RecvWR, 63)
+			for i := range wrs {
+				wrs[i] = provider.RecvWR{WRID: uint64(i), SGL: []provider.SGE{mr.SGE(uint64(i)*slot, slot)}}
+			}
+			n, err := srq.PostRecv(wrs)
+			require.NoError(t, err)
+			require.Equal(t, len(wrs), n)
+			type msg struct {
+				seed byte
+				size int
+				imm  bool // carries an immediate
+				wr   bool // WRITE-with-immediate: no data in the receive
+				ud   bool
+			}
+			want := map[uint32][]msg{} // by receiving QPN, in order
+			cqs := map[uint32]*provider.CQ{}
+			var reqs []*testbed.Endpoint
+			for i := 0; i < c.rc; i++ {
+				p, err := w.ConnectRC(testbed.ConnOpts{UseSRQ: [2]*provider.SRQ{nil, srq}, MinRNR: 1, BufSize: 16 << 10})
+				require.NoError(t, err)
+				req, rsp := p[0], p[1]
+				seed := byte(0x10 * (i + 1))
+				fill(req.Buf.Bytes, seed)
+				_, err = req.QP.PostSend([]provider.SendWR{
+					{WRID: 1, Opcode: provider.WRSend, SGL: []provider.SGE{req.MR.SGE(0, uint32(c.size))}},
+					{WRID: 2, Opcode: provider.WRRDMAWriteImm, Imm: uint32(i), SGL: []provider.SGE{req.MR.SGE(0, 2000)},
+						RemoteAddr: rsp.Buf.Addr, RKey: rsp.MR.RKey},
+					{WRID: 3, Opcode: provider.WRSendImm, Imm: 0x100 + uint32(i), Flags: provider.SendSignaled,
+						SGL: []provider.SGE{req.MR.SGE(0, uint32(c.size))}}})
+				require.NoError(t, err)
+				cqs[rsp.QP.QPN()] = rsp.RecvCQ
+				want[rsp.QP.QPN()] = []msg{{seed, c.size, false, false, false}, {seed, 2000, true, true, false}, {seed, c.size, true, false, false}}
+				reqs = append(reqs, req)
+			}
+			if c.ud > 0 {
+				p, err := w.ConnectRC(testbed.ConnOpts{Type: provider.QPTypeUD, UseSRQ: [2]*provider.SRQ{nil, srq}})
+				require.NoError(t, err)
+				fill(p[0].Buf.Bytes, 0x77)
+				cqs[p[1].QP.QPN()] = p[1].RecvCQ
+				for i := 0; i < c.ud; i++ {
+					flags := provider.SendFlags(0)
+					if i == c.ud-1 {
+						flags = provider.SendSignaled
+					}
+					_, err = p[0].QP.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: provider.WRSend, Flags: flags,
+						SGL: []provider.SGE{p[0].MR.SGE(0, 512)}, AH: p[0].AH, RemoteQPN: p[1].QP.QPN(), RemoteQKey: p[1].QKey}})
+					require.NoError(t, err)
+					want[p[1].QP.QPN()] = append(want[p[1].QP.QPN()], msg{0x77, 512, false, false, true})
+				}
+				reqs = append(reqs, p[0])
+			}
+			for _, r := range reqs {
+				require.Equal(t, provider.WCSuccess, waitOne(t, r.SendCQ).Status)
+			}
+			// Every receive CQ of host 1 is polled; a QP's receives are in
+			// its messages' order, each in a WQE no other receive used.
+			used := map[uint64]bool{}
+			for qpn, msgs := range want {
+				wcs, err := testbed.Wait(cqs[qpn], len(msgs))
+				require.NoError(t, err)
+				for k, m := range msgs {
+					wc := wcs[k]
+					require.Equal(t, provider.WCSuccess, wc.Status, "QP %#x receive %d", qpn, k)
+					require.False(t, used[wc.WRID], "SRQ WQE %d used twice", wc.WRID)
+					used[wc.WRID] = true
+					require.Equal(t, qpn, wc.QPNum)
+					require.Equal(t, m.imm, wc.Flags&provider.WCFlagWithImm != 0, "QP %#x receive %d", qpn, k)
+					got := buf.Bytes[wc.WRID*slot : (wc.WRID+1)*slot]
+					exp := make([]byte, m.size)
+					fill(exp, m.seed)
+					switch {
+					case m.wr:
+						require.Equal(t, provider.WCRecvRDMAWithImm, wc.Opcode)
+						require.Equal(t, uint32(m.size), wc.ByteLen)
+						require.Equal(t, bytes.Repeat([]byte{0xee}, slot), got, "a WRITE-with-immediate writes nothing into its receive")
+					case m.ud:
+						require.Equal(t, uint32(40+m.size), wc.ByteLen)
+						require.True(t, bytes.Equal(exp, got[40:40+m.size]), "UD receive %d", k)
+						require.Equal(t, bytes.Repeat([]byte{0xee}, slot-40-m.size), got[40+m.size:])
+					default:
+						require.Equal(t, uint32(m.size), wc.ByteLen)
+						require.True(t, bytes.Equal(exp, got[:m.size]), "QP %#x receive %d holds another message", qpn, k)
+						require.Equal(t, bytes.Repeat([]byte{0xee}, slot-m.size), got[m.size:], "nothing past the message")
+					}
+				}
+				n, err := cqs[qpn].Poll(make([]provider.WC, 4))
+				require.NoError(t, err)
+				require.Zero(t, n, "QP %#x: one receive per message", qpn)
+			}
+			require.Equal(t, len(used), len(wrs)-srq.Outstanding())
+		})
+	}
+}
+
+// TestSRQDry: an SRQ with no receive posted. RC is RNR-NAKed rnr_retry+1
+// times and then completes with RNR_RETRY_EXC_ERR (the responder stays
+// in RTS and takes the next message once receives come); UD drops the
+// datagram and counts it (out_of_buffer).
+func TestSRQDry(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		typ      provider.QPType
+		rnrRetry uint8
+	}{
+		{"rc_rnr_retry_1", provider.QPTypeRC, 1},
+		{"rc_rnr_retry_3", provider.QPTypeRC, 3},
+		{"ud", provider.QPTypeUD, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, req, rsp := faulty(t, testbed.ConnOpts{Type: c.typ, SRQ: true, MinRNR: 1, RNRRetry: c.rnrRetry})
+			wr := provider.SendWR{WRID: 5, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 100)}}
+			if c.typ == provider.QPTypeUD {
+				wr.AH, wr.RemoteQPN, wr.RemoteQKey = req.AH, rsp.QP.QPN(), rsp.QKey
+			}
+			_, err := req.QP.PostSend([]provider.SendWR{wr})
+			require.NoError(t, err)
+			wc := waitOne(t, req.SendCQ)
+			if c.typ == provider.QPTypeUD {
+				require.Equal(t, provider.WCSuccess, wc.Status)
+				w.Drain(10000)
+				require.Equal(t, uint64(1), ctr(w, 1, device.CtrRxUDNoRecv.String()))
+				require.Equal(t, uint64(1), ctr(w, 1, device.CtrOutOfBuffer.String()))
+			} else {
+				require.Equal(t, provider.WCRNRRetryExcErr, wc.Status)
+				require.Equal(t, uint64(c.rnrRetry)+1, ctr(w, 1, device.CtrRNRNAKsSent.String()))
+				require.Equal(t, provider.QPStateRTS, rsp.QP.State())
+			}
+			n, err := rsp.RecvCQ.Poll(make([]provider.WC, 2))
+			require.NoError(t, err)
+			require.Zero(t, n, "nothing received")
+			require.Zero(t, rsp.SRQ.Outstanding())
+		})
+	}
+}
