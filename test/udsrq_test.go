@@ -743,3 +743,67 @@ func TestSRQDry(t *testing.T) {
 		})
 	}
 }
+
+// TestSRQQPErrMidMessage: two RC QPs on one SRQ; the first loses the last
+// packet of a 3-packet SEND (it holds an SRQ WQE) and is moved to ERR.
+// That WQE is flushed to the first QP's receive CQ with WR_FLUSH_ERR and
+// its own wr_id, it goes back to the SRQ's free list, no other SRQ WQE is
+// flushed, and the second QP keeps receiving from the SRQ.
+func TestSRQQPErrMidMessage(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ops  []roce.Opcode // dropped once each: nothing after FIRST draws a NAK
+	}{
+		{"send_last_lost", []roce.Opcode{roce.OpRCSendLast}},
+		{"send_middle_and_last_lost", []roce.Opcode{roce.OpRCSendMiddle, roce.OpRCSendLast}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testbed.DefaultConfig()
+			cfg.Faults = &fault.Plan{Seed: 1}
+			for _, op := range c.ops {
+				cfg.Faults.Rules = append(cfg.Faults.Rules, fault.Rule{Point: fault.WireTx, Action: fault.Drop, Nth: 1, Match: fault.Match{Node: node(0), Opcode: opc(op)}})
+			}
+			w, err := testbed.New(cfg)
+			require.NoError(t, err)
+			defer w.Close()
+			h := w.Hosts[1]
+			pd, err := h.Ctx.AllocPD()
+			require.NoError(t, err)
+			srq, err := pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 15, MaxSGE: 1})
+			require.NoError(t, err)
+			buf, err := h.Ctx.AllocBuffer(16*4096, 4096)
+			require.NoError(t, err)
+			mr, err := pd.RegMR(buf.Addr, uint64(len(buf.Bytes)), provider.AccessLocalWrite)
+			require.NoError(t, err)
+			wrs := make([]provider.RecvWR, 4)
+			for i := range wrs {
+				wrs[i] = provider.RecvWR{WRID: uint64(100 + i), SGL: []provider.SGE{mr.SGE(uint64(i)*4096, 4096)}}
+			}
+			_, err = srq.PostRecv(wrs)
+			require.NoError(t, err)
+			a, err := w.ConnectRC(testbed.ConnOpts{UseSRQ: [2]*provider.SRQ{nil, srq}, Timeout: -1})
+			require.NoError(t, err)
+			b, err := w.ConnectRC(testbed.ConnOpts{UseSRQ: [2]*provider.SRQ{nil, srq}})
+			require.NoError(t, err)
+			_, err = a[0].QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{a[0].MR.SGE(0, 3000)}}})
+			require.NoError(t, err)
+			w.Drain(100000)
+			require.Equal(t, 4, srq.Outstanding(), "the device took one, the provider does not know yet")
+			require.NoError(t, a[1].QP.Modify(&provider.QPAttr{QPState: provider.QPStateErr}, mlx5.AttrState))
+			wc := waitOne(t, a[1].RecvCQ)
+			require.Equal(t, provider.WCWRFlushErr, wc.Status)
+			require.Equal(t, uint64(100), wc.WRID)
+			require.Equal(t, 3, srq.Outstanding())
+			n, err := a[1].RecvCQ.Poll(make([]provider.WC, 4))
+			require.NoError(t, err)
+			require.Zero(t, n, "only the WQE it held")
+			_, err = b[0].QP.PostSend([]provider.SendWR{{WRID: 2, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{b[0].MR.SGE(0, 3000)}}})
+			require.NoError(t, err)
+			require.Equal(t, provider.WCSuccess, waitOne(t, b[0].SendCQ).Status)
+			bwc := waitOne(t, b[1].RecvCQ)
+			require.Equal(t, provider.WCSuccess, bwc.Status)
+			require.Equal(t, uint64(101), bwc.WRID)
+			require.Equal(t, uint32(3000), bwc.ByteLen)
+		})
+	}
+}
