@@ -137,6 +137,7 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64, psn
 	}
 	d.rec.StagePSN(d.node, "device", "cqe_build", t, t.Add(d.cyc(d.spec.Core.CQECycles)), 0, 0, f.QPN, flow, psn)
 	t = t.Add(d.cyc(d.spec.Core.CQECycles))
+	d.stampUIdx(f)
 	f.Owner = mlx5.CQEOwnerBit(c.pi, c.nent)
 	f.Timestamp = uint64(t / 1000) // HCA clock in ns
 	addr := c.buf + uint64(c.pi&(c.nent-1))*mlx5.CQE64Size
@@ -226,4 +227,15 @@ func (d *Device) complete(t sim.Time, q *qp, w *swqe) {
 		f.ByteCnt = 8
 	}
 	d.writeCQE(t, q.scq, &f, w.flow, noPSN)
+}
+
+// stampUIdx puts the QP's user index into srqn_uidx (CQE version 1:
+// libmlx5 finds the QP of every CQE, requester or responder, by it, and
+// a QP on an SRQ through it finds the SRQ; mlx5_parse_cqe,
+// get_req_context, get_resp_ctx_v1). A QP created without one (the Go
+// provider, which finds QPs by QPN) leaves the field 0 as before.
+func (d *Device) stampUIdx(f *mlx5.CQEFields) {
+	if q := d.qp(f.QPN); q != nil && q.uidx != 0 {
+		f.SRQN = q.uidx
+	}
 }

@@ -213,7 +213,7 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 	}
 	uar := d.spec.BAR.FirstUAR + uint32(n/2%nu)
 	bfreg := n % 2
-	q := &qp{d: d, qpn: qpn, typ: c.Type, pdn: c.PDN, scq: scq, rcq: rcq, state: mlx5.QPStateRST, sigAll: c.SigAll, dbr: c.DBAddr}
+	q := &qp{d: d, qpn: qpn, typ: c.Type, pdn: c.PDN, scq: scq, rcq: rcq, state: mlx5.QPStateRST, sigAll: c.SigAll, dbr: c.DBAddr, uidx: c.UIdx & 0xffffff}
 	if s := d.srqs[c.SRQN]; s != nil {
 		q.srq, q.rq = s, s
 		s.users++

@@ -167,6 +167,7 @@ func (d *Device) swCQE(t sim.Time, c *cq, f *mlx5.CQEFields) {
 			return
 		}
 	}
+	d.stampUIdx(f)
 	f.Owner = mlx5.CQEOwnerBit(c.pi, c.nent)
 	f.Timestamp = uint64(t / 1000)
 	var buf [mlx5.CQE64Size]byte

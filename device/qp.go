@@ -24,6 +24,7 @@ type qp struct {
 	dead   bool // destroyed: sends nothing, writes no CQE
 	sigAll bool
 	dbr    uint64 // the doorbell record: RQ counter (word 0), SQ counter (word 1)
+	uidx   uint32 // user index: srqn_uidx of every CQE (CQE version 1)
 
 	// attributes
 	access    uint32

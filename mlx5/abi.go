@@ -103,19 +103,24 @@ type CreateCQResp struct{ CQN uint32 }
 // CreateQPCmd is CREATE_QP with struct mlx5_ib_create_qp's fields. The
 // buffer holds the RQ at offset 0 and the SQ right after it.
 type CreateQPCmd struct {
-	Type         QPType
-	PDN          uint32
-	SendCQN      uint32
-	RecvCQN      uint32
-	BufAddr      uint64
-	DBAddr       uint64 // 8-byte QP doorbell record
-	SQWQECnt     int    // SQ size in WQEBBs (power of two)
-	RQWQECnt     int    // RQ size in WQEs (power of two, may be 0)
-	RQWQEShift   int    // log2 of the RQ stride in bytes
-	MaxInline    int
-	SigAll       bool
-	SRQN         uint32 // receives come from this SRQ (0: the QP's own RQ)
-	BFRegIndex   int    // requested bfreg (-1: let the device choose)
+	Type       QPType
+	PDN        uint32
+	SendCQN    uint32
+	RecvCQN    uint32
+	BufAddr    uint64
+	DBAddr     uint64 // 8-byte QP doorbell record
+	SQWQECnt   int    // SQ size in WQEBBs (power of two)
+	RQWQECnt   int    // RQ size in WQEs (power of two, may be 0)
+	RQWQEShift int    // log2 of the RQ stride in bytes
+	MaxInline  int
+	SigAll     bool
+	SRQN       uint32 // receives come from this SRQ (0: the QP's own RQ)
+	// UIdx is the QP's user index (mlx5_ib_create_qp.uidx with CQE
+	// version 1): every CQE of the QP carries it in srqn_uidx[23:0],
+	// where libmlx5 looks its QP up (mlx5_find_uidx). 0 for a provider
+	// that finds QPs by QPN.
+	UIdx         uint32
+	BFRegIndex   int // requested bfreg (-1: let the device choose)
 	UARIndexHint uint32
 }
 

@@ -719,6 +719,12 @@ func (s *Server) createQPObj(name string, c *uverbs.CreateQP, driver []byte) (uv
 	if srq != nil {
 		cmd.SRQN = srq.num
 	}
+	if s.uctx.CQEVersion == 1 {
+		// libmlx5 sends the index it will look the QP up by in every
+		// CQE (mlx5_store_uidx); mlx5_ib passes it to the QPC's
+		// user_index only with CQE version 1.
+		cmd.UIdx = drv.UIdx & 0xffffff
+	}
 	switch {
 	case drv.Flags&uverbs.MLX5QPFlagBFRegIndex != 0:
 		if int(drv.BFRegIndex) >= s.uctx.TotBFRegs {
