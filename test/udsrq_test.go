@@ -807,3 +807,49 @@ func TestSRQQPErrMidMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestSRQReceiveTooSmall: a message longer than the SRQ receive it takes
+// completes that receive with LOC_LEN_ERR on the QP's receive CQ (its own
+// wr_id, the WQE back on the SRQ's free list); RC NAKs it (REM_INV_REQ_ERR
+// at the requester, responder to ERR), UD drops it and carries on.
+func TestSRQReceiveTooSmall(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		typ     provider.QPType
+		size    uint32
+		reqWant provider.WCStatus
+	}{
+		{"rc_one_packet", provider.QPTypeRC, 600, provider.WCRemInvReqErr},
+		{"rc_multi_packet", provider.QPTypeRC, 3000, provider.WCRemInvReqErr},
+		{"ud", provider.QPTypeUD, 600, provider.WCSuccess},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, req, rsp := faulty(t, testbed.ConnOpts{Type: c.typ, SRQ: true})
+			_, err := rsp.SRQ.PostRecv([]provider.RecvWR{{WRID: 7, SGL: []provider.SGE{rsp.MR.SGE(0, 256)}},
+				{WRID: 8, SGL: []provider.SGE{rsp.MR.SGE(4096, 4096)}}})
+			require.NoError(t, err)
+			wr := provider.SendWR{WRID: 5, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, c.size)}}
+			if c.typ == provider.QPTypeUD {
+				wr.AH, wr.RemoteQPN, wr.RemoteQKey = req.AH, rsp.QP.QPN(), rsp.QKey
+			}
+			_, err = req.QP.PostSend([]provider.SendWR{wr})
+			require.NoError(t, err)
+			require.Equal(t, c.reqWant, waitOne(t, req.SendCQ).Status)
+			rwc := waitOne(t, rsp.RecvCQ)
+			require.Equal(t, uint64(7), rwc.WRID)
+			require.Equal(t, provider.WCLocLenErr, rwc.Status)
+			if c.typ == provider.QPTypeRC {
+				require.Equal(t, provider.QPStateErr, qpState(t, rsp.QP))
+				require.Equal(t, 1, rsp.SRQ.Outstanding(), "only WQE 8 left posted: the SRQ's, not flushed")
+				return
+			}
+			require.Equal(t, 1, rsp.SRQ.Outstanding())
+			_, err = req.QP.PostSend([]provider.SendWR{wr})
+			require.NoError(t, err)
+			require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
+			rwc = waitOne(t, rsp.RecvCQ)
+			require.Equal(t, uint64(8), rwc.WRID)
+			require.Equal(t, provider.WCSuccess, rwc.Status)
+		})
+	}
+}
