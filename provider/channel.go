@@ -214,7 +214,7 @@ func (ch *CompChannel) GetCQEvent(timeout time.Duration) (*CQ, error) {
 // AckEvents acknowledges n completion events of the CQ
 // (ibv_ack_cq_events).
 func (cq *CQ) AckEvents(n int) {
-	if n <= 0 {
+	if cq == nil || n <= 0 {
 		return
 	}
 	cq.evAcked = min(cq.evAcked+uint32(n), cq.evReported)

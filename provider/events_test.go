@@ -147,3 +147,41 @@ func TestChannelBookkeeping(t *testing.T) {
 	require.Same(t, other, ev.CQ)
 	require.Equal(t, fmt.Sprintf("CQ_ERR cq %#x", other.cqn), ev.String())
 }
+
+// TestEventVerbsNilAndClosed: every event verb on a nil or destroyed
+// object answers ErrClosed or nothing; none panics (AckEvents on a nil CQ
+// did).
+func TestEventVerbsNilAndClosed(t *testing.T) {
+	var (
+		cq  *CQ
+		ch  *CompChannel
+		ctx *Context
+	)
+	cases := []struct {
+		name string
+		run  func() error
+	}{
+		{"CQ.AckEvents", func() error { cq.AckEvents(1); return nil }},
+		{"CQ.UnackedEvents", func() error { _ = cq.UnackedEvents(); return nil }},
+		{"CQ.Channel", func() error { _ = cq.Channel(); return nil }},
+		{"CQ.ReqNotify", func() error { return cq.ReqNotify(false) }},
+		{"CQ.Modify", func() error { return cq.Modify(CQModeration{Count: 1}) }},
+		{"CQ.Resize", func() error { return cq.Resize(8) }},
+		{"CompChannel.GetCQEvent", func() error { _, err := ch.GetCQEvent(time.Millisecond); return err }},
+		{"CompChannel.Fd", func() error { _ = ch.Fd(); return nil }},
+		{"CompChannel.Destroy", func() error { return ch.Destroy() }},
+		{"Context.GetAsyncEvent", func() error { _, err := ctx.GetAsyncEvent(time.Millisecond); return err }},
+		{"Context.AckAsyncEvent", func() error { ctx.AckAsyncEvent(AsyncEvent{}); return nil }},
+		{"Context.UnackedAsyncEvents", func() error { _ = ctx.UnackedAsyncEvents(); return nil }},
+		{"Context.AsyncFd", func() error { _, err := ctx.AsyncFd(); return err }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			require.NotPanics(t, func() {
+				if err := c.run(); err != nil {
+					require.ErrorIs(t, err, ErrClosed)
+				}
+			})
+		})
+	}
+}
