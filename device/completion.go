@@ -34,6 +34,7 @@ type cq struct {
 	dispatched uint32 // of those, handed to the channel by the kernel side
 	evRead     uint32 // of those, read by the application (checked mode: arm sn)
 	channel    uint32 // completion channel (0: none)
+	queued     uint32 // of its events, on the channel's queue and not yet read
 	modCount   uint16 // cq_max_count (0: none)
 	modPeriod  uint16 // cq_period in µs (0: none)
 	modPending uint32 // qualifying CQEs since the arm, not yet notified

@@ -160,6 +160,7 @@ func (d *Device) DestroyCQ(cqn uint32) error {
 	if q := d.firstQP(func(q *qp) bool { return q.scq.cqn == cqn || q.rcq.cqn == cqn }); q != nil {
 		return cmdErr("DESTROY_CQ", mlx5.StatusResourceBusy, "CQ %d is used by QP %#x", cqn, q.qpn)
 	}
+	d.dropCompEvents(d.cqs[cqn])
 	delete(d.cqs, cqn)
 	return nil
 }

@@ -162,11 +162,18 @@ func (d *Device) dispatch(start, end sim.Time, f *mlx5.EQEFields, flow uint64) {
 			d.inc(CtrCompEventNoChannel)
 			return
 		}
-		if ch.q.len() >= d.ev.spec.QueueDepth {
+		// uverbs queues every event (ib_uverbs_comp_handler has no
+		// limit); the bound only drops a CQ's event while an earlier one of
+		// the same CQ is still unread. Dropping a CQ's only event would
+		// leave it disarmed with nothing to tell its reader: a lost wakeup
+		// on a channel shared by more than QueueDepth CQs. The queue so
+		// holds at most QueueDepth events plus one per CQ.
+		if ch.q.len() >= d.ev.spec.QueueDepth && c.queued > 0 {
 			d.warn(end, CtrCompEventsDropped, "completion channel %d holds %d events; event of CQ %d dropped", ch.id, ch.q.len(), c.cqn)
 			return
 		}
 		ch.q.push(mlx5.CompEvent{CQN: c.cqn})
+		c.queued++
 		d.inc(CtrCompEvents)
 		d.rec.Stage(d.node, "kernel", "event", start, end, 0, 0, 0, flow)
 		if d.ev.notify != nil {
@@ -261,9 +268,29 @@ func (d *Device) ReadCompEvents(ch uint32, out []mlx5.CompEvent) (int, error) {
 	for _, e := range out[:n] {
 		if q := d.cqs[e.CQN]; q != nil {
 			q.evRead++ // libmlx5's mlx5_cq_event: arm_sn advances per event read
+			if q.queued > 0 {
+				q.queued--
+			}
 		}
 	}
 	return n, nil
+}
+
+// dropCompEvents removes the unread events of CQ c from its channel's
+// queue, as uverbs' ib_uverbs_release_ucq does when the CQ is destroyed.
+func (d *Device) dropCompEvents(c *cq) {
+	ch := d.ev.chans[c.channel]
+	if ch == nil || c.queued == 0 {
+		return
+	}
+	keep := ch.q.s[:0]
+	for _, e := range ch.q.s {
+		if e.CQN != c.cqn {
+			keep = append(keep, e)
+		}
+	}
+	ch.q.s = keep
+	c.queued = 0
 }
 
 // ReadAsyncEvents moves queued asynchronous events into out.

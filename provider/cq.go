@@ -151,8 +151,23 @@ func (cq *CQ) Destroy() error {
 		return opErr("destroy_cq", 0, detail(ErrBusy, "cq %#x is used by %d QPs", cq.cqn, cq.refs))
 	}
 	uh := cq.ctx.kevHandle('c', cq.cqn)
+	ch := cq.channel
+	if ch != nil && (ch.kfd != nil || ch.dead || cq.ctx.ev == nil) {
+		ch = nil
+	}
+	pending := 0
+	if ch != nil {
+		pending = cq.ctx.ev.ec.PendingEvents(ch.id)
+	}
 	if err := cq.ctx.ctl.DestroyCQ(cq.cqn); err != nil {
 		return opErr("destroy_cq", 0, err)
+	}
+	if ch != nil {
+		// The destroy removed the CQ's unread events from the channel
+		// (ib_uverbs_release_ucq): take their bytes back from the fd.
+		for n := pending - cq.ctx.ev.ec.PendingEvents(ch.id); n > 0; n-- {
+			ch.pipe.take()
+		}
 	}
 	cq.ctx.kevDel(uh)
 	cq.dead = true

@@ -415,3 +415,69 @@ func TestResizeCQ(t *testing.T) {
 		})
 	}
 }
+
+// TestChannelQueueBound: a channel's queue bound (EventSpec.QueueDepth)
+// never takes a CQ's only unread event, or an armed CQ whose CQE landed
+// would wait for ever; destroying a CQ takes its unread events (and their
+// fd bytes) off the channel, as uverbs does.
+func TestChannelQueueBound(t *testing.T) {
+	cases := []struct {
+		name string
+		run  func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint)
+	}{
+		{"two CQs on a channel of depth 1: both events", func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+			require.NoError(t, req.SendCQ.ReqNotify(false))
+			require.NoError(t, req.RecvCQ.ReqNotify(false))
+			sendMsg(t, req, 1, false) // req.SendCQ's event fills the queue
+			w.Settle(0)
+			sendMsg(t, rsp, 2, false) // then req.RecvCQ's
+			w.Settle(0)
+			got := map[*provider.CQ]int{}
+			for i := 0; i < 2; i++ {
+				cq, err := req.Channel.GetCQEvent(evWait)
+				require.NoError(t, err, "event %d", i)
+				got[cq]++
+				cq.AckEvents(1)
+			}
+			require.Equal(t, map[*provider.CQ]int{req.SendCQ: 1, req.RecvCQ: 1}, got)
+			require.Zero(t, req.Host.Dev.Counters().Value(device.CtrCompEventsDropped))
+		}},
+		{"a second unread event of one CQ beyond the depth is dropped", func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+			for i := 0; i < 2; i++ {
+				require.NoError(t, rsp.RecvCQ.ReqNotify(false))
+				sendMsg(t, req, uint64(i), false)
+				w.Settle(0)
+				drain(t, rsp.RecvCQ, 1)
+			}
+			require.Equal(t, uint64(1), rsp.Host.Dev.Counters().Value(device.CtrCompEventsDropped))
+			getEvent(t, rsp.Channel, rsp.RecvCQ)
+			noEvent(t, rsp.Channel)
+		}},
+		{"destroying a CQ takes its unread event off the channel", func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+			require.NoError(t, rsp.RecvCQ.ReqNotify(false))
+			sendMsg(t, req, 1, false)
+			w.Settle(0)
+			require.True(t, readable(t, rsp.Channel.Fd()))
+			require.Equal(t, 1, rsp.Host.Dev.PendingEvents(1))
+			require.NoError(t, rsp.QP.Destroy())
+			require.NoError(t, rsp.RecvCQ.Destroy())
+			require.Zero(t, rsp.Host.Dev.PendingEvents(1))
+			require.False(t, readable(t, rsp.Channel.Fd()), "no byte left for an event that is gone")
+			noEvent(t, rsp.Channel)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testbed.DefaultConfig()
+			cfg.Device.Events.QueueDepth = 1
+			w, err := testbed.New(cfg)
+			require.NoError(t, err)
+			t.Cleanup(w.Close)
+			eps, err := w.ConnectRC(testbed.ConnOpts{Channel: true})
+			require.NoError(t, err)
+			postRecvs(t, eps[0], 4)
+			postRecvs(t, eps[1], 4)
+			c.run(t, w, eps[0], eps[1])
+		})
+	}
+}
