@@ -194,6 +194,7 @@ func (ch *CompChannel) GetCQEvent(timeout time.Duration) (*CQ, error) {
 				return false, nil
 			}
 			ch.pipe.take()
+			ch.pipe.refill(func() int { return c.ev.ec.PendingEvents(ch.id) })
 			cq := c.cqs[buf[0].CQN]
 			if cq == nil || cq.dead || cq.channel != ch {
 				continue

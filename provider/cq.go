@@ -168,6 +168,7 @@ func (cq *CQ) Destroy() error {
 		for n := pending - cq.ctx.ev.ec.PendingEvents(ch.id); n > 0; n-- {
 			ch.pipe.take()
 		}
+		ch.pipe.refill(func() int { return cq.ctx.ev.ec.PendingEvents(ch.id) })
 	}
 	cq.ctx.kevDel(uh)
 	cq.dead = true

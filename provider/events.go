@@ -96,8 +96,9 @@ func (c *Context) closeEvents(keep func(error)) {
 // evPipe is the readiness pipe: one byte per queued event.
 type evPipe struct {
 	r, w   *os.File
-	bytes  int // written and not yet taken back
-	credit int // bytes waitReadable took ahead of their event
+	bytes  int  // written and not yet taken back
+	credit int  // bytes waitReadable took ahead of their event
+	capped bool // a signal was skipped at maxPipeBytes: events may lack a byte
 }
 
 // maxPipeBytes keeps the pipe far below its kernel capacity (64 KiB), so
@@ -117,7 +118,11 @@ func newEvPipe(pending int) (*evPipe, error) {
 }
 
 func (p *evPipe) signal() {
-	if p == nil || p.bytes >= maxPipeBytes {
+	if p == nil {
+		return
+	}
+	if p.bytes >= maxPipeBytes {
+		p.capped = true
 		return
 	}
 	if n, _ := p.w.Write([]byte{1}); n == 1 {
@@ -138,6 +143,21 @@ func (p *evPipe) take() {
 			p.bytes--
 		}
 	}
+}
+
+// refill keeps the fd readable while events are queued beyond the bytes
+// the cap let through: after the last byte is taken, pending (the events
+// still queued) says whether one more is due. Only a pipe that reached the
+// cap asks, so the common path costs no query of the device.
+func (p *evPipe) refill(pending func() int) {
+	if p == nil || !p.capped || p.bytes > 0 {
+		return
+	}
+	if pending() > 0 {
+		p.signal()
+		return
+	}
+	p.capped = false
 }
 
 // readByte reads one byte; with wait it waits for one (up to the read
@@ -337,6 +357,7 @@ func (c *Context) GetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 				return false, nil
 			}
 			ev.async.take()
+			ev.async.refill(func() int { return ev.ec.PendingEvents(0) })
 			a := AsyncEvent{Type: buf[0].Type, Num: buf[0].Num}
 			switch eventObject(a.Type) {
 			case "cq":

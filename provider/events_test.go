@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/binary"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -182,6 +183,67 @@ func TestEventVerbsNilAndClosed(t *testing.T) {
 					require.ErrorIs(t, err, ErrClosed)
 				}
 			})
+		})
+	}
+}
+
+// fdReadable reports whether fd has data to read, without waiting.
+func fdReadable(t *testing.T, fd int) bool {
+	t.Helper()
+	require.GreaterOrEqual(t, fd, 0)
+	var set syscall.FdSet
+	set.Bits[fd/64] |= 1 << (uint(fd) % 64)
+	tv := syscall.Timeval{}
+	n, err := syscall.Select(fd+1, &set, nil, nil, &tv)
+	require.NoError(t, err)
+	return n > 0
+}
+
+// TestEventFdBeyondPipeCap: the readiness pipe holds at most maxPipeBytes
+// bytes; with more events queued, the fd must stay readable until the
+// last of them is taken (it went quiet with events still pending, an
+// epoll reader's lost wakeup).
+func TestEventFdBeyondPipeCap(t *testing.T) {
+	const extra = 3
+	cases := []struct {
+		name  string
+		queue func(fe *fakeEvents, ch *CompChannel, cq *CQ)
+		get   func(ctx *Context, ch *CompChannel) error
+		fd    func(ctx *Context, ch *CompChannel) int
+	}{
+		{"completion channel",
+			func(fe *fakeEvents, ch *CompChannel, cq *CQ) { fe.queue(ch.id, cq.cqn) },
+			func(ctx *Context, ch *CompChannel) error { _, err := ch.GetCQEvent(0); return err },
+			func(ctx *Context, ch *CompChannel) int { return ch.Fd() }},
+		{"async events",
+			func(fe *fakeEvents, ch *CompChannel, cq *CQ) {
+				fe.async = append(fe.async, mlx5.AsyncEvent{Type: mlx5.EventPortActive, Num: 1})
+				fe.notify(0)
+			},
+			func(ctx *Context, ch *CompChannel) error { _, err := ctx.GetAsyncEvent(0); return err },
+			func(ctx *Context, ch *CompChannel) int { fd, _ := ctx.AsyncFd(); return fd }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := NewEnv(t, EnvOpts{Progress: true})
+			fe := &fakeEvents{FakeProgDev: FakeProgDev{e.Dev}, comp: map[uint32][]mlx5.CompEvent{}, attach: map[uint32]uint32{}}
+			ctx, err := Open(Device{Name: "fake-ev", Control: fe, MMIO: e.Dev, Mem: e.Mem})
+			require.NoError(t, err)
+			defer ctx.Close()
+			ch, err := ctx.CreateCompChannel()
+			require.NoError(t, err)
+			cq, err := ctx.CreateCQEx(CQInitAttr{Entries: 8, Channel: ch})
+			require.NoError(t, err)
+			fd := c.fd(ctx, ch)
+			for i := 0; i < maxPipeBytes+extra; i++ {
+				c.queue(fe, ch, cq)
+			}
+			for i := 0; i < maxPipeBytes+extra; i++ {
+				require.True(t, fdReadable(t, fd), "event %d of %d pending, fd not readable", i, maxPipeBytes+extra)
+				require.NoError(t, c.get(ctx, ch))
+			}
+			require.False(t, fdReadable(t, fd))
+			require.ErrorIs(t, c.get(ctx, ch), ErrTimeout)
 		})
 	}
 }
