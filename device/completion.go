@@ -39,6 +39,7 @@ type cq struct {
 	modPeriod  uint16 // cq_period in µs (0: none)
 	modPending uint32 // qualifying CQEs since the arm, not yet notified
 	modTimer   *sim.Timer
+	modStart   sim.Time // when the armed modTimer started (the first pending CQE)
 }
 
 // cqeLanding is a CQE on its way to host memory: the posted write's bytes

@@ -105,6 +105,7 @@ func (d *Device) cqNotify(t sim.Time, c *cq, n uint32) {
 		c.modCount > 0 && c.modPending >= uint32(c.modCount):
 		d.cqFire(t, c)
 	case c.modPeriod > 0 && !c.modTimer.Armed():
+		c.modStart = t
 		c.modTimer.Reset(t.Add(sim.Duration(c.modPeriod) * sim.Microsecond))
 	}
 }
@@ -153,6 +154,14 @@ func (d *Device) ModifyCQ(m mlx5.ModifyCQCmd) error {
 	}
 	if m.Period == 0 {
 		c.modTimer.Stop()
+	} else if c.modTimer.Armed() {
+		// A running cq_period timer takes the new period, still counted
+		// from the first pending CQE (an assumption: the PRM's handling
+		// of MODIFY_CQ under a running timer is not in the sources); it
+		// kept the old deadline, so a period cut from 4 ms to 20 µs still
+		// held the event for 4 ms.
+		now := d.eng.Now()
+		c.modTimer.Reset(max(now, c.modStart.Add(sim.Duration(m.Period)*sim.Microsecond)))
 	}
 	if c.armed && c.modPending > 0 {
 		d.cqNotify(d.eng.Now(), c, 0)

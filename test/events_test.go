@@ -481,3 +481,38 @@ func TestChannelQueueBound(t *testing.T) {
 		})
 	}
 }
+
+// TestCQModerationModify: a MODIFY_CQ while completions wait for the
+// cq_period timer applies the new period: a shorter one is not sat out
+// at the old length.
+func TestCQModerationModify(t *testing.T) {
+	cases := []struct {
+		name     string
+		from, to uint16 // cq_period before and after, µs
+		wantMax  sim.Duration
+		wantMin  sim.Duration
+	}{
+		{"shorter period", 4000, 20, 25 * sim.Microsecond, 19 * sim.Microsecond},
+		{"period switched off, count still pending", 4000, 0, 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w, req, rsp := connect(t, testbed.ConnOpts{Channel: true})
+			postRecvs(t, rsp, 8)
+			require.NoError(t, rsp.RecvCQ.Modify(provider.CQModeration{Count: 10, Period: c.from}))
+			require.NoError(t, rsp.RecvCQ.ReqNotify(false))
+			sendMsg(t, req, 1, false)
+			drain(t, rsp.RecvCQ, 1)
+			at := w.Eng.Now()
+			require.NoError(t, rsp.RecvCQ.Modify(provider.CQModeration{Count: 10, Period: c.to}))
+			if c.to == 0 {
+				noEvent(t, rsp.Channel) // only the count is left: it waits for 10
+				return
+			}
+			getEvent(t, rsp.Channel, rsp.RecvCQ)
+			el := w.Eng.Now().Sub(at)
+			require.GreaterOrEqual(t, el, c.wantMin)
+			require.Less(t, el, c.wantMax)
+		})
+	}
+}
