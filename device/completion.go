@@ -21,6 +21,7 @@ type cq struct {
 	err      bool          // overrun: in error, writes no more CQEs
 	oi       bool          // overrun ignore (cqc.oi): a full CQ is written over
 	inflight []*cqeLanding // CQEs written but not yet landed, in order
+	landBy   sim.Time      // when the last CQE written lands (a late one included)
 
 	// Notification (control_cq.go, mlx5.md §6.7): the CQC's arm state,
 	// last_solicit index and moderation.
@@ -153,6 +154,7 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64, psn
 		return t
 	}
 	done = done.AddSat(delay)
+	c.landBy = max(c.landBy, done)
 	var l *cqeLanding
 	if k := len(d.lfree); k > 0 {
 		l = d.lfree[k-1]

@@ -118,7 +118,7 @@ func (d *Device) cqFire(t sim.Time, c *cq) {
 	c.events++
 	d.inc(CtrCQEvents)
 	f := mlx5.EQEFields{Type: mlx5.EQEComp, CQN: c.cqn}
-	d.writeEQE(t, &d.ev.comp, &f, 0, eventFlow(flowComp, c.cqn, c.events))
+	d.writeEQE(t, &d.ev.comp, &f, 0, eventFlow(flowComp, c.cqn, c.events), c.landBy)
 }
 
 // cqModTimer is a CQ's cq_period timer.

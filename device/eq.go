@@ -83,11 +83,12 @@ type eq struct {
 	nent uint32
 
 	// device side
-	pi    uint32 // EQEs written
-	lpi   uint32 // EQEs landed in host memory
-	ci    uint32 // consumer index from the last EQ doorbell
-	armed bool
-	irq   bool // an interrupt is on its way to the handler
+	pi     uint32   // EQEs written
+	lpi    uint32   // EQEs landed in host memory
+	landBy sim.Time // when the last EQE written lands
+	ci     uint32   // consumer index from the last EQ doorbell
+	armed  bool
+	irq    bool // an interrupt is on its way to the handler
 
 	// kernel side
 	kci     uint32 // the handler's consumer index
@@ -154,8 +155,11 @@ func (l *eqeLanding) Fire(now sim.Time) {
 // writeEQE DMA-writes one EQE at the EQ's producer index. An EQ whose
 // consumer has fallen a whole ring behind overruns: the EQE is dropped
 // and counted, and the EQ overruns (eqOverrun: the async EQ's is a fatal
-// health syndrome, 0xc; a completion EQ freezes).
-func (d *Device) writeEQE(t sim.Time, q *eq, f *mlx5.EQEFields, qpn uint32, flow uint64) {
+// health syndrome, 0xc; a completion EQ freezes). The EQE lands no
+// earlier than notBefore: a completion EQE is written behind its CQ's
+// CQEs and a posted write does not pass the posted writes before it, so a
+// CQE that lands late (fault point cq, delay) holds its event back too.
+func (d *Device) writeEQE(t sim.Time, q *eq, f *mlx5.EQEFields, qpn uint32, flow uint64, notBefore sim.Time) {
 	if q.buf == 0 {
 		// No EQ memory: hand the event straight to the dispatcher.
 		d.dispatch(t, t, f, flow)
@@ -182,7 +186,11 @@ func (d *Device) writeEQE(t sim.Time, q *eq, f *mlx5.EQEFields, qpn uint32, flow
 		d.warn(t, CtrEQEWriteError, "EQ %d EQE write at %#x: %v", q.eqn, addr, err)
 		return
 	}
-	done = done.AddSat(delay)
+	// EQEs of one EQ land in the order written (a late one holds those
+	// behind it): the handler stops at the first entry it does not own,
+	// so an EQE that overtook a late one would only re-interrupt.
+	done = max(done.AddSat(delay), notBefore, q.landBy)
+	q.landBy = done
 	var l *eqeLanding
 	if k := len(d.ev.eqeFree); k > 0 {
 		l = d.ev.eqeFree[k-1]

@@ -129,7 +129,7 @@ func (d *Device) asyncEvent(t sim.Time, typ mlx5.EventType, num uint32) {
 		f.Port = uint8(num)
 	}
 	d.ev.asyncRaised++
-	d.writeEQE(t, &d.ev.async, &f, qpn, eventFlow(flowAsync, 0, d.ev.asyncRaised))
+	d.writeEQE(t, &d.ev.async, &f, qpn, eventFlow(flowAsync, 0, d.ev.asyncRaised), 0)
 }
 
 // dispatchFlow is the flow of the EQE the handler is about to dispatch:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/fault"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/sim"
@@ -513,6 +514,46 @@ func TestCQModerationModify(t *testing.T) {
 			el := w.Eng.Now().Sub(at)
 			require.GreaterOrEqual(t, el, c.wantMin)
 			require.Less(t, el, c.wantMax)
+		})
+	}
+}
+
+// TestEventBehindDelayedCQE: a completion event never overtakes the CQE
+// that raised it. A CQE that lands late (fault point cq, delay) holds its
+// EQE behind it, as a posted write holds the posted writes after it; the
+// event used to come ~40 µs before there was anything to poll.
+func TestEventBehindDelayedCQE(t *testing.T) {
+	cases := []struct {
+		name    string
+		armLate bool // arm after the CQE was written (fires at once)
+	}{
+		{"armed before the CQE", false},
+		{"armed while the CQE is in flight", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := fault.Parse([]byte(`{"rules":[{"point":"cq","action":"delay","delay_ps":40000000,"nth":1,"match":{"node":0}}]}`))
+			require.NoError(t, err)
+			cfg := testbed.DefaultConfig()
+			cfg.Faults = p
+			w, err := testbed.New(cfg)
+			require.NoError(t, err)
+			t.Cleanup(w.Close)
+			eps, err := w.ConnectRC(testbed.ConnOpts{Channel: true})
+			require.NoError(t, err)
+			req, rsp := eps[0], eps[1]
+			start := w.Eng.Now()
+			if !c.armLate {
+				require.NoError(t, req.SendCQ.ReqNotify(false))
+			}
+			writeWR(t, req, rsp, 1, 0, 64)
+			if c.armLate {
+				for req.Host.Dev.Counters().Value(device.CtrCQEs) == 0 && w.Eng.Step() {
+				}
+				require.NoError(t, req.SendCQ.ReqNotify(false))
+			}
+			getEvent(t, req.Channel, req.SendCQ)
+			require.Greater(t, w.Eng.Now()-start, sim.Time(40*sim.Microsecond), "event before its CQE landed")
 		})
 	}
 }
