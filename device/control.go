@@ -161,6 +161,7 @@ func (d *Device) DestroyCQ(cqn uint32) error {
 		return cmdErr("DESTROY_CQ", mlx5.StatusResourceBusy, "CQ %d is used by QP %#x", cqn, q.qpn)
 	}
 	d.dropCompEvents(d.cqs[cqn])
+	d.dropAsyncEvents('c', cqn)
 	delete(d.cqs, cqn)
 	return nil
 }
@@ -250,6 +251,7 @@ func (d *Device) DestroyQP(qpn uint32) error {
 	if q.srq != nil {
 		q.srq.users--
 	}
+	d.dropAsyncEvents('q', qpn)
 	delete(d.qps, qpn)
 	d.qpCache = [4]qpEnt{}
 	delete(d.fx.lastDB, qpn)

@@ -293,6 +293,34 @@ func (d *Device) dropCompEvents(c *cq) {
 	c.queued = 0
 }
 
+// asyncObject is the kind of object an asynchronous event's number names:
+// 'c' (CQ), 'q' (QP), 's' (SRQ), or 0 (a port, the device).
+func asyncObject(t mlx5.EventType) byte {
+	switch t {
+	case mlx5.EventCQErr:
+		return 'c'
+	case mlx5.EventSRQErr, mlx5.EventSRQLimitReached:
+		return 's'
+	case mlx5.EventQPFatal, mlx5.EventQPReqErr, mlx5.EventQPAccessErr, mlx5.EventCommEst,
+		mlx5.EventSQDrained, mlx5.EventPathMig, mlx5.EventPathMigErr, mlx5.EventQPLastWQEReached:
+		return 'q'
+	}
+	return 0
+}
+
+// dropAsyncEvents removes the unread asynchronous events of a destroyed
+// object from the async queue, as uverbs' ib_uverbs_release_uevent does:
+// they would only hold places of the bounded queue.
+func (d *Device) dropAsyncEvents(kind byte, num uint32) {
+	keep := d.ev.asyncQ.s[:0]
+	for _, e := range d.ev.asyncQ.s {
+		if asyncObject(e.Type) != kind || e.Num != num {
+			keep = append(keep, e)
+		}
+	}
+	d.ev.asyncQ.s = keep
+}
+
 // ReadAsyncEvents moves queued asynchronous events into out.
 func (d *Device) ReadAsyncEvents(out []mlx5.AsyncEvent) int { return d.ev.asyncQ.pop(out) }
 

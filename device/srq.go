@@ -174,6 +174,7 @@ func (d *Device) DestroySRQ(srqn uint32) error {
 	case s.users > 0:
 		return cmdErr("DESTROY_SRQ", mlx5.StatusResourceBusy, "SRQ %d is used by %d QPs", srqn, s.users)
 	}
+	d.dropAsyncEvents('s', srqn)
 	delete(d.srqs, srqn)
 	return nil
 }

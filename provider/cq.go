@@ -159,9 +159,11 @@ func (cq *CQ) Destroy() error {
 	if ch != nil {
 		pending = cq.ctx.ev.ec.PendingEvents(ch.id)
 	}
+	async := cq.ctx.asyncPending()
 	if err := cq.ctx.ctl.DestroyCQ(cq.cqn); err != nil {
 		return opErr("destroy_cq", 0, err)
 	}
+	cq.ctx.asyncGone(async)
 	if ch != nil {
 		// The destroy removed the CQ's unread events from the channel
 		// (ib_uverbs_release_ucq): take their bytes back from the fd.

@@ -261,6 +261,28 @@ func (c *Context) wait(op string, timeout time.Duration, p *evPipe, try func() (
 // engine has nothing to run (another process may be about to feed it).
 const dialledNap = 50 * time.Microsecond
 
+// asyncPending is the number of asynchronous events queued, -1 when the
+// context has no async fd yet (no byte to take back).
+func (c *Context) asyncPending() int {
+	if c.ev == nil || c.ev.async == nil {
+		return -1
+	}
+	return c.ev.ec.PendingEvents(0)
+}
+
+// asyncGone takes back the fd bytes of the events a destroy removed from
+// the async queue (the kernel drops a destroyed object's events);
+// before is asyncPending ahead of the destroy.
+func (c *Context) asyncGone(before int) {
+	if before < 0 {
+		return
+	}
+	for n := before - c.ev.ec.PendingEvents(0); n > 0; n-- {
+		c.ev.async.take()
+	}
+	c.ev.async.refill(func() int { return c.ev.ec.PendingEvents(0) })
+}
+
 // AsyncEvent is an asynchronous event (struct ibv_async_event): its type
 // and the object it concerns. Exactly one of CQ, QP, SRQ is set for CQ,
 // QP and SRQ events, Port for port events; Num is the object's number as

@@ -409,9 +409,11 @@ func (qp *QP) Destroy() error {
 	}
 	c := qp.ctx
 	uh := c.kevHandle('q', qp.qpn)
+	async := c.asyncPending()
 	if err := c.ctl.DestroyQP(qp.qpn); err != nil {
 		return opErr("destroy_qp", qp.qpn, err)
 	}
+	c.asyncGone(async)
 	c.kevDel(uh)
 	qp.recvCQ.clean(qp.qpn, qp.srq)
 	if qp.sendCQ != qp.recvCQ {

@@ -348,9 +348,11 @@ func (s *SRQ) Destroy() error {
 		return s.kernDestroy()
 	}
 	uh := s.ctx.kevHandle('s', s.srqn)
+	async := s.ctx.asyncPending()
 	if err := s.ctl.DestroySRQ(s.srqn); err != nil {
 		return opErr(op, 0, err)
 	}
+	s.ctx.asyncGone(async)
 	c := s.ctx
 	c.kevDel(uh)
 	s.dead = true

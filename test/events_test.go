@@ -557,3 +557,48 @@ func TestEventBehindDelayedCQE(t *testing.T) {
 		})
 	}
 }
+
+// TestAsyncEventsOfDestroyedObjects: destroying a QP takes its unread
+// asynchronous events off the async queue (and their bytes off the fd), as
+// uverbs' ib_uverbs_release_uevent does; they used to hold places of the
+// bounded queue, so a later event of a live object was dropped.
+func TestAsyncEventsOfDestroyedObjects(t *testing.T) {
+	cases := []struct {
+		name  string
+		depth int
+	}{
+		{"queue of depth 1", 1},
+		{"default depth", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testbed.DefaultConfig()
+			cfg.Device.Events.QueueDepth = c.depth
+			w, err := testbed.New(cfg)
+			require.NoError(t, err)
+			t.Cleanup(w.Close)
+			eps, err := w.ConnectRC(testbed.ConnOpts{})
+			require.NoError(t, err)
+			req, rsp := eps[0], eps[1]
+			ctx := rsp.Host.Ctx
+			fd, err := ctx.AsyncFd()
+			require.NoError(t, err)
+			commEstSetup(t, req, rsp)
+			_, err = req.QP.PostSend([]provider.SendWR{{Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+				SGL: []provider.SGE{req.MR.SGE(0, 64)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
+			require.NoError(t, err)
+			require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
+			w.Settle(0)
+			require.Equal(t, 1, rsp.Host.Dev.PendingEvents(0), "COMM_EST of the responder's QP")
+			require.NoError(t, rsp.QP.Destroy())
+			require.Zero(t, rsp.Host.Dev.PendingEvents(0))
+			require.False(t, readable(t, fd))
+			w.SetLink(false)
+			w.Settle(0)
+			ev, err := ctx.GetAsyncEvent(evWait)
+			require.NoError(t, err)
+			require.Equal(t, mlx5.EventPortErr, ev.Type)
+			ctx.AckAsyncEvent(ev)
+		})
+	}
+}
