@@ -409,7 +409,13 @@ func (c *Context) GetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 // AckAsyncEvent acknowledges an event GetAsyncEvent returned
 // (ibv_ack_async_event).
 func (c *Context) AckAsyncEvent(e AsyncEvent) {
-	if c != nil && c.ev != nil && c.ev.asyncAcked < c.ev.asyncReported {
+	switch {
+	case c == nil:
+	case c.kev != nil:
+		if c.kev.asyncAcked < c.kev.asyncReported {
+			c.kev.asyncAcked++
+		}
+	case c.ev != nil && c.ev.asyncAcked < c.ev.asyncReported:
 		c.ev.asyncAcked++
 	}
 }
@@ -417,7 +423,12 @@ func (c *Context) AckAsyncEvent(e AsyncEvent) {
 // UnackedAsyncEvents is the number of events returned by GetAsyncEvent
 // and not yet acknowledged.
 func (c *Context) UnackedAsyncEvents() int {
-	if c == nil || c.ev == nil {
+	switch {
+	case c == nil:
+		return 0
+	case c.kev != nil:
+		return int(c.kev.asyncReported - c.kev.asyncAcked)
+	case c.ev == nil:
 		return 0
 	}
 	return int(c.ev.asyncReported - c.ev.asyncAcked)

@@ -28,6 +28,8 @@ type kernEvents struct {
 
 	newChannel func() (int, error)
 	async      *kverbs.EventFD
+	// reported and acknowledged async events (ibv_ack_async_event)
+	asyncReported, asyncAcked uint64
 }
 
 func newKernEvents(newChannel func() (int, error), async *kverbs.EventFD) *kernEvents {
@@ -136,6 +138,7 @@ func (c *Context) kernGetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 		default:
 			a.Num = uint32(d.Element)
 		}
+		c.kev.asyncReported++
 		return a, nil
 	}
 }
