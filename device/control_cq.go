@@ -88,6 +88,13 @@ func (d *Device) CQArm(t sim.Time, uar uint32, db [8]byte) {
 	case c.hasSol && int32(c.lastSol-ci) >= 0 && int32(c.lastSol-c.pi) < 0:
 		n = 1
 	}
+	if n == 0 {
+		// Nothing pending for this arm: a cq_period timer the previous arm
+		// started for CQEs since polled must not cut the next one's
+		// period short. With CQEs still pending it runs on, so they are
+		// notified within the period of the first.
+		c.modTimer.Stop()
+	}
 	if n > 0 {
 		d.inc(CtrCQArmImmediate)
 		d.cqNotify(t, c, n)

@@ -602,3 +602,42 @@ func TestAsyncEventsOfDestroyedObjects(t *testing.T) {
 		})
 	}
 }
+
+// TestCQModerationRearm: an arm starts moderation afresh. A cq_period
+// timer the previous arm started for CQEs the application has since
+// polled used to run on, so the next CQE's event came early (5 µs after
+// it instead of the 50 µs period).
+func TestCQModerationRearm(t *testing.T) {
+	cases := []struct {
+		name       string
+		pollFirst  bool // poll the first CQE before the re-arm
+		wantMinGap sim.Duration
+	}{
+		{"first CQE polled: the period counts from the second", true, 49 * sim.Microsecond},
+		{"first CQE still pending: it keeps its deadline", false, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w, req, rsp := connect(t, testbed.ConnOpts{Channel: true})
+			postRecvs(t, rsp, 8)
+			require.NoError(t, rsp.RecvCQ.Modify(provider.CQModeration{Count: 10, Period: 50}))
+			require.NoError(t, rsp.RecvCQ.ReqNotify(false))
+			sendMsg(t, req, 1, false)
+			for rsp.Host.Dev.Counters().Value(device.CtrCQEs) == 0 && w.Eng.Step() {
+			}
+			first := w.Eng.Now()
+			if c.pollFirst {
+				drain(t, rsp.RecvCQ, 1)
+			}
+			w.Eng.RunUntil(first.Add(40 * sim.Microsecond))
+			require.NoError(t, rsp.RecvCQ.ReqNotify(false))
+			sendMsg(t, req, 2, false)
+			for rsp.Host.Dev.Counters().Value(device.CtrCQEs) < 2 && w.Eng.Step() {
+			}
+			second := w.Eng.Now()
+			getEvent(t, rsp.Channel, rsp.RecvCQ)
+			require.GreaterOrEqual(t, w.Eng.Now().Sub(second), c.wantMinGap)
+			require.Less(t, w.Eng.Now().Sub(first), 55*sim.Microsecond+c.wantMinGap)
+		})
+	}
+}
