@@ -42,6 +42,7 @@ var (
 	CtrAsyncEvents         = trace.NewCounter("async_events")             // asynchronous events queued
 	CtrAsyncEventsDropped  = trace.NewCounter("async_events_dropped")     // async queue full: event dropped
 	CtrAsyncEventUnmapped  = trace.NewCounter("async_event_unmapped")     // an event type with no EQE
+	CtrAsyncEventStale     = trace.NewCounter("async_events_destroyed")   // event of a QP, CQ or SRQ destroyed while its EQE was in flight
 	CtrEQEUnknown          = trace.NewCounter("eqe_not_an_event")         // an EQE the dispatcher does not deliver
 	CtrLinkDown            = trace.NewCounter("link_down")                // port went down
 	CtrLinkUp              = trace.NewCounter("link_up")                  // port came (back) up
@@ -196,6 +197,12 @@ func (d *Device) dispatch(start, end sim.Time, f *mlx5.EQEFields, flow uint64) {
 	case mlx5.EQEKindPort:
 		num = uint32(f.Port)
 	}
+	if d.asyncObjectGone(typ, num) {
+		// Destroyed while its EQE was on the way: dropAsyncEvents could
+		// not see it, and uverbs delivers nothing for a destroyed object.
+		d.inc(CtrAsyncEventStale)
+		return
+	}
 	if d.ev.asyncQ.len() >= d.ev.spec.QueueDepth {
 		d.warn(end, CtrAsyncEventsDropped, "async queue holds %d events; %v for %#x dropped", d.ev.asyncQ.len(), typ, num)
 		return
@@ -306,6 +313,20 @@ func asyncObject(t mlx5.EventType) byte {
 		return 'q'
 	}
 	return 0
+}
+
+// asyncObjectGone reports whether the object an event names no longer
+// exists.
+func (d *Device) asyncObjectGone(typ mlx5.EventType, num uint32) bool {
+	switch asyncObject(typ) {
+	case 'c':
+		return d.cqs[num] == nil
+	case 'q':
+		return d.qps[num] == nil
+	case 's':
+		return d.srqs[num] == nil
+	}
+	return false
 }
 
 // dropAsyncEvents removes the unread asynchronous events of a destroyed

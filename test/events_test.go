@@ -564,11 +564,13 @@ func TestEventBehindDelayedCQE(t *testing.T) {
 // bounded queue, so a later event of a live object was dropped.
 func TestAsyncEventsOfDestroyedObjects(t *testing.T) {
 	cases := []struct {
-		name  string
-		depth int
+		name     string
+		depth    int
+		inFlight bool // destroy while the COMM_EST EQE is on its way
 	}{
-		{"queue of depth 1", 1},
-		{"default depth", 0},
+		{"queue of depth 1", 1, false},
+		{"default depth", 0, false},
+		{"EQE in flight at the destroy", 1, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -587,10 +589,18 @@ func TestAsyncEventsOfDestroyedObjects(t *testing.T) {
 			_, err = req.QP.PostSend([]provider.SendWR{{Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
 				SGL: []provider.SGE{req.MR.SGE(0, 64)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
 			require.NoError(t, err)
-			require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
-			w.Settle(0)
-			require.Equal(t, 1, rsp.Host.Dev.PendingEvents(0), "COMM_EST of the responder's QP")
-			require.NoError(t, rsp.QP.Destroy())
+			if c.inFlight {
+				for rsp.Host.Dev.Counters().Value(device.CtrEQEs) == 0 && w.Eng.Step() {
+				}
+				require.Zero(t, rsp.Host.Dev.PendingEvents(0))
+				require.NoError(t, rsp.QP.Destroy())
+				w.Settle(0)
+			} else {
+				require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
+				w.Settle(0)
+				require.Equal(t, 1, rsp.Host.Dev.PendingEvents(0), "COMM_EST of the responder's QP")
+				require.NoError(t, rsp.QP.Destroy())
+			}
 			require.Zero(t, rsp.Host.Dev.PendingEvents(0))
 			require.False(t, readable(t, fd))
 			w.SetLink(false)
