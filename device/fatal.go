@@ -2,6 +2,7 @@ package device
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/sim"
@@ -66,6 +67,7 @@ func (e fatalDetect) Fire(now sim.Time) {
 	d.inc(CtrDeviceFatalSeen)
 	d.rec.Warnf(d.node, now, "kernel", CtrDeviceFatalSeen.String(), "health poll: fatal error detected (syndrome %#x): IB_EVENT_DEVICE_FATAL", d.fx.synd)
 	d.kernelEvent(now, mlx5.EventDeviceFatal, 0)
+	var flushed []*cq // armed CQs the flush wrote into, in QP order
 	for _, q := range d.sortedQPs() {
 		if q.dead {
 			continue
@@ -76,7 +78,30 @@ func (e fatalDetect) Fire(now sim.Time) {
 		if d.spec.Faults.FatalNoUserFlush {
 			continue
 		}
+		cqs := [2]*cq{q.scq, q.rcq}
+		var before [2]uint32
+		for i, c := range cqs {
+			if c != nil {
+				before[i] = c.pi
+			}
+		}
 		d.swFlush(now, q)
+		for i, c := range cqs {
+			if c != nil && c.armed && c.pi != before[i] && !slices.Contains(flushed, c) {
+				flushed = append(flushed, c)
+			}
+		}
+	}
+	// mlx5_ib_handle_internal_error then calls the completion handler of
+	// every armed CQ that has flushed work, so that a waiter learns of the
+	// flush CQEs (no EQE: the device is dead). Flushes are error CQEs, so a
+	// solicited-only arm fires too.
+	for _, c := range flushed {
+		c.armed, c.modPending = false, 0
+		c.events++
+		d.inc(CtrCQEvents)
+		f := mlx5.EQEFields{Type: mlx5.EQEComp, CQN: c.cqn}
+		d.dispatch(now, now, &f, eventFlow(flowComp, c.cqn, c.events))
 	}
 }
 

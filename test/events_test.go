@@ -651,3 +651,40 @@ func TestCQModerationRearm(t *testing.T) {
 		})
 	}
 }
+
+// TestEventAfterDeviceFatal: the driver's software flush after a device
+// fatal error notifies the armed CQs it completed into
+// (mlx5_ib_handle_internal_error calls each one's completion handler);
+// a thread blocked in GetCQEvent used to learn nothing of the flush.
+func TestEventAfterDeviceFatal(t *testing.T) {
+	cases := []struct {
+		name      string
+		solicited bool
+	}{
+		{"next-completion arm", false},
+		{"solicited-only arm: a flush is an error CQE", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := fault.Parse([]byte(`{"rules":[{"point":"device","action":"fatal","at_ps":1000000000,"value":1,"match":{"node":0}}]}`))
+			require.NoError(t, err)
+			cfg := testbed.DefaultConfig()
+			cfg.Faults = p
+			cfg.Device.Faults.HealthPoll = 50 * sim.Microsecond
+			w, err := testbed.New(cfg)
+			require.NoError(t, err)
+			t.Cleanup(w.Close)
+			eps, err := w.ConnectRC(testbed.ConnOpts{Channel: true, Timeout: 20, RetryCnt: 7})
+			require.NoError(t, err)
+			req, rsp := eps[0], eps[1]
+			w.Hosts[1].Dev.SetLinkState(false) // the WRITE waits for its ACK
+			writeWR(t, req, rsp, 1, 0, 64)
+			require.NoError(t, req.SendCQ.ReqNotify(c.solicited))
+			cq, err := req.Channel.GetCQEvent(10 * time.Millisecond)
+			require.NoError(t, err)
+			require.Same(t, req.SendCQ, cq)
+			cq.AckEvents(1)
+			require.Equal(t, provider.WCWRFlushErr, waitOne(t, req.SendCQ).Status)
+		})
+	}
+}
