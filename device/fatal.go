@@ -95,7 +95,10 @@ func (e fatalDetect) Fire(now sim.Time) {
 	// mlx5_ib_handle_internal_error then calls the completion handler of
 	// every armed CQ that has flushed work, so that a waiter learns of the
 	// flush CQEs (no EQE: the device is dead). Flushes are error CQEs, so a
-	// solicited-only arm fires too.
+	// solicited-only arm fires too. Assumption: mlx5_ib does this for the
+	// QPs it flushes itself (kernel QPs); the flush of user QPs is this
+	// model's unconfirmed switch (FatalNoUserFlush), and its CQs are
+	// notified alike so that the flush it writes can be waited for.
 	for _, c := range flushed {
 		c.armed, c.modPending = false, 0
 		c.events++
