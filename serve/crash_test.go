@@ -135,8 +135,9 @@ func TestPeerOfKilledClient(t *testing.T) {
 
 	require.NoError(t, victim.Process.Kill())
 	victim.Wait()
-	require.Eventually(t, func() bool { return d.Clients() == 1 }, 5*time.Second, 10*time.Millisecond)
-	require.Contains(t, log.String(), "detach softnic0")
+	// teardown frees the slot, then logs: wait for both.
+	require.Eventually(t, func() bool { return d.Clients() == 1 && strings.Contains(log.String(), "detach softnic0") },
+		5*time.Second, 10*time.Millisecond, "the daemon tears the killed client down: %s", log)
 	start := d.Now()
 	wc := send(2)
 	require.Equal(t, provider.WCRetryExcErr, wc.Status, "%+v", wc)

@@ -142,9 +142,10 @@ func TestCrossProcessOps(t *testing.T) {
 	for _, o := range ops {
 		require.Contains(t, string(out), "ok "+o.name+"\n")
 	}
-	require.Eventually(t, func() bool { return d.Clients() == 0 }, 5*time.Second, 10*time.Millisecond)
+	// teardown frees the slot, then logs: wait for both.
+	require.Eventually(t, func() bool { return d.Clients() == 0 && strings.Contains(log.String(), "detach softnic1") },
+		5*time.Second, 10*time.Millisecond, "the daemon tears the client down: %s", log)
 	require.Contains(t, log.String(), "attach softnic0")
-	require.Contains(t, log.String(), "detach softnic1")
 }
 
 // TestInProcessOps: the same suite with the client in the daemon's own
