@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/mlx5"
-	"github.com/softnic/softnic/shm"
-	"github.com/softnic/softnic/sim"
 )
 
 // TestCQEUserIndex: with CQE version 1 libmlx5 finds the QP of every CQE
@@ -24,27 +22,10 @@ func TestCQEUserIndex(t *testing.T) {
 		{"uidx_24_bits", 0x3abcdef, 0xabcdef},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			mem, err := shm.New("uidx", 1<<20, 0x10000000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mem.Close()
-			eng := sim.NewEngine()
-			d := New(eng, DefaultSpec(), Identity{MAC: [6]byte{2, 0, 0, 0, 0, 1}}, mem, nil)
-			pd, err := d.AllocPD()
-			if err != nil {
-				t.Fatal(err)
-			}
-			buf, _ := mem.Alloc(64*64, 4096)
-			dbr, _ := mem.Alloc(8, 8)
-			cq, err := d.CreateCQ(mlx5.CreateCQCmd{Entries: 64, CQESize: 64, BufAddr: buf, DBAddr: dbr})
-			if err != nil {
-				t.Fatal(err)
-			}
-			qbuf, _ := mem.Alloc(8192, 4096)
-			qdbr, _ := mem.Alloc(8, 8)
-			r, err := d.CreateQP(mlx5.CreateQPCmd{Type: mlx5.QPTypeRC, PDN: pd.PDN, SendCQN: cq.CQN, RecvCQN: cq.CQN, BufAddr: qbuf,
-				DBAddr: qdbr, SQWQECnt: 64, RQWQECnt: 64, RQWQEShift: 4, UIdx: c.uidx})
+			d, mem, cmd := bareDevice(t, "uidx", 1<<20)
+			qdbr := cmd.DBAddr
+			cmd.UIdx = c.uidx
+			r, err := d.CreateQP(cmd)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,9 +38,9 @@ func TestCQEUserIndex(t *testing.T) {
 			if err := d.ModifyQP(mlx5.ModifyQPCmd{QPN: r.QPN, Mask: mlx5.AttrState, State: mlx5.QPStateERR}); err != nil {
 				t.Fatal(err)
 			}
-			eng.Run(100000)
+			d.eng.Run(100000)
 			cqe := make([]byte, mlx5.CQE64Size)
-			if err := mem.Read(buf, cqe); err != nil {
+			if err := mem.Read(d.cqs[cmd.RecvCQN].buf, cqe); err != nil {
 				t.Fatal(err)
 			}
 			e := mlx5.CQE64(cqe)
