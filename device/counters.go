@@ -58,6 +58,7 @@ var (
 	CtrReplayMiss        = trace.NewCounter("replay_miss")          // duplicate READ/atomic with no matching resource: dropped
 	CtrReplayReread      = trace.NewCounter("read_reexecuted")      // duplicate READ whose resource was recycled: read again from memory
 	CtrWindowStall       = trace.NewCounter("tx_window_stall")      // transmission held: PSN window or max_rd_atomic full
+	CtrTxBufferFull      = trace.NewCounter("tx_buffer_full")       // transmission held: the port's transmit buffer is full (txbuf.go)
 	CtrWQEUnsignaled     = trace.NewCounter("wqe_unsignaled")       // WQEs completed without a CQE
 	CtrWQEFlushed        = trace.NewCounter("wqe_flushed")          // send WQEs flushed
 	CtrQPToError         = trace.NewCounter("qp_to_error")          // QP state changes to ERR

@@ -53,6 +53,8 @@ type Device struct {
 	fetch   *wqefetch.Engine
 	port    Port
 	vport   verifiedPort // port, if it is one (Connect)
+	pport   pacedPort    // port, if it says how long a frame occupies it (Connect)
+	tx      txBuffer     // the port's transmit buffer (txbuf.go)
 
 	pds      map[uint32]bool
 	nextPD   uint32
@@ -117,6 +119,8 @@ func New(eng *sim.Engine, spec Spec, id Identity, mem *shm.Region, rec *trace.Re
 func (d *Device) Connect(p Port) {
 	d.port = p
 	d.vport, _ = p.(verifiedPort)
+	d.pport, _ = p.(pacedPort)
+	d.tx.connect(d, d.pport)
 }
 
 // verifiedPort is a Port that can carry a frame whose ICRC is still to be
@@ -366,6 +370,7 @@ func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Durat
 		return start, end, 0, err
 	}
 	q.txReady = end
+	d.tx.built(d, end.Add(d.spec.Core.TxPipeline), n)
 	var e *txEvent
 	if k := len(d.txFree); k > 0 {
 		e = d.txFree[k-1]

@@ -41,9 +41,10 @@ type qp struct {
 	retryCnt  uint8
 	rnrRetry  uint8
 
-	txReady sim.Time // when the QP's last frame is built: packets leave in order
-	rxBusy  sim.Time // when the QP's receive pipeline is done with its last packet
-	txGen   uint32   // bumped on ERR and RESET: frames built before are not sent
+	txReady   sim.Time // when the QP's last frame is built: packets leave in order
+	txWaiting uint8    // txWaitReq | txWaitResp: in d.tx.waiting
+	rxBusy    sim.Time // when the QP's receive pipeline is done with its last packet
+	txGen     uint32   // bumped on ERR and RESET: frames built before are not sent
 	// respKeep is txGen+1 of the frames built before the responder found
 	// an error and took the QP to ERR (0: none): the responses among them
 	// (READ responses, ACKs, atomic ACKs, for the requests before the

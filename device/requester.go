@@ -368,6 +368,10 @@ func (r *requester) pump(t sim.Time) {
 			q.d.inc(CtrWindowStall)
 			break
 		}
+		if q.d.tx.full(t) {
+			q.d.tx.wait(q.d, q, t, txWaitReq)
+			break
+		}
 		end, ok := r.transmit(t, w, r.curPkt, psn)
 		if !ok {
 			return // the WQE failed and the QP is in ERR

@@ -680,6 +680,10 @@ func (r *responder) pump(t sim.Time) {
 			r.streams = append(r.streams[:0], r.streams[1:]...)
 			continue
 		}
+		if d.tx.full(t) {
+			d.tx.wait(d, q, t, txWaitResp)
+			return
+		}
 		sz := min(s.left, uint64(q.mtu))
 		fp := &d.fp
 		d.frameHeader(q, fp)

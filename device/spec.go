@@ -62,6 +62,20 @@ type CoreSpec struct {
 	TxPipeline sim.Duration `json:"tx_pipeline_ps"`
 	RxPipeline sim.Duration `json:"rx_pipeline_ps"`
 
+	// TxBufferBytes bounds the port's transmit buffer: frames built and
+	// not yet serialized onto the wire. While it holds more than this, the
+	// packetizer builds nothing more (requests and READ responses; ACKs
+	// still go) and the waiting QPs take turns, in order, as it drains
+	// (txbuf.go). A ConnectX's buffer size is not public: 64 KiB, 5 µs
+	// at 100 Gb/s (the profiles keep 5 µs at 200 and 400 Gb/s), is an
+	// assumption, large enough that half of it outlasts a DMA read (about
+	// 1 µs, timing.md §2.1), so one QP still fills the port; small enough
+	// that QPs sharing the port each see their ACKs within a few µs. 0:
+	// unbounded, the frames of every QP queue at the port in build order
+	// (what softnic did before: a QP's whole window went ahead of every
+	// other QP's, whose retransmit timers then expired with no loss).
+	TxBufferBytes int `json:"tx_buffer_bytes"`
+
 	// Receive-WQE read-ahead (see rqPrefetch; unconfirmed mechanism).
 	RQPrefetch     bool         `json:"rq_prefetch"`         // read the next posted receive WQE ahead
 	RQPolls        int          `json:"rq_polls"`            // doorbell-record re-reads while none is posted
@@ -118,6 +132,7 @@ func DefaultSpec() Spec {
 			CQECycles:       20,
 			TxPipeline:      250 * sim.Nanosecond,
 			RxPipeline:      250 * sim.Nanosecond,
+			TxBufferBytes:   64 << 10,
 			RQPrefetch:      true,
 			RQPolls:         8,
 			RQPollInterval:  500 * sim.Nanosecond,

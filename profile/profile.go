@@ -581,6 +581,7 @@ var mayBeZero = map[string]string{
 	"device.pcie.ack_limit":             "0 = the PCIe spec table",
 	"device.pcie.fc_guide":              "0 = the PCIe spec table",
 	"device.bar.bf_reg_size":            "0 = no BlueFlame",
+	"device.core.tx_buffer_bytes":       "0 = an unbounded transmit buffer",
 	"device.bar.fw_rev.major":           "a version number",
 	"device.bar.fw_rev.minor":           "a version number",
 	"device.bar.fw_rev.sub":             "a version number",
@@ -598,7 +599,9 @@ const (
 	maxCycles  = 1e9
 	minClockHz = 1e6
 	minRateBPS = 1e6
-	maxRateBPS = 1e14
+	// maxTxBuffer bounds device.core.tx_buffer_bytes (1 GiB).
+	maxTxBuffer = 1 << 30
+	maxRateBPS  = 1e14
 
 	maxEQEntries = 1 << 16
 	maxRQPolls   = 1 << 10
@@ -670,6 +673,9 @@ func validate(p *Profile) *Error {
 	}
 	if n := d.Events.EQEntries; n > maxEQEntries {
 		return &Error{Field: "device.events.eq_entries", Msg: fmt.Sprintf("%d exceeds %d: each EQ lives in the host memory of the context (64 B an entry)", n, maxEQEntries)}
+	}
+	if n := d.Core.TxBufferBytes; n > maxTxBuffer {
+		return &Error{Field: "device.core.tx_buffer_bytes", Msg: fmt.Sprintf("%d exceeds %d: its wire time at the slowest wire would wrap the model's int64 picoseconds", n, maxTxBuffer)}
 	}
 	if n := d.Core.RQPolls; n > maxRQPolls {
 		return &Error{Field: "device.core.rq_polls", Msg: fmt.Sprintf("%d exceeds %d: each re-read of the doorbell record is an event", n, maxRQPolls)}

@@ -93,6 +93,11 @@ func (p *Port) Node() int { return p.node }
 // Link is the link the port belongs to.
 func (p *Port) Link() *Link { return p.link }
 
+// WireTime is how long a frame of n bytes occupies the port's transmitter:
+// WireBytes(n) at the link's rate (the device paces its transmit buffer
+// by it).
+func (p *Port) WireTime(n int) sim.Duration { return p.link.spec.Rate.Serialize(WireBytes(n)) }
+
 // direction is one way of a link: its transmitter and what it carries.
 type direction struct {
 	from, to  *Port

@@ -1,0 +1,74 @@
+package test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/testbed"
+)
+
+// TestPortSharedByQPs runs four 1 MiB WRITEs (READs) on each of four RC QPs
+// at once with a 131 µs ACK timeout (timeout 5) and no faults. The port's
+// transmit buffer lets the QPs take turns; with it unbounded, each QP's
+// whole 512 KiB window queued at the port ahead of the next QP's, whose
+// timers expired: go-back-N retransmissions with no loss, or
+// RETRY_EXC_ERR (perf write_bw and read_bw -q 4 -s 4194304 --qp-timeout 5).
+func TestPortSharedByQPs(t *testing.T) {
+	const size, n = 1 << 20, 4
+	for _, op := range []provider.WROpcode{provider.WRRDMAWrite, provider.WRRDMARead} {
+		for _, buf := range []int{64 << 10, 0} {
+			if buf == 0 && op == provider.WRRDMARead {
+				continue // at these sizes the responder's respAhead bound keeps READs apart already
+			}
+			name := op.String() + "/bounded"
+			if buf == 0 {
+				name = op.String() + "/unbounded"
+			}
+			t.Run(name, func(t *testing.T) {
+				cfg := testbed.DefaultConfig()
+				cfg.Device.Core.TxBufferBytes = buf
+				w, err := testbed.New(cfg)
+				require.NoError(t, err)
+				t.Cleanup(w.Close)
+				var reqs []*testbed.Endpoint
+				for range 4 {
+					eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 4096, Timeout: 5, RetryCnt: 1, BufSize: size, Access: provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead})
+					require.NoError(t, err)
+					req, rsp := eps[0], eps[1]
+					for i := range n {
+						_, err = req.QP.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: op, Flags: provider.SendSignaled,
+							SGL: []provider.SGE{req.MR.SGE(0, size)}, RemoteAddr: rsp.Buf.Addr, RKey: rsp.MR.RKey}})
+						require.NoError(t, err)
+					}
+					reqs = append(reqs, req)
+				}
+				var bad []provider.WCStatus
+				for _, req := range reqs {
+					wcs, err := testbed.Wait(req.SendCQ, n)
+					if err != nil {
+						bad = append(bad, provider.WCGeneralErr)
+					}
+					for _, wc := range wcs {
+						if wc.Status != provider.WCSuccess {
+							bad = append(bad, wc.Status)
+						}
+					}
+				}
+				ctr := w.Hosts[0].Dev.Counters()
+				retx := ctr.Value(device.CtrRetransmittedPkts) + w.Hosts[1].Dev.Counters().Value(device.CtrRetransmittedPkts)
+				if buf == 0 {
+					// The old behaviour, kept as the profile's 0: the test
+					// shows what the buffer fixes.
+					require.True(t, len(bad) > 0 || retx > 0, "unbounded: expected timeouts")
+					return
+				}
+				require.Empty(t, bad)
+				require.Zero(t, retx, "retransmissions with no loss")
+				require.NotZero(t, ctr.Value(device.CtrTxBufferFull)+w.Hosts[1].Dev.Counters().Value(device.CtrTxBufferFull))
+			})
+		}
+	}
+}
