@@ -47,7 +47,8 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 
 // Fd is a file descriptor that is readable while completion events are
 // pending on the channel (ibv_comp_channel.fd): for poll/epoll only; take
-// the events with GetCQEvent.
+// the events with GetCQEvent (reading the fd takes no event). It stays
+// the channel's: valid until Destroy, non-blocking, not to be closed.
 func (ch *CompChannel) Fd() int {
 	if ch == nil || ch.dead {
 		return -1

@@ -16,7 +16,12 @@ import (
 // whose read end an application may poll (CompChannel.Fd, Context.AsyncFd)
 // the way it polls an ibv_comp_channel's or the async event's fd. The
 // pipe only signals readiness: read events with GetCQEvent and
-// GetAsyncEvent, never from the fd itself.
+// GetAsyncEvent. An application that reads the fd as well (an epoll loop
+// draining it) takes only readiness: the provider notices the bytes gone
+// and keeps the fd readable while events are queued (evPipe). The fd is
+// non-blocking and belongs to the channel (the context): valid until the
+// channel's Destroy (the context's Close), not to be closed by the
+// application nor switched to blocking mode.
 //
 // Waiting. On an emulated device the application's thread is the one that
 // moves the simulation, so a wait drives the device (mlx5.Progressor) as
@@ -94,11 +99,23 @@ func (c *Context) closeEvents(keep func(error)) {
 }
 
 // evPipe is the readiness pipe: one byte per queued event.
+//
+// The application may read the fd itself (an epoll loop draining what
+// woke it), taking bytes the provider counted. bytes is therefore an
+// upper bound on what the pipe holds: exact until the application reads,
+// and made exact again whenever a read of the provider's finds the pipe
+// empty (readByte). It is then 0, not bytes-1: the application may have
+// taken several bytes in one read(2), and a count left above what the
+// pipe holds is what wedged the fd — at maxPipeBytes signal stopped
+// writing, refill waited for a 0 that never came, and the fd stayed
+// unreadable with events queued. short then says that queued events may
+// lack their byte, and refill gives the fd one while any is queued.
 type evPipe struct {
 	r, w   *os.File
-	bytes  int  // written and not yet taken back
+	rfd    int  // r's descriptor, the application's fd (see fd)
+	bytes  int  // written and not yet read back by the provider: at least what the pipe holds
 	credit int  // bytes waitReadable took ahead of their event
-	capped bool // a signal was skipped at maxPipeBytes: events may lack a byte
+	short  bool // queued events may lack a byte (a signal skipped at maxPipeBytes, bytes the application read)
 }
 
 // maxPipeBytes keeps the pipe far below its kernel capacity (64 KiB), so
@@ -110,7 +127,15 @@ func newEvPipe(pending int) (*evPipe, error) {
 	if err != nil {
 		return nil, detail(ErrNoMemory, "event pipe: %v", err)
 	}
-	p := &evPipe{r: r, w: w}
+	p := &evPipe{r: r, w: w, rfd: -1}
+	if rc, err := r.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { p.rfd = int(fd) })
+	}
+	if p.rfd < 0 {
+		_ = r.Close()
+		_ = w.Close()
+		return nil, detail(ErrNoMemory, "event pipe: no descriptor")
+	}
 	for i := 0; i < pending; i++ {
 		p.signal()
 	}
@@ -122,7 +147,7 @@ func (p *evPipe) signal() {
 		return
 	}
 	if p.bytes >= maxPipeBytes {
-		p.capped = true
+		p.short = true
 		return
 	}
 	if n, _ := p.w.Write([]byte{1}); n == 1 {
@@ -130,51 +155,81 @@ func (p *evPipe) signal() {
 	}
 }
 
-// take reads back the byte of one event without blocking (an application
-// that read the fd itself has taken it already: nothing is lost but
-// readiness).
+// take reads back the byte of one event without blocking. If the
+// application read the fd itself the byte may be gone: readByte then
+// finds the pipe empty and sets the count right.
 func (p *evPipe) take() {
 	switch {
 	case p == nil:
 	case p.credit > 0:
 		p.credit--
 	case p.bytes > 0:
-		if p.readByte(false) {
-			p.bytes--
-		}
+		p.readByte(false)
 	}
 }
 
 // refill keeps the fd readable while events are queued beyond the bytes
-// the cap let through: after the last byte is taken, pending (the events
-// still queued) says whether one more is due. Only a pipe that reached the
-// cap asks, so the common path costs no query of the device.
+// the pipe holds (the cap let them through without one, or the
+// application read theirs): after the last byte is taken, pending (the
+// events still queued) says whether one more is due. Only a short pipe
+// asks, so the common path costs no query of the device.
 func (p *evPipe) refill(pending func() int) {
-	if p == nil || !p.capped || p.bytes > 0 {
+	if p == nil || !p.short || p.bytes > 0 {
 		return
 	}
 	if pending() > 0 {
 		p.signal()
 		return
 	}
-	p.capped = false
+	p.short = false
 }
 
-// readByte reads one byte; with wait it waits for one (up to the read
-// deadline).
+// readByte reads one byte back and keeps bytes consistent; with wait it
+// waits for one (up to the read deadline). It asks for two, to learn
+// whether the pipe is left empty: a second byte is written back (the
+// pipe still holds one at least); with one byte or none the pipe is
+// empty and bytes is 0, and short if the pipe held fewer bytes than
+// counted (the application read some). It reads nothing else: an
+// application that read every byte costs one empty read.
 func (p *evPipe) readByte(wait bool) bool {
 	rc, err := p.r.SyscallConn()
 	if err != nil {
 		return false
 	}
-	var b [1]byte
-	got := false
-	err = rc.Read(func(fd uintptr) bool {
-		n, e := syscall.Read(int(fd), b[:])
-		got = n == 1
-		return got || !wait || e != syscall.EAGAIN
+	var b [2]byte
+	n, empty := 0, false
+	_ = rc.Read(func(fd uintptr) bool {
+		for {
+			k, e := syscall.Read(int(fd), b[:])
+			switch {
+			case k > 0:
+				n = k
+				return true
+			case e == syscall.EINTR:
+				continue
+			case e == syscall.EAGAIN:
+				empty = true
+				return !wait
+			}
+			return true // closed or failing: leave the count alone
+		}
 	})
-	return err == nil && got
+	switch {
+	case n == 2:
+		if k, _ := p.w.Write(b[1:]); k == 1 {
+			p.bytes = max(p.bytes-1, 0)
+		} else {
+			p.bytes = max(p.bytes-2, 0)
+			p.short = true
+		}
+	case n == 1:
+		p.short = p.short || p.bytes > 1
+		p.bytes = 0
+	case empty: // the pipe was empty at the last read
+		p.short = p.short || p.bytes > 0
+		p.bytes = 0
+	}
+	return n > 0
 }
 
 // waitReadable waits up to timeout (wall clock) for a byte; the byte it
@@ -186,17 +241,24 @@ func (p *evPipe) waitReadable(timeout time.Duration) bool {
 	got := p.readByte(true)
 	_ = p.r.SetReadDeadline(time.Time{})
 	if got {
-		p.bytes--
 		p.credit++
 	}
 	return got
 }
 
+// fd is the read end's descriptor, for the application to poll. It is
+// not os.File.Fd, which switches the descriptor to blocking mode (it
+// still does in go1.26): readByte(false) would then block in read(2) on
+// an empty pipe, and waitReadable's read deadline could not end its read.
+// The descriptor stays the pipe's: valid until close (the channel's
+// Destroy, the context's Close), never to be closed by the application
+// nor put in blocking mode (O_NONBLOCK is a flag of the open file, which
+// the application and the provider share).
 func (p *evPipe) fd() int {
 	if p == nil {
 		return -1
 	}
-	return int(p.r.Fd())
+	return p.rfd
 }
 
 func (p *evPipe) close() {
@@ -328,7 +390,8 @@ func eventObject(t mlx5.EventType) string {
 }
 
 // AsyncFd is a file descriptor that is readable while asynchronous events
-// are pending (the async fd of ibv_context): for poll/epoll only.
+// are pending (the async fd of ibv_context): for poll/epoll only (see the
+// package comment above). It stays the context's: valid until Close.
 func (c *Context) AsyncFd() (int, error) {
 	if c != nil && c.kev != nil && !c.closed && c.kev.async != nil {
 		return c.kev.async.Fd(), nil

@@ -105,19 +105,27 @@ func (f *fakeEvents) queue(ch, cqn uint32) {
 	f.notify(ch)
 }
 
-// TestChannelBookkeeping: events of destroyed objects are skipped, arm_sn
-// advances per event read, channels in use cannot be destroyed, the fd
-// tracks pending events.
-func TestChannelBookkeeping(t *testing.T) {
+// newFakeEventsCtx opens a context on fakeEvents with one channel and a
+// CQ on it; the context is closed when the test ends.
+func newFakeEventsCtx(t *testing.T) (*fakeEvents, *Context, *CompChannel, *CQ) {
+	t.Helper()
 	e := NewEnv(t, EnvOpts{Progress: true})
 	fe := &fakeEvents{FakeProgDev: FakeProgDev{e.Dev}, comp: map[uint32][]mlx5.CompEvent{}, attach: map[uint32]uint32{}}
 	ctx, err := Open(Device{Name: "fake-ev", Control: fe, MMIO: e.Dev, Mem: e.Mem})
 	require.NoError(t, err)
-	defer ctx.Close()
+	t.Cleanup(func() { _ = ctx.Close() })
 	ch, err := ctx.CreateCompChannel()
 	require.NoError(t, err)
 	cq, err := ctx.CreateCQEx(CQInitAttr{Entries: 8, Channel: ch})
 	require.NoError(t, err)
+	return fe, ctx, ch, cq
+}
+
+// TestChannelBookkeeping: events of destroyed objects are skipped, arm_sn
+// advances per event read, channels in use cannot be destroyed, the fd
+// tracks pending events.
+func TestChannelBookkeeping(t *testing.T) {
+	fe, ctx, ch, cq := newFakeEventsCtx(t)
 	require.Same(t, ch, cq.Channel())
 	require.Equal(t, ch.id, fe.attach[cq.cqn])
 	other, err := ctx.CreateCQ(8)
@@ -191,12 +199,87 @@ func TestEventVerbsNilAndClosed(t *testing.T) {
 func fdReadable(t *testing.T, fd int) bool {
 	t.Helper()
 	require.GreaterOrEqual(t, fd, 0)
-	var set syscall.FdSet
-	set.Bits[fd/64] |= 1 << (uint(fd) % 64)
-	tv := syscall.Timeval{}
-	n, err := syscall.Select(fd+1, &set, nil, nil, &tv)
+	for {
+		var set syscall.FdSet
+		set.Bits[fd/64] |= 1 << (uint(fd) % 64)
+		tv := syscall.Timeval{}
+		n, err := syscall.Select(fd+1, &set, nil, nil, &tv)
+		if err == syscall.EINTR { // the runtime's preemption signal
+			continue
+		}
+		require.NoError(t, err)
+		return n > 0
+	}
+}
+
+// eventSource is one kind of event the provider keeps a readiness pipe
+// for, on newFakeEventsCtx's context: queue makes the fake device queue
+// one, get takes one (timeout 0), fd is the application's fd, pipe the
+// provider's pipe behind it.
+type eventSource struct {
+	name  string
+	queue func(fe *fakeEvents, ch *CompChannel, cq *CQ)
+	get   func(ctx *Context, ch *CompChannel) error
+	fd    func(ctx *Context, ch *CompChannel) int
+	pipe  func(ctx *Context, ch *CompChannel) *evPipe
+}
+
+var eventSources = []eventSource{
+	{"completion channel",
+		func(fe *fakeEvents, ch *CompChannel, cq *CQ) { fe.queue(ch.id, cq.cqn) },
+		func(ctx *Context, ch *CompChannel) error { _, err := ch.GetCQEvent(0); return err },
+		func(ctx *Context, ch *CompChannel) int { return ch.Fd() },
+		func(ctx *Context, ch *CompChannel) *evPipe { return ch.pipe }},
+	{"async events",
+		func(fe *fakeEvents, ch *CompChannel, cq *CQ) {
+			fe.async = append(fe.async, mlx5.AsyncEvent{Type: mlx5.EventPortActive, Num: 1})
+			fe.notify(0)
+		},
+		func(ctx *Context, ch *CompChannel) error { _, err := ctx.GetAsyncEvent(0); return err },
+		func(ctx *Context, ch *CompChannel) int { fd, _ := ctx.AsyncFd(); return fd },
+		func(ctx *Context, ch *CompChannel) *evPipe { return ctx.ev.async }},
+}
+
+// bounded runs f and fails the test if it has not returned within 5 s: a
+// read of the event pipe that blocks blocks for ever. p then gets a byte,
+// which lets such a read return before the test ends.
+func bounded(t *testing.T, p *evPipe, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+		return
+	case <-time.After(5 * time.Second):
+	}
+	_, _ = p.w.Write([]byte{1})
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
+	t.Fatalf("%s did not return within 5 s", what)
+}
+
+// boundedGet is src.get under bounded.
+func boundedGet(t *testing.T, src eventSource, ctx *Context, ch *CompChannel) error {
+	t.Helper()
+	var err error
+	bounded(t, src.pipe(ctx, ch), "get event", func() { err = src.get(ctx, ch) })
+	return err
+}
+
+// appRead reads up to n bytes from fd as an application would, without
+// blocking (on a descriptor left in blocking mode it would block; the
+// callers read only after fdReadable).
+func appRead(t *testing.T, fd, n int) int {
+	t.Helper()
+	buf := make([]byte, n)
+	k, err := syscall.Read(fd, buf)
 	require.NoError(t, err)
-	return n > 0
+	return k
 }
 
 // TestEventFdBeyondPipeCap: the readiness pipe holds at most maxPipeBytes
@@ -205,35 +288,9 @@ func fdReadable(t *testing.T, fd int) bool {
 // epoll reader's lost wakeup).
 func TestEventFdBeyondPipeCap(t *testing.T) {
 	const extra = 3
-	cases := []struct {
-		name  string
-		queue func(fe *fakeEvents, ch *CompChannel, cq *CQ)
-		get   func(ctx *Context, ch *CompChannel) error
-		fd    func(ctx *Context, ch *CompChannel) int
-	}{
-		{"completion channel",
-			func(fe *fakeEvents, ch *CompChannel, cq *CQ) { fe.queue(ch.id, cq.cqn) },
-			func(ctx *Context, ch *CompChannel) error { _, err := ch.GetCQEvent(0); return err },
-			func(ctx *Context, ch *CompChannel) int { return ch.Fd() }},
-		{"async events",
-			func(fe *fakeEvents, ch *CompChannel, cq *CQ) {
-				fe.async = append(fe.async, mlx5.AsyncEvent{Type: mlx5.EventPortActive, Num: 1})
-				fe.notify(0)
-			},
-			func(ctx *Context, ch *CompChannel) error { _, err := ctx.GetAsyncEvent(0); return err },
-			func(ctx *Context, ch *CompChannel) int { fd, _ := ctx.AsyncFd(); return fd }},
-	}
-	for _, c := range cases {
+	for _, c := range eventSources {
 		t.Run(c.name, func(t *testing.T) {
-			e := NewEnv(t, EnvOpts{Progress: true})
-			fe := &fakeEvents{FakeProgDev: FakeProgDev{e.Dev}, comp: map[uint32][]mlx5.CompEvent{}, attach: map[uint32]uint32{}}
-			ctx, err := Open(Device{Name: "fake-ev", Control: fe, MMIO: e.Dev, Mem: e.Mem})
-			require.NoError(t, err)
-			defer ctx.Close()
-			ch, err := ctx.CreateCompChannel()
-			require.NoError(t, err)
-			cq, err := ctx.CreateCQEx(CQInitAttr{Entries: 8, Channel: ch})
-			require.NoError(t, err)
+			fe, ctx, ch, cq := newFakeEventsCtx(t)
 			fd := c.fd(ctx, ch)
 			for i := 0; i < maxPipeBytes+extra; i++ {
 				c.queue(fe, ch, cq)
@@ -245,5 +302,90 @@ func TestEventFdBeyondPipeCap(t *testing.T) {
 			require.False(t, fdReadable(t, fd))
 			require.ErrorIs(t, c.get(ctx, ch), ErrTimeout)
 		})
+	}
+}
+
+// TestEventFdStaysNonBlocking: the fd handed to the application is the
+// pipe's read end; os.File.Fd would switch it to blocking mode (it does
+// in go1.26), after which the provider's own non-blocking read of a byte
+// the application had already taken blocked for ever in read(2), and a
+// wait's read deadline could no longer end it.
+func TestEventFdStaysNonBlocking(t *testing.T) {
+	for _, src := range eventSources {
+		t.Run(src.name, func(t *testing.T) {
+			fe, ctx, ch, cq := newFakeEventsCtx(t)
+			fd := src.fd(ctx, ch)
+			fl, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFL, 0)
+			require.Zero(t, errno)
+			require.NotZero(t, fl&syscall.O_NONBLOCK, "the application's fd is in blocking mode")
+
+			src.queue(fe, ch, cq)
+			require.True(t, fdReadable(t, fd))
+			require.Equal(t, 1, appRead(t, fd, 1), "the application takes the byte itself")
+			require.NoError(t, boundedGet(t, src, ctx, ch), "the event is still there")
+
+			p := src.pipe(ctx, ch)
+			var got bool
+			bounded(t, p, "waitReadable on an empty pipe", func() { got = p.waitReadable(10 * time.Millisecond) })
+			require.False(t, got)
+		})
+	}
+}
+
+// TestEventFdReadByApp: an application that reads the fd itself (it
+// should not, but an epoll loop may) takes bytes the provider counted.
+// The fd must still be readable whenever an event is queued, however many
+// bytes the application took at once; the provider's count of bytes
+// climbed with each event whose byte the application had taken, until at
+// maxPipeBytes no byte was written any more and the fd stayed unreadable
+// with events queued.
+func TestEventFdReadByApp(t *testing.T) {
+	cases := []struct {
+		name string
+		run  func(t *testing.T, src eventSource, fe *fakeEvents, ctx *Context, ch *CompChannel, cq *CQ, fd int)
+	}{
+		{"one event at a time, beyond the pipe's cap", func(t *testing.T, src eventSource, fe *fakeEvents, ctx *Context, ch *CompChannel, cq *CQ, fd int) {
+			for i := 0; i < maxPipeBytes+3; i++ {
+				src.queue(fe, ch, cq)
+				require.True(t, fdReadable(t, fd), "event %d queued, fd not readable", i)
+				require.Equal(t, 1, appRead(t, fd, 1))
+				require.NoError(t, boundedGet(t, src, ctx, ch), "event %d", i)
+				require.False(t, fdReadable(t, fd), "event %d taken, none queued", i)
+			}
+		}},
+		{"the application drains the pipe", func(t *testing.T, src eventSource, fe *fakeEvents, ctx *Context, ch *CompChannel, cq *CQ, fd int) {
+			const n = 5
+			for i := 0; i < n; i++ {
+				src.queue(fe, ch, cq)
+			}
+			require.Equal(t, n, appRead(t, fd, 64))
+			for i := 0; i < n; i++ {
+				require.NoError(t, boundedGet(t, src, ctx, ch), "event %d", i)
+				require.Equal(t, i < n-1, fdReadable(t, fd), "%d of %d events still queued", n-1-i, n)
+			}
+		}},
+		{"one byte per wakeup, several events queued", func(t *testing.T, src eventSource, fe *fakeEvents, ctx *Context, ch *CompChannel, cq *CQ, fd int) {
+			const n = 6
+			for i := 0; i < n; i++ {
+				src.queue(fe, ch, cq)
+			}
+			for i := 0; i < n; i++ {
+				require.True(t, fdReadable(t, fd), "%d of %d events still queued", n-i, n)
+				require.Equal(t, 1, appRead(t, fd, 1))
+				require.NoError(t, boundedGet(t, src, ctx, ch), "event %d", i)
+			}
+			require.False(t, fdReadable(t, fd))
+		}},
+	}
+	for _, src := range eventSources {
+		for _, c := range cases {
+			t.Run(src.name+"/"+c.name, func(t *testing.T) {
+				fe, ctx, ch, cq := newFakeEventsCtx(t)
+				fd := src.fd(ctx, ch)
+				c.run(t, src, fe, ctx, ch, cq, fd)
+				require.False(t, fdReadable(t, fd))
+				require.ErrorIs(t, boundedGet(t, src, ctx, ch), ErrTimeout)
+			})
+		}
 	}
 }
