@@ -158,40 +158,109 @@ func TestChannelBookkeeping(t *testing.T) {
 }
 
 // TestEventVerbsNilAndClosed: every event verb on a nil or destroyed
-// object answers ErrClosed or nothing; none panics (AckEvents on a nil CQ
-// did).
+// object, or on a closed context, fails with (a wrapped) ErrClosed or,
+// having nothing to fail, answers nothing; none panics (AckEvents on a
+// nil CQ did).
 func TestEventVerbsNilAndClosed(t *testing.T) {
-	var (
+	type objs struct {
 		cq  *CQ
 		ch  *CompChannel
 		ctx *Context
-	)
-	cases := []struct {
-		name string
-		run  func() error
-	}{
-		{"CQ.AckEvents", func() error { cq.AckEvents(1); return nil }},
-		{"CQ.UnackedEvents", func() error { _ = cq.UnackedEvents(); return nil }},
-		{"CQ.Channel", func() error { _ = cq.Channel(); return nil }},
-		{"CQ.ReqNotify", func() error { return cq.ReqNotify(false) }},
-		{"CQ.Modify", func() error { return cq.Modify(CQModeration{Count: 1}) }},
-		{"CQ.Resize", func() error { return cq.Resize(8) }},
-		{"CompChannel.GetCQEvent", func() error { _, err := ch.GetCQEvent(time.Millisecond); return err }},
-		{"CompChannel.Fd", func() error { _ = ch.Fd(); return nil }},
-		{"CompChannel.Destroy", func() error { return ch.Destroy() }},
-		{"Context.GetAsyncEvent", func() error { _, err := ctx.GetAsyncEvent(time.Millisecond); return err }},
-		{"Context.AckAsyncEvent", func() error { ctx.AckAsyncEvent(AsyncEvent{}); return nil }},
-		{"Context.UnackedAsyncEvents", func() error { _ = ctx.UnackedAsyncEvents(); return nil }},
-		{"Context.AsyncFd", func() error { _, err := ctx.AsyncFd(); return err }},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			require.NotPanics(t, func() {
-				if err := c.run(); err != nil {
-					require.ErrorIs(t, err, ErrClosed)
-				}
+	states := []struct {
+		name string
+		make func(t *testing.T) objs
+	}{
+		{"nil", func(t *testing.T) objs { return objs{} }},
+		{"destroyed", func(t *testing.T) objs {
+			_, ctx, ch, cq := newFakeEventsCtx(t)
+			require.NoError(t, cq.Destroy())
+			require.NoError(t, ch.Destroy())
+			require.NoError(t, ctx.Close())
+			return objs{cq, ch, ctx}
+		}},
+		{"destroyed by the context's Close", func(t *testing.T) objs {
+			_, ctx, ch, cq := newFakeEventsCtx(t)
+			require.NoError(t, cq.ReqNotify(false))
+			require.NoError(t, ctx.Close())
+			return objs{cq, ch, ctx}
+		}},
+	}
+	// fails is set for the verbs that return an error; answers checks
+	// what the others answer.
+	cases := []struct {
+		name    string
+		fails   func(o objs) error
+		answers func(t *testing.T, o objs)
+	}{
+		{name: "CQ.AckEvents", answers: func(t *testing.T, o objs) { o.cq.AckEvents(1); require.Zero(t, o.cq.UnackedEvents()) }},
+		{name: "CQ.UnackedEvents", answers: func(t *testing.T, o objs) { require.Zero(t, o.cq.UnackedEvents()) }},
+		{name: "CQ.Channel", answers: func(t *testing.T, o objs) {
+			if o.cq == nil {
+				require.Nil(t, o.cq.Channel())
+			} else {
+				_ = o.cq.Channel() // the channel it had
+			}
+		}},
+		{name: "CQ.ReqNotify", fails: func(o objs) error { return o.cq.ReqNotify(false) }},
+		{name: "CQ.Modify", fails: func(o objs) error { return o.cq.Modify(CQModeration{Count: 1}) }},
+		{name: "CQ.Resize", fails: func(o objs) error { return o.cq.Resize(8) }},
+		{name: "CompChannel.GetCQEvent", fails: func(o objs) error {
+			cq, err := o.ch.GetCQEvent(time.Millisecond)
+			if cq != nil {
+				return fmt.Errorf("a CQ returned with %v", err)
+			}
+			return err
+		}},
+		{name: "CompChannel.Fd", answers: func(t *testing.T, o objs) { require.Equal(t, -1, o.ch.Fd()) }},
+		{name: "CompChannel.Destroy", fails: func(o objs) error { return o.ch.Destroy() }},
+		{name: "Context.CreateCompChannel", fails: func(o objs) error {
+			ch, err := o.ctx.CreateCompChannel()
+			if ch != nil {
+				return fmt.Errorf("a channel returned with %v", err)
+			}
+			return err
+		}},
+		{name: "Context.CreateCQEx", fails: func(o objs) error {
+			cq, err := o.ctx.CreateCQEx(CQInitAttr{Entries: 4})
+			if cq != nil {
+				return fmt.Errorf("a CQ returned with %v", err)
+			}
+			return err
+		}},
+		{name: "Context.GetAsyncEvent", fails: func(o objs) error {
+			ev, err := o.ctx.GetAsyncEvent(time.Millisecond)
+			if ev != (AsyncEvent{}) {
+				return fmt.Errorf("event %v returned with %v", ev, err)
+			}
+			return err
+		}},
+		{name: "Context.AckAsyncEvent", answers: func(t *testing.T, o objs) {
+			o.ctx.AckAsyncEvent(AsyncEvent{})
+			require.Zero(t, o.ctx.UnackedAsyncEvents())
+		}},
+		{name: "Context.UnackedAsyncEvents", answers: func(t *testing.T, o objs) { require.Zero(t, o.ctx.UnackedAsyncEvents()) }},
+		{name: "Context.AsyncFd", fails: func(o objs) error {
+			fd, err := o.ctx.AsyncFd()
+			if fd != -1 {
+				return fmt.Errorf("fd %d returned with %v", fd, err)
+			}
+			return err
+		}},
+	}
+	for _, st := range states {
+		for _, c := range cases {
+			t.Run(st.name+"/"+c.name, func(t *testing.T) {
+				o := st.make(t)
+				require.NotPanics(t, func() {
+					if c.fails != nil {
+						require.ErrorIs(t, c.fails(o), ErrClosed)
+						return
+					}
+					c.answers(t, o)
+				})
 			})
-		})
+		}
 	}
 }
 
