@@ -21,13 +21,26 @@ import (
 // readable reports whether fd has data to read, without waiting.
 func readable(t *testing.T, fd int) bool {
 	t.Helper()
+	return pollReadable(t, fd, 0)
+}
+
+// pollReadable waits up to timeout (wall clock) for fd to be readable, as
+// an application's poll loop does.
+func pollReadable(t *testing.T, fd int, timeout time.Duration) bool {
+	t.Helper()
 	require.GreaterOrEqual(t, fd, 0)
-	var set syscall.FdSet
-	set.Bits[fd/64] |= 1 << (uint(fd) % 64)
-	tv := syscall.Timeval{}
-	n, err := syscall.Select(fd+1, &set, nil, nil, &tv)
-	require.NoError(t, err)
-	return n > 0
+	deadline := time.Now().Add(timeout)
+	for {
+		var set syscall.FdSet
+		set.Bits[fd/64] |= 1 << (uint(fd) % 64)
+		tv := syscall.NsecToTimeval(max(time.Until(deadline), 0).Nanoseconds())
+		n, err := syscall.Select(fd+1, &set, nil, nil, &tv)
+		if err == syscall.EINTR { // the runtime's preemption signal
+			continue
+		}
+		require.NoError(t, err)
+		return n > 0
+	}
 }
 
 // postRecvs posts n 256-byte receives on the responder's QP.
@@ -153,6 +166,60 @@ func TestCompletionChannel(t *testing.T) {
 			c.run(t, w, req, rsp)
 		})
 	}
+}
+
+// TestChannelFdPolledByApp: an application that waits on the channel fd
+// itself, poll(2) then a non-blocking read(2) of what woke it, and only
+// then GetCQEvent / AckEvents, as an epoll loop does, for more events
+// than the provider's pipe holds bytes (maxPipeBytes, 4096). The fd went
+// quiet for good after 4096 events (the provider counted the bytes the
+// application had read as still in the pipe), or GetCQEvent blocked for
+// ever in read(2) (Fd had put the fd in blocking mode). Every wait is
+// bounded.
+func TestChannelFdPolledByApp(t *testing.T) {
+	const (
+		events  = 4096 + 64
+		bounded = 5 * time.Second
+	)
+	w, req, rsp := connect(t, testbed.ConnOpts{Channel: true})
+	fd := rsp.Channel.Fd()
+	buf := make([]byte, 64)
+	for i := 0; i < events; i++ {
+		require.False(t, readable(t, fd), "event %d: no event pending", i)
+		postRecvs(t, rsp, 1)
+		require.NoError(t, rsp.RecvCQ.ReqNotify(false))
+		sendMsg(t, req, uint64(i), false)
+		w.Settle(0) // the device runs; no verb is called on the channel
+
+		require.True(t, pollReadable(t, fd, bounded), "event %d: the fd did not become readable", i)
+		n, err := syscall.Read(fd, buf)
+		require.NoError(t, err, "event %d: the non-blocking read", i)
+		require.Equal(t, 1, n, "event %d: one byte per event", i)
+
+		type result struct {
+			cq  *provider.CQ
+			err error
+		}
+		got := make(chan result, 1)
+		go func() {
+			cq, err := rsp.Channel.GetCQEvent(evWait)
+			got <- result{cq, err}
+		}()
+		var r result
+		select {
+		case r = <-got:
+		case <-time.After(bounded):
+			t.Fatalf("event %d: GetCQEvent did not return within %v", i, bounded)
+		}
+		require.NoError(t, r.err, "event %d", i)
+		require.Same(t, rsp.RecvCQ, r.cq)
+		r.cq.AckEvents(1)
+		require.Zero(t, r.cq.UnackedEvents())
+		drain(t, rsp.RecvCQ, 1)
+		drain(t, req.SendCQ, 1)
+	}
+	require.False(t, readable(t, fd))
+	noEvent(t, rsp.Channel)
 }
 
 // commEstSetup takes the responder back to RTR, so that its first packet
