@@ -189,8 +189,8 @@ func (p *evPipe) refill(pending func() int) {
 // whether the pipe is left empty: a second byte is written back (the
 // pipe still holds one at least); with one byte or none the pipe is
 // empty and bytes is 0, and short if the pipe held fewer bytes than
-// counted (the application read some). It reads nothing else: an
-// application that read every byte costs one empty read.
+// counted (the application read some). The cost is one read(2) per
+// event, and a write(2) when more than one byte was left.
 func (p *evPipe) readByte(wait bool) bool {
 	rc, err := p.r.SyscallConn()
 	if err != nil {

@@ -397,6 +397,12 @@ func TestEventFdStaysNonBlocking(t *testing.T) {
 			var got bool
 			bounded(t, p, "waitReadable on an empty pipe", func() { got = p.waitReadable(10 * time.Millisecond) })
 			require.False(t, got)
+			src.queue(fe, ch, cq)
+			bounded(t, p, "waitReadable with a byte", func() { got = p.waitReadable(time.Second) })
+			require.True(t, got)
+			require.NoError(t, boundedGet(t, src, ctx, ch), "the event waitReadable announced")
+			require.False(t, fdReadable(t, fd))
+			require.Zero(t, p.bytes+p.credit)
 		})
 	}
 }
