@@ -62,7 +62,8 @@ var (
 	CtrWQEUnsignaled     = trace.NewCounter("wqe_unsignaled")       // WQEs completed without a CQE
 	CtrWQEFlushed        = trace.NewCounter("wqe_flushed")          // send WQEs flushed
 	CtrQPToError         = trace.NewCounter("qp_to_error")          // QP state changes to ERR
-	CtrTxDropDestroyed   = trace.NewCounter("tx_drop_destroyed_qp") // frames built before their QP was destroyed or went to ERR/RESET: not sent
+	CtrTxDropDestroyed   = trace.NewCounter("tx_drop_destroyed_qp") // frames built before their QP was destroyed or went to ERR/SQE/RESET (or the device to fatal): not sent
+	CtrTxDepartStale     = trace.NewCounter("tx_depart_stale")      // a UC/UD WQE's last frame left but the WQE no longer heads the send ring (a model bug: should stay 0)
 	CtrTxNoPort          = trace.NewCounter("tx_no_port")
 	CtrPacketizeError    = trace.NewCounter("packetize_error")
 	CtrTxPackets         = trace.NewCounter("tx_packets")

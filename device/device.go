@@ -72,7 +72,6 @@ type Device struct {
 	pkt     roce.Packet
 	qpCache [4]qpEnt   // recently used QPs, direct-mapped (qp)
 	txq     *sim.Queue // txEvents: a QP's frames leave in order
-	lastTx  *txEvent   // the txEvent emit scheduled last (until it fires)
 	rxOwn   []byte     // ReceiveKeptFrame: the frame's buffer, until a WRITE's payload lands from it
 	rxSpare []byte     // what ReceiveKeptFrame hands back to the port
 	fp      roce.FrameParams
@@ -269,21 +268,21 @@ func (d *Device) BlueFlame(t sim.Time, uar uint32, bfreg int, wqe []byte) {
 // The transmit path -------------------------------------------------------
 
 // txEvent hands one built frame to the port at its ready time, unless its
-// QP has been destroyed or has gone to ERR (or RESET) since the frame was
-// built: a QP in error sends nothing more.
+// QP has been destroyed or has gone to ERR, SQE or RESET (or the device to
+// fatal) since the frame was built: a QP in error sends nothing more. The
+// last frame of a UC or UD WQE then completes it (depart).
 type txEvent struct {
 	d    *Device
 	q    *qp
 	gen  uint32 // q.txGen when built
 	resp bool   // a READ response: the responder may build the next one
 	ans  bool   // a response of any kind (READ response, ACK, atomic ACK): see qp.respKeep
-	buf  []byte
-	n    int
-	// The CQE of the UC or UD WQE whose last packet this is (cq nil:
-	// none): written when the frame has left the port (completeSent).
-	cqe   mlx5.CQEFields
-	cq    *cq
-	cflow uint64
+	// depart: the last packet of a UC or UD WQE (WQE counter widx), which
+	// completes when this frame has left the port (requester.departed).
+	depart bool
+	widx   uint16
+	buf    []byte
+	n      int
 }
 
 func (e *txEvent) Fire(now sim.Time) {
@@ -307,23 +306,18 @@ func (e *txEvent) Fire(now sim.Time) {
 	default:
 		d.inc(CtrTxNoPort)
 	}
-	if c := e.cq; c != nil {
-		e.cq = nil
-		if q != nil && !q.dead {
-			// A frame not sent (link down, QP in error since) still
-			// completes its WQE, as it did when the CQE was written at
-			// the packetizer.
-			d.writeCQE(max(left, now), c, &e.cqe, e.cflow, noPSN)
-		}
+	if e.depart && q != nil && !q.dead && e.gen == q.txGen {
+		// A frame not sent because the link is down still completes its
+		// WQE: the loss is the network's. One built before the QP went to
+		// ERR, SQE or RESET (txGen moved on) does not: that flush (or
+		// reset) has dealt with the WQE already.
+		q.req.departed(max(left, now), e.widx)
 	}
 	if cap(buf) >= frameBufSize {
 		d.frames = append(d.frames, buf[:frameBufSize])
 	}
 	resp, live := e.resp, q != nil && !q.dead && e.gen == q.txGen
 	e.buf, e.q = nil, nil
-	if d.lastTx == e {
-		d.lastTx = nil
-	}
 	d.txFree = append(d.txFree, e)
 	if resp && live {
 		q.resp.sent(now)
@@ -357,8 +351,9 @@ const frameBufSize = 4096 + 128
 // is ready: not before the QP's previous frame (packets of a QP leave in
 // order) and after cost has been spent building it. It returns when the
 // build started and ended and the frame length; on a build error buf goes
-// back to the pool. resp marks a READ response (see responder.sent).
-func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Duration, resp bool) (start, end sim.Time, n int, err error) {
+// back to the pool. resp marks a READ response (see responder.sent);
+// depart the last packet of UC or UD WQE widx (see requester.departed).
+func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Duration, resp, depart bool, widx uint16) (start, end sim.Time, n int, err error) {
 	start = max(ready, q.txReady)
 	end = start.Add(cost)
 	build := roce.BuildFrame
@@ -379,7 +374,7 @@ func (d *Device) emit(q *qp, buf, payload []byte, ready sim.Time, cost sim.Durat
 		e = &txEvent{d: d}
 	}
 	e.q, e.gen, e.resp, e.buf, e.n = q, q.txGen, resp, buf, n
-	d.lastTx = e
+	e.depart, e.widx = depart, widx
 	e.ans = d.fp.BTH.Opcode.Info().Response
 	// The frame leaves the port a pipeline latency after it is built:
 	// latency only, the packetizer is free for the next one (see

@@ -22,6 +22,10 @@ type payload struct {
 	host   uint64 // READ response: host address of the bytes
 	isHost bool
 	resp   bool // a READ response (the responder paces them by what left)
+	// depart: the last packet of a UC or UD WQE (WQE counter widx), which
+	// completes when it has left the port (requester.departed).
+	depart bool
+	widx   uint16
 }
 
 var errPacketize = errors.New("device: frame build failed")
@@ -60,7 +64,7 @@ func (d *Device) packetize(t sim.Time, q *qp, pl *payload, flow uint64) (sim.Tim
 		}
 		ready = done
 	}
-	start, end, n, err := d.emit(q, buf, data, ready, d.cyc(d.spec.Core.PacketizeCycles), pl.resp)
+	start, end, n, err := d.emit(q, buf, data, ready, d.cyc(d.spec.Core.PacketizeCycles), pl.resp, pl.depart, pl.widx)
 	if err != nil {
 		return t, errPacketize
 	}
@@ -123,7 +127,7 @@ func (d *Device) sendAck(t sim.Time, q *qp, psn roce.PSN, synd roce.Syndrome, ms
 	fp.BTH.Opcode = roce.OpRCAck
 	fp.BTH.PSN = psn
 	fp.AETH = roce.AETHFields{Syndrome: synd, MSN: msn & 0xffffff}
-	start, end, n, err := d.emit(q, buf, nil, t, d.cyc(d.spec.Core.AckCycles), false)
+	start, end, n, err := d.emit(q, buf, nil, t, d.cyc(d.spec.Core.AckCycles), false, false, 0)
 	if err != nil {
 		d.warn(t, CtrPacketizeError, "QP %#x ACK: %v", q.qpn, err)
 		return t

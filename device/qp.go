@@ -44,7 +44,7 @@ type qp struct {
 	txReady   sim.Time // when the QP's last frame is built: packets leave in order
 	txWaiting uint8    // txWaitReq | txWaitResp: in d.tx.waiting
 	rxBusy    sim.Time // when the QP's receive pipeline is done with its last packet
-	txGen     uint32   // bumped on ERR and RESET: frames built before are not sent
+	txGen     uint32   // bumped on ERR, SQE, RESET and device fatal: frames built before are not sent
 	// respKeep is txGen+1 of the frames built before the responder found
 	// an error and took the QP to ERR (0: none): the responses among them
 	// (READ responses, ACKs, atomic ACKs, for the requests before the
@@ -124,6 +124,7 @@ func (q *qp) toSQE(t sim.Time) {
 	d := q.d
 	d.rec.Warnf(d.node, t, "device", CtrQPToError.String(), "QP %#x %v → SQE", q.qpn, q.state)
 	d.inc(CtrQPToError)
+	q.txGen++ // frames built but not yet sent never leave: their WQEs are flushed (pumpUnreliable)
 	q.setState(t, mlx5.QPStateSQER)
 	q.req.flushAll(t)
 }

@@ -252,6 +252,10 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 	if e.op == mlx5.OpNOP {
 		// A NOP completes in order, once everything before it has.
 		e.firstPSN = r.psn
+		if q.typ != mlx5.QPTypeRC {
+			r.pump(t) // UC, UD: once the WQEs before it have left the port
+			return
+		}
 		r.ack(t, r.ackPSN)
 		return
 	}
@@ -405,33 +409,64 @@ func (r *requester) pump(t sim.Time) {
 }
 
 // pumpUnreliable sends UC and UD WQEs: no window, no timers, no ACKs. A
-// WQE completes as soon as its last packet has left the port: its CQE
-// rides on that frame's txEvent. (Completing when the packetizer had
-// built it let the send queue run ahead of the wire without bound, and
-// UC write_bw reported the PCIe read rate, 106 Gb/s on a 100 GbE port.)
-// That a ConnectX completes an unreliable WQE only once its packet is on
-// the wire is an assumption; a real NIC's bounded transmit buffer gives
-// the same rate.
+// WQE stays at its place in the ring, fully built and awaiting departure
+// (behind the cursor, still executing), until its last packet has left
+// the port: that frame's txEvent completes it (departed), so WQEs
+// complete in ring order and a flush or a reset still finds every WQE it
+// must account for. (Completing when the packetizer had built it let the
+// send queue run ahead of the wire without bound, and UC write_bw
+// reported the PCIe read rate, 106 Gb/s on a 100 GbE port.) That a
+// ConnectX completes an unreliable WQE only once its packet is on the
+// wire is an assumption; a real NIC's bounded transmit buffer gives the
+// same rate.
+//
+// Assumption (the PRM is not public): a frame is handed to the port when
+// its txEvent fires, at the end of the transmit pipeline. One already
+// handed over when the QP goes to ERR, SQE or RESET has been sent and its
+// WQE completed successfully, ahead of the flush CQEs; one still in the
+// pipeline is not sent (txGen, as for RC) and its WQE is flushed in ring
+// order with the rest (or, on RESET, forgotten with it).
 func (r *requester) pumpUnreliable(t sim.Time) {
 	q := r.q
-	d := q.d
-	for w := r.front(); w != nil && q.state == mlx5.QPStateRTS; w = r.front() {
-		end := t
+	for r.cur < r.count && q.state == mlx5.QPStateRTS {
+		w := r.at(r.cur)
+		if w.npkts == 0 {
+			// A NOP: no packet. It completes in order: now if it heads the
+			// ring, else when the WQE before it has left (departed).
+			if r.cur == 0 {
+				q.d.complete(t, q, w)
+				r.pop()
+				continue
+			}
+			r.cur++
+			continue
+		}
 		for r.curPkt < w.npkts {
-			e, ok := r.transmit(t, w, r.curPkt, w.firstPSN.Add(r.curPkt))
-			if !ok {
+			if _, ok := r.transmit(t, w, r.curPkt, w.firstPSN.Add(r.curPkt)); !ok {
 				return
 			}
-			end = e
 			r.curPkt++
 		}
-		if tx := d.lastTx; w.signaled && tx != nil && tx.q == q && tx.cq == nil {
-			w.state = wqeDone
-			tx.cqe = mlx5.CQEFields{Opcode: mlx5.CQEReq, WQEOpcode: uint8(w.op), QPN: q.qpn, WQECounter: w.idx}
-			tx.cq, tx.cflow = q.scq, w.flow
-		} else {
-			d.complete(end, q, w)
-		}
+		r.cur++
+		r.curPkt = 0
+	}
+}
+
+// departed completes UC or UD WQE widx, the ring's head, whose last
+// packet has left the port at t (txEvent.Fire), and the NOPs right behind
+// it. The txEvent of a frame built before the QP last went to ERR, SQE or
+// RESET (or the device to fatal) does not come here: those flushed or
+// dropped the WQE already. The check of the head is a guard only.
+func (r *requester) departed(t sim.Time, widx uint16) {
+	q := r.q
+	if w := r.front(); w == nil || r.cur == 0 || w.idx != widx {
+		q.d.inc(CtrTxDepartStale)
+		return
+	}
+	q.d.complete(t, q, r.front())
+	r.pop()
+	for w := r.front(); w != nil && r.cur > 0 && w.npkts == 0; w = r.front() {
+		q.d.complete(t, q, w)
 		r.pop()
 	}
 }
@@ -502,6 +537,7 @@ func (r *requester) transmit(t sim.Time, w *swqe, i int, psn roce.PSN) (sim.Time
 		fp.Imm = w.imm
 		fp.InvRKey = w.imm // SEND_INVAL's ctrl immediate is the R_Key (IETH; only its last packet has one)
 		pl.n = int(n)
+		pl.depart, pl.widx = last && q.typ != mlx5.QPTypeRC, w.idx
 		if w.isInline {
 			pl.inline = w.inline[off : off+n]
 		} else {
