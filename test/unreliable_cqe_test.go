@@ -66,28 +66,40 @@ func wrids(wcs []provider.WC) []uint64 {
 // TestUnreliableCQEOrderOnSendError: a good SEND whose frame is still in
 // the transmit pipeline when the WQE behind it fails (a bad lkey: the QP
 // goes to SQE) completes before it, in posting order. Its frame was not
-// yet handed to the port, so it is not sent and the WQE is flushed. (The
-// device used to pop the WQE at once and write its success CQE when the
-// frame fired, after the error CQE of the later WQE.)
+// yet handed to the port, so it is not sent and the WQE is flushed, with
+// a CQE whether it was signaled or not. (The device used to pop the WQE
+// at once and write its success CQE when the frame fired, after the error
+// CQE of the later WQE.)
 func TestUnreliableCQEOrderOnSendError(t *testing.T) {
 	for _, tc := range unreliableTypes {
-		t.Run(tc.name, func(t *testing.T) {
-			w, req, rsp := connect(t, testbed.ConnOpts{Type: tc.typ})
-			_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 9, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}})
-			require.NoError(t, err)
-			bad := unreliableSend(req, rsp, 2, 64)
-			bad.SGL[0].LKey ^= 0x5500
-			frames := w.Wire.Get("wire_tx_frames")
-			_, err = req.QP.PostSend([]provider.SendWR{unreliableSend(req, rsp, 1, 64), bad})
-			require.NoError(t, err)
-			wcs := pollAll(t, w, req.SendCQ)
-			require.Equal(t, []uint64{1, 2}, wrids(wcs), "send completions in posting order")
-			require.Equal(t, provider.WCWRFlushErr, wcs[0].Status)
-			require.Equal(t, provider.WCLocProtErr, wcs[1].Status)
-			require.Equal(t, frames, w.Wire.Get("wire_tx_frames"), "the flushed WQE's frame never left")
-			require.Equal(t, uint64(1), hctr(req.Host, device.CtrTxDropDestroyed))
-			require.Equal(t, provider.QPStateSQE, qpState(t, req.QP))
-		})
+		for _, signaled := range []bool{true, false} {
+			name := tc.name + "/signaled"
+			if !signaled {
+				name = tc.name + "/unsignaled"
+			}
+			t.Run(name, func(t *testing.T) {
+				w, req, rsp := connect(t, testbed.ConnOpts{Type: tc.typ})
+				_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 9, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}})
+				require.NoError(t, err)
+				good := unreliableSend(req, rsp, 1, 64)
+				if !signaled {
+					good.Flags = 0
+				}
+				bad := unreliableSend(req, rsp, 2, 64)
+				bad.SGL[0].LKey ^= 0x5500
+				frames := w.Wire.Get("wire_tx_frames")
+				_, err = req.QP.PostSend([]provider.SendWR{good, bad})
+				require.NoError(t, err)
+				wcs := pollAll(t, w, req.SendCQ)
+				require.Equal(t, []uint64{1, 2}, wrids(wcs), "send completions in posting order")
+				require.Equal(t, provider.WCWRFlushErr, wcs[0].Status)
+				require.Equal(t, provider.WCLocProtErr, wcs[1].Status)
+				require.Equal(t, frames, w.Wire.Get("wire_tx_frames"), "the flushed WQE's frame never left")
+				require.Equal(t, uint64(1), hctr(req.Host, device.CtrTxDropDestroyed))
+				require.Zero(t, hctr(req.Host, device.CtrTxDepartStale))
+				require.Equal(t, provider.QPStateSQE, qpState(t, req.QP))
+			})
+		}
 	}
 }
 
