@@ -442,6 +442,10 @@ func (r *requester) pumpUnreliable(t sim.Time) {
 			continue
 		}
 		for r.curPkt < w.npkts {
+			if q.d.tx.full(t) {
+				q.d.tx.wait(q.d, q, t, txWaitReq)
+				return
+			}
 			if _, ok := r.transmit(t, w, r.curPkt, w.firstPSN.Add(r.curPkt)); !ok {
 				return
 			}
