@@ -275,9 +275,9 @@ func TestRDMACommandsInProcess(t *testing.T) {
 	require.True(t, strings.HasPrefix(lines[7], "ERR usage: read RADDR RKEY LEN"), lines[7])
 	require.Equal(t, "ERR length 32769 beyond the send area 32768", lines[8])
 	// Before any traffic only the receive read-ahead has run (a doorbell-
-	// record and a WQE read over PCIe, nothing on the wire); the socket
-	// buffer sizes are settings.
-	require.Regexp(t, `^COUNTERS dma_read_bytes=20 dma_reads=2 pcie_dma_bytes=108 pcie_dma_tlps=4( real_[rt]x_sockbuf_bytes=\d+)* rq_wqe_prefetch=1$`, lines[9], "nothing on the wire before any traffic")
+	// record read and one read of the 4 WQEs posted, 16 B each, over PCIe;
+	// nothing on the wire); the socket buffer sizes are settings.
+	require.Regexp(t, `^COUNTERS dma_read_bytes=68 dma_reads=2 pcie_dma_bytes=156 pcie_dma_tlps=4( real_[rt]x_sockbuf_bytes=\d+)* rq_wqe_prefetch=1$`, lines[9], "nothing on the wire before any traffic")
 	// Nobody answers: the WRITE's completion never comes, and the error
 	// names what was awaited — the WR by its wr_id: the 4 receives posted
 	// at start took 1..4 — and the counters (tx_packets shows the frame
