@@ -30,6 +30,10 @@ func (d *Device) EnterFatal(t sim.Time, synd uint8, why string) {
 		q.req.stopTimers()
 		q.txGen++ // frames built but not sent never leave
 		q.respKeep = 0
+		// Nor is anything more built: READ responses still to be built
+		// and the answers queued behind them are forgotten (the pump
+		// could otherwise be woken by the transmit buffer and build them).
+		q.resp.abort()
 	}
 	for _, c := range d.cqs {
 		c.modTimer.Stop()

@@ -204,3 +204,35 @@ func TestResponderErrorBehindRead(t *testing.T) {
 		})
 	}
 }
+
+// TestFatalStopsReadResponses: a device fatal error while the responder
+// is answering a READ, its pump waiting for room in the port's transmit
+// buffer, ends the READ's answers: nothing more is built (no READ
+// response, no ACK or NAK), as a dead device does nothing. Before, the
+// responder kept its pending READ stream; the transmit buffer's timer woke
+// it and it went on building frames after the fatal error.
+func TestFatalStopsReadResponses(t *testing.T) {
+	const n = 64 << 10
+	cfg := testbed.DefaultConfig()
+	cfg.Device.Core.TxBufferBytes = 4 << 10 // the responder soon waits for room
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 1024, BufSize: 256 << 10,
+		Access: provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead})
+	require.NoError(t, err)
+	req, rsp := eps[0], eps[1]
+	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMARead, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, n)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
+	require.NoError(t, err)
+	for hctr(rsp.Host, device.CtrTxBufferFull) == 0 {
+		require.True(t, w.Eng.Step(), "the responder never waited for the transmit buffer")
+	}
+	rsp.Host.Dev.EnterFatal(w.Eng.Now(), 1, "test")
+	built := hctr(rsp.Host, device.CtrSentPkts)
+	require.Less(t, built, uint64(n/1024), "the READ was still being answered")
+	w.Settle(0)
+	require.Equal(t, built, hctr(rsp.Host, device.CtrSentPkts), "nothing built after the fatal error")
+	require.Zero(t, hctr(rsp.Host, device.CtrNAKsSent))
+	require.Zero(t, hctr(rsp.Host, device.CtrRxReadDMA))
+}
