@@ -126,6 +126,7 @@ var (
 	CtrRxResponseBadOpcode = trace.NewCounter("rx_response_bad_opcode") // a response of the wrong kind for its WQE: BAD_RESP
 	CtrRxSendInvalidate    = trace.NewCounter("rx_send_invalidate")     // SEND with invalidate that invalidated its IETH key
 	CtrRxSendInvRKey       = trace.NewCounter("rx_send_inv_rkey")       // SEND with invalidate naming a key that cannot be invalidated: REM_INV_REQ_ERR
+	CtrRxDropRespFailing   = trace.NewCounter("rx_drop_resp_failing")   // RC requests after one the responder failed, which waits behind READ responses to go to ERR: dropped
 
 	// softnic: UD, UC, SRQ.
 	CtrSRQDBRReadError   = trace.NewCounter("srq_dbr_read_error")

@@ -167,7 +167,7 @@ func (r *responder) rx(arrive, t sim.Time, p *roce.Packet) {
 	d := q.d
 	psn := p.BTH.PSN()
 	if r.failing {
-		d.warn(t, CtrRxDropQPState, "%v PSN %#x for QP %#x, whose responder NAKed an earlier request and answers the READs before it: dropped", p.Opcode, uint32(psn), q.qpn)
+		d.warn(t, CtrRxDropRespFailing, "%v PSN %#x for QP %#x, whose responder failed an earlier request and still answers the READs before it: dropped", p.Opcode, uint32(psn), q.qpn)
 		return
 	}
 	op := p.Info.Operation

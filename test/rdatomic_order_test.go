@@ -201,6 +201,10 @@ func TestResponderErrorBehindRead(t *testing.T) {
 			require.Equal(t, provider.QPStateErr, qpState(t, rsp.QP))
 			require.Zero(t, ctr(w, 0, device.CtrLocalACKTimeoutErr.String()), "no timeout: nothing was lost")
 			require.Equal(t, make([]byte, 8), rsp.Buf.Bytes[n+64:n+72], "nothing after the refused request was executed")
+			// The WRITE behind the refused request arrived while the NAK
+			// waited: dropped under its own counter, not as a QP in ERR.
+			require.Equal(t, uint64(1), ctr(w, 1, device.CtrRxDropRespFailing.String()))
+			require.Zero(t, ctr(w, 1, device.CtrRxDropQPState.String()))
 		})
 	}
 }
