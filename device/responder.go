@@ -64,7 +64,8 @@ type responder struct {
 const respAhead = 32
 
 // respStream is a READ (or a replay of one) being answered, or an atomic
-// ACK, an ACK or a NAK queued behind one: responses leave in PSN order, so
+// ACK, an ACK or a NAK queued behind one (an answer, sent by answer or
+// pump through sendAnswer): responses leave in PSN order, so
 // nothing overtakes the READ responses before it (rxe finishes a READ's
 // replies before it takes the next request; an ACK that overtook them
 // would tell the requester they were lost, rocev2.md §4.3).
@@ -86,6 +87,10 @@ type respStream struct {
 	synd   roce.Syndrome // ack's syndrome
 	fail   bool          // ack is an error NAK: the QP goes to ERR once it has left
 }
+
+// answer reports whether s is an answer (an ACK or NAK, an atomic ACK)
+// rather than a READ's responses.
+func (s *respStream) answer() bool { return s.ack || s.atomic }
 
 // rdRes is what the responder keeps of an executed READ or atomic.
 type rdRes struct {
@@ -246,11 +251,7 @@ func (r *responder) errorVendor(t sim.Time, psn roce.PSN, code uint8, synd mlx5.
 			// takes it as a malformed WQE (class A: the receive completes
 			// in error and the QP goes to ERR, whatever its type); the
 			// syndrome is LOC_PROT_ERR, as on RC and UD.
-			d.inc(CtrRespCQEError)
-			d.inc(ctrCQEError(synd))
-			f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.recv.wqe.index, Syndrome: synd, VendorErrSynd: vendor}
-			d.writeCQE(t, q.rcq, &f, 0, int32(psn&0xffffff))
-			r.recv.active = false
+			r.recvError(t, psn, synd, vendor)
 			q.toError(t)
 			return
 		}
@@ -267,11 +268,7 @@ func (r *responder) errorVendor(t sim.Time, psn roce.PSN, code uint8, synd mlx5.
 		d.inc(CtrRespRemoteAccessErrors)
 	}
 	if synd != 0 && r.recv.active {
-		d.inc(CtrRespCQEError)
-		d.inc(ctrCQEError(synd))
-		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.recv.wqe.index, Syndrome: synd, VendorErrSynd: vendor}
-		d.writeCQE(t, q.rcq, &f, 0, int32(psn&0xffffff))
-		r.recv.active = false
+		r.recvError(t, psn, synd, vendor)
 	}
 	if len(r.streams) > 0 {
 		// READs before this request are still being answered. rxe and a
@@ -308,14 +305,61 @@ func (e respFailed) Fire(now sim.Time) {
 	}
 }
 
+// recvError completes the receive WQE the message in progress took with
+// synd (and vendor_err vendor) at t: a responder error CQE.
+func (r *responder) recvError(t sim.Time, psn roce.PSN, synd mlx5.Syndrome, vendor uint8) {
+	q := r.q
+	d := q.d
+	d.inc(CtrRespCQEError)
+	d.inc(ctrCQEError(synd))
+	f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.recv.wqe.index, Syndrome: synd, VendorErrSynd: vendor}
+	r.recv.active = false
+	d.writeCQE(t, q.rcq, &f, 0, int32(psn&0xffffff))
+}
+
+// answer sends st, an answer (respStream.answer) to the request at
+// st.first, at t, or queues it behind the READ responses still to be
+// built: responses leave in PSN order. Its MSN is the one when the
+// request was processed either way.
+func (r *responder) answer(t sim.Time, st respStream) {
+	if len(r.streams) > 0 {
+		r.streams = append(r.streams, st)
+		return
+	}
+	r.sendAnswer(t, &st)
+}
+
+// sendAnswer sends answer s at t (not before s.ready). It reports
+// whether s was an error NAK (fail), the last answer, so that pump stops.
+func (r *responder) sendAnswer(t sim.Time, s *respStream) bool {
+	q := r.q
+	d := q.d
+	switch {
+	case s.ack:
+		at := d.sendAck(max(t, s.ready), q, s.psn, s.synd, s.msn)
+		if s.fail {
+			// Nothing is queued behind a failure (failing drops the
+			// requests after it). The QP goes to ERR once the NAK, the
+			// last of its answers, has left: ERR drops what is built.
+			d.eng.At(at, respFailed{q: q, gen: q.txGen})
+			return true
+		}
+	case s.atomic:
+		end := r.atomicAck(max(t, s.ready), s.psn, s.orig, s.msn)
+		if !s.replay { // a replay is neither outstanding nor a new stage
+			if s.res.valid && s.res.first == s.first {
+				s.res.txEnd = end
+			}
+			d.rec.StagePSN(d.node, "device", "responder", s.arrive, end, 8, 0, q.qpn, 0, int32(s.first&0xffffff))
+		}
+	}
+	return false
+}
+
 // ack sends an ACK, NAK or RNR NAK for psn, or queues it behind the READ
 // responses still to be built (the MSN is the one now either way).
 func (r *responder) ack(t sim.Time, psn roce.PSN, synd roce.Syndrome) {
-	if len(r.streams) > 0 {
-		r.streams = append(r.streams, respStream{ack: true, first: psn, psn: psn, synd: synd, msn: r.msn, arrive: t, ready: t})
-		return
-	}
-	r.q.d.sendAck(t, r.q, psn, synd, r.msn)
+	r.answer(t, respStream{ack: true, first: psn, psn: psn, synd: synd, msn: r.msn, arrive: t, ready: t})
 }
 
 // rnr answers a request that needs a receive WQE when none is posted: an
@@ -465,11 +509,7 @@ func (r *responder) invalidateFailed(t, issued, done sim.Time, p *roce.Packet, e
 	d := q.d
 	psn := p.BTH.PSN()
 	d.warn(t, CtrRxSendInvRKey, "QP %#x: %v PSN %#x: %v", q.qpn, p.Opcode, uint32(psn), err)
-	d.inc(CtrRespCQEError)
-	d.inc(ctrCQEError(mlx5.SyndRemoteInvalidReq))
-	f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.recv.wqe.index, Syndrome: mlx5.SyndRemoteInvalidReq}
-	r.recv.active = false
-	d.writeCQE(issued, q.rcq, &f, 0, int32(psn&0xffffff)) // behind the data
+	r.recvError(issued, psn, mlx5.SyndRemoteInvalidReq, 0) // behind the data
 	q.toError(t)
 	if p.BTH.AckReq() {
 		d.sendAck(done, q, psn, roce.ACKSyndrome(0x1f), r.msn) // after: a QP in ERR drops what it built before
@@ -485,12 +525,7 @@ func (r *responder) invalidateFailed(t, issued, done sim.Time, p *roce.Packet, e
 func (r *responder) dropMessage(t sim.Time, psn roce.PSN) {
 	q := r.q
 	if r.recv.active && q.srq != nil {
-		d := q.d
-		d.inc(CtrRespCQEError)
-		d.inc(ctrCQEError(mlx5.SyndRemoteInvalidReq))
-		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.recv.wqe.index, Syndrome: mlx5.SyndRemoteInvalidReq}
-		d.writeCQE(t, q.rcq, &f, 0, int32(psn&0xffffff))
-		r.recv.active = false
+		r.recvError(t, psn, mlx5.SyndRemoteInvalidReq, 0)
 	}
 	if r.recv.active {
 		r.recv.active, r.recv.held = false, true
@@ -656,28 +691,12 @@ func (r *responder) pump(t sim.Time) {
 	d := q.d
 	for r.queued < respAhead && len(r.streams) > 0 && q.state != mlx5.QPStateERR && !q.dead {
 		s := &r.streams[0]
-		if s.ack {
-			at := d.sendAck(max(t, s.ready), q, s.psn, s.synd, s.msn)
-			if s.fail {
-				// Nothing is queued behind a failure (failing drops the
-				// requests after it). The QP goes to ERR once the NAK, the
-				// last of its answers, has left: ERR drops what is built.
-				r.streams = r.streams[:0]
-				d.eng.At(at, respFailed{q: q, gen: q.txGen})
-				return
-			}
+		if s.answer() {
+			st := *s
 			r.streams = append(r.streams[:0], r.streams[1:]...)
-			continue
-		}
-		if s.atomic {
-			end := r.atomicAck(max(t, s.ready), s.psn, s.orig, s.msn)
-			if !s.replay { // a replay is neither outstanding nor a new stage
-				if s.res.valid && s.res.first == s.first {
-					s.res.txEnd = end
-				}
-				d.rec.StagePSN(d.node, "device", "responder", s.arrive, end, 8, 0, q.qpn, 0, int32(s.first&0xffffff))
+			if r.sendAnswer(t, &st) {
+				return // an error NAK, the last answer (failing)
 			}
-			r.streams = append(r.streams[:0], r.streams[1:]...)
 			continue
 		}
 		if d.tx.full(t) {
@@ -825,7 +844,7 @@ func (r *responder) reread(t sim.Time, p *roce.Packet) {
 	d.warn(t, CtrReplayReread, "QP %#x: duplicate %v PSN %#x matches no READ resource (max_dest_rd_atomic %d): read again from memory", q.qpn, p.Opcode, uint32(psn), q.maxDestRd)
 	st := respStream{replay: true, first: psn, psn: psn, host: host, left: n, n: pkts, arrive: t, bytes: n, msn: r.msn}
 	// Being read again already: start over.
-	r.replayStream(t, st, func(s *respStream) bool { return s.res == nil && !s.atomic && !s.ack && s.first == psn })
+	r.replayStream(t, st, func(s *respStream) bool { return s.res == nil && !s.answer() && s.first == psn })
 }
 
 // rxAtomic executes CMP_SWAP or FETCH_ADD on an 8-byte, 8-byte-aligned
@@ -881,14 +900,9 @@ func (r *responder) rxAtomic(arrive, t sim.Time, p *roce.Packet) {
 	res := r.newRes()
 	*res = rdRes{valid: true, atomic: true, first: psn, npkts: 1, va: va, rkey: rkey, length: 8, orig: orig}
 	q.rxBusy = max(q.rxBusy, done)
-	if len(r.streams) > 0 {
-		// READ responses before it are still to be built: the ACK goes
-		// out behind them (responses leave in PSN order).
-		r.streams = append(r.streams, respStream{res: res, first: psn, psn: psn, n: 1, arrive: arrive, bytes: 8, atomic: true, orig: orig, msn: r.msn, ready: done})
-		return
-	}
-	res.txEnd = r.atomicAck(done, psn, orig, r.msn)
-	d.rec.StagePSN(d.node, "device", "responder", arrive, res.txEnd, 8, 0, q.qpn, 0, int32(psn&0xffffff))
+	// Behind READ responses still to be built, the ACK goes out after
+	// them (responses leave in PSN order).
+	r.answer(done, respStream{res: res, first: psn, psn: psn, n: 1, arrive: arrive, bytes: 8, atomic: true, orig: orig, msn: r.msn, ready: done})
 }
 
 // atomicAck sends the ATOMIC ACKNOWLEDGE for psn carrying orig, and msn
@@ -927,14 +941,10 @@ func (r *responder) replayAtomic(t sim.Time, p *roce.Packet) {
 		if e.valid && e.atomic && e.first == psn && e.va == p.AtomicETH.VA() && e.rkey == p.AtomicETH.RKey() {
 			d.inc(CtrReplayAtomic)
 			ready := t.Add(d.cyc(d.spec.Core.ResponderCycles))
-			if len(r.streams) > 0 {
-				// READ responses are still to be built: the replayed ACK
-				// leaves behind them, as a first execution's does, so that
-				// responses keep PSN order.
-				r.streams = append(r.streams, respStream{res: e, replay: true, first: psn, psn: psn, n: 1, arrive: t, bytes: 8, atomic: true, orig: e.orig, msn: r.msn, ready: ready})
-				return
-			}
-			r.atomicAck(ready, psn, e.orig, r.msn)
+			// Behind READ responses still to be built, the replayed ACK
+			// leaves after them, as a first execution's does, so that
+			// responses keep PSN order.
+			r.answer(ready, respStream{res: e, replay: true, first: psn, psn: psn, n: 1, arrive: t, bytes: 8, atomic: true, orig: e.orig, msn: r.msn, ready: ready})
 			return
 		}
 	}
