@@ -269,8 +269,10 @@ func (d *Device) BlueFlame(t sim.Time, uar uint32, bfreg int, wqe []byte) {
 
 // txEvent hands one built frame to the port at its ready time, unless its
 // QP has been destroyed or has gone to ERR, SQE or RESET (or the device to
-// fatal) since the frame was built: a QP in error sends nothing more. The
-// last frame of a UC or UD WQE then completes it (depart).
+// fatal) since the frame was built: a QP in error sends nothing more,
+// except the answers its responder had built before it found the error
+// that took the QP to ERR (qp.respKeep). The last frame of a UC or UD WQE
+// then completes it (depart).
 type txEvent struct {
 	d    *Device
 	q    *qp

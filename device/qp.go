@@ -46,12 +46,15 @@ type qp struct {
 	rxBusy    sim.Time // when the QP's receive pipeline is done with its last packet
 	txGen     uint32   // bumped on ERR, SQE, RESET and device fatal: frames built before are not sent
 	// respKeep is txGen+1 of the frames built before the responder found
-	// an error and took the QP to ERR (0: none): the responses among them
-	// (READ responses, ACKs, atomic ACKs, for the requests before the
-	// failing one) still leave, ahead of the NAK, as a ConnectX's
-	// transmit pipeline would send them (assumption: the PRM is not
-	// public; the IB spec has every request before the NAKed one
-	// answered). Its requests are dropped like every other frame.
+	// an error and took the QP to ERR (responder.fail; 0: none): the
+	// responses among them (READ responses, ACKs, atomic ACKs, for the
+	// requests before the failing one) still leave, ahead of the NAK, as
+	// a ConnectX's transmit pipeline would send them (assumption: the PRM
+	// is not public; the IB spec has every request before the NAKed one
+	// answered). Its requests are dropped like every other frame. It is
+	// the one mechanism for "answers built before the error": an error
+	// found behind READ responses still to be built waits for them
+	// (responder.failing) and then takes this same path.
 	respKeep uint32
 	commEst  uint32 // txGen+1 once COMM_EST was raised (events.go)
 

@@ -20,9 +20,15 @@ type responder struct {
 	msn     uint32
 	nakSent bool     // a PSN-sequence or RNR NAK for ePSN is outstanding
 	nakTrig roce.PSN // the PSN that drew it
-	// failing: an error NAK waits behind READ responses still to be
-	// built; the QP goes to ERR when it has left, and takes no request
-	// meanwhile (failAfter).
+	// failing: the responder has refused a request (or failed a SEND
+	// with invalidate) while READ responses before it were still to be
+	// built, and the answer to it waits in streams behind them
+	// (respStream.fail). Until pump reaches that answer and takes the QP
+	// to ERR (fail), no request is taken: the refused one was the last
+	// the responder executes (CtrRxDropRespFailing). This only defers the
+	// moment the responder acts on the error to when, taking requests in
+	// order, it gets there; what lets the answers built before it out of
+	// a QP in ERR is qp.respKeep, the same for both cases.
 	failing bool
 
 	recv struct { // a SEND (or WRITE with immediate) being placed
@@ -64,8 +70,8 @@ type responder struct {
 const respAhead = 32
 
 // respStream is a READ (or a replay of one) being answered, or an atomic
-// ACK, an ACK or a NAK queued behind one (an answer, sent by answer or
-// pump through sendAnswer): responses leave in PSN order, so
+// ACK, an ACK, a NAK or a failure queued behind one (an answer, sent by
+// answer or pump through sendAnswer): responses leave in PSN order, so
 // nothing overtakes the READ responses before it (rxe finishes a READ's
 // replies before it takes the next request; an ACK that overtook them
 // would tell the requester they were lost, rocev2.md §4.3).
@@ -85,12 +91,16 @@ type respStream struct {
 	ready  sim.Time
 	ack    bool          // an ACK, NAK or RNR NAK for psn with synd and msn, ready at ready
 	synd   roce.Syndrome // ack's syndrome
-	fail   bool          // ack is an error NAK: the QP goes to ERR once it has left
+	// fail: the responder found an error at this request; when the entry
+	// is reached the QP goes to ERR (responder.fail), then ack, if set
+	// (the error NAK, or the ACK of a SEND whose invalidation failed), is
+	// sent. Nothing is queued behind it (responder.failing).
+	fail bool
 }
 
-// answer reports whether s is an answer (an ACK or NAK, an atomic ACK)
-// rather than a READ's responses.
-func (s *respStream) answer() bool { return s.ack || s.atomic }
+// answer reports whether s is an answer (an ACK or NAK, an atomic ACK,
+// a failure) rather than a READ's responses.
+func (s *respStream) answer() bool { return s.ack || s.atomic || s.fail }
 
 // rdRes is what the responder keeps of an executed READ or atomic.
 type rdRes struct {
@@ -140,7 +150,7 @@ func (r *responder) setMaxDestRd(n uint8) {
 func (r *responder) busyRd(t sim.Time) int {
 	n := 0
 	for i := range r.streams {
-		if s := &r.streams[i]; !s.replay && !s.ack {
+		if s := &r.streams[i]; !s.replay && !s.ack && !s.fail {
 			n++
 		}
 	}
@@ -270,39 +280,15 @@ func (r *responder) errorVendor(t sim.Time, psn roce.PSN, code uint8, synd mlx5.
 	if synd != 0 && r.recv.active {
 		r.recvError(t, psn, synd, vendor)
 	}
-	if len(r.streams) > 0 {
-		// READs before this request are still being answered. rxe and a
-		// ConnectX take requests in order, so they find this error only
-		// once those answers (and the ACKs queued behind them) are out:
-		// the NAK waits behind them, and the QP goes to ERR when it has
-		// left (respFailed). Until then no request is taken (failing).
-		// Sent at once, the NAK overtook the READ responses, the QP in
-		// ERR dropped the rest of them, and the requester's READ ended
-		// RETRY_EXC_ERR instead of completing before the failed request.
-		r.failing = true
-		r.streams = append(r.streams, respStream{ack: true, fail: true, first: psn, psn: psn, synd: roce.NAKSyndrome(code), msn: r.msn, arrive: t, ready: t})
-		return
-	}
-	gen := q.txGen
-	q.toError(t)
-	if q.txGen != gen {
-		q.respKeep = gen + 1 // the responses to earlier requests still leave, ahead of the NAK
-	}
-	d.sendAck(t, q, psn, roce.NAKSyndrome(code), r.msn) // after: a QP in ERR drops the requests it built before
-}
-
-// respFailed moves a QP to ERR once the error NAK its responder queued
-// behind READ responses has left (responder.failing). The QP may have
-// been reset, destroyed or put in ERR by something else meanwhile (gen).
-type respFailed struct {
-	q   *qp
-	gen uint32
-}
-
-func (e respFailed) Fire(now sim.Time) {
-	if q := e.q; !q.dead && q.txGen == e.gen && q.resp.failing {
-		q.toError(now)
-	}
+	// With READs before this request still being answered, rxe and a
+	// ConnectX, which take requests in order, act on this error only once
+	// those answers (and the ACKs queued behind them) are out: the QP's
+	// move to ERR and the NAK wait until they are built (answer), and
+	// once built they leave (qp.respKeep). Sent at once, the NAK overtook
+	// the READ responses, the QP in ERR dropped the rest of them, and the
+	// requester's READ ended RETRY_EXC_ERR instead of completing before
+	// the failed request.
+	r.answer(t, respStream{ack: true, fail: true, first: psn, psn: psn, synd: roce.NAKSyndrome(code), msn: r.msn, arrive: t, ready: t})
 }
 
 // recvError completes the receive WQE the message in progress took with
@@ -320,30 +306,29 @@ func (r *responder) recvError(t sim.Time, psn roce.PSN, synd mlx5.Syndrome, vend
 // answer sends st, an answer (respStream.answer) to the request at
 // st.first, at t, or queues it behind the READ responses still to be
 // built: responses leave in PSN order. Its MSN is the one when the
-// request was processed either way.
+// request was processed either way. A failure queued behind them makes
+// the responder drop every later request meanwhile (failing).
 func (r *responder) answer(t sim.Time, st respStream) {
 	if len(r.streams) > 0 {
+		r.failing = r.failing || st.fail
 		r.streams = append(r.streams, st)
 		return
 	}
 	r.sendAnswer(t, &st)
 }
 
-// sendAnswer sends answer s at t (not before s.ready). It reports
-// whether s was an error NAK (fail), the last answer, so that pump stops.
+// sendAnswer sends answer s at t (not before s.ready); for a failure the
+// QP goes to ERR first (fail), not before the error was found (s.arrive).
+// It reports whether it did, so that pump stops.
 func (r *responder) sendAnswer(t sim.Time, s *respStream) bool {
 	q := r.q
 	d := q.d
+	if s.fail {
+		r.fail(max(t, s.arrive))
+	}
 	switch {
 	case s.ack:
-		at := d.sendAck(max(t, s.ready), q, s.psn, s.synd, s.msn)
-		if s.fail {
-			// Nothing is queued behind a failure (failing drops the
-			// requests after it). The QP goes to ERR once the NAK, the
-			// last of its answers, has left: ERR drops what is built.
-			d.eng.At(at, respFailed{q: q, gen: q.txGen})
-			return true
-		}
+		d.sendAck(max(t, s.ready), q, s.psn, s.synd, s.msn)
 	case s.atomic:
 		end := r.atomicAck(max(t, s.ready), s.psn, s.orig, s.msn)
 		if !s.replay { // a replay is neither outstanding nor a new stage
@@ -353,7 +338,21 @@ func (r *responder) sendAnswer(t sim.Time, s *respStream) bool {
 			d.rec.StagePSN(d.node, "device", "responder", s.arrive, end, 8, 0, q.qpn, 0, int32(s.first&0xffffff))
 		}
 	}
-	return false
+	return s.fail
+}
+
+// fail moves the QP to ERR for an error the responder found, once the
+// answers to every request before the failing one have been built (now,
+// or when pump reaches the failure queued behind them). Those answers
+// still leave (qp.respKeep); its own answer is built after, in ERR (a
+// QP in ERR drops the requests it built before, not what it builds).
+func (r *responder) fail(t sim.Time) {
+	q := r.q
+	gen := q.txGen
+	q.toError(t)
+	if q.txGen != gen {
+		q.respKeep = gen + 1
+	}
 }
 
 // ack sends an ACK, NAK or RNR NAK for psn, or queues it behind the READ
@@ -499,6 +498,9 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 // the receive completes with REM_INV_REQ_ERR, the packet is ACKed as if
 // it had succeeded (if it asks for an ACK; no NAK) and the QP moves to
 // ERR. As in rxe, the expected PSN and MSN do not move past the packet.
+// Behind READ responses still to be built, the ACK and the move to ERR
+// wait for them, as a NAK does (answer): in ERR at once, the QP dropped
+// those responses and the requester's READ ended RETRY_EXC_ERR.
 //
 // Model decision: no key of this model can be invalidated remotely (no
 // fast-reg MR, no memory window, REG_MR never sets en_rinval; see
@@ -510,10 +512,7 @@ func (r *responder) invalidateFailed(t, issued, done sim.Time, p *roce.Packet, e
 	psn := p.BTH.PSN()
 	d.warn(t, CtrRxSendInvRKey, "QP %#x: %v PSN %#x: %v", q.qpn, p.Opcode, uint32(psn), err)
 	r.recvError(issued, psn, mlx5.SyndRemoteInvalidReq, 0) // behind the data
-	q.toError(t)
-	if p.BTH.AckReq() {
-		d.sendAck(done, q, psn, roce.ACKSyndrome(0x1f), r.msn) // after: a QP in ERR drops what it built before
-	}
+	r.answer(t, respStream{ack: p.BTH.AckReq(), fail: true, first: psn, psn: psn, synd: roce.ACKSyndrome(0x1f), msn: r.msn, arrive: t, ready: done})
 }
 
 // dropMessage abandons the message in progress (UC): a receive WQE it had
@@ -695,7 +694,7 @@ func (r *responder) pump(t sim.Time) {
 			st := *s
 			r.streams = append(r.streams[:0], r.streams[1:]...)
 			if r.sendAnswer(t, &st) {
-				return // an error NAK, the last answer (failing)
+				return // a failure, the last answer (failing): the QP is in ERR
 			}
 			continue
 		}

@@ -103,6 +103,47 @@ func TestSendWithInvalidate(t *testing.T) {
 	}
 }
 
+// TestSendWithInvalidateNoAckBehindRead: a SEND_ONLY_WITH_INVALIDATE that
+// asks for no ACK, arriving right behind a 16-response READ request, has
+// nothing to answer: the QP goes to ERR once the READ's responses are all
+// built, and they all leave (TestSendWithInvalidateBehindRead has the
+// ACKed case through the provider). Before, the QP went to ERR at once
+// and dropped them.
+func TestSendWithInvalidateNoAckBehindRead(t *testing.T) {
+	const n = 16 << 10
+	w, eps, sent := tapped(t, testbed.ConnOpts{MTU: 1024, BufSize: 64 << 10})
+	rsp := eps[1]
+	_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 50, SGL: []provider.SGE{rsp.MR.SGE(n, 4096)}}})
+	require.NoError(t, err)
+	base := roce.FrameParams{SrcMAC: testbed.MACs[0], DstMAC: testbed.MACs[1], SrcIP: testbed.IPs[0], DstIP: testbed.IPs[1],
+		TTL: 64, SrcPort: 0xc000, BTH: roce.BTHFields{PKey: 0xffff, DestQP: rsp.QP.QPN()}}
+	read, send := base, base
+	read.BTH.Opcode, read.BTH.PSN, read.BTH.AckReq = roce.OpRCReadRequest, invPSN, true
+	read.RETH = roce.RETHFields{VA: rsp.MR.Addr, RKey: rsp.MR.RKey, DMALen: n}
+	send.BTH.Opcode, send.BTH.PSN, send.InvRKey = roce.OpRCSendOnlyInv, invPSN+n/1024, rsp.MR.RKey
+	for _, f := range []struct {
+		fp      roce.FrameParams
+		payload []byte
+	}{{read, nil}, {send, make([]byte, 8)}} {
+		buf := make([]byte, 5000)
+		k, err := roce.BuildFrame(buf, &f.fp, f.payload)
+		require.NoError(t, err)
+		w.Hosts[1].Dev.ReceiveFrame(w.Eng.Now(), buf[:k]) // no settling between: the READ is still answered
+	}
+	w.Settle(0)
+	var reads int
+	for _, p := range *sent[1] {
+		require.Equal(t, roce.OperationReadResponse, p.Info.Operation, "only READ responses: %v", p.Opcode)
+		reads++
+	}
+	require.Equal(t, n/1024, reads, "every READ response left")
+	wc := waitOne(t, rsp.RecvCQ)
+	require.Equal(t, uint64(50), wc.WRID)
+	require.Equal(t, provider.WCRemInvReqErr, wc.Status)
+	require.Equal(t, provider.QPStateErr, qpState(t, rsp.QP))
+	require.Equal(t, uint64(1), ctr(w, 1, device.CtrQPToError.String()), "to ERR once")
+}
+
 // TestPostSendWithInvalidate: a posted IBV_WR_SEND_WITH_INV becomes a SEND
 // whose last packet is SEND_LAST/ONLY_WITH_INVALIDATE with the IETH naming
 // SendWR.InvalidateRKey (libmlx5 puts the key in the ctrl segment's

@@ -199,6 +199,7 @@ func TestResponderErrorBehindRead(t *testing.T) {
 			require.Equal(t, 1, naks)
 			require.Zero(t, after, "the NAK leaves after every READ response")
 			require.Equal(t, provider.QPStateErr, qpState(t, rsp.QP))
+			require.Equal(t, uint64(1), ctr(w, 1, device.CtrQPToError.String()), "to ERR once")
 			require.Zero(t, ctr(w, 0, device.CtrLocalACKTimeoutErr.String()), "no timeout: nothing was lost")
 			require.Equal(t, make([]byte, 8), rsp.Buf.Bytes[n+64:n+72], "nothing after the refused request was executed")
 			// The WRITE behind the refused request arrived while the NAK
@@ -207,6 +208,66 @@ func TestResponderErrorBehindRead(t *testing.T) {
 			require.Zero(t, ctr(w, 1, device.CtrRxDropQPState.String()))
 		})
 	}
+}
+
+// TestSendWithInvalidateBehindRead: a SEND with invalidate whose key
+// cannot be invalidated (TestSendWithInvalidate: the receive completes
+// REM_INV_REQ_ERR, the SEND is ACKed, the responder QP goes to ERR) that
+// arrives while an earlier READ is still being answered fails only after
+// the READ's responses, as a refused request's NAK does
+// (TestResponderErrorBehindRead): the READ completes with its data, the
+// SEND's ACK is the last answer, the QP goes to ERR once. Before, the QP
+// went to ERR at once: the READ's remaining responses were dropped and
+// the READ ended RETRY_EXC_ERR, the SEND flushed.
+func TestSendWithInvalidateBehindRead(t *testing.T) {
+	const n = 64 << 10 // 64 responses: more than the responder builds ahead
+	all := provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead
+	w, req, rsp := faulty(t, testbed.ConnOpts{MTU: 1024, BufSize: 256 << 10, Access: all, Timeout: 8, RetryCnt: 3})
+	var acks, after int // ACKs the responder sent; READ responses after the first
+	w.Link.AddTap(func(_ sim.Time, f []byte) {
+		var p roce.Packet
+		if roce.ParseFrame(f, &p) != nil || p.SrcIP != testbed.IPs[1] {
+			return
+		}
+		switch {
+		case p.Opcode == roce.OpRCAck:
+			require.True(t, p.AETH.Syndrome().IsACK(), "no NAK: %v", p.AETH.Syndrome())
+			acks++
+		case acks > 0 && p.Info.Operation == roce.OperationReadResponse:
+			after++
+		}
+	})
+	fill(rsp.Buf.Bytes[:n], 0x22)
+	_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 7, SGL: []provider.SGE{rsp.MR.SGE(2*n, 64)}},
+		{WRID: 8, SGL: []provider.SGE{rsp.MR.SGE(2*n+64, 64)}}})
+	require.NoError(t, err)
+	fill(req.Buf.Bytes[n:n+32], 0x9c)
+	_, err = req.QP.PostSend([]provider.SendWR{
+		{WRID: 1, Opcode: provider.WRRDMARead, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, n)},
+			RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey},
+		{WRID: 2, Opcode: provider.WRSendWithInv, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(n, 32)},
+			InvalidateRKey: rsp.MR.RKey},
+	})
+	require.NoError(t, err)
+	wcs, err := testbed.Wait(req.SendCQ, 2)
+	require.NoError(t, err)
+	require.Equal(t, provider.WCSuccess, wcs[0].Status, "the READ before the SEND")
+	require.Equal(t, rsp.Buf.Bytes[:n], req.Buf.Bytes[:n])
+	require.Equal(t, provider.WCSuccess, wcs[1].Status, "the SEND is ACKed (rxe class J)")
+	rwcs, err := testbed.Wait(rsp.RecvCQ, 2)
+	require.NoError(t, err)
+	require.Equal(t, uint64(7), rwcs[0].WRID)
+	require.Equal(t, provider.WCRemInvReqErr, rwcs[0].Status)
+	require.Equal(t, uint64(8), rwcs[1].WRID)
+	require.Equal(t, provider.WCWRFlushErr, rwcs[1].Status)
+	require.Equal(t, req.Buf.Bytes[n:n+32], rsp.Buf.Bytes[2*n:2*n+32], "the data was placed")
+	require.Equal(t, 1, acks)
+	require.Zero(t, after, "the ACK leaves after every READ response")
+	require.Equal(t, provider.QPStateErr, qpState(t, rsp.QP))
+	require.Equal(t, uint64(1), ctr(w, 1, device.CtrQPToError.String()), "to ERR once")
+	require.Equal(t, uint64(1), ctr(w, 1, device.CtrRxSendInvRKey.String()))
+	require.Zero(t, ctr(w, 0, device.CtrLocalACKTimeoutErr.String()), "no timeout: nothing was lost")
+	require.Zero(t, ctr(w, 0, device.CtrImpliedNAKSeqErr.String()))
 }
 
 // TestFatalStopsReadResponses: a device fatal error while the responder
