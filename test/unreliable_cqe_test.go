@@ -63,14 +63,9 @@ func wrids(wcs []provider.WC) []uint64 {
 	return out
 }
 
-// TestUnreliableCQEOrderOnSendError: a good SEND whose frame is still in
-// the transmit pipeline when the WQE behind it fails (a bad lkey: the QP
-// goes to SQE) completes before it, in posting order. Its frame was not
-// yet handed to the port, so it is not sent and the WQE is flushed, with
-// a CQE whether it was signaled or not. (The device used to pop the WQE
-// at once and write its success CQE when the frame fired, after the error
-// CQE of the later WQE.)
-func TestUnreliableCQEOrderOnSendError(t *testing.T) {
+// eachUnreliableSigned runs f on a fresh connected pair of every
+// unreliable QP type, for a signaled and an unsignaled WQE.
+func eachUnreliableSigned(t *testing.T, f func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint, signaled bool)) {
 	for _, tc := range unreliableTypes {
 		for _, signaled := range []bool{true, false} {
 			name := tc.name + "/signaled"
@@ -79,28 +74,41 @@ func TestUnreliableCQEOrderOnSendError(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				w, req, rsp := connect(t, testbed.ConnOpts{Type: tc.typ})
-				_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 9, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}})
-				require.NoError(t, err)
-				good := unreliableSend(req, rsp, 1, 64)
-				if !signaled {
-					good.Flags = 0
-				}
-				bad := unreliableSend(req, rsp, 2, 64)
-				bad.SGL[0].LKey ^= 0x5500
-				frames := w.Wire.Get("wire_tx_frames")
-				_, err = req.QP.PostSend([]provider.SendWR{good, bad})
-				require.NoError(t, err)
-				wcs := pollAll(t, w, req.SendCQ)
-				require.Equal(t, []uint64{1, 2}, wrids(wcs), "send completions in posting order")
-				require.Equal(t, provider.WCWRFlushErr, wcs[0].Status)
-				require.Equal(t, provider.WCLocProtErr, wcs[1].Status)
-				require.Equal(t, frames, w.Wire.Get("wire_tx_frames"), "the flushed WQE's frame never left")
-				require.Equal(t, uint64(1), hctr(req.Host, device.CtrTxDropDestroyed))
-				require.Zero(t, hctr(req.Host, device.CtrTxDepartStale))
-				require.Equal(t, provider.QPStateSQE, qpState(t, req.QP))
+				f(t, w, req, rsp, signaled)
 			})
 		}
 	}
+}
+
+// TestUnreliableCQEOrderOnSendError: a good SEND whose frame is still in
+// the transmit pipeline when the WQE behind it fails (a bad lkey: the QP
+// goes to SQE) completes before it, in posting order. Its frame was not
+// yet handed to the port, so it is not sent and the WQE is flushed, with
+// a CQE whether it was signaled or not. (The device used to pop the WQE
+// at once and write its success CQE when the frame fired, after the error
+// CQE of the later WQE.)
+func TestUnreliableCQEOrderOnSendError(t *testing.T) {
+	eachUnreliableSigned(t, func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint, signaled bool) {
+		_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 9, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}})
+		require.NoError(t, err)
+		good := unreliableSend(req, rsp, 1, 64)
+		if !signaled {
+			good.Flags = 0
+		}
+		bad := unreliableSend(req, rsp, 2, 64)
+		bad.SGL[0].LKey ^= 0x5500
+		frames := w.Wire.Get("wire_tx_frames")
+		_, err = req.QP.PostSend([]provider.SendWR{good, bad})
+		require.NoError(t, err)
+		wcs := pollAll(t, w, req.SendCQ)
+		require.Equal(t, []uint64{1, 2}, wrids(wcs), "send completions in posting order")
+		require.Equal(t, provider.WCWRFlushErr, wcs[0].Status)
+		require.Equal(t, provider.WCLocProtErr, wcs[1].Status)
+		require.Equal(t, frames, w.Wire.Get("wire_tx_frames"), "the flushed WQE's frame never left")
+		require.Equal(t, uint64(1), hctr(req.Host, device.CtrTxDropDestroyed))
+		require.Zero(t, hctr(req.Host, device.CtrTxDepartStale))
+		require.Equal(t, provider.QPStateSQE, qpState(t, req.QP))
+	})
 }
 
 // TestUCCQEOrderOnModifyToError: a long UC WRITE whose last packet is
@@ -164,32 +172,23 @@ func TestUnreliableNoCQEAfterReset(t *testing.T) {
 // have popped the WQE: its CQE was lost to the dead device and the flush
 // did not know it.)
 func TestUnreliableFatalFlushesInFlightWQE(t *testing.T) {
-	for _, tc := range unreliableTypes {
-		for _, signaled := range []bool{true, false} {
-			name := tc.name + "/signaled"
-			if !signaled {
-				name = tc.name + "/unsignaled"
-			}
-			t.Run(name, func(t *testing.T) {
-				w, req, rsp := connect(t, testbed.ConnOpts{Type: tc.typ})
-				wr := unreliableSend(req, rsp, 1, 64)
-				if !signaled {
-					wr.Flags = 0
-				}
-				frames := w.Wire.Get("wire_tx_frames")
-				_, err := req.QP.PostSend([]provider.SendWR{wr})
-				require.NoError(t, err)
-				stepUntilBuilt(t, w, req, hctr(req.Host, device.CtrSentPkts))
-				req.Host.Dev.EnterFatal(w.Eng.Now(), 1, "test")
-				wcs := pollAll(t, w, req.SendCQ)
-				require.Len(t, wcs, 1, "the WQE completes once")
-				require.Equal(t, uint64(1), wcs[0].WRID)
-				require.Equal(t, provider.WCWRFlushErr, wcs[0].Status)
-				require.Equal(t, uint32(device.VendorSWFlush), wcs[0].VendorErr)
-				require.Equal(t, frames, w.Wire.Get("wire_tx_frames"), "the dead device sent nothing")
-			})
+	eachUnreliableSigned(t, func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint, signaled bool) {
+		wr := unreliableSend(req, rsp, 1, 64)
+		if !signaled {
+			wr.Flags = 0
 		}
-	}
+		frames := w.Wire.Get("wire_tx_frames")
+		_, err := req.QP.PostSend([]provider.SendWR{wr})
+		require.NoError(t, err)
+		stepUntilBuilt(t, w, req, hctr(req.Host, device.CtrSentPkts))
+		req.Host.Dev.EnterFatal(w.Eng.Now(), 1, "test")
+		wcs := pollAll(t, w, req.SendCQ)
+		require.Len(t, wcs, 1, "the WQE completes once")
+		require.Equal(t, uint64(1), wcs[0].WRID)
+		require.Equal(t, provider.WCWRFlushErr, wcs[0].Status)
+		require.Equal(t, uint32(device.VendorSWFlush), wcs[0].VendorErr)
+		require.Equal(t, frames, w.Wire.Get("wire_tx_frames"), "the dead device sent nothing")
+	})
 }
 
 // TestUnreliableLinkDownCompletesOnce: a UC/UD SEND whose frame is
