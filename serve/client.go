@@ -31,9 +31,10 @@ const (
 	// ringWait is how long the ring goroutine sleeps in one Pop before it
 	// looks whether its client is gone.
 	ringWait = 200 * time.Millisecond
-	// worldSlice is how many engine events one batch of ring records may
-	// run before the ring goroutine lets go of the world between two
-	// records: a step call runs up to attach.StepBudget events and a record
+	// worldSlice is how many engine events one holder of the world may run
+	// before it lets go of it (Daemon.slice): between two ring records, and
+	// within a step call or a far-stamped record's run of the engine. A
+	// step call runs up to attach.StepBudget events and a record
 	// stamped far ahead runs the engine up to maxJump, so a batch of 64
 	// such records would otherwise hold every other client off for all of
 	// them, long enough for their calls to miss the dial timeout and take
@@ -445,14 +446,11 @@ func (c *client) ringLoop() {
 		n, err := c.cons.PopN(recs[:], time.Now().Add(ringWait))
 		if n > 0 {
 			d.lock()
-			fired := d.eng.Fired()
 			for i := range recs[:n] {
-				c.apply(&recs[i])
-				if i+1 < n && d.eng.Fired()-fired > worldSlice {
-					d.unlock() // others waiting for the world go first
-					d.lock()
-					fired = d.eng.Fired()
+				if i > 0 {
+					d.slice() // others waiting for the world go first
 				}
+				c.apply(&recs[i])
 			}
 			d.unlock()
 		}
@@ -500,12 +498,9 @@ func (c *client) at(t int64) sim.Time {
 	}
 	// RunUntil(at), letting go of the world every worldSlice events: a
 	// record stamped far ahead may have 10 s of a busy engine to run.
-	for n := 1; eng.Next() <= at; n++ {
+	for eng.Next() <= at {
 		eng.Step()
-		if n%worldSlice == 0 {
-			c.d.unlock()
-			c.d.lock()
-		}
+		c.d.slice()
 	}
 	eng.RunUntil(at)
 	return max(at, eng.Now()) // another client may have run it further meanwhile
@@ -606,9 +601,8 @@ func (c *client) step(limit sim.Time, budget int, done func() bool) uint64 {
 		}
 	}
 	for i := 0; i < budget; i++ {
-		if i > 0 && i%worldSlice == 0 {
-			c.d.unlock() // a long step lets others in now and then
-			c.d.lock()
+		if i > 0 {
+			c.d.slice() // a long step lets others in now and then
 		}
 		if done != nil && done() {
 			break

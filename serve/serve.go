@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -127,6 +128,7 @@ type Daemon struct {
 	ctr     Counters
 	logMu   sync.Mutex
 	pacer   *wallclock.Pacer // ClockWall: runs eng against the wall clock
+	taken   uint64           // eng.Fired() when lock last took the world (slice)
 	stop    chan struct{}    // stops the pacer's goroutine
 	paced   chan struct{}    // closed when it has stopped
 
@@ -141,6 +143,27 @@ func (d *Daemon) lock() {
 	if d.pacer != nil {
 		d.pacer.Sync()
 	}
+	d.taken = d.eng.Fired()
+}
+
+// slice bounds how long one caller drives the shared simulation with the
+// world held. Called with the world held between two pieces of work (an
+// engine event, a progress step, a ring record), it lets go of the world
+// and takes it back once worldSlice engine events have run since lock
+// took it, so that other clients waiting for the world go first.
+//
+// runtime.Gosched sits between the two: a bare unlock and lock lets the
+// running goroutine take the mutex straight back before the waiter it
+// woke is even scheduled (sync.Mutex only hands over once a waiter has
+// starved for a millisecond), so the others would still wait for the
+// whole run.
+func (d *Daemon) slice() {
+	if d.eng.Fired()-d.taken < worldSlice {
+		return
+	}
+	d.unlock()
+	runtime.Gosched()
+	d.lock()
 }
 
 // unlock releases the world and wakes the pacer to run what was scheduled.
