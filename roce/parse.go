@@ -12,6 +12,7 @@ import (
 type Packet struct {
 	// Ethernet (zero when parsed with ParseIP).
 	DstMAC, SrcMAC [6]byte
+	VLANTags       int // VLAN tags skipped between the MACs and the EtherType
 
 	// IP.
 	IPVersion uint8 // 4 or 6
@@ -48,13 +49,14 @@ type Packet struct {
 	ICRCWant uint32
 	ICRCOK   bool
 
-	// Len is the number of input bytes the packet occupies (Ethernet header +
-	// IP total length); the rest of the input is Ethernet padding or FCS.
+	// Len is the number of input bytes the packet occupies (Ethernet header,
+	// VLAN tags and IP total length); the rest of the input is Ethernet
+	// padding or FCS.
 	Len int
 }
 
 // ParseFrame parses an Ethernet frame holding a RoCEv2 packet into pkt. It
-// checks lengths, EtherType, IP version, the IPv4 header checksum, that the
+// skips VLAN tags (SkipVLAN) and checks lengths, EtherType, IP version, the IPv4 header checksum, that the
 // packet is not an IP fragment, UDP destination port 4791, IP and UDP lengths
 // against each other, BTH TVer 0, the opcode, the extended-header lengths, the
 // pad count against the opcode's payload rule, and the ICRC. The ICRC is
@@ -85,18 +87,60 @@ func parseFrame(frame []byte, pkt *Packet, verified bool) error {
 	}
 	pkt.DstMAC = [6]byte(frame[0:6])
 	pkt.SrcMAC = [6]byte(frame[6:12])
-	switch et := binary.BigEndian.Uint16(frame[12:]); et {
-	case EtherTypeIPv4, EtherTypeIPv6:
-		if err := parseIP(frame[EthHeaderSize:], EthHeaderSize, pkt, verified); err != nil {
+	l3, et, tags := SkipVLAN(frame)
+	pkt.VLANTags = tags
+	switch {
+	case et == EtherTypeIPv4, et == EtherTypeIPv6:
+		if err := parseIP(frame[l3:], l3, pkt, verified); err != nil {
 			return err
 		}
 		if (et == EtherTypeIPv4) != (pkt.IPVersion == 4) {
-			return parseErr(LayerIP, EthHeaderSize, ErrBadVersion, "IP version does not match EtherType")
+			return parseErr(LayerIP, l3, ErrBadVersion, "IP version does not match EtherType")
 		}
-		pkt.Len += EthHeaderSize
+		pkt.Len += l3
 		return pkt.icrcErr()
+	case IsVLANTPID(et):
+		return parseErr(LayerEthernet, l3-2, ErrTruncated, "VLAN tag cut short")
 	}
-	return parseErr(LayerEthernet, 12, ErrNotRoCE, "EtherType is not IPv4 or IPv6")
+	return parseErr(LayerEthernet, l3-2, ErrNotRoCE, "EtherType is not IPv4 or IPv6")
+}
+
+// The tag protocol identifiers (TPIDs) of the VLAN tags SkipVLAN skips.
+// RoCE with PFC runs on a VLAN (rocev2.md §1.1); the ICRC does not cover
+// the tags.
+const (
+	TPIDVLAN       = 0x8100 // IEEE 802.1Q customer tag
+	TPIDQinQ       = 0x88A8 // IEEE 802.1ad service tag (QinQ outer tag)
+	TPIDQinQLegacy = 0x9100 // pre-802.1ad QinQ outer tag
+	VLANTagSize    = 4      // TPID and TCI
+)
+
+// IsVLANTPID reports whether an EtherType field holds the TPID of a VLAN
+// tag SkipVLAN skips.
+func IsVLANTPID(et uint16) bool {
+	return et == TPIDVLAN || et == TPIDQinQ || et == TPIDQinQLegacy
+}
+
+// SkipVLAN reads an Ethernet frame's header and any VLAN tags stacked
+// after the MACs (802.1Q, and QinQ: 802.1ad or 0x9100 outer tags, as many
+// as there are), and returns the offset of what follows them (the IP
+// header of a RoCEv2 frame), the EtherType that announces it and the
+// number of tags skipped. Untagged, that is EthHeaderSize and the
+// frame's EtherType. When a tag is cut short by the end of the frame, et
+// is its TPID (IsVLANTPID) and l3 the offset just past that TPID; a frame
+// shorter than EthHeaderSize returns zeros. It reads nothing beyond the
+// tags and never panics.
+func SkipVLAN(frame []byte) (l3 int, et uint16, tags int) {
+	if len(frame) < EthHeaderSize {
+		return 0, 0, 0
+	}
+	l3, et = EthHeaderSize, binary.BigEndian.Uint16(frame[12:])
+	for IsVLANTPID(et) && len(frame) >= l3+VLANTagSize {
+		et = binary.BigEndian.Uint16(frame[l3+2:])
+		l3 += VLANTagSize
+		tags++
+	}
+	return l3, et, tags
 }
 
 // ParseIP is ParseFrame for a buffer starting at the IP header (raw-IP or

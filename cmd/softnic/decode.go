@@ -188,14 +188,14 @@ func parseCaptured(fr trace.PcapFrame, pkt *roce.Packet) (ok bool, err error) {
 		return false, nil
 	}
 	switch {
-	case fr.Link == linkTypeEthernet && ip == roce.EthHeaderSize:
-		err = roce.ParseFrame(fr.Data, pkt)
+	case fr.Link == linkTypeEthernet:
+		err = roce.ParseFrame(fr.Data, pkt) // VLAN tags included
 	case et != 0 && (et == roce.EtherTypeIPv4) != (fr.Data[ip]>>4 == 4):
 		*pkt = roce.Packet{}
 		err = &roce.ParseError{Layer: roce.LayerIP, Offset: ip, Err: roce.ErrBadVersion, Detail: "IP version does not match EtherType"}
 	default:
-		// Raw IP, cooked, or behind VLAN tags: the parser's offsets
-		// count from the IP header; decode's from the frame.
+		// Raw IP or cooked: the parser's offsets count from the IP
+		// header; decode's from the frame.
 		err = roce.ParseIP(fr.Data[ip:], pkt)
 		var pe *roce.ParseError
 		if errors.As(err, &pe) {
@@ -247,20 +247,15 @@ const (
 // EtherType or protocol that announced it (0 for raw IP). ok is false when
 // the frame does not carry IPv4 or IPv6 as far as the link header says (et
 // is still the EtherType the link header names, RoCEv1's say).
-// Ethernet frames may carry 802.1Q and 802.1ad tags (rocev2.md §1.1: RoCE
-// with PFC runs on a VLAN); the ICRC does not cover them.
+// Ethernet frames may carry 802.1Q and QinQ tags, which roce.SkipVLAN
+// skips as roce.ParseFrame does.
 func captureIP(link uint16, d []byte) (ip int, et uint16, ok bool) {
 	switch link {
 	case linkTypeEthernet:
-		ip = roce.EthHeaderSize
-		if len(d) < ip {
+		if len(d) < roce.EthHeaderSize {
 			return 0, 0, false
 		}
-		et = binary.BigEndian.Uint16(d[12:])
-		for (et == 0x8100 || et == 0x88A8 || et == 0x9100) && len(d) >= ip+4 {
-			et = binary.BigEndian.Uint16(d[ip+2:])
-			ip += 4
-		}
+		ip, et, _ = roce.SkipVLAN(d)
 	case linkTypeLinuxSLL: // 16-byte cooked header, protocol at 14
 		if len(d) < 16 {
 			return 0, 0, false
