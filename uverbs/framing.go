@@ -511,7 +511,7 @@ func ParseIoctl(b []byte) (IoctlHdr, error) {
 	if len(b) < n {
 		return nil, truncated("ib_uverbs_ioctl_hdr", n, len(b))
 	}
-	if !isZero(b[ioReserved1:ioDriverID]) || !isZero(b[ioReserved2:IoctlHdrSize]) {
+	if !IsZero(b[ioReserved1:ioDriverID]) || !IsZero(b[ioReserved2:IoctlHdrSize]) {
 		return nil, &FormatError{Struct: "ib_uverbs_ioctl_hdr", Field: "reserved1/reserved2", Offset: ioReserved1, Err: ErrReserved, Errno: syscall.EPROTONOSUPPORT}
 	}
 	h = h[:n]

@@ -28,7 +28,10 @@ type Member struct {
 // The slice is shared: do not modify it.
 func Layouts() []Layout { return layouts }
 
-func isZero(b []byte) bool {
+// IsZero reports whether every byte of b is zero: reserved fields and
+// padding, and the bytes of a request beyond the struct its command takes
+// (uverbs_request, ib_is_udata_cleared).
+func IsZero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {
 			return false

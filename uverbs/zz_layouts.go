@@ -94,7 +94,7 @@ func (s *ExCmdHdrFields) get(b []byte) error {
 	s.Response = uint64(binary.NativeEndian.Uint64(b[0:]))
 	s.ProviderInWords = uint16(binary.NativeEndian.Uint16(b[8:]))
 	s.ProviderOutWords = uint16(binary.NativeEndian.Uint16(b[10:]))
-	if !isZero(b[12:16]) {
+	if !IsZero(b[12:16]) {
 		return reserved("ib_uverbs_ex_cmd_hdr", "cmd_hdr_reserved", 12)
 	}
 	return nil
@@ -149,11 +149,11 @@ func (s *IoctlHdrFields) get(b []byte) error {
 	s.ObjectID = uint16(binary.NativeEndian.Uint16(b[2:]))
 	s.MethodID = uint16(binary.NativeEndian.Uint16(b[4:]))
 	s.NumAttrs = uint16(binary.NativeEndian.Uint16(b[6:]))
-	if !isZero(b[8:16]) {
+	if !IsZero(b[8:16]) {
 		return reserved("ib_uverbs_ioctl_hdr", "reserved1", 8)
 	}
 	s.DriverID = DriverID(binary.NativeEndian.Uint32(b[16:]))
-	if !isZero(b[20:24]) {
+	if !IsZero(b[20:24]) {
 		return reserved("ib_uverbs_ioctl_hdr", "reserved2", 20)
 	}
 	return nil
@@ -207,7 +207,7 @@ func (s *AttrFields) get(b []byte) error {
 	s.Len = uint16(binary.NativeEndian.Uint16(b[2:]))
 	s.Flags = uint16(binary.NativeEndian.Uint16(b[4:]))
 	s.ElemID = uint8(b[6])
-	if !isZero(b[7:8]) {
+	if !IsZero(b[7:8]) {
 		return reserved("ib_uverbs_attr", "attr_data.enum_data.reserved", 7)
 	}
 	s.Data = uint64(binary.NativeEndian.Uint64(b[8:]))
@@ -610,7 +610,7 @@ func (s *ExQueryDevice) put(b []byte) {
 func (s *ExQueryDevice) get(b []byte) error {
 	_ = b[7]
 	s.CompMask = uint32(binary.NativeEndian.Uint32(b[0:]))
-	if !isZero(b[4:8]) {
+	if !IsZero(b[4:8]) {
 		return reserved("ib_uverbs_ex_query_device", "reserved", 4)
 	}
 	return nil
@@ -935,7 +935,7 @@ func (s *QueryPort) get(b []byte) error {
 	_ = b[15]
 	s.Response = uint64(binary.NativeEndian.Uint64(b[0:]))
 	s.PortNum = uint8(b[8])
-	if !isZero(b[9:16]) {
+	if !IsZero(b[9:16]) {
 		return reserved("ib_uverbs_query_port", "reserved", 9)
 	}
 	return nil
@@ -1519,7 +1519,7 @@ func (s *CreateCQ) get(b []byte) error {
 	s.CQE = uint32(binary.NativeEndian.Uint32(b[16:]))
 	s.CompVector = uint32(binary.NativeEndian.Uint32(b[20:]))
 	s.CompChannel = int32(binary.NativeEndian.Uint32(b[24:]))
-	if !isZero(b[28:32]) {
+	if !IsZero(b[28:32]) {
 		return reserved("ib_uverbs_create_cq", "reserved", 28)
 	}
 	return nil
@@ -1619,7 +1619,7 @@ func (s *ExCreateCQ) get(b []byte) error {
 	s.CompChannel = int32(binary.NativeEndian.Uint32(b[16:]))
 	s.CompMask = uint32(binary.NativeEndian.Uint32(b[20:]))
 	s.Flags = uint32(binary.NativeEndian.Uint32(b[24:]))
-	if !isZero(b[28:32]) {
+	if !IsZero(b[28:32]) {
 		return reserved("ib_uverbs_ex_create_cq", "reserved", 28)
 	}
 	return nil
@@ -1754,7 +1754,7 @@ func (s *DestroyCQ) get(b []byte) error {
 	_ = b[15]
 	s.Response = uint64(binary.NativeEndian.Uint64(b[0:]))
 	s.CQHandle = uint32(binary.NativeEndian.Uint32(b[8:]))
-	if !isZero(b[12:16]) {
+	if !IsZero(b[12:16]) {
 		return reserved("ib_uverbs_destroy_cq", "reserved", 12)
 	}
 	return nil
@@ -1930,7 +1930,7 @@ func (s *GlobalRoute) get(b []byte) error {
 	s.SGIDIndex = uint8(b[20])
 	s.HopLimit = uint8(b[21])
 	s.TrafficClass = uint8(b[22])
-	if !isZero(b[23:24]) {
+	if !IsZero(b[23:24]) {
 		return reserved("ib_uverbs_global_route", "reserved", 23)
 	}
 	return nil
@@ -1993,7 +1993,7 @@ func (s *AHAttr) get(b []byte) error {
 	s.StaticRate = uint8(b[28])
 	s.IsGlobal = uint8(b[29])
 	s.PortNum = uint8(b[30])
-	if !isZero(b[31:32]) {
+	if !IsZero(b[31:32]) {
 		return reserved("ib_uverbs_ah_attr", "reserved", 31)
 	}
 	return nil
@@ -2058,7 +2058,7 @@ func (s *QPDest) get(b []byte) error {
 	copy(s.DGID[:], b[0:16])
 	s.FlowLabel = uint32(binary.NativeEndian.Uint32(b[16:]))
 	s.DLID = uint16(binary.NativeEndian.Uint16(b[20:]))
-	if !isZero(b[22:24]) {
+	if !IsZero(b[22:24]) {
 		return reserved("ib_uverbs_qp_dest", "reserved", 22)
 	}
 	s.SGIDIndex = uint8(b[24])
@@ -2199,7 +2199,7 @@ func (s *CreateQP) get(b []byte) error {
 	s.SQSigAll = uint8(b[52])
 	s.QPType = QPType(b[53])
 	s.IsSRQ = uint8(b[54])
-	if !isZero(b[55:56]) {
+	if !IsZero(b[55:56]) {
 		return reserved("ib_uverbs_create_qp", "reserved", 55)
 	}
 	return nil
@@ -2286,7 +2286,7 @@ func (s *ExCreateQP) get(b []byte) error {
 	s.SQSigAll = uint8(b[44])
 	s.QPType = QPType(b[45])
 	s.IsSRQ = uint8(b[46])
-	if !isZero(b[47:48]) {
+	if !IsZero(b[47:48]) {
 		return reserved("ib_uverbs_ex_create_qp", "reserved", 47)
 	}
 	s.CompMask = uint32(binary.NativeEndian.Uint32(b[48:]))
@@ -2687,7 +2687,7 @@ func (s *ModifyQP) get(b []byte) error {
 	s.RNRRetry = uint8(b[107])
 	s.AltPortNum = uint8(b[108])
 	s.AltTimeout = uint8(b[109])
-	if !isZero(b[110:112]) {
+	if !IsZero(b[110:112]) {
 		return reserved("ib_uverbs_modify_qp", "reserved", 110)
 	}
 	return nil
@@ -2735,7 +2735,7 @@ func (s *ExModifyQP) get(b []byte) error {
 		return nested("ib_uverbs_ex_modify_qp", "base", 0, err)
 	}
 	s.RateLimit = uint32(binary.NativeEndian.Uint32(b[112:]))
-	if !isZero(b[116:120]) {
+	if !IsZero(b[116:120]) {
 		return reserved("ib_uverbs_ex_modify_qp", "reserved", 116)
 	}
 	return nil
@@ -2823,7 +2823,7 @@ func (s *DestroyQP) get(b []byte) error {
 	_ = b[15]
 	s.Response = uint64(binary.NativeEndian.Uint64(b[0:]))
 	s.QPHandle = uint32(binary.NativeEndian.Uint32(b[8:]))
-	if !isZero(b[12:16]) {
+	if !IsZero(b[12:16]) {
 		return reserved("ib_uverbs_destroy_qp", "reserved", 12)
 	}
 	return nil
@@ -2913,7 +2913,7 @@ func (s *CreateAH) get(b []byte) error {
 	s.Response = uint64(binary.NativeEndian.Uint64(b[0:]))
 	s.UserHandle = uint64(binary.NativeEndian.Uint64(b[8:]))
 	s.PDHandle = uint32(binary.NativeEndian.Uint32(b[16:]))
-	if !isZero(b[20:24]) {
+	if !IsZero(b[20:24]) {
 		return reserved("ib_uverbs_create_ah", "reserved", 20)
 	}
 	if err := s.Attr.get(b[24:56]); err != nil {
@@ -3139,7 +3139,7 @@ func (s *RecvWR) get(b []byte) error {
 	_ = b[15]
 	s.WRID = uint64(binary.NativeEndian.Uint64(b[0:]))
 	s.NumSGE = uint32(binary.NativeEndian.Uint32(b[8:]))
-	if !isZero(b[12:16]) {
+	if !IsZero(b[12:16]) {
 		return reserved("ib_uverbs_recv_wr", "reserved", 12)
 	}
 	return nil
@@ -3605,7 +3605,7 @@ func (s *QuerySRQ) get(b []byte) error {
 	_ = b[15]
 	s.Response = uint64(binary.NativeEndian.Uint64(b[0:]))
 	s.SRQHandle = uint32(binary.NativeEndian.Uint32(b[8:]))
-	if !isZero(b[12:16]) {
+	if !IsZero(b[12:16]) {
 		return reserved("ib_uverbs_query_srq", "reserved", 12)
 	}
 	return nil
@@ -3697,7 +3697,7 @@ func (s *DestroySRQ) get(b []byte) error {
 	_ = b[15]
 	s.Response = uint64(binary.NativeEndian.Uint64(b[0:]))
 	s.SRQHandle = uint32(binary.NativeEndian.Uint32(b[8:]))
-	if !isZero(b[12:16]) {
+	if !IsZero(b[12:16]) {
 		return reserved("ib_uverbs_destroy_srq", "reserved", 12)
 	}
 	return nil
@@ -3837,13 +3837,13 @@ func (s *MLX5AllocUcontextReqV2) get(b []byte) error {
 	s.Flags = uint32(binary.NativeEndian.Uint32(b[8:]))
 	s.CompMask = uint32(binary.NativeEndian.Uint32(b[12:]))
 	s.MaxCQEVersion = uint8(b[16])
-	if !isZero(b[17:18]) {
+	if !IsZero(b[17:18]) {
 		return reserved("mlx5_ib_alloc_ucontext_req_v2", "reserved0", 17)
 	}
-	if !isZero(b[18:20]) {
+	if !IsZero(b[18:20]) {
 		return reserved("mlx5_ib_alloc_ucontext_req_v2", "reserved1", 18)
 	}
-	if !isZero(b[20:24]) {
+	if !IsZero(b[20:24]) {
 		return reserved("mlx5_ib_alloc_ucontext_req_v2", "reserved2", 20)
 	}
 	s.LibCaps = uint64(binary.NativeEndian.Uint64(b[24:]))
@@ -4047,10 +4047,10 @@ func (s *MLX5CreateCQ) get(b []byte) error {
 	s.CQECompResFormat = uint8(b[21])
 	s.Flags = uint16(binary.NativeEndian.Uint16(b[22:]))
 	s.UARPageIndex = uint16(binary.NativeEndian.Uint16(b[24:]))
-	if !isZero(b[26:28]) {
+	if !IsZero(b[26:28]) {
 		return reserved("mlx5_ib_create_cq", "reserved0", 26)
 	}
-	if !isZero(b[28:32]) {
+	if !IsZero(b[28:32]) {
 		return reserved("mlx5_ib_create_cq", "reserved1", 28)
 	}
 	return nil
@@ -4142,11 +4142,11 @@ func (s *MLX5CreateSRQ) get(b []byte) error {
 	s.BufAddr = uint64(binary.NativeEndian.Uint64(b[0:]))
 	s.DBAddr = uint64(binary.NativeEndian.Uint64(b[8:]))
 	s.Flags = uint32(binary.NativeEndian.Uint32(b[16:]))
-	if !isZero(b[20:24]) {
+	if !IsZero(b[20:24]) {
 		return reserved("mlx5_ib_create_srq", "reserved0", 20)
 	}
 	s.UIdx = uint32(binary.NativeEndian.Uint32(b[24:]))
-	if !isZero(b[28:32]) {
+	if !IsZero(b[28:32]) {
 		return reserved("mlx5_ib_create_srq", "reserved1", 28)
 	}
 	return nil
@@ -4262,7 +4262,7 @@ func (s *MLX5CreateQP) get(b []byte) error {
 	s.ECEOptions = uint32(binary.NativeEndian.Uint32(b[48:]))
 	s.DCILogNumConcurrent = uint8(b[52])
 	s.DCILogNumErrored = uint8(b[53])
-	if !isZero(b[54:56]) {
+	if !IsZero(b[54:56]) {
 		return reserved("mlx5_ib_create_qp", "reserved", 54)
 	}
 	return nil
@@ -4417,7 +4417,7 @@ func (s *MLX5ModifyQP) get(b []byte) error {
 	s.CompMask = uint32(binary.NativeEndian.Uint32(b[0:]))
 	s.MaxBurstSz = uint32(binary.NativeEndian.Uint32(b[4:]))
 	s.TypicalPktSz = uint16(binary.NativeEndian.Uint16(b[8:]))
-	if !isZero(b[10:12]) {
+	if !IsZero(b[10:12]) {
 		return reserved("mlx5_ib_modify_qp", "burst_info.reserved", 10)
 	}
 	s.ECEOptions = uint32(binary.NativeEndian.Uint32(b[12:]))

@@ -15,19 +15,52 @@ import (
 // bytes are zero).
 const maxDriver = 256
 
-// servedWrite are the legacy commands write serves, servedEx the extended
-// ones; kernelEx are the other extended commands the kernel has methods
-// for (CREATE_FLOW .. MODIFY_CQ), which keep the extended framing checks.
+// writeFunc serves one parsed write() command. name is the command's name
+// for errors; out is the response buffer: out_words' worth for a legacy
+// command, the core response then the driver response for an extended one.
+type writeFunc func(s *Server, name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error)
+
+// noResp is a writeFunc for a command that writes no response.
+func noResp(f func(*Server, string, *uverbs.WriteMsg) (int, *uverbs.Error)) writeFunc {
+	return func(s *Server, name string, m *uverbs.WriteMsg, _ []byte) (int, *uverbs.Error) { return f(s, name, m) }
+}
+
+// writeCmds are the legacy commands write serves and writeExCmds the
+// extended ones, each with its handler: the one list both notServed and
+// write dispatch on. Every other command is answered EOPNOTSUPP:
+// REQ_NOTIFY_CQ, POLL_CQ and POST_* mlx5 does in user space (CQ arm
+// doorbell, CQ ring, send/receive doorbells), RESIZE_CQ is not served, and
+// the other extended commands the kernel has methods for (CREATE_FLOW ..
+// MODIFY_CQ) keep the extended framing checks (notServed).
 var (
-	servedWrite = map[uverbs.Command]bool{
-		uverbs.CmdGetContext: true, uverbs.CmdQueryDevice: true, uverbs.CmdQueryPort: true, uverbs.CmdAllocPD: true,
-		uverbs.CmdDeallocPD: true, uverbs.CmdRegMR: true, uverbs.CmdDeregMR: true, uverbs.CmdCreateCompChannel: true,
-		uverbs.CmdCreateCQ: true, uverbs.CmdDestroyCQ: true, uverbs.CmdCreateQP: true, uverbs.CmdModifyQP: true,
-		uverbs.CmdQueryQP: true, uverbs.CmdDestroyQP: true, uverbs.CmdCreateSRQ: true, uverbs.CmdModifySRQ: true,
-		uverbs.CmdQuerySRQ: true, uverbs.CmdDestroySRQ: true, uverbs.CmdCreateAH: true, uverbs.CmdDestroyAH: true,
+	writeCmds = map[uverbs.Command]writeFunc{
+		uverbs.CmdGetContext:        (*Server).getContext,
+		uverbs.CmdQueryDevice:       (*Server).queryDevice,
+		uverbs.CmdQueryPort:         (*Server).queryPort,
+		uverbs.CmdAllocPD:           (*Server).allocPD,
+		uverbs.CmdDeallocPD:         noResp((*Server).deallocPD),
+		uverbs.CmdRegMR:             (*Server).regMR,
+		uverbs.CmdDeregMR:           noResp((*Server).deregMR),
+		uverbs.CmdCreateCompChannel: (*Server).createCompChannel,
+		uverbs.CmdCreateCQ:          (*Server).createCQ,
+		uverbs.CmdDestroyCQ:         (*Server).destroyCQ,
+		uverbs.CmdCreateQP:          (*Server).createQP,
+		uverbs.CmdModifyQP:          noResp((*Server).modifyQP),
+		uverbs.CmdQueryQP:           (*Server).queryQP,
+		uverbs.CmdDestroyQP:         (*Server).destroyQP,
+		uverbs.CmdCreateSRQ:         (*Server).createSRQ,
+		uverbs.CmdModifySRQ:         noResp((*Server).modifySRQ),
+		uverbs.CmdQuerySRQ:          (*Server).querySRQ,
+		uverbs.CmdDestroySRQ:        (*Server).destroySRQ,
+		uverbs.CmdCreateAH:          (*Server).createAH,
+		uverbs.CmdDestroyAH:         noResp((*Server).destroyAH),
 	}
-	servedEx = map[uverbs.Command]bool{uverbs.ExCmdQueryDevice: true, uverbs.ExCmdCreateCQ: true,
-		uverbs.ExCmdCreateQP: true, uverbs.ExCmdModifyQP: true}
+	writeExCmds = map[uverbs.Command]writeFunc{
+		uverbs.ExCmdQueryDevice: (*Server).exQueryDevice,
+		uverbs.ExCmdCreateCQ:    (*Server).exCreateCQ,
+		uverbs.ExCmdCreateQP:    (*Server).exCreateQP,
+		uverbs.ExCmdModifyQP:    (*Server).exModifyQP,
+	}
 )
 
 // notServed answers a command the device does not serve as the kernel's
@@ -44,13 +77,13 @@ func notServed(req []byte) *uverbs.Error {
 	c, ex, limit := h.Cmd(), h.Extended(), uverbs.NumWriteCmds
 	name := c.String()
 	if ex {
-		if servedEx[c] || c >= 50 && int(c) < uverbs.NumWriteExCmds {
+		if writeExCmds[c] != nil || c >= 50 && int(c) < uverbs.NumWriteExCmds {
 			return nil
 		}
 		name, limit = "EX_"+name, uverbs.NumWriteExCmds
 	}
 	switch {
-	case h.Command()&^(uverbs.CmdFlagExtended|uverbs.CmdCommandMask) != 0, !ex && servedWrite[c]:
+	case h.Command()&^(uverbs.CmdFlagExtended|uverbs.CmdCommandMask) != 0, !ex && writeCmds[c] != nil:
 		return nil
 	case int(c) < limit && int(h.InWords())*4 != len(req):
 		return fail(name, syscall.EINVAL, fmt.Sprintf("in_words %d for a %d-byte write", h.InWords(), len(req)))
@@ -71,7 +104,7 @@ func (s *Server) write(req, resp []byte) (int, *uverbs.Error) {
 	switch {
 	case err != nil:
 		return 0, refusal(name, err)
-	case !m.Extended && !uverbs.TakesUData(m.Cmd) && !allZero(m.Driver):
+	case !m.Extended && !uverbs.TakesUData(m.Cmd) && !uverbs.IsZero(m.Driver):
 		// uverbs_request: a core request longer than the struct must be
 		// zero beyond it.
 		return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("%d bytes after the core request, not all zero (%s takes no driver data)", len(m.Driver), name))
@@ -81,172 +114,138 @@ func (s *Server) write(req, resp []byte) (int, *uverbs.Error) {
 		return 0, fail(name, syscall.EINVAL, "no user context: GET_CONTEXT first")
 	}
 	if m.Extended {
-		return s.writeEx(name, &m, resp)
+		if len(resp) < m.OutLen+m.DriverOutLen {
+			return 0, fail(name, syscall.EFAULT, fmt.Sprintf("response buffer of %d bytes, out words say %d", len(resp), m.OutLen+m.DriverOutLen))
+		}
+		if f := writeExCmds[m.Cmd]; f != nil {
+			return f(s, name, &m, resp[:m.OutLen+m.DriverOutLen])
+		}
+		return 0, fail(name, syscall.EOPNOTSUPP, "extended command not served by this device")
 	}
 	if len(resp) < m.OutLen {
 		return 0, fail(name, syscall.EFAULT, fmt.Sprintf("response buffer of %d bytes, out_words say %d", len(resp), m.OutLen))
 	}
-	out := resp[:m.OutLen]
-	switch m.Cmd {
-	case uverbs.CmdGetContext:
-		return s.getContext(name, &m, out)
-	case uverbs.CmdQueryDevice:
-		return s.queryDevice(name, &m, out)
-	case uverbs.CmdQueryPort:
-		return s.queryPort(name, &m, out)
-	case uverbs.CmdAllocPD:
-		return s.allocPD(name, &m, out)
-	case uverbs.CmdDeallocPD:
-		return s.deallocPD(name, &m)
-	case uverbs.CmdRegMR:
-		return s.regMR(name, &m, out)
-	case uverbs.CmdDeregMR:
-		return s.deregMR(name, &m)
-	case uverbs.CmdCreateCompChannel:
-		return s.createCompChannel(name, &m, out)
-	case uverbs.CmdCreateCQ:
-		return s.createCQ(name, &m, out)
-	case uverbs.CmdDestroyCQ:
-		return s.destroyCQ(name, &m, out)
-	case uverbs.CmdCreateQP:
-		return s.createQP(name, &m, out)
-	case uverbs.CmdModifyQP:
-		return s.modifyQP(name, &m)
-	case uverbs.CmdQueryQP:
-		return s.queryQP(name, &m, out)
-	case uverbs.CmdDestroyQP:
-		return s.destroyQP(name, &m, out)
-	case uverbs.CmdCreateSRQ:
-		return s.createSRQ(name, &m, out)
-	case uverbs.CmdModifySRQ:
-		return s.modifySRQ(name, &m)
-	case uverbs.CmdQuerySRQ:
-		return s.querySRQ(name, &m, out)
-	case uverbs.CmdDestroySRQ:
-		return s.destroySRQ(name, &m, out)
-	case uverbs.CmdCreateAH:
-		return s.createAH(name, &m, out)
-	case uverbs.CmdDestroyAH:
-		return s.destroyAH(name, &m)
+	if f := writeCmds[m.Cmd]; f != nil {
+		return f(s, name, &m, resp[:m.OutLen])
 	}
-	// REQ_NOTIFY_CQ, POLL_CQ, POST_*: mlx5 does these in user space (CQ arm
-	// doorbell, CQ ring, send/receive doorbells); RESIZE_CQ is not served.
 	return 0, fail(name, syscall.EOPNOTSUPP, "command not served by this device")
 }
 
-// writeEx serves the extended commands.
-func (s *Server) writeEx(name string, m *uverbs.WriteMsg, resp []byte) (int, *uverbs.Error) {
-	if len(resp) < m.OutLen+m.DriverOutLen {
-		return 0, fail(name, syscall.EFAULT, fmt.Sprintf("response buffer of %d bytes, out words say %d", len(resp), m.OutLen+m.DriverOutLen))
+// exModifyQP serves EX_MODIFY_QP.
+func (s *Server) exModifyQP(name string, m *uverbs.WriteMsg, resp []byte) (int, *uverbs.Error) {
+	var c uverbs.ExModifyQP
+	if err := decodeCore(&c, m.Core); err != nil {
+		return 0, refusal(name, err)
 	}
-	switch m.Cmd {
-	case uverbs.ExCmdModifyQP:
-		var c uverbs.ExModifyQP
-		if err := decodeCore(&c, m.Core); err != nil {
-			return 0, refusal(name, err)
-		}
-		if c.RateLimit != 0 {
-			return 0, fail(name, syscall.EOPNOTSUPP, "rate limit not modelled")
-		}
-		var drv uverbs.MLX5ModifyQP
-		if e := s.driverIn(name, m.Driver, &drv, 0); e != nil {
-			return 0, e
-		}
-		if drv.CompMask != 0 || drv.ECEOptions != 0 {
-			return 0, fail(name, syscall.EOPNOTSUPP, "mlx5 modify_qp comp_mask/ECE not supported")
-		}
-		if _, e := s.doModifyQP(name, &c.Base); e != nil {
-			return 0, e
-		}
-		n := 0
-		if m.OutLen >= uverbs.ExModifyQPRespSize {
-			r := uverbs.ExModifyQPResp{ResponseLength: uverbs.ExModifyQPRespSize}
-			n, _ = r.Encode(resp)
-		}
-		return n, nil
-	case uverbs.ExCmdCreateCQ:
-		var c uverbs.ExCreateCQ
-		if err := decodeCore(&c, m.Core); err != nil {
-			return 0, refusal(name, err)
-		}
-		switch {
-		case c.CompMask != 0: // ib_uverbs_ex_create_cq: no comp_mask bit is defined
-			return 0, fail(name, syscall.EINVAL, fmt.Sprintf("comp_mask %#x", c.CompMask))
-		case c.Flags != 0:
-			return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("flags %#x (timestamps, ignore-overrun not modelled)", c.Flags))
-		}
-		if m.OutLen < uverbs.CreateCQRespSize {
-			return 0, fail(name, syscall.ENOSPC, "response shorter than ib_uverbs_create_cq_resp")
-		}
-		base := uverbs.CreateCQ{UserHandle: c.UserHandle, CQE: c.CQE, CompVector: c.CompVector, CompChannel: c.CompChannel}
-		r, cqn, e := s.doCreateCQ(name, &base, m.Driver)
-		if e != nil {
-			return 0, e
-		}
-		x := uverbs.ExCreateCQResp{Base: r, ResponseLength: uint32(min(m.OutLen, uverbs.ExCreateCQRespSize))}
-		n := putResp(resp[:m.OutLen], &x)
-		d := uverbs.MLX5CreateCQResp{CQN: cqn}
-		n2 := putResp(resp[m.OutLen:m.OutLen+m.DriverOutLen], &d)
-		if n2 == 0 {
-			return n, nil
-		}
-		return m.OutLen + n2, nil
-	case uverbs.ExCmdCreateQP:
-		var c uverbs.ExCreateQP
-		if err := decodeCore(&c, m.Core); err != nil {
-			return 0, refusal(name, err)
-		}
-		switch {
-		case c.CompMask&^uverbs.ExCreateQPMaskIndTable != 0:
-			// ib_uverbs_ex_create_qp: bits beyond
-			// IB_UVERBS_CREATE_QP_SUP_COMP_MASK are EINVAL.
-			return 0, fail(name, syscall.EINVAL, fmt.Sprintf("comp_mask %#x", c.CompMask))
-		case c.CompMask != 0 || c.RwqIndTblHandle != 0:
-			return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("comp_mask %#x (indirection tables are not modelled)", c.CompMask))
-		case c.CreateFlags != 0 || c.SourceQPN != 0:
-			return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("create_flags %#x, source_qpn %#x", c.CreateFlags, c.SourceQPN))
-		case m.OutLen < uverbs.CreateQPRespSize:
-			return 0, fail(name, syscall.ENOSPC, "response shorter than ib_uverbs_create_qp_resp")
-		}
-		base := uverbs.CreateQP{UserHandle: c.UserHandle, PDHandle: c.PDHandle, SendCQHandle: c.SendCQHandle, RecvCQHandle: c.RecvCQHandle,
-			SRQHandle: c.SRQHandle, MaxSendWR: c.MaxSendWR, MaxRecvWR: c.MaxRecvWR, MaxSendSGE: c.MaxSendSGE, MaxRecvSGE: c.MaxRecvSGE,
-			MaxInlineData: c.MaxInlineData, SQSigAll: c.SQSigAll, QPType: c.QPType, IsSRQ: c.IsSRQ}
-		r, d, e := s.doCreateQP(name, &base, m.Driver)
-		if e != nil {
-			return 0, e
-		}
-		x := uverbs.ExCreateQPResp{Base: r, ResponseLength: uint32(min(m.OutLen, uverbs.ExCreateQPRespSize))}
-		n := putResp(resp[:m.OutLen], &x)
-		if n2 := putResp(resp[m.OutLen:m.OutLen+m.DriverOutLen], &d); n2 > 0 {
-			n = m.OutLen + n2
-		}
-		return n, nil
-	case uverbs.ExCmdQueryDevice:
-		var c uverbs.ExQueryDevice
-		if err := decodeCore(&c, m.Core); err != nil {
-			return 0, refusal(name, err)
-		}
-		if c.CompMask != 0 {
-			return 0, fail(name, syscall.EINVAL, fmt.Sprintf("comp_mask %#x", c.CompMask))
-		}
-		base, e := s.deviceResp(name)
-		if e != nil {
-			return 0, e
-		}
-		x := uverbs.ExQueryDeviceResp{Base: base, ResponseLength: uint32(min(m.OutLen, uverbs.ExQueryDeviceRespSize))}
-		if m.OutLen < uverbs.QueryDeviceRespSize {
-			return 0, fail(name, syscall.ENOSPC, "response shorter than ib_uverbs_query_device_resp")
-		}
-		// The mlx5 driver response (mlx5_ib_query_device_resp) is left
-		// zero: no TSO, RSS, CQE compression or packet pacing.
-		clear(resp[m.OutLen : m.OutLen+m.DriverOutLen])
-		n := putResp(resp[:m.OutLen], &x)
-		if m.DriverOutLen > 0 {
-			n = m.OutLen + m.DriverOutLen
-		}
+	if c.RateLimit != 0 {
+		return 0, fail(name, syscall.EOPNOTSUPP, "rate limit not modelled")
+	}
+	var drv uverbs.MLX5ModifyQP
+	if e := s.driverIn(name, m.Driver, &drv, 0); e != nil {
+		return 0, e
+	}
+	if drv.CompMask != 0 || drv.ECEOptions != 0 {
+		return 0, fail(name, syscall.EOPNOTSUPP, "mlx5 modify_qp comp_mask/ECE not supported")
+	}
+	if _, e := s.doModifyQP(name, &c.Base); e != nil {
+		return 0, e
+	}
+	n := 0
+	if m.OutLen >= uverbs.ExModifyQPRespSize {
+		r := uverbs.ExModifyQPResp{ResponseLength: uverbs.ExModifyQPRespSize}
+		n, _ = r.Encode(resp)
+	}
+	return n, nil
+}
+
+// exCreateCQ serves EX_CREATE_CQ.
+func (s *Server) exCreateCQ(name string, m *uverbs.WriteMsg, resp []byte) (int, *uverbs.Error) {
+	var c uverbs.ExCreateCQ
+	if err := decodeCore(&c, m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	switch {
+	case c.CompMask != 0: // ib_uverbs_ex_create_cq: no comp_mask bit is defined
+		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("comp_mask %#x", c.CompMask))
+	case c.Flags != 0:
+		return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("flags %#x (timestamps, ignore-overrun not modelled)", c.Flags))
+	}
+	if m.OutLen < uverbs.CreateCQRespSize {
+		return 0, fail(name, syscall.ENOSPC, "response shorter than ib_uverbs_create_cq_resp")
+	}
+	base := uverbs.CreateCQ{UserHandle: c.UserHandle, CQE: c.CQE, CompVector: c.CompVector, CompChannel: c.CompChannel}
+	r, cqn, e := s.doCreateCQ(name, &base, m.Driver)
+	if e != nil {
+		return 0, e
+	}
+	x := uverbs.ExCreateCQResp{Base: r, ResponseLength: uint32(min(m.OutLen, uverbs.ExCreateCQRespSize))}
+	n := putResp(resp[:m.OutLen], &x)
+	d := uverbs.MLX5CreateCQResp{CQN: cqn}
+	n2 := putResp(resp[m.OutLen:m.OutLen+m.DriverOutLen], &d)
+	if n2 == 0 {
 		return n, nil
 	}
-	return 0, fail(name, syscall.EOPNOTSUPP, "extended command not served by this device")
+	return m.OutLen + n2, nil
+}
+
+// exCreateQP serves EX_CREATE_QP.
+func (s *Server) exCreateQP(name string, m *uverbs.WriteMsg, resp []byte) (int, *uverbs.Error) {
+	var c uverbs.ExCreateQP
+	if err := decodeCore(&c, m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	switch {
+	case c.CompMask&^uverbs.ExCreateQPMaskIndTable != 0:
+		// ib_uverbs_ex_create_qp: bits beyond
+		// IB_UVERBS_CREATE_QP_SUP_COMP_MASK are EINVAL.
+		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("comp_mask %#x", c.CompMask))
+	case c.CompMask != 0 || c.RwqIndTblHandle != 0:
+		return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("comp_mask %#x (indirection tables are not modelled)", c.CompMask))
+	case c.CreateFlags != 0 || c.SourceQPN != 0:
+		return 0, fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("create_flags %#x, source_qpn %#x", c.CreateFlags, c.SourceQPN))
+	case m.OutLen < uverbs.CreateQPRespSize:
+		return 0, fail(name, syscall.ENOSPC, "response shorter than ib_uverbs_create_qp_resp")
+	}
+	base := uverbs.CreateQP{UserHandle: c.UserHandle, PDHandle: c.PDHandle, SendCQHandle: c.SendCQHandle, RecvCQHandle: c.RecvCQHandle,
+		SRQHandle: c.SRQHandle, MaxSendWR: c.MaxSendWR, MaxRecvWR: c.MaxRecvWR, MaxSendSGE: c.MaxSendSGE, MaxRecvSGE: c.MaxRecvSGE,
+		MaxInlineData: c.MaxInlineData, SQSigAll: c.SQSigAll, QPType: c.QPType, IsSRQ: c.IsSRQ}
+	r, d, e := s.doCreateQP(name, &base, m.Driver)
+	if e != nil {
+		return 0, e
+	}
+	x := uverbs.ExCreateQPResp{Base: r, ResponseLength: uint32(min(m.OutLen, uverbs.ExCreateQPRespSize))}
+	n := putResp(resp[:m.OutLen], &x)
+	if n2 := putResp(resp[m.OutLen:m.OutLen+m.DriverOutLen], &d); n2 > 0 {
+		n = m.OutLen + n2
+	}
+	return n, nil
+}
+
+// exQueryDevice serves EX_QUERY_DEVICE.
+func (s *Server) exQueryDevice(name string, m *uverbs.WriteMsg, resp []byte) (int, *uverbs.Error) {
+	var c uverbs.ExQueryDevice
+	if err := decodeCore(&c, m.Core); err != nil {
+		return 0, refusal(name, err)
+	}
+	if c.CompMask != 0 {
+		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("comp_mask %#x", c.CompMask))
+	}
+	base, e := s.deviceResp(name)
+	if e != nil {
+		return 0, e
+	}
+	x := uverbs.ExQueryDeviceResp{Base: base, ResponseLength: uint32(min(m.OutLen, uverbs.ExQueryDeviceRespSize))}
+	if m.OutLen < uverbs.QueryDeviceRespSize {
+		return 0, fail(name, syscall.ENOSPC, "response shorter than ib_uverbs_query_device_resp")
+	}
+	// The mlx5 driver response (mlx5_ib_query_device_resp) is left
+	// zero: no TSO, RSS, CQE compression or packet pacing.
+	clear(resp[m.OutLen : m.OutLen+m.DriverOutLen])
+	n := putResp(resp[:m.OutLen], &x)
+	if m.DriverOutLen > 0 {
+		n = m.OutLen + m.DriverOutLen
+	}
+	return n, nil
 }
 
 // decodeCore decodes an extended core request as uverbs_request does: one
@@ -259,10 +258,8 @@ func decodeCore(st uverbs.Struct, b []byte) error {
 		b = append(make([]byte, 0, n), b...)[:n]
 	}
 	if len(b) > n {
-		for _, c := range b[n:] {
-			if c != 0 {
-				return &uverbs.FormatError{Struct: "core request", Offset: n, Err: uverbs.ErrReserved, Errno: syscall.EOPNOTSUPP}
-			}
+		if !uverbs.IsZero(b[n:]) {
+			return &uverbs.FormatError{Struct: "core request", Offset: n, Err: uverbs.ErrReserved, Errno: syscall.EOPNOTSUPP}
 		}
 		b = b[:n]
 	}
@@ -281,10 +278,8 @@ func (s *Server) driverIn(name string, b []byte, st uverbs.Struct, need int) *uv
 		return fail(name, syscall.EINVAL, fmt.Sprintf("mlx5 driver data of %d bytes", len(b)))
 	}
 	if len(b) > n {
-		for _, c := range b[n:] {
-			if c != 0 {
-				return fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("mlx5 driver data: %d unknown non-zero bytes after %d", len(b)-n, n))
-			}
+		if !uverbs.IsZero(b[n:]) {
+			return fail(name, syscall.EOPNOTSUPP, fmt.Sprintf("mlx5 driver data: %d unknown non-zero bytes after %d", len(b)-n, n))
 		}
 		b = b[:n]
 	}
@@ -317,15 +312,6 @@ func reply(out []byte, core, drv uverbs.Struct) (int, *uverbs.Error) {
 		n += putResp(out[n:], drv)
 	}
 	return n, nil
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func pow2(n uint64) bool { return n != 0 && n&(n-1) == 0 }

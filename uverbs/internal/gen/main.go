@@ -242,7 +242,7 @@ func genGo(ls []*layout) []byte {
 			switch {
 			case strings.HasPrefix(m.kind, "pad"):
 			case strings.HasPrefix(m.kind, "rsv"):
-				p("\tif !isZero(b[%d:%d]) {\n\t\treturn reserved(%q, %q, %d)\n\t}\n", o, o+m.width, l.cname, m.cname, o)
+				p("\tif !IsZero(b[%d:%d]) {\n\t\treturn reserved(%q, %q, %d)\n\t}\n", o, o+m.width, l.cname, m.cname, o)
 			case strings.HasPrefix(m.kind, "st:"):
 				p("\tif err := s.%s.get(b[%d:%d]); err != nil {\n\t\treturn nested(%q, %q, %d, err)\n\t}\n", m.goname, o, o+m.width, l.cname, m.cname, o)
 			case m.kind == "u8":
