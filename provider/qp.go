@@ -368,8 +368,6 @@ func (qp *QP) QueryState() (QPState, error) {
 	return a.State, nil
 }
 
-// refreshFast recomputes fast after anything it depends on changed
-// (state, death, injected bugs).
 // markDead retires the QP: every post is refused from here on, the
 // fast path's included.
 func (qp *QP) markDead() {
@@ -377,6 +375,9 @@ func (qp *QP) markDead() {
 	qp.refreshFast()
 }
 
+// refreshFast recomputes fast after anything it depends on changed
+// (state, death, injected bugs, BlueFlame on or off), and with it the
+// fast path's BlueFlame and message size limits.
 func (qp *QP) refreshFast() {
 	qp.fastBF, qp.fastMsg = 0, qp.ctx.maxMsg
 	if qp.bfOn {

@@ -60,12 +60,12 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// checkStatArgs refuses bad usage before any device is built (exit 2):
-// an unknown --op, a size or count out of range (-n at most maxIters, as
-// perf's), an MTU that is not one of the five.
 // statOps are stat's operations and the work requests they post.
 var statOps = map[string]provider.WROpcode{"write": provider.WRRDMAWrite, "read": provider.WRRDMARead, "send": provider.WRSend}
 
+// checkStatArgs refuses bad usage before any device is built (exit 2):
+// an unknown --op, a size or count out of range (-n at most maxIters, as
+// perf's), an MTU that is not one of the five.
 func checkStatArgs(op string, size, n, mtu int) error {
 	_, known := statOps[op]
 	switch {

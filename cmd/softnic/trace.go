@@ -1239,8 +1239,6 @@ func plural(n int) string {
 	return "s"
 }
 
-// walkPath is the path a walk took, from what happened: "blueflame" when
-// the requester (node 0) has a bf_mmio stage, else "doorbell".
 // walkFetched reports whether the requester's device fetched a WQE by
 // DMA in the walk (a wqe_fetch stage on node 0).
 func walkFetched(events []trace.Event) bool {
@@ -1252,6 +1250,8 @@ func walkFetched(events []trace.Event) bool {
 	return false
 }
 
+// walkPath is the path a walk took, from what happened: "blueflame" when
+// the requester (node 0) has a bf_mmio stage, else "doorbell".
 func walkPath(events []trace.Event) string {
 	for _, e := range events {
 		if e.Node == 0 && e.Name == "bf_mmio" {
