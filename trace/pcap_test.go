@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -225,8 +226,11 @@ func TestPcapngMalformedBlock(t *testing.T) {
 }
 
 // FuzzPcapReader: any capture bytes are read to an end (io.EOF or an
-// error) without a panic, in at most one frame per 16 bytes of input, and
-// every frame's bytes come from the input.
+// error) without a panic, in at most one frame per 16 bytes of input; every
+// frame's bytes are bytes of the input, no more than its wire length says;
+// the frames read before the end round-trip: written again to a classic
+// pcap (when their link type and times fit one), they read back as the
+// same frames, the same times and lengths, and then io.EOF.
 func FuzzPcapReader(f *testing.F) {
 	ci := gopacket.CaptureInfo{Timestamp: time.Unix(1, 0), CaptureLength: 60, Length: 60}
 	var pc, ng bytes.Buffer
@@ -247,23 +251,69 @@ func FuzzPcapReader(f *testing.F) {
 	bad := bytes.Clone(ng.Bytes())
 	f.Add(bad[:len(bad)/2])
 	f.Add([]byte("hello world"))
-	f.Fuzz(func(t *testing.T, in []byte) {
+	readAll := func(in []byte) ([]PcapFrame, error) {
 		r, err := NewPcapReader(bytes.NewReader(in))
 		if err != nil {
-			return
+			return nil, err
 		}
-		n := 0
+		var frs []PcapFrame
 		for {
 			fr, err := r.ReadFrame()
 			if err != nil {
-				break
+				return frs, err
 			}
-			n++
-			if n > len(in)/16+1 {
-				t.Fatalf("%d frames from %d bytes", n, len(in))
+			frs = append(frs, fr)
+			if len(frs) > len(in)/16+1 {
+				return frs, fmt.Errorf("%d frames from %d bytes", len(frs), len(in))
 			}
-			if len(fr.Data) > len(in) {
-				t.Fatalf("a frame of %d bytes from %d bytes of input", len(fr.Data), len(in))
+		}
+	}
+	same := func(a, b PcapFrame) bool {
+		return a.Timestamp.Equal(b.Timestamp) && bytes.Equal(a.Data, b.Data) && a.OrigLen == b.OrigLen && a.Link == b.Link
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		frs, end := readAll(in)
+		if end == nil {
+			t.Fatal("ReadFrame stopped without an error")
+		}
+		if strings.Contains(end.Error(), " frames from ") {
+			t.Fatal(end)
+		}
+		for i, fr := range frs {
+			if !bytes.Contains(in, fr.Data) {
+				t.Fatalf("frame %d: %d bytes that are not in the input", i, len(fr.Data))
+			}
+			if fr.OrigLen < len(fr.Data) {
+				t.Fatalf("frame %d: %d bytes captured of a %d-byte frame", i, len(fr.Data), fr.OrigLen)
+			}
+		}
+		// Round trip through a classic pcap, where the frames fit one:
+		// one link type within gopacket's uint8, times a 32-bit seconds
+		// field holds.
+		if len(frs) == 0 || frs[0].Link > 0xff {
+			return
+		}
+		var out bytes.Buffer
+		w := pcapgo.NewWriterNanos(&out)
+		if err := w.WriteFileHeader(PcapSnaplen, layers.LinkType(frs[0].Link)); err != nil {
+			t.Fatal(err)
+		}
+		for _, fr := range frs {
+			if fr.Link != frs[0].Link || fr.Timestamp.Unix() < 0 || fr.Timestamp.Unix() > math.MaxUint32 ||
+				len(fr.Data) > PcapSnaplen || fr.OrigLen > math.MaxUint32 {
+				return
+			}
+			if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: fr.Timestamp, CaptureLength: len(fr.Data), Length: fr.OrigLen}, fr.Data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		back, end3 := readAll(out.Bytes())
+		if end3 != io.EOF || len(back) != len(frs) {
+			t.Fatalf("round trip: %d frames and %v, want %d and EOF", len(back), end3, len(frs))
+		}
+		for i := range frs {
+			if !same(frs[i], back[i]) {
+				t.Fatalf("round trip: frame %d %+v, was %+v", i, back[i], frs[i])
 			}
 		}
 	})
