@@ -124,12 +124,15 @@ func (c *client) hasLeft() bool { return c.leaving || peerClosed(c.uc) }
 func (d *Daemon) awaitLeaving(name string) {
 	timer := time.NewTimer(leaveWait)
 	defer timer.Stop()
-	for {
+	for waited := false; ; waited = true {
 		d.mu.Lock()
 		s := d.slotByName(name)
 		var gone chan struct{}
 		if s != nil && s.owner != nil && s.owner.hasLeft() {
 			gone = s.owner.gone
+			if !waited {
+				d.ctr.LeaveWaits++
+			}
 		}
 		d.mu.Unlock()
 		if gone == nil {

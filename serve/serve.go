@@ -179,6 +179,7 @@ type Counters struct {
 	Attaches      uint64 // clients attached
 	Detaches      uint64 // clients gone (closed, killed, torn down)
 	Refusals      uint64 // ATTACH refused (busy, unknown device, bad memory)
+	LeaveWaits    uint64 // ATTACHes that waited for a departing owner's teardown
 	BadMessages   uint64 // malformed socket messages answered with EPROTO
 	BadRecords    uint64 // malformed ring records, skipped
 	ClampedTimes  uint64 // records stamped before the engine's clock or too far after it
