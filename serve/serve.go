@@ -154,9 +154,9 @@ func (d *Daemon) lock() {
 //
 // runtime.Gosched sits between the two: a bare unlock and lock lets the
 // running goroutine take the mutex straight back before the waiter it
-// woke is even scheduled (sync.Mutex only hands over once a waiter has
-// starved for a millisecond), so the others would still wait for the
-// whole run.
+// woke is even scheduled, and sync.Mutex only hands it over once a waiter
+// has starved for a millisecond, so every command of another client would
+// wait that long at least, for as many slices as fit in it.
 func (d *Daemon) slice() {
 	if d.eng.Fired()-d.taken < worldSlice {
 		return
