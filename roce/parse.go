@@ -56,11 +56,13 @@ type Packet struct {
 }
 
 // ParseFrame parses an Ethernet frame holding a RoCEv2 packet into pkt. It
-// skips VLAN tags (SkipVLAN) and checks lengths, EtherType, IP version, the IPv4 header checksum, that the
-// packet is not an IP fragment, UDP destination port 4791, IP and UDP lengths
-// against each other, BTH TVer 0, the opcode, the extended-header lengths, the
-// pad count against the opcode's payload rule, and the ICRC. The ICRC is
+// skips VLAN tags (SkipVLAN: 802.1Q and QinQ), and checks lengths,
+// EtherType, IP version, the IPv4 header checksum, that the packet is not
+// an IP fragment, UDP destination port 4791, IP and UDP lengths against
+// each other, BTH TVer 0, the opcode, the extended-header lengths, the pad
+// count against the opcode's payload rule, and the ICRC. The ICRC is
 // located from the UDP length, so Ethernet padding after it is ignored.
+// Error offsets count from the start of the frame, tags included.
 //
 // Errors are *ParseError wrapping a sentinel (ErrTruncated, ErrNotRoCE,
 // ErrBadVersion, ErrBadChecksum, ErrBadLength, ErrBadOpcode, ErrBadICRC).
