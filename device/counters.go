@@ -88,6 +88,7 @@ var (
 
 	// softnic: receive path.
 	CtrRxDropNotRoCE       = trace.NewCounter("rx_drop_not_roce")
+	CtrRxDropVLAN          = trace.NewCounter("rx_drop_vlan") // a VLAN-tagged RoCE frame: the port has no VLAN (receive.go)
 	CtrRxDropBadICRC       = trace.NewCounter("rx_drop_bad_icrc")
 	CtrRxDropMalformed     = trace.NewCounter("rx_drop_malformed")
 	CtrRxDropWrongMAC      = trace.NewCounter("rx_drop_wrong_mac")

@@ -66,6 +66,15 @@ func (d *Device) receive(t sim.Time, frame []byte, verified bool) {
 		}
 		return
 	}
+	if p.VLANTags > 0 {
+		// Assumption: softnic's port has no VLAN. Its GID table holds the
+		// untagged RoCEv2 GID only, and a ConnectX steers a tagged RoCE
+		// frame only to a GID of that VLAN (the GID entry carries the
+		// VLAN; mlx5e filters VLANs nobody configured), so a tagged frame
+		// reaches no QP.
+		d.warn(t, CtrRxDropVLAN, "%v PSN %#x for QP %#x behind %d VLAN tag(s): the port has no VLAN", p.Opcode, p.BTH.PSN(), p.BTH.DestQP(), p.VLANTags)
+		return
+	}
 	if p.DstMAC != d.id.MAC {
 		d.inc(CtrRxDropWrongMAC)
 		return

@@ -12,12 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestVLANTaggedFrameReceived: the device's receive path parses frames
+// TestVLANTaggedFrameDropped: the device's receive path parses frames
 // with roce.ParseFrame, which skips 802.1Q and QinQ tags (the ICRC does
-// not cover them): a UC SEND Only that arrives again behind a tag, or a
-// stack of two, is a new message to a UC responder, delivered with its
-// bytes, not dropped as not RoCE.
-func TestVLANTaggedFrameReceived(t *testing.T) {
+// not cover them), so it knows a tagged frame for RoCE. Its port has no
+// VLAN (assumption, device/receive.go): a UC SEND Only that arrives again
+// behind a tag, or a stack of two, reaches no QP and is counted as
+// rx_drop_vlan with a warning, not as not RoCE or malformed; the same
+// frame untagged is a new message, delivered with its bytes.
+func TestVLANTaggedFrameDropped(t *testing.T) {
 	w, err := testbed.New(testbed.DefaultConfig())
 	require.NoError(t, err)
 	defer w.Close()
@@ -56,16 +58,26 @@ func TestVLANTaggedFrameReceived(t *testing.T) {
 		{0x88, 0xa8, 0x00, 0x0a, 0x81, 0x00, 0x00, 0x64}, // QinQ: 802.1ad VID 10, 802.1Q VID 100
 	} {
 		tagged := append(append(bytes.Clone(sent[:12]), tags...), sent[12:]...)
-		notRoCE, malformed := dev.Counters().Value(device.CtrRxDropNotRoCE), dev.Counters().Value(device.CtrRxDropMalformed)
+		var p roce.Packet
+		require.NoError(t, roce.ParseFrame(tagged, &p))
+		require.Equal(t, len(tags)/4, p.VLANTags)
+		c := dev.Counters()
+		notRoCE, malformed, vlan := c.Value(device.CtrRxDropNotRoCE), c.Value(device.CtrRxDropMalformed), c.Value(device.CtrRxDropVLAN)
 		dev.ReceiveFrame(w.Eng.Now(), tagged)
 		w.Settle(0)
+		_, err = testbed.Wait(rsp.RecvCQ, 1)
+		require.ErrorIs(t, err, testbed.ErrTimeout, "%d tag bytes: the frame reached no QP", len(tags))
+		require.Equal(t, vlan+1, c.Value(device.CtrRxDropVLAN))
+		require.Equal(t, notRoCE, c.Value(device.CtrRxDropNotRoCE))
+		require.Equal(t, malformed, c.Value(device.CtrRxDropMalformed))
+		// The same frame untagged is a new UC message, delivered.
+		dev.ReceiveFrame(w.Eng.Now(), sent)
+		w.Settle(0)
 		wcs, err = testbed.Wait(rsp.RecvCQ, 1)
-		require.NoError(t, err, "%d tag bytes: the frame was delivered", len(tags))
+		require.NoError(t, err)
 		require.Equal(t, provider.WCSuccess, wcs[0].Status)
 		require.Equal(t, uint64(k+1), wcs[0].WRID)
 		require.Equal(t, uint32(64), wcs[0].ByteLen)
 		require.Equal(t, payload, rsp.Buf.Bytes[(k+1)*4096:][:64])
-		require.Equal(t, notRoCE, dev.Counters().Value(device.CtrRxDropNotRoCE))
-		require.Equal(t, malformed, dev.Counters().Value(device.CtrRxDropMalformed))
 	}
 }
