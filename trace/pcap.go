@@ -181,87 +181,173 @@ type PcapReader struct {
 var ErrTruncated = errors.New("trace: capture truncated")
 
 // ErrMalformed is returned (wrapped) for a record or block whose lengths
-// contradict each other: a pcapng packet block whose captured length does
-// not fit in the block. pcapgo would read such a packet's bytes out of the
-// blocks after it.
+// contradict each other or go past what a capture holds: a pcapng packet
+// block whose captured length does not fit in the block, a block length
+// that is not a multiple of 4 or too short for the block's fields, an
+// option running past its block, a packet captured longer than
+// maxCaptureLength or than its original length (pcapgo's classic reader
+// refuses that one too, with an error of its own). pcapgo would read such
+// a packet's bytes out of the blocks after it, and it allocates the length
+// a header claims before it reads a byte of it.
 var ErrMalformed = errors.New("trace: capture malformed")
+
+// maxCaptureLength bounds the captured length of a classic pcap record or
+// a pcapng packet block, whatever the file header's or the interface's snap
+// length says (either may be 0xffffffff, a pcapng interface's 0 is
+// "unlimited"): libpcap's MAXIMUM_SNAPLEN, 262144, past which libpcap
+// refuses a record too (it allows more for a few link types, D-Bus and
+// USBPcap among them; this reader does not). pcapgo allocates a packet's
+// captured length before reading it: unbounded, a 40-byte file made it
+// allocate 4 GiB. It is the writer's PcapSnaplen, so every file written
+// here reads back.
+const maxCaptureLength = PcapSnaplen
 
 // recordTracker follows the record (pcap) or block (pcapng) structure of
 // the bytes read through it, so that the end of the input can be told to
-// fall on a boundary or inside a record. pcapgo reports an input cut
+// fall on a boundary or inside a record (pcapgo reports an input cut
 // inside a pcapng block, or right after a pcap record header, as a plain
-// io.EOF.
+// io.EOF), and checks every header, and the options of the pcapng blocks
+// pcapgo parses, before passing on its last byte. From a malformed one on
+// nothing is passed on, reads fail with the error (bad): pcapgo, which
+// reads only through the tracker, never gets a length that would have it
+// allocate more than a packet may hold or read past its block. The frames
+// before it still read.
 type recordTracker struct {
 	r      io.Reader
 	ng     bool
 	big    bool     // byte order of the lengths (pcap: the file's; pcapng: the section's)
-	skip   uint64   // bytes left in the current record or block body
+	skip   uint64   // bytes left in the current record or block
 	hdr    [28]byte // the header being read
 	hdrN   int
+	need   int  // how many bytes of the header to collect
 	inHdr  bool // reading the classic file header
 	offset int64
-	start  int64 // where the current header began
-	bad    error // the first malformed block found, if any
-	badAt  int64 // where it begins
+	start  int64 // where the current header (or option) began
+	bad    error // the first malformed record, block or option, if any
+	// The option list of a pcapng block whose options pcapgo reads
+	// (section header, interface description, interface statistics):
+	// optHdr collects an option's code and length, optSkip counts its
+	// value and padding down.
+	opts    bool
+	optHdr  [4]byte
+	optN    int
+	optSkip uint64
 	// links holds, per pcapng section, the link type number of each
 	// interface description block, in order (an interface's index).
 	links [][]uint16
+	snap0 uint32 // the snap length of the section's first interface
 }
 
 func (t *recordTracker) Read(p []byte) (int, error) {
+	if t.bad != nil {
+		return 0, t.bad
+	}
 	n, err := t.r.Read(p)
-	t.feed(p[:n])
+	if k := t.feed(p[:n]); t.bad != nil {
+		return k, t.bad
+	}
 	return n, err
 }
 
-func (t *recordTracker) feed(b []byte) {
-	t.offset += int64(len(b))
-	for len(b) > 0 {
-		if t.skip > 0 {
-			k := uint64(len(b))
-			if k > t.skip {
-				k = t.skip
+// feed follows b, the next bytes of the input, and returns how many of
+// them may be passed on: all, or those before a malformed header or
+// option (then t.bad is set).
+func (t *recordTracker) feed(b []byte) int {
+	base := t.offset
+	for i := 0; i < len(b) && t.bad == nil; {
+		switch {
+		case t.skip > 0 && t.opts && t.optSkip == 0:
+			if t.skip <= 4 { // the block's trailing copy of its length
+				t.opts = false
+				break
+			}
+			if t.optN == 0 {
+				t.start = base + int64(i)
+			}
+			c := copy(t.optHdr[t.optN:], b[i:])
+			t.optN += c
+			t.skip -= uint64(c) // skip > 4 is a multiple of 4: the option header fits
+			i += c
+			if t.optN == len(t.optHdr) {
+				t.option()
+			}
+		case t.skip > 0:
+			k := min(uint64(len(b)-i), t.skip)
+			if t.opts {
+				k = min(k, t.optSkip)
+				t.optSkip -= k
 			}
 			t.skip -= k
-			b = b[k:]
-			continue
-		}
-		if t.hdrN == 0 {
-			t.start = t.offset - int64(len(b))
-		}
-		need := t.headerLen()
-		c := copy(t.hdr[t.hdrN:need], b)
-		t.hdrN += c
-		b = b[c:]
-		if t.hdrN == t.headerLen() { // an SHB's header grows once its type is known
-			t.endHeader()
+			i += int(k)
+		default:
+			if t.hdrN == 0 {
+				t.start = base + int64(i)
+				t.need = t.firstLen()
+			}
+			c := copy(t.hdr[t.hdrN:t.need], b[i:])
+			t.hdrN += c
+			i += c
+			if t.hdrN == t.need {
+				t.header()
+			}
 		}
 	}
+	n := int64(len(b))
+	if t.bad != nil {
+		n = max(t.start-base, 0)
+	}
+	t.offset += n
+	return int(n)
 }
 
-// headerLen is how many bytes of the current header to collect.
-func (t *recordTracker) headerLen() int {
+// fail records the first malformed header or option, at t.start.
+func (t *recordTracker) fail(format string, a ...any) {
+	t.bad = fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, a...)...)
+}
+
+// firstLen is how many bytes of a header to collect first.
+func (t *recordTracker) firstLen() int {
 	switch {
 	case t.inHdr:
-		return 4 // the rest of the file header is skipped by length
+		return 4 // the magic; the rest of the file header is skipped by length
 	case !t.ng:
 		return 16 // ts_sec, ts_frac, incl_len, orig_len
-	case t.hdrN >= 4 && binary.BigEndian.Uint32(t.hdr[:4]) == pcapngMagic:
-		return 12 // type, total length, byte-order magic
-	case t.hdrN >= 4 && (t.order().Uint32(t.hdr[:4]) == ngEnhancedPacket || t.order().Uint32(t.hdr[:4]) == ngObsoletePacket):
-		return 28 // type, total length, and the packet's fixed fields up to its lengths
-	case t.hdrN >= 4 && t.order().Uint32(t.hdr[:4]) == ngInterface:
-		return 10 // type, total length, link type
 	}
-	return 8 // type, total length
+	return 8 // type, total length (a section header's needs its byte-order magic too)
 }
 
-// pcapng block types whose fixed fields carry a captured length.
+// pcapng block types whose fixed fields pcapgo reads.
 const (
-	ngInterface      = 1
-	ngObsoletePacket = 2
-	ngEnhancedPacket = 6
+	ngSectionHeader       = pcapngMagic
+	ngInterface           = 1
+	ngObsoletePacket      = 2
+	ngSimplePacket        = 3
+	ngInterfaceStatistics = 5
+	ngEnhancedPacket      = 6
+	ngByteOrderMagic      = 0x1a2b3c4d
 )
+
+// ngFixed gives, for a pcapng block type, the length of its header and
+// fixed fields (all of them the tracker collects: pcapgo reads them before
+// anything else of the block) and the least total length of a block of the
+// type: those fields, and the trailing copy of the length. pcapgo takes
+// the fields' length away from the block's without a check, and a block
+// too short wraps around to 4 GiB.
+func ngFixed(typ uint32) (fixed, least int) {
+	switch typ {
+	case ngSectionHeader:
+		return 24, 28 // byte-order magic, version, section length
+	case ngInterface:
+		return 16, 20 // link type, reserved, snap length
+	case ngInterfaceStatistics:
+		return 20, 24 // interface, timestamp
+	case ngEnhancedPacket, ngObsoletePacket:
+		return 28, 32 // interface (and drops), timestamp, captured and original lengths
+	case ngSimplePacket:
+		return 12, 16 // original length
+	}
+	return 8, 12
+}
 
 func (t *recordTracker) order() binary.ByteOrder {
 	if t.big {
@@ -270,39 +356,134 @@ func (t *recordTracker) order() binary.ByteOrder {
 	return binary.LittleEndian
 }
 
-func (t *recordTracker) endHeader() {
-	n := t.hdrN
-	t.hdrN = 0
+// header checks a header as far as collected (t.need bytes) and sets what
+// comes next: more of the header, or the rest of the record or block.
+func (t *recordTracker) header() {
 	switch {
 	case t.inHdr:
 		m := binary.BigEndian.Uint32(t.hdr[:4])
 		t.big = m == pcapMagicMicros || m == pcapMagicNanos
 		t.inHdr = false
-		t.skip = 20
+		t.hdrN, t.skip = 0, 20
 	case !t.ng:
-		t.skip = uint64(t.order().Uint32(t.hdr[8:12]))
-	default:
+		incl, orig := t.order().Uint32(t.hdr[8:12]), t.order().Uint32(t.hdr[12:16])
 		switch {
-		case binary.BigEndian.Uint32(t.hdr[:4]) == pcapngMagic:
-			t.big = binary.BigEndian.Uint32(t.hdr[8:12]) == 0x1a2b3c4d
-			t.links = append(t.links, nil)
-		case n == 10 && len(t.links) > 0:
-			last := len(t.links) - 1
-			t.links[last] = append(t.links[last], t.order().Uint16(t.hdr[8:10]))
+		case incl > maxCaptureLength:
+			t.fail("the record at byte %d captures %d bytes, more than the %d a record may", t.start, incl, maxCaptureLength)
+			return
+		case incl > orig:
+			t.fail("the record at byte %d captures %d bytes of a %d-byte frame", t.start, incl, orig)
+			return
 		}
-		l := uint64(t.order().Uint32(t.hdr[4:8]))
-		if n == 28 && t.bad == nil {
-			// Block: type, length, 20 bytes of fields, the data padded
-			// to 4 bytes, options, the length again.
-			if caplen := uint64(t.order().Uint32(t.hdr[20:24])); l < 32 || caplen > l-32 {
-				t.bad = fmt.Errorf("%w: the packet block at byte %d captures %d bytes in a block of %d", ErrMalformed, t.start, caplen, l)
-				t.badAt = t.start
-			}
-		}
-		if l > uint64(n) {
-			t.skip = l - uint64(n)
+		t.hdrN, t.skip = 0, uint64(incl)
+	default:
+		t.block()
+	}
+}
+
+// block checks a pcapng block's header: its length once it is known (for
+// a section header, with the byte-order magic after it), then the fixed
+// fields of the block types that have lengths in them.
+func (t *recordTracker) block() {
+	shb := binary.BigEndian.Uint32(t.hdr[:4]) == ngSectionHeader // the same in either byte order
+	first := 8
+	if shb {
+		first = 12
+		if t.hdrN == 8 {
+			t.need = first
+			return
 		}
 	}
+	typ := t.order().Uint32(t.hdr[:4])
+	fixed, least := ngFixed(typ)
+	if t.hdrN == first {
+		if shb {
+			switch {
+			case binary.BigEndian.Uint32(t.hdr[8:12]) == ngByteOrderMagic:
+				t.big = true
+			case binary.LittleEndian.Uint32(t.hdr[8:12]) == ngByteOrderMagic:
+				t.big = false
+			default:
+				t.fail("the section header at byte %d has no byte-order magic", t.start)
+				return
+			}
+			t.links = append(t.links, nil)
+			t.snap0 = 0
+		}
+		if l := t.order().Uint32(t.hdr[4:8]); l%4 != 0 || l < uint32(least) {
+			t.fail("the block of type %#x at byte %d is %d bytes long: not a multiple of 4, or under the %d its fields take", typ, t.start, l, least)
+			return
+		}
+		if fixed > t.hdrN {
+			t.need = fixed
+			return
+		}
+	}
+	l := t.order().Uint32(t.hdr[4:8])
+	switch typ {
+	case ngInterface:
+		if n := len(t.links); n > 0 {
+			if len(t.links[n-1]) == 0 {
+				t.snap0 = t.order().Uint32(t.hdr[12:16])
+			}
+			t.links[n-1] = append(t.links[n-1], t.order().Uint16(t.hdr[8:10]))
+		}
+	case ngEnhancedPacket, ngObsoletePacket:
+		// Block: type, length, 20 bytes of fields, the data padded to
+		// 4 bytes, options, the length again.
+		caplen, orig := t.order().Uint32(t.hdr[20:24]), t.order().Uint32(t.hdr[24:28])
+		t.packet(uint64(caplen), l, 32)
+		if t.bad == nil && caplen > orig {
+			t.fail("the packet block at byte %d captures %d bytes of a %d-byte frame", t.start, caplen, orig)
+		}
+	case ngSimplePacket:
+		// The data is the original length's, cut to the first
+		// interface's snap length (0: none), as pcapgo reads it; with
+		// no interface in the section pcapgo refuses the block itself.
+		if n := len(t.links); n > 0 && len(t.links[n-1]) > 0 {
+			caplen := uint64(t.order().Uint32(t.hdr[8:12]))
+			if t.snap0 != 0 {
+				caplen = min(caplen, uint64(t.snap0))
+			}
+			t.packet(caplen, l, 16)
+		}
+	}
+	if t.bad != nil {
+		return
+	}
+	t.hdrN = 0
+	t.skip = uint64(l) - uint64(fixed)
+	t.opts = typ == ngSectionHeader || typ == ngInterface || typ == ngInterfaceStatistics
+}
+
+// packet checks a packet block's captured length against the block's
+// length l, of which the block's fixed part takes fixed bytes, and against
+// maxCaptureLength.
+func (t *recordTracker) packet(caplen uint64, l uint32, fixed uint64) {
+	switch {
+	case caplen > uint64(l)-fixed:
+		t.fail("the packet block at byte %d captures %d bytes in a block of %d", t.start, caplen, l)
+	case caplen > maxCaptureLength:
+		t.fail("the packet block at byte %d captures %d bytes, more than the %d a packet may", t.start, caplen, maxCaptureLength)
+	}
+}
+
+// option checks an option's header, collected in optHdr: its value, padded
+// to 4 bytes, must leave the block's trailing length. The end-of-options
+// option ends the list (pcapgo skips the rest of the block).
+func (t *recordTracker) option() {
+	t.optN = 0
+	code, n := t.order().Uint16(t.optHdr[:2]), t.order().Uint16(t.optHdr[2:])
+	if code == 0 {
+		t.opts = false
+		return
+	}
+	v := (uint64(n) + 3) &^ 3
+	if v > t.skip || t.skip-v < 4 {
+		t.fail("the option at byte %d holds %d bytes, past the end of its block", t.start, n)
+		return
+	}
+	t.optSkip = v
 }
 
 // atBoundary says whether the bytes read so far end on a record or block
@@ -368,11 +549,15 @@ func NewPcapReader(r io.Reader) (*PcapReader, error) {
 		// The link type number, before pcapgo keeps its low byte; the
 		// upper 16 bits are FCS information (pcap's LinkType field).
 		//
-		// The snap length is raised to at least libpcap's 262144 for
-		// pcapgo, which refuses any record longer than the header's
-		// snap length: libpcap and Wireshark read such a record (scapy's
-		// wrpcap(snaplen=128) writes the number and does not cut), and a
-		// record past 262144 is still refused, as libpcap refuses it.
+		// pcapgo is given maxCaptureLength (libpcap's 262144) for the
+		// snap length, whatever the header says: pcapgo refuses any
+		// record longer than the header's snap length, where libpcap
+		// and Wireshark read such a record (scapy's
+		// wrpcap(snaplen=128) writes the number and does not cut); and
+		// it allocates a record's length before reading it, so that a
+		// header's 0xffffffff let 40 bytes claim 4 GiB. A record past
+		// 262144 is refused, as libpcap refuses it (the tracker refuses
+		// it first, as malformed).
 		var link uint16
 		var in io.Reader = br
 		if h, err := br.Peek(24); err == nil {
@@ -382,7 +567,7 @@ func NewPcapReader(r io.Reader) (*PcapReader, error) {
 			}
 			link = uint16(order.Uint32(h[20:]))
 			hdr := append([]byte(nil), h...)
-			order.PutUint32(hdr[16:], max(order.Uint32(hdr[16:]), PcapSnaplen))
+			order.PutUint32(hdr[16:], maxCaptureLength)
 			_, _ = br.Discard(len(hdr))
 			in = io.MultiReader(bytes.NewReader(hdr), br)
 		}
@@ -453,9 +638,9 @@ func (r *PcapReader) ReadFrame() (PcapFrame, error) {
 		err = guard(func() (err error) { data, ci, err = r.pcap.ReadPacketData(); return err })
 		lt, link = r.pcap.LinkType(), r.link
 	}
-	if t := r.trk; t.bad != nil && t.offset-int64(r.br.Buffered()) > t.badAt {
-		// The parser has read into the bad block (its bytes came from
-		// the tracker, which is ahead of it by what bufio holds).
+	if t := r.trk; t.bad != nil && errors.Is(err, t.bad) {
+		// The parser has read up to the malformed record or block
+		// (the tracker passes on the bytes before it, then fails).
 		return PcapFrame{}, t.bad
 	}
 	if err != nil {

@@ -199,6 +199,7 @@ func TestPcapngMalformedBlock(t *testing.T) {
 		{"captured_length_one_too_many", 20, 61, 1, ErrMalformed}, // the block holds 60
 		{"captured_length_shorter", 20, 56, 3, nil},
 		{"block_too_short_for_its_fields", 4, 28, 1, ErrMalformed},
+		{"captured_past_original_length", 24, 59, 1, ErrMalformed}, // FuzzPcapReader found it
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := bytes.Clone(ng.Bytes())
