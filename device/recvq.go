@@ -107,10 +107,18 @@ type rqPrefetch struct {
 // a QP's SENDs ran at one message per DMA read latency (4 KiB SENDs at
 // 7.2 of 11.7 GB/s on the cx5 profile, 64 B SENDs at 1.84 Mpps), where a
 // ConnectX's single-QP send_bw reaches line rate. The depth is an
-// assumption (not public): sixteen, refilled in one read once half are
-// taken, so that the eight left outlast a DMA read (about 0.55 µs,
-// timing.md §2.1) for 4 KiB messages at 400 Gb/s (82 ns each).
-const rqAhead = 16
+// assumption (not public): sixty-four, refilled in one read once half are
+// taken, so that the thirty-two left outlast the read of thirty-two at the
+// QP's own receive rate, one packet per rx_cycles (40 ns on the built-in
+// profiles: 1.28 µs against 0.55 µs of DMA latency, timing.md §2.1, plus
+// 0.58 µs streaming 2 KiB of 64-byte WQEs, four SGEs each). With sixteen
+// (eight left: 320 ns) 64 B UD datagrams arriving every 40 ns stalled the
+// QP at each refill and its backlog grew without bound; the doorbell
+// record, read when a datagram arrives rather than when the backlog
+// reaches it, then hid the receives reposted meanwhile and datagrams were
+// dropped (send_bw -c UD -s 64: 79 of 2000, once the receive pipeline no longer waited for each datagram's writes to land). Thirty-two still stalled
+// 176 ns every thirty-two with 64-byte WQEs.
+const rqAhead = 64
 
 type rqPollTimer struct{ r *rqRing }
 

@@ -1061,7 +1061,9 @@ func (r *responder) rxUD(arrive, t sim.Time, p *roce.Packet) {
 		d.inc(ctrCQEError(f.Syndrome))
 	}
 	done = max(done, dn1, dn2)
-	q.rxBusy = max(q.rxBusy, done)
+	// As for an RC SEND (rxSend): the next datagram is processed once
+	// these writes are on the link, not once they have landed.
+	q.rxBusy = max(q.rxBusy, d.issued(t, done, len(grh)+len(p.Payload)+(tlps1+tlps2)*d.spec.PCIe.HdrMWr))
 	d.rec.StagePSN(d.node, "device", "responder", arrive, done, len(p.Payload), tlps1+tlps2, q.qpn, 0, int32(p.BTH.PSN()&0xffffff))
 	d.writeCQE(done, q.rcq, &f, 0, int32(p.BTH.PSN()&0xffffff))
 }
