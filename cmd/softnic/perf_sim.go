@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -166,6 +167,21 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 			return nil
 		}
 		if err := perfSimSize(&o, pair, clk, size, deadline, advance, landed, bar, pr); err != nil {
+			var lost *udLostError
+			if errors.As(err, &lost) {
+				// The client's row is printed; the run ends here, as
+				// ib_send_bw's server ends it (and -a with it).
+				lost.where = lossCounters(w)
+				reportNotFired(stderr, "perf", w, origin)
+				if o.json {
+					pr.res.Counters = worldCounters(w)
+				}
+				bar.clear()
+				if perr := pr.end(); perr != nil {
+					return perr
+				}
+				return fmt.Errorf("%s, %d bytes: %w", o.test.name, size, err)
+			}
 			// What the devices raised and nobody read often says why.
 			return fmt.Errorf("%s, %d bytes: %w%s", o.test.name, size, err, asyncSummary(w))
 		}
@@ -260,6 +276,11 @@ func perfSimSize(o *perfOpts, pair [][2]*perfEP, clk perfClock, size int, deadli
 			}
 		}
 		if err := runActors(actors, must, advance, bar.ticker(c, deadline, clk)); err != nil {
+			if srv := udServerShort(actors, c, err); srv != nil {
+				bar.clear()
+				pr.bw(c.stats(o.gbits, o.noPeak || deadline > 0))
+				return &udLostError{got: srv.rcnt, want: srv.iters * len(srv.eps)}
+			}
 			return err
 		}
 		bar.clear()
@@ -285,6 +306,67 @@ func perfSimSize(o *perfOpts, pair [][2]*perfEP, clk perfClock, size int, deadli
 	}
 	pr.lat(st)
 	return nil
+}
+
+// udLostError ends a UD send_bw whose server cannot reach its count:
+// the client has sent and completed everything, the simulation is idle,
+// and datagrams were lost on the way (UD has no retransmission). The
+// client's row stands (ib_send_bw's client reports its own completions);
+// the server reports nothing, as ib_send_bw's server, which gives up after
+// 120 s without a message (check_alive: "Did not get Message for 120
+// Seconds, exiting..") and exits with an error.
+type udLostError struct {
+	got, want int
+	where     string // the counters that saw the losses
+}
+
+func (e *udLostError) Error() string {
+	return fmt.Sprintf("send_bw server: %d of %d datagrams received, %d lost (UD has no retransmission%s); "+
+		"as ib_send_bw's server (\"Did not get Message for 120 Seconds, exiting..\"), it gives up without a row",
+		e.got, e.want, e.want-e.got, e.where)
+}
+
+// udServerShort is the UD send_bw server that a stuck run (err) left short
+// of its count with the client done, or nil when the run failed otherwise.
+func udServerShort(actors []perfActor, c *bwClient, err error) *bwServer {
+	if !errors.Is(err, errStuck) || !c.done() {
+		return nil
+	}
+	for _, a := range actors {
+		if s, ok := a.(*bwServer); ok && !s.done() && len(s.eps) > 0 && s.eps[0].ud {
+			return s
+		}
+	}
+	return nil
+}
+
+// lossCounters names the non-zero counters that count frames or datagrams
+// lost: the wire's drops and each node's receive drops (", counters: wire
+// wire_fault_drop 28"), or "" when none did.
+func lossCounters(w *testbed.World) string {
+	all := worldCounters(w)
+	owners := make([]string, 0, len(all))
+	for o := range all {
+		owners = append(owners, o)
+	}
+	sort.Strings(owners)
+	var out []string
+	for _, o := range owners {
+		names := make([]string, 0, len(all[o]))
+		for n := range all[o] {
+			if strings.Contains(n, "drop") || n == "rx_ud_no_receive" {
+				names = append(names, n)
+			}
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			out = append(out, fmt.Sprintf("%s %s %d", o, n, all[o][n]))
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "; counters: " + strings.Join(out, ", ")
 }
 
 // progressBar draws a bar on stderr when stderr is a terminal and the run
