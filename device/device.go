@@ -74,6 +74,7 @@ type Device struct {
 	txq     *sim.Queue // txEvents: a QP's frames leave in order
 	rxOwn   []byte     // ReceiveKeptFrame: the frame's buffer, until a WRITE's payload lands from it
 	rxSpare []byte     // what ReceiveKeptFrame hands back to the port
+	rxFrame []byte     // the frame being received (a UD datagram parked copies it: udpark.go)
 	fp      roce.FrameParams
 	frames  [][]byte
 	txFree  []*txEvent

@@ -110,13 +110,27 @@ func (d *Device) receive(t sim.Time, frame []byte, verified bool) {
 		d.rec.StagePSN(d.node, "roce", "rx_pipeline", t, t.Add(pl), len(frame), 0, qpn, 0, int32(p.BTH.PSN()&0xffffff))
 		t = t.Add(pl)
 	}
+	if q.resp.parked() {
+		// Behind a datagram waiting for its doorbell-record read: in
+		// order, after it (udpark.go).
+		q.resp.parkBack(t, frame)
+		return
+	}
+	d.rxFrame = frame
+	d.process(q, t, p)
+	d.rxFrame = nil
+}
+
+// process runs a packet of q that reached the QP at t through the QP's
+// receive pipeline: each packet starts when the one before is done.
+func (d *Device) process(q *qp, t sim.Time, p *roce.Packet) {
 	start := max(t, q.rxBusy)
 	t = start.Add(d.cyc(d.spec.Core.RxCycles))
 	q.rxBusy = t
 	d.commEst(t, q)
 	if p.Info.Response {
 		if q.state != mlx5.QPStateRTS {
-			d.warn(t, CtrRxDropQPState, "response %v for QP %#x in state %v", p.Opcode, qpn, q.state)
+			d.warn(t, CtrRxDropQPState, "response %v for QP %#x in state %v", p.Opcode, q.qpn, q.state)
 			return
 		}
 		q.req.rx(start, t, p)

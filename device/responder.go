@@ -56,6 +56,8 @@ type responder struct {
 	// second copy behind the first.
 	streams []respStream // in PSN order; streams[0] is being sent
 	queued  int          // response frames built and not yet on the wire
+
+	ud udPark // UD datagrams waiting for a doorbell-record read (udpark.go)
 }
 
 // respAhead is how many READ response frames a QP keeps built ahead of the
@@ -117,6 +119,7 @@ type rdRes struct {
 
 func (r *responder) reset() {
 	r.ePSN, r.msn, r.nakSent = 0, 0, false
+	r.unpark()
 	r.abort()
 	clear(r.res)
 	r.resNext = 0
@@ -1009,6 +1012,10 @@ func (r *responder) rxUD(arrive, t sim.Time, p *roce.Packet) {
 	}
 	if len(p.Payload) > d.spec.Caps.ActiveMTU {
 		d.warn(t, CtrRxBadLength, "UD QP %#x: %d payload bytes over the port MTU %d", q.qpn, len(p.Payload), d.spec.Caps.ActiveMTU)
+		return
+	}
+	if r.mustWait(t) {
+		r.parkFront(arrive, t)
 		return
 	}
 	w := r.recvSlot()

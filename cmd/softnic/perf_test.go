@@ -453,6 +453,8 @@ func TestPerfWatchSkipsNothing(t *testing.T) {
 		{"read_bw", "-q", "3", "-n", "200", "-s", "8192", "-Q", "7"},
 		{"write_bw", "-q", "4", "-D", "1", "-s", "65536"},
 		{"send_bw", "-q", "2", "-n", "200", "-s", "4096", "--faults", "testdata/perf_drop.json"},
+		// UD datagrams parked for their doorbell-record read.
+		{"send_bw", "-c", "UD", "-r", "64", "-n", "3000", "-s", "64"},
 		// Shallow TX depths: a sweep that takes a completion frees a slot
 		// the next step must post into at once.
 		{"write_bw", "-n", "300", "-t", "2", "-Q", "1", "-s", "4096"},

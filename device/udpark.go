@@ -1,0 +1,134 @@
+package device
+
+import (
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/sim"
+)
+
+// A UD datagram that finds no receive WQE on chip makes the device read
+// the RQ's doorbell record, and is dropped if the host has posted nothing
+// more (UD has no RNR). The device handles a frame when it arrives, but a
+// QP whose receive pipeline is busy processes it later, at t, and a DMA
+// read samples host memory when it is called (dma.Engine.Read): read at
+// arrival, the record would show the receives posted before the datagram
+// arrived, not before the pipeline got to it. A QP behind the wire then
+// dropped datagrams for want of WQEs the host had long reposted (send_bw
+// -c UD -s 64 -r 64: 4808 of 5000, the QP 2 ms behind the wire at the
+// end, each drop's record read holding the pipeline 0.53 µs). So such a
+// datagram waits, parked, until the engine reaches t, and is taken then;
+// the QP's later frames queue behind it in order. RC needs none of this:
+// a request that finds no WQE is answered RNR and retried.
+type udPark struct {
+	q      []udParked
+	timer  *sim.Timer
+	pkt    roce.Packet
+	frames [][]byte // buffers of parked frames that went on, for reuse
+}
+
+// udParked is one frame waiting: took means its packet has been through
+// the QP's receive stage (arrive and t are rxUD's); otherwise t is when
+// it reached the QP (process's).
+type udParked struct {
+	frame     []byte
+	arrive, t sim.Time
+	at        sim.Time // when it may go on (took: t; else at once)
+	took      bool
+}
+
+type udParkTimer struct{ r *responder }
+
+func (u udParkTimer) Fire(now sim.Time) { u.r.drain(now) }
+
+// parked reports whether frames of the QP wait behind a parked datagram.
+func (r *responder) parked() bool { return len(r.ud.q) > 0 }
+
+// mustWait reports whether a datagram whose receive stage runs at t must
+// wait for the engine to get there: the device knows of no posted WQE, so
+// take would read the doorbell record, and t is still ahead.
+func (r *responder) mustWait(t sim.Time) bool {
+	if d := r.q.d; t <= d.eng.Now() || d.rxFrame == nil {
+		return false
+	}
+	switch rq := r.q.rq.(type) {
+	case *rqRing:
+		return rq.cnt > 0 && rq.tail == rq.head
+	case *srq:
+		return rq.taken == rq.posted
+	}
+	return false
+}
+
+func (r *responder) copyFrame(f []byte) []byte {
+	var b []byte
+	if n := len(r.ud.frames); n > 0 {
+		b, r.ud.frames = r.ud.frames[n-1][:0], r.ud.frames[:n-1]
+	}
+	return append(b, f...)
+}
+
+// parkFront parks the datagram being received (Device.rxFrame), whose
+// receive stage ran from arrive to t, ahead of any parked behind it, until
+// the engine reaches t.
+func (r *responder) parkFront(arrive, t sim.Time) {
+	d := r.q.d
+	e := udParked{frame: r.copyFrame(d.rxFrame), arrive: arrive, t: t, at: t, took: true}
+	r.ud.q = append(r.ud.q, udParked{})
+	copy(r.ud.q[1:], r.ud.q)
+	r.ud.q[0] = e
+	if r.ud.timer == nil {
+		r.ud.timer = d.eng.NewTimer(udParkTimer{r})
+	}
+	r.ud.timer.Reset(t)
+}
+
+// parkBack queues a frame that reached the QP at t behind the parked ones.
+func (r *responder) parkBack(t sim.Time, frame []byte) {
+	r.ud.q = append(r.ud.q, udParked{frame: r.copyFrame(frame), t: t})
+}
+
+// unpark forgets the parked frames (QP to RESET).
+func (r *responder) unpark() {
+	for _, e := range r.ud.q {
+		r.ud.frames = append(r.ud.frames, e.frame)
+	}
+	r.ud.q = r.ud.q[:0]
+	if r.ud.timer != nil {
+		r.ud.timer.Stop()
+	}
+}
+
+// drain lets the parked frames go on, in order, until one must wait again.
+func (r *responder) drain(now sim.Time) {
+	q := r.q
+	d := q.d
+	for len(r.ud.q) > 0 {
+		e := r.ud.q[0]
+		if e.at > now {
+			r.ud.timer.Reset(e.at)
+			return
+		}
+		copy(r.ud.q, r.ud.q[1:])
+		r.ud.q = r.ud.q[:len(r.ud.q)-1]
+		p := &r.ud.pkt
+		switch {
+		case roce.ParseFrameVerified(e.frame, p) != nil:
+			// It parsed when it arrived; nothing changed it since.
+			d.warn(now, CtrRxDropMalformed, "UD QP %#x: a parked frame no longer parses", q.qpn)
+		case d.fx.fatal:
+			d.inc(CtrDeadRxDrop)
+		case q.dead || q.state != mlx5.QPStateRTR && q.state != mlx5.QPStateRTS && q.state != mlx5.QPStateSQER:
+			d.warn(now, CtrRxDropQPState, "%v PSN %#x for QP %#x in state %v", p.Opcode, p.BTH.PSN(), q.qpn, q.state)
+		default:
+			d.rxFrame = e.frame
+			if e.took {
+				r.rxUD(e.arrive, e.t, p)
+			} else {
+				// Not before now: the QP was busy with the frames ahead.
+				d.process(q, max(e.t, now), p)
+			}
+			d.rxFrame = nil
+		}
+		r.ud.frames = append(r.ud.frames, e.frame)
+	}
+}
