@@ -34,7 +34,16 @@ func (d *Device) EnterFatal(t sim.Time, synd uint8, why string) {
 		// and the answers queued behind them are forgotten (the pump
 		// could otherwise be woken by the transmit buffer and build them).
 		q.resp.abort()
+		// Nor read: the receive WQE read-ahead stops (its poll timer
+		// would re-read the doorbell record of a dead device).
+		q.rq.quiesce()
 	}
+	// The QPs waiting for room in the transmit buffer are not woken: woken,
+	// a requester built its next packet, its payload read failed on the
+	// dead link and the WQE completed in error, a CQE the dead device
+	// does not write, so the driver's software flush no longer found it
+	// and the work request never completed.
+	d.tx.drop()
 	for _, c := range d.cqs {
 		c.modTimer.Stop()
 	}

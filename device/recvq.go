@@ -124,10 +124,11 @@ type rqPollTimer struct{ r *rqRing }
 
 func (p rqPollTimer) Fire(now sim.Time) { p.r.prefetch(now) }
 
-// live reports whether the QP still receives (RTR or later, not ERR).
+// live reports whether the QP still receives (RTR or later, not ERR, on a
+// device not in the fatal state).
 func (r *rqRing) live() bool {
 	q := r.d.qps[r.qpn]
-	if q == nil || q.dead {
+	if q == nil || q.dead || r.d.fx.fatal {
 		return false
 	}
 	switch q.state {

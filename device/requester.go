@@ -338,8 +338,8 @@ func fences(fmcese uint8) bool { return fmcese>>5 >= mlx5.FenceFence>>5 }
 // READs/atomics are outstanding, nothing while an RNR wait runs.
 func (r *requester) pump(t sim.Time) {
 	q := r.q
-	if q.state != mlx5.QPStateRTS || r.rnrWait || q.dead {
-		return
+	if q.state != mlx5.QPStateRTS || r.rnrWait || q.dead || q.d.fx.fatal {
+		return // a dead device builds nothing (fatal.go)
 	}
 	if q.typ != mlx5.QPTypeRC {
 		r.pumpUnreliable(t)

@@ -76,11 +76,28 @@ func (b *txBuffer) arm(t sim.Time) {
 	}
 }
 
+// drop forgets the waiting QPs and stops the timer (device fatal: a dead
+// device builds nothing more, so nobody is woken to build).
+func (b *txBuffer) drop() {
+	for _, q := range b.waiting {
+		q.txWaiting = 0
+	}
+	clear(b.waiting)
+	b.waiting = b.waiting[:0]
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+}
+
 // txWake is the buffer's timer: the waiting QPs pump in turn.
 type txWake struct{ d *Device }
 
 func (w txWake) Fire(now sim.Time) {
 	b := &w.d.tx
+	if w.d.fx.fatal {
+		b.drop()
+		return
+	}
 	list := b.waiting
 	b.waiting, b.spare = b.spare[:0], list
 	for i, q := range list {

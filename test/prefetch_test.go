@@ -111,3 +111,16 @@ func TestRQPrefetchFlush(t *testing.T) {
 	require.Zero(t, n, "no third completion")
 	_ = req
 }
+
+// A device fatal error during the receive-WQE read-ahead's poll burst
+// ends it: the dead device reads no doorbell record (before, the burst's
+// timer kept polling, each read failing on the dead link with a warning).
+func TestRQPrefetchStopsOnFatal(t *testing.T) {
+	w, _, rsp := connect(t, testbed.ConnOpts{MTU: 1024, BufSize: 8192})
+	require.NotZero(t, w.Eng.Pending(), "the RTR poll burst runs")
+	rsp.Host.Dev.EnterFatal(w.Eng.Now(), 1, "test")
+	reads := hctr(rsp.Host, device.CtrRQPrefetch)
+	w.Settle(0)
+	require.Zero(t, hctr(rsp.Host, device.CtrRQDBRReadError), "no poll of the dead device")
+	require.Equal(t, reads, hctr(rsp.Host, device.CtrRQPrefetch))
+}

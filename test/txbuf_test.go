@@ -72,3 +72,46 @@ func TestPortSharedByQPs(t *testing.T) {
 		}
 	}
 }
+
+// TestFatalWhileWaitingForTxBuffer: a device fatal error while a requester
+// waits for room in the port's transmit buffer. The dead device builds
+// nothing more and reads nothing (no payload read, no receive-queue
+// doorbell-record poll), and the driver's software flush completes the
+// WRITE with WR_FLUSH_ERR. Before, the buffer's timer woke the requester:
+// its payload read failed on the dead link, the WQE completed in error
+// with a CQE the dead device does not write, the QP went to ERR (RC) or
+// SQE (UC) on its own, and the software flush no longer found the WQE:
+// the work request never completed. The receive-WQE read-ahead's poll
+// burst kept reading the doorbell record of the dead device too.
+func TestFatalWhileWaitingForTxBuffer(t *testing.T) {
+	for _, typ := range []provider.QPType{provider.QPTypeRC, provider.QPTypeUC} {
+		t.Run(map[provider.QPType]string{provider.QPTypeRC: "RC", provider.QPTypeUC: "UC"}[typ], func(t *testing.T) {
+			const n = 64 << 10
+			cfg := testbed.DefaultConfig()
+			cfg.Device.Core.TxBufferBytes = 4 << 10
+			w, err := testbed.New(cfg)
+			require.NoError(t, err)
+			t.Cleanup(w.Close)
+			eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 1024, BufSize: 256 << 10, Type: typ})
+			require.NoError(t, err)
+			req, rsp := eps[0], eps[1]
+			writeWR(t, req, rsp, 1, 0, n)
+			for hctr(req.Host, device.CtrTxBufferFull) == 0 {
+				require.True(t, w.Eng.Step(), "the requester never waited for the transmit buffer")
+			}
+			req.Host.Dev.EnterFatal(w.Eng.Now(), 1, "test")
+			built := hctr(req.Host, device.CtrSentPkts)
+			require.Less(t, built, uint64(n/1024), "the WRITE was still being sent")
+			wcs, err := testbed.Wait(req.SendCQ, 1)
+			require.NoError(t, err, "the software flush completes the WRITE")
+			require.Equal(t, uint64(1), wcs[0].WRID)
+			require.Equal(t, provider.WCWRFlushErr, wcs[0].Status)
+			require.Equal(t, uint32(device.VendorSWFlush), wcs[0].VendorErr, "flushed by the driver, not completed by the device")
+			w.Settle(0)
+			require.Equal(t, built, hctr(req.Host, device.CtrSentPkts), "nothing built after the fatal error")
+			require.Zero(t, hctr(req.Host, device.CtrPayloadDMAError))
+			require.Zero(t, hctr(req.Host, device.CtrQPToError), "the QP left RTS only with the driver's flush")
+			require.Zero(t, hctr(req.Host, device.CtrRQDBRReadError), "no receive-queue poll of the dead device")
+		})
+	}
+}
