@@ -295,11 +295,14 @@ func (e *txEvent) Fire(now sim.Time) {
 	switch {
 	case q != nil && (q.dead || e.gen != q.txGen && !(e.ans && e.gen+1 == q.respKeep)):
 		d.inc(CtrTxDropDestroyed)
+		d.tx.unsent(d, now, e.n)
 	case d.ev.linkDown:
 		// Never on the wire, so in no capture: the trace says so.
 		d.warn(now, CtrTxDropLinkDown, "port 1 down: a %d-byte frame is not sent", e.n)
+		d.tx.unsent(d, now, e.n)
 	case d.fx.fatal:
 		d.inc(CtrTxDropDestroyed)
+		d.tx.unsent(d, now, e.n)
 	case d.vport != nil:
 		// Built by roce.BuildFrameUnsealed in emit, unchanged since; the
 		// wire keeps the buffer and gives one back.

@@ -54,6 +54,30 @@ func (b *txBuffer) built(d *Device, ready sim.Time, n int) {
 	b.busy = max(b.busy, ready).Add(d.pport.WireTime(n))
 }
 
+// unsent takes back a frame of n bytes that reached the port at now and
+// was not sent (its QP gone to ERR, SQE or RESET or destroyed since it was
+// built, the link down, the device dead): the port's transmitter never
+// spends its wire time on it. Kept in busy, every such frame made the
+// mirror run ahead of the port for good (a stream never lets busy fall
+// back to the port's own time): after 20 µs of link down the buffer
+// held a phantom backlog of half its size, and one QP's wake-ups came
+// too late to keep the port busy. Taking the whole wire time back is
+// exact while the frames behind it queue back to back (a full buffer,
+// when it matters); a frame that had a gap behind it leaves busy early
+// by at most its own wire time, never before now. Waiting QPs are woken
+// as soon as half of what is left has drained.
+func (b *txBuffer) unsent(d *Device, now sim.Time, n int) {
+	if b.limit == 0 || b.busy <= now {
+		return
+	}
+	b.busy = max(now, b.busy.Add(-d.pport.WireTime(n)))
+	if len(b.waiting) > 0 && b.timer.Armed() {
+		if at := max(now, b.busy.Add(-b.limit/2)); at < b.timer.When() {
+			b.timer.Reset(at)
+		}
+	}
+}
+
 // full reports whether a frame built at t has to wait for room.
 func (b *txBuffer) full(t sim.Time) bool {
 	return b.limit > 0 && b.busy.Sub(t) > b.limit

@@ -7,6 +7,7 @@ import (
 
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/testbed"
 )
 
@@ -114,4 +115,46 @@ func TestFatalWhileWaitingForTxBuffer(t *testing.T) {
 			require.Zero(t, hctr(req.Host, device.CtrRQDBRReadError), "no receive-queue poll of the dead device")
 		})
 	}
+}
+
+// TestTxBufferNoPhantomAfterLinkDown: the frames a link-down port drops
+// never occupy its transmitter, so they do not stay in the transmit
+// buffer's account either. A UC WRITE streams from one QP (it keeps the
+// buffer full); the link goes down for 20 µs and comes back. From its
+// first frame after link up the port is never idle while the WRITE goes
+// on. Before, the dropped frames' wire time stayed in the buffer's mirror
+// of the port: the QP, woken when that phantom backlog had half drained,
+// rebuilt too late and the port idled 0.57 µs (and the mirror ran ahead of
+// the port as long as the stream kept it busy).
+func TestTxBufferNoPhantomAfterLinkDown(t *testing.T) {
+	cfg := testbed.DefaultConfig()
+	cfg.Trace = true
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 4096, BufSize: 1 << 20, Type: provider.QPTypeUC})
+	require.NoError(t, err)
+	req, rsp := eps[0], eps[1]
+	writeWR(t, req, rsp, 1, 0, 1<<20) // about 84 µs at 100 Gb/s
+	w.Eng.RunUntil(w.Eng.Now().Add(20 * sim.Microsecond))
+	w.SetLink(false)
+	w.Eng.RunUntil(w.Eng.Now().Add(20 * sim.Microsecond))
+	w.SetLink(true)
+	up := w.Eng.Now()
+	require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
+	require.NotZero(t, hctr(req.Host, device.CtrTxDropLinkDown))
+	require.NotZero(t, hctr(req.Host, device.CtrTxBufferFull))
+	var last sim.Time = -1
+	frames := 0
+	for _, e := range w.Rec.Events() {
+		if e.Component != "wire" || e.Node != 0 || e.Start < up || e.Start >= up.Add(20*sim.Microsecond) {
+			continue
+		}
+		if last >= 0 {
+			require.LessOrEqual(t, e.Start, last, "the port idled %v at %v after link up", e.Start.Sub(last), e.Start.Sub(up))
+		}
+		last = e.End.Add(-cfg.Wire.Propagation) // the stage ends when the frame arrives
+		frames++
+	}
+	require.Greater(t, frames, 50, "the WRITE streamed after link up")
 }
