@@ -372,7 +372,7 @@ func (r *requester) pump(t sim.Time) {
 			q.d.inc(CtrWindowStall)
 			break
 		}
-		if q.d.tx.full(t) {
+		if q.d.tx.full(q, t) {
 			q.d.tx.wait(q.d, q, t, txWaitReq)
 			break
 		}
@@ -442,7 +442,7 @@ func (r *requester) pumpUnreliable(t sim.Time) {
 			continue
 		}
 		for r.curPkt < w.npkts {
-			if q.d.tx.full(t) {
+			if q.d.tx.full(q, t) {
 				q.d.tx.wait(q.d, q, t, txWaitReq)
 				return
 			}

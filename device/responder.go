@@ -701,7 +701,7 @@ func (r *responder) pump(t sim.Time) {
 			}
 			continue
 		}
-		if d.tx.full(t) {
+		if d.tx.full(q, t) {
 			d.tx.wait(d, q, t, txWaitResp)
 			return
 		}

@@ -13,10 +13,19 @@ type pacedPort interface {
 // port's transmitter: when the last frame built so far will have left it.
 // The buffer is full while more than limit of wire time is ahead of the
 // packetizer; a QP that finds it full waits in waiting, in order, and the
-// timer wakes them once half of it has drained: each pumps until it finds
-// the buffer full again and goes to the back, so QPs share the port
-// instead of one QP's whole window queueing ahead of every other's (which
-// made the other QPs' retransmit timers expire with no loss).
+// timer wakes them once half of it has drained. The woken QPs then take
+// turns of one frame each, round robin, until the buffer is full again:
+// a QP with more to send goes to the back after each frame. While any QP
+// waits, a QP that is not taking its turn finds the buffer full too and
+// queues behind them. So QPs share the port frame by frame instead of one
+// QP's whole window queueing ahead of every other's (which made the other
+// QPs' retransmit timers expire with no loss). Turns of "until full" (the
+// first version) gave each woken QP the whole half buffer: with hundreds
+// of QPs waiting, a QP's next turn came hundreds of half buffers later
+// (about 0.5 ms for 200 QPs at 100 Gb/s) and its ACK timer expired; and a
+// QP pumped by its ACKs outside the wake-ups took the room as it drained,
+// ahead of the QPs waiting for it. How a ConnectX arbitrates among its send
+// queues is not public: frame-by-frame round robin is an assumption.
 //
 // Without a pacedPort (a real wire) or with TxBufferBytes 0 the buffer is
 // unbounded.
@@ -27,6 +36,8 @@ type txBuffer struct {
 	spare   []*qp // Fire's scratch lists
 	spare2  []*qp
 	timer   *sim.Timer
+	turn    *qp  // the QP taking its turn (txWake.Fire), if any
+	spent   bool // turn has built its frame
 }
 
 // The sides of a QP waiting for room (qp.txWaiting).
@@ -52,6 +63,9 @@ func (b *txBuffer) built(d *Device, ready sim.Time, n int) {
 		return
 	}
 	b.busy = max(b.busy, ready).Add(d.pport.WireTime(n))
+	if b.turn != nil {
+		b.spent = true
+	}
 }
 
 // unsent takes back a frame of n bytes that reached the port at now and
@@ -78,19 +92,35 @@ func (b *txBuffer) unsent(d *Device, now sim.Time, n int) {
 	}
 }
 
-// full reports whether a frame built at t has to wait for room.
-func (b *txBuffer) full(t sim.Time) bool {
-	return b.limit > 0 && b.busy.Sub(t) > b.limit
+// full reports whether q's next frame, built at t, has to wait: the
+// buffer is full, q has had its turn's frame, or (not in its turn) other
+// QPs wait for room before it.
+func (b *txBuffer) full(q *qp, t sim.Time) bool {
+	switch {
+	case b.limit == 0:
+		return false
+	case b.busy.Sub(t) > b.limit:
+		return true
+	case q == b.turn:
+		return b.spent
+	}
+	return len(b.waiting) > 0
 }
 
-// wait queues side of q for room, found full at t.
+// wait queues side of q for room, found full (full) at t. A QP whose turn
+// is over goes to the back without counting as held: the wake-up goes on.
 func (b *txBuffer) wait(d *Device, q *qp, t sim.Time, side uint8) {
 	if q.txWaiting == 0 {
 		b.waiting = append(b.waiting, q)
 	}
 	q.txWaiting |= side
+	if q == b.turn && b.busy.Sub(t) <= b.limit {
+		return
+	}
 	d.inc(CtrTxBufferFull)
-	b.arm(t)
+	if b.turn == nil {
+		b.arm(t)
+	}
 }
 
 // arm wakes the waiting QPs once half the buffer has drained.
@@ -108,6 +138,7 @@ func (b *txBuffer) drop() {
 	}
 	clear(b.waiting)
 	b.waiting = b.waiting[:0]
+	b.turn, b.spent = nil, false
 	if b.timer != nil {
 		b.timer.Stop()
 	}
@@ -122,28 +153,39 @@ func (w txWake) Fire(now sim.Time) {
 		b.drop()
 		return
 	}
-	list := b.waiting
-	b.waiting, b.spare = b.spare[:0], list
-	for i, q := range list {
-		if b.full(now) {
-			// The rest keep their turn, ahead of those that just sent.
-			front := append(b.spare2[:0], list[i:]...)
-			front = append(front, b.waiting...)
-			b.spare2, b.waiting = b.waiting, front
-			b.arm(now)
-			break
+	// Rounds of one frame per QP, in turn, until the buffer is full or
+	// nobody has more to send. Each round builds a frame for every QP that
+	// goes on to the next one, so the rounds end.
+	for len(b.waiting) > 0 && b.busy.Sub(now) <= b.limit {
+		list := b.waiting
+		b.waiting, b.spare = b.spare[:0], list
+		for i, q := range list {
+			if b.busy.Sub(now) > b.limit {
+				// The rest keep their turn, ahead of those that just sent.
+				front := append(b.spare2[:0], list[i:]...)
+				front = append(front, b.waiting...)
+				b.spare2, b.waiting = b.waiting, front
+				break
+			}
+			side := q.txWaiting
+			q.txWaiting = 0
+			if q.dead {
+				continue
+			}
+			b.turn = q
+			if side&txWaitReq != 0 {
+				b.spent = false
+				q.req.pump(now)
+			}
+			if side&txWaitResp != 0 {
+				b.spent = false
+				q.resp.pump(now)
+			}
+			b.turn, b.spent = nil, false
 		}
-		side := q.txWaiting
-		q.txWaiting = 0
-		if q.dead {
-			continue
-		}
-		if side&txWaitReq != 0 {
-			q.req.pump(now)
-		}
-		if side&txWaitResp != 0 {
-			q.resp.pump(now)
-		}
+		clear(list)
 	}
-	clear(list)
+	if len(b.waiting) > 0 {
+		b.arm(now)
+	}
 }

@@ -158,3 +158,58 @@ func TestTxBufferNoPhantomAfterLinkDown(t *testing.T) {
 	}
 	require.Greater(t, frames, 50, "the WRITE streamed after link up")
 }
+
+// TestManyQPsShareThePort: 200 RC QPs each post sixteen 4 KiB WRITEs
+// (READs) at once, with a 131 µs ACK timeout and one retry: 12.8 MB, about
+// 1 ms on the wire, every WQE acknowledged on its own. Frame-by-frame
+// turns give each QP a frame every 200 (69 µs), so every WQE completes,
+// nothing is retransmitted, and the port stays at line rate. Before, a
+// woken QP built until the buffer was full again: each turn took half the
+// buffer, a QP's next turn came about 0.5 ms later, and 149 of the 200
+// QPs' timers expired with no loss (RETRY_EXC_ERR). The wake-ups stay a
+// bounded number of events per frame.
+func TestManyQPsShareThePort(t *testing.T) {
+	for _, op := range []provider.WROpcode{provider.WRRDMAWrite, provider.WRRDMARead} {
+		t.Run(op.String(), func(t *testing.T) {
+			const nqp, size, per = 200, 4 << 10, 16
+			cfg := testbed.DefaultConfig()
+			cfg.MemSize = 64 << 20
+			w, err := testbed.New(cfg)
+			require.NoError(t, err)
+			t.Cleanup(w.Close)
+			var reqs []*testbed.Endpoint
+			for range nqp {
+				eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 4096, Timeout: 5, RetryCnt: 1, BufSize: size,
+					Access: provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead})
+				require.NoError(t, err)
+				req, rsp := eps[0], eps[1]
+				for i := range per {
+					_, err = req.QP.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: op, Flags: provider.SendSignaled,
+						SGL: []provider.SGE{req.MR.SGE(0, size)}, RemoteAddr: rsp.Buf.Addr, RKey: rsp.MR.RKey}})
+					require.NoError(t, err)
+				}
+				reqs = append(reqs, req)
+			}
+			fired, start := w.Eng.Fired(), w.Eng.Now()
+			for i, req := range reqs {
+				wcs, err := testbed.Wait(req.SendCQ, per)
+				require.NoError(t, err, "QP %d", i)
+				for _, wc := range wcs {
+					require.Equal(t, provider.WCSuccess, wc.Status, "QP %d WR %d", i, wc.WRID)
+				}
+			}
+			took := w.Eng.Now().Sub(start)
+			w.Settle(0)
+			var retx, full uint64
+			for _, h := range w.Hosts {
+				retx += hctr(h, device.CtrRetransmittedPkts)
+				full += hctr(h, device.CtrTxBufferFull)
+			}
+			require.Zero(t, retx, "retransmissions with no loss")
+			require.NotZero(t, full, "the QPs waited for the buffer")
+			const frames = nqp * per
+			require.Less(t, took, 1100*sim.Microsecond, "line rate: 12.8 MB in about 1 ms")
+			require.Less(t, w.Eng.Fired()-fired, uint64(20*frames), "events per frame stay bounded")
+		})
+	}
+}
