@@ -235,6 +235,16 @@ func (r *rqRing) refresh(t sim.Time) sim.Time {
 		return t
 	}
 	done, posted, ok := d.readProducer(t, r.dbr, r.tail, r.cnt, "QP", r.qpn, CtrRQDBRReadError, CtrRQDBRBad)
+	if ok && posted-r.tail < r.head-r.tail {
+		// Behind the count it gave before (a producer counter never goes
+		// back): a provider bug, ignored. The WQEs below the old count
+		// stay posted; taken as the producer, the lower count made the
+		// read-ahead's next run go from its cache's end past it, into
+		// slots never posted, whose stale bytes were later used as the
+		// WQEs the provider did post there.
+		d.warn(t, CtrRQDBRBad, "QP %#x doorbell record %d is behind the %d it gave before (%d consumed)", r.qpn, uint16(posted), uint16(r.head), uint16(r.tail))
+		return done
+	}
 	if ok {
 		r.head = posted
 	}
