@@ -42,8 +42,12 @@ type recvQueue interface {
 	refresh(t sim.Time) sim.Time
 	// take consumes the next posted WQE into w, reading it by DMA, and
 	// returns when it is in the device; ok is false when none is posted.
-	// psn is the PSN of the packet that needs it (for the trace).
-	take(t sim.Time, w *recvWQE, psn int32) (done sim.Time, ok bool)
+	// psn is the PSN of the packet that needs it (for the trace). err is
+	// the DMA error of a WQE posted but unreadable (ok false): the QP's
+	// own RQ consumes it anyway (w.index says which, w has no SGE), so
+	// that it completes in error; an SRQ, which cannot follow its next
+	// pointer, keeps it (w.index is its slot).
+	take(t sim.Time, w *recvWQE, psn int32) (done sim.Time, ok bool, err error)
 	// flushOne retires the oldest posted WQE without data (for a flush)
 	// and returns its counter; ok is false when none is left.
 	flushOne() (idx uint16, ok bool)
@@ -192,7 +196,12 @@ func (r *rqRing) prefetch(t sim.Time) {
 	buf := r.pre.buf[slot*r.stride : (slot+int(k))*r.stride]
 	done, st, err := d.dma.Read(t, r.base+uint64(next&(r.cnt-1))*uint64(r.stride), buf)
 	if err != nil {
+		// Nothing is cached: the message that needs the WQE reads it
+		// again (take), and fails if that read fails too. With
+		// faults.dma_error_fatal the PCIe error is a device fatal error,
+		// as on every other DMA access.
 		d.warn(t, CtrRQReadError, "QP %#x RQ WQE %d (prefetch): %v", r.qpn, next, err)
+		d.dmaFatal(t, err)
 		return
 	}
 	d.inc(CtrRQPrefetch)
@@ -279,13 +288,13 @@ func extendProducer(c16 uint16, consumed, size uint32) (posted uint32, ok bool) 
 	return consumed + ahead, ahead <= size
 }
 
-func (r *rqRing) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
+func (r *rqRing) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool, error) {
 	d := r.d
 	if r.cnt == 0 {
-		return t, false
+		return t, false, nil
 	}
 	if t = r.await(t); r.tail == r.head {
-		return t, false
+		return t, false, nil
 	}
 	var buf []byte
 	var done sim.Time
@@ -302,8 +311,15 @@ func (r *rqRing) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 		var err error
 		done, st, err = d.dma.Read(t, r.slotAddr(), buf)
 		if err != nil {
+			// Posted but unreadable: consumed, to complete in error.
+			// Taken as "none posted", it had the responder answer RNR
+			// for ever (rnr_retry 7) while the WQE stayed posted and no
+			// completion ever said why.
 			d.warn(t, CtrRQReadError, "QP %#x RQ WQE %d: %v", r.qpn, r.tail, err)
-			return t, false
+			w.index, w.nsge = uint16(r.tail), 0
+			r.tail++
+			r.prime(t)
+			return t, false, err
 		}
 		d.rec.StagePSN(d.node, "dma", "rq_wqe_fetch", t, done, len(buf), st.TLPs(), r.qpn, 0, psn)
 	}
@@ -313,7 +329,7 @@ func (r *rqRing) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 	w.parse(uint16(r.tail), buf, 0)
 	r.tail++
 	r.prime(done) // read the next ones ahead
-	return done, true
+	return done, true, nil
 }
 
 func (r *rqRing) flushOne() (uint16, bool) {

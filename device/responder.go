@@ -395,9 +395,22 @@ func (r *responder) recvSlot() *recvWQE {
 func (r *responder) takeRecv(t sim.Time, psn roce.PSN) (sim.Time, bool) {
 	q := r.q
 	if !r.recv.held {
-		done, ok := q.rq.take(t, r.recvSlot(), int32(psn&0xffffff))
+		done, ok, err := q.rq.take(t, r.recvSlot(), int32(psn&0xffffff))
 		t = done
 		q.rxBusy = max(q.rxBusy, done)
+		if err != nil {
+			// The WQE could not be read: a DMA error of this request.
+			// The QP's own RQ consumed it, and it completes LOC_PROT_ERR
+			// (vendor 0x51 for a PCIe error) as a receive WQE whose
+			// buffer cannot be written does; an SRQ kept it, and only
+			// the QP fails.
+			synd := mlx5.Syndrome(0)
+			if q.srq == nil {
+				r.recv.active, synd = true, mlx5.SyndLocalProt
+			}
+			r.dmaError(t, psn, synd, err)
+			return t, false
+		}
 		if !ok {
 			r.rnr(t, psn)
 			return t, false
@@ -1019,8 +1032,25 @@ func (r *responder) rxUD(arrive, t sim.Time, p *roce.Packet) {
 		return
 	}
 	w := r.recvSlot()
-	done, ok := q.rq.take(t, w, int32(p.BTH.PSN()&0xffffff))
+	done, ok, rerr := q.rq.take(t, w, int32(p.BTH.PSN()&0xffffff))
 	q.rxBusy = max(q.rxBusy, done)
+	if rerr != nil && q.srq == nil {
+		// The WQE could not be read: consumed, it completes LOC_PROT_ERR
+		// as one whose buffer cannot be written (below) does.
+		d.warn(done, CtrRxRecvProt, "UD QP %#x receive WQE %d: %v", q.qpn, w.index, rerr)
+		if d.dmaFatal(done, rerr) {
+			return
+		}
+		d.inc(CtrRespCQEError)
+		d.inc(ctrCQEError(mlx5.SyndLocalProt))
+		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: w.index, Syndrome: mlx5.SyndLocalProt, VendorErrSynd: pcieVendor(rerr)}
+		d.writeCQE(done, q.rcq, &f, 0, int32(p.BTH.PSN()&0xffffff))
+		return
+	}
+	if rerr != nil {
+		d.dmaFatal(done, rerr)
+		return // an SRQ keeps the WQE: the message is dropped (UD)
+	}
 	if !ok {
 		d.inc(CtrOutOfBuffer)
 		d.warn(done, CtrRxUDNoRecv, "UD QP %#x: no receive WQE posted; %v dropped", q.qpn, p.Opcode)

@@ -55,12 +55,12 @@ func (s *srq) refresh(t sim.Time) sim.Time {
 	return done
 }
 
-func (s *srq) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
+func (s *srq) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool, error) {
 	d := s.d
 	if s.taken == s.posted {
 		t = s.refresh(t)
 		if s.taken == s.posted {
-			return t, false
+			return t, false, nil
 		}
 	}
 	slot := uint32(s.cur) & (s.cnt - 1)
@@ -69,7 +69,8 @@ func (s *srq) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 	done, st, err := d.dma.Read(t, addr, buf)
 	if err != nil {
 		d.warn(t, CtrRQReadError, "SRQ %#x WQE %d: %v", s.srqn, slot, err)
-		return t, false
+		w.index, w.nsge = uint16(slot), 0
+		return t, false, err
 	}
 	d.rec.StagePSN(d.node, "dma", "srq_wqe_fetch", t, done, len(buf), st.TLPs(), 0, 0, psn)
 	if d.chk != nil {
@@ -96,7 +97,7 @@ func (s *srq) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool) {
 		s.limit = 0
 		d.asyncEvent(ev, mlx5.EventSRQLimitReached, s.srqn)
 	}
-	return done, true
+	return done, true, nil
 }
 
 // CreateSRQ creates a shared receive queue whose ring lives in host memory.

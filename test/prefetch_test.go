@@ -1,6 +1,8 @@
 package test
 
 import (
+	"fmt"
+
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -123,4 +125,162 @@ func TestRQPrefetchStopsOnFatal(t *testing.T) {
 	w.Settle(0)
 	require.Zero(t, hctr(rsp.Host, device.CtrRQDBRReadError), "no poll of the dead device")
 	require.Equal(t, reads, hctr(rsp.Host, device.CtrRQPrefetch))
+}
+
+// TestRQPrefetchRingSizes: receive queues smaller than, as large as and
+// larger than the read-ahead's sixteen slots, each wrapped many times
+// (ring and slots), on RC, UC and UD, with receives posted one at a time
+// behind the messages and in bursts that fill the ring: every message
+// lands in the buffer of the WQE posted for it, completes with that WQE's
+// wr_id, in order, and checked mode finds nothing wrong.
+func TestRQPrefetchRingSizes(t *testing.T) {
+	types := []struct {
+		name string
+		typ  provider.QPType
+	}{{"RC", provider.QPTypeRC}, {"UC", provider.QPTypeUC}, {"UD", provider.QPTypeUD}}
+	for _, tc := range types {
+		for _, depth := range []int{1, 2, 4, 8, 16, 32} {
+			t.Run(fmt.Sprintf("%s/%d", tc.name, depth), func(t *testing.T) {
+				cfg := testbed.DefaultConfig()
+				cfg.Check = true
+				w, err := testbed.New(cfg)
+				require.NoError(t, err)
+				t.Cleanup(w.Close)
+				eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 1024, BufSize: 64 << 10, RQDepth: depth, SQDepth: 64, Type: tc.typ})
+				require.NoError(t, err)
+				req, rsp := eps[0], eps[1]
+				const slot, msgs = 256, 120
+				depth := rsp.QP.SQInfo().RQWQEs // what the provider made of it
+				nextRecv, nextSend, done := 0, 0, 0
+				post := func(k int) {
+					for ; k > 0 && nextRecv-done < depth; k-- {
+						off := uint64(nextRecv%64) * slot
+						_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: uint64(1000 + nextRecv), SGL: []provider.SGE{rsp.MR.SGE(off, slot)}}})
+						require.NoError(t, err)
+						nextRecv++
+					}
+				}
+				send := func() {
+					b := req.Buf.Bytes[nextSend%64*slot:]
+					for i := range 64 {
+						b[i] = byte(nextSend + i)
+					}
+					wr := provider.SendWR{WRID: uint64(nextSend), Opcode: provider.WRSend, Flags: provider.SendSignaled,
+						SGL: []provider.SGE{req.MR.SGE(uint64(nextSend%64*slot), 64)}}
+					if tc.typ == provider.QPTypeUD {
+						wr.AH, wr.RemoteQPN, wr.RemoteQKey = req.AH, rsp.QP.QPN(), rsp.QKey
+					}
+					_, err := req.QP.PostSend([]provider.SendWR{wr})
+					require.NoError(t, err)
+					nextSend++
+				}
+				for round := 0; done < msgs; round++ {
+					if round%2 == 0 {
+						post(1)
+					} else {
+						post(depth)
+					}
+					w.Settle(0)
+					for nextSend < nextRecv {
+						send()
+					}
+					wcs, err := testbed.Wait(rsp.RecvCQ, nextSend-done)
+					require.NoError(t, err)
+					for _, wc := range wcs {
+						require.Equal(t, provider.WCSuccess, wc.Status, "message %d", done)
+						require.Equal(t, uint64(1000+done), wc.WRID, "in order")
+						off := tc.typ == provider.QPTypeUD // 40-byte GRH first
+						got := rsp.Buf.Bytes[done%64*slot:]
+						if off {
+							got = got[40:]
+						}
+						for i := range 64 {
+							require.Equal(t, byte(done+i), got[i], "message %d byte %d", done, i)
+						}
+						done++
+					}
+					_, err = testbed.Wait(req.SendCQ, len(wcs))
+					require.NoError(t, err)
+				}
+				require.Zero(t, rsp.Host.Dev.Counters().Value(device.CtrRQReadError))
+				require.Positive(t, rsp.Host.Dev.Counters().Value(device.CtrRQPrefetchHit))
+				require.Empty(t, w.Hosts[1].Dev.Checker().Violations(), "checked mode")
+			})
+		}
+	}
+}
+
+// TestRQWQEUnreadable: the responder's receive WQEs cannot be read (every
+// DMA read of its RQ ring fails: the read-ahead's and the message's own).
+// Each message that needs one consumes it with an error completion,
+// LOC_PROT_ERR with vendor 0x51 as for a receive buffer the device cannot
+// write: RC NAKs remote operational error (REM_OP_ERR at the requester)
+// and goes to ERR, UC goes to ERR, UD completes each receive in error and
+// carries on. Before, an unreadable WQE was taken for "none posted": RC
+// answered RNR for ever (rnr_retry 7), UC and UD dropped the messages, and
+// the posted WQEs never completed. With faults.dma_error_fatal the first
+// failed read, the read-ahead's, is a device fatal error.
+func TestRQWQEUnreadable(t *testing.T) {
+	types := []struct {
+		name string
+		typ  provider.QPType
+	}{{"RC", provider.QPTypeRC}, {"UC", provider.QPTypeUC}, {"UD", provider.QPTypeUD}}
+	for _, tc := range types {
+		for _, fatal := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/fatal=%v", tc.name, fatal), func(t *testing.T) {
+				cfg := testbed.DefaultConfig()
+				cfg.Device.Faults.DMAErrorFatal = fatal
+				w, err := testbed.New(cfg)
+				require.NoError(t, err)
+				t.Cleanup(w.Close)
+				eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 1024, BufSize: 64 << 10, Type: tc.typ})
+				require.NoError(t, err)
+				req, rsp := eps[0], eps[1]
+				in := rsp.QP.SQInfo()
+				setPlan(t, w, fmt.Sprintf(`{"rules":[{"point":"dma.read","action":"iommu","match":{"node":1,"addr_from":%d,"addr_to":%d}}]}`,
+					in.RQAddr, in.RQAddr+uint64(in.RQWQEs*in.RQStride)-1))
+				_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 5, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}, {WRID: 6, SGL: []provider.SGE{rsp.MR.SGE(4096, 4096)}}})
+				require.NoError(t, err)
+				w.Settle(0)
+				if fatal {
+					dead, synd := rsp.Host.Dev.Fatal()
+					require.True(t, dead, "the read-ahead's PCIe error is fatal")
+					require.Equal(t, uint8(0x8), synd)
+					return
+				}
+				for i := range 2 {
+					wr := provider.SendWR{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 64)}}
+					if tc.typ == provider.QPTypeUD {
+						wr.AH, wr.RemoteQPN, wr.RemoteQKey = req.AH, rsp.QP.QPN(), rsp.QKey
+					}
+					_, err = req.QP.PostSend([]provider.SendWR{wr})
+					require.NoError(t, err)
+				}
+				require.Less(t, w.Settle(1<<20), 1<<20, "the world goes idle")
+				rwcs, err := testbed.Wait(rsp.RecvCQ, 2)
+				require.NoError(t, err, "both receives complete")
+				require.Equal(t, uint64(5), rwcs[0].WRID)
+				require.Equal(t, provider.WCLocProtErr, rwcs[0].Status)
+				require.Equal(t, uint32(0x51), rwcs[0].VendorErr)
+				require.Equal(t, uint64(6), rwcs[1].WRID)
+				swcs, err := testbed.Wait(req.SendCQ, 2)
+				require.NoError(t, err)
+				st, err := rsp.QP.QueryState()
+				require.NoError(t, err)
+				switch tc.typ {
+				case provider.QPTypeRC:
+					require.Equal(t, provider.WCWRFlushErr, rwcs[1].Status)
+					require.Equal(t, provider.WCRemOpErr, swcs[0].Status)
+					require.Equal(t, provider.QPStateErr, st)
+				case provider.QPTypeUC:
+					require.Equal(t, provider.WCWRFlushErr, rwcs[1].Status)
+					require.Equal(t, provider.QPStateErr, st)
+				case provider.QPTypeUD:
+					require.Equal(t, provider.WCLocProtErr, rwcs[1].Status)
+					require.Equal(t, provider.QPStateRTS, st, "UD carries on")
+				}
+				require.Zero(t, hctr(rsp.Host, device.CtrOutOfBuffer), "no RNR: the WQEs are posted")
+			})
+		}
+	}
 }
