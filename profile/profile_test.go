@@ -120,6 +120,12 @@ func TestLoad(t *testing.T) {
 			require.Equal(t, host.DefaultConfig().WQEBuild, h.WQEBuild, "the rest from the base")
 			require.Equal(t, p.Device.BAR.WCDrain, h.WCDrain)
 		}},
+		{"an unbounded transmit buffer", `{"device":{"core":{"tx_buffer_bytes":0}}}`, func(t *testing.T, p Profile) {
+			require.Zero(t, p.Device.Core.TxBufferBytes)
+		}},
+		{"a one-byte transmit buffer", `{"device":{"core":{"tx_buffer_bytes":1}}}`, func(t *testing.T, p Profile) {
+			require.Equal(t, 1, p.Device.Core.TxBufferBytes)
+		}},
 	}
 	for _, c := range ok {
 		t.Run(c.name, func(t *testing.T) {
@@ -166,6 +172,8 @@ func TestLoad(t *testing.T) {
 		{"a wire below 1 Mb/s", `{"wire":{"rate_bps":0.0001}}`, "wire.rate_bps", "outside 1e+06"},
 		{"a wire above 100 Tb/s", `{"wire":{"rate_bps":1e15}}`, "wire.rate_bps", "outside"},
 		{"a huge EQ", `{"device":{"events":{"eq_entries":1048576}}}`, "device.events.eq_entries", "exceeds 65536"},
+		{"a negative transmit buffer", `{"device":{"core":{"tx_buffer_bytes":-1}}}`, "device.core.tx_buffer_bytes", "must be positive"},
+		{"a transmit buffer whose wire time wraps", `{"device":{"core":{"tx_buffer_bytes":2147483648}}}`, "device.core.tx_buffer_bytes", "exceeds 1073741824"},
 		{"endless doorbell-record re-reads", `{"device":{"core":{"rq_polls":10000000}}}`, "device.core.rq_polls", "exceeds 1024"},
 		{"max_rd_atomic past a u8", `{"device":{"caps":{"max_qp_rd_atom":100000}}}`, "device.caps.max_qp_rd_atom", "exceeds 255"},
 		{"max_rd_atomic below the tools' 16", `{"device":{"caps":{"max_qp_rd_atom":8}}}`, "device.caps.max_qp_rd_atom", "8 is below 16"},
