@@ -284,3 +284,126 @@ func TestRQWQEUnreadable(t *testing.T) {
 		}
 	}
 }
+
+// TestRQPrefetchFlushPartlyConsumed: twenty receives posted, three
+// consumed (the read-ahead holds some of the rest, not all), then the QP
+// goes to ERR: the other seventeen are flushed exactly once, in order,
+// each with its own wr_id.
+func TestRQPrefetchFlushPartlyConsumed(t *testing.T) {
+	w, req, rsp := connect(t, testbed.ConnOpts{MTU: 1024, BufSize: 64 << 10, RQDepth: 32})
+	var wrs []provider.RecvWR
+	for i := range 20 {
+		wrs = append(wrs, provider.RecvWR{WRID: uint64(100 + i), SGL: []provider.SGE{rsp.MR.SGE(uint64(i)*1024, 1024)}})
+	}
+	_, err := rsp.QP.PostRecv(wrs)
+	require.NoError(t, err)
+	for i := range 3 {
+		_, err = req.QP.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 64)}}})
+		require.NoError(t, err)
+	}
+	wcs, err := testbed.Wait(rsp.RecvCQ, 3)
+	require.NoError(t, err)
+	for i, wc := range wcs {
+		require.Equal(t, uint64(100+i), wc.WRID)
+	}
+	w.Settle(0)
+	require.Positive(t, rsp.Host.Dev.Counters().Value(device.CtrRQPrefetchHit))
+	require.NoError(t, rsp.QP.Modify(&provider.QPAttr{QPState: provider.QPStateErr}, mlx5.AttrState))
+	flushed := pollAll(t, w, rsp.RecvCQ)
+	require.Len(t, flushed, 17, "each posted WQE once")
+	for i, wc := range flushed {
+		require.Equal(t, provider.WCWRFlushErr, wc.Status)
+		require.Equal(t, uint64(103+i), wc.WRID, "in order")
+	}
+}
+
+// TestRQPrefetchResetReuse: receives read ahead, some consumed, then the
+// QP goes to RESET and back to RTS: the cache of the old incarnation is
+// gone, and the new receives (other buffers, other wr_ids) get the new
+// messages.
+func TestRQPrefetchResetReuse(t *testing.T) {
+	cfg := testbed.DefaultConfig()
+	cfg.Check = true
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 1024, BufSize: 64 << 10, RQDepth: 32})
+	require.NoError(t, err)
+	req, rsp := eps[0], eps[1]
+	var wrs []provider.RecvWR
+	for i := range 10 {
+		wrs = append(wrs, provider.RecvWR{WRID: uint64(100 + i), SGL: []provider.SGE{rsp.MR.SGE(uint64(i)*1024, 1024)}})
+	}
+	_, err = rsp.QP.PostRecv(wrs)
+	require.NoError(t, err)
+	send := func(seed byte) {
+		fill(req.Buf.Bytes[:64], seed)
+		_, err := req.QP.PostSend([]provider.SendWR{{WRID: uint64(seed), Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 64)}}})
+		require.NoError(t, err)
+		_, err = testbed.Wait(req.SendCQ, 1)
+		require.NoError(t, err)
+	}
+	send(1)
+	send(2)
+	_, err = testbed.Wait(rsp.RecvCQ, 2)
+	require.NoError(t, err)
+	w.Settle(0)
+	reconnect(t, eps, [2]uint32{0x5000, 0x6000}, provider.ConnectAttr{MTU: 1024, SGIDIndex: 1, HopLimit: 64,
+		MaxRdAtomic: 16, MaxDestRdAtomic: 16, MinRNRTimer: 12, Timeout: 14, RetryCnt: 7, RNRRetry: 7})
+	_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 900, SGL: []provider.SGE{rsp.MR.SGE(40<<10, 1024)}}, {WRID: 901, SGL: []provider.SGE{rsp.MR.SGE(41<<10, 1024)}}})
+	require.NoError(t, err)
+	send(0x40)
+	send(0x41)
+	wcs, err := testbed.Wait(rsp.RecvCQ, 2)
+	require.NoError(t, err)
+	for i, wc := range wcs {
+		require.Equal(t, provider.WCSuccess, wc.Status)
+		require.Equal(t, uint64(900+i), wc.WRID)
+		want := make([]byte, 64)
+		fill(want, byte(0x40+i))
+		require.Equal(t, want, rsp.Buf.Bytes[(40+i)<<10:(40+i)<<10+64], "message %d in the new WQE's buffer", i)
+	}
+	require.Empty(t, rsp.Host.Dev.Checker().Violations())
+}
+
+// TestRQPrefetchLKeyCheckedAtUse: a receive WQE read ahead whose MR is
+// deregistered before a message uses it fails when it is used (the lkey
+// is checked at placement, not when the WQE was read): LOC_PROT_ERR on
+// RC, UC and UD, and the WQE behind it, in a live MR, still works on UD.
+func TestRQPrefetchLKeyCheckedAtUse(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		typ  provider.QPType
+	}{{"RC", provider.QPTypeRC}, {"UC", provider.QPTypeUC}, {"UD", provider.QPTypeUD}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, req, rsp := connect(t, testbed.ConnOpts{MTU: 1024, BufSize: 64 << 10, Type: tc.typ})
+			ob, err := rsp.Host.Ctx.AllocBuffer(4096, 4096)
+			require.NoError(t, err)
+			mr2, err := rsp.PD.RegMR(ob.Addr, 4096, provider.AccessLocalWrite)
+			require.NoError(t, err)
+			_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 5, SGL: []provider.SGE{mr2.SGE(0, 4096)}}, {WRID: 6, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}})
+			require.NoError(t, err)
+			w.Settle(0)
+			require.Positive(t, rsp.Host.Dev.Counters().Value(device.CtrRQPrefetch), "read ahead")
+			require.NoError(t, mr2.Dereg())
+			for i := range 2 {
+				wr := provider.SendWR{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 64)}}
+				if tc.typ == provider.QPTypeUD {
+					wr.AH, wr.RemoteQPN, wr.RemoteQKey = req.AH, rsp.QP.QPN(), rsp.QKey
+				}
+				_, err = req.QP.PostSend([]provider.SendWR{wr})
+				require.NoError(t, err)
+			}
+			wcs := pollAll(t, w, rsp.RecvCQ)
+			require.Len(t, wcs, 2)
+			require.Equal(t, uint64(5), wcs[0].WRID)
+			require.Equal(t, provider.WCLocProtErr, wcs[0].Status)
+			require.Equal(t, uint64(6), wcs[1].WRID)
+			if tc.typ == provider.QPTypeUD {
+				require.Equal(t, provider.WCSuccess, wcs[1].Status)
+			} else {
+				require.Equal(t, provider.WCWRFlushErr, wcs[1].Status)
+			}
+		})
+	}
+}

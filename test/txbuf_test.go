@@ -1,11 +1,14 @@
 package test
 
 import (
+	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/testbed"
@@ -211,5 +214,174 @@ func TestManyQPsShareThePort(t *testing.T) {
 			require.Less(t, took, 1100*sim.Microsecond, "line rate: 12.8 MB in about 1 ms")
 			require.Less(t, w.Eng.Fired()-fired, uint64(20*frames), "events per frame stay bounded")
 		})
+	}
+}
+
+// reconnect takes both QPs of a connection to RESET and back to RTS with
+// new initial PSNs, as an application reusing its QPs would.
+func reconnect(t *testing.T, eps [2]*testbed.Endpoint, psn [2]uint32, o provider.ConnectAttr) {
+	t.Helper()
+	for _, e := range eps {
+		require.NoError(t, e.QP.Modify(&provider.QPAttr{QPState: provider.QPStateReset}, mlx5.AttrState))
+	}
+	attr := func(i int) provider.ConnectAttr {
+		peer := eps[1-i]
+		pid := peer.Host.ID
+		a := o
+		a.Peer = provider.Peer{QPN: peer.QP.QPN(), PSN: psn[1-i], GID: pid.IP.As16(), MAC: pid.MAC}
+		a.PSN = psn[i]
+		return a
+	}
+	for i, e := range eps {
+		require.NoError(t, e.QP.ToInit(attr(i)))
+		require.NoError(t, e.QP.ToRTR(attr(i)))
+	}
+	for i, e := range eps {
+		require.NoError(t, e.QP.ToRTS(attr(i)))
+	}
+}
+
+// TestTxBufferQPLeavesWhileWaiting: a QP waiting for room in the transmit
+// buffer (its requester for a WRITE, its READ responder for a READ) is
+// moved to ERR, to RESET or destroyed, while another QP shares the port.
+// The other QP completes; the QP left in ERR flushes its WQEs; a QP reset
+// (from ERR or directly) and brought back to RTS is reused, and its new
+// WRITE or READ moves the right bytes; nothing is left scheduled.
+func TestTxBufferQPLeavesWhileWaiting(t *testing.T) {
+	const n = 64 << 10
+	acc := provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead
+	for _, how := range []string{"ERR", "RESET", "destroy"} {
+		for _, tc := range []struct {
+			name string
+			typ  provider.QPType
+			op   provider.WROpcode
+		}{{"RC WRITE", provider.QPTypeRC, provider.WRRDMAWrite}, {"RC READ", provider.QPTypeRC, provider.WRRDMARead}, {"UC WRITE", provider.QPTypeUC, provider.WRRDMAWrite}} {
+			t.Run(how+"/"+tc.name, func(t *testing.T) {
+				cfg := testbed.DefaultConfig()
+				cfg.Device.Core.TxBufferBytes = 4 << 10
+				w, err := testbed.New(cfg)
+				require.NoError(t, err)
+				t.Cleanup(w.Close)
+				o := testbed.ConnOpts{MTU: 1024, BufSize: 256 << 10, Type: tc.typ, Access: acc, Timeout: 8, RetryCnt: 3}
+				eps, err := w.ConnectRC(o)
+				require.NoError(t, err)
+				other, err := w.ConnectRC(o)
+				require.NoError(t, err)
+				req, rsp := eps[0], eps[1]
+				post := func(e, peer *testbed.Endpoint, wrid uint64) {
+					_, err := e.QP.PostSend([]provider.SendWR{{WRID: wrid, Opcode: tc.op, Flags: provider.SendSignaled,
+						SGL: []provider.SGE{e.MR.SGE(0, n)}, RemoteAddr: peer.Buf.Addr, RKey: peer.MR.RKey}})
+					require.NoError(t, err)
+				}
+				post(req, rsp, 1)
+				post(req, rsp, 2)
+				post(other[0], other[1], 3)
+				victim := req // the side that waits: the requester, or the READ responder
+				if tc.op == provider.WRRDMARead {
+					victim = rsp
+				}
+				for hctr(victim.Host, device.CtrTxBufferFull) < 3 {
+					require.True(t, w.Eng.Step(), "the QP never waited for the transmit buffer")
+				}
+				switch how {
+				case "ERR":
+					require.NoError(t, victim.QP.Modify(&provider.QPAttr{QPState: provider.QPStateErr}, mlx5.AttrState))
+				case "RESET":
+					require.NoError(t, victim.QP.Modify(&provider.QPAttr{QPState: provider.QPStateReset}, mlx5.AttrState))
+				case "destroy":
+					require.NoError(t, victim.QP.Destroy())
+				}
+				wcs, err := testbed.Wait(other[0].SendCQ, 1)
+				require.NoError(t, err, "the QP sharing the port completes")
+				require.Equal(t, provider.WCSuccess, wcs[0].Status)
+				w.Settle(0)
+				if how == "ERR" && victim == req {
+					wcs, err := testbed.Wait(req.SendCQ, 2)
+					require.NoError(t, err)
+					for _, wc := range wcs {
+						require.Equal(t, provider.WCWRFlushErr, wc.Status)
+					}
+				}
+				if how != "destroy" {
+					pollAll(t, w, req.SendCQ) // whatever the first incarnation completed
+					reconnect(t, eps, [2]uint32{0x5000, 0x6000}, provider.ConnectAttr{MTU: 1024, Access: acc, SGIDIndex: 1, HopLimit: 64,
+						MaxRdAtomic: 16, MaxDestRdAtomic: 16, MinRNRTimer: 12, Timeout: 8, RetryCnt: 3, RNRRetry: 7})
+					fill(req.Buf.Bytes[:n], 7)
+					fill(rsp.Buf.Bytes[:n], 9)
+					post(req, rsp, 10)
+					post(other[0], other[1], 11)
+					wcs, err := testbed.Wait(req.SendCQ, 1)
+					require.NoError(t, err)
+					require.Equal(t, uint64(10), wcs[0].WRID)
+					require.Equal(t, provider.WCSuccess, wcs[0].Status)
+					wcs, err = testbed.Wait(other[0].SendCQ, 1)
+					require.NoError(t, err)
+					require.Equal(t, provider.WCSuccess, wcs[0].Status)
+					w.Settle(0)
+					require.True(t, bytes.Equal(req.Buf.Bytes[:n], rsp.Buf.Bytes[:n]), "the reused QP moved the bytes")
+				}
+				require.Zero(t, w.Eng.Pending(), "nothing left scheduled")
+			})
+		}
+	}
+}
+
+// TestTxBufferTinyAndUnbounded: a transmit buffer of 1 or 100 bytes, far
+// smaller than any frame, still sends every frame (one at a time, never a
+// livelock), as does 0 (unbounded): WRITEs and READs both ways on RC, UC
+// WRITEs, UD SENDs, all complete, with a bounded number of events.
+func TestTxBufferTinyAndUnbounded(t *testing.T) {
+	for _, buf := range []int{1, 100, 0} {
+		for _, tc := range []struct {
+			name string
+			typ  provider.QPType
+		}{{"RC", provider.QPTypeRC}, {"UC", provider.QPTypeUC}, {"UD", provider.QPTypeUD}} {
+			t.Run(fmt.Sprintf("%d/%s", buf, tc.name), func(t *testing.T) {
+				cfg := testbed.DefaultConfig()
+				cfg.Device.Core.TxBufferBytes = buf
+				w, err := testbed.New(cfg)
+				require.NoError(t, err)
+				t.Cleanup(w.Close)
+				eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 1024, BufSize: 256 << 10, Type: tc.typ,
+					Access: provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead})
+				require.NoError(t, err)
+				for side := range 2 {
+					me, peer := eps[side], eps[1-side]
+					for i := range 8 {
+						op, sz := provider.WRRDMAWrite, uint32(16<<10)
+						if tc.typ == provider.QPTypeRC && i%2 == 1 {
+							op = provider.WRRDMARead
+						}
+						wr := provider.SendWR{WRID: uint64(i), Opcode: op, Flags: provider.SendSignaled,
+							SGL: []provider.SGE{me.MR.SGE(uint64(i)*(16<<10), sz)}, RemoteAddr: peer.Buf.Addr + uint64(i)*(16<<10), RKey: peer.MR.RKey}
+						if tc.typ == provider.QPTypeUD {
+							wr.Opcode, wr.SGL = provider.WRSend, []provider.SGE{me.MR.SGE(0, 1024)}
+							wr.AH, wr.RemoteQPN, wr.RemoteQKey = me.AH, peer.QP.QPN(), peer.QKey
+							_, err = peer.QP.PostRecv([]provider.RecvWR{{WRID: 9, SGL: []provider.SGE{peer.MR.SGE(0, 4096)}}})
+							require.NoError(t, err)
+						}
+						_, err = me.QP.PostSend([]provider.SendWR{wr})
+						require.NoError(t, err)
+					}
+				}
+				fired := w.Eng.Fired()
+				for side := range 2 {
+					wcs, err := testbed.Wait(eps[side].SendCQ, 8)
+					require.NoError(t, err)
+					for _, wc := range wcs {
+						require.Equal(t, provider.WCSuccess, wc.Status)
+					}
+				}
+				w.Settle(0)
+				full := hctr(w.Hosts[0], device.CtrTxBufferFull) + hctr(w.Hosts[1], device.CtrTxBufferFull)
+				if buf == 0 {
+					require.Zero(t, full)
+				} else {
+					require.NotZero(t, full, "a frame at a time")
+				}
+				sent := hctr(w.Hosts[0], device.CtrSentPkts) + hctr(w.Hosts[1], device.CtrSentPkts)
+				require.Less(t, w.Eng.Fired()-fired, 20*sent, "events per frame stay bounded")
+			})
+		}
 	}
 }
