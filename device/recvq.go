@@ -318,8 +318,7 @@ func (r *rqRing) take(t sim.Time, w *recvWQE, psn int32) (sim.Time, bool, error)
 			d.warn(t, CtrRQReadError, "QP %#x RQ WQE %d: %v", r.qpn, r.tail, err)
 			w.index, w.nsge = uint16(r.tail), 0
 			r.tail++
-			r.prime(t)
-			return t, false, err
+			return t, false, err // no read-ahead: the next message reads its own
 		}
 		d.rec.StagePSN(d.node, "dma", "rq_wqe_fetch", t, done, len(buf), st.TLPs(), r.qpn, 0, psn)
 	}
