@@ -407,3 +407,38 @@ func TestRQPrefetchLKeyCheckedAtUse(t *testing.T) {
 		})
 	}
 }
+
+// TestRQPrefetchCheckedOnce: checked mode judges a receive WQE (R12) once,
+// when a message takes it, whether it was read ahead or not: twenty
+// receives without the terminator, twelve messages, twelve violations,
+// one per WQE used, in order.
+func TestRQPrefetchCheckedOnce(t *testing.T) {
+	cfg := testbed.DefaultConfig()
+	cfg.Check = true
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	eps, err := w.ConnectRC(testbed.ConnOpts{MaxSGE: 4, RQDepth: 32})
+	require.NoError(t, err)
+	req, rsp := eps[0], eps[1]
+	rsp.QP.SetBugs(provider.BugRecvNoTerminator)
+	for i := range 20 {
+		_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: uint64(i), SGL: []provider.SGE{rsp.MR.SGE(0, 256)}}})
+		require.NoError(t, err)
+	}
+	w.Settle(0)
+	for i := range 12 {
+		_, err = req.QP.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 64)}}})
+		require.NoError(t, err)
+	}
+	_, err = testbed.Wait(rsp.RecvCQ, 12)
+	require.NoError(t, err)
+	w.Settle(0)
+	require.Positive(t, rsp.Host.Dev.Counters().Value(device.CtrRQPrefetchHit))
+	vs := w.Hosts[1].Dev.Checker().Violations()
+	require.Len(t, vs, 12)
+	for i, v := range vs {
+		require.Equal(t, "R12", v.Rule)
+		require.Contains(t, v.Observed, fmt.Sprintf("receive WQE %d:", i))
+	}
+}
