@@ -631,6 +631,22 @@ func (r *requester) rewind(p roce.PSN) {
 			break
 		}
 	}
+	pkt := 0
+	if i < r.count {
+		if w := r.at(i); !w.rdAtomic() && p.After(w.firstPSN) {
+			pkt = int(p.Diff(w.firstPSN))
+		}
+	}
+	if i > r.cur || i == r.cur && pkt >= r.curPkt {
+		// The cursor is at or before p already: an earlier rewind's resend
+		// (or the first transmission) has not got there yet, held by the
+		// transmit buffer, max_rd_atomic or a fence. Moving it forward to p
+		// would skip the WQEs in between, never to be sent; a READ among
+		// them, uncounted by that rewind, then let a fenced WQE behind it
+		// go while its responses were still missing (the soak's READ that
+		// returned a later WRITE's bytes).
+		return
+	}
 	// WQEs from i to the old cursor are sent again: READ/atomics among them
 	// are counted again when they are.
 	for j := i; j < r.count && j <= r.cur; j++ {
@@ -639,12 +655,7 @@ func (r *requester) rewind(p roce.PSN) {
 			r.rdOut--
 		}
 	}
-	r.cur, r.curPkt, r.sinceAck = i, 0, 0
-	if i < r.count {
-		if w := r.at(i); !w.rdAtomic() && p.After(w.firstPSN) {
-			r.curPkt = int(p.Diff(w.firstPSN))
-		}
-	}
+	r.cur, r.curPkt, r.sinceAck = i, pkt, 0
 }
 
 // retry restarts transmission at p (go-back-N) after a timeout, a NAK or
