@@ -100,10 +100,10 @@ type rqRing struct {
 // reads as before. Every read is a real DMA on the link; a flush or a
 // reset drops the cache.
 type rqPrefetch struct {
-	buf   []byte            // rqAhead slots of stride bytes: WQE i of the ring in slot i%rqAhead (allocated on first use)
-	ready [rqAhead]sim.Time // when each slot's WQE is in the device
-	n     uint32            // WQEs read ahead: those from the ring's tail on (every consumption takes the first; a flush or reset drops them)
-	polls int               // doorbell-record re-reads left in this burst
+	buf   []byte     // rqAhead slots of stride bytes: WQE i of the ring in slot i%rqAhead (allocated on first use)
+	ready []sim.Time // rqAhead: when each slot's WQE is in the device (allocated with buf)
+	n     uint32     // WQEs read ahead: those from the ring's tail on (every consumption takes the first; a flush or reset drops them)
+	polls int        // doorbell-record re-reads left in this burst
 	timer *sim.Timer
 }
 
@@ -188,6 +188,7 @@ func (r *rqRing) prefetch(t sim.Time) {
 	}
 	if r.pre.buf == nil {
 		r.pre.buf = make([]byte, rqAhead*r.stride)
+		r.pre.ready = make([]sim.Time, rqAhead)
 	}
 	// One read per contiguous run: the run ends where the ring or the
 	// slots wrap.

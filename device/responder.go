@@ -57,7 +57,7 @@ type responder struct {
 	streams []respStream // in PSN order; streams[0] is being sent
 	queued  int          // response frames built and not yet on the wire
 
-	ud udPark // UD datagrams waiting for a doorbell-record read (udpark.go)
+	ud *udPark // UD datagrams waiting for a doorbell-record read (udpark.go); nil until one does
 }
 
 // respAhead is how many READ response frames a QP keeps built ahead of the

@@ -41,7 +41,16 @@ type udParkTimer struct{ r *responder }
 func (u udParkTimer) Fire(now sim.Time) { u.r.drain(now) }
 
 // parked reports whether frames of the QP wait behind a parked datagram.
-func (r *responder) parked() bool { return len(r.ud.q) > 0 }
+func (r *responder) parked() bool { return r.ud != nil && len(r.ud.q) > 0 }
+
+// park is the QP's parking, made on first use: a QP that never parks a
+// datagram (every RC and UC QP) carries only the pointer.
+func (r *responder) park() *udPark {
+	if r.ud == nil {
+		r.ud = &udPark{}
+	}
+	return r.ud
+}
 
 // mustWait reports whether a datagram whose receive stage runs at t must
 // wait for the engine to get there: the device knows of no posted WQE, so
@@ -61,8 +70,9 @@ func (r *responder) mustWait(t sim.Time) bool {
 
 func (r *responder) copyFrame(f []byte) []byte {
 	var b []byte
-	if n := len(r.ud.frames); n > 0 {
-		b, r.ud.frames = r.ud.frames[n-1][:0], r.ud.frames[:n-1]
+	u := r.park()
+	if n := len(u.frames); n > 0 {
+		b, u.frames = u.frames[n-1][:0], u.frames[:n-1]
 	}
 	return append(b, f...)
 }
@@ -84,11 +94,15 @@ func (r *responder) parkFront(arrive, t sim.Time) {
 
 // parkBack queues a frame that reached the QP at t behind the parked ones.
 func (r *responder) parkBack(t sim.Time, frame []byte) {
-	r.ud.q = append(r.ud.q, udParked{frame: r.copyFrame(frame), t: t})
+	f := r.copyFrame(frame) // makes r.ud
+	r.ud.q = append(r.ud.q, udParked{frame: f, t: t})
 }
 
 // unpark forgets the parked frames (QP to RESET).
 func (r *responder) unpark() {
+	if r.ud == nil {
+		return
+	}
 	for _, e := range r.ud.q {
 		r.ud.frames = append(r.ud.frames, e.frame)
 	}
@@ -100,6 +114,9 @@ func (r *responder) unpark() {
 
 // drain lets the parked frames go on, in order, until one must wait again.
 func (r *responder) drain(now sim.Time) {
+	if r.ud == nil {
+		return
+	}
 	q := r.q
 	d := q.d
 	for len(r.ud.q) > 0 {
