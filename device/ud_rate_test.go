@@ -144,3 +144,51 @@ func TestUDReceivePostedWhileInThePipeline(t *testing.T) {
 		})
 	}
 }
+
+// TestUDParkingIsBounded: a flood of datagrams for a UD QP whose first
+// datagram waits for its doorbell-record read (no receive known, its
+// receive stage still ahead of the engine) parks at most 1 MiB of frames
+// behind it; the rest are dropped and counted (rx_ud_park_full), not held
+// without bound. With no receive ever posted the parked ones are then
+// dropped for want of a WQE, and the QP is still usable.
+func TestUDParkingIsBounded(t *testing.T) {
+	const n = 3000
+	w, err := testbed.New(testbed.DefaultConfig())
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	eps, err := w.ConnectRC(testbed.ConnOpts{Type: provider.QPTypeUD, BufSize: 64 << 10, RQDepth: 16})
+	require.NoError(t, err)
+	rsp := eps[1]
+	w.Settle(0)
+	dev := w.Hosts[1].Dev
+	start := w.Eng.Now()
+	buf := make([]byte, 2048)
+	frame := 0
+	for i := range n {
+		fp := roce.FrameParams{SrcMAC: testbed.MACs[0], DstMAC: testbed.MACs[1], SrcIP: testbed.IPs[0], DstIP: testbed.IPs[1], TTL: 64,
+			BTH:  roce.BTHFields{Opcode: roce.OpUDSendOnly, PKey: 0xffff, DestQP: rsp.QP.QPN(), PSN: roce.PSN(i)},
+			DETH: roce.DETHFields{QKey: rsp.QKey, SrcQP: eps[0].QP.QPN()}}
+		k, err := roce.BuildFrame(buf, &fp, make([]byte, 1024))
+		require.NoError(t, err)
+		frame = k
+		dev.ReceiveFrame(start.Add(sim.Duration(i)*sim.Nanosecond), buf[:k])
+	}
+	full := dev.Counters().Get("rx_ud_park_full")
+	parked := n - int(full)
+	require.Equal(t, 1<<20/frame, parked, "1 MiB of %d-byte frames, the waiting one included", frame)
+	w.Settle(0)
+	require.Equal(t, uint64(parked), dev.Counters().Get("rx_ud_no_receive"))
+	// Still receiving: a receive posted now catches the next datagram.
+	_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 7, SGL: []provider.SGE{rsp.MR.SGE(0, 256)}}})
+	require.NoError(t, err)
+	fp := roce.FrameParams{SrcMAC: testbed.MACs[0], DstMAC: testbed.MACs[1], SrcIP: testbed.IPs[0], DstIP: testbed.IPs[1], TTL: 64,
+		BTH:  roce.BTHFields{Opcode: roce.OpUDSendOnly, PKey: 0xffff, DestQP: rsp.QP.QPN(), PSN: roce.PSN(n)},
+		DETH: roce.DETHFields{QKey: rsp.QKey, SrcQP: eps[0].QP.QPN()}}
+	k, err := roce.BuildFrame(buf, &fp, []byte{1, 2})
+	require.NoError(t, err)
+	dev.ReceiveFrame(w.Eng.Now(), buf[:k])
+	wcs, err := testbed.Wait(rsp.RecvCQ, 1)
+	require.NoError(t, err)
+	require.Equal(t, uint64(7), wcs[0].WRID)
+	require.Equal(t, provider.WCSuccess, wcs[0].Status)
+}

@@ -21,6 +21,7 @@ import (
 // a request that finds no WQE is answered RNR and retried.
 type udPark struct {
 	q      []udParked
+	bytes  int // of the frames in q
 	timer  *sim.Timer
 	pkt    roce.Packet
 	frames [][]byte // buffers of parked frames that went on, for reuse
@@ -86,15 +87,28 @@ func (r *responder) parkFront(arrive, t sim.Time) {
 	r.ud.q = append(r.ud.q, udParked{})
 	copy(r.ud.q[1:], r.ud.q)
 	r.ud.q[0] = e
+	r.ud.bytes += len(e.frame)
 	if r.ud.timer == nil {
 		r.ud.timer = d.eng.NewTimer(udParkTimer{r})
 	}
 	r.ud.timer.Reset(t)
 }
 
+// udParkMax bounds the bytes of the frames parked behind a datagram (a
+// QP's share of the port's receive buffer, an assumption: 1 MiB). A peer
+// that floods a QP whose receive stage is behind finds the rest dropped
+// and counted, as a full receive buffer drops them, rather than held
+// without bound.
+const udParkMax = 1 << 20
+
 // parkBack queues a frame that reached the QP at t behind the parked ones.
 func (r *responder) parkBack(t sim.Time, frame []byte) {
+	if r.ud.bytes+len(frame) > udParkMax {
+		r.q.d.warn(t, CtrRxUDParkFull, "UD QP %#x: %d frames (%d bytes) already wait behind a datagram; a %d-byte frame is dropped", r.q.qpn, len(r.ud.q), r.ud.bytes, len(frame))
+		return
+	}
 	f := r.copyFrame(frame) // makes r.ud
+	r.ud.bytes += len(f)
 	r.ud.q = append(r.ud.q, udParked{frame: f, t: t})
 }
 
@@ -106,7 +120,7 @@ func (r *responder) unpark() {
 	for _, e := range r.ud.q {
 		r.ud.frames = append(r.ud.frames, e.frame)
 	}
-	r.ud.q = r.ud.q[:0]
+	r.ud.q, r.ud.bytes = r.ud.q[:0], 0
 	if r.ud.timer != nil {
 		r.ud.timer.Stop()
 	}
@@ -126,6 +140,7 @@ func (r *responder) drain(now sim.Time) {
 			return
 		}
 		copy(r.ud.q, r.ud.q[1:])
+		r.ud.bytes -= len(e.frame)
 		r.ud.q = r.ud.q[:len(r.ud.q)-1]
 		p := &r.ud.pkt
 		switch {
