@@ -37,6 +37,9 @@ func (d *Device) EnterFatal(t sim.Time, synd uint8, why string) {
 		// Nor read: the receive WQE read-ahead stops (its poll timer
 		// would re-read the doorbell record of a dead device).
 		q.rq.quiesce()
+		// Nor does a parked datagram go on (its timer would fire into a
+		// dead device): dropped, as a frame arriving now would be.
+		q.resp.unpark(t, CtrDeadRxDrop, true, "")
 	}
 	// The QPs waiting for room in the transmit buffer are not woken: woken,
 	// a requester built its next packet, its payload read failed on the

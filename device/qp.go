@@ -116,6 +116,7 @@ func (q *qp) toError(t sim.Time) {
 	q.req.flushAll(t)
 	q.flushRecvs(t)
 	q.resp.abort()
+	q.resp.unpark(t, CtrRxDropQPState, false, "to ERR")
 }
 
 // toSQE moves a UD or UC QP to SQE (send queue error): its send WQEs are
@@ -174,6 +175,7 @@ func (q *qp) destroy(t sim.Time) {
 	}
 	q.dead = true
 	q.req.stopTimers()
+	q.resp.unpark(t, CtrRxDropNoQP, false, "destroyed")
 	q.rq.quiesce()
 	q.req.sq.Close()
 	q.d.landAll(q.scq)

@@ -119,7 +119,7 @@ type rdRes struct {
 
 func (r *responder) reset() {
 	r.ePSN, r.msn, r.nakSent = 0, 0, false
-	r.unpark()
+	r.unpark(r.q.d.eng.Now(), CtrRxDropQPState, false, "to RESET")
 	r.abort()
 	clear(r.res)
 	r.resNext = 0

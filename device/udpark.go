@@ -4,6 +4,7 @@ import (
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/roce"
 	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/trace"
 )
 
 // A UD datagram that finds no receive WQE on chip makes the device read
@@ -112,14 +113,32 @@ func (r *responder) parkBack(t sim.Time, frame []byte) {
 	r.ud.q = append(r.ud.q, udParked{frame: f, t: t})
 }
 
-// unpark forgets the parked frames (QP to RESET).
-func (r *responder) unpark() {
+// unpark drops the parked frames, as the QP would drop a datagram
+// arriving now, and stops the timer: the QP stops receiving (destroyed,
+// to RESET or ERR, the device fatal), so none may reach a receive WQE
+// later, of this incarnation or of the one after a RESET, nor may the
+// timer fire into a destroyed QP. The drop is counted under ctr, with a
+// warning unless quiet (a dead device counts only, as receive does). RESET
+// used to forget the frames uncounted; ERR, destroy and fatal left them
+// to the timer, which dropped them at their receive time, into a QP
+// already gone.
+func (r *responder) unpark(t sim.Time, ctr trace.Counter, quiet bool, why string) {
 	if r.ud == nil {
 		return
+	}
+	if n := len(r.ud.q); n > 0 {
+		d := r.q.d
+		if quiet {
+			d.ctr.Add(ctr, uint64(n))
+		} else {
+			d.ctr.Add(ctr, uint64(n-1))
+			d.warn(t, ctr, "UD QP %#x %s: the %d frames (%d bytes) parked behind a datagram are dropped", r.q.qpn, why, n, r.ud.bytes)
+		}
 	}
 	for _, e := range r.ud.q {
 		r.ud.frames = append(r.ud.frames, e.frame)
 	}
+	clear(r.ud.q) // no stale references to the pooled buffers
 	r.ud.q, r.ud.bytes = r.ud.q[:0], 0
 	if r.ud.timer != nil {
 		r.ud.timer.Stop()
