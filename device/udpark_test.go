@@ -95,37 +95,55 @@ func TestUDParkedFramesLeaveWithTheirQP(t *testing.T) {
 		}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			w, eps := udParkWorld(t, testbed.ConnOpts{})
-			rsp := eps[1]
-			dev := w.Hosts[1].Dev
-			parkThree(t, w, eps)
-			before := dev.Counters().Snapshot()
-			nw := len(w.Rec.Warnings())
-			require.NoError(t, c.leave(w, rsp))
-			require.Equal(t, before[c.counter]+3, dev.Counters().Get(c.counter), "dropped at once")
-			require.Greater(t, len(w.Rec.Warnings()), nw, "with a warning")
-			if c.name == "to RESET" || c.name == "to ERR" {
-				// A new incarnation with receives posted before the parked
-				// frames' time gets none of them.
-				if c.name == "to ERR" {
-					require.NoError(t, rsp.QP.Modify(&provider.QPAttr{QPState: provider.QPStateReset}, mlx5.AttrState))
-				}
-				require.NoError(t, rsp.QP.Connect(provider.ConnectAttr{QKey: rsp.QKey}))
-				_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{rsp.MR.SGE(0, 256)}}})
-				require.NoError(t, err)
+		for _, srq := range []bool{false, true} {
+			name := c.name
+			if srq {
+				name += " on an SRQ"
 			}
-			after := dev.Counters().Snapshot()
-			w.Settle(0)
-			for _, k := range []string{"rx_drop_no_qp", "rx_drop_qp_state", "rx_drop_device_dead", "rx_ud_no_receive", "resp_cqe_error"} {
-				require.Equal(t, after[k], dev.Counters().Get(k), "%s: nothing of the parking fires later", k)
-			}
-			if c.name == "to RESET" || c.name == "to ERR" {
-				n, err := rsp.RecvCQ.Poll(make([]provider.WC, 4))
-				require.NoError(t, err)
-				require.Zero(t, n, "no parked datagram reaches the new incarnation")
-			}
-		})
+			t.Run(name, func(t *testing.T) { udParkedLeave(t, c.name, c.counter, c.leave, srq) })
+		}
+	}
+}
+
+// udParkedLeave parks three datagrams for a UD QP (on its own RQ or an
+// SRQ), makes it stop receiving with leave (case name) and checks that
+// they are dropped at once under counter and never complete.
+func udParkedLeave(t *testing.T, name, counter string, leave func(w *testbed.World, rsp *testbed.Endpoint) error, srq bool) {
+	w, eps := udParkWorld(t, testbed.ConnOpts{SRQ: srq})
+	rsp := eps[1]
+	dev := w.Hosts[1].Dev
+	parkThree(t, w, eps)
+	before := dev.Counters().Snapshot()
+	nw := len(w.Rec.Warnings())
+	require.NoError(t, leave(w, rsp))
+	require.Equal(t, before[counter]+3, dev.Counters().Get(counter), "dropped at once")
+	require.Greater(t, len(w.Rec.Warnings()), nw, "with a warning")
+	back := name == "to RESET" || name == "to ERR"
+	if back {
+		// A new incarnation with a receive posted before the parked
+		// frames' time gets none of them.
+		if name == "to ERR" {
+			require.NoError(t, rsp.QP.Modify(&provider.QPAttr{QPState: provider.QPStateReset}, mlx5.AttrState))
+		}
+		require.NoError(t, rsp.QP.Connect(provider.ConnectAttr{QKey: rsp.QKey}))
+		wr := []provider.RecvWR{{WRID: 1, SGL: []provider.SGE{rsp.MR.SGE(0, 256)}}}
+		var err error
+		if srq {
+			_, err = rsp.SRQ.PostRecv(wr)
+		} else {
+			_, err = rsp.QP.PostRecv(wr)
+		}
+		require.NoError(t, err)
+	}
+	after := dev.Counters().Snapshot()
+	w.Settle(0)
+	for _, k := range []string{"rx_drop_no_qp", "rx_drop_qp_state", "rx_drop_device_dead", "rx_ud_no_receive", "resp_cqe_error"} {
+		require.Equal(t, after[k], dev.Counters().Get(k), "%s: nothing of the parking fires later", k)
+	}
+	if back {
+		n, err := rsp.RecvCQ.Poll(make([]provider.WC, 4))
+		require.NoError(t, err)
+		require.Zero(t, n, "no parked datagram reaches the new incarnation")
 	}
 }
 
@@ -344,5 +362,174 @@ func TestUDParkedCQOverflow(t *testing.T) {
 	}
 	w.Settle(0)
 	require.Zero(t, w.Eng.Pending())
-	require.NotZero(t, dev.Counters().Get("cq_overrun"), "%v", dev.Counters().Snapshot())
+	c := dev.Counters()
+	require.Equal(t, uint64(1), c.Get("cq_overrun"))
+	require.Equal(t, uint64(n), c.Get("cqes")+c.Get("cqe_dropped_overrun")+c.Get("cq_overrun"), "every datagram has its CQE, written or lost: %v", c.Snapshot())
+}
+
+// TestUDParkedSurviveLinkDown: datagrams parked behind a doorbell-record
+// read are in the device already: a link that goes down while they wait
+// does not lose them (they complete on receives posted meanwhile), while
+// one arriving during the outage is dropped at the port and parks behind
+// nothing. The port's buffers are handed back as the device returns
+// (ReceiveKeptFrame) and reused at once: the parked copies are the
+// device's own.
+func TestUDParkedSurviveLinkDown(t *testing.T) {
+	w, eps := udParkWorld(t, testbed.ConnOpts{})
+	req, rsp := eps[0], eps[1]
+	dev := w.Hosts[1].Dev
+	start := w.Eng.Now()
+	w.Eng.At(start.Add(100*sim.Nanosecond), sim.HandlerFunc(func(sim.Time) {
+		for i := range 4 {
+			_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: uint64(i), SGL: []provider.SGE{rsp.MR.SGE(uint64(i)*256, 256)}}})
+			require.NoError(t, err)
+		}
+	}))
+	for i := range 3 {
+		f := udDatagram(t, req.QP.QPN(), rsp.QP.QPN(), rsp.QKey, i, []byte{byte('a' + i), byte('a' + i)}, false, 0)
+		spare := dev.ReceiveKeptFrame(start.Add(sim.Duration(i)*40*sim.Nanosecond), f)
+		for j := range spare {
+			spare[j] = 0xee
+		}
+	}
+	w.SetLink(false)
+	dev.ReceiveFrame(start.Add(130*sim.Nanosecond), udDatagram(t, req.QP.QPN(), rsp.QP.QPN(), rsp.QKey, 3, []byte{'z', 'z'}, false, 0))
+	require.Equal(t, uint64(1), dev.Counters().Get("rx_drop_link_down"))
+	w.Settle(0)
+	wcs := make([]provider.WC, 8)
+	n, err := rsp.RecvCQ.Poll(wcs)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	for i, wc := range wcs[:n] {
+		require.Equal(t, provider.WCSuccess, wc.Status)
+		require.Equal(t, uint64(i), wc.WRID)
+		off := uint64(i)*256 + 40
+		require.Equal(t, []byte{byte('a' + i), byte('a' + i)}, rsp.Buf.Bytes[off:off+2])
+	}
+}
+
+// TestUDParkChurn drives a UD QP whose datagrams park with random
+// interleavings of datagram bursts (some with a wrong Q_Key), receives
+// posted, the QP to ERR and later back through RESET to RTS, the link
+// down and up, and in some runs the QP destroyed or the device fatal.
+// The device must not panic or hang; a datagram completes only on a
+// receive of the incarnation it arrived for, and each incarnation's
+// receives complete in order with the datagrams in arrival order, each
+// with its own payload; the same seed gives the same trace.
+func TestUDParkChurn(t *testing.T) {
+	for seed := range 40 {
+		a := udParkChurn(t, uint64(seed))
+		if seed < 3 {
+			require.True(t, bytes.Equal(a, udParkChurn(t, uint64(seed))), "seed %d: two runs, two traces", seed)
+		}
+	}
+}
+
+func udParkChurn(t *testing.T, seed uint64) []byte {
+	w, eps := udParkWorld(t, testbed.ConnOpts{CQDepth: 256})
+	req, rsp := eps[0], eps[1]
+	dev := w.Hosts[1].Dev
+	rng := seed*0x9e3779b97f4a7c15 + 1
+	rnd := func(n int) int {
+		rng ^= rng << 13
+		rng ^= rng >> 7
+		rng ^= rng << 17
+		return int(rng % uint64(n))
+	}
+	inc, seq, posted, dead, inERR := 0, 0, 0, false, false
+	start := w.Eng.Now()
+	for range 30 {
+		at := start.Add(sim.Duration(rnd(4000)) * sim.Nanosecond)
+		kind := rnd(20)
+		w.Eng.At(at, sim.HandlerFunc(func(now sim.Time) {
+			if dead {
+				return
+			}
+			switch {
+			case kind < 9: // a burst of datagrams
+				if inERR {
+					break
+				}
+				for i := range 1 + rnd(6) {
+					qk := rsp.QKey
+					if rnd(8) == 0 {
+						qk ^= 0x10
+					}
+					f := udDatagram(t, req.QP.QPN(), rsp.QP.QPN(), qk, seq, []byte{byte(inc), byte(seq), byte(seq >> 8), 0x5a}, rnd(2) == 0, uint32(seq))
+					seq++
+					dev.ReceiveFrame(now.Add(sim.Duration(i*(10+rnd(40)))*sim.Nanosecond), f)
+				}
+			case kind < 14: // receives
+				if inERR {
+					break
+				}
+				for range 1 + rnd(4) {
+					if posted >= 60 {
+						break
+					}
+					wr := provider.RecvWR{WRID: uint64(inc)<<32 | uint64(posted), SGL: []provider.SGE{rsp.MR.SGE(uint64(posted)*1024, 1024)}}
+					if _, err := rsp.QP.PostRecv([]provider.RecvWR{wr}); err != nil {
+						break
+					}
+					posted++
+				}
+			case kind < 16: // to ERR, or back from it
+				if !inERR {
+					require.NoError(t, rsp.QP.Modify(&provider.QPAttr{QPState: provider.QPStateErr}, mlx5.AttrState))
+					inERR = true
+					break
+				}
+				require.NoError(t, rsp.QP.Modify(&provider.QPAttr{QPState: provider.QPStateReset}, mlx5.AttrState))
+				require.NoError(t, rsp.QP.Connect(provider.ConnectAttr{QKey: rsp.QKey}))
+				inERR = false
+				inc++
+			case kind < 18:
+				dev.SetLinkState(!dev.LinkUp())
+			case kind == 18 && seed%4 == 1:
+				require.NoError(t, rsp.QP.Destroy())
+				dead = true
+			case kind == 19 && seed%4 == 2:
+				dev.EnterFatal(now, 1, "test")
+				dead = true
+			}
+		}))
+	}
+	require.Less(t, w.Settle(2_000_000), 2_000_000, "seed %d: the device went quiet", seed)
+	if !dead {
+		next := map[int]uint64{} // the next WRID of each incarnation
+		lastSeq := map[int]int{} // the last datagram of each
+		for {
+			wcs := make([]provider.WC, 64)
+			n, err := rsp.RecvCQ.Poll(wcs)
+			require.NoError(t, err)
+			if n == 0 {
+				break
+			}
+			for _, wc := range wcs[:n] {
+				if wc.Status != provider.WCSuccess {
+					require.Equal(t, provider.WCWRFlushErr, wc.Status, "seed %d", seed)
+					continue
+				}
+				wi := int(wc.WRID >> 32)
+				slot := wc.WRID & 0xffffffff
+				require.GreaterOrEqual(t, slot, next[wi], "seed %d: incarnation %d's receives in order", seed, wi)
+				next[wi] = slot + 1
+				b := rsp.Buf.Bytes[slot*1024+40:]
+				require.Equal(t, byte(0x5a), b[3], "seed %d: a datagram's payload", seed)
+				require.Equal(t, wi, int(b[0]), "seed %d: WRID %#x (incarnation %d) got a datagram of incarnation %d", seed, wc.WRID, wi, b[0])
+				s := int(b[1]) | int(b[2])<<8
+				if l, ok := lastSeq[wi]; ok {
+					require.Greater(t, s, l, "seed %d: datagrams in arrival order", seed)
+				}
+				lastSeq[wi] = s
+				require.Equal(t, uint32(40+4), wc.ByteLen)
+				if wc.Flags&provider.WCFlagWithImm != 0 {
+					require.Equal(t, uint32(s), wc.Imm)
+				}
+			}
+		}
+	}
+	var b bytes.Buffer
+	require.NoError(t, trace.WriteChrome(&b, w.Rec.Events()))
+	return b.Bytes()
 }
