@@ -319,9 +319,17 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 	now := d.eng.Now()
 	switch to {
 	case mlx5.QPStateRST:
-		if q.state == mlx5.QPStateERR {
-			d.landAll(q.scq) // nothing of the old incarnation lands later
-			d.landAll(q.rcq)
+		if q.state != mlx5.QPStateRST {
+			// Nothing of the old incarnation lands later, whatever state
+			// it leaves (the provider then cleans the QP's CQEs out). Only
+			// ERR→RESET landed them: a UD datagram received just before
+			// RTS→RESET completed after it, and the provider took its CQE
+			// for the new incarnation's first receive (its WR ID, a buffer
+			// the data never reached).
+			d.landAll(q.scq)
+			if q.rcq != q.scq {
+				d.landAll(q.rcq)
+			}
 		}
 		q.reset()
 		return nil

@@ -69,3 +69,41 @@ func TestUnreliableNOPCompletesInOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestUnreliableResetLandsInFlightCQEs: a UD datagram that took a receive
+// WQE just before its QP went RTS→RESET (no ERR in between) has its CQE
+// land before the command returns, so that the provider's RESET cleans it
+// out: the new incarnation's first receive does not complete with it.
+// Only ERR→RESET landed the CQEs in flight: this one landed after the QP
+// was back in RTS, and the provider reported it as the new receive's
+// (WR ID 99, 43 bytes, in a buffer the data never reached).
+func TestUnreliableResetLandsInFlightCQEs(t *testing.T) {
+	w, err := testbed.New(testbed.DefaultConfig())
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	eps, err := w.ConnectRC(testbed.ConnOpts{Type: provider.QPTypeUD})
+	require.NoError(t, err)
+	req, rsp := eps[0], eps[1]
+	dev := w.Hosts[1].Dev
+	// Posted while the read-ahead still polls: on chip when the datagram comes.
+	_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{rsp.MR.SGE(0, 256)}}})
+	require.NoError(t, err)
+	w.Settle(0)
+	dev.ReceiveFrame(w.Eng.Now(), udDatagram(t, req.QP.QPN(), rsp.QP.QPN(), rsp.QKey, 0, []byte{1, 2, 3}, false, 0))
+	require.Equal(t, uint64(1), dev.Counters().Get("rq_wqe_prefetch_hit"), "the datagram took WQE 0, its CQE in flight")
+	require.NoError(t, rsp.QP.Modify(&provider.QPAttr{QPState: provider.QPStateReset}, mlx5.AttrState))
+	require.NoError(t, rsp.QP.Connect(provider.ConnectAttr{QKey: rsp.QKey}))
+	_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 99, SGL: []provider.SGE{rsp.MR.SGE(512, 256)}}})
+	require.NoError(t, err)
+	w.Settle(0)
+	n, err := rsp.RecvCQ.Poll(make([]provider.WC, 4))
+	require.NoError(t, err)
+	require.Zero(t, n, "the old incarnation's CQE was cleaned out with it")
+	// The new incarnation receives normally.
+	dev.ReceiveFrame(w.Eng.Now(), udDatagram(t, req.QP.QPN(), rsp.QP.QPN(), rsp.QKey, 1, []byte{4, 5, 6}, false, 0))
+	wcs, err := testbed.Wait(rsp.RecvCQ, 1)
+	require.NoError(t, err)
+	require.Equal(t, uint64(99), wcs[0].WRID)
+	require.Equal(t, provider.WCSuccess, wcs[0].Status)
+	require.Equal(t, []byte{4, 5, 6}, rsp.Buf.Bytes[512+40:512+43])
+}
