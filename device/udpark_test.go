@@ -411,7 +411,8 @@ func TestUDParkedSurviveLinkDown(t *testing.T) {
 
 // TestUDParkChurn drives a UD QP whose datagrams park with random
 // interleavings of datagram bursts (some with a wrong Q_Key), receives
-// posted, the QP to ERR and later back through RESET to RTS, the link
+// posted, the QP to ERR and later back through RESET to RTS (or from
+// RTS straight to RESET and back), the link
 // down and up, and in some runs the QP destroyed or the device fatal.
 // The device must not panic or hang; a datagram completes only on a
 // receive of the incarnation it arrived for, and each incarnation's
@@ -475,11 +476,12 @@ func udParkChurn(t *testing.T, seed uint64) []byte {
 					posted++
 				}
 			case kind < 16: // to ERR, or back from it
-				if !inERR {
+				if !inERR && rnd(2) == 0 {
 					require.NoError(t, rsp.QP.Modify(&provider.QPAttr{QPState: provider.QPStateErr}, mlx5.AttrState))
 					inERR = true
 					break
 				}
+				// Back from ERR, or straight from RTS to RESET.
 				require.NoError(t, rsp.QP.Modify(&provider.QPAttr{QPState: provider.QPStateReset}, mlx5.AttrState))
 				require.NoError(t, rsp.QP.Connect(provider.ConnectAttr{QKey: rsp.QKey}))
 				inERR = false
