@@ -228,6 +228,14 @@ func TestUDParkedDeliveredIntact(t *testing.T) {
 		require.True(t, bytes.Equal(pays[k], b[40:40+g.n]), "datagram %d: its payload", i)
 		k++
 	}
+	// Each went through the responder once, with its own PSN.
+	var psns []int32
+	for _, ev := range w.Rec.Events() {
+		if ev.Node == 1 && ev.Name == "responder" && ev.QPN == rsp.QP.QPN() {
+			psns = append(psns, ev.PSN)
+		}
+	}
+	require.Equal(t, []int32{0x100, 0x101, 0x103, 0x104}, psns)
 }
 
 // TestUDParkedOnSRQ: datagrams of two UD QPs on one SRQ park while the
