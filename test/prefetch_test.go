@@ -248,14 +248,7 @@ func TestRQWQEUnreadable(t *testing.T) {
 					require.Equal(t, uint8(0x8), synd)
 					return
 				}
-				for i := range 2 {
-					wr := provider.SendWR{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 64)}}
-					if tc.typ == provider.QPTypeUD {
-						wr.AH, wr.RemoteQPN, wr.RemoteQKey = req.AH, rsp.QP.QPN(), rsp.QKey
-					}
-					_, err = req.QP.PostSend([]provider.SendWR{wr})
-					require.NoError(t, err)
-				}
+				sendTwo(t, req, rsp, tc.typ)
 				require.Less(t, w.Settle(1<<20), 1<<20, "the world goes idle")
 				rwcs, err := testbed.Wait(rsp.RecvCQ, 2)
 				require.NoError(t, err, "both receives complete")
@@ -386,14 +379,7 @@ func TestRQPrefetchLKeyCheckedAtUse(t *testing.T) {
 			w.Settle(0)
 			require.Positive(t, rsp.Host.Dev.Counters().Value(device.CtrRQPrefetch), "read ahead")
 			require.NoError(t, mr2.Dereg())
-			for i := range 2 {
-				wr := provider.SendWR{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 64)}}
-				if tc.typ == provider.QPTypeUD {
-					wr.AH, wr.RemoteQPN, wr.RemoteQKey = req.AH, rsp.QP.QPN(), rsp.QKey
-				}
-				_, err = req.QP.PostSend([]provider.SendWR{wr})
-				require.NoError(t, err)
-			}
+			sendTwo(t, req, rsp, tc.typ)
 			wcs := pollAll(t, w, rsp.RecvCQ)
 			require.Len(t, wcs, 2)
 			require.Equal(t, uint64(5), wcs[0].WRID)
@@ -440,5 +426,19 @@ func TestRQPrefetchCheckedOnce(t *testing.T) {
 	for i, v := range vs {
 		require.Equal(t, "R12", v.Rule)
 		require.Contains(t, v.Observed, fmt.Sprintf("receive WQE %d:", i))
+	}
+}
+
+// sendTwo posts two signaled 64-byte SENDs (WR ids 0 and 1) from req to
+// rsp on a QP of type typ (UD: addressed to rsp's QP).
+func sendTwo(t *testing.T, req, rsp *testbed.Endpoint, typ provider.QPType) {
+	t.Helper()
+	for i := range 2 {
+		wr := provider.SendWR{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 64)}}
+		if typ == provider.QPTypeUD {
+			wr.AH, wr.RemoteQPN, wr.RemoteQKey = req.AH, rsp.QP.QPN(), rsp.QKey
+		}
+		_, err := req.QP.PostSend([]provider.SendWR{wr})
+		require.NoError(t, err)
 	}
 }
