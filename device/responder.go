@@ -125,10 +125,14 @@ func (r *responder) reset() {
 	r.resNext = 0
 }
 
-// abort forgets the message in progress and the READ responses not yet
-// built (QP to ERR or RESET).
+// abort forgets the message in progress, a receive WQE a dropped UC
+// message kept, and the READ responses not yet built (QP to ERR, RESET,
+// fatal). ERR flushes the kept WQE first (flushRecvs); at RESET it is a
+// WQE of the old incarnation: kept, the next message after reconnecting
+// took it instead of a new one (its old buffer), and ERR flushed it by
+// its old index, a receive the provider no longer had.
 func (r *responder) abort() {
-	r.recv.active = false
+	r.recv.active, r.recv.held = false, false
 	r.wr.active = false
 	r.failing = false
 	r.streams = r.streams[:0]
