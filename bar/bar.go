@@ -63,9 +63,10 @@ type BAR0 struct {
 	initIdx      int
 	initAt       sim.Time
 	initTimer    initTimer
-	bfBuf        int     // bytes per BlueFlame buffer (BFRegSize/2)
-	bf           []bfAsm // NumUARs × 8
-	pool         *mwr    // free in-flight writes
+	bfBuf        int      // bytes per BlueFlame buffer (BFRegSize/2)
+	bf           []bfAsm  // NumUARs × 8
+	pool         *mwr     // free in-flight writes
+	lastArrive   sim.Time // when the last posted write issued so far arrives
 
 	fx faultState // fault injection, device fatal, BF observer (faults.go)
 }
@@ -185,6 +186,7 @@ func (b *BAR0) emit(now sim.Time, off uint64, p []byte, qpn uint32, flow uint64)
 	}
 	arrive, s := b.link.HostWrite(now, off, len(p))
 	arrive = arrive.AddSat(b.fx.extra)
+	b.lastArrive = max(b.lastArrive, arrive)
 
 	m := b.pool
 	if m == nil {
@@ -198,6 +200,20 @@ func (b *BAR0) emit(now sim.Time, off uint64, p []byte, qpn uint32, flow uint64)
 	b.ctr.Add(CtrPcieMmioBytes, uint64(s.WireBytes))
 	if b.rec.On() {
 		b.rec.Stage(b.node, "pcie", "pcie_tlp", now, arrive, s.WireBytes, s.TLPs(), qpn, flow)
+	}
+}
+
+// LandPosted runs the engine until every MMIO posted write issued so far
+// has been delivered. The device's command interface calls it before a
+// command that changes a QP: the host's command is itself a posted write
+// (the command doorbell) and does not pass the doorbells the CPU wrote
+// before it (PCIe ordering), while the Go control path reaches the device
+// at once. Without it a doorbell rung just before MODIFY_QP to RESET
+// arrived after the QP had been reconnected, and the device fetched the
+// old incarnation's WQEs from the ring as if newly posted.
+func (b *BAR0) LandPosted() {
+	if b.lastArrive > b.eng.Now() {
+		b.eng.RunUntil(b.lastArrive)
 	}
 }
 

@@ -243,6 +243,7 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 // it had in flight have landed, so that the provider can clean them out of
 // its CQs before anything else reads them.
 func (d *Device) DestroyQP(qpn uint32) error {
+	d.bar.LandPosted()
 	q := d.qps[qpn]
 	if q == nil {
 		return cmdErr("DESTROY_QP", mlx5.StatusBadResource, "QP %#x does not exist", qpn)
@@ -305,6 +306,8 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 	if err := d.fatalCmd("MODIFY_QP"); err != nil {
 		return err
 	}
+	// The doorbells rung before the command land first (bar.LandPosted).
+	d.bar.LandPosted()
 	q := d.qps[c.QPN]
 	if q == nil {
 		return cmdErr("MODIFY_QP", mlx5.StatusBadResource, "QP %#x does not exist", c.QPN)

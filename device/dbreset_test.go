@@ -1,0 +1,59 @@
+package device_test
+
+import (
+	"testing"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/testbed"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDoorbellBeforeResetLandsFirst: a WRITE posted, and the QP reset and
+// reconnected before its doorbell has crossed PCIe. The doorbell was
+// written first, so it reaches the device first (posted writes stay in
+// order, the command among them), to a QP about to be reset. It used to
+// arrive after the reconnect: the device fetched the old incarnation's
+// WQE from the ring and completed it on the new one, a CQE for no WQE the
+// provider had posted.
+func TestDoorbellBeforeResetLandsFirst(t *testing.T) {
+	w, err := testbed.New(testbed.DefaultConfig())
+	require.NoError(t, err)
+	defer w.Close()
+	eps, err := w.ConnectRC(testbed.ConnOpts{SigAll: true})
+	require.NoError(t, err)
+	w.Settle(0)
+	req, rsp := eps[0], eps[1]
+	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, SGL: []provider.SGE{req.MR.SGE(0, 64)},
+		RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
+	require.NoError(t, err)
+	for _, e := range eps {
+		require.NoError(t, e.QP.Modify(&provider.QPAttr{QPState: provider.QPStateReset}, mlx5.AttrState))
+	}
+	psn := [2]uint32{0x7000, 0x8000}
+	for i, e := range eps {
+		peer := eps[1-i]
+		a := provider.ConnectAttr{PSN: psn[i], MTU: 1024, Access: provider.AccessLocalWrite | provider.AccessRemoteWrite, SGIDIndex: 1, HopLimit: 64,
+			MaxRdAtomic: 1, MaxDestRdAtomic: 1, MinRNRTimer: 12, Timeout: 14, RetryCnt: 7, RNRRetry: 7,
+			Peer: provider.Peer{QPN: peer.QP.QPN(), PSN: psn[1-i], GID: peer.Host.ID.IP.As16(), MAC: peer.Host.ID.MAC}}
+		require.NoError(t, e.QP.ToInit(a))
+		require.NoError(t, e.QP.ToRTR(a))
+	}
+	for i, e := range eps {
+		peer := eps[1-i]
+		require.NoError(t, e.QP.ToRTS(provider.ConnectAttr{PSN: psn[i], MaxRdAtomic: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7,
+			Peer: provider.Peer{QPN: peer.QP.QPN()}}))
+	}
+	require.Less(t, w.Settle(1_000_000), 1_000_000)
+	n, err := req.SendCQ.Poll(make([]provider.WC, 4))
+	require.NoError(t, err, "the reset QP completes nothing of its old incarnation")
+	require.Equal(t, 0, n)
+	// The new incarnation works.
+	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 2, Opcode: provider.WRRDMAWrite, SGL: []provider.SGE{req.MR.SGE(0, 64)},
+		RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
+	require.NoError(t, err)
+	wcs, err := testbed.Wait(req.SendCQ, 1)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), wcs[0].WRID)
+	require.Equal(t, provider.WCSuccess, wcs[0].Status)
+}
