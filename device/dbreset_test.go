@@ -3,6 +3,7 @@ package device_test
 import (
 	"testing"
 
+	"github.com/softnic/softnic/fault"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/testbed"
@@ -56,4 +57,37 @@ func TestDoorbellBeforeResetLandsFirst(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), wcs[0].WRID)
 	require.Equal(t, provider.WCSuccess, wcs[0].Status)
+}
+
+// TestFatalFlushesReceiveInProgress: a SEND whose later packets are lost
+// has taken the responder's receive WQE when the device dies. The
+// driver's software flush completes it with the receives still posted
+// (WR_FLUSH_ERR): EnterFatal forgot the message and the WQE, consumed
+// from the ring, used to never complete.
+func TestFatalFlushesReceiveInProgress(t *testing.T) {
+	cfg := testbed.DefaultConfig()
+	node, from, to := 0, uint32(0x1001), uint32(0x1002)
+	cfg.Faults = &fault.Plan{Seed: 1, Rules: []fault.Rule{{Point: fault.WireTx, Action: fault.Drop, Match: fault.Match{Node: &node, PSNFrom: &from, PSNTo: &to}}}}
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	defer w.Close()
+	eps, err := w.ConnectRC(testbed.ConnOpts{SigAll: true, Timeout: -1})
+	require.NoError(t, err)
+	req, rsp := eps[0], eps[1]
+	for i := range 2 {
+		_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: uint64(i + 1), SGL: []provider.SGE{rsp.MR.SGE(uint64(i)*4096, 4096)}}})
+		require.NoError(t, err)
+	}
+	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, SGL: []provider.SGE{req.MR.SGE(0, 3000)}}})
+	require.NoError(t, err)
+	require.Less(t, w.Settle(1_000_000), 1_000_000)
+	dev := w.Hosts[1].Dev
+	dev.EnterFatal(w.Eng.Now(), 1, "test")
+	require.Less(t, w.Settle(1_000_000), 1_000_000)
+	wcs, err := testbed.Wait(rsp.RecvCQ, 2)
+	require.NoError(t, err, "both receives complete")
+	for i, wc := range wcs {
+		require.Equal(t, uint64(i+1), wc.WRID)
+		require.Equal(t, provider.WCWRFlushErr, wc.Status)
+	}
 }

@@ -30,6 +30,10 @@ func (d *Device) EnterFatal(t sim.Time, synd uint8, why string) {
 		q.req.stopTimers()
 		q.txGen++ // frames built but not sent never leave
 		q.respKeep = 0
+		// The receive WQE a message in progress had taken is kept (as
+		// held) for the driver's software flush: abort forgets the
+		// message, and the WQE, consumed from the ring, never completed.
+		q.resp.recv.held = q.resp.recv.held || q.resp.recv.active
 		// Nor is anything more built: READ responses still to be built
 		// and the answers queued behind them are forgotten (the pump
 		// could otherwise be woken by the transmit buffer and build them).
@@ -177,6 +181,14 @@ func (d *Device) swFlush(t sim.Time, q *qp) {
 		}
 	}
 	if rq, ok := q.rq.(*rqRing); ok && rq.cnt > 0 {
+		// First the one a message in progress had taken (EnterFatal), as
+		// flushRecvs does.
+		if r := &q.resp.recv; r.held {
+			r.held = false
+			d.inc(CtrRespCQEFlushError)
+			f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.wqe.index, Syndrome: mlx5.SyndWRFlush, VendorErrSynd: VendorSWFlush}
+			d.swCQE(t, q.rcq, &f)
+		}
 		var b [4]byte
 		if d.mem.Read(rq.dbr, b[:]) == nil {
 			if posted, ok := extendProducer(uint16(binary.BigEndian.Uint32(b[:])), rq.tail, rq.cnt); ok {

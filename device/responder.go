@@ -121,18 +121,19 @@ func (r *responder) reset() {
 	r.ePSN, r.msn, r.nakSent = 0, 0, false
 	r.unpark(r.q.d.eng.Now(), CtrRxDropQPState, false, "to RESET")
 	r.abort()
+	// A receive WQE a dropped UC message kept is one of the old
+	// incarnation: kept, the next message after reconnecting took it
+	// instead of a new one (its old buffer), and ERR flushed it by its
+	// old index, a receive the provider no longer had.
+	r.recv.held = false
 	clear(r.res)
 	r.resNext = 0
 }
 
-// abort forgets the message in progress, a receive WQE a dropped UC
-// message kept, and the READ responses not yet built (QP to ERR, RESET,
-// fatal). ERR flushes the kept WQE first (flushRecvs); at RESET it is a
-// WQE of the old incarnation: kept, the next message after reconnecting
-// took it instead of a new one (its old buffer), and ERR flushed it by
-// its old index, a receive the provider no longer had.
+// abort forgets the message in progress and the READ responses not yet
+// built (QP to ERR, RESET, fatal).
 func (r *responder) abort() {
-	r.recv.active, r.recv.held = false, false
+	r.recv.active = false
 	r.wr.active = false
 	r.failing = false
 	r.streams = r.streams[:0]
