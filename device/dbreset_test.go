@@ -91,3 +91,40 @@ func TestFatalFlushesReceiveInProgress(t *testing.T) {
 		require.Equal(t, provider.WCWRFlushErr, wc.Status)
 	}
 }
+
+// TestFatalFlushesSRQReceiveInProgress: as TestFatalFlushesReceiveInProgress
+// with the responder on an SRQ. The WQE the message in progress took from
+// the SRQ belongs to the QP from then on: the driver's software flush
+// completes it (WR_FLUSH_ERR); it used to look only at a QP's own RQ, so
+// that receive never completed. The SRQ's other WQE stays posted on the
+// SRQ (as for a QP that goes to ERR, the kernel flushes the QP's work, not
+// the SRQ's).
+func TestFatalFlushesSRQReceiveInProgress(t *testing.T) {
+	cfg := testbed.DefaultConfig()
+	node, from, to := 0, uint32(0x1001), uint32(0x1002)
+	cfg.Faults = &fault.Plan{Seed: 1, Rules: []fault.Rule{{Point: fault.WireTx, Action: fault.Drop, Match: fault.Match{Node: &node, PSNFrom: &from, PSNTo: &to}}}}
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	defer w.Close()
+	eps, err := w.ConnectRC(testbed.ConnOpts{SigAll: true, Timeout: -1, SRQ: true})
+	require.NoError(t, err)
+	req, rsp := eps[0], eps[1]
+	for i := range 2 {
+		_, err = rsp.SRQ.PostRecv([]provider.RecvWR{{WRID: uint64(i + 1), SGL: []provider.SGE{rsp.MR.SGE(uint64(i)*4096, 4096)}}})
+		require.NoError(t, err)
+	}
+	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, SGL: []provider.SGE{req.MR.SGE(0, 3000)}}})
+	require.NoError(t, err)
+	require.Less(t, w.Settle(1_000_000), 1_000_000)
+	dev := w.Hosts[1].Dev
+	dev.EnterFatal(w.Eng.Now(), 1, "test")
+	require.Less(t, w.Settle(1_000_000), 1_000_000)
+	wcs, err := testbed.Wait(rsp.RecvCQ, 1)
+	require.NoError(t, err, "the receive in progress completes")
+	require.Equal(t, uint64(1), wcs[0].WRID)
+	require.Equal(t, provider.WCWRFlushErr, wcs[0].Status)
+	more := make([]provider.WC, 4)
+	n, err := rsp.RecvCQ.Poll(more)
+	require.NoError(t, err)
+	require.Zero(t, n, "exactly once; the SRQ's other WQE is not the QP's")
+}

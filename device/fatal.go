@@ -180,15 +180,18 @@ func (d *Device) swFlush(t sim.Time, q *qp) {
 			sq.Reset(pi)
 		}
 	}
+	// First the receive a message in progress had taken (EnterFatal), as
+	// flushRecvs does: from the QP's own RQ or from an SRQ, it is the QP's
+	// outstanding work either way.
+	if r := &q.resp.recv; r.held {
+		r.held = false
+		d.inc(CtrRespCQEFlushError)
+		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.wqe.index, Syndrome: mlx5.SyndWRFlush, VendorErrSynd: VendorSWFlush}
+		d.swCQE(t, q.rcq, &f)
+	}
+	// Then the rest of its own RQ. An SRQ's WQEs stay on the SRQ (the
+	// kernel flushes a QP's queues, and a QP on an SRQ has no RQ of its own).
 	if rq, ok := q.rq.(*rqRing); ok && rq.cnt > 0 {
-		// First the one a message in progress had taken (EnterFatal), as
-		// flushRecvs does.
-		if r := &q.resp.recv; r.held {
-			r.held = false
-			d.inc(CtrRespCQEFlushError)
-			f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.wqe.index, Syndrome: mlx5.SyndWRFlush, VendorErrSynd: VendorSWFlush}
-			d.swCQE(t, q.rcq, &f)
-		}
 		var b [4]byte
 		if d.mem.Read(rq.dbr, b[:]) == nil {
 			if posted, ok := extendProducer(uint16(binary.BigEndian.Uint32(b[:])), rq.tail, rq.cnt); ok {
