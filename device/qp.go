@@ -80,6 +80,11 @@ func (q *qp) reset() {
 	q.setState(q.d.eng.Now(), mlx5.QPStateRST)
 	q.txGen++
 	q.respKeep = 0
+	// The pipelines' times are the old incarnation's: the packets queued
+	// behind its receive pipeline are dropped (the QP is in RESET) and its
+	// frames not yet sent never leave (txGen), so the new incarnation's
+	// first packet must not wait for them.
+	q.rxBusy, q.txReady = 0, 0
 	q.req.reset()
 	q.resp.reset()
 	q.rq.reset()
