@@ -448,6 +448,13 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 			r.error(t, psn, nakInvalidReq, mlx5.SyndRemoteInvalidReq)
 			return
 		}
+		if !r.recv.held && r.mustWait(t) {
+			// No WQE known and the record read would sample host memory
+			// before the receive stage gets here: wait for it, as a
+			// datagram does (udpark.go), the QP's later packets behind.
+			r.parkFront(arrive, t)
+			return
+		}
 		var ok bool
 		if t, ok = r.takeRecv(t, psn); !ok {
 			return

@@ -18,8 +18,15 @@ import (
 // -c UD -s 64 -r 64: 4808 of 5000, the QP 2 ms behind the wire at the
 // end, each drop's record read holding the pipeline 0.53 µs). So such a
 // datagram waits, parked, until the engine reaches t, and is taken then;
-// the QP's later frames queue behind it in order. RC needs none of this:
-// a request that finds no WQE is answered RNR and retried.
+// the QP's later frames queue behind it in order. An RC or UC SEND that
+// opens a message waits the same way (rxSend): answered RNR NAK (or, UC,
+// dropped) on the record as it was at arrival, send_bw -s 64 -r 64 drew
+// 13 RNR NAKs, every one for a receive the host had reposted before the
+// receive stage ran, and ran at 2.0 Mpps instead of 12.8 (-r 16: 649 of
+// 651, 0.047 Mpps instead of 0.53). Re-run from the top of responder.rx
+// once the engine gets there, the SEND finds the QP as it left it (it
+// parked before changing anything), so PSN order and the ACK/NAK rules
+// hold; the QP's later packets, requests and responses, wait behind it.
 type udPark struct {
 	// q[head:] wait, in order. drain consumes from head rather than
 	// shifting the rest down (and a datagram that parks again in front
@@ -195,7 +202,7 @@ func (r *responder) drain(now sim.Time) {
 		default:
 			d.rxFrame = e.frame
 			if e.took {
-				r.rxUD(e.arrive, e.t, p)
+				r.rx(e.arrive, e.t, p) // from the top: parking changed nothing
 			} else {
 				// Not before now: the QP was busy with the frames ahead.
 				d.process(q, max(e.t, now), p)
