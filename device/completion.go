@@ -126,6 +126,11 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64, psn
 			ci := binary.BigEndian.Uint32(b[:]) & 0xffffff
 			// set_ci is 24 bits; rebuild the full counter near pi.
 			c.ci = c.pi - (c.pi-ci)&0xffffff
+		} else {
+			d.warn(t, CtrCQDBRReadError, "CQ %d doorbell record: %v", c.cqn, err)
+			if d.dmaFatal(t, err) {
+				return t // dead: no CQE (the driver's flush completes the work)
+			}
 		}
 		t = done
 		if c.pi-c.ci >= c.nent && c.oi {

@@ -64,6 +64,11 @@ func (d *Device) CQArm(t sim.Time, uar uint32, db [8]byte) {
 		if w := binary.BigEndian.Uint32(b[:]); w != a.ArmWord() {
 			d.warn(t, CtrCQArmDBRMismatch, "CQ %d arm doorbell %#08x but doorbell record word 1 holds %#08x", c.cqn, a.ArmWord(), w)
 		}
+	} else {
+		d.warn(t, CtrCQDBRReadError, "CQ %d doorbell record (arm word): %v", c.cqn, err)
+		if d.dmaFatal(t, err) {
+			return
+		}
 	}
 	if c.err {
 		d.warn(t, CtrCQArmInError, "CQ %d armed while in error: no completion event will come", c.cqn)
@@ -209,6 +214,11 @@ func (d *Device) ResizeCQ(r mlx5.ResizeCQCmd) error {
 		ci := binary.BigEndian.Uint32(b[:]) & 0xffffff
 		if back := (c.pi - ci) & 0xffffff; back <= c.nent {
 			c.ci = c.pi - back
+		}
+	} else {
+		d.warn(now, CtrCQDBRReadError, "CQ %d doorbell record (RESIZE_CQ): %v", c.cqn, err)
+		if d.dmaFatal(now, err) {
+			return d.fatalCmd("RESIZE_CQ")
 		}
 	}
 	switch used := c.pi - c.ci; {

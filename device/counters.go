@@ -133,6 +133,7 @@ var (
 	// softnic: UD, UC, SRQ.
 	CtrSRQDBRReadError   = trace.NewCounter("srq_dbr_read_error")
 	CtrSRQDBRBad         = trace.NewCounter("srq_dbr_bad")
+	CtrCQDBRReadError    = trace.NewCounter("cq_dbr_read_error") // a CQ doorbell-record read failed: the device keeps its last consumer index
 	CtrSRQLimit          = trace.NewCounter("srq_limit_reached")
 	CtrRxDropBadQKey     = trace.NewCounter("rx_drop_bad_qkey")      // UD: DETH Q_Key differs from the QP's: dropped
 	CtrRxUDNoRecv        = trace.NewCounter("rx_ud_no_receive")      // UD: no receive WQE: dropped (UD has no RNR)

@@ -271,6 +271,7 @@ func (d *Device) readProducer(t sim.Time, dbr uint64, consumed, size uint32, wha
 	done, _, err := d.dma.Read(t, dbr, b[:])
 	if err != nil {
 		d.warn(t, readErr, "%s %#x: %v", what, id, err)
+		d.dmaFatal(t, err) // faults.dma_error_fatal: as on every other DMA read
 		return t, 0, false
 	}
 	c16 := uint16(binary.BigEndian.Uint32(b[:]))

@@ -831,3 +831,66 @@ func TestEndTimedFaultsBusyForEver(t *testing.T) {
 		t.Fatal("EndTimedFaults did not return on a busy simulation")
 	}
 }
+
+// TestDBRReadErrorFatal: a PCIe error (UR) on the responder's reads of a
+// doorbell record — its RQ's, its SRQ's, its receive CQ's (read when the
+// CQ looks full, and its arm word, read back at an arm) — is a device
+// fatal error with faults.dma_error_fatal,
+// as on the other DMA accesses; those reads used to ignore the switch and
+// only count the error.
+func TestDBRReadErrorFatal(t *testing.T) {
+	for _, which := range []string{"RQ", "SRQ", "CQ", "CQ arm"} {
+		for _, fatal := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s fatal=%v", which, fatal), func(t *testing.T) {
+				cfg := testbed.DefaultConfig()
+				cfg.Device.Faults.DMAErrorFatal = fatal
+				cfg.Device.Faults.HealthPoll = 10 * sim.Microsecond
+				w, err := testbed.New(cfg)
+				require.NoError(t, err)
+				t.Cleanup(w.Close)
+				o := testbed.ConnOpts{Timeout: 8, RetryCnt: 3, SRQ: which == "SRQ"}
+				if which == "CQ" {
+					o.CQDepth = 4
+				}
+				eps, err := w.ConnectRC(o)
+				require.NoError(t, err)
+				req, rsp := eps[0], eps[1]
+				match := `"node":1,"target":"dbr"`
+				if a := rsp.RecvCQ.Info().DBRAddr; which == "CQ" {
+					match += fmt.Sprintf(`,"addr_from":%d,"addr_to":%d`, a, a+3)
+				} else if which == "CQ arm" {
+					match += fmt.Sprintf(`,"addr_from":%d,"addr_to":%d`, a+4, a+7)
+				}
+				setPlan(t, w, fmt.Sprintf(`{"rules":[{"point":"dma.read","action":"ur","nth":1,"match":{%s}}]}`, match))
+				if which == "CQ arm" {
+					require.NoError(t, rsp.RecvCQ.ReqNotify(false))
+				}
+				n := 1
+				if which == "CQ" {
+					n = rsp.RecvCQ.Info().Entries + 1
+				}
+				for i := range n {
+					wr := []provider.RecvWR{{WRID: uint64(i), SGL: []provider.SGE{rsp.MR.SGE(uint64(i)*64, 64)}}}
+					if which == "SRQ" {
+						_, err = rsp.SRQ.PostRecv(wr)
+					} else {
+						_, err = rsp.QP.PostRecv(wr)
+					}
+					require.NoError(t, err)
+				}
+				for i := range n {
+					_, err = req.QP.PostSend([]provider.SendWR{{WRID: uint64(i), Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 64)}}})
+					require.NoError(t, err)
+				}
+				w.Settle(0)
+				ctr := map[string]trace.Counter{"RQ": device.CtrRQDBRReadError, "SRQ": device.CtrSRQDBRReadError, "CQ": device.CtrCQDBRReadError, "CQ arm": device.CtrCQDBRReadError}[which]
+				require.Equal(t, uint64(1), hctr(w.Hosts[1], ctr), "the record read failed, counted")
+				dead, synd := w.Hosts[1].Dev.Fatal()
+				require.Equal(t, fatal, dead, "device fatal")
+				if fatal {
+					require.Equal(t, uint8(0x8), synd)
+				}
+			})
+		}
+	}
+}
