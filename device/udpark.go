@@ -1,6 +1,8 @@
 package device
 
 import (
+	"fmt"
+
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/roce"
 	"github.com/softnic/softnic/sim"
@@ -124,7 +126,7 @@ const udParkMax = 1 << 20
 // parkBack queues a frame that reached the QP at t behind the parked ones.
 func (r *responder) parkBack(t sim.Time, frame []byte) {
 	if r.ud.bytes+len(frame) > udParkMax {
-		r.q.d.warn(t, CtrRxUDParkFull, "UD QP %#x: %d frames (%d bytes) already wait behind a datagram; a %d-byte frame is dropped", r.q.qpn, len(r.ud.q), r.ud.bytes, len(frame))
+		r.q.d.warn(t, CtrRxUDParkFull, "%v QP %#x: %d frames (%d bytes) already wait behind a parked packet; a %d-byte frame is dropped", typeName(r.q.typ), r.q.qpn, len(r.ud.q), r.ud.bytes, len(frame))
 		return
 	}
 	f := r.copyFrame(frame) // makes r.ud
@@ -159,7 +161,7 @@ func (r *responder) unpark(t sim.Time, ctr trace.Counter, quiet bool, why string
 			d.ctr.Add(ctr, uint64(n))
 		} else {
 			d.ctr.Add(ctr, uint64(n-1))
-			d.warn(t, ctr, "UD QP %#x %s: the %d frames (%d bytes) parked behind a datagram are dropped", r.q.qpn, why, n, r.ud.bytes)
+			d.warn(t, ctr, "%v QP %#x %s: the %d frames (%d bytes) parked behind a packet are dropped", typeName(r.q.typ), r.q.qpn, why, n, r.ud.bytes)
 		}
 	}
 	for _, e := range r.ud.q[r.ud.head:] {
@@ -194,7 +196,7 @@ func (r *responder) drain(now sim.Time) {
 		switch {
 		case roce.ParseFrameVerified(e.frame, p) != nil:
 			// It parsed when it arrived; nothing changed it since.
-			d.warn(now, CtrRxDropMalformed, "UD QP %#x: a parked frame no longer parses", q.qpn)
+			d.warn(now, CtrRxDropMalformed, "%v QP %#x: a parked frame no longer parses", typeName(q.typ), q.qpn)
 		case d.fx.fatal:
 			d.inc(CtrDeadRxDrop)
 		case q.dead || q.state != mlx5.QPStateRTR && q.state != mlx5.QPStateRTS && q.state != mlx5.QPStateSQER:
@@ -211,4 +213,17 @@ func (r *responder) drain(now sim.Time) {
 		}
 		r.ud.frames = append(r.ud.frames, e.frame)
 	}
+}
+
+// typeName names a QP type in a warning.
+func typeName(t mlx5.QPType) string {
+	switch t {
+	case mlx5.QPTypeRC:
+		return "RC"
+	case mlx5.QPTypeUC:
+		return "UC"
+	case mlx5.QPTypeUD:
+		return "UD"
+	}
+	return fmt.Sprintf("type-%d", t)
 }
