@@ -124,13 +124,19 @@ func (d *Device) cqNotify(t sim.Time, c *cq, n uint32) {
 
 // cqFire disarms c and writes its completion EQE.
 func (d *Device) cqFire(t sim.Time, c *cq) {
+	f := d.cqDisarm(c)
+	d.writeEQE(t, &d.ev.comp, &f, 0, eventFlow(flowComp, c.cqn, c.events), c.landBy)
+}
+
+// cqDisarm disarms c for the completion event it is about to raise,
+// counts the event and returns its EQE.
+func (d *Device) cqDisarm(c *cq) mlx5.EQEFields {
 	c.armed = false
 	c.modPending = 0
 	c.modTimer.Stop()
 	c.events++
 	d.inc(CtrCQEvents)
-	f := mlx5.EQEFields{Type: mlx5.EQEComp, CQN: c.cqn}
-	d.writeEQE(t, &d.ev.comp, &f, 0, eventFlow(flowComp, c.cqn, c.events), c.landBy)
+	return mlx5.EQEFields{Type: mlx5.EQEComp, CQN: c.cqn}
 }
 
 // cqModTimer is a CQ's cq_period timer.

@@ -89,7 +89,7 @@ var (
 	// softnic: receive path.
 	CtrRxDropNotRoCE       = trace.NewCounter("rx_drop_not_roce")
 	CtrRxDropVLAN          = trace.NewCounter("rx_drop_vlan")    // a VLAN-tagged RoCE frame: the port has no VLAN (receive.go)
-	CtrRxUDParkFull        = trace.NewCounter("rx_ud_park_full") // a frame for a UD QP with udParkMax frames parked: dropped (udpark.go)
+	CtrRxUDParkFull        = trace.NewCounter("rx_ud_park_full") // a frame for a QP with rxParkMax bytes of frames parked: dropped (udpark.go)
 	CtrRxDropBadICRC       = trace.NewCounter("rx_drop_bad_icrc")
 	CtrRxDropMalformed     = trace.NewCounter("rx_drop_malformed")
 	CtrRxDropWrongMAC      = trace.NewCounter("rx_drop_wrong_mac")

@@ -65,31 +65,45 @@ func TestDoorbellBeforeResetLandsFirst(t *testing.T) {
 // (WR_FLUSH_ERR): EnterFatal forgot the message and the WQE, consumed
 // from the ring, used to never complete.
 func TestFatalFlushesReceiveInProgress(t *testing.T) {
-	cfg := testbed.DefaultConfig()
-	node, from, to := 0, uint32(0x1001), uint32(0x1002)
-	cfg.Faults = &fault.Plan{Seed: 1, Rules: []fault.Rule{{Point: fault.WireTx, Action: fault.Drop, Match: fault.Match{Node: &node, PSNFrom: &from, PSNTo: &to}}}}
-	w, err := testbed.New(cfg)
-	require.NoError(t, err)
-	defer w.Close()
-	eps, err := w.ConnectRC(testbed.ConnOpts{SigAll: true, Timeout: -1})
-	require.NoError(t, err)
-	req, rsp := eps[0], eps[1]
-	for i := range 2 {
-		_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: uint64(i + 1), SGL: []provider.SGE{rsp.MR.SGE(uint64(i)*4096, 4096)}}})
-		require.NoError(t, err)
-	}
-	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, SGL: []provider.SGE{req.MR.SGE(0, 3000)}}})
-	require.NoError(t, err)
-	require.Less(t, w.Settle(1_000_000), 1_000_000)
-	dev := w.Hosts[1].Dev
-	dev.EnterFatal(w.Eng.Now(), 1, "test")
-	require.Less(t, w.Settle(1_000_000), 1_000_000)
+	rsp := fatalMidSend(t, false)
 	wcs, err := testbed.Wait(rsp.RecvCQ, 2)
 	require.NoError(t, err, "both receives complete")
 	for i, wc := range wcs {
 		require.Equal(t, uint64(i+1), wc.WRID)
 		require.Equal(t, provider.WCWRFlushErr, wc.Status)
 	}
+}
+
+// fatalMidSend posts two receives (on the responder's RQ, or its SRQ) and
+// a 3000-byte SEND whose packets after the first are lost, then kills the
+// responder's device mid-message and runs the world idle. It returns the
+// responder.
+func fatalMidSend(t *testing.T, srq bool) *testbed.Endpoint {
+	t.Helper()
+	cfg := testbed.DefaultConfig()
+	node, from, to := 0, uint32(0x1001), uint32(0x1002)
+	cfg.Faults = &fault.Plan{Seed: 1, Rules: []fault.Rule{{Point: fault.WireTx, Action: fault.Drop, Match: fault.Match{Node: &node, PSNFrom: &from, PSNTo: &to}}}}
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	eps, err := w.ConnectRC(testbed.ConnOpts{SigAll: true, Timeout: -1, SRQ: srq})
+	require.NoError(t, err)
+	req, rsp := eps[0], eps[1]
+	for i := range 2 {
+		wr := []provider.RecvWR{{WRID: uint64(i + 1), SGL: []provider.SGE{rsp.MR.SGE(uint64(i)*4096, 4096)}}}
+		if srq {
+			_, err = rsp.SRQ.PostRecv(wr)
+		} else {
+			_, err = rsp.QP.PostRecv(wr)
+		}
+		require.NoError(t, err)
+	}
+	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, SGL: []provider.SGE{req.MR.SGE(0, 3000)}}})
+	require.NoError(t, err)
+	require.Less(t, w.Settle(1_000_000), 1_000_000)
+	w.Hosts[1].Dev.EnterFatal(w.Eng.Now(), 1, "test")
+	require.Less(t, w.Settle(1_000_000), 1_000_000)
+	return rsp
 }
 
 // TestFatalFlushesSRQReceiveInProgress: as TestFatalFlushesReceiveInProgress
@@ -100,25 +114,7 @@ func TestFatalFlushesReceiveInProgress(t *testing.T) {
 // SRQ (as for a QP that goes to ERR, the kernel flushes the QP's work, not
 // the SRQ's).
 func TestFatalFlushesSRQReceiveInProgress(t *testing.T) {
-	cfg := testbed.DefaultConfig()
-	node, from, to := 0, uint32(0x1001), uint32(0x1002)
-	cfg.Faults = &fault.Plan{Seed: 1, Rules: []fault.Rule{{Point: fault.WireTx, Action: fault.Drop, Match: fault.Match{Node: &node, PSNFrom: &from, PSNTo: &to}}}}
-	w, err := testbed.New(cfg)
-	require.NoError(t, err)
-	defer w.Close()
-	eps, err := w.ConnectRC(testbed.ConnOpts{SigAll: true, Timeout: -1, SRQ: true})
-	require.NoError(t, err)
-	req, rsp := eps[0], eps[1]
-	for i := range 2 {
-		_, err = rsp.SRQ.PostRecv([]provider.RecvWR{{WRID: uint64(i + 1), SGL: []provider.SGE{rsp.MR.SGE(uint64(i)*4096, 4096)}}})
-		require.NoError(t, err)
-	}
-	_, err = req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRSend, SGL: []provider.SGE{req.MR.SGE(0, 3000)}}})
-	require.NoError(t, err)
-	require.Less(t, w.Settle(1_000_000), 1_000_000)
-	dev := w.Hosts[1].Dev
-	dev.EnterFatal(w.Eng.Now(), 1, "test")
-	require.Less(t, w.Settle(1_000_000), 1_000_000)
+	rsp := fatalMidSend(t, true)
 	wcs, err := testbed.Wait(rsp.RecvCQ, 1)
 	require.NoError(t, err, "the receive in progress completes")
 	require.Equal(t, uint64(1), wcs[0].WRID)

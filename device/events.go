@@ -1,6 +1,7 @@
 package device
 
 import (
+	"slices"
 	"time"
 
 	"github.com/softnic/softnic/mlx5"
@@ -81,6 +82,9 @@ type fifo[T any] struct{ s []T }
 
 func (f *fifo[T]) len() int { return len(f.s) }
 func (f *fifo[T]) push(v T) { f.s = append(f.s, v) }
+
+// remove drops the queued entries del reports, keeping the others' order.
+func (f *fifo[T]) remove(del func(T) bool) { f.s = slices.DeleteFunc(f.s, del) }
 func (f *fifo[T]) pop(out []T) int {
 	n := copy(out, f.s)
 	f.s = f.s[:copy(f.s, f.s[n:])]
@@ -290,13 +294,7 @@ func (d *Device) dropCompEvents(c *cq) {
 	if ch == nil || c.queued == 0 {
 		return
 	}
-	keep := ch.q.s[:0]
-	for _, e := range ch.q.s {
-		if e.CQN != c.cqn {
-			keep = append(keep, e)
-		}
-	}
-	ch.q.s = keep
+	ch.q.remove(func(e mlx5.CompEvent) bool { return e.CQN == c.cqn })
 	c.queued = 0
 }
 
@@ -333,13 +331,7 @@ func (d *Device) asyncObjectGone(typ mlx5.EventType, num uint32) bool {
 // object from the async queue, as uverbs' ib_uverbs_release_uevent does:
 // they would only hold places of the bounded queue.
 func (d *Device) dropAsyncEvents(kind byte, num uint32) {
-	keep := d.ev.asyncQ.s[:0]
-	for _, e := range d.ev.asyncQ.s {
-		if asyncObject(e.Type) != kind || e.Num != num {
-			keep = append(keep, e)
-		}
-	}
-	d.ev.asyncQ.s = keep
+	d.ev.asyncQ.remove(func(e mlx5.AsyncEvent) bool { return asyncObject(e.Type) == kind && e.Num == num })
 }
 
 // ReadAsyncEvents moves queued asynchronous events into out.

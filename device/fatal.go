@@ -120,10 +120,7 @@ func (e fatalDetect) Fire(now sim.Time) {
 	// model's unconfirmed switch (FatalNoUserFlush), and its CQs are
 	// notified alike so that the flush it writes can be waited for.
 	for _, c := range flushed {
-		c.armed, c.modPending = false, 0
-		c.events++
-		d.inc(CtrCQEvents)
-		f := mlx5.EQEFields{Type: mlx5.EQEComp, CQN: c.cqn}
+		f := d.cqDisarm(c)
 		d.dispatch(now, now, &f, eventFlow(flowComp, c.cqn, c.events))
 	}
 }

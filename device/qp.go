@@ -252,3 +252,10 @@ func (d *Device) scanErrorRQs(t sim.Time) bool {
 	}
 	return d.eng.Pending() != before || d.ctr.Value(CtrCQEs) != cqes
 }
+
+// receives reports whether q's state takes incoming packets: RTR and RTS,
+// and SQE for UC and UD (an RC QP's SQE is not reachable here: its send
+// errors take it to ERR).
+func (q *qp) receives() bool {
+	return q.state == mlx5.QPStateRTR || q.state == mlx5.QPStateRTS || q.typ != mlx5.QPTypeRC && q.state == mlx5.QPStateSQER
+}

@@ -95,7 +95,7 @@ func (d *Device) receive(t sim.Time, frame []byte, verified bool) {
 	case p.BTH.PKey()&0x7fff != 0x7fff:
 		d.warn(t, CtrRxDropBadPKey, "P_Key %#x on QP %#x", p.BTH.PKey(), qpn)
 		return
-	case q.state != mlx5.QPStateRTR && q.state != mlx5.QPStateRTS && !(q.typ != mlx5.QPTypeRC && q.state == mlx5.QPStateSQER):
+	case !q.receives():
 		d.warn(t, CtrRxDropQPState, "%v PSN %#x for QP %#x in state %v", p.Opcode, p.BTH.PSN(), qpn, q.state)
 		return
 	case q.typ != mlx5.QPTypeUD && p.SrcIP.Unmap() != q.dstIP:

@@ -56,6 +56,9 @@ type recvQueue interface {
 	// prime starts a prefetch: the device reads ahead the next posted
 	// WQE so that a message finds it on chip (QP to RTR).
 	prime(t sim.Time)
+	// noneKnown reports whether the device knows of no posted WQE (take
+	// would read the doorbell record first).
+	noneKnown() bool
 	// kick is a doorbell of the QP's send queue: a QP that has received
 	// before reads its next receive WQE ahead, if it has none on chip (a
 	// ping-pong reposts its receive just before it answers).
@@ -231,6 +234,8 @@ func (r *rqRing) slotAddr() uint64 {
 }
 
 func (r *rqRing) size() int { return int(r.cnt) }
+
+func (r *rqRing) noneKnown() bool { return r.cnt > 0 && r.tail == r.head }
 
 func (r *rqRing) pd() uint32 { return r.pdn }
 

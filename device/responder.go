@@ -57,7 +57,7 @@ type responder struct {
 	streams []respStream // in PSN order; streams[0] is being sent
 	queued  int          // response frames built and not yet on the wire
 
-	ud *udPark // UD datagrams waiting for a doorbell-record read (udpark.go); nil until one does
+	ud *rxPark // packets waiting for their receive stage before a doorbell-record read (udpark.go); nil until one does
 }
 
 // respAhead is how many READ response frames a QP keeps built ahead of the
@@ -1050,13 +1050,9 @@ func (r *responder) rxUD(arrive, t sim.Time, p *roce.Packet) {
 		// The WQE could not be read: consumed, it completes LOC_PROT_ERR
 		// as one whose buffer cannot be written (below) does.
 		d.warn(done, CtrRxRecvProt, "UD QP %#x receive WQE %d: %v", q.qpn, w.index, rerr)
-		if d.dmaFatal(done, rerr) {
-			return
+		if !d.dmaFatal(done, rerr) {
+			r.recvError(done, p.BTH.PSN(), mlx5.SyndLocalProt, pcieVendor(rerr))
 		}
-		d.inc(CtrRespCQEError)
-		d.inc(ctrCQEError(mlx5.SyndLocalProt))
-		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: w.index, Syndrome: mlx5.SyndLocalProt, VendorErrSynd: pcieVendor(rerr)}
-		d.writeCQE(done, q.rcq, &f, 0, int32(p.BTH.PSN()&0xffffff))
 		return
 	}
 	if rerr != nil {

@@ -32,6 +32,8 @@ type srq struct {
 
 func (s *srq) size() int { return int(s.cnt) }
 
+func (s *srq) noneKnown() bool { return s.taken == s.posted }
+
 func (s *srq) pd() uint32 { return s.pdn }
 
 // reset is a no-op: an SRQ outlives the QPs attached to it.

@@ -63,9 +63,7 @@ func (b *txBuffer) built(d *Device, ready sim.Time, n int) {
 		return
 	}
 	b.busy = max(b.busy, ready).Add(d.pport.WireTime(n))
-	if b.turn != nil {
-		b.spent = true
-	}
+	b.spent = true // read only in a turn, which starts with it false
 }
 
 // unsent takes back a frame of n bytes that reached the port at now and

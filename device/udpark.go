@@ -1,9 +1,6 @@
 package device
 
 import (
-	"fmt"
-
-	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/roce"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/trace"
@@ -29,13 +26,13 @@ import (
 // once the engine gets there, the SEND finds the QP as it left it (it
 // parked before changing anything), so PSN order and the ACK/NAK rules
 // hold; the QP's later packets, requests and responses, wait behind it.
-type udPark struct {
+type rxPark struct {
 	// q[head:] wait, in order. drain consumes from head rather than
 	// shifting the rest down (and a datagram that parks again in front
 	// takes the slot it left): shifting every waiting frame at each one
 	// that went on cost a flood of 64-byte datagrams at a QP with no
 	// receive, 1 MiB of them parked, 40 µs of copying per datagram.
-	q      []udParked
+	q      []rxParked
 	head   int
 	bytes  int // of the frames waiting
 	timer  *sim.Timer
@@ -43,46 +40,37 @@ type udPark struct {
 	frames [][]byte // buffers of parked frames that went on, for reuse
 }
 
-// udParked is one frame waiting: took means its packet has been through
+// rxParked is one frame waiting: took means its packet has been through
 // the QP's receive stage (arrive and t are rxUD's); otherwise t is when
 // it reached the QP (process's).
-type udParked struct {
+type rxParked struct {
 	frame     []byte
 	arrive, t sim.Time
-	at        sim.Time // when it may go on (took: t; else at once)
-	took      bool
+	took      bool // waits until the engine reaches t; otherwise goes on at once
 }
 
-type udParkTimer struct{ r *responder }
+type rxParkTimer struct{ r *responder }
 
-func (u udParkTimer) Fire(now sim.Time) { u.r.drain(now) }
+func (u rxParkTimer) Fire(now sim.Time) { u.r.drain(now) }
 
 // parked reports whether frames of the QP wait behind a parked datagram.
 func (r *responder) parked() bool { return r.ud != nil && len(r.ud.q) > r.ud.head }
 
 // park is the QP's parking, made on first use: a QP that never parks a
-// datagram (every RC and UC QP) carries only the pointer.
-func (r *responder) park() *udPark {
+// packet carries only the pointer.
+func (r *responder) park() *rxPark {
 	if r.ud == nil {
-		r.ud = &udPark{}
+		r.ud = &rxPark{}
 	}
 	return r.ud
 }
 
-// mustWait reports whether a datagram whose receive stage runs at t must
-// wait for the engine to get there: the device knows of no posted WQE, so
+// mustWait reports whether a packet (a UD datagram, an RC or UC SEND that
+// opens a message) whose receive stage runs at t must wait for the engine
+// to get there: the device knows of no posted WQE, so
 // take would read the doorbell record, and t is still ahead.
 func (r *responder) mustWait(t sim.Time) bool {
-	if d := r.q.d; t <= d.eng.Now() || d.rxFrame == nil {
-		return false
-	}
-	switch rq := r.q.rq.(type) {
-	case *rqRing:
-		return rq.cnt > 0 && rq.tail == rq.head
-	case *srq:
-		return rq.taken == rq.posted
-	}
-	return false
+	return t > r.q.d.eng.Now() && r.q.rq.noneKnown()
 }
 
 func (r *responder) copyFrame(f []byte) []byte {
@@ -99,34 +87,32 @@ func (r *responder) copyFrame(f []byte) []byte {
 // the engine reaches t.
 func (r *responder) parkFront(arrive, t sim.Time) {
 	d := r.q.d
-	e := udParked{frame: r.copyFrame(d.rxFrame), arrive: arrive, t: t, at: t, took: true}
+	e := rxParked{frame: r.copyFrame(d.rxFrame), arrive: arrive, t: t, took: true}
 	u := r.ud
 	if u.head > 0 { // drain took the one before: its slot is free
 		u.head--
 		u.q[u.head] = e
-	} else {
-		u.q = append(u.q, udParked{})
-		copy(u.q[1:], u.q)
-		u.q[0] = e
+	} else { // nothing is parked (a queue drain has emptied is reset to head 0)
+		u.q = append(u.q, e)
 	}
 	u.bytes += len(e.frame)
 	if r.ud.timer == nil {
-		r.ud.timer = d.eng.NewTimer(udParkTimer{r})
+		r.ud.timer = d.eng.NewTimer(rxParkTimer{r})
 	}
 	r.ud.timer.Reset(t)
 }
 
-// udParkMax bounds the bytes of the frames parked behind a datagram (a
+// rxParkMax bounds the bytes of the frames parked behind a datagram (a
 // QP's share of the port's receive buffer, an assumption: 1 MiB). A peer
 // that floods a QP whose receive stage is behind finds the rest dropped
 // and counted, as a full receive buffer drops them, rather than held
 // without bound.
-const udParkMax = 1 << 20
+const rxParkMax = 1 << 20
 
 // parkBack queues a frame that reached the QP at t behind the parked ones.
 func (r *responder) parkBack(t sim.Time, frame []byte) {
-	if r.ud.bytes+len(frame) > udParkMax {
-		r.q.d.warn(t, CtrRxUDParkFull, "%v QP %#x: %d frames (%d bytes) already wait behind a parked packet; a %d-byte frame is dropped", typeName(r.q.typ), r.q.qpn, len(r.ud.q), r.ud.bytes, len(frame))
+	if r.ud.bytes+len(frame) > rxParkMax {
+		r.q.d.warn(t, CtrRxUDParkFull, "%v QP %#x: %d frames (%d bytes) already wait behind a parked packet; a %d-byte frame is dropped", r.q.typ, r.q.qpn, len(r.ud.q)-r.ud.head, r.ud.bytes, len(frame))
 		return
 	}
 	f := r.copyFrame(frame) // makes r.ud
@@ -139,7 +125,7 @@ func (r *responder) parkBack(t sim.Time, frame []byte) {
 		clear(u.q[n:])
 		u.q, u.head = u.q[:n], 0
 	}
-	u.q = append(u.q, udParked{frame: f, t: t})
+	u.q = append(u.q, rxParked{frame: f, t: t})
 }
 
 // unpark drops the parked frames, as the QP would drop a datagram
@@ -161,7 +147,7 @@ func (r *responder) unpark(t sim.Time, ctr trace.Counter, quiet bool, why string
 			d.ctr.Add(ctr, uint64(n))
 		} else {
 			d.ctr.Add(ctr, uint64(n-1))
-			d.warn(t, ctr, "%v QP %#x %s: the %d frames (%d bytes) parked behind a packet are dropped", typeName(r.q.typ), r.q.qpn, why, n, r.ud.bytes)
+			d.warn(t, ctr, "%v QP %#x %s: the %d frames (%d bytes) parked behind a packet are dropped", r.q.typ, r.q.qpn, why, n, r.ud.bytes)
 		}
 	}
 	for _, e := range r.ud.q[r.ud.head:] {
@@ -183,11 +169,11 @@ func (r *responder) drain(now sim.Time) {
 	d := q.d
 	for u := r.ud; len(u.q) > u.head; {
 		e := u.q[u.head]
-		if e.at > now {
-			u.timer.Reset(e.at)
+		if e.took && e.t > now {
+			u.timer.Reset(e.t)
 			return
 		}
-		u.q[u.head] = udParked{}
+		u.q[u.head] = rxParked{}
 		if u.head++; u.head == len(u.q) {
 			u.q, u.head = u.q[:0], 0
 		}
@@ -196,10 +182,10 @@ func (r *responder) drain(now sim.Time) {
 		switch {
 		case roce.ParseFrameVerified(e.frame, p) != nil:
 			// It parsed when it arrived; nothing changed it since.
-			d.warn(now, CtrRxDropMalformed, "%v QP %#x: a parked frame no longer parses", typeName(q.typ), q.qpn)
+			d.warn(now, CtrRxDropMalformed, "%v QP %#x: a parked frame no longer parses", q.typ, q.qpn)
 		case d.fx.fatal:
 			d.inc(CtrDeadRxDrop)
-		case q.dead || q.state != mlx5.QPStateRTR && q.state != mlx5.QPStateRTS && q.state != mlx5.QPStateSQER:
+		case q.dead || !q.receives():
 			d.warn(now, CtrRxDropQPState, "%v PSN %#x for QP %#x in state %v", p.Opcode, p.BTH.PSN(), q.qpn, q.state)
 		default:
 			d.rxFrame = e.frame
@@ -213,17 +199,4 @@ func (r *responder) drain(now sim.Time) {
 		}
 		r.ud.frames = append(r.ud.frames, e.frame)
 	}
-}
-
-// typeName names a QP type in a warning.
-func typeName(t mlx5.QPType) string {
-	switch t {
-	case mlx5.QPTypeRC:
-		return "RC"
-	case mlx5.QPTypeUC:
-		return "UC"
-	case mlx5.QPTypeUD:
-		return "UD"
-	}
-	return fmt.Sprintf("type-%d", t)
 }

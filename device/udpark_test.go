@@ -360,9 +360,7 @@ func TestUDParkedCQOverflow(t *testing.T) {
 	w.Eng.At(start.Add(100*sim.Nanosecond), sim.HandlerFunc(func(sim.Time) {
 		for i := range n {
 			_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: uint64(i), SGL: []provider.SGE{rsp.MR.SGE(uint64(i)*256, 256)}}})
-			if err != nil {
-				return
-			}
+			require.NoError(t, err)
 		}
 	}))
 	for i := range n {

@@ -191,6 +191,15 @@ const (
 	QPTypeUD QPType = 2
 )
 
+var qpTypeNames = [...]string{"RC", "UC", "UD"}
+
+func (t QPType) String() string {
+	if int(t) < len(qpTypeNames) {
+		return qpTypeNames[t]
+	}
+	return "TYPE_0x" + hex8(uint8(t))
+}
+
 // MTU is the IB path-MTU enum (1 = 256 .. 5 = 4096).
 type MTU uint8
 

@@ -167,10 +167,8 @@ func (cq *CQ) Destroy() error {
 	if ch != nil {
 		// The destroy removed the CQ's unread events from the channel
 		// (ib_uverbs_release_ucq): take their bytes back from the fd.
-		for n := pending - cq.ctx.ev.ec.PendingEvents(ch.id); n > 0; n-- {
-			ch.pipe.take()
-		}
-		ch.pipe.refill(func() int { return cq.ctx.ev.ec.PendingEvents(ch.id) })
+		left := func() int { return cq.ctx.ev.ec.PendingEvents(ch.id) }
+		ch.pipe.dropGone(pending-left(), left)
 	}
 	cq.ctx.kevDel(uh)
 	cq.dead = true

@@ -168,6 +168,16 @@ func (p *evPipe) take() {
 	}
 }
 
+// dropGone takes back the bytes of n events the device removed from the
+// queue (their object destroyed), then refills as take does (pending:
+// the events still queued).
+func (p *evPipe) dropGone(n int, pending func() int) {
+	for ; n > 0; n-- {
+		p.take()
+	}
+	p.refill(pending)
+}
+
 // refill keeps the fd readable while events are queued beyond the bytes
 // the pipe holds (the cap let them through without one, or the
 // application read theirs): after the last byte is taken, pending (the
@@ -339,10 +349,7 @@ func (c *Context) asyncGone(before int) {
 	if before < 0 {
 		return
 	}
-	for n := before - c.ev.ec.PendingEvents(0); n > 0; n-- {
-		c.ev.async.take()
-	}
-	c.ev.async.refill(func() int { return c.ev.ec.PendingEvents(0) })
+	c.ev.async.dropGone(before-c.ev.ec.PendingEvents(0), func() int { return c.ev.ec.PendingEvents(0) })
 }
 
 // AsyncEvent is an asynchronous event (struct ibv_async_event): its type

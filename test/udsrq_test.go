@@ -386,14 +386,7 @@ func TestSRQShared(t *testing.T) {
 	require.NoError(t, err)
 	defer w.Close()
 	h := w.Hosts[1]
-	pd, err := h.Ctx.AllocPD()
-	require.NoError(t, err)
-	srq, err := pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 64, MaxSGE: 1})
-	require.NoError(t, err)
-	buf, err := h.Ctx.AllocBuffer(256<<10, 4096)
-	require.NoError(t, err)
-	mr, err := pd.RegMR(buf.Addr, uint64(len(buf.Bytes)), provider.AccessLocalWrite)
-	require.NoError(t, err)
+	srq, _, mr := hostSRQ(t, h, 64, 256<<10)
 	pairs := make([][2]*testbed.Endpoint, 4)
 	for i := range pairs {
 		pairs[i], err = w.ConnectRC(testbed.ConnOpts{UseSRQ: [2]*provider.SRQ{nil, srq}, MinRNR: 1})
@@ -497,14 +490,7 @@ func TestSRQLimitCountsEveryPosted(t *testing.T) {
 			require.NoError(t, err)
 			defer w.Close()
 			h := w.Hosts[1]
-			pd, err := h.Ctx.AllocPD()
-			require.NoError(t, err)
-			srq, err := pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 32, MaxSGE: 1})
-			require.NoError(t, err)
-			buf, err := h.Ctx.AllocBuffer(64<<10, 4096)
-			require.NoError(t, err)
-			mr, err := pd.RegMR(buf.Addr, uint64(len(buf.Bytes)), provider.AccessLocalWrite)
-			require.NoError(t, err)
+			srq, _, mr := hostSRQ(t, h, 32, 64<<10)
 			pair, err := w.ConnectRC(testbed.ConnOpts{UseSRQ: [2]*provider.SRQ{nil, srq}, MinRNR: 1})
 			require.NoError(t, err)
 			posted := 0
@@ -597,18 +583,11 @@ func TestSRQInterleaved(t *testing.T) {
 			require.NoError(t, err)
 			defer w.Close()
 			h := w.Hosts[1]
-			pd, err := h.Ctx.AllocPD()
-			require.NoError(t, err)
-			srq, err := pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 63, MaxSGE: 1})
-			require.NoError(t, err)
 			const slot = 8192
-			buf, err := h.Ctx.AllocBuffer(64*slot, 4096)
-			require.NoError(t, err)
+			srq, buf, mr := hostSRQ(t, h, 63, 64*slot)
 			for i := range buf.Bytes {
 				buf.Bytes[i] = 0xee
 			}
-			mr, err := pd.RegMR(buf.Addr, uint64(len(buf.Bytes)), provider.AccessLocalWrite)
-			require.NoError(t, err)
 			wrs := make([]provider.RecvWR, 63)
 			for i := range wrs {
 				wrs[i] = provider.RecvWR{WRID: uint64(i), SGL: []provider.SGE{mr.SGE(uint64(i)*slot, slot)}}
@@ -767,14 +746,7 @@ func TestSRQQPErrMidMessage(t *testing.T) {
 			require.NoError(t, err)
 			defer w.Close()
 			h := w.Hosts[1]
-			pd, err := h.Ctx.AllocPD()
-			require.NoError(t, err)
-			srq, err := pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 15, MaxSGE: 1})
-			require.NoError(t, err)
-			buf, err := h.Ctx.AllocBuffer(16*4096, 4096)
-			require.NoError(t, err)
-			mr, err := pd.RegMR(buf.Addr, uint64(len(buf.Bytes)), provider.AccessLocalWrite)
-			require.NoError(t, err)
+			srq, _, mr := hostSRQ(t, h, 15, 16*4096)
 			wrs := make([]provider.RecvWR, 4)
 			for i := range wrs {
 				wrs[i] = provider.RecvWR{WRID: uint64(100 + i), SGL: []provider.SGE{mr.SGE(uint64(i)*4096, 4096)}}
@@ -852,4 +824,19 @@ func TestSRQReceiveTooSmall(t *testing.T) {
 			require.Equal(t, provider.WCSuccess, rwc.Status)
 		})
 	}
+}
+
+// hostSRQ makes, on h, an SRQ of maxWR one-entry receives and an n-byte
+// buffer registered for local write, for those receives to point into.
+func hostSRQ(t *testing.T, h *testbed.Host, maxWR, n int) (*provider.SRQ, provider.Buffer, *provider.MR) {
+	t.Helper()
+	pd, err := h.Ctx.AllocPD()
+	require.NoError(t, err)
+	srq, err := pd.CreateSRQ(provider.SRQInitAttr{MaxWR: maxWR, MaxSGE: 1})
+	require.NoError(t, err)
+	buf, err := h.Ctx.AllocBuffer(n, 4096)
+	require.NoError(t, err)
+	mr, err := pd.RegMR(buf.Addr, uint64(len(buf.Bytes)), provider.AccessLocalWrite)
+	require.NoError(t, err)
+	return srq, buf, mr
 }

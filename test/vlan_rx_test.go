@@ -20,12 +20,8 @@ import (
 // rx_drop_vlan with a warning, not as not RoCE or malformed; the same
 // frame untagged is a new message, delivered with its bytes.
 func TestVLANTaggedFrameDropped(t *testing.T) {
-	w, err := testbed.New(testbed.DefaultConfig())
-	require.NoError(t, err)
-	defer w.Close()
-	eps, err := w.ConnectRC(testbed.ConnOpts{Type: provider.QPTypeUC, BufSize: 4 * 4096})
-	require.NoError(t, err)
-	req, rsp := eps[0], eps[1]
+	w, req, rsp := connect(t, testbed.ConnOpts{Type: provider.QPTypeUC, BufSize: 4 * 4096})
+	var err error
 	var sent []byte
 	w.Link.AddTap(func(_ sim.Time, f []byte) {
 		var p roce.Packet

@@ -203,6 +203,10 @@ var udataCmds = map[Command]bool{
 const (
 	NumWriteCmds   = 41
 	NumWriteExCmds = 58
+	// ExCmdThreshold is the first extended command number
+	// (IB_USER_VERBS_CMD_THRESHOLD): the extended table holds entries
+	// from it on.
+	ExCmdThreshold = 50
 )
 
 // TakesUData reports whether the bytes after a legacy command's core

@@ -124,11 +124,12 @@ var ioctlNames = map[[2]uint16]string{
 	{uint16(uverbs.ObjectMR), uint16(uverbs.MethodMRDestroy)}:              "UVERBS_METHOD_DM_MR_DESTROY",
 }
 
-func ioctlName(h uverbs.IoctlHdr) string {
+// ioctlName names h's method, and reports whether the device serves it.
+func ioctlName(h uverbs.IoctlHdr) (string, bool) {
 	if n, ok := ioctlNames[[2]uint16{uint16(h.ObjectID()), uint16(h.MethodID())}]; ok {
-		return n
+		return n, true
 	}
-	return fmt.Sprintf("IOCTL_%#x_%#x", uint16(h.ObjectID()), uint16(h.MethodID()))
+	return fmt.Sprintf("IOCTL_%#x_%#x", uint16(h.ObjectID()), uint16(h.MethodID())), false
 }
 
 // ioctl serves one RDMA_VERBS_IOCTL request.
@@ -137,12 +138,11 @@ func (s *Server) ioctl(req, resp []byte) (int, *uverbs.Error) {
 	if err != nil {
 		return 0, refusal("RDMA_VERBS_IOCTL", err)
 	}
-	name := ioctlName(h)
+	name, served := ioctlName(h)
 	// ib_uverbs_cmd_verbs' order: the driver id, then the method, before
 	// anything needs a user context. rdma-core probes INVOKE_WRITE and
 	// sends GET_CONTEXT as an ioctl before it has a context, and falls
 	// back to write() only on EPROTONOSUPPORT.
-	_, served := ioctlNames[[2]uint16{uint16(h.ObjectID()), uint16(h.MethodID())}]
 	switch {
 	case s.closed:
 		return 0, fail(name, syscall.EIO, "context closed")

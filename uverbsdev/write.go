@@ -75,12 +75,12 @@ func notServed(req []byte) *uverbs.Error {
 	}
 	h := uverbs.CmdHdr(req)
 	c, ex, limit := h.Cmd(), h.Extended(), uverbs.NumWriteCmds
-	name := c.String()
+	name := cmdName(c, ex)
 	if ex {
-		if writeExCmds[c] != nil || c >= 50 && int(c) < uverbs.NumWriteExCmds {
+		if writeExCmds[c] != nil || c >= uverbs.ExCmdThreshold && int(c) < uverbs.NumWriteExCmds {
 			return nil
 		}
-		name, limit = "EX_"+name, uverbs.NumWriteExCmds
+		limit = uverbs.NumWriteExCmds
 	}
 	switch {
 	case h.Command()&^(uverbs.CmdFlagExtended|uverbs.CmdCommandMask) != 0, !ex && writeCmds[c] != nil:
@@ -91,16 +91,22 @@ func notServed(req []byte) *uverbs.Error {
 	return fail(name, syscall.EOPNOTSUPP, "command not served by this device")
 }
 
+// cmdName names a write() command as the errors do: EX_ for the extended
+// framing.
+func cmdName(c uverbs.Command, ex bool) string {
+	if ex {
+		return "EX_" + c.String()
+	}
+	return c.String()
+}
+
 // write serves one write() command.
 func (s *Server) write(req, resp []byte) (int, *uverbs.Error) {
 	if e := notServed(req); e != nil {
 		return 0, e
 	}
 	m, err := uverbs.ParseWrite(req)
-	name := m.Cmd.String()
-	if m.Extended {
-		name = "EX_" + name
-	}
+	name := cmdName(m.Cmd, m.Extended)
 	switch {
 	case err != nil:
 		return 0, refusal(name, err)

@@ -252,10 +252,9 @@ const (
 func captureIP(link uint16, d []byte) (ip int, et uint16, ok bool) {
 	switch link {
 	case linkTypeEthernet:
-		if len(d) < roce.EthHeaderSize {
-			return 0, 0, false
+		if ip, et, _ = roce.SkipVLAN(d); ip == 0 {
+			return 0, 0, false // shorter than an Ethernet header
 		}
-		ip, et, _ = roce.SkipVLAN(d)
 	case linkTypeLinuxSLL: // 16-byte cooked header, protocol at 14
 		if len(d) < 16 {
 			return 0, 0, false

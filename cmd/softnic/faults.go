@@ -59,11 +59,7 @@ func runFaults(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, p.Explain())
 		return 0
 	}
-	rules := "rules"
-	if len(p.Rules) == 1 {
-		rules = "rule"
-	}
-	fmt.Fprintf(stdout, "%s: valid fault plan, seed %d, %d %s\n", rest[0], p.Seed, len(p.Rules), rules)
+	fmt.Fprintf(stdout, "%s: valid fault plan, seed %d, %d rule%s\n", rest[0], p.Seed, len(p.Rules), plural(len(p.Rules)))
 	return 0
 }
 

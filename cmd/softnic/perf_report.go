@@ -93,7 +93,7 @@ func newPerfHeader(o *perfOpts, mtu int, profileName, clock, role string) perfHe
 		h.CQMod = o.cqMod
 	}
 	if t.verb == verbRead || t.verb == verbAtomic {
-		h.OutReads = 16
+		h.OutReads = perfOutReads
 		if o.outs > 0 {
 			h.OutReads = o.outs
 		}

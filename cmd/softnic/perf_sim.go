@@ -142,6 +142,16 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 	// the run's natural end does not fire (EndTimedFaults), and between
 	// sizes Drain, unlike Settle, does not run the clock to it.
 	origin := w.ArmTimedFaults()
+	// finish ends the output: the timed faults that never fired, the
+	// counters (JSON), the table's end.
+	finish := func() error {
+		reportNotFired(stderr, "perf", w, origin)
+		if o.json {
+			pr.res.Counters = worldCounters(w)
+		}
+		bar.clear()
+		return pr.end()
+	}
 	for _, size := range sizes {
 		start := w.Eng.Now()
 		limit := start.Add(budget)
@@ -172,12 +182,7 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 				// The client's row is printed; the run ends here, as
 				// ib_send_bw's server ends it (and -a with it).
 				lost.where = lossCounters(w)
-				reportNotFired(stderr, "perf", w, origin)
-				if o.json {
-					pr.res.Counters = worldCounters(w)
-				}
-				bar.clear()
-				if perr := pr.end(); perr != nil {
+				if perr := finish(); perr != nil {
 					return perr
 				}
 				return fmt.Errorf("%s, %d bytes: %w", o.test.name, size, err)
@@ -187,12 +192,7 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 		}
 		w.Drain(1 << 20)
 	}
-	reportNotFired(stderr, "perf", w, origin)
-	if o.json {
-		pr.res.Counters = worldCounters(w)
-	}
-	bar.clear()
-	return pr.end()
+	return finish()
 }
 
 func atomicOpcode(name string) provider.WROpcode {
@@ -275,17 +275,17 @@ func perfSimSize(o *perfOpts, pair [][2]*perfEP, clk perfClock, size int, deadli
 				must = append(must, s)
 			}
 		}
+		var lost error
 		if err := runActors(actors, must, advance, bar.ticker(c, deadline, clk)); err != nil {
-			if srv := udServerShort(actors, c, err); srv != nil {
-				bar.clear()
-				pr.bw(c.stats(o.gbits, o.noPeak || deadline > 0))
-				return &udLostError{got: srv.rcnt, want: srv.iters * len(srv.eps)}
+			srv := udServerShort(actors, c, err)
+			if srv == nil {
+				return err
 			}
-			return err
+			lost = &udLostError{got: srv.rcnt, want: srv.iters * len(srv.eps)}
 		}
 		bar.clear()
 		pr.bw(c.stats(o.gbits, o.noPeak || deadline > 0))
-		return nil
+		return lost
 	}
 	if err := runActors(actors, must, advance, bar.ticker(must[0], deadline, clk)); err != nil {
 		return err
