@@ -127,21 +127,11 @@ func TestConnectFromInit(t *testing.T) {
 func ExampleQP_Connect() {
 	w := newWorld()
 	defer w.Close()
-	var qps [2]*provider.QP
-	for i, h := range w.Hosts {
-		pd, _ := h.Ctx.AllocPD()
-		cq, _ := h.Ctx.CreateCQ(16)
-		qps[i], _ = h.Ctx.CreateQP(pd, provider.QPInitAttr{Type: provider.QPTypeRC, SendCQ: cq, RecvCQ: cq,
-			Cap: provider.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	}
+	qps := rcQPs(w)
 	for i, qp := range qps {
 		// What the out-of-band exchange carries: the peer's QPN, PSN, GID;
 		// and the MAC of its GID's next hop.
-		id := w.Hosts[1-i].ID
-		a := provider.DefaultConnectAttr()
-		a.Peer = provider.Peer{QPN: qps[1-i].QPN(), PSN: 0x2000, GID: id.IP.As16(), MAC: id.MAC}
-		a.PSN = 0x2000
-		fmt.Println(qp.Connect(a), qp.State())
+		fmt.Println(qp.Connect(peerAttr(w, qps, i)), qp.State())
 	}
 	// Output:
 	// <nil> RTS
