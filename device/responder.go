@@ -1048,10 +1048,12 @@ func (r *responder) rxUD(arrive, t sim.Time, p *roce.Packet) {
 	q.rxBusy = max(q.rxBusy, done)
 	if rerr != nil && q.srq == nil {
 		// The WQE could not be read: consumed, it completes LOC_PROT_ERR
-		// as one whose buffer cannot be written (below) does.
+		// as one whose buffer cannot be written (below) does, and the QP
+		// goes to ERR (below, at the end).
 		d.warn(done, CtrRxRecvProt, "UD QP %#x receive WQE %d: %v", q.qpn, w.index, rerr)
 		if !d.dmaFatal(done, rerr) {
 			r.recvError(done, p.BTH.PSN(), mlx5.SyndLocalProt, pcieVendor(rerr))
+			q.toError(done)
 		}
 		return
 	}
@@ -1111,6 +1113,34 @@ func (r *responder) rxUD(arrive, t sim.Time, p *roce.Packet) {
 	q.rxBusy = max(q.rxBusy, d.issued(t, done, len(grh)+len(p.Payload)+(tlps1+tlps2)*d.spec.PCIe.HdrMWr))
 	d.rec.StagePSN(d.node, "device", "responder", arrive, done, len(p.Payload), tlps1+tlps2, q.qpn, 0, int32(p.BTH.PSN()&0xffffff))
 	d.writeCQE(done, q.rcq, &f, 0, int32(p.BTH.PSN()&0xffffff))
+	// A UD receive that completes in error (LOC_LEN_ERR: the
+	// datagram does not fit the receive WQE; LOC_PROT_ERR: the WQE cannot be
+	// read or its buffer cannot be written) takes the QP to ERR, with every
+	// outstanding WQE flushed (QP.toError; on an SRQ, the SRQ keeps its WQEs
+	// and the QP raises QP_LAST_WQE_REACHED) and no further async event: the
+	// error was reported in a CQE, and IBV_EVENT_QP_FATAL is for an error that
+	// "prevents the generation of completions" (NVIDIA, RDMA Aware Networks
+	// Programming, Events). What was read for it:
+	//   - LOC_PROT_ERR: Linux rxe (drivers/infiniband/sw/rxe/rxe_resp.c) takes
+	//     a receive WQE it cannot use (copy_data failing other than -ENOSPC:
+	//     RESPST_ERR_MALFORMED_WQE) as a class A error for every QP type: the
+	//     receive completes in error and the QP goes to ERR. softnic's UC
+	//     receive already did (errorVendor); UD now does too.
+	//   - LOC_LEN_ERR: on a ConnectX the QP state after it is unconfirmed.
+	//     Assumed: the IB QP state machine, which puts a QP whose receive
+	//     queue completes a WQE in error into ERR (only send-side errors of
+	//     non-RC QPs stop at SQE; the spec text was not at hand to re-read);
+	//     HiSilicon's hns RoCE engine reports a UD receive too small for the
+	//     datagram with a vendor "general error" CQE precisely so that the QP
+	//     need not go to ERR, as the IB specification offers no such
+	//     completion (rdma-core PR #1155, "libhns: Add general error type for
+	//     CQE"). mlx5 has no such CQE and completes it LOCAL_LENGTH_ERR (0x01),
+	//     so the spec behaviour is assumed. rxe differs: it drops the datagram
+	//     (no SRQ: class D) or completes it REM_INV_REQ_ERR (SRQ: class E) and
+	//     leaves the QP in RTS.
+	if f.Opcode == mlx5.CQERespErr {
+		q.toError(done) // after the error CQE: the flushes land behind it
+	}
 }
 
 // issued is when the responder may take its QP's next packet after

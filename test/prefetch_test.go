@@ -215,8 +215,8 @@ func TestRQPrefetchRingSizes(t *testing.T) {
 // Each message that needs one consumes it with an error completion,
 // LOC_PROT_ERR with vendor 0x51 as for a receive buffer the device cannot
 // write: RC NAKs remote operational error (REM_OP_ERR at the requester)
-// and goes to ERR, UC goes to ERR, UD completes each receive in error and
-// carries on. Before, an unreadable WQE was taken for "none posted": RC
+// and goes to ERR, UC and UD go to ERR (UD used to complete each receive
+// in error and carry on in RTS). Before, an unreadable WQE was taken for "none posted": RC
 // answered RNR for ever (rnr_retry 7), UC and UD dropped the messages, and
 // the posted WQEs never completed. With faults.dma_error_fatal the first
 // failed read, the read-ahead's, is a device fatal error.
@@ -265,12 +265,9 @@ func TestRQWQEUnreadable(t *testing.T) {
 					require.Equal(t, provider.WCWRFlushErr, rwcs[1].Status)
 					require.Equal(t, provider.WCRemOpErr, swcs[0].Status)
 					require.Equal(t, provider.QPStateErr, st)
-				case provider.QPTypeUC:
+				default: // UC and UD: a receive that completes in error takes the QP to ERR
 					require.Equal(t, provider.WCWRFlushErr, rwcs[1].Status)
 					require.Equal(t, provider.QPStateErr, st)
-				case provider.QPTypeUD:
-					require.Equal(t, provider.WCLocProtErr, rwcs[1].Status)
-					require.Equal(t, provider.QPStateRTS, st, "UD carries on")
 				}
 				require.Zero(t, hctr(rsp.Host, device.CtrOutOfBuffer), "no RNR: the WQEs are posted")
 			})
@@ -362,7 +359,8 @@ func TestRQPrefetchResetReuse(t *testing.T) {
 // TestRQPrefetchLKeyCheckedAtUse: a receive WQE read ahead whose MR is
 // deregistered before a message uses it fails when it is used (the lkey
 // is checked at placement, not when the WQE was read): LOC_PROT_ERR on
-// RC, UC and UD, and the WQE behind it, in a live MR, still works on UD.
+// RC, UC and UD, and the QP goes to ERR, the WQE behind it flushed (on UD
+// it used to take the next datagram: the QP stayed in RTS).
 func TestRQPrefetchLKeyCheckedAtUse(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -385,11 +383,7 @@ func TestRQPrefetchLKeyCheckedAtUse(t *testing.T) {
 			require.Equal(t, uint64(5), wcs[0].WRID)
 			require.Equal(t, provider.WCLocProtErr, wcs[0].Status)
 			require.Equal(t, uint64(6), wcs[1].WRID)
-			if tc.typ == provider.QPTypeUD {
-				require.Equal(t, provider.WCSuccess, wcs[1].Status)
-			} else {
-				require.Equal(t, provider.WCWRFlushErr, wcs[1].Status)
-			}
+			require.Equal(t, provider.WCWRFlushErr, wcs[1].Status, "the QP went to ERR")
 		})
 	}
 }

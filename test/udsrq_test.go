@@ -782,8 +782,10 @@ func TestSRQQPErrMidMessage(t *testing.T) {
 
 // TestSRQReceiveTooSmall: a message longer than the SRQ receive it takes
 // completes that receive with LOC_LEN_ERR on the QP's receive CQ (its own
-// wr_id, the WQE back on the SRQ's free list); RC NAKs it (REM_INV_REQ_ERR
-// at the requester, responder to ERR), UD drops it and carries on.
+// wr_id, the WQE back on the SRQ's free list) and the responder QP goes to
+// ERR, the SRQ's other WQE left posted on the SRQ; RC also NAKs it
+// (REM_INV_REQ_ERR at the requester). UD (the sender completes, UD has no
+// acknowledgement) used to carry on in RTS (TestUDReceiveErrorToErr).
 func TestSRQReceiveTooSmall(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -810,18 +812,79 @@ func TestSRQReceiveTooSmall(t *testing.T) {
 			rwc := waitOne(t, rsp.RecvCQ)
 			require.Equal(t, uint64(7), rwc.WRID)
 			require.Equal(t, provider.WCLocLenErr, rwc.Status)
-			if c.typ == provider.QPTypeRC {
-				require.Equal(t, provider.QPStateErr, qpState(t, rsp.QP))
-				require.Equal(t, 1, rsp.SRQ.Outstanding(), "only WQE 8 left posted: the SRQ's, not flushed")
-				return
+			require.Equal(t, provider.QPStateErr, qpState(t, rsp.QP))
+			require.Equal(t, 1, rsp.SRQ.Outstanding(), "only WQE 8 left posted: the SRQ's, not flushed")
+		})
+	}
+}
+
+// TestUDReceiveErrorToErr: a UD receive that completes in error takes the
+// QP to ERR, its other receives flushed behind the error CQE (on an SRQ:
+// the SRQ keeps them and the QP raises QP_LAST_WQE_REACHED), no other
+// async event, and a later datagram finds the QP in ERR and is dropped.
+// The receive QP used to stay in RTS and take the next datagram into its
+// next WQE. Why ERR: the comment at the end of device's responder.rxUD
+// (rxe's class A for an unusable WQE; the IB state machine, assumed for a
+// ConnectX, for a datagram too long).
+func TestUDReceiveErrorToErr(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		srq     bool
+		badKey  bool   // the first receive's lkey is wrong
+		size    uint32 // of the datagram (the first receive is 256 bytes, 40 of them the GRH)
+		status  provider.WCStatus
+		counter string
+	}{
+		{"too_long", false, false, 600, provider.WCLocLenErr, device.CtrRxUDTooLong.String()},
+		{"too_long_srq", true, false, 600, provider.WCLocLenErr, device.CtrRxUDTooLong.String()},
+		{"bad_lkey", false, true, 100, provider.WCLocProtErr, device.CtrRxRecvProt.String()},
+		{"bad_lkey_srq", true, true, 100, provider.WCLocProtErr, device.CtrRxRecvProt.String()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, req, rsp := faulty(t, testbed.ConnOpts{Type: provider.QPTypeUD, SRQ: c.srq})
+			first := rsp.MR.SGE(0, 256)
+			if c.badKey {
+				first.LKey ^= 0x4400
 			}
-			require.Equal(t, 1, rsp.SRQ.Outstanding())
+			recvs := []provider.RecvWR{{WRID: 7, SGL: []provider.SGE{first}}, {WRID: 8, SGL: []provider.SGE{rsp.MR.SGE(4096, 4096)}}}
+			var err error
+			if c.srq {
+				_, err = rsp.SRQ.PostRecv(recvs)
+			} else {
+				_, err = rsp.QP.PostRecv(recvs)
+			}
+			require.NoError(t, err)
+			asyncEvents(t, w.Hosts[1]) // none so far; clears nothing
+			wr := provider.SendWR{WRID: 5, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, c.size)},
+				AH: req.AH, RemoteQPN: rsp.QP.QPN(), RemoteQKey: rsp.QKey}
+			_, err = req.QP.PostSend([]provider.SendWR{wr})
+			require.NoError(t, err)
+			require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status, "UD: the sender knows nothing")
+			rwc := waitOne(t, rsp.RecvCQ)
+			require.Equal(t, uint64(7), rwc.WRID)
+			require.Equal(t, c.status, rwc.Status)
+			require.Equal(t, uint64(1), ctr(w, 1, c.counter))
+			require.Equal(t, provider.QPStateErr, qpState(t, rsp.QP))
+			require.Equal(t, uint64(1), ctr(w, 1, device.CtrQPToError.String()))
+			var wantEvents []mlx5.EventType
+			if c.srq {
+				require.Equal(t, 1, rsp.SRQ.Outstanding(), "WQE 8 stays on the SRQ")
+				wantEvents = []mlx5.EventType{mlx5.EventQPLastWQEReached}
+			} else {
+				fwc := waitOne(t, rsp.RecvCQ)
+				require.Equal(t, uint64(8), fwc.WRID)
+				require.Equal(t, provider.WCWRFlushErr, fwc.Status)
+			}
+			require.Equal(t, wantEvents, asyncEvents(t, w.Hosts[1]))
+			// The next datagram finds the QP in ERR: dropped, nothing completes.
 			_, err = req.QP.PostSend([]provider.SendWR{wr})
 			require.NoError(t, err)
 			require.Equal(t, provider.WCSuccess, waitOne(t, req.SendCQ).Status)
-			rwc = waitOne(t, rsp.RecvCQ)
-			require.Equal(t, uint64(8), rwc.WRID)
-			require.Equal(t, provider.WCSuccess, rwc.Status)
+			w.Settle(1_000_000)
+			n, err := rsp.RecvCQ.Poll(make([]provider.WC, 4))
+			require.NoError(t, err)
+			require.Zero(t, n)
+			require.Equal(t, uint64(1), ctr(w, 1, device.CtrRxDropQPState.String()))
 		})
 	}
 }
