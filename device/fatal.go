@@ -2,6 +2,7 @@ package device
 
 import (
 	"encoding/binary"
+	"maps"
 	"slices"
 
 	"github.com/softnic/softnic/mlx5"
@@ -14,8 +15,9 @@ import (
 // stores vanish (uverbs maps the pages to a dummy page) and every command
 // fails. The driver notices by polling (FaultSpec.HealthPoll later): it
 // raises IBV_EVENT_DEVICE_FATAL and, unless FaultSpec.FatalNoUserFlush,
-// completes every outstanding WQE with WR_FLUSH_ERR and vendor_err 5 in
-// software (mlx5_ib_poll_sw_comp).
+// completes every outstanding WQE of a QP's own queues with WR_FLUSH_ERR
+// and vendor_err 5 in software (mlx5_ib_poll_sw_comp); an SRQ's WQEs are
+// never completed (swFlush).
 
 // EnterFatal is a firmware fatal error with health syndrome synd at t.
 func (d *Device) EnterFatal(t sim.Time, synd uint8, why string) {
@@ -33,6 +35,8 @@ func (d *Device) EnterFatal(t sim.Time, synd uint8, why string) {
 		// The receive WQE a message in progress had taken is kept (as
 		// held) for the driver's software flush: abort forgets the
 		// message, and the WQE, consumed from the ring, never completed.
+		// (The flush completes it only if it came from the QP's own RQ;
+		// swFlush.)
 		q.resp.recv.held = q.resp.recv.held || q.resp.recv.active
 		// Nor is anything more built: READ responses still to be built
 		// and the answers queued behind them are forgotten (the pump
@@ -112,6 +116,9 @@ func (e fatalDetect) Fire(now sim.Time) {
 			}
 		}
 	}
+	if !d.spec.Faults.FatalNoUserFlush {
+		d.srqsLeft(now)
+	}
 	// mlx5_ib_handle_internal_error then calls the completion handler of
 	// every armed CQ that has flushed work, so that a waiter learns of the
 	// flush CQEs (no EQE: the device is dead). Flushes are error CQEs, so a
@@ -122,6 +129,26 @@ func (e fatalDetect) Fire(now sim.Time) {
 	for _, c := range flushed {
 		f := d.cqDisarm(c)
 		d.dispatch(now, now, &f, eventFlow(flowComp, c.cqn, c.events))
+	}
+}
+
+// srqsLeft counts and reports, SRQ by SRQ, the posted WQEs no QP had
+// taken when the device died: the software flush leaves them outstanding
+// (swFlush says why). The doorbell record is read from host memory, as
+// swFlush reads a send queue's.
+func (d *Device) srqsLeft(t sim.Time) {
+	for _, n := range slices.Sorted(maps.Keys(d.srqs)) {
+		s := d.srqs[n]
+		var b [4]byte
+		if d.mem.Read(s.dbr, b[:]) != nil {
+			continue
+		}
+		posted, ok := extendProducer(uint16(binary.BigEndian.Uint32(b[:])), s.taken, s.cnt)
+		if !ok || posted == s.taken {
+			continue
+		}
+		d.ctr.Add(CtrFatalSRQWQELeft, uint64(posted-s.taken))
+		d.rec.Warnf(d.node, t, "kernel", CtrFatalSRQWQELeft.String(), "SRQ %#x: %d posted receive WQEs are never completed (the kernel flushes no SRQ)", s.srqn, posted-s.taken)
 	}
 }
 
@@ -177,17 +204,35 @@ func (d *Device) swFlush(t sim.Time, q *qp) {
 			sq.Reset(pi)
 		}
 	}
-	// First the receive a message in progress had taken (EnterFatal), as
-	// flushRecvs does: from the QP's own RQ or from an SRQ, it is the QP's
-	// outstanding work either way.
+	// First the receive a message in progress had taken (EnterFatal) from
+	// the QP's own RQ: the kernel walks the RQ from its tail, which only a
+	// polled CQE moves past a WQE, so that one is flushed with the rest.
+	//
+	// Nothing of an SRQ is flushed, neither the WQE a message in progress
+	// had taken from it nor those never taken (they stay outstanding on the
+	// SRQ; the application learns of the loss from DEVICE_FATAL): the
+	// kernel's flush has no SRQ case. mlx5_ib_handle_internal_error
+	// (drivers/infiniband/hw/mlx5/main.c) looks at a QP's RQ only "if
+	// (!mqp->ibqp.srq)" ("no handling is needed for SRQ"), and
+	// mlx5_ib_poll_sw_comp's sw_recv_comp (cq.c) completes qp->rq's
+	// head - tail, which a QP on an SRQ does not have (its own RQ has no
+	// WQEs). libmlx5 has no software flush at all: on DEVICE_FATAL
+	// mlx5_async_event (providers/mlx5/verbs.c) only sets
+	// MLX5_CTX_FLAGS_FATAL_STATE, which only the steering code reads; so
+	// flushing user QPs here is itself the model's unconfirmed switch
+	// (FatalNoUserFlush).
 	if r := &q.resp.recv; r.held {
 		r.held = false
-		d.inc(CtrRespCQEFlushError)
-		f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.wqe.index, Syndrome: mlx5.SyndWRFlush, VendorErrSynd: VendorSWFlush}
-		d.swCQE(t, q.rcq, &f)
+		if q.srq != nil {
+			d.inc(CtrFatalSRQWQELeft)
+			d.rec.Warnf(d.node, t, "kernel", CtrFatalSRQWQELeft.String(), "QP %#x: the SRQ %#x receive WQE %d its message in progress took is never completed (the kernel flushes no SRQ)", q.qpn, q.srq.srqn, r.wqe.index)
+		} else {
+			d.inc(CtrRespCQEFlushError)
+			f := mlx5.CQEFields{Opcode: mlx5.CQERespErr, QPN: q.qpn, WQECounter: r.wqe.index, Syndrome: mlx5.SyndWRFlush, VendorErrSynd: VendorSWFlush}
+			d.swCQE(t, q.rcq, &f)
+		}
 	}
-	// Then the rest of its own RQ. An SRQ's WQEs stay on the SRQ (the
-	// kernel flushes a QP's queues, and a QP on an SRQ has no RQ of its own).
+	// Then the rest of its own RQ.
 	if rq, ok := q.rq.(*rqRing); ok && rq.cnt > 0 {
 		var b [4]byte
 		if d.mem.Read(rq.dbr, b[:]) == nil {

@@ -44,10 +44,13 @@ type FaultSpec struct {
 	// HealthPoll is how long after firmware dies the driver notices
 	// (LNX-health polls every 2 s + up to 1 s; default 2 s).
 	HealthPoll sim.Duration `json:"health_poll_ps"`
-	// FatalNoUserFlush leaves user CQs quiet after a device fatal error
-	// (libmlx5 has no software flush, faults.md §2.9 [unconfirmed]). Default
-	// false: outstanding work completes WR_FLUSH_ERR with vendor_err 5, as
-	// the kernel's mlx5_ib_poll_sw_comp does.
+	// FatalNoUserFlush leaves user CQs quiet after a device fatal error, as
+	// libmlx5 does: it has no software flush (on DEVICE_FATAL its
+	// mlx5_async_event, rdma-core providers/mlx5/verbs.c, only sets
+	// MLX5_CTX_FLAGS_FATAL_STATE; faults.md §2.9). Default false:
+	// outstanding work of a QP's own queues completes WR_FLUSH_ERR with
+	// vendor_err 5, as the kernel's mlx5_ib_poll_sw_comp does for kernel
+	// CQs; an SRQ's WQEs are never completed either way (swFlush).
 	FatalNoUserFlush bool `json:"fatal_no_user_flush"`
 }
 
@@ -75,6 +78,7 @@ var (
 	CtrCQOverrunIgnored  = trace.NewCounter("cq_overrun_ignored")   // CQEs written over unconsumed ones (cqc.oi)
 	CtrDeviceFatal       = trace.NewCounter("device_fatal")         // firmware fatal errors
 	CtrDeviceFatalSeen   = trace.NewCounter("device_fatal_handled") // the driver saw it (health poll) and flushed
+	CtrFatalSRQWQELeft   = trace.NewCounter("fatal_srq_wqe_left")   // SRQ receive WQEs the fatal flush leaves uncompleted (it flushes no SRQ)
 	CtrPCILinkLost       = trace.NewCounter("pci_link_lost")        // PCIe link losses
 	CtrDeadUARStore      = trace.NewCounter("uar_store_dead")       // UAR stores after a device fatal error: lost
 	CtrDeadRxDrop        = trace.NewCounter("rx_drop_device_dead")  // frames received by a dead device
