@@ -45,6 +45,11 @@ type Config struct {
 	// environment variable SOFTNIC_TESTBED_UVERBS=1 turns it on for every
 	// world, so that a whole suite can be rerun over uverbs.
 	UverbsControl bool
+	// HostClocks gives each host of a two-host world its own CPU clock
+	// (hostclock.go) instead of the engine's: two hosts are two machines,
+	// and one host's CPU work does not stop the other's. Ignored with
+	// Loopback (one host).
+	HostClocks bool
 }
 
 // DefaultConfig is the built-in profile: two default devices back to back.
@@ -80,6 +85,26 @@ type World struct {
 	// Injector is the fault injector built from Config.Faults (nil
 	// without a plan): Injector.Fired says what each rule did.
 	Injector *fault.Injector
+	clocks   *hostClocks // Config.HostClocks; nil: the hosts run on the engine's clock
+}
+
+// HostNow is host i's CPU time: its own clock with Config.HostClocks, the
+// engine's otherwise.
+func (w *World) HostNow(i int) sim.Time {
+	if w.clocks != nil && i < len(w.clocks.clocks) {
+		return w.clocks.clocks[i].Now()
+	}
+	return w.Eng.Now()
+}
+
+// HostsIdle tells a world with host clocks that no host can act until
+// the engine moves on (a driver about to step the engine itself because
+// every host waits): each host spins, its clock following the engine's.
+// Without host clocks it does nothing.
+func (w *World) HostsIdle() {
+	if w.clocks != nil {
+		w.clocks.idle()
+	}
 }
 
 // Addresses used by the two nodes. 192.0.2.0/24 is TEST-NET-1 (RFC 5737):
@@ -114,6 +139,9 @@ func New(cfg Config) (*World, error) {
 		w.Link = wire.NewLink(w.Eng, cfg.Wire, w.Rec, &w.Wire, inj)
 	}
 	ports := [2]*wire.Port{w.Link.A(), w.Link.B()}
+	if cfg.HostClocks && !cfg.Loopback {
+		w.clocks = &hostClocks{eng: w.Eng}
+	}
 	for i := 0; i < nodes; i++ {
 		mem, err := shm.New(fmt.Sprintf("softnic-host%d", i), cfg.MemSize, hostBase[i])
 		if err != nil {
@@ -130,16 +158,26 @@ func New(cfg Config) (*World, error) {
 		if cfg.Check {
 			dev.EnableCheck(device.CheckOptions{OnViolation: cfg.OnViolation})
 		}
-		cpu := NewCPU(w.Eng, w.Rec, dev, cfg.Host)
+		var clk host.Clock = w.Eng
+		var side simSide = dev
+		if w.clocks != nil {
+			hc := &hostClock{all: w.clocks, dev: dev, waiting: true}
+			w.clocks.clocks = append(w.clocks.clocks, hc)
+			clk, side = hc, clockedDevice{Device: dev, clk: hc}
+		}
+		cpu := NewCPU(clk, w.Rec, dev, cfg.Host)
 		if inj != nil {
 			cpu.SetFaults(inj)
 		}
 		dev.Connect(ports[i])
 		ports[i].Attach(i, dev)
 		var ctl mlx5.Control = dev
+		if cd, ok := side.(clockedDevice); ok {
+			ctl = cd
+		}
 		var srv *uverbsdev.Server
 		if cfg.UverbsControl || uverbsFromEnv {
-			ctl, srv = uverbsLoopback(dev)
+			ctl, srv = uverbsLoopback(dev, side)
 		}
 		ctx, err := provider.Open(provider.Device{Name: fmt.Sprintf("softnic%d", i), Control: ctl, MMIO: cpu, Mem: mem})
 		if err != nil {
@@ -159,15 +197,16 @@ func New(cfg Config) (*World, error) {
 // The host CPU times the provider's own work.
 var _ provider.HostWorker = (*host.CPU)(nil)
 
-// NewCPU is the host CPU in front of dev, on the same clock (eng), recorder
+// NewCPU is the host CPU in front of dev, on clock clk (the engine's, or
+// with Config.HostClocks the host's own), with the device's recorder
 // and counter set and with the same node, so that its stages and counters
 // sit with the device's; cfg's BAR layout is replaced by dev's. Give it to
 // the provider as provider.Device.MMIO (and SetFaults it the device's
 // injector: the WC-buffer hook is the CPU's).
-func NewCPU(eng *sim.Engine, rec *trace.Recorder, dev *device.Device, cfg host.Config) *host.CPU {
+func NewCPU(clk host.Clock, rec *trace.Recorder, dev *device.Device, cfg host.Config) *host.CPU {
 	b := dev.BARConfig()
 	cfg.Layout = host.Layout{FirstUAR: b.FirstUAR, NumUARs: b.NumUARs, BFRegSize: b.BFRegSize}
-	return host.New(eng, rec, dev.Counters(), dev.Identity().Node, dev.BARPort(), cfg)
+	return host.New(clk, rec, dev.Counters(), dev.Identity().Node, dev.BARPort(), cfg)
 }
 
 // Close releases host memory.

@@ -32,11 +32,11 @@ type uverbsControl struct {
 
 // uverbsLoopback opens a uverbs client context on dev, whose neighbour
 // table knows the world's addresses, and the control the provider uses.
-func uverbsLoopback(dev *device.Device) (mlx5.Control, *uverbsdev.Server) {
+func uverbsLoopback(dev *device.Device, side simSide) (mlx5.Control, *uverbsdev.Server) {
 	d := uverbsdev.NewDevice(dev)
 	d.SetNeighbour(neighbour)
 	srv := d.NewServer()
-	return uverbsControl{UverbsControl: provider.NewUverbsControl(srv), simSide: dev}, srv
+	return uverbsControl{UverbsControl: provider.NewUverbsControl(srv), simSide: side}, srv
 }
 
 // neighbour resolves the GID of a world's node to its MAC (the kernel's

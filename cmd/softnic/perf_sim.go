@@ -24,10 +24,14 @@ import (
 // reference TestPerfWatchSkipsNothing compares the skipping with).
 var sweepEveryStep = false
 
-// simClock is the engine's virtual time.
-type simClock struct{ eng *sim.Engine }
+// simClock is one host's CPU time in virtual time (testbed.World.HostNow:
+// each host its own clock, Config.HostClocks).
+type simClock struct {
+	w    *testbed.World
+	host int
+}
 
-func (c simClock) now() int64  { return int64(c.eng.Now()) }
+func (c simClock) now() int64  { return int64(c.w.HostNow(c.host)) }
 func (c simClock) beforePost() {}
 
 // perfArea is the size of each of a buffer's two areas (send, receive) for
@@ -55,6 +59,8 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 	// from the start of the simulation: connection setup and the settle
 	// after it must not run the clock to a timed rule.
 	cfg.DeferTimedFaults = true
+	// Client and server are two machines: each host its own CPU clock.
+	cfg.HostClocks = true
 	active := spec.Caps.ActiveMTU
 	if active == 0 {
 		active = 4096
@@ -123,7 +129,7 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 	pr := &perfPrinter{w: stdout, o: &o}
 	pr.header(hdr)
 
-	clk := simClock{w.Eng}
+	clks := [2]perfClock{simClock{w, 0}, simClock{w, 1}}
 	landed := func() uint64 {
 		var n uint64
 		for _, h := range w.Hosts {
@@ -164,6 +170,8 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 			if w.Eng.Now() > limit {
 				return fmt.Errorf("%w: the %v virtual-time budget (--timeout) ran out", errStuck, o.timeout)
 			}
+			// Every side waits: each spins while the engine moves on.
+			w.HostsIdle()
 			if w.Eng.Step() {
 				return nil
 			}
@@ -176,7 +184,7 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 			}
 			return nil
 		}
-		if err := perfSimSize(&o, pair, clk, size, deadline, advance, landed, bar, pr); err != nil {
+		if err := perfSimSize(&o, pair, clks, size, deadline, advance, landed, bar, pr); err != nil {
 			var lost *udLostError
 			if errors.As(err, &lost) {
 				// The client's row is printed; the run ends here, as
@@ -219,7 +227,8 @@ func perfOpcode(t perfTest, atomic provider.WROpcode) provider.WROpcode {
 // its row. landed counts the CQEs both devices have made visible
 // (bandwidth actors skip sweeps of their CQs while it stands still:
 // cqWatch).
-func perfSimSize(o *perfOpts, pair [][2]*perfEP, clk perfClock, size int, deadline int64, advance func() error, landed func() uint64, bar *progressBar, pr *perfPrinter) error {
+func perfSimSize(o *perfOpts, pair [][2]*perfEP, clks [2]perfClock, size int, deadline int64, advance func() error, landed func() uint64, bar *progressBar, pr *perfPrinter) error {
+	clk, sclk := clks[0], clks[1] // the client's host, the server's
 	t := o.test
 	iters := o.iters
 	if deadline > 0 {
@@ -235,7 +244,7 @@ func perfSimSize(o *perfOpts, pair [][2]*perfEP, clk perfClock, size int, deadli
 			clear(e.buf)
 		}
 		c := &writeLat{ep: cli, clk: clk, iters: iters, size: size, deadline: deadline, verify: o.verifyLastByte}
-		s := &writeLat{ep: srv, clk: clk, server: true, iters: iters, size: size, verify: o.verifyLastByte}
+		s := &writeLat{ep: srv, clk: sclk, server: true, iters: iters, size: size, verify: o.verifyLastByte}
 		actors, must, lat = []perfActor{s, c}, []perfActor{c, s}, func() []int64 { return c.posted }
 		if deadline > 0 {
 			must = []perfActor{c}
@@ -247,7 +256,7 @@ func perfSimSize(o *perfOpts, pair [][2]*perfEP, clk perfClock, size int, deadli
 			}
 		}
 		c := &sendLat{ep: cli, clk: clk, iters: iters, size: size, rxDepth: o.rxDepth, cqMod: o.cqMod, deadline: deadline}
-		s := &sendLat{ep: srv, clk: clk, server: true, iters: iters, size: size, rxDepth: o.rxDepth, cqMod: o.cqMod, deadline: deadline}
+		s := &sendLat{ep: srv, clk: sclk, server: true, iters: iters, size: size, rxDepth: o.rxDepth, cqMod: o.cqMod, deadline: deadline}
 		actors, must, lat = []perfActor{s, c}, []perfActor{c, s}, func() []int64 { return c.posted }
 		if deadline > 0 {
 			must = []perfActor{c}
@@ -265,7 +274,7 @@ func perfSimSize(o *perfOpts, pair [][2]*perfEP, clk perfClock, size int, deadli
 		c.watch.landed = landed
 		actors, must = []perfActor{c}, []perfActor{c}
 		if t.verb == verbSend {
-			s, err := newBWServer(seps, clk, iters, size, o.rxDepth, deadline > 0)
+			s, err := newBWServer(seps, sclk, iters, size, o.rxDepth, deadline > 0)
 			if err != nil {
 				return err
 			}
