@@ -150,14 +150,12 @@ func (x clockedDevice) Progress() bool {
 	c.wait()
 	a := c.all
 	lim := a.limit(c)
-	next := a.eng.Next()
-	if next == sim.Never {
-		return x.Device.Progress()
-	}
-	if next > lim {
+	if next := a.eng.Next(); next != sim.Never && next > lim {
 		c.now = max(c.now, lim)
 		return false
 	}
+	// The next event, or with none the device's own sweep (an RQ in ERR
+	// with WQEs posted since: flushed), which may land CQEs too.
 	ok := x.Device.Progress()
 	a.wake()
 	return ok
