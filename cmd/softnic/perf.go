@@ -141,6 +141,8 @@ type perfOpts struct {
 	noProgress bool
 	qpTimeout  int
 
+	perfExtra // perf_flags.go
+
 	// Tests only: check in write_lat that the whole message is there
 	// once its last byte is (the device wrote the last byte last).
 	verifyLastByte bool
@@ -198,6 +200,7 @@ func perfFlags(o *perfOpts, stderr io.Writer) *flag.FlagSet {
 	// --wire, --ip and the rest of the real-network flags; --faults and
 	// --profile are theirs, and in one process apply to the simulation.
 	o.net.register(fs)
+	registerPerfExtra(fs, &o.perfExtra)
 	return fs
 }
 
@@ -346,6 +349,9 @@ func (o *perfOpts) resolve() error {
 		return fmt.Errorf("-u %d out of range 0..31", o.qpTimeout)
 	}
 	if err := checkEmulatedDevice(o.dev, o.net.wire != ""); err != nil {
+		return err
+	}
+	if err := o.resolveExtra(wire); err != nil {
 		return err
 	}
 	// perftest's force_dependecies: a bandwidth test of more than 20,000

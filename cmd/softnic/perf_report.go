@@ -72,6 +72,9 @@ func newPerfHeader(o *perfOpts, mtu int, profileName, clock, role string) perfHe
 		title += o.atomic + " "
 	}
 	if t.bw {
+		if o.bidir {
+			title += "Bidirectional "
+		}
 		if o.postList > 1 {
 			title += "Post List "
 		}

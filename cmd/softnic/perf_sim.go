@@ -284,6 +284,25 @@ func perfSimSize(o *perfOpts, pair [][2]*perfEP, clks [2]perfClock, size int, de
 				must = append(must, s)
 			}
 		}
+		// -b: the server is a client too (perftest's run_iter_bw on both
+		// sides; send_bw's run_iter_bi: each side sends and receives).
+		var back *bwClient
+		if o.bidir {
+			back = newBWClient(seps, clk, op, iters, size, o.txDepth, o.postList, o.cqMod, deadline)
+			back.watch.landed = landed
+			actors, must = append(actors, back), append(must, back)
+			if t.verb == verbSend {
+				s, err := newBWServer(eps, clk, iters, size, o.rxDepth, deadline > 0)
+				if err != nil {
+					return err
+				}
+				s.watch.landed = landed
+				actors = append([]perfActor{s}, actors...)
+				if deadline == 0 {
+					must = append(must, s)
+				}
+			}
+		}
 		var lost error
 		if err := runActors(actors, must, advance, bar.ticker(c, deadline, clk)); err != nil {
 			srv := udServerShort(actors, c, err)
@@ -293,7 +312,11 @@ func perfSimSize(o *perfOpts, pair [][2]*perfEP, clks [2]perfClock, size int, de
 			lost = &udLostError{got: srv.rcnt, want: srv.iters * len(srv.eps)}
 		}
 		bar.clear()
-		pr.bw(c.stats(o.gbits, o.noPeak || deadline > 0))
+		row := c.stats(o.gbits, o.noPeak || deadline > 0)
+		if back != nil {
+			row = bidirRow(row, back.stats(o.gbits, o.noPeak || deadline > 0), t.verb == verbSend && deadline > 0)
+		}
+		pr.bw(row)
 		return lost
 	}
 	if err := runActors(actors, must, advance, bar.ticker(must[0], deadline, clk)); err != nil {
