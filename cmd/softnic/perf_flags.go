@@ -212,3 +212,41 @@ func bidirRow(local, remote bwStats, own bool) bwStats {
 	row.Local, row.Remote = &local, &remote
 	return row
 }
+
+// samples prints (or keeps, for --json) the -U and -H lists of one size.
+func (p *perfPrinter) samples(posted []int64, rtt, size int) {
+	if !p.o.histogram && !p.o.unsorted {
+		return
+	}
+	un, so := latSamples(posted, rtt)
+	if !p.o.unsorted {
+		un = nil
+	}
+	if !p.o.histogram {
+		so = nil
+	}
+	if p.o.json {
+		p.res.Samples = append(p.res.Samples, latSampleSet{Bytes: size, Unsorted: un, Sorted: so})
+		return
+	}
+	if p.o.output == "" {
+		p.heading() // perftest prints the heading before the test runs
+	}
+	writeLatSamples(p.w, un, so, p.o.output == "")
+}
+
+// latSampleSet is one size's -U/-H lists in the JSON document (µs).
+type latSampleSet struct {
+	Bytes    int       `json:"bytes"`
+	Unsorted []float64 `json:"unsorted_us,omitempty"`
+	Sorted   []float64 `json:"histogram_us,omitempty"`
+}
+
+// limitErr is -w's verdict at the end of the run: perftest's line when
+// no row reached the limit (and exit 1).
+func (p *perfPrinter) limitErr() error {
+	if p.o.limitSet && !p.bwPassed {
+		return fmt.Errorf("Error: BW result is below bw limit (-w %g)", p.o.limitBW)
+	}
+	return nil
+}

@@ -206,6 +206,8 @@ type perfResult struct {
 	Latency     []latStats    `json:"latency,omitempty"`
 	LatDuration []latDuration `json:"latency_duration,omitempty"`
 	Bandwidth   []bwStats     `json:"bandwidth,omitempty"`
+	// Samples are -U's and -H's lists, a set per size.
+	Samples []latSampleSet `json:"samples,omitempty"`
 	// Counters are the devices' non-zero counters (one process: per node).
 	Counters map[string]map[string]uint64 `json:"counters,omitempty"`
 }
@@ -217,6 +219,8 @@ type perfPrinter struct {
 	o      *perfOpts
 	res    perfResult
 	headed bool
+	// bwPassed: a bandwidth row met -w (perf_flags.go).
+	bwPassed bool
 }
 
 func (p *perfPrinter) header(h perfHeader) {
@@ -261,6 +265,8 @@ func (p *perfPrinter) latDur(s latDuration) {
 
 func (p *perfPrinter) bw(s bwStats) {
 	p.res.Bandwidth = append(p.res.Bandwidth, s)
+	// -w: perftest's is_bw_limit_passed, set by any row at the limit.
+	p.bwPassed = p.bwPassed || s.Avg >= p.o.limitBW
 	p.row("bandwidth", s.Avg, func() { writeBWRow(p.w, s, p.o.gbits) })
 }
 
@@ -282,11 +288,14 @@ func (p *perfPrinter) end() error {
 	if p.o.json {
 		enc := json.NewEncoder(p.w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(p.res)
+		if err := enc.Encode(p.res); err != nil {
+			return err
+		}
+		return p.limitErr()
 	}
 	if p.o.output == "" {
 		p.heading()
 		fmt.Fprintln(p.w, perfRule)
 	}
-	return nil
+	return p.limitErr()
 }

@@ -336,6 +336,7 @@ func perfSimSize(o *perfOpts, pair [][2]*perfEP, clks [2]perfClock, size int, de
 	if !ok {
 		return errors.New("too few iterations for the statistics")
 	}
+	pr.samples(posted, t.rttDivisor(), size)
 	pr.lat(st)
 	return nil
 }

@@ -418,6 +418,7 @@ func (s *perfWireSide) latRun(pr *perfPrinter, size int, a perfActor, posted *[]
 	if !ok {
 		return errors.New("too few iterations for the statistics")
 	}
+	pr.samples(*posted, s.o.test.rttDivisor(), size)
 	pr.lat(st)
 	return nil
 }
