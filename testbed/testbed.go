@@ -335,6 +335,9 @@ type ConnOpts struct {
 	// Channel: each side's CQs report their completion events to a
 	// completion channel of its own (Endpoint.Channel).
 	Channel bool
+	// TrafficClass is the GRH traffic class of both QPs (UD: of both
+	// AHs): on RoCEv2 the IPv4 ToS byte of every frame (default 0).
+	TrafficClass uint8
 }
 
 // Endpoint is one side of a connection.
@@ -450,7 +453,7 @@ func Connect(hosts [2]*Host, o ConnOpts) ([2]*Endpoint, error) {
 		pid := peer.Host.ID
 		return provider.ConnectAttr{
 			Peer: provider.Peer{QPN: peer.QP.QPN(), PSN: o.PSN[1-i], GID: pid.IP.As16(), MAC: pid.MAC},
-			PSN:  o.PSN[i], MTU: o.MTU, Access: o.Access, SGIDIndex: 1, HopLimit: 64,
+			PSN:  o.PSN[i], MTU: o.MTU, Access: o.Access, SGIDIndex: 1, HopLimit: 64, TrafficClass: o.TrafficClass,
 			MaxRdAtomic: uint8(o.MaxRdAtomic), MaxDestRdAtomic: uint8(o.MaxDestRdAtomic), MinRNRTimer: o.MinRNR,
 			Timeout: timeout, RetryCnt: retry, RNRRetry: o.RNRRetry,
 		}
@@ -477,7 +480,7 @@ func connectUD(eps [2]*Endpoint, o ConnOpts) error {
 	for i, e := range eps {
 		pid := eps[1-i].Host.ID
 		var err error
-		if e.AH, err = e.PD.CreateAH(provider.AHAttr{DGID: pid.IP.As16(), DMAC: pid.MAC, Port: 1, SGIDIndex: 1, HopLimit: 64}); err != nil {
+		if e.AH, err = e.PD.CreateAH(provider.AHAttr{DGID: pid.IP.As16(), DMAC: pid.MAC, Port: 1, SGIDIndex: 1, HopLimit: 64, TrafficClass: o.TrafficClass}); err != nil {
 			return err
 		}
 		if err := e.QP.Connect(provider.ConnectAttr{QKey: o.QKey, PSN: o.PSN[i]}); err != nil {

@@ -35,6 +35,70 @@ type perfEP struct {
 	ud       bool
 	maxInl   int
 	atomicOp provider.WROpcode
+	// ch is the completion channel of scq and rcq with -e (nil: the loops
+	// poll, perftest's default).
+	ch             *provider.CompChannel
+	evSend, evRecv bool // an event of scq, rcq taken from ch and not yet used (ready)
+}
+
+// ready reports whether cq has a completion to poll. Polling (the
+// default) it looks without polling (cqReady). With -e it is perftest's
+// ctx_notify_events first: the CQ's completion event taken from the
+// channel without waiting (none: not ready), acknowledged, and the CQ
+// armed again (ibv_req_notify_cq) before the poll, as perftest does —
+// then whether cq has one. The side's two CQs share the channel; an event
+// of the other CQ is kept for it (evSend, evRecv) and that CQ is armed
+// again only when its own loop takes it: armed at once, with CQEs past its
+// consumer index, it would raise the next event at once, and two loops
+// taking each other's events would never get their own.
+func (e *perfEP) ready(cq *provider.CQ) (bool, error) {
+	if e.ch == nil {
+		return cqReady(cq), nil
+	}
+	kept := &e.evSend
+	if cq == e.rcq && cq != e.scq {
+		kept = &e.evRecv
+	}
+	for !*kept {
+		ev, err := e.ch.GetCQEvent(0)
+		if errors.Is(err, provider.ErrTimeout) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("Failed to get cq_event: %w", err)
+		}
+		switch ev {
+		case e.scq:
+			e.evSend = true
+		case e.rcq:
+			e.evRecv = true
+		default:
+			return false, fmt.Errorf("get_cq_event: an event of CQ %#x, not this QP's", ev.CQN())
+		}
+	}
+	*kept = false
+	cq.AckEvents(1)
+	if err := cq.ReqNotify(false); err != nil {
+		return false, fmt.Errorf("Couldn't request CQ notification: %w", err)
+	}
+	return cqReady(cq), nil
+}
+
+// armEvents is perftest's ibv_req_notify_cq before the test: the send
+// CQ, and the receive CQ of the send tests (-e only).
+func (e *perfEP) armEvents(recv bool) error {
+	if e.ch == nil {
+		return nil
+	}
+	if err := e.scq.ReqNotify(false); err != nil {
+		return fmt.Errorf("Couldn't request CQ notification: %w", err)
+	}
+	if recv {
+		if err := e.rcq.ReqNotify(false); err != nil {
+			return fmt.Errorf("Couldn't request CQ notification: %w", err)
+		}
+	}
+	return nil
 }
 
 // perfClock is the time of the run in ps: virtual time in one process,
@@ -53,9 +117,9 @@ func cqReady(cq *provider.CQ) bool { return cq.Ready() }
 // pollReady takes one successful completion from cq if cqReady says it
 // has one: false and no error when it has none yet. test and which name
 // the CQ in an error ("write_lat", "send": "write_lat send CQ").
-func pollReady(cq *provider.CQ, test, which string) (bool, error) {
-	if !cqReady(cq) {
-		return false, nil
+func (e *perfEP) pollReady(cq *provider.CQ, test, which string) (bool, error) {
+	if ok, err := e.ready(cq); !ok {
+		return false, err
 	}
 	var wc [1]provider.WC
 	n, err := cq.Poll(wc[:])
@@ -261,7 +325,7 @@ func (a *writeLat) step() (bool, error) {
 			moved = true
 		case phWaitSendCQE:
 			if a.ccnt < a.iters {
-				if ok, err := pollReady(a.ep.scq, "write_lat", "send"); !ok {
+				if ok, err := a.ep.pollReady(a.ep.scq, "write_lat", "send"); !ok {
 					return moved, err
 				}
 				a.ccnt++
@@ -324,7 +388,7 @@ func (a *sendLat) step() (bool, error) {
 			}
 			moved = true
 		case phWaitData:
-			if ok, err := pollReady(a.ep.rcq, "send_lat", "receive"); !ok {
+			if ok, err := a.ep.pollReady(a.ep.rcq, "send_lat", "receive"); !ok {
 				return moved, err
 			}
 			a.rcnt++
@@ -363,7 +427,7 @@ func (a *sendLat) step() (bool, error) {
 			a.phase = phTop
 			moved = true
 		case phWaitSendCQE:
-			if ok, err := pollReady(a.ep.scq, "send_lat", "send"); !ok {
+			if ok, err := a.ep.pollReady(a.ep.scq, "send_lat", "send"); !ok {
 				return moved, err
 			}
 			a.phase = phTop
@@ -411,7 +475,7 @@ func (a *reqLat) step() (bool, error) {
 	moved := false
 	for {
 		if a.waiting {
-			if ok, err := pollReady(a.ep.scq, opName(a.op), "send"); !ok {
+			if ok, err := a.ep.pollReady(a.ep.scq, opName(a.op), "send"); !ok {
 				return moved, err
 			}
 			a.waiting = false
@@ -538,7 +602,13 @@ func (a *bwClient) step() (bool, error) {
 		return moved, nil
 	}
 	for i, e := range a.eps {
-		for cqReady(e.scq) {
+		for {
+			if ok, err := e.ready(e.scq); !ok || err != nil {
+				if err != nil {
+					return moved, err
+				}
+				break
+			}
 			n, err := e.scq.Poll(a.wcs)
 			if err != nil {
 				return moved, err
@@ -627,7 +697,13 @@ func (a *bwServer) step() (bool, error) {
 	moved := false
 	defer func() { a.watch.swept(moved) }()
 	for i, e := range a.eps {
-		for cqReady(e.rcq) {
+		for {
+			if ok, err := e.ready(e.rcq); !ok || err != nil {
+				if err != nil {
+					return moved, err
+				}
+				break
+			}
 			n, err := e.rcq.Poll(a.wcs)
 			if err != nil {
 				return moved, err

@@ -24,6 +24,10 @@ import (
 // reference TestPerfWatchSkipsNothing compares the skipping with).
 var sweepEveryStep = false
 
+// perfWorldHook, when set (tests only), sees the world of a one-process
+// run once it is built (to tap the wire, say).
+var perfWorldHook func(*testbed.World)
+
 // simClock is one host's CPU time in virtual time (testbed.World.HostNow:
 // each host its own clock, Config.HostClocks).
 type simClock struct {
@@ -89,6 +93,9 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer w.Close()
+	if perfWorldHook != nil {
+		perfWorldHook(w)
+	}
 
 	typ := map[string]provider.QPType{"RC": provider.QPTypeRC, "UC": provider.QPTypeUC, "UD": provider.QPTypeUD}[o.conn]
 	sq := max(o.txDepth, o.postList)
@@ -99,7 +106,7 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 	pair := make([][2]*perfEP, o.qps)
 	for q := range pair {
 		eps, err := w.ConnectRC(testbed.ConnOpts{MTU: mtu, BufSize: bufSize, SQDepth: sq, RQDepth: rq, CQDepth: sq + rq + 16,
-			MaxInline: o.inline, Type: typ, Timeout: o.qpTimeout, MaxRdAtomic: o.outs, MaxDestRdAtomic: o.outs,
+			MaxInline: o.inline, Type: typ, Timeout: o.qpTimeout, TrafficClass: uint8(o.tclass), Channel: o.events, MaxRdAtomic: o.outs, MaxDestRdAtomic: o.outs,
 			Access: provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic})
 		if err != nil {
 			return fmt.Errorf("couldn't create and connect QP %d: %w", q, err)
@@ -109,7 +116,10 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 			pair[q][i] = &perfEP{qp: e.QP, scq: e.SendCQ, rcq: e.RecvCQ, mr: e.MR, buf: e.Buf.Bytes,
 				sendOff: 0, recvOff: uint64(area), remAddr: peer.MR.Addr + uint64(area), remKey: peer.MR.RKey,
 				ah: e.AH, remQPN: peer.QP.QPN(), remQKey: peer.QKey, ud: typ == provider.QPTypeUD, maxInl: o.inline,
-				atomicOp: atomicOpcode(o.atomic)}
+				atomicOp: atomicOpcode(o.atomic), ch: e.Channel}
+			if err := pair[q][i].armEvents(o.test.verb == verbSend); err != nil {
+				return err
+			}
 		}
 	}
 	w.Settle(0)
@@ -137,7 +147,9 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 		}
 		return n
 	}
-	if sweepEveryStep {
+	if sweepEveryStep || o.events {
+		// -e: an event may land after its CQE; a sweep that found the CQE
+		// but no event must not make the next one skip it.
 		landed = nil
 	}
 	bar := newProgressBar(stderr, o.noProgress)
@@ -288,7 +300,7 @@ func perfSimSize(o *perfOpts, pair [][2]*perfEP, clks [2]perfClock, size int, de
 		// sides; send_bw's run_iter_bi: each side sends and receives).
 		var back *bwClient
 		if o.bidir {
-			back = newBWClient(seps, clk, op, iters, size, o.txDepth, o.postList, o.cqMod, deadline)
+			back = newBWClient(seps, sclk, op, iters, size, o.txDepth, o.postList, o.cqMod, deadline)
 			back.watch.landed = landed
 			actors, must = append(actors, back), append(must, back)
 			if t.verb == verbSend {

@@ -42,6 +42,7 @@ type perfWireSide struct {
 	pd    *provider.PD
 	scq   *provider.CQ
 	rcq   *provider.CQ
+	ch    *provider.CompChannel // -e
 	qp    *provider.QP
 	buf   provider.Buffer
 	mr    *provider.MR
@@ -120,11 +121,16 @@ func (s *perfWireSide) init() error {
 	if s.mr, err = s.pd.RegMR(s.buf.Addr, uint64(2*s.area), access); err != nil {
 		return fmt.Errorf("couldn't register MR: %w", err)
 	}
+	if s.o.events {
+		if s.ch, err = ctx.CreateCompChannel(); err != nil {
+			return fmt.Errorf("Couldn't create completion channel: %w", err)
+		}
+	}
 	depth := max(s.o.txDepth, s.o.postList) + s.o.rxDepth + 16
-	if s.scq, err = ctx.CreateCQ(depth); err != nil {
+	if s.scq, err = ctx.CreateCQEx(provider.CQInitAttr{Entries: depth, Channel: s.ch}); err != nil {
 		return fmt.Errorf("couldn't create CQ: %w", err)
 	}
-	if s.rcq, err = ctx.CreateCQ(s.o.rxDepth + 16); err != nil {
+	if s.rcq, err = ctx.CreateCQEx(provider.CQInitAttr{Entries: s.o.rxDepth + 16, Channel: s.ch}); err != nil {
 		return fmt.Errorf("couldn't create CQ: %w", err)
 	}
 	typ := provider.QPTypeRC
@@ -191,15 +197,15 @@ func (s *perfWireSide) connectQP() error {
 		return fmt.Errorf("failed to modify QP to RTR: %w", err)
 	}
 	a := provider.ConnectAttr{Peer: provider.Peer{QPN: s.rem.QPN, PSN: s.rem.PSN, GID: s.rem.GID, MAC: mac},
-		PSN: s.my.PSN, MTU: s.mtu, SGIDIndex: uint8(s.o.gidIdx), HopLimit: 64,
+		PSN: s.my.PSN, MTU: s.mtu, SGIDIndex: uint8(s.o.gidIdx), HopLimit: 64, TrafficClass: uint8(s.o.tclass),
 		MaxDestRdAtomic: perfOutReads, MinRNRTimer: 12,
 		Timeout: uint8(s.o.qpTimeout), RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: uint8(min(max(s.rem.OutReads, 1), perfOutReads))}
 	if err := s.qp.Connect(a); err != nil { // on from INIT, where init left it (perftest's ctx_init)
 		return err
 	}
 	s.ep = &perfEP{qp: s.qp, scq: s.scq, rcq: s.rcq, mr: s.mr, buf: s.buf.Bytes, sendOff: 0, recvOff: uint64(s.area),
-		remAddr: s.rem.VAddr, remKey: s.rem.RKey, maxInl: s.o.inline, atomicOp: atomicOpcode(s.o.atomic)}
-	return nil
+		remAddr: s.rem.VAddr, remKey: s.rem.RKey, maxInl: s.o.inline, atomicOp: atomicOpcode(s.o.atomic), ch: s.ch}
+	return s.ep.armEvents(s.o.test.verb == verbSend)
 }
 
 // advance is the scheduler's wait on a wire: one pump of the driver, and

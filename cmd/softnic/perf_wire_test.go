@@ -15,10 +15,22 @@ func TestPerfWireLoopback(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real sockets")
 	}
-	for _, test := range []string{"write_lat", "send_lat", "read_lat", "write_bw", "send_bw"} {
-		t.Run(test, func(t *testing.T) {
+	cases := []struct {
+		name, test string
+		extra      []string
+	}{
+		{"write_lat", "write_lat", nil}, {"send_lat", "send_lat", nil}, {"read_lat", "read_lat", nil},
+		{"write_bw", "write_bw", nil}, {"send_bw", "send_bw", nil},
+		// -e: both sides sleep on their completion channels.
+		{"send_lat -e", "send_lat", []string{"-e"}}, {"read_lat -e", "read_lat", []string{"-e"}},
+		{"send_bw -e", "send_bw", []string{"-e"}},
+		{"write_bw --tclass", "write_bw", []string{"--tclass", "0x68"}},
+	}
+	for _, c := range cases {
+		test := c.test
+		t.Run(c.name, func(t *testing.T) {
 			a, b, tcp := freeUDPPort(t), freeUDPPort(t), freeTCPPort(t)
-			common := []string{"perf", test, "-n", "20", "-s", "64", "-p", strconv.Itoa(tcp), "--quiet", "--timeout", "10s", "--no-progress"}
+			common := append([]string{"perf", test, "-n", "20", "-s", "64", "-p", strconv.Itoa(tcp), "--quiet", "--timeout", "10s", "--no-progress"}, c.extra...)
 			var wg sync.WaitGroup
 			var sOut, sErr bytes.Buffer
 			var sCode int
