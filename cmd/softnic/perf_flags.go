@@ -130,8 +130,6 @@ func (o *perfOpts) resolveExtra(wire bool) error {
 	case x.latGapSet && x.latGap > 0:
 		return errors.New("--latency_gap: not modelled: the sides' loops cannot wait out a delay in virtual time (no engine event ends it)")
 	// softnic's
-	case x.bidir && wire:
-		return errors.New("-b: bidirectional runs are in one process only (for now): perftest does not exchange the flag, and softnic's side of the extra barriers and report exchange of a bidirectional run is not written")
 	case x.bidir && o.all && t.verb == verbSend && o.conn == "UD":
 		return errors.New("-b: a bidirectional UD send_bw sweep is not supported (a lost datagram ends perftest's run)")
 	case (x.histogram || x.unsorted) && o.duration > 0:
@@ -249,4 +247,62 @@ func (p *perfPrinter) limitErr() error {
 		return fmt.Errorf("Error: BW result is below bw limit (-w %g)", p.o.limitBW)
 	}
 	return nil
+}
+
+// runBidir is a bidirectional bandwidth test on a wire, both sides alike
+// (perftest's write/read/atomic_bw and send_bw mains with duplex set; the
+// flag is not exchanged: both sides must be given -b). Per size:
+//   - write/read/atomic: a keys exchange (the barrier before the run),
+//     run_iter_bw, a second barrier (perftest 4.6 and later: softnic
+//     announces 6.06), the reports exchange, the summed row;
+//   - send: the receives posted, the barrier, run_iter_bi (each side
+//     sends and receives), the reports exchange, the summed row, and with
+//     -a the barrier after the size.
+//
+// Then the closing exchange. Neither side waits for the other's "client
+// done" round of a one-way run: perftest skips it when duplex.
+func (s *perfWireSide) runBidir(pr *perfPrinter, sizes []int, keys func(string) error) error {
+	o := s.o
+	t := o.test
+	for _, size := range sizes {
+		var actors []perfActor
+		cli := newBWClient([]*perfEP{s.ep}, s.clk, perfOpcode(t, s.ep.atomicOp), o.iters, size, o.txDepth, o.postList, o.cqMod, 0)
+		if t.verb == verbSend {
+			srv, err := newBWServer([]*perfEP{s.ep}, s.clk, o.iters, size, o.rxDepth, false)
+			if err != nil {
+				return err
+			}
+			actors = append(actors, srv)
+			if err := keys("receives posted"); err != nil {
+				return err
+			}
+		} else if err := keys("bidirectional start"); err != nil {
+			return err
+		}
+		actors = append(actors, cli)
+		if err := runActors(actors, actors, s.advance(actors), nil); err != nil {
+			return fmt.Errorf("%s, %d bytes: %w", t.name, size, err)
+		}
+		if t.verb != verbSend {
+			if err := keys("bidirectional end"); err != nil {
+				return err
+			}
+		}
+		mine := cli.stats(o.gbits, o.noPeak)
+		rep, err := s.pc.reports(ptReport{Size: uint64(mine.Bytes), Iters: uint64(mine.Iters), Peak: mine.Peak, Avg: mine.Avg, MsgRate: mine.MsgRate})
+		if err != nil {
+			return err
+		}
+		peer := bwStats{Bytes: int(rep.Size), Iters: int(rep.Iters), Peak: rep.Peak, Avg: rep.Avg, MsgRate: rep.MsgRate, Unit: mine.Unit}
+		pr.bw(bidirRow(mine, peer, false))
+		if t.verb == verbSend && o.all {
+			if err := keys("next size"); err != nil {
+				return err
+			}
+		}
+	}
+	if err := pr.end(); err != nil {
+		return err
+	}
+	return s.pc.close(s.my, 0)
 }

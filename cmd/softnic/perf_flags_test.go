@@ -24,7 +24,6 @@ func TestPerfFlagRefusals(t *testing.T) {
 	}{
 		{"bidir on a latency test", []string{"write_lat", "-b"}, "-b: Bidirectional is only available in BW test"},
 		{"bidir long on send_lat", []string{"send_lat", "--bidirectional"}, "Bidirectional is only available in BW test"},
-		{"bidir on a wire", []string{"write_bw", "-b", "--wire", "udp:127.0.0.1:1,127.0.0.1:2", "--ip", "192.0.2.1"}, "-b: bidirectional runs are in one process only"},
 		{"events on write_lat", []string{"write_lat", "-e"}, "-e: Events feature not available on WRITE verb"},
 		{"events on write_bw", []string{"write_bw", "--events"}, "Events feature not available on WRITE verb"},
 		{"histogram on bw", []string{"send_bw", "-H"}, "-H: Available only on Latency tests"},

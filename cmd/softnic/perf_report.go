@@ -83,13 +83,13 @@ func newPerfHeader(o *perfOpts, mtu int, profileName, clock, role string) perfHe
 		title += "Latency "
 	}
 	h.Title = title + "Test"
-	if role != "server" {
+	if role != "server" || o.bidir {
 		h.TXDepth = o.txDepth
 	}
 	if o.postList > 1 {
 		h.PostList = o.postList
 	}
-	if t.verb == verbSend && role != "client" {
+	if t.verb == verbSend && (role != "client" || o.bidir) {
 		h.RXDepth = o.rxDepth
 	}
 	if t.bw {

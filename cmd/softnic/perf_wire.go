@@ -290,6 +290,8 @@ func (s *perfWireSide) run(sizes []int) error {
 	pr.header(hdr)
 
 	switch {
+	case o.bidir:
+		return s.runBidir(pr, sizes, keys)
 	case !t.bw && t.verb == verbWrite:
 		for _, size := range sizes {
 			a := &writeLat{ep: s.ep, clk: s.clk, server: !client, iters: o.iters, size: size}

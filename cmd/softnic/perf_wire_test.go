@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -25,6 +26,10 @@ func TestPerfWireLoopback(t *testing.T) {
 		{"send_lat -e", "send_lat", []string{"-e"}}, {"read_lat -e", "read_lat", []string{"-e"}},
 		{"send_bw -e", "send_bw", []string{"-e"}},
 		{"write_bw --tclass", "write_bw", []string{"--tclass", "0x68"}},
+		// -b: both sides send; each prints the summed row.
+		{"write_bw -b", "write_bw", []string{"-b"}}, {"read_bw -b", "read_bw", []string{"-b"}},
+		{"send_bw -b", "send_bw", []string{"-b"}}, {"atomic_bw -b", "atomic_bw", []string{"-b", "-s", "8"}},
+		{"send_bw -b -a", "send_bw", []string{"-b", "-a"}},
 	}
 	for _, c := range cases {
 		test := c.test
@@ -45,13 +50,26 @@ func TestPerfWireLoopback(t *testing.T) {
 			if sCode != 0 || cCode != 0 {
 				t.Fatalf("server exit %d: %s\nclient exit %d: %s", sCode, sErr.String(), cCode, cErr.String())
 			}
+			size, n := "64", 1
+			if test == "atomic_bw" {
+				size = "8"
+			}
+			if slices.Contains(c.extra, "-a") {
+				size, n = "2", 23
+			}
 			rows := tableRows(t, cOut.String())
-			if len(rows) != 1 || rows[0][0] != "64" || rows[0][1] != "20" {
+			if len(rows) != n || rows[0][0] != size || rows[0][1] != "20" {
 				t.Errorf("client rows %q\n%s", rows, cOut.String())
 			}
 			if test != "read_lat" {
-				if rows := tableRows(t, sOut.String()); len(rows) != 1 || rows[0][0] != "64" {
-					t.Errorf("server rows %q\n%s", rows, sOut.String())
+				srows := tableRows(t, sOut.String())
+				if len(srows) != n || srows[0][0] != size {
+					t.Errorf("server rows %q\n%s", srows, sOut.String())
+				}
+				// -b: each side prints its own report plus the peer's,
+				// the same two numbers: the same row.
+				if slices.Contains(c.extra, "-b") && !slices.Equal(rows[0], srows[0]) {
+					t.Errorf("bidirectional rows differ: client %q, server %q", rows[0], srows[0])
 				}
 			}
 		})
