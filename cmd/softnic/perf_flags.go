@@ -67,7 +67,7 @@ func registerPerfExtra(fs *flag.FlagSet, o *perfExtra) {
 		})
 	}
 	b(&o.runInf, "run for ever, a row every -D seconds (refused: see the help above)", "run_infinitely")
-	fs.Func("latency_gap", "delay in µs before each post (latency tests; refused: see the help above)", func(s string) error {
+	fs.Func("latency_gap", "delay in µs before each post; each sample includes it, as perftest's (latency tests)", func(s string) error {
 		v, err := strconv.ParseInt(s, 0, 32)
 		if err != nil {
 			return errors.New("not an integer")
@@ -127,8 +127,6 @@ func (o *perfOpts) resolveExtra(wire bool) error {
 		return errors.New("--run_infinitely: timed runs (-D) are in one process only (for now)")
 	case x.cpuUtil:
 		return errors.New("--cpu_util: softnic cannot report CPU utilisation: in one process the host is a cost model with no CPU to sample, and on a wire the emulated NIC's own work would be counted as the test's")
-	case x.latGapSet && x.latGap > 0:
-		return errors.New("--latency_gap: not modelled: the sides' loops cannot wait out a delay in virtual time (no engine event ends it)")
 	// softnic's
 	case x.bidir && o.all && t.verb == verbSend && o.conn == "UD":
 		return errors.New("-b: a bidirectional UD send_bw sweep is not supported (a lost datagram ends perftest's run)")
@@ -305,4 +303,41 @@ func (s *perfWireSide) runBidir(pr *perfPrinter, sizes []int, keys func(string) 
 		return err
 	}
 	return s.pc.close(s.my, 0)
+}
+
+// postGap is --latency_gap: perftest busy-waits this long before each
+// post of a latency test, and takes the post's timestamp after the wait,
+// so every sample includes it.
+type postGap struct {
+	gap     int64 // ps; 0: none
+	until   int64 // the end of the wait under way
+	waiting bool
+}
+
+// postGap is the gap of the run's latency actors.
+func (o *perfOpts) postGap() postGap { return postGap{gap: int64(o.latGap) * 1e6} }
+
+// perfWaker is a clock that can be asked to move to a time: one process,
+// where the wait would otherwise find the engine idle (the wall clock
+// moves by itself).
+type perfWaker interface{ wakeAt(t int64) }
+
+// over reports whether the wait before the next post is over. The first
+// call starts it (and has the engine wake at its end).
+func (g *postGap) over(clk perfClock) bool {
+	if g.gap <= 0 {
+		return true
+	}
+	now := clk.now()
+	if !g.waiting {
+		g.until, g.waiting = now+g.gap, true
+		if w, ok := clk.(perfWaker); ok {
+			w.wakeAt(g.until)
+		}
+	}
+	if now < g.until {
+		return false
+	}
+	g.waiting = false
+	return true
 }

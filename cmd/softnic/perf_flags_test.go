@@ -43,7 +43,6 @@ func TestPerfFlagRefusals(t *testing.T) {
 		{"run_infinitely one process", []string{"write_bw", "--run_infinitely", "-D", "1"}, "--run_infinitely: in one process the clock is virtual"},
 		{"latency_gap on bw", []string{"write_bw", "--latency_gap", "1"}, "Latency gap feature is only for latency tests"},
 		{"latency_gap negative", []string{"write_lat", "--latency_gap", "-1"}, "must be non-negative"},
-		{"latency_gap", []string{"write_lat", "--latency_gap", "5"}, "--latency_gap: not modelled"},
 		{"cpu_util", []string{"write_bw", "--cpu_util"}, "--cpu_util: softnic cannot report CPU utilisation"},
 	}
 	for _, c := range cases {
@@ -302,6 +301,22 @@ func TestPerfLimitBW(t *testing.T) {
 			if c.code != 0 {
 				require.Contains(t, errOut, "Error: BW result is below bw limit")
 			}
+		})
+	}
+}
+
+// --latency_gap: each post waits the gap first and is timed after it, so
+// every sample is the plain one plus the gap (both sides of a ping-pong
+// wait: half of two gaps).
+func TestPerfLatencyGap(t *testing.T) {
+	for _, test := range []string{"write_lat", "send_lat", "read_lat", "atomic_lat"} {
+		t.Run(test, func(t *testing.T) {
+			plain := perfJSON(t, test, "-n", "100")
+			gap := perfJSON(t, test, "-n", "100", "--latency_gap", "7")
+			require.InDelta(t, plain.Latency[0].Typical+7, gap.Latency[0].Typical, 0.02)
+			require.InDelta(t, plain.Latency[0].Avg+7, gap.Latency[0].Avg, 0.02)
+			zero := perfJSON(t, test, "-n", "100", "--latency_gap", "0")
+			require.Equal(t, plain.Latency, zero.Latency)
 		})
 	}
 }

@@ -241,6 +241,7 @@ type writeLat struct {
 	scnt, rcnt, ccnt int
 	phase            int
 	posted           []int64
+	gap              postGap
 	verify           bool
 	verifyErr        error
 }
@@ -307,6 +308,9 @@ func (a *writeLat) step() (bool, error) {
 			moved = true
 		case phPost:
 			if a.scnt < a.iters {
+				if !a.gap.over(a.clk) {
+					return moved, nil
+				}
 				a.clk.beforePost()
 				a.posted = append(a.posted, a.clk.now())
 				a.scnt++
@@ -361,6 +365,7 @@ type sendLat struct {
 	scnt, rcnt int
 	phase      int
 	posted     []int64
+	gap        postGap
 }
 
 func (a *sendLat) done() bool {
@@ -411,6 +416,9 @@ func (a *sendLat) step() (bool, error) {
 				return true, nil
 			}
 			if a.scnt < a.iters {
+				if !a.gap.over(a.clk) {
+					return moved, nil
+				}
 				a.clk.beforePost()
 				a.posted = append(a.posted, a.clk.now())
 				a.scnt++
@@ -451,6 +459,7 @@ type reqLat struct {
 	scnt    int
 	waiting bool
 	posted  []int64
+	gap     postGap
 }
 
 func (a *reqLat) done() bool { return !a.waiting && a.scnt >= a.iters }
@@ -485,6 +494,9 @@ func (a *reqLat) step() (bool, error) {
 			a.iters = a.scnt
 		}
 		if a.scnt >= a.iters {
+			return moved, nil
+		}
+		if !a.gap.over(a.clk) {
 			return moved, nil
 		}
 		a.clk.beforePost()

@@ -38,6 +38,16 @@ type simClock struct {
 func (c simClock) now() int64  { return int64(c.w.HostNow(c.host)) }
 func (c simClock) beforePost() {}
 
+// wakeAt puts an event at t on the engine (a busy-wait's end: the host
+// spins, nothing else happens; --latency_gap).
+// The host's clock may run ahead of the engine's (Config.HostClocks): an
+// end the engine has passed already needs no event.
+func (c simClock) wakeAt(t int64) {
+	if e := c.w.Eng; sim.Time(t) > e.Now() {
+		e.At(sim.Time(t), sim.HandlerFunc(func(sim.Time) {}))
+	}
+}
+
 // perfArea is the size of each of a buffer's two areas (send, receive) for
 // messages up to maxSize: page-aligned, with room for a UD GRH.
 func perfArea(maxSize int) int { return roundUp(max(maxSize+grhArea, 64), 4096) }
@@ -255,8 +265,8 @@ func perfSimSize(o *perfOpts, pair [][2]*perfEP, clks [2]perfClock, size int, de
 		for _, e := range pair[0] {
 			clear(e.buf)
 		}
-		c := &writeLat{ep: cli, clk: clk, iters: iters, size: size, deadline: deadline, verify: o.verifyLastByte}
-		s := &writeLat{ep: srv, clk: sclk, server: true, iters: iters, size: size, verify: o.verifyLastByte}
+		c := &writeLat{gap: o.postGap(), ep: cli, clk: clk, iters: iters, size: size, deadline: deadline, verify: o.verifyLastByte}
+		s := &writeLat{gap: o.postGap(), ep: srv, clk: sclk, server: true, iters: iters, size: size, verify: o.verifyLastByte}
 		actors, must, lat = []perfActor{s, c}, []perfActor{c, s}, func() []int64 { return c.posted }
 		if deadline > 0 {
 			must = []perfActor{c}
@@ -267,14 +277,14 @@ func perfSimSize(o *perfOpts, pair [][2]*perfEP, clks [2]perfClock, size int, de
 				return err
 			}
 		}
-		c := &sendLat{ep: cli, clk: clk, iters: iters, size: size, rxDepth: o.rxDepth, cqMod: o.cqMod, deadline: deadline}
-		s := &sendLat{ep: srv, clk: sclk, server: true, iters: iters, size: size, rxDepth: o.rxDepth, cqMod: o.cqMod, deadline: deadline}
+		c := &sendLat{gap: o.postGap(), ep: cli, clk: clk, iters: iters, size: size, rxDepth: o.rxDepth, cqMod: o.cqMod, deadline: deadline}
+		s := &sendLat{gap: o.postGap(), ep: srv, clk: sclk, server: true, iters: iters, size: size, rxDepth: o.rxDepth, cqMod: o.cqMod, deadline: deadline}
 		actors, must, lat = []perfActor{s, c}, []perfActor{c, s}, func() []int64 { return c.posted }
 		if deadline > 0 {
 			must = []perfActor{c}
 		}
 	case !t.bw:
-		c := &reqLat{ep: cli, clk: clk, op: op, iters: iters, size: size, deadline: deadline}
+		c := &reqLat{gap: o.postGap(), ep: cli, clk: clk, op: op, iters: iters, size: size, deadline: deadline}
 		actors, must, lat = []perfActor{c}, []perfActor{c}, func() []int64 { return c.posted }
 	default:
 		eps := make([]*perfEP, len(pair))

@@ -294,7 +294,7 @@ func (s *perfWireSide) run(sizes []int) error {
 		return s.runBidir(pr, sizes, keys)
 	case !t.bw && t.verb == verbWrite:
 		for _, size := range sizes {
-			a := &writeLat{ep: s.ep, clk: s.clk, server: !client, iters: o.iters, size: size}
+			a := &writeLat{gap: o.postGap(), ep: s.ep, clk: s.clk, server: !client, iters: o.iters, size: size}
 			if err := s.latRun(pr, size, a, &a.posted); err != nil {
 				return err
 			}
@@ -308,7 +308,7 @@ func (s *perfWireSide) run(sizes []int) error {
 			if err := keys("receives posted"); err != nil {
 				return err
 			}
-			a := &sendLat{ep: s.ep, clk: s.clk, server: !client, iters: o.iters, size: size, rxDepth: o.rxDepth, cqMod: o.cqMod}
+			a := &sendLat{gap: o.postGap(), ep: s.ep, clk: s.clk, server: !client, iters: o.iters, size: size, rxDepth: o.rxDepth, cqMod: o.cqMod}
 			if err := s.latRun(pr, size, a, &a.posted); err != nil {
 				return err
 			}
@@ -331,7 +331,7 @@ func (s *perfWireSide) run(sizes []int) error {
 			return pr.end()
 		}
 		for _, size := range sizes {
-			a := &reqLat{ep: s.ep, clk: s.clk, op: perfOpcode(t, s.ep.atomicOp), iters: o.iters, size: size}
+			a := &reqLat{gap: o.postGap(), ep: s.ep, clk: s.clk, op: perfOpcode(t, s.ep.atomicOp), iters: o.iters, size: size}
 			if err := s.latRun(pr, size, a, &a.posted); err != nil {
 				return err
 			}

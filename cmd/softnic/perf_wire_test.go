@@ -30,6 +30,7 @@ func TestPerfWireLoopback(t *testing.T) {
 		{"write_bw -b", "write_bw", []string{"-b"}}, {"read_bw -b", "read_bw", []string{"-b"}},
 		{"send_bw -b", "send_bw", []string{"-b"}}, {"atomic_bw -b", "atomic_bw", []string{"-b", "-s", "8"}},
 		{"send_bw -b -a", "send_bw", []string{"-b", "-a"}},
+		{"write_lat --latency_gap", "write_lat", []string{"--latency_gap", "3"}},
 	}
 	for _, c := range cases {
 		test := c.test
