@@ -101,6 +101,16 @@ either side may be perftest; times are then wall-clock.
 
 Sizes and counts are decimal (0x accepted); identifiers in the tables are hex.
 
+-b (bandwidth tests) runs both directions at once; the row is the sum of
+both sides' reports, as perftest's (on a wire both sides need -b: perftest
+does not exchange it). -e sleeps on a completion channel instead of polling
+(not the write tests). -H/-U print the latency samples. --tclass sets the
+IPv4 ToS of every frame; -S is accepted and changes nothing (on RoCE the SL
+is the VLAN priority, which softnic does not model); -T is rdma_cm's, as in
+perftest. Refused, with the reason: -R/-z (rdma_cm), --cpu_util, and
+--run_infinitely (in one process the clock is virtual and the run could not
+end; timed runs on a wire are not written).
+
 Flags:
 `
 

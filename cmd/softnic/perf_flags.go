@@ -66,7 +66,7 @@ func registerPerfExtra(fs *flag.FlagSet, o *perfExtra) {
 			return nil
 		})
 	}
-	b(&o.runInf, "run for ever, a row every -D seconds (refused: see the help above)", "run_infinitely")
+	b(&o.runInf, "run for ever, a row every -D seconds (refused: in one process the clock is virtual and the run could not end; on a wire -D is not written)", "run_infinitely")
 	fs.Func("latency_gap", "delay in µs before each post; each sample includes it, as perftest's (latency tests)", func(s string) error {
 		v, err := strconv.ParseInt(s, 0, 32)
 		if err != nil {
