@@ -122,10 +122,11 @@ type bwStats struct {
 	Avg     float64 `json:"bw_average"`
 	MsgRate float64 `json:"msg_rate_mpps"`
 	Unit    string  `json:"unit"` // MiB/s (perftest's "MB/sec": 2^20 bytes) or Gb/s
-	// -b: each direction's own row (the client's sends, the server's);
-	// the row itself is their sum.
-	Local  *bwStats `json:"client_to_server,omitempty"`
-	Remote *bwStats `json:"server_to_client,omitempty"`
+	// -b: each direction's own row, this side's sends (Local; in one
+	// process the client's) and the peer's (Remote, its report); the row
+	// itself is their sum.
+	Local  *bwStats `json:"local,omitempty"`
+	Remote *bwStats `json:"remote,omitempty"`
 }
 
 // bwUnit is the divisor of a bandwidth in bytes per second.
