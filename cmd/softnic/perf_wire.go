@@ -32,7 +32,9 @@ type wallClock struct {
 func (c wallClock) now() int64  { return time.Since(c.start).Nanoseconds() * 1000 }
 func (c wallClock) beforePost() { c.rt.Sync() }
 
-// perfOutReads is what softnic announces as out_reads: its max_qp_rd_atom.
+// perfOutReads is the emulated NIC's max_qp_rd_atom, the out_reads a
+// READ or atomic test takes when --outs is not given (the header of mode 1
+// when the profile says nothing else).
 const perfOutReads = 16
 
 // perfWireSide is the state of one mode-2 run.
@@ -55,6 +57,16 @@ type perfWireSide struct {
 	clk   wallClock
 	wait  time.Duration // how long the peer's whole test may keep us waiting
 	stdio io.Writer
+	errw  io.Writer
+}
+
+// maxRdAtom is the device's max_qp_rd_atom (the most a peer's out_reads
+// may make this QP's max_rd_atomic).
+func (s *perfWireSide) maxRdAtom() uint32 {
+	if m := s.rt.Context().Attr().MaxQPRdAtomic; m > 0 {
+		return uint32(m)
+	}
+	return perfOutReads
 }
 
 func perfWire(o perfOpts, stdout, stderr io.Writer) error {
@@ -70,7 +82,7 @@ func perfWire(o perfOpts, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer rt.Close()
-	s := &perfWireSide{o: &o, rt: rt, area: area, clk: wallClock{rt: rt, start: time.Now()}, wait: 30 * o.timeout, stdio: stdout}
+	s := &perfWireSide{o: &o, rt: rt, area: area, clk: wallClock{rt: rt, start: time.Now()}, wait: 30 * o.timeout, stdio: stdout, errw: stderr}
 	if err := s.init(); err != nil {
 		return err
 	}
@@ -145,7 +157,20 @@ func (s *perfWireSide) init() error {
 	if err := s.qp.ToInit(provider.ConnectAttr{Access: access}); err != nil {
 		return err
 	}
-	s.my = ptDest{OutReads: perfOutReads, QPN: s.qp.QPN(), PSN: rand.Uint32() & 0xffffff, RKey: s.mr.RKey,
+	// perftest's out_reads: --outs fitted to the device's max_qp_rd_atom
+	// for the READ and atomic tests, 1 for the others. It is announced in
+	// the exchange and is this QP's max_dest_rd_atomic; the peer's is its
+	// max_rd_atomic (connectQP).
+	outReads := 1
+	if t := s.o.test.verb; t == verbRead || t == verbAtomic {
+		devMax := ctx.Attr().MaxQPRdAtomic
+		if devMax <= 0 {
+			devMax = perfOutReads
+		}
+		s.o.fitOuts(devMax, s.errw)
+		outReads = s.o.outs
+	}
+	s.my = ptDest{OutReads: uint32(outReads), QPN: s.qp.QPN(), PSN: rand.Uint32() & 0xffffff, RKey: s.mr.RKey,
 		VAddr: s.mr.Addr + uint64(s.area), GID: s.rt.GID(), hasGID: true}
 	return nil
 }
@@ -198,8 +223,8 @@ func (s *perfWireSide) connectQP() error {
 	}
 	a := provider.ConnectAttr{Peer: provider.Peer{QPN: s.rem.QPN, PSN: s.rem.PSN, GID: s.rem.GID, MAC: mac},
 		PSN: s.my.PSN, MTU: s.mtu, SGIDIndex: uint8(s.o.gidIdx), HopLimit: 64, TrafficClass: uint8(s.o.tclass),
-		MaxDestRdAtomic: perfOutReads, MinRNRTimer: 12,
-		Timeout: uint8(s.o.qpTimeout), RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: uint8(min(max(s.rem.OutReads, 1), perfOutReads))}
+		MaxDestRdAtomic: uint8(s.my.OutReads), MinRNRTimer: 12,
+		Timeout: uint8(s.o.qpTimeout), RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: uint8(min(max(s.rem.OutReads, 1), s.maxRdAtom()))}
 	if err := s.qp.Connect(a); err != nil { // on from INIT, where init left it (perftest's ctx_init)
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -72,6 +73,62 @@ func TestPerfWireLoopback(t *testing.T) {
 				if slices.Contains(c.extra, "-b") && !slices.Equal(rows[0], srows[0]) {
 					t.Errorf("bidirectional rows differ: client %q, server %q", rows[0], srows[0])
 				}
+			}
+		})
+	}
+}
+
+// TestPerfWireOuts: --outs applies on a real wire too (it used to be
+// mode 1 only): each side announces its --outs (fitted to the device's
+// max_qp_rd_atom, with perftest's warning above it) as out_reads in the
+// exchange, and the header says so, on both sides' address lines.
+func TestPerfWireOuts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets")
+	}
+	for _, c := range []struct {
+		name           string
+		test           string
+		server, client []string
+		sOut, cOut     string // the OUT fields announced
+		cHeader        string
+		cWarned        bool
+	}{
+		{"read_bw 4 and 2", "read_bw", []string{"--outs", "4"}, []string{"-o", "2"}, "0x04", "0x02", " Outstand reads  : 2\n", false},
+		{"read_lat above max", "read_lat", nil, []string{"--outs", "40"}, "0x10", "0x10", " Outstand reads  : 16\n", true},
+		{"read_bw default", "read_bw", nil, nil, "0x10", "0x10", " Outstand reads  : 16\n", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, b, tcp := freeUDPPort(t), freeUDPPort(t), freeTCPPort(t)
+			common := []string{"perf", c.test, "-n", "20", "-s", "64", "-p", strconv.Itoa(tcp), "--quiet", "--timeout", "10s", "--no-progress"}
+			var wg sync.WaitGroup
+			var sOut, sErr bytes.Buffer
+			var sCode int
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				args := append(append(append([]string{}, common...), c.server...), "--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", a, b), "--ip", "192.0.2.1")
+				sCode = run(args, &sOut, &sErr)
+			}()
+			var cOut, cErr bytes.Buffer
+			args := append(append(append([]string{}, common...), c.client...), "--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", b, a), "--ip", "192.0.2.2", "127.0.0.1")
+			cCode := run(args, &cOut, &cErr)
+			wg.Wait()
+			if sCode != 0 || cCode != 0 {
+				t.Fatalf("server exit %d: %s\nclient exit %d: %s", sCode, sErr.String(), cCode, cErr.String())
+			}
+			out := cOut.String()
+			if !strings.Contains(out, c.cHeader) {
+				t.Errorf("client header lacks %q:\n%s", c.cHeader, out)
+			}
+			if !strings.Contains(out, " local address: ") || !strings.Contains(out, "OUT "+c.cOut+" RKey") {
+				t.Errorf("client's local address line lacks OUT %s:\n%s", c.cOut, out)
+			}
+			if i := strings.Index(out, " remote address: "); i < 0 || !strings.Contains(out[i:], "OUT "+c.sOut+" RKey") {
+				t.Errorf("client's remote address line lacks the server's OUT %s:\n%s", c.sOut, out)
+			}
+			if got := strings.Contains(cErr.String(), "Number of outstanding reads is above max = 16"); got != c.cWarned {
+				t.Errorf("warned %v, want %v: %s", got, c.cWarned, cErr.String())
 			}
 		})
 	}
