@@ -122,8 +122,10 @@ type ppOpts struct {
 	host    string
 	socket  string // daemon mode: the softnic serve socket
 
-	// ibv_rc_pingpong's -O, -P, -c, -j and -N, refused with a reason.
-	iodp, prefetch, chk, dm, newSend bool
+	chk bool // -c: the server checks the client's marks in the received buffer (ppMark)
+
+	// ibv_rc_pingpong's -O, -P, -j and -N, refused with a reason.
+	iodp, prefetch, dm, newSend bool
 }
 
 // parsePingpongArgs parses flags and at most one host argument, which may
@@ -152,7 +154,7 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 	both("t", "ts", func(n string) { fs.BoolVar(&o.ts, n, false, "get CQE with timestamp (not supported)") })
 	both("O", "iodp", func(n string) { fs.BoolVar(&o.iodp, n, false, "use implicit on demand paging (not supported)") })
 	both("P", "prefetch", func(n string) { fs.BoolVar(&o.prefetch, n, false, "prefetch an ODP MR (not supported)") })
-	both("c", "chk", func(n string) { fs.BoolVar(&o.chk, n, false, "validate received buffer (not supported)") })
+	both("c", "chk", func(n string) { fs.BoolVar(&o.chk, n, false, "validate received buffer") })
 	both("j", "dm", func(n string) { fs.BoolVar(&o.dm, n, false, "use device memory (not supported)") })
 	both("N", "new_send", func(n string) { fs.BoolVar(&o.newSend, n, false, "use the new post send WR API (not supported)") })
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up when the peer or a completion keeps us waiting this long; the server too when no client connects in this time (softnic only)")
@@ -188,8 +190,6 @@ func (o *ppOpts) validate() error {
 		return errors.New("-t (completion timestamps) is not supported")
 	case o.iodp, o.prefetch:
 		return errors.New("-O and -P (implicit on demand paging, prefetch) are not supported")
-	case o.chk:
-		return errors.New("-c (validate received buffer) is not supported")
 	case o.dm:
 		return errors.New("-j (device memory) is not supported")
 	case o.newSend:
@@ -375,6 +375,9 @@ func doRCPingpong(o ppOpts, stdout, stderr io.Writer) error {
 
 	pp.pending = ppRecvWRID
 	if o.host != "" {
+		if o.chk {
+			ppMark(pp.buf.Bytes[:o.size])
+		}
 		if err := pp.postSend(); err != nil {
 			return fmt.Errorf("couldn't post send: %w", err)
 		}
@@ -392,7 +395,46 @@ func doRCPingpong(o ppOpts, stdout, stderr io.Writer) error {
 	bytes := int64(o.size) * int64(o.iters) * 2
 	fmt.Fprintf(stdout, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, usec/1e6, float64(bytes)*8/usec)
 	fmt.Fprintf(stdout, "%d iters in %.2f seconds = %.2f usec/iter\n", o.iters, usec/1e6, usec/float64(o.iters))
+	if o.chk && o.host == "" {
+		if bad := ppCheckMarks(pp.buf.Bytes[:o.size], stdout); bad > 0 {
+			return fmt.Errorf("-c: the received buffer is invalid in %d of %d pages", bad, (o.size+ppPage-1)/ppPage)
+		}
+	}
 	return nil
+}
+
+// ppPage is the stride of -c's marks: ibv_rc_pingpong's page_size,
+// sysconf(_SC_PAGESIZE) on its host.
+var ppPage = os.Getpagesize()
+
+// ppMark is -c on the client, before its first send: ibv_rc_pingpong
+// writes, into the first byte of each page of its buffer (which is
+// otherwise 0x7b), the page's index modulo sizeof(char), that is 0. The
+// server's buffer starts as 0x7b too, so a mark is only there when the
+// client's data reached it.
+func ppMark(buf []byte) {
+	for i := 0; i < len(buf); i += ppPage {
+		buf[i] = ppMarkOf(i)
+	}
+}
+
+// ppMarkOf is the mark of the page at offset i: i / page_size %
+// sizeof(char) as rdma-core computes it, 0 for every page.
+func ppMarkOf(i int) byte { return byte(i / ppPage % 1) }
+
+// ppCheckMarks is -c on the server, after the run: ibv_rc_pingpong's
+// "invalid data in page N" on stdout for each page whose first byte is
+// not the client's mark. It returns how many pages were invalid (unlike
+// ibv_rc_pingpong, which only prints, the command then fails).
+func ppCheckMarks(buf []byte, stdout io.Writer) int {
+	bad := 0
+	for i := 0; i < len(buf); i += ppPage {
+		if buf[i] != ppMarkOf(i) {
+			fmt.Fprintf(stdout, "invalid data in page %d\n", i/ppPage)
+			bad++
+		}
+	}
+	return bad
 }
 
 // init is pp_init_ctx: the buffer (filled with 0x7b), a local-write MR, one

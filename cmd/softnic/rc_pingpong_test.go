@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/softnic/softnic/provider"
@@ -64,7 +68,6 @@ func TestPingpongArgs(t *testing.T) {
 		"ts":        {"-t"},
 		"iodp":      {"-O"},
 		"prefetch":  {"--prefetch"},
-		"chk":       {"-c"},
 		"dm":        {"-j"},
 		"new_send":  {"--new_send"},
 		"mtu":       {"-m", "1500"},
@@ -134,5 +137,64 @@ func TestPingpongNoDeviceNamesTheWays(t *testing.T) {
 	require.NotEqual(t, 0, run([]string{"rc_pingpong", "-g", "1"}, &stdout, &stderr))
 	for _, w := range []string{"--wire", "--socket", "-d rxe0"} {
 		require.Contains(t, stderr.String(), w)
+	}
+}
+
+// TestPingpongChk: -c is ibv_rc_pingpong's --chk (it used to be refused):
+// the client marks the first byte of each page of its buffer before it
+// sends, the server checks the marks in what it received after the run
+// and prints "invalid data in page N" for each page without one (and,
+// unlike ibv_rc_pingpong, then fails). A client without -c sends its
+// unmarked 0x7b buffer, so a checking server finds every page invalid.
+func TestPingpongChk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets")
+	}
+	size := 2*ppPage + 100 // three pages, the last one partly
+	for _, c := range []struct {
+		name           string
+		server, client []string
+		sCode          int
+		invalid        []string
+	}{
+		{"both check", []string{"-c"}, []string{"--chk"}, 0, nil},
+		{"client marks only", nil, []string{"-c"}, 0, nil},
+		{"server checks an unmarked buffer", []string{"-c"}, nil, 1,
+			[]string{"invalid data in page 0\n", "invalid data in page 1\n", "invalid data in page 2\n"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, b, tcp := freeUDPPort(t), freeUDPPort(t), freeTCPPort(t)
+			common := []string{"rc_pingpong", "-g", "1", "-n", "5", "-s", strconv.Itoa(size), "-p", strconv.Itoa(tcp), "--quiet", "--timeout", "10s"}
+			var wg sync.WaitGroup
+			var sOut, sErr bytes.Buffer
+			var sCode int
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				args := append(append(append([]string{}, common...), c.server...), "--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", a, b), "--ip", "192.0.2.1")
+				sCode = run(args, &sOut, &sErr)
+			}()
+			var cOut, cErr bytes.Buffer
+			args := append(append(append([]string{}, common...), c.client...), "--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", b, a), "--ip", "192.0.2.2", "127.0.0.1")
+			cCode := run(args, &cOut, &cErr)
+			wg.Wait()
+			if cCode != 0 || sCode != c.sCode {
+				t.Fatalf("server exit %d (want %d): %s%s\nclient exit %d: %s", sCode, c.sCode, sOut.String(), sErr.String(), cCode, cErr.String())
+			}
+			if got := strings.Count(sOut.String(), "invalid data in page"); got != len(c.invalid) {
+				t.Errorf("%d invalid pages reported, want %d:\n%s", got, len(c.invalid), sOut.String())
+			}
+			for _, l := range c.invalid {
+				if !strings.Contains(sOut.String(), l) {
+					t.Errorf("server output lacks %q:\n%s", l, sOut.String())
+				}
+			}
+			if c.sCode != 0 && !strings.Contains(sErr.String(), "-c: the received buffer is invalid in 3 of 3 pages") {
+				t.Errorf("server's error: %s", sErr.String())
+			}
+			if strings.Contains(cOut.String(), "invalid data") {
+				t.Errorf("the client checked:\n%s", cOut.String())
+			}
+		})
 	}
 }
