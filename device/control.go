@@ -271,8 +271,23 @@ func (d *Device) QueryQP(qpn uint32) (mlx5.QPAttr, error) {
 	if q == nil {
 		return mlx5.QPAttr{}, cmdErr("QUERY_QP", mlx5.StatusBadResource, "QP %#x does not exist", qpn)
 	}
-	return mlx5.QPAttr{State: q.state, PathMTU: mlx5.MTUFromBytes(q.mtu), DestQPN: q.destQPN,
-		SQPSN: uint32(q.req.psn), RQPSN: uint32(q.resp.ePSN)}, nil
+	a := mlx5.QPAttr{State: q.state, PathMTU: mlx5.MTUFromBytes(q.mtu), DestQPN: q.destQPN,
+		SQPSN: uint32(q.req.psn), RQPSN: uint32(q.resp.ePSN),
+		AccessFlags: q.access & (mlx5.AccessRemoteWrite | mlx5.AccessRemoteRead | mlx5.AccessRemoteAtomic),
+		QKey:        q.qkey, Port: 1, MaxRdAtomic: q.maxRd, MaxDestRdAtomic: q.maxDestRd,
+		MinRNRTimer: q.minRNR, Timeout: q.timeout, RetryCnt: q.retryCnt, RNRRetry: q.rnrRetry, SigAll: q.sigAll}
+	// The primary path is the AV of RTR (RC and UC; a UD QP has none).
+	// A ConnectX keeps max_rd_atomic and max_dest_rd_atomic as a log2
+	// and answers the power of two at or above what was asked; this
+	// model keeps and enforces the number asked, so it answers that
+	// (an assumption that differs from silicon for a non-power of two).
+	if q.dstIP.IsValid() && q.typ != mlx5.QPTypeUD {
+		a.AV, a.HasAV = q.av, true
+	}
+	if r, ok := q.rq.(*rqRing); ok && q.srq == nil {
+		a.MaxRecvWR, a.MaxRecvSGE = r.cnt, uint32(r.stride/mlx5.DataSegSize)
+	}
+	return a, nil
 }
 
 // checkTransition checks a MODIFY_QP's attributes against the IB table the

@@ -169,13 +169,40 @@ type ModifyQPCmd struct {
 	DestQPN         uint32
 }
 
-// QPAttr is what QUERY_QP returns.
+// QPAttr is what QUERY_QP returns: the attributes a ConnectX's QUERY_QP
+// gives back (its QP context) and mlx5_ib passes on in
+// ib_uverbs_query_qp_resp. A field the QP was never given is zero.
 type QPAttr struct {
 	State   QPState
 	PathMTU MTU
 	DestQPN uint32
 	SQPSN   uint32
 	RQPSN   uint32
+
+	// AccessFlags holds the remote access bits only (Access*): the QP
+	// context keeps RRE, RWE and RAE, and mlx5_ib's
+	// to_ib_qp_access_flags turns back only those three.
+	AccessFlags     uint32
+	QKey            uint32 // UD
+	PKeyIndex       uint16
+	Port            uint8
+	AV              AV   // the primary path (RC and UC, once RTR gave it)
+	HasAV           bool // AV was given: the path is global (a GRH), is_global
+	MaxRdAtomic     uint8
+	MaxDestRdAtomic uint8
+	MinRNRTimer     uint8
+	Timeout         uint8
+	RetryCnt        uint8
+	RNRRetry        uint8
+	SigAll          bool // every send WR signalled (sq_sig_all)
+
+	// The receive queue as the QP was created with it: its WQEs and the
+	// data segments one WQE holds (stride / 16). Both are zero on an SRQ.
+	// The send side is not here: mlx5_ib answers 0 for a user QP's
+	// max_send_wr and max_send_sge (the provider owns those), and the
+	// max_inline_data it gives is the provider's business too.
+	MaxRecvWR  uint32
+	MaxRecvSGE uint32
 }
 
 // Control is the device's control plane as the provider sees it.

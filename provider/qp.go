@@ -368,6 +368,36 @@ func (qp *QP) QueryState() (QPState, error) {
 	return a.State, nil
 }
 
+// Query is ibv_query_qp: the QP's attributes as the device answers
+// QUERY_QP (the state recorded as QueryState does). AccessFlags holds the
+// remote bits only and AV is zero until RTR gave a path, as mlx5_ib
+// answers; the RQ's size is the device's, in the returned QPCap, whose
+// send side is the provider's own (libmlx5 puts back its max_send_wr,
+// max_send_sge and max_inline_data the same way).
+func (qp *QP) Query() (QPAttr, QPCap, error) {
+	if qp == nil {
+		return QPAttr{}, QPCap{}, opErr("query_qp", 0, ErrClosed)
+	}
+	if qp.dead {
+		return QPAttr{}, QPCap{}, opErr("query_qp", qp.qpn, ErrClosed)
+	}
+	a, err := qp.ctx.ctl.QueryQP(qp.qpn)
+	if err != nil {
+		return QPAttr{}, QPCap{}, opErr("query_qp", qp.qpn, err)
+	}
+	qp.state = a.State
+	qp.refreshFast()
+	c := qp.Cap()
+	c.MaxRecvWR, c.MaxRecvSGE = int(a.MaxRecvWR), int(a.MaxRecvSGE)
+	// ibv_ah_attr (and ib_uverbs_qp_dest) carries neither the MAC the
+	// device resolved nor a UDP source port: the path as the verbs see it.
+	a.AV.DMAC, a.AV.UDPSPort = [6]byte{}, 0
+	return QPAttr{QPState: a.State, CurQPState: a.State, PathMTU: a.PathMTU, DestQPN: a.DestQPN, RQPSN: a.RQPSN, SQPSN: a.SQPSN,
+		AccessFlags: Access(a.AccessFlags), PKeyIndex: a.PKeyIndex, Port: a.Port, QKey: a.QKey, AV: a.AV,
+		MaxRdAtomic: a.MaxRdAtomic, MaxDestRdAtomic: a.MaxDestRdAtomic, MinRNRTimer: a.MinRNRTimer,
+		Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry}, c, nil
+}
+
 // markDead retires the QP: every post is refused from here on, the
 // fast path's included.
 func (qp *QP) markDead() {

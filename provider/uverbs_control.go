@@ -646,7 +646,15 @@ func (u *UverbsControl) QueryQP(qpn uint32) (mlx5.QPAttr, error) {
 	if !ok {
 		return mlx5.QPAttr{}, detail(ErrNotSupported, "uverbs %s: qp_state %d", cmd, r.QPState)
 	}
-	return mlx5.QPAttr{State: st, PathMTU: r.PathMTU, DestQPN: r.DestQPNum, SQPSN: r.SQPSN, RQPSN: r.RQPSN}, nil
+	a := mlx5.QPAttr{State: st, PathMTU: r.PathMTU, DestQPN: r.DestQPNum, SQPSN: r.SQPSN, RQPSN: r.RQPSN,
+		AccessFlags: uint32(r.QPAccessFlags), QKey: r.QKey, PKeyIndex: r.PKeyIndex, Port: r.PortNum,
+		MaxRdAtomic: r.MaxRdAtomic, MaxDestRdAtomic: r.MaxDestRdAtomic, MinRNRTimer: r.MinRNRTimer,
+		Timeout: r.Timeout, RetryCnt: r.RetryCnt, RNRRetry: r.RNRRetry, SigAll: r.SQSigAll != 0,
+		MaxRecvWR: r.MaxRecvWR, MaxRecvSGE: r.MaxRecvSGE}
+	if d := r.Dest; d.IsGlobal != 0 {
+		a.AV, a.HasAV = mlx5.AV{DGID: d.DGID, SGIDIndex: d.SGIDIndex, HopLimit: d.HopLimit, TrafficClass: d.TrafficClass, FlowLabel: d.FlowLabel}, true
+	}
+	return a, nil
 }
 
 // DestroyQP is DESTROY_QP.

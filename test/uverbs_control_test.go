@@ -379,3 +379,55 @@ func TestUverbsClientDies(t *testing.T) {
 	_, err = dead.Host.Ctx.AllocPD()
 	require.ErrorIs(t, err, provider.ErrClosed)
 }
+
+// TestUverbsControlQueryQP: QP.Query (ibv_query_qp) gives back, over
+// either control plane alike, what the QP was connected with: the remote
+// access bits, the path, the RNR and retry settings, the outstanding
+// READs, the RQ's size. (QUERY_QP used to answer only the state, the MTU,
+// the destination QPN and the PSNs.)
+func TestUverbsControlQueryQP(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts testbed.ConnOpts
+	}{
+		{"RC", testbed.ConnOpts{MTU: 2048, Timeout: 17, MaxRdAtomic: 8, MaxDestRdAtomic: 4, MinRNR: 9, RQDepth: 32}},
+		{"RC on SRQ", testbed.ConnOpts{SRQ: true, RQDepth: 32}},
+		{"UD", testbed.ConnOpts{Type: provider.QPTypeUD}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bothControls(t, nil, c.opts, func(t *testing.T, w *testbed.World, eps [2]*testbed.Endpoint, log *strings.Builder) {
+				for i, e := range eps {
+					a, caps, err := e.QP.Query()
+					require.NoError(t, err)
+					fmt.Fprintf(log, "qp %d %+v %+v\n", i, a, caps)
+					require.Equal(t, provider.QPStateRTS, a.QPState)
+					require.Equal(t, uint8(1), a.Port)
+					if c.opts.Type == provider.QPTypeUD {
+						require.Equal(t, e.QKey, a.QKey)
+						require.Zero(t, a.AV.DGID, "a UD QP has no path")
+					} else {
+						peer := eps[1-i]
+						require.Equal(t, provider.AccessRemoteWrite|provider.AccessRemoteRead, a.AccessFlags, "the remote bits")
+						require.Equal(t, peer.QP.QPN(), a.DestQPN)
+						require.Equal(t, peer.Host.ID.IP.As16(), a.AV.DGID)
+						require.Equal(t, uint8(64), a.AV.HopLimit)
+						require.Equal(t, uint8(1), a.AV.SGIDIndex)
+						require.Equal(t, uint8(7), a.RetryCnt)
+						tmo, rd, dest, rnr := uint8(14), uint8(16), uint8(16), uint8(12)
+						if c.opts.Timeout != 0 {
+							tmo, rd, dest, rnr = uint8(c.opts.Timeout), uint8(c.opts.MaxRdAtomic), uint8(c.opts.MaxDestRdAtomic), c.opts.MinRNR
+						}
+						require.Equal(t, []uint8{tmo, rd, dest, rnr}, []uint8{a.Timeout, a.MaxRdAtomic, a.MaxDestRdAtomic, a.MinRNRTimer},
+							"timeout, max_rd_atomic, max_dest_rd_atomic, min_rnr_timer")
+					}
+					if c.opts.SRQ {
+						require.Zero(t, caps.MaxRecvWR, "an SRQ's QP has no RQ")
+					} else {
+						require.GreaterOrEqual(t, caps.MaxRecvWR, e.QP.Cap().MaxRecvWR, "the RQ ring holds at least what was asked")
+						require.NotZero(t, caps.MaxRecvSGE)
+					}
+				}
+			})
+		})
+	}
+}

@@ -595,3 +595,73 @@ func TestErrnoTable(t *testing.T) {
 	require.ErrorIs(t, ue, syscall.ENOMEM)
 	require.Contains(t, ue.Error(), "64 QPs in use")
 }
+
+// TestQueryQPAttributes: QUERY_QP answers every attribute of
+// ib_uverbs_query_qp_resp the QP was given, as mlx5_ib does (it used to
+// answer the state, MTU, destination QPN and PSNs only): the access flags
+// (remote bits), port, pkey index, RNR and retry settings, outstanding
+// READs, the primary path of RTR, the RQ's size and SGEs, sq_sig_all; and
+// zero for what mlx5_ib answers zero (a user QP's send caps).
+func TestQueryQPAttributes(t *testing.T) {
+	rts := func(o objsLike) uverbs.QueryQPResp {
+		return uverbs.QueryQPResp{QPState: uverbs.QPStateRTS, CurQPState: uverbs.QPStateRTS, PathMTU: uverbs.MTU1024,
+			DestQPNum: 0x123, RQPSN: 0x2000, SQPSN: 0x1000, QPAccessFlags: uverbs.AccessRemoteWrite, PortNum: 1,
+			MaxRdAtomic: 4, MaxDestRdAtomic: 4, MinRNRTimer: 12, Timeout: 14, RetryCnt: 7, RNRRetry: 7,
+			MaxRecvWR: o.recvWR, MaxRecvSGE: o.recvSGE, SQSigAll: o.sigAll,
+			Dest: uverbs.QPDest{DGID: peerIP.As16(), SGIDIndex: 1, HopLimit: 64, IsGlobal: 1, PortNum: 1}}
+	}
+	for _, c := range []struct {
+		name    string
+		srq     bool
+		sigAll  bool
+		connect bool
+		want    func(objsLike) uverbs.QueryQPResp
+	}{
+		{"RTS", false, false, true, rts},
+		{"RTS on an SRQ", true, false, true, rts},
+		{"RTS sq_sig_all", false, true, true, rts},
+		{"INIT: no path yet", false, false, false, func(o objsLike) uverbs.QueryQPResp {
+			return uverbs.QueryQPResp{QPState: uverbs.QPStateInit, CurQPState: uverbs.QPStateInit, QPAccessFlags: uverbs.AccessRemoteWrite,
+				PortNum: 1, MaxRecvWR: o.recvWR, MaxRecvSGE: o.recvSGE}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, 4<<20)
+			s := r.s
+			_, page := r.open(s)
+			pd, _ := r.allocPD(s)
+			cq, _, err := r.createCQ(s, page, uverbs.NoCompChannel)
+			require.NoError(t, err)
+			var srq uverbs.Handle
+			if c.srq {
+				srq, _ = r.createSRQ(s, pd)
+			}
+			cr, drv := r.qpReq(pd, cq, srq)
+			o := objsLike{recvWR: 64, recvSGE: 64 / 16}
+			if c.srq {
+				o.recvWR, o.recvSGE = 0, 0
+			}
+			if c.sigAll {
+				cr.SQSigAll, o.sigAll = 1, 1
+			}
+			b := r.must(s, uverbs.CmdCreateQP, &cr, &drv, uverbs.CreateQPRespSize+uverbs.MLX5CreateQPRespSize)
+			qp := decode[uverbs.CreateQPResp](t, b).QPHandle
+			if c.connect {
+				r.connect(s, qp)
+			} else {
+				// connect's INIT step, with local write too: QUERY_QP
+				// gives back the remote bits only, as mlx5_ib does.
+				require.NoError(t, r.modify(s, uverbs.ModifyQP{QPHandle: qp, AttrMask: uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags,
+					QPState: uverbs.QPStateInit, PortNum: 1, QPAccessFlags: uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite}))
+			}
+			b = r.must(s, uverbs.CmdQueryQP, &uverbs.QueryQP{Response: 1, QPHandle: qp, AttrMask: uverbs.QPAttrState}, nil, uverbs.QueryQPRespSize)
+			require.Equal(t, c.want(o), decode[uverbs.QueryQPResp](t, b))
+		})
+	}
+}
+
+// objsLike is what a TestQueryQPAttributes case expects of its QP's creation.
+type objsLike struct {
+	recvWR, recvSGE uint32
+	sigAll          uint8
+}

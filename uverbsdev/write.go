@@ -833,8 +833,25 @@ func (s *Server) queryQP(name string, m *uverbs.WriteMsg, out []byte) (int, *uve
 	if !ok {
 		st = uverbs.QPStateErr
 	}
+	// ib_uverbs_query_qp answers from ib_query_qp whatever attr_mask
+	// asks (mlx5_ib fills everything), so every field the device knows
+	// is here. What stays zero is what mlx5_ib answers zero or the model
+	// has no notion of: max_send_wr and max_send_sge (0 for a user QP;
+	// libmlx5 puts its own back), max_inline_data (the provider's, which
+	// libmlx5 puts back too; assumed 0 here), the alternate path (no APM),
+	// path_mig_state (IB_MIG_MIGRATED, 0), sq_draining (no SQD) and, on
+	// RoCE, the DLID, SL and static rate.
 	r := uverbs.QueryQPResp{QPState: st, CurQPState: st, PathMTU: a.PathMTU, DestQPNum: a.DestQPN,
-		SQPSN: a.SQPSN, RQPSN: a.RQPSN, PortNum: 1}
+		SQPSN: a.SQPSN, RQPSN: a.RQPSN, PortNum: a.Port, QKey: a.QKey, QPAccessFlags: uverbs.Access(a.AccessFlags),
+		PKeyIndex: a.PKeyIndex, MaxRdAtomic: a.MaxRdAtomic, MaxDestRdAtomic: a.MaxDestRdAtomic, MinRNRTimer: a.MinRNRTimer,
+		Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry, MaxRecvWR: a.MaxRecvWR, MaxRecvSGE: a.MaxRecvSGE}
+	if a.SigAll {
+		r.SQSigAll = 1
+	}
+	if a.HasAV {
+		r.Dest = uverbs.QPDest{DGID: a.AV.DGID, FlowLabel: a.AV.FlowLabel, SGIDIndex: a.AV.SGIDIndex, HopLimit: a.AV.HopLimit,
+			TrafficClass: a.AV.TrafficClass, IsGlobal: 1, PortNum: a.Port}
+	}
 	return reply(out, &r, nil)
 }
 
