@@ -48,6 +48,12 @@ func runDevinfo(args []string, stdout, stderr io.Writer) int {
 	if !noArgs("devinfo", pos, stderr) {
 		return 2
 	}
+	if port <= 0 && (flagGiven(fs, "i") || flagGiven(fs, "ib-port")) {
+		// ibv_devinfo refuses -i 0 (its ports count from 1) with its
+		// usage; 0 is only the default, every port.
+		fmt.Fprintf(stderr, "softnic devinfo: -i %d: ports count from 1\n", port)
+		return 2
+	}
 	p, err := profile.Load(*prof)
 	if err != nil {
 		fmt.Fprintln(stderr, "softnic devinfo:", err)

@@ -73,10 +73,10 @@ func (o *netOpts) register(fs *flag.FlagSet) {
 // memory the command's buffers need (rings and doorbells come on top).
 func openRealNet(o netOpts, memNeed int, stderr io.Writer) (*wallclock.Net, error) {
 	if o.wire == "" {
-		return nil, errors.New("--wire is required (udp:LISTEN,PEER or tap:NAME)")
+		return nil, usageError{errors.New("--wire is required (udp:LISTEN,PEER or tap:NAME)")}
 	}
 	if _, err := wire.ParseWireSpec(o.wire); err != nil {
-		return nil, err
+		return nil, usageError{err}
 	}
 	cfg, err := o.config(memNeed, stderr)
 	if err != nil {
@@ -90,21 +90,21 @@ func openRealNet(o netOpts, memNeed int, stderr io.Writer) (*wallclock.Net, erro
 func (o *netOpts) config(memNeed int, stderr io.Writer) (wallclock.Config, error) {
 	ip, mac, err := o.identity()
 	if err != nil {
-		return wallclock.Config{}, err
+		return wallclock.Config{}, usageError{err}
 	}
 	plan, err := loadFaults(o.faults)
 	if err != nil {
 		return wallclock.Config{}, err
 	}
 	if o.lead < 0 {
-		return wallclock.Config{}, fmt.Errorf("--lead %v is negative", o.lead)
+		return wallclock.Config{}, usageError{fmt.Errorf("--lead %v is negative", o.lead)}
 	}
 	memSize := o.memSize
 	if memSize == 0 {
 		memSize = memNeed + 16<<20
 	}
 	if memSize < memNeed {
-		return wallclock.Config{}, fmt.Errorf("--mem %d is smaller than the %d bytes the buffers need", memSize, memNeed)
+		return wallclock.Config{}, usageError{fmt.Errorf("--mem %d is smaller than the %d bytes the buffers need", memSize, memNeed)}
 	}
 	prof, err := profile.Load(o.profile)
 	if err != nil {

@@ -63,6 +63,11 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 	}
 	if o.test.verb == verbRead || o.test.verb == verbAtomic {
 		o.fitOuts(spec.Caps.MaxRdAtom, stderr)
+	} else {
+		// perftest's out_reads is 1 for the send and write tests,
+		// whatever --outs says; the QPs keep the testbed's default
+		// (no READ or atomic is posted, so it changes nothing).
+		o.outs = 0
 	}
 	cfg := testbed.DefaultConfig()
 	cfg.Device, cfg.Host, cfg.Wire = spec, prof.Host(), prof.Wire

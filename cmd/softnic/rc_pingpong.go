@@ -229,10 +229,13 @@ func runRCPingpong(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := o.validate(); err != nil {
 		fmt.Fprintln(stderr, "softnic rc_pingpong:", err)
-		return 1
+		return 2 // a usage error, as a bad flag
 	}
 	if err := doRCPingpong(o, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "softnic rc_pingpong:", err)
+		if errors.As(err, new(usageError)) {
+			return 2
+		}
 		return 1
 	}
 	return 0
@@ -320,13 +323,13 @@ func openPPRuntime(o ppOpts, stderr io.Writer) (ppRuntime, error) {
 	if kernelDevice(o.ibDev) && o.net.wire == "" {
 		// rxe0, mlx5_0: a kernel device, through /dev/infiniband.
 		if o.socket != "" {
-			return nil, fmt.Errorf("-d %s is a kernel device; --socket attaches to a softnic serve device (softnic<n>)", o.ibDev)
+			return nil, usageError{fmt.Errorf("-d %s is a kernel device; --socket attaches to a softnic serve device (softnic<n>)", o.ibDev)}
 		}
 		return openKernelNet(o.ibDev, o.gidIdx, o.size+(1<<20))
 	}
 	if o.socket == "" {
 		if o.net.wire == "" {
-			return nil, fmt.Errorf("no device: give --wire SPEC --ip A.B.C.D (udp:LISTEN,PEER or tap:NAME), -d softnicN --socket PATH (or $%s) for a device of softnic serve, or -d rxe0 for a kernel device", provider.SocketEnv)
+			return nil, usageError{fmt.Errorf("no device: give --wire SPEC --ip A.B.C.D (udp:LISTEN,PEER or tap:NAME), -d softnicN --socket PATH (or $%s) for a device of softnic serve, or -d rxe0 for a kernel device", provider.SocketEnv)}
 		}
 		return openRealNet(o.net, o.size+(1<<20), stderr)
 	}

@@ -86,7 +86,7 @@ func TestPingpongArgs(t *testing.T) {
 		})
 	}
 	var stderr bytes.Buffer
-	require.Equal(t, 1, runRCPingpong([]string{"-o"}, &bytes.Buffer{}, &stderr))
+	require.Equal(t, 2, runRCPingpong([]string{"-o"}, &bytes.Buffer{}, &stderr))
 	require.Contains(t, stderr.String(), "not supported")
 }
 

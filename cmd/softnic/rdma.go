@@ -147,6 +147,9 @@ func runRDMA(args []string, stdout, stderr io.Writer) int {
 	if err := doRDMA(o, os.Stdin, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "softnic rdma:", err)
 		fmt.Fprintln(stdout, "ERR fatal:", err)
+		if errors.As(err, new(usageError)) {
+			return 2 // a bad flag value, found before the NIC started
+		}
 		return 1
 	}
 	return 0
@@ -365,7 +368,7 @@ func (o *rdmaOpts) validate() error {
 
 func doRDMA(o rdmaOpts, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := o.validate(); err != nil {
-		return err
+		return usageError{err}
 	}
 	var psn uint32
 	if o.psn != "" {

@@ -112,6 +112,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg.Wires = append(cfg.Wires, sw)
 	}
+	if devices < len(wires) && flagGiven(fs, "devices") {
+		fmt.Fprintf(stderr, "softnic serve: --devices %d but %d --wire: each wire puts one device on it\n", devices, len(wires))
+		return 2
+	}
 	if devices < len(wires) {
 		cfg.Devices = len(wires)
 		devices = len(wires)

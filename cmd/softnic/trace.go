@@ -399,6 +399,9 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	if ud && o.size > o.mtu {
 		return usageError{fmt.Errorf("--size %d: a UD SEND is one packet, at most the MTU (--mtu %d)", o.size, o.mtu)}
 	}
+	if o.inline && wrOp == provider.WRRDMARead {
+		return usageError{fmt.Errorf("--inline: an RDMA READ carries no inline data (only SEND and RDMA WRITE do)")}
+	}
 	if err := checkWalkSize(o); err != nil {
 		return usageError{err}
 	}
@@ -523,6 +526,9 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		treq, trsp = &traceEP{Endpoint: eps[0]}, &traceEP{Endpoint: eps[1]}
 	}
 	req, rsp := treq.Endpoint, trsp.Endpoint
+	if m := req.QP.Cap().MaxInline; o.inline && o.size > m {
+		return usageError{fmt.Errorf("--inline --size %d: the QP's max inline data is %d bytes", o.size, m)}
+	}
 	fill(req.Buf.Bytes[:o.size*o.batch], 1)
 	fill(rsp.Buf.Bytes[:slot*o.batch], 101)
 	consumesRecv := wrOp == provider.WRSend || wrOp == provider.WRSendImm || wrOp == provider.WRRDMAWriteImm

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestUsageErrorsExit2: a bad flag value or a combination that cannot
+// run is a usage error, found before anything runs: a one-line error on
+// stderr that names the flag, exit 2; never a run that fails later with
+// the provider's or the device's refusal (exit 1), and never a daemon that
+// starts with another configuration than the one asked for.
+func TestUsageErrorsExit2(t *testing.T) {
+	t.Setenv("SOFTNIC_SOCKET", "")
+	sock := filepath.Join(t.TempDir(), "s")
+	wire := "udp:127.0.0.1:1,127.0.0.1:2"
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		err  string // on stderr
+	}{
+		{"trace --inline on a READ", []string{"trace", "--op", "read", "--inline"}, 2, "--inline: an RDMA READ carries no inline data"},
+		{"trace --inline larger than the QP takes", []string{"trace", "--inline", "--size", "513"}, 2, "--inline --size 513: the QP's max inline data is 512 bytes"},
+		{"trace --inline UD larger than the QP takes", []string{"trace", "--op", "ud_send", "--inline", "--size", "600"}, 2, "--inline --size 600"},
+		{"trace --inline at the QP's limit", []string{"trace", "--inline", "--size", "512"}, 0, ""},
+		{"devinfo -i 0", []string{"devinfo", "-i", "0"}, 2, "-i 0: ports count from 1"},
+		{"devinfo --ib-port 0", []string{"devinfo", "--ib-port", "0"}, 2, "-i 0"},
+		{"devinfo -i 1", []string{"devinfo", "-i", "1"}, 0, ""},
+		{"serve --devices below the wires", []string{"serve", "--socket", sock, "--devices", "1", "--wire", wire, "--wire", "udp:127.0.0.1:3,127.0.0.1:4"}, 2, "--devices 1 but 2 --wire"},
+		{"perf write_lat --outs out of any range", []string{"perf", "write_lat", "-n", "5", "--outs", "99999999999"}, 0, ""},
+		{"perf send_bw -o 300", []string{"perf", "send_bw", "-n", "5", "-o", "300"}, 0, ""},
+		{"rc_pingpong -s 0", []string{"rc_pingpong", "--wire", wire, "--ip", "192.0.2.1", "-s", "0"}, 2, "-s 0 out of range"},
+		{"rc_pingpong -o", []string{"rc_pingpong", "--wire", wire, "--ip", "192.0.2.1", "-o"}, 2, "-o (on demand paging) is not supported"},
+		{"rc_pingpong without a device", []string{"rc_pingpong", "-g", "1"}, 2, "no device: give --wire"},
+		{"rdma --mtu 1500", []string{"rdma", "--wire", wire, "--ip", "192.0.2.1", "--mtu", "1500"}, 2, "--mtu 1500 is not one of"},
+		{"rdma without --wire", []string{"rdma"}, 2, "--wire is required"},
+		{"rdma bad --wire", []string{"rdma", "--wire", "udp:x", "--ip", "192.0.2.1"}, 2, "udp needs LISTEN,PEER"},
+		{"rdma bad --ip", []string{"rdma", "--wire", wire, "--ip", "1.2.3"}, 2, `--ip "1.2.3"`},
+		{"rdma negative --lead", []string{"rdma", "--wire", wire, "--ip", "192.0.2.1", "--lead", "-5s"}, 2, "--lead -5s is negative"},
+		{"rc_pingpong bad --wire", []string{"rc_pingpong", "--wire", "nope", "--ip", "192.0.2.1", "-g", "1"}, 2, `bad wire spec: "nope"`},
+		{"perf --wire without --ip", []string{"perf", "write_lat", "--wire", wire}, 2, "--ip"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			done := make(chan int, 1)
+			go func() { done <- run(c.args, &stdout, &stderr) }()
+			var code int
+			select {
+			case code = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%q still running after 20 s", c.args)
+			}
+			if code != c.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, c.code, stderr.String())
+			}
+			if c.err != "" && !strings.Contains(stderr.String(), c.err) {
+				t.Errorf("stderr lacks %q:\n%s", c.err, stderr.String())
+			}
+			if strings.Contains(stderr.String(), "goroutine ") || strings.Contains(stderr.String(), "panic") {
+				t.Errorf("a panic:\n%s", stderr.String())
+			}
+		})
+	}
+}
