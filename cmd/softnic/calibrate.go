@@ -29,7 +29,7 @@ Flags:
 func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
 	out := fs.String("o", "-", "output file (- is stdout), e.g. docs/calibration.md")
-	pos, code, ok := parseCommand(fs, calibrateHelp, args, stderr)
+	pos, code, ok := parseCommand(fs, calibrateHelp, args, stdout, stderr)
 	if !ok {
 		return code
 	}

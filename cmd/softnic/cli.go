@@ -14,21 +14,62 @@ import (
 // parseCommand parses args with fs, flags anywhere among the positional
 // arguments, with help (then the flag defaults) as the usage text. It
 // returns the positional arguments, or ok false and the exit status: 0
-// for --help, 2 for a bad flag.
-func parseCommand(fs *flag.FlagSet, help string, args []string, stderr io.Writer) (pos []string, code int, ok bool) {
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, help)
-		fs.PrintDefaults()
-	}
+// for --help (the usage on stdout), 2 for a bad flag (one line on stderr,
+// flagFailed).
+func parseCommand(fs *flag.FlagSet, help string, args []string, stdout, stderr io.Writer) (pos []string, code int, ok bool) {
+	quietFlags(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, 0, false
-		}
-		return nil, 2, false
+		return nil, flagFailed(fs, help, err, stdout, stderr), false
 	}
 	return pos, 0, true
+}
+
+// quietFlags makes the flag package print nothing of its own (not the
+// error, not the usage after it, not the usage on -h): flagFailed
+// reports both cases. A command that refuses its positional arguments
+// prints the usage to stderr itself (printUsage).
+func quietFlags(fs *flag.FlagSet) {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+}
+
+// printUsage writes help and fs's flags with their defaults to w.
+func printUsage(fs *flag.FlagSet, help string, w io.Writer) {
+	fmt.Fprint(w, help)
+	out := fs.Output()
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+}
+
+// helpError is flag.ErrHelp from a parser that returns its error to
+// the command: it carries what prints the usage (on stdout).
+type helpError struct{ usage func(w io.Writer) }
+
+func (helpError) Error() string { return flag.ErrHelp.Error() }
+func (helpError) Unwrap() error { return flag.ErrHelp }
+
+// asHelp turns flag.ErrHelp from fs into a helpError that prints help and
+// fs's flags; any other error is returned as it is.
+func asHelp(fs *flag.FlagSet, help string, err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return helpError{func(w io.Writer) { printUsage(fs, help, w) }}
+	}
+	return err
+}
+
+// flagFailed ends a command whose flags did not parse (docs/cli.md):
+// --help or -h prints the usage on stdout, exit 0; a bad flag is one
+// line on stderr that names it ("softnic perf: invalid value "-1" for
+// flag -s: ..."), exit 2, without the usage after it.
+func flagFailed(fs *flag.FlagSet, help string, err error, stdout, stderr io.Writer) int {
+	if errors.Is(err, flag.ErrHelp) {
+		printUsage(fs, help, stdout)
+		return 0
+	}
+	fmt.Fprintf(stderr, "softnic %s: %v\n", fs.Name(), err)
+	return 2
 }
 
 // noArgs refuses positional arguments for a command that takes none.

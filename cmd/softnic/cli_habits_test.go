@@ -155,10 +155,10 @@ func TestVersionAndHelp(t *testing.T) {
 				require.Regexp(t, `^softnic (devel( [0-9a-f]+(-dirty)?)?|v\S+)\n$`, stdout.String())
 				return
 			}
-			// Usage on stderr, the top level's as every command's
-			// (softnic --help printed it on stdout).
-			require.Empty(t, stdout.String(), "usage goes to stderr")
-			require.Contains(t, strings.ToLower(stderr.String()), "usage")
+			// Asked-for usage is the output: on stdout, the top
+			// level's as every command's (it used to go to stderr).
+			require.Empty(t, stderr.String(), "usage goes to stdout")
+			require.Contains(t, strings.ToLower(stdout.String()), "usage")
 		})
 	}
 	for name := range commands {
@@ -168,8 +168,12 @@ func TestVersionAndHelp(t *testing.T) {
 		for _, h := range []string{"--help", "-h"} {
 			var stdout, stderr bytes.Buffer
 			require.Equal(t, 0, run([]string{name, h}, &stdout, &stderr), "%s %s: %s", name, h, stderr.String())
-			require.Empty(t, stdout.String(), "%s %s: usage goes to stderr", name, h)
-			require.Contains(t, strings.ToLower(stderr.String()), "usage", "%s %s", name, h)
+			require.Empty(t, stderr.String(), "%s %s: usage goes to stdout", name, h)
+			require.Contains(t, strings.ToLower(stdout.String()), "usage", "%s %s", name, h)
+			// softnic help CMD is CMD --help.
+			var hout, herr bytes.Buffer
+			require.Equal(t, 0, run([]string{"help", name}, &hout, &herr), "help %s: %s", name, herr.String())
+			require.Equal(t, stdout.String(), hout.String(), "help %s", name)
 		}
 	}
 	// No command at all is bad usage: the usage on stderr, exit 2.
@@ -189,22 +193,22 @@ func TestHelpNamesTheArguments(t *testing.T) {
 		}
 		var stdout, stderr bytes.Buffer
 		require.Equal(t, 0, run([]string{name, "--help"}, &stdout, &stderr))
-		head := strings.Join(strings.SplitN(stderr.String(), "\n", 3)[:2], "\n")
+		head := strings.Join(strings.SplitN(stdout.String(), "\n", 3)[:2], "\n")
 		require.Regexp(t, `^usage:`, head, "%s --help", name)
 		require.Contains(t, head, "softnic "+name, "%s --help", name)
 	}
 	var stdout, stderr bytes.Buffer
 	run([]string{"trace", "--help"}, &stdout, &stderr)
-	require.Contains(t, stderr.String(), "softnic trace [OP]")
-	stderr.Reset()
+	require.Contains(t, stdout.String(), "softnic trace [OP]")
+	stdout.Reset()
 	run([]string{"view", "--help"}, &stdout, &stderr)
-	require.Contains(t, stderr.String(), "softnic view WALK.json")
+	require.Contains(t, stdout.String(), "softnic view WALK.json")
 	// The top level's list: one column of names, one of summaries.
-	stderr.Reset()
+	stdout.Reset()
 	run([]string{"--help"}, &stdout, &stderr)
 	col := -1
 	for name, c := range commands {
-		line := regexp.MustCompile(`(?m)^  ` + name + ` +` + regexp.QuoteMeta(c.summary) + `$`).FindString(stderr.String())
+		line := regexp.MustCompile(`(?m)^  ` + name + ` +` + regexp.QuoteMeta(c.summary) + `$`).FindString(stdout.String())
 		require.NotEmpty(t, line, "%s in softnic --help", name)
 		at := strings.Index(line, c.summary)
 		require.Greater(t, at, len("  "+name+" "), "%s: the summary needs a space of its own", name)

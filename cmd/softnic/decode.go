@@ -67,15 +67,17 @@ type decodeSummary struct {
 // the Ethernet header): decode does not read it, and says so.
 const etherTypeRoCEv1 = 0x8915
 
+const decodeHelp = "usage: softnic decode [--json] FILE   (FILE: pcap or pcapng; - for stdin)\n"
+
 func runDecode(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
 	jsonOut := fs.Bool("json", false, "print one JSON object per frame")
-	pos, code, ok := parseCommand(fs, "usage: softnic decode [--json] FILE   (FILE: pcap or pcapng; - for stdin)\n", args, stderr)
+	pos, code, ok := parseCommand(fs, decodeHelp, args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	if len(pos) != 1 {
-		fs.Usage()
+		printUsage(fs, decodeHelp, stderr)
 		return 2
 	}
 	var in io.Reader = os.Stdin

@@ -41,7 +41,7 @@ func runDevinfo(args []string, stdout, stderr io.Writer) int {
 	list := fs.Bool("l", false, "only list the device names")
 	fs.BoolVar(list, "list", false, "same as -l")
 	prof := fs.String("profile", "", "device profile: a name (see softnic profiles) or a JSON file (default "+profile.DefaultName+")")
-	pos, code, ok := parseCommand(fs, devinfoHelp, args, stderr)
+	pos, code, ok := parseCommand(fs, devinfoHelp, args, stdout, stderr)
 	if !ok {
 		return code
 	}

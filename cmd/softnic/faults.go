@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,17 +27,10 @@ Flags:
 
 func runFaults(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("faults", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	explain := fs.Bool("explain", false, "print the plan in words")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, faultsHelp)
-		fs.PrintDefaults()
-	}
+	quietFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return flagFailed(fs, faultsHelp, err, stdout, stderr)
 	}
 	// Go's flag package stops at the first argument: accept the flag after
 	// the file too (softnic faults FILE --explain).
@@ -47,7 +39,7 @@ func runFaults(args []string, stdout, stderr io.Writer) int {
 		*explain, rest = true, rest[:1]
 	}
 	if len(rest) != 1 {
-		fs.Usage()
+		printUsage(fs, faultsHelp, stderr)
 		return 2
 	}
 	p, err := fault.Load(rest[0])

@@ -54,7 +54,7 @@ func TestFaultsCommand(t *testing.T) {
 		{name: "explain after the file", args: []string{good, "--explain"}, code: 0, stdout: []string{"rule 0: wire.tx: drop"}},
 		{name: "check only", args: []string{two}, code: 0, stdout: []string{"valid fault plan, seed 3, 2 rules"}},
 		{name: "check only, one rule", args: []string{good}, code: 0, stdout: []string{"valid fault plan, seed 7, 1 rule\n"}},
-		{name: "help", args: []string{"--help"}, code: 0, stderr: []string{"usage: softnic faults", "-explain"}, wantNoText: true},
+		{name: "help", args: []string{"--help"}, code: 0, stdout: []string{"usage: softnic faults", "-explain"}},
 		{name: "unknown point", args: []string{"--explain", badPoint}, code: 1, stderr: []string{"softnic faults:", "wire.sideways"}, wantNoText: true},
 		{name: "misspelt trigger", args: []string{"--explain", badField}, code: 1, stderr: []string{"softnic faults:", "nht"}, wantNoText: true},
 		{name: "nth 0", args: []string{"--explain", nthZero}, code: 1, stderr: []string{"softnic faults:", "rule 0: nth 0: want nth >= 1"}, wantNoText: true},
@@ -65,7 +65,7 @@ func TestFaultsCommand(t *testing.T) {
 			stderr: []string{"softnic faults:", "nope.json"}, wantNoText: true},
 		{name: "no file", args: []string{"--explain"}, code: 2, stderr: []string{"usage: softnic faults"}, wantNoText: true},
 		{name: "two files", args: []string{good, two}, code: 2, stderr: []string{"usage: softnic faults"}, wantNoText: true},
-		{name: "unknown flag", args: []string{"--nope", good}, code: 2, wantNoText: true},
+		{name: "unknown flag", args: []string{"--nope", good}, code: 2, stderr: []string{"softnic faults: flag provided but not defined: -nope\n"}, wantNoText: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

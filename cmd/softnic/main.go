@@ -163,13 +163,20 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version" || args[0] == "-V") {
 		return runVersion(nil, stdout, stderr)
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		// Usage goes to stderr, as every command's --help does
-		// (docs/cli.md): stdout stays the command's output.
+	if len(args) == 0 {
+		// No command is bad usage: the usage on stderr, exit 2.
 		usage(stderr)
-		if len(args) == 0 {
-			return 2
+		return 2
+	}
+	if len(args) == 2 && args[0] == "help" {
+		if c, ok := commands[args[1]]; ok {
+			return c.run([]string{"--help"}, stdout, stderr) // softnic help perf
 		}
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		// Asked-for help is the command's output: on stdout, exit 0, as
+		// every command's --help (docs/cli.md).
+		usage(stdout)
 		return 0
 	}
 	c, ok := commands[args[0]]

@@ -219,13 +219,10 @@ func perfFlags(o *perfOpts, stderr io.Writer) *flag.FlagSet {
 func parsePerfArgs(args []string, stderr io.Writer) (perfOpts, error) {
 	var o perfOpts
 	fs := perfFlags(&o, stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, perfHelp)
-		fs.PrintDefaults()
-	}
+	quietFlags(fs)
 	words, err := parseInterspersed(fs, args)
 	if err != nil {
-		return o, err
+		return o, asHelp(fs, perfHelp, err)
 	}
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
@@ -453,7 +450,9 @@ const peakOffWarning = " WARNING: BW peak won't be measured in this run."
 func runPerf(args []string, stdout, stderr io.Writer) int {
 	o, err := parsePerfArgs(args, stderr)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		var h helpError
+		if errors.As(err, &h) {
+			h.usage(stdout)
 			return 0
 		}
 		fmt.Fprintln(stderr, "softnic perf:", err)

@@ -30,7 +30,7 @@ Flags:
 func runProfiles(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("profiles", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, code, ok := parseCommand(fs, profilesHelp, args, stderr)
+	pos, code, ok := parseCommand(fs, profilesHelp, args, stdout, stderr)
 	if !ok {
 		return code
 	}
@@ -45,7 +45,7 @@ func runProfiles(args []string, stdout, stderr io.Writer) int {
 		}
 		return showProfile(stdout, p, *asJSON)
 	default:
-		fs.Usage()
+		printUsage(fs, profilesHelp, stderr)
 		return 2
 	}
 }

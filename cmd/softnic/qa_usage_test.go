@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,52 @@ func TestUsageErrorsExit2(t *testing.T) {
 			}
 			if strings.Contains(stderr.String(), "goroutine ") || strings.Contains(stderr.String(), "panic") {
 				t.Errorf("a panic:\n%s", stderr.String())
+			}
+		})
+	}
+}
+
+// TestBadFlagIsOneLine: a flag the command does not have, or a bad value,
+// is one line on stderr naming it, exit 2, nothing on stdout (the flag
+// package used to print its own line and then the whole usage, over a
+// hundred lines for perf; perf, rc_pingpong and rdma then said it again).
+func TestBadFlagIsOneLine(t *testing.T) {
+	for name := range commands {
+		if name == "version" {
+			continue // takes no flags: any argument is unexpected
+		}
+		t.Run(name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			require := func(cond bool, what string) {
+				t.Helper()
+				if !cond {
+					t.Fatalf("%s: stdout %q stderr %q", what, stdout.String(), stderr.String())
+				}
+			}
+			code := run([]string{name, "--no-such-flag"}, &stdout, &stderr)
+			require(code == 2, "exit "+strconv.Itoa(code))
+			require(stderr.String() == "softnic "+name+": flag provided but not defined: -no-such-flag\n", "one line naming the flag")
+			require(stdout.Len() == 0, "nothing on stdout")
+		})
+	}
+	for _, c := range []struct {
+		args []string
+		line string
+	}{
+		{[]string{"perf", "write_lat", "-s", "-1"}, `softnic perf: invalid value "-1" for flag -s: "-1" is not a 63-bit decimal number`},
+		{[]string{"trace", "--size", "x"}, `softnic trace: invalid value "x" for flag -size: "x" is not a 63-bit decimal number`},
+		{[]string{"rc_pingpong", "-n", "0x"}, `softnic rc_pingpong: invalid value "0x" for flag -n:`},
+		{[]string{"rdma", "--mtu", "-5"}, `softnic rdma: invalid value "-5" for flag -mtu:`},
+		{[]string{"stat", "-n", "99999999999999999999"}, `softnic stat: invalid value "99999999999999999999" for flag -n: "99999999999999999999" does not fit in 63 bits`},
+		{[]string{"serve", "--devices", "two"}, `softnic serve: invalid value "two" for flag -devices:`},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(c.args, &stdout, &stderr); code != 2 {
+				t.Fatalf("exit %d, want 2: %s", code, stderr.String())
+			}
+			if strings.Count(stderr.String(), "\n") != 1 || !strings.HasPrefix(stderr.String(), c.line) {
+				t.Errorf("stderr %q, want one line starting %q", stderr.String(), c.line)
 			}
 		})
 	}

@@ -158,19 +158,15 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 	both("j", "dm", func(n string) { fs.BoolVar(&o.dm, n, false, "use device memory (not supported)") })
 	both("N", "new_send", func(n string) { fs.BoolVar(&o.newSend, n, false, "use the new post send WR API (not supported)") })
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up when the peer or a completion keeps us waiting this long; the server too when no client connects in this time (softnic only)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, rcPingpongHelp)
-		fs.PrintDefaults()
-	}
+	quietFlags(fs)
 	for {
 		if err := fs.Parse(args); err != nil {
-			return o, err
+			return o, asHelp(fs, rcPingpongHelp, err)
 		}
 		if fs.NArg() == 0 {
 			break
 		}
 		if o.host != "" {
-			fs.Usage()
 			return o, fmt.Errorf("more than one host argument (%q, %q)", o.host, fs.Arg(0))
 		}
 		o.host = fs.Arg(0)
@@ -221,7 +217,9 @@ func (o *ppOpts) validate() error {
 func runRCPingpong(args []string, stdout, stderr io.Writer) int {
 	o, err := parsePingpongArgs(args, stderr)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		var h helpError
+		if errors.As(err, &h) {
+			h.usage(stdout)
 			return 0
 		}
 		fmt.Fprintln(stderr, "softnic rc_pingpong:", err)

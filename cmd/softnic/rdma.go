@@ -109,7 +109,6 @@ type rdmaOpts struct {
 
 func runRDMA(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rdma", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var o rdmaOpts
 	o.net.register(fs)
 	fs.StringVar(&o.remoteIP, "remote-ip", "", "peer IPv4 address (its GID is ::ffff:A.B.C.D); a GID in the REMOTE line overrides it")
@@ -130,15 +129,9 @@ func runRDMA(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.qpType, "qp-type", "rc", "QP type: rc, uc or ud")
 	fs.StringVar(&o.qkey, "qkey", fmt.Sprintf("%x", defaultQKey), "own Q_Key in hex (UD)")
 	fs.StringVar(&o.remoteQKey, "remote-qkey", "", "the peer's Q_Key in hex (UD, with --remote-qpn; default: own)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, rdmaHelp)
-		fs.PrintDefaults()
-	}
+	quietFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return flagFailed(fs, rdmaHelp, err, stdout, stderr)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "softnic rdma: unexpected argument %q\n", fs.Arg(0))

@@ -59,7 +59,7 @@ func TestRDMAQPTypeFlags(t *testing.T) {
 	// The command line: --qp-type is a flag of its own; a bad one is a
 	// usage error before anything opens.
 	var out, errb strings.Builder
-	require.Equal(t, 1, run([]string{"rdma", "--qp-type", "xrc", "--wire", "udp:127.0.0.1:0,127.0.0.1:9", "--ip", "192.0.2.1"}, &out, &errb))
+	require.Equal(t, 2, run([]string{"rdma", "--qp-type", "xrc", "--wire", "udp:127.0.0.1:0,127.0.0.1:9", "--ip", "192.0.2.1"}, &out, &errb))
 	require.Contains(t, errb.String(), `--qp-type "xrc"`)
 	out.Reset()
 	run([]string{"rdma", "--help"}, &out, &out)

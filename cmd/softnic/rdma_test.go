@@ -140,16 +140,16 @@ func TestRDMANumberFlags(t *testing.T) {
 	// --recv-off 0x... is hex. (Each run fails before it reads stdin.)
 	var out, errb strings.Builder
 	args := []string{"rdma", "--wire", "udp:127.0.0.1:0,127.0.0.1:9", "--ip", "192.0.2.1"}
-	require.Equal(t, 1, run(append(args, "--mr-size", "0100"), &out, &errb))
+	require.Equal(t, 2, run(append(args, "--mr-size", "0100"), &out, &errb))
 	require.Contains(t, errb.String(), "--mr-size 100 out of range 8192..1 GiB")
 	errb.Reset()
-	require.Equal(t, 1, run(append(args, "--mr-size", "0x10000", "--recv-off", "0x10000"), &out, &errb))
+	require.Equal(t, 2, run(append(args, "--mr-size", "0x10000", "--recv-off", "0x10000"), &out, &errb))
 	require.Contains(t, errb.String(), "--recv-off 65536 must lie inside the MR (65536 bytes)")
 	errb.Reset()
 	require.Equal(t, 2, run(append(args, "--recv-depth", "-1"), &out, &errb))
 	require.Contains(t, errb.String(), `invalid value "-1" for flag -recv-depth`)
 	errb.Reset()
-	require.Equal(t, 1, run(append(args, "--psn", "1x"), &out, &errb))
+	require.Equal(t, 2, run(append(args, "--psn", "1x"), &out, &errb))
 	require.Contains(t, errb.String(), `--psn: "1x" is not a 24-bit hex number`)
 }
 
@@ -198,7 +198,7 @@ func TestRDMAWideIdentifiers(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var out, errb strings.Builder
 			args := append([]string{"rdma", "--wire", "udp:127.0.0.1:0,127.0.0.1:9", "--ip", "192.0.2.1", "--remote-ip", "192.0.2.2"}, c.args...)
-			require.Equal(t, 1, run(args, &out, &errb))
+			require.Equal(t, 2, run(args, &out, &errb))
 			require.Contains(t, errb.String(), c.err)
 			require.NotContains(t, out.String(), "LOCAL", "refused before the device starts")
 		})

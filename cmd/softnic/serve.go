@@ -53,7 +53,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&neigh, "neigh", "static neighbour IP=MAC on every wire (repeatable); others are resolved by ARP")
 	clock := fs.String("clock", "", "time policy: sim (default without --wire) or wall (free-running; implied by --wire)")
 	lead := fs.Duration("lead", wallclock.DefaultLead, "with --clock wall: how far virtual time may run ahead of the wall clock")
-	pos, code, ok := parseCommand(fs, serveHelp, args, stderr)
+	pos, code, ok := parseCommand(fs, serveHelp, args, stdout, stderr)
 	if !ok {
 		return code
 	}

@@ -42,7 +42,7 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	prof := fs.String("profile", "", "device profile: a name (see softnic profiles) or a JSON file (default "+profile.DefaultName+")")
 	all := fs.Bool("all", false, "also print softnic's own counters (non-zero)")
 	asJSON := fs.Bool("json", false, "print JSON, as rdma -j statistic show")
-	pos, code, ok := parseCommand(fs, statHelp, args, stderr)
+	pos, code, ok := parseCommand(fs, statHelp, args, stdout, stderr)
 	if !ok {
 		return code
 	}

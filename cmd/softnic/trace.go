@@ -204,7 +204,7 @@ Flags:
 
 func runTrace(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+
 	var o traceOpts
 	fs.StringVar(&o.op, "op", "write", "operation: "+traceOpNames)
 	intVar(fs, &o.size, "size", 64, "message size in bytes (at most 1 GiB with --batch; a walk of at most 524288 packets, 65536 with --json or --html)")
@@ -224,7 +224,7 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.srq, "srq", false, "the responder's receives come from a shared receive queue")
 	fs.StringVar(&o.html, "html", "", "write the walk as one self-contained HTML page to this file (- for stdout)")
 	fs.BoolVar(&o.events, "events", false, "arm the CQs before posting and take the completion events: the walk shows cq_arm → eqe_write → event")
-	pos, code, ok := parseCommand(fs, traceHelp, args, stderr)
+	pos, code, ok := parseCommand(fs, traceHelp, args, stdout, stderr)
 	if !ok {
 		return code
 	}

@@ -38,7 +38,7 @@ func runView(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("view", flag.ContinueOnError)
 	compare := fs.String("compare", "", "a second walk JSON to show beside the first, with the difference per stage")
 	outFile := fs.String("o", "-", "write the HTML to this file (- for stdout)")
-	pos, code, ok := parseCommand(fs, viewHelp, args, stderr)
+	pos, code, ok := parseCommand(fs, viewHelp, args, stdout, stderr)
 	if !ok {
 		return code
 	}
