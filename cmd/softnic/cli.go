@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/softnic/softnic/provider"
 )
@@ -86,6 +87,32 @@ func noArgs(cmd string, pos []string, stderr io.Writer) bool {
 func intVar(fs *flag.FlagSet, p *int, name string, def int, usage string) {
 	*p = def
 	fs.Var(sizeFlagInt(p), name, usage)
+}
+
+// durationVar defines a duration flag (10s, 500ms, 1m30s) whose bad
+// value says what a duration looks like: the flag package's own says
+// only "parse error".
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	fs.Var((*durationFlag)(p), name, usage)
+}
+
+type durationFlag time.Duration
+
+func (d *durationFlag) String() string {
+	if d == nil {
+		return "0s"
+	}
+	return time.Duration(*d).String()
+}
+
+func (d *durationFlag) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: a number and a unit, as 10s, 500ms or 1m30s", s)
+	}
+	*d = durationFlag(v)
+	return nil
 }
 
 // validMTU says whether n is a path MTU of the IB spec (256, 512, 1024,

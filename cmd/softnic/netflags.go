@@ -61,7 +61,7 @@ func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.mac, "mac", "", "MAC address of the emulated port (default 02:00 followed by the IPv4 bytes)")
 	fs.Var(&o.neigh, "neigh", "static neighbour IP=MAC (repeatable); other peers are resolved by ARP")
 	fs.StringVar(&o.pcap, "pcap", "", "write every frame sent and received on the wire to this pcap file")
-	fs.DurationVar(&o.lead, "lead", wallclock.DefaultLead, "how far virtual time may run ahead of the wall clock")
+	durationVar(fs, &o.lead, "lead", wallclock.DefaultLead, "how far virtual time may run ahead of the wall clock")
 	intVar(fs, &o.memSize, "mem", 0, "host memory in bytes (default: enough for the buffers)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not echo device and port warnings to stderr")
 	fs.StringVar(&o.profile, "profile", "", "device profile: a name (see softnic profiles) or a JSON file (default "+profile.DefaultName+")")

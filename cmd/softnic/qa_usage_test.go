@@ -101,6 +101,10 @@ func TestBadFlagIsOneLine(t *testing.T) {
 		{[]string{"rdma", "--mtu", "-5"}, `softnic rdma: invalid value "-5" for flag -mtu:`},
 		{[]string{"stat", "-n", "99999999999999999999"}, `softnic stat: invalid value "99999999999999999999" for flag -n: "99999999999999999999" does not fit in 63 bits`},
 		{[]string{"serve", "--devices", "two"}, `softnic serve: invalid value "two" for flag -devices:`},
+		{[]string{"perf", "write_lat", "--timeout", "10"}, `softnic perf: invalid value "10" for flag -timeout: "10" is not a duration: a number and a unit, as 10s, 500ms or 1m30s`},
+		{[]string{"rc_pingpong", "--timeout", "x"}, `softnic rc_pingpong: invalid value "x" for flag -timeout: "x" is not a duration`},
+		{[]string{"serve", "--lead", "1"}, `softnic serve: invalid value "1" for flag -lead: "1" is not a duration`},
+		{[]string{"rdma", "--lead", "fast"}, `softnic rdma: invalid value "fast" for flag -lead: "fast" is not a duration`},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -157,7 +157,7 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 	both("c", "chk", func(n string) { fs.BoolVar(&o.chk, n, false, "validate received buffer") })
 	both("j", "dm", func(n string) { fs.BoolVar(&o.dm, n, false, "use device memory (not supported)") })
 	both("N", "new_send", func(n string) { fs.BoolVar(&o.newSend, n, false, "use the new post send WR API (not supported)") })
-	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up when the peer or a completion keeps us waiting this long; the server too when no client connects in this time (softnic only)")
+	durationVar(fs, &o.timeout, "timeout", 10*time.Second, "give up when the peer or a completion keeps us waiting this long; the server too when no client connects in this time (softnic only)")
 	quietFlags(fs)
 	for {
 		if err := fs.Parse(args); err != nil {

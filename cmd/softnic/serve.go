@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/serve"
@@ -52,7 +53,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&ips, "ip", "IPv4 address of the device on the matching --wire (repeatable, in order)")
 	fs.Var(&neigh, "neigh", "static neighbour IP=MAC on every wire (repeatable); others are resolved by ARP")
 	clock := fs.String("clock", "", "time policy: sim (default without --wire) or wall (free-running; implied by --wire)")
-	lead := fs.Duration("lead", wallclock.DefaultLead, "with --clock wall: how far virtual time may run ahead of the wall clock")
+	lead := new(time.Duration)
+	durationVar(fs, lead, "lead", wallclock.DefaultLead, "with --clock wall: how far virtual time may run ahead of the wall clock")
 	pos, code, ok := parseCommand(fs, serveHelp, args, stdout, stderr)
 	if !ok {
 		return code
