@@ -55,6 +55,20 @@ type netOpts struct {
 	profile string
 }
 
+// wireOnly names the flags given on fs that describe a NIC on a real
+// wire (its address, neighbours, capture, pacing, memory): with no wire
+// they would go unused.
+func (o *netOpts) wireOnly(fs *flag.FlagSet) []string {
+	var given []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "ip", "mac", "neigh", "pcap", "lead", "mem":
+			given = append(given, "--"+f.Name)
+		}
+	})
+	return given
+}
+
 func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.wire, "wire", "", "real transport: udp:LISTEN,PEER (one frame per datagram, as qemu -netdev socket,udp=) or tap:NAME")
 	fs.StringVar(&o.ip, "ip", "", "IPv4 address of the emulated port (its RoCEv2 GID is ::ffff:IP)")
@@ -91,6 +105,11 @@ func (o *netOpts) config(memNeed int, stderr io.Writer) (wallclock.Config, error
 	ip, mac, err := o.identity()
 	if err != nil {
 		return wallclock.Config{}, usageError{err}
+	}
+	if o.pcap == "-" {
+		// The pcap would share stdout with the command's own output
+		// (the line protocol, the tables, the ping-pong's lines).
+		return wallclock.Config{}, usageError{errors.New("--pcap -: stdout carries the command's output; give --pcap a file")}
 	}
 	plan, err := loadFaults(o.faults)
 	if err != nil {

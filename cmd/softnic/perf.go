@@ -151,7 +151,8 @@ type perfOpts struct {
 	noProgress bool
 	qpTimeout  int
 
-	perfExtra // perf_flags.go
+	perfExtra          // perf_flags.go
+	wireFlags []string // the real-network flags given (netOpts.wireOnly)
 
 	// Tests only: check in write_lat that the whole message is there
 	// once its last byte is (the device wrote the last byte last).
@@ -224,6 +225,7 @@ func parsePerfArgs(args []string, stderr io.Writer) (perfOpts, error) {
 	if err != nil {
 		return o, asHelp(fs, perfHelp, err)
 	}
+	o.wireFlags = o.net.wireOnly(fs)
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "s", "size":
@@ -326,6 +328,10 @@ func (o *perfOpts) resolve() error {
 		return errors.New("-q: latency tests run one QP")
 	case o.qps > 1 && wire:
 		return errors.New("-q: one QP on a real wire (for now)")
+	case len(o.wireFlags) > 0 && o.net.wire == "":
+		// In one process the two NICs are cabled back to back; a kernel
+		// device (-d rxe0) has its own address and port.
+		return fmt.Errorf("%s describe the emulated NIC on a real wire: give --wire (in one process the NICs are back to back)", strings.Join(o.wireFlags, ", "))
 	case o.postList < 1 || o.postList > 1024:
 		return fmt.Errorf("--post_list %d out of range 1..1024", o.postList)
 	case o.postList > 1 && !t.bw:

@@ -44,6 +44,12 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"rdma negative --lead", []string{"rdma", "--wire", wire, "--ip", "192.0.2.1", "--lead", "-5s"}, 2, "--lead -5s is negative"},
 		{"rc_pingpong bad --wire", []string{"rc_pingpong", "--wire", "nope", "--ip", "192.0.2.1", "-g", "1"}, 2, `bad wire spec: "nope"`},
 		{"perf --wire without --ip", []string{"perf", "write_lat", "--wire", wire}, 2, "--ip"},
+		{"perf --pcap in one process", []string{"perf", "write_lat", "-n", "5", "--pcap", filepath.Join(t.TempDir(), "x.pcap")}, 2, "--pcap describe the emulated NIC on a real wire: give --wire"},
+		{"perf --ip and --lead in one process", []string{"perf", "write_bw", "-n", "5", "--ip", "192.0.2.1", "--lead", "1ms"}, 2, "--ip, --lead describe"},
+		{"perf --quiet in one process", []string{"perf", "write_lat", "-n", "5", "--quiet"}, 0, ""},
+		{"rdma --pcap -", []string{"rdma", "--wire", wire, "--ip", "192.0.2.1", "--pcap", "-"}, 2, "--pcap -: stdout carries the command's output"},
+		{"rc_pingpong --pcap -", []string{"rc_pingpong", "--wire", wire, "--ip", "192.0.2.1", "-g", "1", "--pcap", "-"}, 2, "--pcap -: stdout carries"},
+		{"perf --wire --pcap -", []string{"perf", "write_lat", "--wire", wire, "--ip", "192.0.2.1", "--pcap", "-"}, 2, "--pcap -: stdout carries"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
