@@ -80,7 +80,7 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 		printUsage(fs, decodeHelp, stderr)
 		return 2
 	}
-	var in io.Reader = os.Stdin
+	in := stdin
 	if name := pos[0]; name != "-" {
 		f, err := os.Open(name)
 		if err != nil {

@@ -42,7 +42,7 @@ func runFaults(args []string, stdout, stderr io.Writer) int {
 		printUsage(fs, faultsHelp, stderr)
 		return 2
 	}
-	p, err := fault.Load(rest[0])
+	p, err := loadPlan(rest[0])
 	if err != nil {
 		fmt.Fprintln(stderr, "softnic faults:", err)
 		return 1
@@ -60,9 +60,25 @@ func loadFaults(path string) (*fault.Plan, error) {
 	if path == "" {
 		return nil, nil
 	}
-	p, err := fault.Load(path)
+	p, err := loadPlan(path)
 	if err != nil {
 		return nil, fmt.Errorf("--faults: %w", err)
+	}
+	return p, nil
+}
+
+// loadPlan is fault.Load, with "-" for a plan on stdin.
+func loadPlan(path string) (*fault.Plan, error) {
+	if path != "-" {
+		return fault.Load(path)
+	}
+	b, err := readInput(path)
+	if err != nil {
+		return nil, fmt.Errorf("fault: load plan: %w", err)
+	}
+	p, err := fault.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w (the plan on stdin)", err)
 	}
 	return p, nil
 }

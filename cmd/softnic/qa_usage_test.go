@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -122,4 +124,55 @@ func TestBadFlagIsOneLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInputDash: an input file named - is stdin, as decode's capture
+// always was: view's walk (or its --compare, not both), faults' plan and
+// --faults. (They used to open a file named "-".)
+func TestInputDash(t *testing.T) {
+	const plan = `{"seed": 9, "rules": [{"point": "wire.tx", "action": "drop", "nth": 1}]}`
+	var walk bytes.Buffer
+	if code := run([]string{"trace", "--json"}, &walk, io.Discard); code != 0 {
+		t.Fatal("trace --json failed")
+	}
+	for _, c := range []struct {
+		name, in string
+		args     []string
+		code     int
+		out, err string
+	}{
+		{"faults -", plan, []string{"faults", "-"}, 0, "-: valid fault plan, seed 9, 1 rule\n", ""},
+		{"faults --explain -", plan, []string{"faults", "--explain", "-"}, 0, "rule 0: wire.tx: drop the 1st frame", ""},
+		{"faults - garbage", "nope", []string{"faults", "-"}, 1, "", "(the plan on stdin)"},
+		{"trace --faults -", plan, []string{"trace", "--faults", "-"}, 0, "fault plan -:", ""},
+		{"view -", walk.String(), []string{"view", "-", "-o", "-"}, 0, "<!DOCTYPE html>", ""},
+		{"view --compare -", walk.String(), []string{"view", writeTemp(t, walk.Bytes()), "--compare", "-", "-o", "-"}, 0, "<!DOCTYPE html>", ""},
+		{"view - --compare -", walk.String(), []string{"view", "-", "--compare", "-"}, 2, "", "cannot both be -"},
+		{"view - empty", "", []string{"view", "-", "-o", "-"}, 1, "", "softnic view: -:"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			old := stdin
+			stdin = strings.NewReader(c.in)
+			defer func() { stdin = old }()
+			var stdout, stderr bytes.Buffer
+			if code := run(c.args, &stdout, &stderr); code != c.code {
+				t.Fatalf("exit %d, want %d: %s", code, c.code, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), c.out) {
+				t.Errorf("stdout lacks %q:\n%.400s", c.out, stdout.String())
+			}
+			if !strings.Contains(stderr.String(), c.err) {
+				t.Errorf("stderr lacks %q:\n%s", c.err, stderr.String())
+			}
+		})
+	}
+}
+
+func writeTemp(t *testing.T, b []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "walk.json")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

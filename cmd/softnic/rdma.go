@@ -11,7 +11,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -137,7 +136,7 @@ func runRDMA(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softnic rdma: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if err := doRDMA(o, os.Stdin, stdout, stderr); err != nil {
+	if err := doRDMA(o, stdin, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "softnic rdma:", err)
 		fmt.Fprintln(stdout, "ERR fatal:", err)
 		if errors.As(err, new(usageError)) {

@@ -50,9 +50,13 @@ func runView(args []string, stdout, stderr io.Writer) int {
 	if *compare != "" {
 		files = append(files, *compare)
 	}
+	if len(files) == 2 && files[0] == "-" && files[1] == "-" {
+		fmt.Fprintln(stderr, "softnic view: the walk and --compare cannot both be - (stdin holds one)")
+		return 2
+	}
 	var walks []traceJSON
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		b, err := readInput(f)
 		if err != nil {
 			fmt.Fprintln(stderr, "softnic view:", err)
 			return 1
