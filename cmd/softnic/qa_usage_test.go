@@ -41,6 +41,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"rc_pingpong without a device", []string{"rc_pingpong", "-g", "1"}, 2, "no device: give --wire"},
 		{"rdma --mtu 1500", []string{"rdma", "--wire", wire, "--ip", "192.0.2.1", "--mtu", "1500"}, 2, "--mtu 1500 is not one of"},
 		{"rdma without --wire", []string{"rdma"}, 2, "--wire is required"},
+		{"rdma --remote-qpn 0", []string{"rdma", "--wire", wire, "--ip", "192.0.2.1", "--remote-ip", "192.0.2.2", "--remote-qpn", "0"}, 2, "--remote-qpn 0: QPN 0 is reserved"},
 		{"rdma bad --wire", []string{"rdma", "--wire", "udp:x", "--ip", "192.0.2.1"}, 2, "udp needs LISTEN,PEER"},
 		{"rdma bad --ip", []string{"rdma", "--wire", wire, "--ip", "1.2.3"}, 2, `--ip "1.2.3"`},
 		{"rdma negative --lead", []string{"rdma", "--wire", wire, "--ip", "192.0.2.1", "--lead", "-5s"}, 2, "--lead -5s is negative"},

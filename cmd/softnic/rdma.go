@@ -351,8 +351,14 @@ func (o *rdmaOpts) validate() error {
 		if f.v == "" {
 			continue
 		}
-		if _, err := parseHex(f.v, 24); err != nil {
+		v, err := parseHex(f.v, 24)
+		if err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		if f.name == "--remote-qpn" && v == 0 {
+			// QP0 is the subnet management QP, which RoCE has not; the
+			// device refuses it as a destination at RTR (after LOCAL).
+			return errors.New("--remote-qpn 0: QPN 0 is reserved (the SMI QP), no peer QP has it")
 		}
 	}
 	return nil
