@@ -296,3 +296,23 @@ func peerAttr(w *exWorld, qps [2]*provider.QP, i int) provider.ConnectAttr {
 	a.PSN = 0x100
 	return a
 }
+
+func ExampleQP_Query() {
+	w, err := testbed.New(testbed.DefaultConfig())
+	if err != nil {
+		panic(err)
+	}
+	defer w.Close()
+	eps, err := w.ConnectRC(testbed.ConnOpts{MTU: 1024})
+	if err != nil {
+		panic(err)
+	}
+	// ibv_query_qp: the attributes the device holds for the QP, as
+	// QUERY_QP answers them (the path as the verbs see it: no MAC).
+	a, c, err := eps[0].QP.Query()
+	fmt.Println(a.QPState, a.PathMTU.Bytes(), a.DestQPN == eps[1].QP.QPN(), a.RetryCnt, a.RNRRetry, err)
+	fmt.Println(c.MaxSendWR >= 1, c.MaxRecvWR >= 1)
+	// Output:
+	// RTS 1024 true 7 7 <nil>
+	// true true
+}
