@@ -171,14 +171,18 @@ func (c *Conn) Recv() (Header, []byte, []int, error) {
 	if oobn > 0 {
 		fds = parseRights(c.oob[:oobn])
 	}
-	if errors.Is(err, io.EOF) {
+	if errors.Is(err, io.EOF) || err == nil && n == 0 {
+		// An empty SOCK_SEQPACKET message reads as zero bytes, as the
+		// end of the connection does (the net package calls both EOF):
+		// only the peer's shutdown tells them apart. An empty message is
+		// malformed, not a goodbye.
+		if !PeerClosed(c.c) {
+			return Header{}, nil, fds, fmt.Errorf("%w: empty message", ErrProtocol)
+		}
 		return Header{}, nil, fds, ErrPeerGone
 	}
 	if err != nil {
 		return Header{}, nil, fds, err
-	}
-	if n == 0 {
-		return Header{}, nil, fds, ErrPeerGone
 	}
 	if flags&(syscall.MSG_TRUNC|syscall.MSG_CTRUNC) != 0 {
 		return Header{}, nil, fds, fmt.Errorf("%w: message truncated (flags %#x)", ErrProtocol, flags)
