@@ -124,13 +124,17 @@ type Daemon struct {
 	wireCtr trace.Counters
 	slots   []*slot
 	clients map[*client]struct{}
-	closed  bool
-	ctr     Counters
-	logMu   sync.Mutex
-	pacer   *wallclock.Pacer // ClockWall: runs eng against the wall clock
-	taken   uint64           // eng.Fired() when lock last took the world (slice)
-	stop    chan struct{}    // stops the pacer's goroutine
-	paced   chan struct{}    // closed when it has stopped
+	// conns is every connection Serve accepted and has not finished
+	// with, attached or not yet: Close closes them all, so that one that
+	// never sends ATTACH does not hold the shutdown for AttachTimeout.
+	conns  map[netUnixConn]struct{}
+	closed bool
+	ctr    Counters
+	logMu  sync.Mutex
+	pacer  *wallclock.Pacer // ClockWall: runs eng against the wall clock
+	taken  uint64           // eng.Fired() when lock last took the world (slice)
+	stop   chan struct{}    // stops the pacer's goroutine
+	paced  chan struct{}    // closed when it has stopped
 
 	wg sync.WaitGroup
 }
@@ -257,7 +261,8 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: listen: %w", err)
 	}
-	d := &Daemon{cfg: cfg, spec: cfg.Profile.Device, ln: ln, eng: sim.NewEngine(), rec: cfg.Trace, clients: map[*client]struct{}{}}
+	d := &Daemon{cfg: cfg, spec: cfg.Profile.Device, ln: ln, eng: sim.NewEngine(), rec: cfg.Trace, clients: map[*client]struct{}{},
+		conns: map[netUnixConn]struct{}{}}
 	for i := 0; i < cfg.Devices; i++ {
 		d.slots = append(d.slots, &slot{idx: i, name: fmt.Sprintf("softnic%d", i), ident: identity(i), d: d})
 	}
@@ -359,10 +364,23 @@ func (d *Daemon) Serve() error {
 			}
 			return fmt.Errorf("serve: accept: %w", err)
 		}
+		// Counted and recorded under the lock Close sets closed with,
+		// so that Close's Wait sees every connection it must close.
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			c.Close()
+			return nil
+		}
 		d.wg.Add(1)
+		d.conns[c] = struct{}{}
+		d.mu.Unlock()
 		go func() {
 			defer d.wg.Done()
 			d.handle(c)
+			d.mu.Lock()
+			delete(d.conns, c)
+			d.mu.Unlock()
 		}()
 	}
 }
@@ -376,14 +394,16 @@ func (d *Daemon) Close() error {
 		return nil
 	}
 	d.closed = true
-	cs := make([]*client, 0, len(d.clients))
-	for c := range d.clients {
+	cs := make([]netUnixConn, 0, len(d.conns))
+	for c := range d.conns {
 		cs = append(cs, c)
 	}
 	d.mu.Unlock()
 	err := d.ln.Close()
 	for _, c := range cs {
-		c.conn.Close() // its socket goroutine tears it down
+		// An attached client's socket goroutine tears it down; one
+		// still before ATTACH (or waiting in it) is refused at once.
+		c.Close()
 	}
 	d.wg.Wait()
 	if d.pacer != nil {
