@@ -181,6 +181,13 @@ func ErrnoSentinel(cmd string, e syscall.Errno) error {
 
 // fail wraps a refusal or a transport failure of command cmd.
 func (u *UverbsControl) fail(cmd string, err error) error {
+	if errors.Is(err, ErrDeviceGone) {
+		// The transport lost the device (a daemon that died or closed
+		// the connection): that is the error, whatever errno its socket
+		// met on the way (EPIPE, ECONNRESET), which is no refusal of
+		// the command.
+		return fmt.Errorf("uverbs %s: %w", cmd, err)
+	}
 	ue := uverbs.ErrorOf(cmd, err)
 	if ue == nil {
 		return fmt.Errorf("%w: uverbs %s: control transport: %w", ErrClosed, cmd, err)

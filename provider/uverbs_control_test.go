@@ -2,6 +2,7 @@ package provider
 
 import (
 	"errors"
+	"fmt"
 	"syscall"
 	"testing"
 
@@ -165,6 +166,32 @@ func TestUverbsControlDynamicUAR(t *testing.T) {
 			require.NoError(t, qd.Decode(m.Driver))
 			require.Equal(t, c.flags, qd.Flags)
 			require.Equal(t, c.bfreg, qd.BFRegIndex)
+		})
+	}
+}
+
+// TestUverbsControlDeviceGone: a transport that lost its device (a daemon
+// gone) fails the command with ErrDeviceGone, whatever errno its socket
+// met: an EPIPE inside the error made the command look refused with
+// EPIPE (ErrInvalidArg), and the caller's errors.Is(err, ErrDeviceGone)
+// missed the daemon's death.
+func TestUverbsControlDeviceGone(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		cause error
+	}{
+		{"EPIPE", syscall.EPIPE},
+		{"ECONNRESET", syscall.ECONNRESET},
+		{"no errno", errors.New("i/o timeout")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := &scripted{answer: func(req, resp []byte) (int, error) {
+				return 0, fmt.Errorf("%w: softnic daemon (softnic0): UVERBS: %w", ErrDeviceGone, c.cause)
+			}}
+			_, err := NewUverbsControl(tr).AllocPD()
+			require.ErrorIs(t, err, ErrDeviceGone)
+			require.NotErrorIs(t, err, ErrInvalidArg, "no refusal of the command")
+			require.Contains(t, err.Error(), "ALLOC_PD")
 		})
 	}
 }
