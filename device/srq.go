@@ -121,6 +121,14 @@ func (d *Device) CreateSRQ(c mlx5.CreateSRQCmd) (mlx5.CreateSRQResp, error) {
 		return mlx5.CreateSRQResp{}, cmdErr("CREATE_SRQ", mlx5.StatusBadParam, "doorbell record %#x not in host memory or misaligned", c.DBAddr)
 	case c.Limit >= uint32(c.WQECnt):
 		return mlx5.CreateSRQResp{}, cmdErr("CREATE_SRQ", mlx5.StatusBadParam, "srq_limit %d >= %d WQEs", c.Limit, c.WQECnt)
+	case len(d.srqs) >= d.spec.Caps.MaxQP:
+		// The SRQ table is as large as the QP table: QUERY_DEVICE
+		// reports max_srq = max_qp (uverbsdev), and a ConnectX's
+		// log_max_srq is no larger than its log_max_qp (an assumption:
+		// the two are separate HCA caps; the device keeps one). Without
+		// a bound a client could grow the daemon without end with SRQs
+		// that all share one buffer.
+		return mlx5.CreateSRQResp{}, cmdErr("CREATE_SRQ", mlx5.StatusNoResources, "%d SRQs in use", len(d.srqs))
 	}
 	if d.srqs == nil {
 		d.srqs = map[uint32]*srq{}

@@ -36,11 +36,14 @@ var (
 
 const rigBase = 0x7f0000000000
 
-func newRig(t testing.TB, memSize int) *rig {
+func newRig(t testing.TB, memSize int) *rig { return newRigSpec(t, memSize, device.DefaultSpec()) }
+
+// newRigSpec is newRig with a device of spec.
+func newRigSpec(t testing.TB, memSize int, spec device.Spec) *rig {
 	mem, err := shm.New("uverbsdev-test", memSize, rigBase)
 	require.NoError(t, err)
 	t.Cleanup(func() { mem.Close() })
-	dev := device.New(sim.NewEngine(), device.DefaultSpec(), device.Identity{MAC: rigMAC, IP: rigIP}, mem, nil)
+	dev := device.New(sim.NewEngine(), spec, device.Identity{MAC: rigMAC, IP: rigIP}, mem, nil)
 	d := NewDevice(dev)
 	d.SetNeighbour(func(g [16]byte) ([6]byte, bool) {
 		if g == peerIP.As16() {

@@ -21,6 +21,7 @@ type Device struct {
 	ctrs   counters
 	neigh  func(gid [16]byte) ([6]byte, bool)
 	closed int // clients closed
+	ahs    int // address handles of every client (they have no device object to count)
 }
 
 // NewDevice wraps dev for uverbs clients.
@@ -282,6 +283,9 @@ func (s *Server) release(o *object) {
 		if r != nil {
 			r.users--
 		}
+	}
+	if o.kind == kindAH {
+		s.d.ahs--
 	}
 	if o.kind == kindUAR {
 		if i := int(o.num - s.uctx.UARIndex); i >= 0 && i < len(s.uars) {

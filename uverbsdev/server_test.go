@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/uverbs"
 )
@@ -664,4 +665,73 @@ func TestQueryQPAttributes(t *testing.T) {
 type objsLike struct {
 	recvWR, recvSGE uint32
 	sigAll          uint8
+}
+// TestObjectLimits: SRQs and address handles are bounded as QPs are, at
+// the max_srq and max_ah that QUERY_DEVICE reports (max_qp): the next one
+// is refused with ENOMEM, one freed makes room again, and a second client
+// of the device shares the bound. Neither had a bound: a client could
+// grow the daemon without end (SRQs may all share one buffer; an AH is
+// table memory only).
+func TestObjectLimits(t *testing.T) {
+	spec := device.DefaultSpec()
+	const limit = 4
+	spec.Caps.MaxQP = limit
+	for _, tc := range []struct {
+		name    string
+		create  func(r *rig, s *Server, pd uverbs.Handle, buf, db uint64) (uverbs.Handle, error)
+		destroy func(r *rig, s *Server, h uverbs.Handle) error
+	}{
+		{"SRQ", func(r *rig, s *Server, pd uverbs.Handle, buf, db uint64) (uverbs.Handle, error) {
+			b, err := r.do(s, uverbs.CmdCreateSRQ, &uverbs.CreateSRQ{Response: 1, PDHandle: pd, MaxWR: 63, MaxSGE: 1},
+				&uverbs.MLX5CreateSRQ{BufAddr: buf, DBAddr: db}, uverbs.CreateSRQRespSize+uverbs.MLX5CreateSRQRespSize)
+			if err != nil {
+				return 0, err
+			}
+			return decode[uverbs.CreateSRQResp](t, b).SRQHandle, nil
+		}, func(r *rig, s *Server, h uverbs.Handle) error {
+			_, err := r.do(s, uverbs.CmdDestroySRQ, &uverbs.DestroySRQ{Response: 1, SRQHandle: h}, nil, uverbs.DestroySRQRespSize)
+			return err
+		}},
+		{"AH", func(r *rig, s *Server, pd uverbs.Handle, _, _ uint64) (uverbs.Handle, error) {
+			b, err := r.do(s, uverbs.CmdCreateAH, &uverbs.CreateAH{Response: 1, PDHandle: pd,
+				Attr: uverbs.AHAttr{Grh: uverbs.GlobalRoute{DGID: peerIP.As16(), SGIDIndex: 1, HopLimit: 64}, IsGlobal: 1, PortNum: 1}},
+				nil, uverbs.CreateAHRespSize+uverbs.MLX5CreateAHRespSize)
+			if err != nil {
+				return 0, err
+			}
+			return decode[uverbs.CreateAHResp](t, b).AHHandle, nil
+		}, func(r *rig, s *Server, h uverbs.Handle) error {
+			_, err := r.do(s, uverbs.CmdDestroyAH, &uverbs.DestroyAH{AHHandle: h}, nil, 0)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRigSpec(t, 1<<20, spec)
+			a, b := r.s, r.d.NewServer()
+			r.open(a)
+			r.open(b)
+			pda, _ := r.allocPD(a)
+			pdb, _ := r.allocPD(b)
+			buf, db := r.alloc(64*64), r.alloc(64) // every SRQ on the same buffer
+			var hs []uverbs.Handle
+			for i := 0; i < limit-1; i++ {
+				h, err := tc.create(r, a, pda, buf, db)
+				require.NoError(t, err, "%s %d", tc.name, i)
+				hs = append(hs, h)
+			}
+			hb, err := tc.create(r, b, pdb, buf, db)
+			require.NoError(t, err, "the other client's, the last one")
+			_, err = tc.create(r, a, pda, buf, db)
+			require.Equal(t, syscall.ENOMEM, errno(t, err), "a full table")
+			_, err = tc.create(r, b, pdb, buf, db)
+			require.Equal(t, syscall.ENOMEM, errno(t, err), "shared by the device's clients")
+			require.NoError(t, tc.destroy(r, a, hs[0]))
+			_, err = tc.create(r, b, pdb, buf, db)
+			require.NoError(t, err, "one freed, one more")
+			require.NoError(t, tc.destroy(r, b, hb))
+			require.NoError(t, b.Close(), "a closed client's objects leave the table")
+			_, err = tc.create(r, a, pda, buf, db)
+			require.NoError(t, err)
+		})
+	}
 }

@@ -969,6 +969,13 @@ func (s *Server) createAH(name string, m *uverbs.WriteMsg, out []byte) (int, *uv
 		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("port %d (the device has port 1)", c.Attr.PortNum))
 	case c.Attr.Grh.SGIDIndex > 1:
 		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("sgid index %d", c.Attr.Grh.SGIDIndex))
+	case s.d.ahs >= int(s.attr.MaxQP):
+		// mlx5_ib keeps no AH table (an AH is an address vector the
+		// provider builds in its own memory) and fails CREATE_AH only
+		// when its allocation does; softnic holds each AH in the
+		// daemon's memory, so it bounds them at the max_ah that
+		// QUERY_DEVICE reports (max_qp), as the table full: ENOMEM.
+		return 0, fail(name, syscall.ENOMEM, fmt.Sprintf("%d address handles in use (max_ah %d)", s.d.ahs, s.attr.MaxQP))
 	}
 	dmac, ok := s.resolve(c.Attr.Grh.DGID)
 	if !ok {
@@ -976,6 +983,7 @@ func (s *Server) createAH(name string, m *uverbs.WriteMsg, out []byte) (int, *uv
 	}
 	o := &object{kind: kindAH, pd: pd, ah: c.Attr, dmac: dmac}
 	pd.users++
+	s.d.ahs++
 	h := s.add(o)
 	return reply(out, &uverbs.CreateAHResp{AHHandle: h}, &uverbs.MLX5CreateAHResp{ResponseLength: uverbs.MLX5CreateAHRespSize, DMAC: o.dmac})
 }
