@@ -2,6 +2,8 @@ package serve_test
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 // test can send what a provider never would.
 type raw struct {
 	conn *attach.Conn
+	uc   *net.UnixConn // conn's socket, for what attach.Conn never sends
 	mem  *shm.Region
 	rmem *shm.Region
 	prod *mmioring.Producer
@@ -28,28 +31,68 @@ type raw struct {
 // dialRaw attaches to dev with 1 MiB of memory at base and a ring of 64 slots.
 func dialRaw(t testing.TB, sock, dev string, base uint64) *raw {
 	t.Helper()
-	mem, err := shm.New("raw", 1<<20, base)
+	r, err := rawAttach(sock, dev, base, true)
 	require.NoError(t, err)
-	rmem, err := shm.New("raw-ring", mmioring.Size(64), 0)
-	require.NoError(t, err)
-	ring, err := mmioring.Init(rmem.Bytes(), 64)
-	require.NoError(t, err)
-	conn, err := attach.Dial(sock, time.Second)
-	require.NoError(t, err)
-	r := &raw{conn: conn, mem: mem, rmem: rmem, prod: ring.Producer()}
-	t.Cleanup(func() { conn.Close(); mem.Close(); rmem.Close() })
-	req := attach.AttachReq{Version: attach.Version, Device: dev, MemBase: mem.Base(), MemSize: uint64(mem.Size()),
-		RingSize: uint64(mmioring.Size(64))}
-	p, err := req.Encode(nil)
-	require.NoError(t, err)
-	require.NoError(t, conn.Send(attach.TAttach, 0, p, mem.Fd(), rmem.Fd()))
-	h, _, _, err := conn.Recv()
-	require.NoError(t, err)
-	require.Equal(t, attach.TAttached, h.Type)
-	r.ctl = provider.NewUverbsControl(rawTransport{r})
+	t.Cleanup(r.close)
 	_, err = r.ctl.GetContext()
 	require.NoError(t, err)
 	return r
+}
+
+// rawAttach is dialRaw outside a test (a child process): it sends ATTACH
+// and, if wait, reads the answer, which must be ATTACHED.
+func rawAttach(sock, dev string, base uint64, wait bool) (*raw, error) {
+	mem, err := shm.New("raw", 1<<20, base)
+	if err != nil {
+		return nil, err
+	}
+	rmem, err := shm.New("raw-ring", mmioring.Size(64), 0)
+	if err != nil {
+		mem.Close()
+		return nil, err
+	}
+	r := &raw{mem: mem, rmem: rmem}
+	ring, err := mmioring.Init(rmem.Bytes(), 64)
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	r.prod = ring.Producer()
+	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	r.conn, r.uc = attach.NewConn(uc), uc
+	req := attach.AttachReq{Version: attach.Version, Device: dev, MemBase: mem.Base(), MemSize: uint64(mem.Size()),
+		RingSize: uint64(mmioring.Size(64))}
+	p, err := req.Encode(nil)
+	if err == nil {
+		err = r.conn.Send(attach.TAttach, 0, p, mem.Fd(), rmem.Fd())
+	}
+	if err == nil && wait {
+		r.conn.SetDeadline(time.Now().Add(2 * time.Second))
+		var h attach.Header
+		h, _, _, err = r.conn.Recv()
+		if err == nil && h.Type != attach.TAttached {
+			err = fmt.Errorf("answered %v", h.Type)
+		}
+	}
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	r.ctl = provider.NewUverbsControl(rawTransport{r})
+	return r, nil
+}
+
+// close closes the raw client's socket and unmaps its memory and ring.
+func (r *raw) close() {
+	if r.conn != nil {
+		r.conn.Close()
+	}
+	r.mem.Close()
+	r.rmem.Close()
 }
 
 // send sends one message and returns the answer's type and payload.
