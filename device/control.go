@@ -200,10 +200,9 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 	case len(d.qps) >= d.spec.Caps.MaxQP:
 		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusNoResources, "%d QPs in use", len(d.qps))
 	}
-	qpn := d.nextQPN
-	d.nextQPN = (d.nextQPN + 1) & 0xffffff
-	if d.nextQPN < 2 {
-		d.nextQPN = 2
+	qpn, ok := d.allocQPN()
+	if !ok {
+		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusNoResources, "no free QP number (%d QPs in use)", len(d.qps))
 	}
 	// bfregs 0 and 1 of each UAR are the "regular" ones user QPs get
 	// (mlx5.md §2.2); hand them out round robin.
@@ -236,6 +235,25 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 	}
 	d.qpCreated(q, c, uar, bfreg, resp)
 	return resp, nil
+}
+
+// allocQPN takes the next free QP number. QP numbers are 24 bits and
+// wrap (0 and 1 are the special QPs); a number a live QP holds is
+// skipped, as the firmware's allocator never hands one out twice (a
+// client that keeps one QP and creates and destroys 2^24 others reaches
+// it). It fails only with every number taken.
+func (d *Device) allocQPN() (uint32, bool) {
+	for range 1 << 24 {
+		qpn := d.nextQPN
+		d.nextQPN = (d.nextQPN + 1) & 0xffffff
+		if d.nextQPN < 2 {
+			d.nextQPN = 2
+		}
+		if qpn >= 2 && d.qps[qpn] == nil {
+			return qpn, true
+		}
+	}
+	return 0, false
 }
 
 // DestroyQP destroys a queue pair. When it returns the QP is quiesced:

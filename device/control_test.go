@@ -153,3 +153,52 @@ func TestQPStateMachine(t *testing.T) {
 	require.NoError(t, d.DestroyCQ(cq.CQN))
 	require.NoError(t, d.DeallocPD(pd.PDN))
 }
+
+// TestQPNSkipsLiveQPs: QP numbers are 24 bits and wrap; the next number
+// may be one a live QP still holds (a client that keeps one QP and
+// creates and destroys 2^24 others reaches it). CreateQP skips it, as the
+// firmware's QPN allocator does, instead of handing the number out twice
+// and overwriting the live QP in the device's table.
+func TestQPNSkipsLiveQPs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		next uint32 // nextQPN before the second QP
+		want uint32 // the second QP's number
+	}{
+		{"next is a live QP", 2, 3},
+		{"wrap onto a live QP", 0xffffff, 3}, // 0xffffff for one, then 2 is taken
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, mem := newDev(t)
+			pd, err := d.AllocPD()
+			require.NoError(t, err)
+			buf, _ := mem.Alloc(64*64, 4096)
+			dbr, _ := mem.Alloc(8, 8)
+			cq, err := d.CreateCQ(mlx5.CreateCQCmd{Entries: 64, CQESize: 64, BufAddr: buf, DBAddr: dbr})
+			require.NoError(t, err)
+			qbuf, _ := mem.Alloc(8192, 4096)
+			qdbr, _ := mem.Alloc(8, 8)
+			cmd := mlx5.CreateQPCmd{Type: mlx5.QPTypeRC, PDN: pd.PDN, SendCQN: cq.CQN, RecvCQN: cq.CQN, BufAddr: qbuf, DBAddr: qdbr,
+				SQWQECnt: 64, RQWQECnt: 64, RQWQEShift: 4}
+			d.SetNextQPN(2)
+			live, err := d.CreateQP(cmd)
+			require.NoError(t, err)
+			require.Equal(t, uint32(2), live.QPN)
+			d.SetNextQPN(tc.next)
+			if tc.next == 0xffffff {
+				last, err := d.CreateQP(cmd)
+				require.NoError(t, err)
+				require.Equal(t, uint32(0xffffff), last.QPN, "the last number")
+			}
+			got, err := d.CreateQP(cmd)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got.QPN)
+			require.NoError(t, d.ModifyQP(mlx5.ModifyQPCmd{QPN: got.QPN, Mask: mlx5.AttrState, State: mlx5.QPStateERR}))
+			a, err := d.QueryQP(live.QPN)
+			require.NoError(t, err)
+			require.Equal(t, mlx5.QPStateRST, a.State, "the live QP is untouched")
+			require.NoError(t, d.DestroyQP(got.QPN))
+			require.NoError(t, d.DestroyQP(live.QPN), "the live QP is still in the table")
+		})
+	}
+}

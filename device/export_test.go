@@ -11,3 +11,7 @@ func (d *Device) AllowRemoteInvalidate(key uint32) bool {
 	}
 	return ok
 }
+
+// SetNextQPN sets the QP number CreateQP tries next (tests of the
+// number's wrap, which takes 2^24 QPs to reach otherwise).
+func (d *Device) SetNextQPN(n uint32) { d.nextQPN = n }
