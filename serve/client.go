@@ -28,6 +28,15 @@ const (
 	// ahead: a client that stamps the far future would otherwise run every
 	// timer of every device to it.
 	maxJump = sim.Duration(10 * sim.Second)
+	// horizon is the latest time a client may ask the engine to run to
+	// (a record's time, a step's limit): 2^62 ps, some 53 days of
+	// virtual time, half of what sim.Time holds, so that every timer the
+	// devices arm from there (a retransmission timeout is at most
+	// 2^31 x 4.096 us) still fits in an int64. Without it a client's step
+	// limit, or enough records stamped maxJump ahead, ran the shared
+	// engine to the end of time, where the timers of every other client
+	// wrapped around and nothing completed any more.
+	horizon = sim.Time(1 << 62)
 	// ringWait is how long the ring goroutine sleeps in one Pop before it
 	// looks whether its client is gone.
 	ringWait = 200 * time.Millisecond
@@ -495,9 +504,9 @@ func (c *client) at(t int64) sim.Time {
 	case at < now:
 		c.d.ctr.ClampedTimes++
 		return now
-	case at > now.Add(maxJump):
+	case at > min(now.Add(maxJump), horizon):
 		c.d.ctr.ClampedTimes++
-		at = now.Add(maxJump)
+		at = max(min(now.Add(maxJump), horizon), now)
 	}
 	// RunUntil(at), letting go of the world every worldSlice events: a
 	// record stamped far ahead may have 10 s of a busy engine to run.
@@ -597,6 +606,18 @@ func (c *client) call(t sim.Time, r *mmioring.Record) {
 func (c *client) step(limit sim.Time, budget int, done func() bool) uint64 {
 	eng := c.d.eng
 	var v uint64
+	// The limit is the client's word, as a record's time is: bounded as
+	// at bounds that, maxJump ahead and not past the horizon. At the
+	// horizon there is no room left to run the clock to: the step runs
+	// the next event whenever it is (the devices' own timers fit), as if
+	// the client had no timer of its own.
+	if hi := min(eng.Now().Add(maxJump), horizon); limit > hi {
+		c.d.ctr.ClampedTimes++
+		limit = hi
+		if limit <= eng.Now() {
+			limit = 0
+		}
+	}
 	if c.d.pacer != nil {
 		budget = 0
 		if c.d.pacer.Sync() {
