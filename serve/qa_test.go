@@ -22,6 +22,7 @@ import (
 	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/serve"
+	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/uverbs"
 	"github.com/stretchr/testify/require"
 )
@@ -728,4 +729,175 @@ func statuses(wcs []provider.WC) []provider.WCStatus {
 
 func putU32(b []byte, v uint32) {
 	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+// TestLyingCalls: ring calls a provider never makes — reads of BAR0
+// offsets far outside it or misaligned, a CQ step on memory outside the
+// client's or on a CQ of 2^40 entries, steps bounded in the past and the
+// far future, unknown ops — are each answered (an errno where they make
+// no sense) and the daemon serves on.
+func TestLyingCalls(t *testing.T) {
+	d, sock, _ := startDaemon(t, 3, nil)
+	liar := dialRaw(t, sock, "softnic2", 0x30000000)
+	eps, closeAll, err := dialPairOn(sock, 0, 1)
+	require.NoError(t, err)
+	defer closeAll()
+	base := liar.mem.Base()
+	for _, tc := range []struct {
+		name   string
+		rec    mmioring.Record
+		op     uint64
+		status syscall.Errno
+	}{
+		{"read32 at the top of the address space", mmioring.Record{Off: ^uint64(3)}, attach.OpRead32, 0},
+		{"read32 past BAR0", mmioring.Record{Off: 1 << 40}, attach.OpRead32, 0},
+		{"read32 misaligned", mmioring.Record{Off: 0x1002}, attach.OpRead32, syscall.EINVAL},
+		{"read32 of a UAR doorbell", mmioring.Record{Off: 3*4096 + 0x800}, attach.OpRead32, 0},
+		{"step CQ outside memory", mmioring.Record{Off: 0x1000}, attach.OpStepCQ, syscall.EINVAL},
+		{"step CQ at the memory's last bytes", mmioring.Record{Off: base + 1<<20 - 32}, attach.OpStepCQ, syscall.EINVAL},
+		{"step CQ of 2^40 entries", mmioring.Record{Off: base}, attach.OpStepCQ | 40<<32, syscall.EINVAL},
+		{"step CQ, garbage CQE, huge consumer index", mmioring.Record{Off: base, QPN: ^uint32(0)}, attach.OpStepCQ | 24<<32, 0},
+		{"step bounded in the past", mmioring.Record{Off: 1}, attach.OpStep, 0},
+		{"step bounded in the far future", mmioring.Record{Off: 1 << 62}, attach.OpStep, 0},
+		{"unknown op", mmioring.Record{Off: 7}, 0xffffffff, syscall.EINVAL},
+		{"op with high bits", mmioring.Record{}, attach.OpSync | 0xdead<<32, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tc.rec
+			rec.Time = int64(d.Now())
+			rep, err := liar.prod.CallRecord(rec, tc.op, time.Now().Add(5*time.Second))
+			require.NoError(t, err, "answered")
+			require.Equal(t, uint32(tc.status), rep.Status)
+			require.NoError(t, runOp(eps, ops[0], time.Now().Add(10*time.Second)))
+		})
+	}
+	alive(t, liar)
+}
+
+// TestDoorbellFlood: a client that floods its ring with doorbells and
+// BlueFlame lines for QPs it does not have, as fast as the ring takes
+// them, costs the others no more than a slice of the world now and then:
+// a connection of two other clients completes its operations meanwhile,
+// and the daemon counts the flood as unknown-QP doorbells.
+func TestDoorbellFlood(t *testing.T) {
+	d, sock, _ := startDaemon(t, 3, nil)
+	flooder := dialRaw(t, sock, "softnic2", 0x30000000)
+	eps, closeAll, err := dialPairOn(sock, 0, 1)
+	require.NoError(t, err)
+	defer closeAll()
+	stop := make(chan struct{})
+	pushed := make(chan int, 1)
+	go func() {
+		var line [64]byte
+		for i := range line {
+			line[i] = byte(i)
+		}
+		n := 0
+		recs := make([]mmioring.Record, 32)
+		for {
+			select {
+			case <-stop:
+				pushed <- n
+				return
+			default:
+			}
+			for i := range recs {
+				uar := uint64(3 + i%8)
+				if i%2 == 0 {
+					recs[i] = mmioring.Store64(uar*4096+0x800, uint64(0x100+n+i)<<32|0x0a08, int64(n+i))
+				} else {
+					recs[i] = mmioring.Line(uar*4096+0x900, &line, mmioring.FullMask, int64(n+i))
+				}
+			}
+			k, err := flooder.prod.PushN(recs, time.Now().Add(5*time.Second))
+			n += k
+			if err != nil {
+				pushed <- -n
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	for i := 0; i < 20; i++ {
+		for _, o := range ops[:3] {
+			require.NoError(t, runOp(eps, o, time.Now().Add(10*time.Second)), o.name)
+		}
+	}
+	took := time.Since(start)
+	close(stop)
+	n := <-pushed
+	require.Positive(t, n, "the flood's pushes never failed")
+	t.Logf("60 operations took %v beside a flood of %d records", took, n)
+	alive(t, flooder)
+	// The device's counters, as the flooder reads them (the daemon's
+	// world is busy with the others: no direct look at the device).
+	typ, p, err := flooder.send(attach.TSim, attach.EncodeSim(nil, attach.SimCounters))
+	require.NoError(t, err)
+	require.Equal(t, attach.TSimResp, typ)
+	ctrs := map[string]uint64{}
+	for _, l := range strings.Split(string(p), "\n") {
+		if k, v, ok := strings.Cut(l, " "); ok {
+			ctrs[k], _ = strconv.ParseUint(v, 10, 64)
+		}
+	}
+	require.Positive(t, ctrs["db_unknown_qp"], "%s", p)
+	require.Zero(t, d.Counters().RingFailures)
+}
+
+// TestClockHorizon: a client cannot run the shared engine to the end of
+// time, where every other client's timers wrap around int64 and nothing
+// completes any more: a step's limit (its own next timer, in the
+// client's word) is held to 10 s ahead as a record's time is, and no
+// record or step takes the engine past the horizon (2^62 ps). A step
+// limit of 2^63-1000 ps jumped the engine there in one call.
+func TestClockHorizon(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lie  func(t *testing.T, r *raw, now int64)
+	}{
+		{"step limit at the end of time", func(t *testing.T, r *raw, now int64) {
+			for i := 0; i < 3; i++ { // the first steps run what is scheduled, then the limit
+				_, err := r.prod.CallRecord(mmioring.Record{Off: 1<<63 - 1000, Time: now}, attach.OpStep, time.Now().Add(5*time.Second))
+				require.NoError(t, err)
+			}
+		}},
+		{"step CQ limit at the end of time", func(t *testing.T, r *raw, now int64) {
+			for i := 0; i < 3; i++ {
+				_, err := r.prod.CallRecord(mmioring.Record{Off: r.mem.Base(), QPN: 1, Flow: 1<<63 - 1000, Time: now}, attach.OpStepCQ, time.Now().Add(5*time.Second))
+				require.NoError(t, err)
+			}
+		}},
+		{"records stamped 10 s ahead, again and again", func(t *testing.T, r *raw, now int64) {
+			// 2^62 ps is 461169 jumps of 10 s, the end of int64 922337.
+			recs := make([]mmioring.Record, 32)
+			for i := 0; i < 940000; i += len(recs) {
+				for j := range recs {
+					recs[j] = mmioring.Store32(0x18, 0, 1<<63-1)
+				}
+				_, err := r.prod.PushN(recs, time.Now().Add(5*time.Second))
+				require.NoError(t, err)
+			}
+			_, err := r.prod.Call(attach.OpSync, 0, 1<<63-1, time.Now().Add(5*time.Second))
+			require.NoError(t, err)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, sock, _ := startDaemon(t, 3, nil)
+			liar := dialRaw(t, sock, "softnic2", 0x30000000)
+			before := d.Now()
+			tc.lie(t, liar, int64(before))
+			now := d.Now()
+			t.Logf("the engine went from %v to %v", before, now)
+			require.LessOrEqual(t, now, sim.Time(1<<62)+sim.Time(sim.Second), "past the horizon")
+			if !strings.HasPrefix(tc.name, "records") {
+				require.LessOrEqual(t, now, before.Add(3*10*sim.Second), "at most 10 s a step")
+			}
+			eps, closeAll, err := dialPairOn(sock, 0, 1)
+			require.NoError(t, err)
+			defer closeAll()
+			for _, o := range ops[:3] {
+				require.NoError(t, runOp(eps, o, time.Now().Add(10*time.Second)), o.name)
+			}
+		})
+	}
 }
