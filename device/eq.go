@@ -79,7 +79,6 @@ type eq struct {
 	eqn  uint8
 	uar  uint32 // UAR page of its doorbell (the kernel's own)
 	buf  uint64 // 0: no host memory could be reserved; events are dispatched directly
-	ring []byte // the kernel's view of the ring (host memory)
 	nent uint32
 
 	// device side
@@ -125,7 +124,7 @@ func (d *Device) initEQs() {
 		for k := 0; k < sp.EQEntries; k++ {
 			ring[k*mlx5.EQESize+mlx5.EQEOffOwner] = mlx5.EQEOwnerInit
 		}
-		q.buf, q.ring = addr, ring
+		q.buf = addr
 	}
 }
 
@@ -227,8 +226,16 @@ func (h *eqHandler) Fire(now sim.Time) {
 	d := q.d
 	t := now
 	for n := uint32(0); n < q.nent; n++ {
-		off := (q.kci & (q.nent - 1)) * mlx5.EQESize
-		e := mlx5.EQE(q.ring[off : off+mlx5.EQESize : off+mlx5.EQESize])
+		// The kernel's read of the ring, through the region rather than
+		// a slice of it kept from initEQs: the device holds no slice of
+		// host memory, so a region taken away (the daemon closes a
+		// departed client's memory) makes a late read fail, never fault.
+		var b [mlx5.EQESize]byte
+		off := uint64(q.kci&(q.nent-1)) * mlx5.EQESize
+		if d.mem.Read(q.buf+off, b[:]) != nil {
+			break
+		}
+		e := mlx5.EQE(b[:])
 		if !mlx5.EQEOwnedBySW(e, q.kci, q.nent) {
 			break
 		}

@@ -59,6 +59,13 @@ const (
 	// default timeout is 1 s), so that the refusal arrives as EBUSY. An
 	// owner still connected is refused at once.
 	leaveWait = 500 * time.Millisecond
+	// maxDead is how many departed clients' revoked memories a slot keeps
+	// mapped (zero pages where the client's memfd was) for its device's
+	// late accesses. Keeping every one until Close leaked the address
+	// space of each client's memory, 16 GiB at most, at every detach: a
+	// client attaching and detaching a few thousand times made the
+	// daemon's next mmap fail, the Go heap's with it.
+	maxDead = 4
 )
 
 // client is one attached process.
@@ -685,6 +692,15 @@ func (d *Daemon) detachLocked(c *client) {
 		d.logf("%s: revoke: %v", s.name, err)
 	}
 	s.dead = append(s.dead, c.mem)
+	if len(s.dead) > maxDead {
+		// The oldest has been revoked for maxDead teardowns of this
+		// slot, each lingering detachLinger: whatever its device still
+		// had in flight has long landed. Closing it makes any later
+		// access of that device fail its bounds check (the device keeps
+		// no slice of host memory), and gives its address space back.
+		s.dead[0].Close()
+		s.dead = append(s.dead[:0], s.dead[1:]...)
+	}
 	c.rmem.Close()
 	delete(d.clients, c)
 	d.ctr.Detaches++

@@ -205,7 +205,7 @@ type slot struct {
 	dev   *device.Device // nil while free
 	owner *client
 	d     *Daemon
-	dead  []*shm.Region // revoked memory of earlier owners, unmapped at Close
+	dead  []*shm.Region // revoked memory of the last maxDead owners, unmapped at Close
 }
 
 // ReceiveFrame delivers a frame to the slot's current device, or drops it.
