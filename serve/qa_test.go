@@ -35,6 +35,23 @@ var qaRoles = map[string]func() error{
 	"qa-midcall":    midCallChild,
 	"qa-busy":       busyChild,
 	"qa-target":     targetChild,
+	"qa-daemon":     fdLimitedDaemon,
+}
+
+// fdLimitedDaemon runs a daemon at $SOFTNIC_SOCKET with at most 40 open
+// descriptors; it prints "ready", and "serve: ..." if Serve ever returns.
+func fdLimitedDaemon() error {
+	d, err := serve.New(serve.Config{Socket: childSocket(), Devices: 2})
+	if err != nil {
+		return err
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: 40, Max: 40}); err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	err = d.Serve()
+	fmt.Printf("serve: %v\n", err)
+	return err
 }
 
 func childSocket() string { return os.Getenv(provider.SocketEnv) }
@@ -944,4 +961,113 @@ func TestDetachFreesMemory(t *testing.T) {
 	grew := int64(vmSize(t)) - int64(before)
 	t.Logf("%d cycles of %d MiB: virtual size grew %d MiB", n, mem>>20, grew>>20)
 	require.Less(t, grew, int64(n*mem/4), "the departed clients' memory is given back")
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	es, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(es)
+}
+
+// TestPassedFDsClosed: file descriptors a client passes where none
+// belong — with requests after ATTACH, more than an ATTACH takes, more
+// than fit the daemon's control buffer — are closed by the daemon, never
+// kept: the daemon's descriptor table does not grow.
+func TestPassedFDsClosed(t *testing.T) {
+	d, sock, _ := startDaemon(t, 2, nil)
+	r := dialRaw(t, sock, "softnic0", 0x10000000)
+	devnull, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	defer devnull.Close()
+	fds := func(n int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = int(devnull.Fd())
+		}
+		return out
+	}
+	sendRaw := func(c *net.UnixConn, typ attach.Type, p []byte, n int) (attach.Header, []byte) {
+		t.Helper()
+		msg := make([]byte, attach.HeaderSize, attach.HeaderSize+len(p))
+		le := func(b []byte, v uint32) { b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24) }
+		le(msg[0:], attach.Magic)
+		msg[4] = byte(typ)
+		le(msg[12:], uint32(len(p)))
+		msg = append(msg, p...)
+		_, _, err := c.WriteMsgUnix(msg, syscall.UnixRights(fds(n)...), nil)
+		require.NoError(t, err)
+		conn := attach.NewConn(c)
+		conn.SetDeadline(time.Now().Add(2 * time.Second))
+		h, rp, _, err := conn.Recv()
+		require.NoError(t, err)
+		return h, rp
+	}
+	before := openFDs(t)
+	for _, tc := range []struct {
+		name string
+		n    int
+		want attach.Type
+	}{
+		{"two with a SIM request", 2, attach.TSimResp},
+		{"sixty-four with a SIM request", 64, attach.TError}, // MSG_CTRUNC: a malformed message
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := 0; i < 20; i++ {
+				h, _ := sendRaw(r.uc, attach.TSim, attach.EncodeSim(nil, attach.SimPendingEvents, 0), tc.n)
+				require.Equal(t, tc.want, h.Type)
+			}
+		})
+	}
+	for _, n := range []int{0, 1, 3, 64} {
+		t.Run(fmt.Sprintf("ATTACH with %d", n), func(t *testing.T) {
+			c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
+			require.NoError(t, err)
+			defer c.Close()
+			req := attach.AttachReq{Version: attach.Version, Device: "softnic1", MemBase: 0x10000000, MemSize: 1 << 20, RingSize: uint64(mmioring.Size(64))}
+			p, err := req.Encode(nil)
+			require.NoError(t, err)
+			h, rp := sendRaw(c, attach.TAttach, p, n)
+			require.Equal(t, attach.TError, h.Type)
+			em, err := attach.DecodeError(rp)
+			require.NoError(t, err)
+			require.Contains(t, []syscall.Errno{syscall.EBADF, syscall.EPROTO}, em.Errno, "%v", em)
+		})
+	}
+	alive(t, r)
+	require.Eventually(t, func() bool { return openFDs(t) <= before }, 5*time.Second, 10*time.Millisecond,
+		"descriptors kept: %d before, %d after", before, openFDs(t))
+	require.Equal(t, 1, d.Clients())
+}
+
+// TestAcceptOutOfDescriptors: a client that holds more connections open
+// than the daemon has descriptors for makes accept fail with EMFILE for a
+// while; the daemon waits and accepts again once they close. Serve
+// returned the error, and softnic serve exited, for every client.
+func TestAcceptOutOfDescriptors(t *testing.T) {
+	sock := t.TempDir() + "/s.sock"
+	cmd, rd, _ := startChild(t, "qa-daemon", sock)
+	require.Equal(t, "ready\n", readLine(t, rd))
+	var conns []*net.UnixConn
+	for i := 0; i < 60; i++ {
+		c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
+		if err != nil {
+			break // the backlog is full: the daemon is not accepting
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(100 * time.Millisecond) // the daemon meets EMFILE meanwhile
+	for _, c := range conns {
+		c.Close()
+	}
+	var ctx *provider.Context
+	var err error
+	require.Eventually(t, func() bool {
+		ctx, err = provider.Dial("softnic0", provider.DialOptions{Socket: sock, MemSize: 1 << 20, RingSlots: 64})
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond, "the daemon serves again")
+	_, err = ctx.AllocPD()
+	require.NoError(t, err)
+	require.NoError(t, ctx.Close())
+	require.NoError(t, cmd.Process.Signal(syscall.Signal(0)), "the daemon is still running")
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/softnic/softnic/attach"
@@ -349,6 +350,7 @@ func (d *Daemon) Addr() string { return d.cfg.Socket }
 
 // Serve accepts clients until Close. It returns nil after Close.
 func (d *Daemon) Serve() error {
+	var backoff time.Duration
 	for {
 		c, err := d.ln.AcceptUnix()
 		if err != nil {
@@ -362,8 +364,19 @@ func (d *Daemon) Serve() error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
+			if acceptRetry(err) {
+				// Out of descriptors or memory for now (a client holding
+				// many connections open): the connections that end give
+				// them back, so wait and accept again rather than stop
+				// serving every client (net/http does the same).
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				d.logf("accept: %v; retrying in %v", err, backoff)
+				time.Sleep(backoff)
+				continue
+			}
 			return fmt.Errorf("serve: accept: %w", err)
 		}
+		backoff = 0
 		// Counted and recorded under the lock Close sets closed with,
 		// so that Close's Wait sees every connection it must close.
 		d.mu.Lock()
@@ -383,6 +396,18 @@ func (d *Daemon) Serve() error {
 			d.mu.Unlock()
 		}()
 	}
+}
+
+// acceptRetry reports whether an accept error is a shortage that passes
+// (descriptors, memory, a connection aborted before it was taken), not a
+// broken listener.
+func acceptRetry(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // Close stops accepting, tears every client down (as if it had died),
