@@ -101,6 +101,9 @@ func (d *Daemon) handle(uc netUnixConn) {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(d.cfg.AttachTimeout))
 	c, err := d.attach(conn, uc, pid)
+	d.mu.Lock()
+	d.pending--
+	d.mu.Unlock()
 	if err != nil {
 		d.mu.Lock()
 		d.ctr.Refusals++

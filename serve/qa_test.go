@@ -1071,3 +1071,46 @@ func TestAcceptOutOfDescriptors(t *testing.T) {
 	require.NoError(t, ctx.Close())
 	require.NoError(t, cmd.Process.Signal(syscall.Signal(0)), "the daemon is still running")
 }
+
+// TestPendingConnectionsBounded: connections that never send ATTACH cost
+// the daemon a goroutine and their buffers each until AttachTimeout; past
+// Config.MaxPending (4 x MaxDevices by default) one more is closed at
+// once and logged, so a client opening connections by the thousand
+// cannot grow the daemon without bound. Once they go, clients attach.
+func TestPendingConnectionsBounded(t *testing.T) {
+	d, sock, log := startDaemon(t, 2, nil)
+	dial := func() *net.UnixConn {
+		c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
+		require.NoError(t, err)
+		return c
+	}
+	var silent []*net.UnixConn
+	defer func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 4*serve.MaxDevices; i++ {
+		silent = append(silent, dial())
+	}
+	extra := dial()
+	defer extra.Close()
+	extra.SetDeadline(time.Now().Add(2 * time.Second))
+	n, err := extra.Read(make([]byte, 64))
+	require.Zero(t, n)
+	require.ErrorIs(t, err, io.EOF, "one connection too many is closed at once")
+	require.Contains(t, log.String(), "connections are waiting to attach")
+	refusals := d.Counters().Refusals
+	require.NotZero(t, refusals)
+	for _, c := range silent {
+		c.Close()
+	}
+	silent = nil
+	require.Eventually(t, func() bool {
+		ctx, err := provider.Dial("softnic0", provider.DialOptions{Socket: sock, MemSize: 1 << 20, RingSlots: 64})
+		if err != nil {
+			return false
+		}
+		return ctx.Close() == nil
+	}, 5*time.Second, 20*time.Millisecond, "clients attach once the silent connections are gone")
+}

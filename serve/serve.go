@@ -38,6 +38,11 @@ type Config struct {
 	// AttachTimeout bounds a new connection's wait for its ATTACH
 	// message (default 5 s).
 	AttachTimeout time.Duration
+	// MaxPending bounds the connections not attached yet (waiting for
+	// their ATTACH or in it); one more is closed at once and logged as a
+	// refusal (default 4 x MaxDevices). Each costs the daemon a goroutine
+	// and its buffers until AttachTimeout.
+	MaxPending int
 	// Wires cables devices to real networks: device i is on Wires[i]
 	// (udp: or tap:, as softnic rdma --wire), the devices after the last
 	// wire are cabled back to back among themselves. Any wire makes the
@@ -128,14 +133,15 @@ type Daemon struct {
 	// conns is every connection Serve accepted and has not finished
 	// with, attached or not yet: Close closes them all, so that one that
 	// never sends ATTACH does not hold the shutdown for AttachTimeout.
-	conns  map[netUnixConn]struct{}
-	closed bool
-	ctr    Counters
-	logMu  sync.Mutex
-	pacer  *wallclock.Pacer // ClockWall: runs eng against the wall clock
-	taken  uint64           // eng.Fired() when lock last took the world (slice)
-	stop   chan struct{}    // stops the pacer's goroutine
-	paced  chan struct{}    // closed when it has stopped
+	conns   map[netUnixConn]struct{}
+	pending int // of conns, those not attached yet (Config.MaxPending)
+	closed  bool
+	ctr     Counters
+	logMu   sync.Mutex
+	pacer   *wallclock.Pacer // ClockWall: runs eng against the wall clock
+	taken   uint64           // eng.Fired() when lock last took the world (slice)
+	stop    chan struct{}    // stops the pacer's goroutine
+	paced   chan struct{}    // closed when it has stopped
 
 	wg sync.WaitGroup
 }
@@ -232,6 +238,9 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	if cfg.AttachTimeout <= 0 {
 		cfg.AttachTimeout = 5 * time.Second
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 4 * MaxDevices
 	}
 	if cfg.Socket == "" {
 		return nil, errors.New("serve: no socket path")
@@ -385,6 +394,14 @@ func (d *Daemon) Serve() error {
 			c.Close()
 			return nil
 		}
+		if d.pending >= d.cfg.MaxPending {
+			d.ctr.Refusals++
+			d.mu.Unlock()
+			d.logf("refused pid %d: %d connections are waiting to attach", peerPID(c), d.cfg.MaxPending)
+			c.Close()
+			continue
+		}
+		d.pending++
 		d.wg.Add(1)
 		d.conns[c] = struct{}{}
 		d.mu.Unlock()
