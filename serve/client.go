@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -66,6 +67,10 @@ const (
 	// client attaching and detaching a few thousand times made the
 	// daemon's next mmap fail, the Go heap's with it.
 	maxDead = 4
+	// maxNotified bounds the event notifications kept for one client
+	// between two SimNotified (client.notify). A provider asks after
+	// every step that reports events, a few at most by then.
+	maxNotified = 4096
 )
 
 // client is one attached process.
@@ -246,7 +251,7 @@ func (d *Daemon) attach(conn *attach.Conn, uc netUnixConn, pid int32) (*client, 
 	c.dev.Connect(s.port)
 	c.bar = c.dev.BARPort()
 	c.fbar, _ = c.bar.(pcie.FlowPort)
-	c.dev.SetEventNotify(func(ch uint32) { c.notified = append(c.notified, ch) })
+	c.dev.SetEventNotify(c.notify)
 	c.udev = uverbsdev.NewDevice(c.dev)
 	c.udev.SetNeighbour(s.neighbour)
 	c.srv = c.udev.NewServer()
@@ -263,6 +268,22 @@ func (d *Daemon) attach(conn *attach.Conn, uc netUnixConn, pid int32) (*client, 
 	}
 	d.logf("attach %s: pid %d, %d MiB of host memory at %#x, ring of %d slots", s.name, pid, req.MemSize>>20, req.MemBase, ring.Slots())
 	return c, nil
+}
+
+// notify records that the device queued an event for channel ch (0: the
+// async queue), for the client's next SimNotified (d.mu held). The list
+// is bounded: a client that reads its events (SimReadCompEvents) but
+// never asks which channels were notified would grow it by an entry per
+// event for ever. Past maxNotified entries a notification is kept only
+// for a channel the list does not name yet, so that every channel with
+// events still gets one (the provider then reads all its channel holds);
+// the others are counted as dropped.
+func (c *client) notify(ch uint32) {
+	if len(c.notified) >= maxNotified && slices.Contains(c.notified, ch) {
+		c.d.ctr.NotifiesDropped++
+		return
+	}
+	c.notified = append(c.notified, ch)
 }
 
 // serve answers the client's requests until its socket closes or it

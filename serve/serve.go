@@ -198,6 +198,9 @@ type Counters struct {
 	RingFailures  uint64 // rings that broke (bad index, sequence): client torn down
 	FramesDropped uint64 // frames that reached a free device slot
 	Unresolved    uint64 // modify_qp destinations ARP did not resolve on a wire
+	// NotifiesDropped counts event notifications not kept for a client
+	// that let more than maxNotified pile up unasked (client.notify).
+	NotifiesDropped uint64
 }
 
 // slot is one device name: its port on the wire and, while a client is
