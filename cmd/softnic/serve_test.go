@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -44,6 +45,43 @@ func TestServeCommand(t *testing.T) {
 	require.NoError(t, cmd.Wait())
 	require.Contains(t, strings.Join(rest, "\n"), "stopped after 1 attaches, 1 detaches, 1 refusals")
 	require.NoFileExists(t, sock)
+}
+
+// TestServeSIGTERMWithClients: SIGTERM while a client is attached with
+// objects open and another connection has not sent ATTACH: softnic serve
+// tears the client down, exits 0 within a second and removes its socket;
+// the client's next call fails with ErrDeviceGone, not a hang.
+func TestServeSIGTERMWithClients(t *testing.T) {
+	sock, cmd, lines, next := startServe(t, "--devices", "2")
+	require.Contains(t, next(), "2 devices")
+	ctx, err := provider.Dial("softnic0", provider.DialOptions{Socket: sock})
+	require.NoError(t, err)
+	pd, err := ctx.AllocPD()
+	require.NoError(t, err)
+	_, err = ctx.CreateCQ(16)
+	require.NoError(t, err)
+	_, err = pd.RegMR(ctx.Mem().Base(), 4096, provider.AccessLocalWrite)
+	require.NoError(t, err)
+	require.Contains(t, next(), "attach softnic0")
+	silent, err := net.Dial("unixpacket", sock)
+	require.NoError(t, err)
+	defer silent.Close()
+
+	start := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	var rest []string
+	for l := range lines {
+		rest = append(rest, l)
+	}
+	require.NoError(t, cmd.Wait())
+	require.Less(t, time.Since(start), 2*time.Second, "%s", strings.Join(rest, "\n"))
+	log := strings.Join(rest, "\n")
+	require.Contains(t, log, "detach softnic0")
+	require.Contains(t, log, "destroyed 1 CQ, 1 MR, 1 PD")
+	require.NoFileExists(t, sock)
+	_, err = ctx.AllocPD()
+	require.ErrorIs(t, err, provider.ErrDeviceGone)
+	require.ErrorIs(t, ctx.Close(), provider.ErrDeviceGone)
 }
 
 // startServe runs softnic serve on a fresh socket with args and returns
