@@ -22,6 +22,7 @@ import (
 	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/serve"
+	"github.com/softnic/softnic/shm"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/uverbs"
 	"github.com/stretchr/testify/require"
@@ -1113,4 +1114,113 @@ func TestPendingConnectionsBounded(t *testing.T) {
 		}
 		return ctx.Close() == nil
 	}, 5*time.Second, 20*time.Millisecond, "clients attach once the silent connections are gone")
+}
+
+// TestBadAttach: ATTACHes a provider never sends — another version, host
+// memory that is no sealed memfd or shorter than claimed, sizes and bases
+// out of range, a ring with a bad header or a truncated request — are
+// each refused with their errno; the descriptors they carried are
+// closed and the daemon serves on.
+func TestBadAttach(t *testing.T) {
+	d, sock, _ := startDaemon(t, 1, nil)
+	ringFd := func(t *testing.T, slots int, corrupt func(b []byte)) int {
+		r, err := shm.New("qa-ring", mmioring.Size(slots), 0)
+		require.NoError(t, err)
+		t.Cleanup(func() { r.Close() })
+		_, err = mmioring.Init(r.Bytes(), slots)
+		require.NoError(t, err)
+		if corrupt != nil {
+			corrupt(r.Bytes())
+		}
+		return r.Fd()
+	}
+	good := func() attach.AttachReq {
+		return attach.AttachReq{Version: attach.Version, Device: "softnic0", MemBase: 0x10000000, MemSize: 1 << 20, RingSize: uint64(mmioring.Size(64))}
+	}
+	pipeFd := func(t *testing.T) int {
+		var p [2]int
+		require.NoError(t, syscall.Pipe(p[:]))
+		t.Cleanup(func() { syscall.Close(p[0]); syscall.Close(p[1]) })
+		return p[0]
+	}
+	fileFd := func(t *testing.T) int {
+		f, err := os.CreateTemp(t.TempDir(), "mem")
+		require.NoError(t, err)
+		require.NoError(t, f.Truncate(1<<20))
+		t.Cleanup(func() { f.Close() })
+		return int(f.Fd())
+	}
+	for _, tc := range []struct {
+		name  string
+		req   func(r *attach.AttachReq)
+		mem   func(t *testing.T) int
+		ring  func(t *testing.T) int
+		raw   []byte // the payload as it is, instead of req's encoding
+		errno syscall.Errno
+	}{
+		{"another version", func(r *attach.AttachReq) { r.Version = 2 }, nil, nil, nil, syscall.EPROTONOSUPPORT},
+		{"memory shorter than claimed", nil, func(t *testing.T) int {
+			m, err := shm.New("qa-short", 1<<16, 0x10000000)
+			require.NoError(t, err)
+			t.Cleanup(func() { m.Close() })
+			return m.Fd()
+		}, nil, nil, syscall.EINVAL},
+		{"memory is a pipe", nil, pipeFd, nil, nil, syscall.EINVAL},
+		{"memory is a file, not sealed", nil, fileFd, nil, nil, syscall.EINVAL},
+		{"no memory", func(r *attach.AttachReq) { r.MemSize = 0 }, nil, nil, nil, syscall.EINVAL},
+		{"memory over 16 GiB", func(r *attach.AttachReq) { r.MemSize = 32 << 30 }, nil, nil, nil, syscall.EINVAL},
+		{"memory not in pages", func(r *attach.AttachReq) { r.MemSize = 1<<20 - 8 }, nil, nil, nil, syscall.EINVAL},
+		{"base 0", func(r *attach.AttachReq) { r.MemBase = 0 }, nil, nil, nil, syscall.EINVAL},
+		{"base not in pages", func(r *attach.AttachReq) { r.MemBase = 0x10000008 }, nil, nil, nil, syscall.EINVAL},
+		{"base wraps", func(r *attach.AttachReq) { r.MemBase = ^uint64(4095) }, nil, nil, nil, syscall.EINVAL},
+		{"ring shorter than its header", func(r *attach.AttachReq) { r.RingSize = 64 }, nil, nil, nil, syscall.EINVAL},
+		{"ring larger than any", func(r *attach.AttachReq) { r.RingSize = 1 << 40 }, nil, nil, nil, syscall.EINVAL},
+		{"ring without magic", nil, nil, func(t *testing.T) int { return ringFd(t, 64, func(b []byte) { putU32(b, 0) }) }, nil, syscall.EINVAL},
+		{"ring of more slots than its memory", nil, nil, func(t *testing.T) int { return ringFd(t, 64, func(b []byte) { putU32(b[8:], 1<<20) }) }, nil, syscall.EINVAL},
+		{"ring is a file, not sealed", nil, nil, fileFd, nil, syscall.EINVAL},
+		{"truncated request", nil, nil, nil, make([]byte, attach.AttachReqSize-1), syscall.EPROTO},
+		{"unknown device", func(r *attach.AttachReq) { r.Device = "softnic9" }, nil, nil, nil, syscall.ENODEV},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem, err := shm.New("qa-mem", 1<<20, 0x10000000)
+			require.NoError(t, err)
+			defer mem.Close()
+			memFd, rFd := mem.Fd(), 0
+			if tc.mem != nil {
+				memFd = tc.mem(t)
+			}
+			if tc.ring != nil {
+				rFd = tc.ring(t)
+			} else {
+				rFd = ringFd(t, 64, nil)
+			}
+			req := good()
+			if tc.req != nil {
+				tc.req(&req)
+			}
+			p := tc.raw
+			if p == nil {
+				p, err = req.Encode(nil)
+				require.NoError(t, err)
+			}
+			before := openFDs(t)
+			conn, err := attach.Dial(sock, time.Second)
+			require.NoError(t, err)
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(2 * time.Second))
+			require.NoError(t, conn.Send(attach.TAttach, 0, p, memFd, rFd))
+			h, rp, _, err := conn.Recv()
+			require.NoError(t, err)
+			require.Equal(t, attach.TError, h.Type)
+			em, err := attach.DecodeError(rp)
+			require.NoError(t, err)
+			require.Equal(t, tc.errno, em.Errno, "%s", em.Reason)
+			conn.Close()
+			require.Eventually(t, func() bool { return openFDs(t) <= before }, 2*time.Second, 10*time.Millisecond, "the passed descriptors are closed")
+		})
+	}
+	ctx, err := provider.Dial("softnic0", provider.DialOptions{Socket: sock})
+	require.NoError(t, err, "the daemon serves on")
+	require.NoError(t, ctx.Close())
+	require.Zero(t, d.Clients())
 }
