@@ -199,6 +199,8 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusBadParam, "doorbell record %#x not in host memory or misaligned", c.DBAddr)
 	case len(d.qps) >= d.spec.Caps.MaxQP:
 		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusNoResources, "%d QPs in use", len(d.qps))
+	case d.sqBBs+c.SQWQECnt > maxSQWQEBBs:
+		return mlx5.CreateQPResp{}, cmdErr("CREATE_QP", mlx5.StatusNoResources, "SQ of %d WQEBBs: %d of the device's %d in use", c.SQWQECnt, d.sqBBs, maxSQWQEBBs)
 	}
 	qpn, ok := d.allocQPN()
 	if !ok {
@@ -228,6 +230,7 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 	q.resp.setMaxDestRd(0)
 	q.req.reset()
 	d.qps[qpn] = q
+	d.sqBBs += c.SQWQECnt
 	resp := mlx5.CreateQPResp{QPN: qpn, BFRegIndex: int(uar-d.spec.BAR.FirstUAR)*2 + bfreg,
 		BFRegOffset: uint64(uar)*mlx5.UARPageSize + mlx5.UARBFRegOffset + uint64(bfreg*d.spec.BAR.BFRegSize)}
 	if d.spec.BAR.BFRegSize > 0 && !(d.spec.Caps.BFReg0NoBlueFlame && resp.BFRegIndex == 0) {
@@ -236,6 +239,17 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 	d.qpCreated(q, c, uar, bfreg, resp)
 	return resp, nil
 }
+
+// maxSQWQEBBs bounds the WQEBBs of all the send queues of one device.
+// The model keeps, per WQEBB of a send queue it fetches from, a staging
+// copy of the ring and an in-flight range (wqefetch), and a WQE slot for
+// each WQE outstanding (requester): some 300 bytes of the daemon's heap.
+// A QP may have 2^19 of them (max_qp_wr x 16 WQEBBs) on a buffer other
+// QPs share, so without a bound a client could make the daemon allocate
+// 150 MiB a QP for as many QPs as max_qp. A ConnectX's QP table lives in
+// ICM it is given, finite too; the figure is an assumption: two QPs of
+// the largest send queue, or 8192 of 128 one-WQEBB WQEs, a device.
+const maxSQWQEBBs = 1 << 20
 
 // allocQPN takes the next free QP number. QP numbers are 24 bits and
 // wrap (0 and 1 are the special QPs); a number a live QP holds is
@@ -272,6 +286,7 @@ func (d *Device) DestroyQP(qpn uint32) error {
 	}
 	d.dropAsyncEvents('q', qpn)
 	delete(d.qps, qpn)
+	d.sqBBs -= q.req.sq.Size
 	d.qpCache = [4]qpEnt{}
 	delete(d.fx.lastDB, qpn)
 	if d.chk != nil {

@@ -202,3 +202,41 @@ func TestQPNSkipsLiveQPs(t *testing.T) {
 		})
 	}
 }
+
+// TestSQWQEBBBudget: the send queues of one device hold at most 2^20
+// WQEBBs in all. The model keeps some 300 bytes of heap per WQEBB it
+// fetches from (a staging copy of the ring, in-flight ranges, WQE slots),
+// and QPs may share one buffer, so a client creating QPs of the largest
+// SQ (2^19 WQEBBs) could make the daemon allocate 150 MiB a QP, as many
+// times as max_qp. The third is refused with NO_RESOURCES; a destroyed
+// QP gives its share back.
+func TestSQWQEBBBudget(t *testing.T) {
+	const big = 1 << 19 // max_qp_wr 2^15 x 16 WQEBBs
+	mem, err := shm.New("devtest", big*64+1<<20, 0x10000000)
+	require.NoError(t, err)
+	t.Cleanup(func() { mem.Close() })
+	d := device.New(sim.NewEngine(), device.DefaultSpec(), device.Identity{MAC: [6]byte{2, 0, 0, 0, 0, 1}}, mem, nil)
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	buf, _ := mem.Alloc(64*64, 4096)
+	dbr, _ := mem.Alloc(8, 8)
+	cq, err := d.CreateCQ(mlx5.CreateCQCmd{Entries: 64, CQESize: 64, BufAddr: buf, DBAddr: dbr})
+	require.NoError(t, err)
+	qbuf, err := mem.Alloc(big*64, 4096)
+	require.NoError(t, err)
+	qdbr, _ := mem.Alloc(8, 8)
+	cmd := mlx5.CreateQPCmd{Type: mlx5.QPTypeRC, PDN: pd.PDN, SendCQN: cq.CQN, RecvCQN: cq.CQN, BufAddr: qbuf, DBAddr: qdbr, SQWQECnt: big}
+	a, err := d.CreateQP(cmd)
+	require.NoError(t, err)
+	_, err = d.CreateQP(cmd) // the same buffer: the device does not mind
+	require.NoError(t, err)
+	_, err = d.CreateQP(cmd)
+	require.Equal(t, mlx5.StatusNoResources, status(t, err))
+	small := cmd
+	small.SQWQECnt = 64
+	_, err = d.CreateQP(small)
+	require.Equal(t, mlx5.StatusNoResources, status(t, err), "the budget is full")
+	require.NoError(t, d.DestroyQP(a.QPN))
+	_, err = d.CreateQP(cmd)
+	require.NoError(t, err, "the destroyed QP's share is free again")
+}

@@ -67,6 +67,7 @@ type Device struct {
 	nextMR   uint32
 	nextUAR  uint32
 	nQPs     int
+	sqBBs    int // WQEBBs of every live QP's send queue (maxSQWQEBBs)
 	errQPs   int // QPs in ERR with a receive queue (see scanErrorRQs)
 
 	pkt     roce.Packet
