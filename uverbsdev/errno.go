@@ -82,8 +82,22 @@ func (c *counters) count(e *uverbs.Error) {
 	if c.byCmd == nil {
 		c.byCmd = map[string]uint64{}
 	}
+	if _, ok := c.byCmd[e.Cmd]; !ok && len(c.byCmd) >= maxCmdNames {
+		// A client naming commands that do not exist (CMD_<n>,
+		// IOCTL_<object>_<method>) would add a counter for each: the
+		// ones past maxCmdNames are counted together.
+		c.byCmd[otherCmds]++
+		return
+	}
 	c.byCmd[e.Cmd]++
 }
+
+// maxCmdNames bounds the refused_cmd_ counters of one set, well above
+// the commands the device serves; otherCmds counts the refusals past it.
+const (
+	maxCmdNames = 256
+	otherCmds   = "OTHER"
+)
 
 // snapshot names the counters: "commands", "refused", "refused_errno_<E>"
 // (EINVAL, ENOENT, ...) and "refused_cmd_<CMD>" (CREATE_QP, ...), the

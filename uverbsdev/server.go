@@ -109,7 +109,9 @@ type Server struct {
 func (s *Server) Do(req, resp []byte) (int, error) { return s.Handle(req, resp) }
 
 // Counters are the commands this client sent and those refused:
-// "commands", "refused", "refused_errno_<E>" and "refused_cmd_<CMD>".
+// "commands", "refused", "refused_errno_<E>" and "refused_cmd_<CMD>"
+// (at most 256 of those; the refusals of commands past them are counted
+// as refused_cmd_OTHER).
 func (s *Server) Counters() map[string]uint64 { return s.ctrs.snapshot() }
 
 // IsIoctl reports whether b is an ioctl request rather than a write()

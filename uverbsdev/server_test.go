@@ -2,6 +2,7 @@ package uverbsdev
 
 import (
 	"encoding/binary"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -733,5 +734,32 @@ func TestObjectLimits(t *testing.T) {
 			_, err = tc.create(r, a, pda, buf, db)
 			require.NoError(t, err)
 		})
+	}
+}
+
+// TestRefusalCountersBounded: a client naming thousands of commands that
+// do not exist (ioctl methods, write command numbers) is refused each
+// time, counted, and grows the per-command counters by at most a bounded
+// set: they kept one counter per name a client made up, without end.
+func TestRefusalCountersBounded(t *testing.T) {
+	r := newRig(t, 1<<20)
+	r.open(r.s)
+	const n = 3000
+	for i := 0; i < n; i++ {
+		io, err := uverbs.NewIoctl(r.req[:], uverbs.ObjectID(0x100+i/7), uverbs.MethodID(i%7+0x40), uverbs.DriverMLX5)
+		require.NoError(t, err)
+		_, err = r.s.Handle(io.Bytes(), r.out[:])
+		require.Error(t, err)
+	}
+	for _, m := range []map[string]uint64{r.s.Counters(), r.d.Counters()} {
+		names := 0
+		for k := range m {
+			if strings.HasPrefix(k, "refused_cmd_") {
+				names++
+			}
+		}
+		require.LessOrEqual(t, names, 257, "per-command counters")
+		require.GreaterOrEqual(t, m["refused"], uint64(n), "every refusal counted")
+		require.NotZero(t, m["refused_cmd_OTHER"])
 	}
 }
