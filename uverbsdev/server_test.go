@@ -667,6 +667,7 @@ type objsLike struct {
 	recvWR, recvSGE uint32
 	sigAll          uint8
 }
+
 // TestObjectLimits: SRQs and address handles are bounded as QPs are, at
 // the max_srq and max_ah that QUERY_DEVICE reports (max_qp): the next one
 // is refused with ENOMEM, one freed makes room again, and a second client
