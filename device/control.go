@@ -242,14 +242,18 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 
 // maxSQWQEBBs bounds the WQEBBs of all the send queues of one device.
 // The model keeps, per WQEBB of a send queue it fetches from, a staging
-// copy of the ring and an in-flight range (wqefetch), and a WQE slot for
-// each WQE outstanding (requester): some 300 bytes of the daemon's heap.
-// A QP may have 2^19 of them (max_qp_wr x 16 WQEBBs) on a buffer other
-// QPs share, so without a bound a client could make the daemon allocate
-// 150 MiB a QP for as many QPs as max_qp. A ConnectX's QP table lives in
-// ICM it is given, finite too; the figure is an assumption: two QPs of
-// the largest send queue, or 8192 of 128 one-WQEBB WQEs, a device.
-const maxSQWQEBBs = 1 << 20
+// copy of the ring and an in-flight range (wqefetch, about 100 bytes,
+// made at the queue's first doorbell), and a WQE slot for each WQE
+// outstanding (requester, about 200 bytes more): Go heap of the daemon,
+// not the client's memory. A QP may have 2^19 WQEBBs (max_qp_wr x 16) on
+// a buffer other QPs share, so without a bound a client could make the
+// daemon allocate 150 MiB a QP for as many QPs as max_qp. A ConnectX's QP
+// table lives in the ICM it is given, finite too; the figure is an
+// assumption: 65536 QPs of the testbed's default caps (512 WQEBBs each,
+// issue 11's 64 K QPs), or 64 of the largest send queue. Filled to the
+// last WQEBB, that is about 10 GiB of heap: the bound stops a runaway
+// client, it does not make a small daemon safe from a large one.
+const maxSQWQEBBs = 1 << 25
 
 // allocQPN takes the next free QP number. QP numbers are 24 bits and
 // wrap (0 and 1 are the special QPs); a number a live QP holds is
