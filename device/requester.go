@@ -551,10 +551,17 @@ func (r *requester) transmit(t sim.Time, w *swqe, i int, psn roce.PSN) (sim.Time
 	if fp.BTH.AckReq {
 		r.sinceAck = 0
 	}
+	// sentPSN is past every PSN a response may now carry: a READ's
+	// request stands for all its response PSNs.
+	next := psn.Next()
+	if w.op == mlx5.OpRDMARead {
+		next = w.lastPSN().Next()
+	}
 	if psn.Before(r.sentPSN) {
 		d.inc(CtrRetransmittedPkts)
-	} else {
-		r.sentPSN = psn.Next()
+	}
+	if next.After(r.sentPSN) {
+		r.sentPSN = next
 	}
 	end, err := d.packetize(t, q, &pl, w.flow)
 	if err != nil {
@@ -819,9 +826,14 @@ func (r *requester) rx(arrive, t sim.Time, p *roce.Packet) {
 	q := r.q
 	d := q.d
 	psn := p.BTH.PSN()
-	if !psn.Before(r.psn) {
-		// Beyond anything sent: not a response to this QP's requests.
-		d.warn(t, CtrACKBadPSN, "QP %#x %v PSN %#x, next PSN to send %#x", q.qpn, p.Opcode, uint32(psn), uint32(r.psn))
+	if !psn.Before(r.sentPSN) {
+		// Beyond anything sent (a PSN a posted WQE holds but whose packet
+		// has not left yet is not sent): not a response to this QP's
+		// requests. Taken, an ACK completed a WRITE whose later packets
+		// had never left, and a READ response landed in a READ never
+		// asked for; rxe's completer likewise completes only WQEs whose
+		// packets were all sent (rocev2.md §4.3).
+		d.warn(t, CtrACKBadPSN, "QP %#x %v PSN %#x, next PSN never sent %#x", q.qpn, p.Opcode, uint32(psn), uint32(r.sentPSN))
 		return
 	}
 	switch p.Info.Operation {

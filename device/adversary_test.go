@@ -1,0 +1,170 @@
+package device_test
+
+import (
+	"testing"
+
+	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/testbed"
+	"github.com/stretchr/testify/require"
+)
+
+// silentPeer connects a QP pair and moves node 1's QP to ERR, so that
+// node 0's requests reach a peer that drops them: nothing answers node 0
+// but the frames a test forges "from node 1".
+func silentPeer(t *testing.T, o testbed.ConnOpts) *rxWorld {
+	r := newRxWorld(t, o)
+	require.NoError(t, r.eps[1].QP.Modify(&provider.QPAttr{QPState: provider.QPStateErr}, mlx5.AttrState))
+	r.w.Settle(0)
+	return r
+}
+
+// toReq is a well-formed response from node 1 to node 0's QP.
+func (r *rxWorld) toReq(op roce.Opcode, psn uint32) roce.FrameParams {
+	return roce.FrameParams{SrcMAC: testbed.MACs[1], DstMAC: testbed.MACs[0], SrcIP: testbed.IPs[1], DstIP: testbed.IPs[0],
+		TTL: 64, SrcPort: 0xc000,
+		BTH: roce.BTHFields{Opcode: op, PKey: 0xffff, DestQP: r.eps[0].QP.QPN(), PSN: roce.PSN(psn)}}
+}
+
+// injectReq hands node 0 a forged frame and runs nothing.
+func (r *rxWorld) injectReq(t *testing.T, p roce.FrameParams, payload []byte) {
+	t.Helper()
+	buf := make([]byte, 5000)
+	n, err := roce.BuildFrame(buf, &p, payload)
+	require.NoError(t, err)
+	r.w.Hosts[0].Dev.ReceiveFrame(r.w.Eng.Now(), buf[:n])
+}
+
+func (r *rxWorld) reqCtr(name string) uint64 { return r.w.Hosts[0].Dev.Counters().Get(name) }
+
+// runUntil runs node 0's simulation until cond holds (bounded).
+func (r *rxWorld) runUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 100000 && !cond(); i++ {
+		if !r.w.Eng.Step() {
+			break
+		}
+	}
+	require.True(t, cond(), "the condition was never reached")
+}
+
+const reqPSN = 0x1000 // node 0's initial send PSN
+
+// TestRequesterRejectsAnswersToUnsentPSNs forges answers "from the peer"
+// for PSNs node 0 has assigned to a posted WQE but not yet transmitted
+// (held by the 128-PSN window or by max_rd_atomic). A real requester
+// takes an ACK, NAK or response only for a PSN it has sent (rxe's
+// completer only completes a WQE whose packets were all sent, state
+// pending; rocev2.md §4.3): such a frame is a ghost, dropped and counted.
+// Before the fix the requester took any PSN below its next PSN to assign:
+// the ACK completed a 256-packet WRITE of which 128 packets had never
+// left (a completion for data that did not land), and the READ response
+// landed bytes into, and completed, a READ never sent.
+func TestRequesterRejectsAnswersToUnsentPSNs(t *testing.T) {
+	opts := testbed.ConnOpts{MTU: 256, BufSize: 1 << 16, Timeout: 8, RetryCnt: 1, MaxRdAtomic: 1}
+	const writePkts = 256 // a 64 KiB WRITE at MTU 256: twice the 128-PSN window
+	cases := []struct {
+		name string
+		// post the WQEs; returns the PSN of one assigned but unsent and
+		// the condition under which it is known to be held back.
+		post   func(t *testing.T, r *rxWorld) (uint32, func() bool)
+		forge  func(r *rxWorld, psn uint32) (roce.FrameParams, []byte)
+		status provider.WCStatus // the first send completion, in the end
+	}{
+		{
+			name: "ACK for the last PSN of a WRITE half sent",
+			post: func(t *testing.T, r *rxWorld) (uint32, func() bool) {
+				r.postWrite(t, 1, 0, 1<<16)
+				return reqPSN + writePkts - 1, func() bool { return r.reqCtr(device.CtrWindowStall.String()) > 0 }
+			},
+			forge: func(r *rxWorld, psn uint32) (roce.FrameParams, []byte) {
+				p := r.toReq(roce.OpRCAck, psn)
+				p.AETH = roce.AETHFields{Syndrome: roce.ACKSyndrome(0x1f), MSN: 1}
+				return p, nil
+			},
+			status: provider.WCRetryExcErr,
+		},
+		{
+			name: "PSN-sequence NAK beyond what was sent",
+			post: func(t *testing.T, r *rxWorld) (uint32, func() bool) {
+				r.postWrite(t, 1, 0, 1<<16)
+				return reqPSN + writePkts - 1, func() bool { return r.reqCtr(device.CtrWindowStall.String()) > 0 }
+			},
+			forge: func(r *rxWorld, psn uint32) (roce.FrameParams, []byte) {
+				p := r.toReq(roce.OpRCAck, psn)
+				p.AETH = roce.AETHFields{Syndrome: roce.NAKSyndrome(0), MSN: 0}
+				return p, nil
+			},
+			status: provider.WCRetryExcErr,
+		},
+		{
+			name: "RNR NAK beyond what was sent",
+			post: func(t *testing.T, r *rxWorld) (uint32, func() bool) {
+				r.postWrite(t, 1, 0, 1<<16)
+				return reqPSN + writePkts - 1, func() bool { return r.reqCtr(device.CtrWindowStall.String()) > 0 }
+			},
+			forge: func(r *rxWorld, psn uint32) (roce.FrameParams, []byte) {
+				p := r.toReq(roce.OpRCAck, psn)
+				p.AETH = roce.AETHFields{Syndrome: roce.RNRNAKSyndrome(1), MSN: 0}
+				return p, nil
+			},
+			status: provider.WCRetryExcErr,
+		},
+		{
+			name: "READ response for a READ held by max_rd_atomic",
+			post: func(t *testing.T, r *rxWorld) (uint32, func() bool) {
+				// Two 64-byte READs, max_rd_atomic 1: the second waits for
+				// the first, which nobody answers.
+				req, rsp := r.eps[0], r.eps[1]
+				_, err := req.QP.PostSend([]provider.SendWR{
+					{WRID: 1, Opcode: provider.WRRDMARead, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 64)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey},
+					{WRID: 2, Opcode: provider.WRRDMARead, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(4096, 64)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey},
+				})
+				require.NoError(t, err)
+				return reqPSN + 1, func() bool { return r.reqCtr(device.CtrWindowStall.String()) > 0 }
+			},
+			forge: func(r *rxWorld, psn uint32) (roce.FrameParams, []byte) {
+				p := r.toReq(roce.OpRCReadResponseOnly, psn)
+				p.AETH = roce.AETHFields{Syndrome: roce.ACKSyndrome(0x1f), MSN: 2}
+				return p, forged64
+			},
+			status: provider.WCRetryExcErr,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := silentPeer(t, opts)
+			psn, held := c.post(t, r)
+			r.runUntil(t, held)
+			p, pl := c.forge(r, psn)
+			r.injectReq(t, p, pl)
+			require.Equal(t, uint64(1), r.reqCtr(device.CtrACKBadPSN.String()), "the ghost answer is dropped and counted")
+			wcs, err := testbed.Wait(r.eps[0].SendCQ, 1)
+			require.NoError(t, err)
+			require.Equal(t, uint64(1), wcs[0].WRID)
+			require.Equal(t, c.status, wcs[0].Status, "a WQE whose packets never all left cannot succeed")
+			buf := r.eps[0].Buf.Bytes
+			require.NotEqual(t, forged64, buf[4096:4096+64], "no bytes of a forged response land")
+		})
+	}
+}
+
+var forged64 = func() []byte {
+	b := make([]byte, 64)
+	for i := range b {
+		b[i] = 0xa5
+	}
+	return b
+}()
+
+// postWrite posts one signalled RDMA WRITE of n bytes from node 0's buffer
+// at off to node 1's.
+func (r *rxWorld) postWrite(t *testing.T, wrid, off uint64, n uint32) {
+	t.Helper()
+	req, rsp := r.eps[0], r.eps[1]
+	_, err := req.QP.PostSend([]provider.SendWR{{WRID: wrid, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(off, n)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
+	require.NoError(t, err)
+}
