@@ -168,3 +168,78 @@ func (r *rxWorld) postWrite(t *testing.T, wrid, off uint64, n uint32) {
 		SGL: []provider.SGE{req.MR.SGE(off, n)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
 	require.NoError(t, err)
 }
+
+// TestResponderMessageInterrupted aims a request that is not the next
+// packet of the SEND or WRITE in progress at a live RC responder, with
+// the next expected PSN: a READ, an atomic, another message's First or
+// Middle. The message in progress misses its Last: the responder NAKs
+// invalid request, executes nothing, moves the QP to ERR and completes
+// the receive the SEND had taken with REM_INV_REQ_ERR (rxe's
+// check_op_seq, a class C error; rocev2.md §4.6 "missing First / missing
+// Last"). Before the fix a READ or an atomic inside a message was
+// executed and the message then carried on to complete as if nothing had
+// come between its packets; a WRITE's First or Middle inside a SEND
+// completed the SEND's receive WR_FLUSH_ERR instead of REM_INV_REQ_ERR.
+func TestResponderMessageInterrupted(t *testing.T) {
+	const mtu = 256
+	cases := []struct {
+		name  string
+		first roce.Opcode // opens the message at ePSN
+		next  roce.Opcode // at ePSN+1
+		recv  bool        // the message took a receive WQE (a SEND)
+	}{
+		{"READ inside a SEND", roce.OpRCSendFirst, roce.OpRCReadRequest, true},
+		{"FETCH_ADD inside a SEND", roce.OpRCSendFirst, roce.OpRCFetchAdd, true},
+		{"CMP_SWAP inside a WRITE", roce.OpRCWriteFirst, roce.OpRCCmpSwap, false},
+		{"READ inside a WRITE", roce.OpRCWriteFirst, roce.OpRCReadRequest, false},
+		{"WRITE FIRST inside a SEND", roce.OpRCSendFirst, roce.OpRCWriteFirst, true},
+		{"WRITE MIDDLE inside a SEND", roce.OpRCSendFirst, roce.OpRCWriteMiddle, true},
+		{"WRITE ONLY inside a SEND", roce.OpRCSendFirst, roce.OpRCWriteOnly, true},
+		{"SEND ONLY inside a SEND", roce.OpRCSendFirst, roce.OpRCSendOnly, true},
+	}
+	all := provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRxWorld(t, testbed.ConnOpts{MTU: mtu, Access: all})
+			rsp := r.eps[1]
+			mem := rsp.Buf.Bytes
+			for i := range mem {
+				mem[i] = 0
+			}
+			_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 7, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}})
+			require.NoError(t, err)
+			open := r.params(c.first, ePSN)
+			open.BTH.AckReq = false
+			open.RETH = roce.RETHFields{VA: rsp.MR.Addr + 8192, RKey: rsp.MR.RKey, DMALen: 2 * mtu}
+			r.inject(t, open, make([]byte, mtu), nil)
+			p := r.params(c.next, ePSN+1)
+			p.RETH = roce.RETHFields{VA: rsp.MR.Addr + 16384, RKey: rsp.MR.RKey, DMALen: mtu}
+			p.AtomicETH = roce.AtomicETHFields{VA: rsp.MR.Addr + 24576, RKey: rsp.MR.RKey, SwapAdd: 5}
+			var pl []byte
+			if c.next != roce.OpRCReadRequest && c.next != roce.OpRCFetchAdd && c.next != roce.OpRCCmpSwap {
+				pl = make([]byte, mtu)
+				for i := range pl {
+					pl[i] = 0x5a
+				}
+			}
+			r.inject(t, p, pl, nil)
+			rep := r.replies(t)
+			require.Len(t, rep, 1, "one answer: the NAK")
+			require.Equal(t, roce.OpRCAck, rep[0].Opcode)
+			require.True(t, rep[0].AETH.Syndrome().IsNAK())
+			require.Equal(t, uint8(1), rep[0].AETH.Syndrome().Value(), "NAK invalid request")
+			require.Equal(t, roce.PSN(ePSN+1), rep[0].BTH.PSN())
+			st, _ := rsp.QP.QueryState()
+			require.Equal(t, mlx5.QPStateERR, st)
+			require.Equal(t, make([]byte, 8), mem[24576:24576+8], "no atomic executed")
+			require.NotContains(t, string(mem[16384:16384+mtu]), "\x5a", "no WRITE placed")
+			require.Zero(t, r.ctr(device.CtrRxReadRequests.String())+r.ctr(device.CtrRxAtomicRequests.String()), "nothing executed")
+			if c.recv {
+				wcs, err := testbed.Wait(rsp.RecvCQ, 1)
+				require.NoError(t, err)
+				require.Equal(t, uint64(7), wcs[0].WRID)
+				require.Equal(t, provider.WCRemInvReqErr, wcs[0].Status, "the SEND that missed its Last")
+			}
+		})
+	}
+}

@@ -223,6 +223,15 @@ func (r *responder) rx(arrive, t sim.Time, p *roce.Packet) {
 		return
 	}
 	r.nakSent = false
+	if (r.recv.active || r.wr.active) && !r.continues(p) {
+		// In sequence, but not the next packet of the message open: that
+		// message misses its Last (rxe's check_op_seq, a class C error).
+		// Nothing of this request is executed; the SEND's receive
+		// completes REM_INV_REQ_ERR (rocev2.md §4.6).
+		d.warn(t, CtrRxMissingLast, "QP %#x: %v PSN %#x while a %s is open", q.qpn, p.Opcode, uint32(psn), r.openKind())
+		r.error(t, psn, nakInvalidReq, mlx5.SyndRemoteInvalidReq)
+		return
+	}
 	switch op {
 	case roce.OperationSend:
 		r.rxSend(arrive, t, p)
@@ -236,6 +245,25 @@ func (r *responder) rx(arrive, t sim.Time, p *roce.Packet) {
 		d.warn(t, CtrRxUnsupportedOp, "QP %#x: %v not supported", q.qpn, p.Opcode)
 		r.error(t, psn, nakInvalidReq, 0)
 	}
+}
+
+// continues reports whether p is a Middle or Last of the message open
+// (a SEND or a WRITE).
+func (r *responder) continues(p *roce.Packet) bool {
+	if p.Info.Pos.First() {
+		return false
+	}
+	if r.wr.active {
+		return p.Info.Operation == roce.OperationWrite
+	}
+	return p.Info.Operation == roce.OperationSend
+}
+
+func (r *responder) openKind() string {
+	if r.wr.active {
+		return "WRITE"
+	}
+	return "SEND"
 }
 
 // error NAKs a request and moves the QP to ERR; a non-zero syndrome also
@@ -443,11 +471,8 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 	psn := p.BTH.PSN()
 	pos := p.Info.Pos
 	if pos.First() {
-		if r.recv.active || r.wr.active {
-			d.warn(t, CtrRxMissingLast, "QP %#x: %v while a message is open", q.qpn, p.Opcode)
-			r.error(t, psn, nakInvalidReq, mlx5.SyndRemoteInvalidReq)
-			return
-		}
+		// A message open here is RC's to refuse (rx) and UC's to drop
+		// (rxUC): none is by now.
 		if !r.recv.held && r.mustWait(t) {
 			// No WQE known and the record read would sample host memory
 			// before the receive stage gets here: wait for it, as a
@@ -566,11 +591,7 @@ func (r *responder) rxWrite(arrive, t sim.Time, p *roce.Packet) {
 	psn := p.BTH.PSN()
 	pos := p.Info.Pos
 	if pos.First() {
-		if r.recv.active || r.wr.active {
-			d.warn(t, CtrRxMissingLast, "QP %#x: %v while a message is open", q.qpn, p.Opcode)
-			r.error(t, psn, nakInvalidReq, 0)
-			return
-		}
+		// No message is open (rx, rxUC).
 		if q.access&mlx5.AccessRemoteWrite == 0 {
 			d.warn(t, CtrRxWriteNotAllowed, "QP %#x has no remote-write access", q.qpn)
 			r.error(t, psn, nakInvalidReq, 0)
