@@ -243,3 +243,60 @@ func TestResponderMessageInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayMatchesItsOwnREAD: a duplicate READ restarts the stream that
+// answers that READ, not another stream that merely points at the same
+// slot of the resource ring. A replay stream waiting behind a large READ
+// keeps a pointer to its resource slot; when a later READ recycles the
+// slot, a duplicate of that later READ matched the old replay by the
+// pointer alone and replaced it: the older READ's replay was never sent
+// and the later READ was answered twice, its first execution still
+// counted against max_dest_rd_atomic. Under loss (softnic perf read_bw
+// with the faults of a lossy wire) the responder then counted one READ
+// too many, NAKed a well-behaved requester's next READ invalid request,
+// and both QPs ended in error (RETRY_EXC_ERR). Frames are handed over
+// without running the clock, so that every stream is still queued.
+func TestReplayMatchesItsOwnREAD(t *testing.T) {
+	const mtu = 256
+	all := provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic
+	r := newRxWorld(t, testbed.ConnOpts{MTU: mtu, BufSize: 1 << 16, Access: all, MaxDestRdAtomic: 2})
+	rsp := r.eps[1]
+	for i := range rsp.Buf.Bytes {
+		rsp.Buf.Bytes[i] = byte(i / mtu)
+	}
+	read := func(psn uint32, off uint64, n uint32) {
+		p := r.params(roce.OpRCReadRequest, psn)
+		p.RETH = roce.RETHFields{VA: rsp.MR.Addr + off, RKey: rsp.MR.RKey, DMALen: n}
+		buf := make([]byte, 256)
+		k, err := roce.BuildFrame(buf, &p, nil)
+		require.NoError(t, err)
+		r.w.Hosts[1].Dev.ReceiveFrame(r.w.Eng.Now(), buf[:k])
+	}
+	const (
+		psnA = ePSN      // 1 packet, resource slot 0
+		psnC = ePSN + 1  // 64 packets, slot 1: its responses hold up what follows
+		psnB = ePSN + 65 // 1 packet, recycles slot 0
+	)
+	read(psnA, 0, 64)
+	read(psnC, 4096, 64*mtu)
+	read(psnA, 0, 64) // duplicate of A: a replay queued behind C
+	read(psnB, 8*mtu, 64)
+	read(psnB, 8*mtu, 64) // duplicate of B: must restart B's stream, not A's replay
+	r.w.Settle(0)
+	got := map[uint32][]byte{}
+	count := map[uint32]int{}
+	for _, p := range r.replies(t) {
+		if p.Info.Operation != roce.OperationReadResponse {
+			continue
+		}
+		psn := uint32(p.BTH.PSN())
+		count[psn]++
+		got[psn] = append([]byte(nil), p.Payload...)
+	}
+	require.Equal(t, 2, count[psnA], "A answered, then replayed")
+	require.Equal(t, rsp.Buf.Bytes[:64], got[psnA])
+	require.Equal(t, 1, count[psnB], "B's stream restarted in place: answered once")
+	require.Equal(t, rsp.Buf.Bytes[8*mtu:8*mtu+64], got[psnB])
+	require.Equal(t, 1, count[psnC+63], "C answered to its last packet")
+	require.Zero(t, r.ctr(device.CtrRxReadTooMany.String()))
+}

@@ -828,7 +828,13 @@ func (r *responder) replayRead(t sim.Time, p *roce.Packet) {
 		d.inc(CtrReplayRead)
 		mtu := uint64(q.mtu)
 		st := respStream{res: e, replay: true, first: e.first, psn: psn, host: host, left: n, n: max(1, int((n+mtu-1)/mtu)), arrive: t, bytes: n, msn: r.msn}
-		r.replayStream(t, st, func(s *respStream) bool { return s.res == e })
+		// The stream answering this READ, not any that points at the same
+		// ring slot: a replay queued behind other responses keeps its slot
+		// after a later READ recycled it, and matched by the pointer alone
+		// it was replaced (never sent), while this READ's own stream,
+		// still counted against max_dest_rd_atomic, went out a second
+		// time.
+		r.replayStream(t, st, func(s *respStream) bool { return s.res == e && s.first == e.first && !s.answer() })
 		return
 	}
 	r.reread(t, p)
