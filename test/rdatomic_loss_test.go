@@ -9,6 +9,7 @@ import (
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/fault"
 	"github.com/softnic/softnic/provider"
+	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/testbed"
 	"github.com/stretchr/testify/require"
 )
@@ -28,6 +29,12 @@ var rdAtomicOps = []provider.WROpcode{provider.WRRDMARead, provider.WRAtomicFetc
 //     swap executed twice, or out of order, shows).
 func rdAtomicRun(t *testing.T, op provider.WROpcode, total, outstanding, readSize int, o testbed.ConnOpts, maxRdAtom int, rules ...fault.Rule) *testbed.World {
 	t.Helper()
+	return rdAtomicRunSeed(t, 1, op, total, outstanding, readSize, o, maxRdAtom, rules...)
+}
+
+// rdAtomicRunSeed is rdAtomicRun with the fault plan's seed.
+func rdAtomicRunSeed(t *testing.T, seed uint64, op provider.WROpcode, total, outstanding, readSize int, o testbed.ConnOpts, maxRdAtom int, rules ...fault.Rule) *testbed.World {
+	t.Helper()
 	o.Access = provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic
 	o.SQDepth = max(o.SQDepth, outstanding)
 	o.CQDepth = max(o.CQDepth, 2*outstanding)
@@ -40,7 +47,7 @@ func rdAtomicRun(t *testing.T, op provider.WROpcode, total, outstanding, readSiz
 	}
 	o.BufSize = max(o.BufSize, total*slot+4096)
 	cfg := testbed.DefaultConfig()
-	cfg.Faults = &fault.Plan{Seed: 1, Rules: rules}
+	cfg.Faults = &fault.Plan{Seed: seed, Rules: rules}
 	if maxRdAtom > 0 {
 		cfg.Device.Caps.MaxRdAtom = maxRdAtom
 	}
@@ -219,4 +226,50 @@ func TestReadGapsInTwoReads(t *testing.T) {
 	require.Zero(t, ctr(w, 0, device.CtrLocalACKTimeoutErr.String()), "recovered without waiting for the timer")
 	require.Equal(t, uint64(1), ctr(w, 0, device.CtrImpliedNAKSeqErr.String()), "one re-request covers both gaps")
 	require.NotZero(t, ctr(w, 0, device.CtrReadRespOOO.String()))
+}
+
+// TestRdAtomicLossyWire: READs of several responses and atomics, more
+// posted than max_rd_atomic, on a wire that drops, duplicates, reorders,
+// delays and corrupts frames both ways (the faults of softnic perf
+// read_bw's lossy-wire run). Every one completes successfully with its
+// data, and the responder never refuses the requester's READs as over
+// max_dest_rd_atomic. Before the fix a duplicate READ replaced a replay
+// queued for an older READ that shared its resource slot, the responder
+// counted one READ too many, NAKed the next READ invalid request and both
+// QPs ended in error (RETRY_EXC_ERR).
+func TestRdAtomicLossyWire(t *testing.T) {
+	rule := func(a fault.Action, p float64) fault.Rule {
+		r := fault.Rule{Point: fault.WireTx, Action: a, Prob: p}
+		if a == fault.Delay {
+			r.Delay = 3 * sim.Microsecond
+		}
+		if a == fault.Corrupt {
+			r.Point = fault.WireRx
+		}
+		return r
+	}
+	rules := []fault.Rule{rule(fault.Drop, 0.02), rule(fault.Duplicate, 0.02), rule(fault.Reorder, 0.02),
+		rule(fault.Corrupt, 0.01), rule(fault.Delay, 0.02)}
+	type tc struct {
+		name     string
+		op       provider.WROpcode
+		readSize int
+		mtu      int
+		seed     uint64
+	}
+	var cases []tc
+	for _, seed := range []uint64{4, 5, 8} {
+		cases = append(cases,
+			tc{fmt.Sprintf("READ 8 KiB at MTU 4096, seed %d", seed), provider.WRRDMARead, 8192, 4096, seed},
+			tc{fmt.Sprintf("READ 3 KiB at MTU 1024, seed %d", seed), provider.WRRDMARead, 3072, 1024, seed},
+			tc{fmt.Sprintf("FETCH_ADD, seed %d", seed), provider.WRAtomicFetchAdd, 0, 1024, seed},
+			tc{fmt.Sprintf("CMP_SWAP, seed %d", seed), provider.WRAtomicCmpSwp, 0, 1024, seed})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := rdAtomicRunSeed(t, c.seed, c.op, 2000, 128, c.readSize, testbed.ConnOpts{MTU: c.mtu, Timeout: 14}, 0, rules...)
+			require.Zero(t, ctr(w, 1, device.CtrRxReadTooMany.String()), "the responder counts what the requester has outstanding")
+			require.NotZero(t, ctr(w, 1, device.CtrDuplicateRequest.String()), "the faults hit")
+		})
+	}
 }
