@@ -300,3 +300,104 @@ func TestReplayMatchesItsOwnREAD(t *testing.T) {
 	require.Equal(t, 1, count[psnC+63], "C answered to its last packet")
 	require.Zero(t, r.ctr(device.CtrRxReadTooMany.String()))
 }
+
+// TestResponderAdversarialRequests aims single well-formed frames (valid
+// ICRC, the right source) at a live RC responder: unknown QPNs, PSNs at
+// the edges of the window, lengths and keys a requester must not send.
+// Each is answered as rxe answers it (rocev2.md §4.5-§4.7): dropped and
+// counted, NAKed once, re-ACKed, or refused with the NAK the error class
+// gives and the QP in ERR; nothing in between.
+func TestResponderAdversarialRequests(t *testing.T) {
+	all := provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic
+	type reply struct {
+		op   roce.Opcode
+		synd roce.Syndrome
+		psn  uint32
+		n    int // payload bytes
+	}
+	cases := []struct {
+		name    string
+		op      roce.Opcode
+		psn     uint32
+		edit    func(r *rxWorld, p *roce.FrameParams)
+		payload int
+		recv    bool // a receive is posted, and completes with recvSt
+		recvSt  provider.WCStatus
+		want    []reply
+		counter string
+		state   mlx5.QPState
+	}{
+		{name: "to QPN 0", op: roce.OpRCSendOnly, psn: ePSN, payload: 8, edit: func(_ *rxWorld, p *roce.FrameParams) { p.BTH.DestQP = 0 },
+			counter: device.CtrRxDropNoQP.String(), state: mlx5.QPStateRTS},
+		{name: "to QPN 1 (GSI)", op: roce.OpUDSendOnly, psn: ePSN, payload: 8, edit: func(_ *rxWorld, p *roce.FrameParams) { p.BTH.DestQP = 1 },
+			counter: device.CtrRxDropNoQP.String(), state: mlx5.QPStateRTS},
+		{name: "to QPN 0xffffff (multicast)", op: roce.OpUDSendOnly, psn: ePSN, payload: 8, edit: func(_ *rxWorld, p *roce.FrameParams) { p.BTH.DestQP = 0xffffff },
+			counter: device.CtrRxDropNoQP.String(), state: mlx5.QPStateRTS},
+		{name: "PSN 2^23-1 ahead: out of sequence", op: roce.OpRCWriteOnly, psn: (ePSN + 1<<23 - 1) & 0xffffff,
+			want: []reply{{roce.OpRCAck, roce.NAKSyndrome(0), ePSN, 0}}, counter: device.CtrOutOfSequence.String(), state: mlx5.QPStateRTS},
+		{name: "PSN 2^23 ahead: a duplicate", op: roce.OpRCWriteOnly, psn: (ePSN + 1<<23) & 0xffffff,
+			want: []reply{{roce.OpRCAck, roce.ACKSyndrome(0x1f), ePSN - 1, 0}}, counter: device.CtrDuplicateRequest.String(), state: mlx5.QPStateRTS},
+		{name: "zero-length WRITE with a bogus rkey and VA", op: roce.OpRCWriteOnly, psn: ePSN,
+			edit: func(_ *rxWorld, p *roce.FrameParams) { p.RETH = roce.RETHFields{VA: 0xdead, RKey: 0x12345} },
+			want: []reply{{roce.OpRCAck, roce.ACKSyndrome(0x1f), ePSN, 0}}, counter: device.CtrRxWriteRequests.String(), state: mlx5.QPStateRTS},
+		{name: "WRITE ONLY shorter than its RETH length", op: roce.OpRCWriteOnly, psn: ePSN, payload: 50,
+			edit: func(r *rxWorld, p *roce.FrameParams) {
+				p.RETH = roce.RETHFields{VA: r.eps[1].MR.Addr, RKey: r.eps[1].MR.RKey, DMALen: 100}
+			},
+			want: []reply{{roce.OpRCAck, roce.NAKSyndrome(1), ePSN, 0}}, counter: device.CtrRxBadLength.String(), state: mlx5.QPStateERR},
+		{name: "WRITE of 4 GiB - 1 into a 64 KiB MR", op: roce.OpRCWriteOnly, psn: ePSN, payload: 50,
+			edit: func(r *rxWorld, p *roce.FrameParams) {
+				p.RETH = roce.RETHFields{VA: r.eps[1].MR.Addr, RKey: r.eps[1].MR.RKey, DMALen: 0xffffffff}
+			},
+			want: []reply{{roce.OpRCAck, roce.NAKSyndrome(2), ePSN, 0}}, counter: device.CtrRxWriteRKey.String(), state: mlx5.QPStateERR},
+		{name: "READ whose VA wraps", op: roce.OpRCReadRequest, psn: ePSN,
+			edit: func(r *rxWorld, p *roce.FrameParams) {
+				p.RETH = roce.RETHFields{VA: 0xffffffffffffff00, RKey: r.eps[1].MR.RKey, DMALen: 0x200}
+			},
+			want: []reply{{roce.OpRCAck, roce.NAKSyndrome(2), ePSN, 0}}, counter: device.CtrRxReadRKey.String(), state: mlx5.QPStateERR},
+		{name: "zero-length READ with a bogus rkey", op: roce.OpRCReadRequest, psn: ePSN,
+			edit: func(_ *rxWorld, p *roce.FrameParams) { p.RETH = roce.RETHFields{VA: 1, RKey: 0x999} },
+			want: []reply{{roce.OpRCReadResponseOnly, roce.ACKSyndrome(0x1f), ePSN, 0}}, counter: device.CtrRxReadRequests.String(), state: mlx5.QPStateRTS},
+		{name: "FETCH_ADD at a misaligned address", op: roce.OpRCFetchAdd, psn: ePSN,
+			edit: func(r *rxWorld, p *roce.FrameParams) {
+				p.AtomicETH = roce.AtomicETHFields{VA: r.eps[1].MR.Addr + 4, RKey: r.eps[1].MR.RKey, SwapAdd: 1}
+			},
+			want: []reply{{roce.OpRCAck, roce.NAKSyndrome(1), ePSN, 0}}, counter: device.CtrRxAtomicMisaligned.String(), state: mlx5.QPStateERR},
+		{name: "SEND ONLY larger than the MTU", op: roce.OpRCSendOnly, psn: ePSN, payload: 1500, recv: true, recvSt: provider.WCRemInvReqErr,
+			want: []reply{{roce.OpRCAck, roce.NAKSyndrome(1), ePSN, 0}}, counter: device.CtrRxBadLength.String(), state: mlx5.QPStateERR},
+		{name: "WRITE LAST without a FIRST", op: roce.OpRCWriteLast, psn: ePSN, payload: 8,
+			want: []reply{{roce.OpRCAck, roce.NAKSyndrome(1), ePSN, 0}}, counter: device.CtrRxMissingFirst.String(), state: mlx5.QPStateERR},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRxWorld(t, testbed.ConnOpts{Access: all})
+			rsp := r.eps[1]
+			if c.recv {
+				_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 7, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}})
+				require.NoError(t, err)
+			}
+			p := r.params(c.op, c.psn)
+			if c.edit != nil {
+				c.edit(r, &p)
+			}
+			var pl []byte
+			if c.payload > 0 {
+				pl = make([]byte, c.payload)
+			}
+			r.inject(t, p, pl, nil)
+			var got []reply
+			for _, q := range r.replies(t) {
+				got = append(got, reply{q.Opcode, q.AETH.Syndrome(), uint32(q.BTH.PSN()), len(q.Payload)})
+			}
+			require.Equal(t, c.want, got)
+			require.Equal(t, uint64(1), r.ctr(c.counter), c.counter)
+			st, _ := rsp.QP.QueryState()
+			require.Equal(t, c.state, st)
+			if c.recv {
+				wcs, err := testbed.Wait(rsp.RecvCQ, 1)
+				require.NoError(t, err)
+				require.Equal(t, c.recvSt, wcs[0].Status)
+			}
+		})
+	}
+}
