@@ -401,3 +401,42 @@ func TestResponderAdversarialRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestResponseOfTheWrongKindAcksWhatPrecedes: a READ response or an atomic
+// ACK carrying the PSN of a later WRITE fails that WRITE with BAD_RESP,
+// but, like every response, it first acknowledges the requests before its
+// PSN (rxe's completer completes those, then fails the WQE the response
+// does not fit; rocev2.md §4.3, §4.6). Before the fix the WRITE before it,
+// fully sent, was flushed WR_FLUSH_ERR as if it had never been answered.
+func TestResponseOfTheWrongKindAcksWhatPrecedes(t *testing.T) {
+	cases := []struct {
+		name string
+		op   roce.Opcode
+	}{
+		{"READ RESPONSE ONLY", roce.OpRCReadResponseOnly},
+		{"ATOMIC ACKNOWLEDGE", roce.OpRCAtomicAck},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := silentPeer(t, testbed.ConnOpts{Timeout: 10})
+			r.postWrite(t, 1, 0, 64)
+			r.postWrite(t, 2, 64, 64)
+			r.runUntil(t, func() bool { return r.reqCtr(device.CtrTxPackets.String()) >= 2 })
+			p := r.toReq(c.op, reqPSN+1)
+			p.AETH = roce.AETHFields{Syndrome: roce.ACKSyndrome(0x1f), MSN: 2}
+			var pl []byte
+			if c.op == roce.OpRCReadResponseOnly {
+				pl = make([]byte, 64)
+			}
+			r.injectReq(t, p, pl)
+			wcs, err := testbed.Wait(r.eps[0].SendCQ, 2)
+			require.NoError(t, err)
+			require.Equal(t, uint64(1), wcs[0].WRID)
+			require.Equal(t, provider.WCSuccess, wcs[0].Status, "implicitly acknowledged by the response after it")
+			require.Equal(t, uint64(2), wcs[1].WRID)
+			require.Equal(t, provider.WCBadRespErr, wcs[1].Status)
+			st, _ := r.eps[0].QP.QueryState()
+			require.Equal(t, mlx5.QPStateERR, st)
+		})
+	}
+}

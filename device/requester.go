@@ -933,9 +933,18 @@ func (r *requester) ackPacket(t sim.Time, psn roce.PSN, synd roce.Syndrome) {
 	}
 }
 
-// badResponse fails w: a response arrived that does not fit it.
+// badResponse fails w: a response arrived that does not fit it. Like
+// every response it acknowledges the requests before w first (rxe's
+// completer completes them, then fails w; assumed the same for a
+// ConnectX): fully sent, they were answered. w is the head after that,
+// unless one before it is a READ/atomic still awaiting its own responses,
+// which then flushes with the rest.
 func (r *requester) badResponse(t sim.Time, w *swqe, format string, args ...any) {
 	r.q.d.warn(t, CtrRxResponseBadOpcode, format, args...)
+	r.ack(t, w.firstPSN.Sub(1))
+	if r.q.state != mlx5.QPStateRTS {
+		return
+	}
 	r.fail(t, w, mlx5.SyndBadResp)
 }
 
