@@ -49,7 +49,7 @@ var (
 	CtrRNRNAKsSent       = trace.NewCounter("rnr_naks_sent")
 	CtrACKsRcvd          = trace.NewCounter("acks_rcvd")
 	CtrACKStale          = trace.NewCounter("rx_ack_stale")           // an ACK/NAK for PSNs already acknowledged
-	CtrACKBadPSN         = trace.NewCounter("rx_ack_bad_psn")         // an ACK/NAK for a PSN never sent: dropped
+	CtrACKBadPSN         = trace.NewCounter("rx_ack_bad_psn")         // an ACK, NAK or response for a PSN not sent yet: dropped
 	CtrRespUnexpected    = trace.NewCounter("rx_response_unexpected") // a response that matches no outstanding WQE: dropped
 	CtrRespDuplicate     = trace.NewCounter("rx_response_duplicate")  // a READ response or atomic ACK already received: dropped
 	CtrReadRespOOO       = trace.NewCounter("rx_read_response_out_of_order")
