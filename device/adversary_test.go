@@ -440,3 +440,75 @@ func TestResponseOfTheWrongKindAcksWhatPrecedes(t *testing.T) {
 		})
 	}
 }
+
+// TestUCAdversarialSequences aims frame sequences at a live UC responder.
+// UC never answers and never goes to ERR over what a peer sends: a
+// message damaged by a lost, reordered or refused packet is dropped and
+// counted, its receive WQE kept for the next message, and reception goes
+// on at the next First or Only (IB spec; rxe's class D1). UC has no
+// duplicate detection: a SEND ONLY that arrives twice is two messages, as
+// on rxe.
+func TestUCAdversarialSequences(t *testing.T) {
+	const mtu = 256
+	type fr struct {
+		op     roce.Opcode
+		psn    uint32
+		n      int
+		badKey bool
+	}
+	type wc struct {
+		wrid uint64
+		len  uint32
+	}
+	cases := []struct {
+		name     string
+		frames   []fr
+		want     []wc // receive completions, all successful
+		counters map[string]uint64
+	}{
+		{"SEND MIDDLE without a FIRST", []fr{{roce.OpUCSendMiddle, ePSN, mtu, false}, {roce.OpUCSendOnly, ePSN + 1, 10, false}},
+			[]wc{{7, 10}}, map[string]uint64{device.CtrRxUCError.String(): 1}},
+		{"WRITE FIRST with a bad rkey, then its LAST", []fr{{roce.OpUCWriteFirst, ePSN, mtu, true}, {roce.OpUCWriteLast, ePSN + 1, 10, false}, {roce.OpUCSendOnly, ePSN + 2, 10, false}},
+			[]wc{{7, 10}}, map[string]uint64{device.CtrRxUCError.String(): 2}},
+		{"a FIRST while a SEND is open", []fr{{roce.OpUCSendFirst, ePSN, mtu, false}, {roce.OpUCSendFirst, ePSN + 1, mtu, false}, {roce.OpUCSendLast, ePSN + 2, 10, false}},
+			[]wc{{7, mtu + 10}}, map[string]uint64{device.CtrRxUCDropped.String(): 1}},
+		{"a lost MIDDLE", []fr{{roce.OpUCSendFirst, ePSN, mtu, false}, {roce.OpUCSendLast, ePSN + 2, 10, false}, {roce.OpUCSendOnly, ePSN + 3, 10, false}},
+			[]wc{{7, 10}}, map[string]uint64{device.CtrRxUCDropped.String(): 1, device.CtrOutOfSequence.String(): 1}},
+		{"SEND ONLY over the MTU", []fr{{roce.OpUCSendOnly, ePSN, mtu + 4, false}, {roce.OpUCSendOnly, ePSN + 1, 10, false}},
+			[]wc{{7, 10}}, map[string]uint64{device.CtrRxBadLength.String(): 1, device.CtrRxUCError.String(): 1}},
+		{"a SEND ONLY twice", []fr{{roce.OpUCSendOnly, ePSN, 20, false}, {roce.OpUCSendOnly, ePSN, 20, false}},
+			[]wc{{7, 20}, {8, 20}}, map[string]uint64{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRxWorld(t, testbed.ConnOpts{Type: provider.QPTypeUC, MTU: mtu, Access: provider.AccessLocalWrite | provider.AccessRemoteWrite})
+			rsp := r.eps[1]
+			_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 7, SGL: []provider.SGE{rsp.MR.SGE(0, 2048)}}, {WRID: 8, SGL: []provider.SGE{rsp.MR.SGE(4096, 2048)}}})
+			require.NoError(t, err)
+			for _, f := range c.frames {
+				p := r.params(f.op, f.psn)
+				p.BTH.AckReq = false
+				p.RETH = roce.RETHFields{VA: rsp.MR.Addr + 8192, RKey: rsp.MR.RKey, DMALen: mtu + 10}
+				if f.badKey {
+					p.RETH.RKey ^= 0x100
+				}
+				r.inject(t, p, make([]byte, f.n), nil)
+			}
+			require.Empty(t, r.raw, "UC answers nothing")
+			st, _ := rsp.QP.QueryState()
+			require.Equal(t, mlx5.QPStateRTS, st)
+			var got []wc
+			wcs := make([]provider.WC, 4)
+			n, err := rsp.RecvCQ.Poll(wcs)
+			require.NoError(t, err)
+			for _, w := range wcs[:n] {
+				require.Equal(t, provider.WCSuccess, w.Status, "WR %d", w.WRID)
+				got = append(got, wc{w.WRID, w.ByteLen})
+			}
+			require.Equal(t, c.want, got)
+			for name, v := range c.counters {
+				require.Equal(t, v, r.ctr(name), name)
+			}
+		})
+	}
+}
