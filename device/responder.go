@@ -82,7 +82,8 @@ type respStream struct {
 	replay bool     // a duplicate's replay (does not count against max_dest_rd_atomic)
 	first  roce.PSN // PSN of the request it answers
 	psn    roce.PSN // PSN of the next response packet
-	host   uint64   // host address of its bytes
+	va     uint64   // where its next bytes are, through rkey: translated
+	rkey   uint32   // (and checked) as each packet is built
 	left   uint64   // bytes still to send
 	i, n   int      // packet i of n of this stream
 	arrive sim.Time // when the request arrived (trace)
@@ -711,15 +712,12 @@ func (r *responder) rxRead(arrive, t sim.Time, p *roce.Packet) {
 		return
 	}
 	va, rkey, n := p.RETH.VA(), p.RETH.RKey(), uint64(p.RETH.DMALen())
-	var host uint64
 	if n > 0 {
-		h, err := d.keys.Check(rkey, q.pdn, va, n, dma.RemoteRead)
-		if err != nil {
+		if _, err := d.keys.Check(rkey, q.pdn, va, n, dma.RemoteRead); err != nil {
 			d.warn(t, CtrRxReadRKey, "QP %#x READ va %#x len %d rkey %#x: %v", q.qpn, va, n, rkey, err)
 			r.error(t, psn, nakRemoteAcc, 0)
 			return
 		}
-		host = h
 	}
 	mtu := uint64(q.mtu)
 	pkts := max(1, int((n+mtu-1)/mtu))
@@ -728,7 +726,7 @@ func (r *responder) rxRead(arrive, t sim.Time, p *roce.Packet) {
 	d.inc(CtrRxReadRequests)
 	res := r.newRes()
 	*res = rdRes{valid: true, first: psn, npkts: pkts, va: va, rkey: rkey, length: n}
-	r.streams = append(r.streams, respStream{res: res, first: psn, psn: psn, host: host, left: n, n: pkts, arrive: arrive, bytes: n, msn: r.msn})
+	r.streams = append(r.streams, respStream{res: res, first: psn, psn: psn, va: va, rkey: rkey, left: n, n: pkts, arrive: arrive, bytes: n, msn: r.msn})
 	r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
 }
 
@@ -752,6 +750,23 @@ func (r *responder) pump(t sim.Time) {
 			return
 		}
 		sz := min(s.left, uint64(q.mtu))
+		var host uint64
+		if sz > 0 {
+			// Every packet goes through the rkey, as a WRITE's do: a
+			// DeregMR fences out the rest of a READ being answered. (Read
+			// from the address translated when the request came, the
+			// responses after DESTROY_MKEY carried whatever the host had
+			// put in memory no key covered any more.)
+			h, err := d.keys.Check(s.rkey, q.pdn, s.va, sz, dma.RemoteRead)
+			if err != nil {
+				d.warn(t, CtrRxReadRKey, "QP %#x READ response PSN %#x va %#x len %d rkey %#x: %v", q.qpn, uint32(s.psn), s.va, sz, s.rkey, err)
+				first := s.first
+				r.streams = r.streams[:0]
+				r.error(t, first, nakRemoteAcc, 0)
+				return
+			}
+			host = h
+		}
 		fp := &d.fp
 		d.frameHeader(q, fp)
 		switch {
@@ -766,7 +781,7 @@ func (r *responder) pump(t sim.Time) {
 		}
 		fp.BTH.PSN = s.psn
 		fp.AETH = roce.AETHFields{Syndrome: roce.ACKSyndrome(0x1f), MSN: s.msn & 0xffffff}
-		pl := payload{n: int(sz), host: s.host, isHost: true, resp: true}
+		pl := payload{n: int(sz), host: host, isHost: true, resp: true}
 		end, err := d.packetize(t, q, &pl, 0)
 		if err != nil {
 			d.warn(t, CtrRxReadDMA, "QP %#x READ response PSN %#x: %v", q.qpn, uint32(fp.BTH.PSN), err)
@@ -778,7 +793,7 @@ func (r *responder) pump(t sim.Time) {
 			return
 		}
 		r.queued++
-		s.psn, s.host, s.left = s.psn.Next(), s.host+sz, s.left-sz
+		s.psn, s.va, s.left = s.psn.Next(), s.va+sz, s.left-sz
 		s.i++
 		if s.i == s.n {
 			d.rec.StagePSN(d.node, "device", "responder", s.arrive, end, int(s.bytes), 0, q.qpn, 0, int32(s.first&0xffffff))
@@ -816,18 +831,15 @@ func (r *responder) replayRead(t sim.Time, p *roce.Packet) {
 				q.qpn, p.Opcode, uint32(psn), va, n, rkey, e.va, e.length, e.rkey)
 			return
 		}
-		var host uint64
 		if n > 0 {
-			h, err := d.keys.Check(rkey, q.pdn, va, n, dma.RemoteRead)
-			if err != nil {
+			if _, err := d.keys.Check(rkey, q.pdn, va, n, dma.RemoteRead); err != nil {
 				d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x: %v: dropped", q.qpn, p.Opcode, uint32(psn), err)
 				return // the MR is gone: nothing to replay
 			}
-			host = h
 		}
 		d.inc(CtrReplayRead)
 		mtu := uint64(q.mtu)
-		st := respStream{res: e, replay: true, first: e.first, psn: psn, host: host, left: n, n: max(1, int((n+mtu-1)/mtu)), arrive: t, bytes: n, msn: r.msn}
+		st := respStream{res: e, replay: true, first: e.first, psn: psn, va: va, rkey: rkey, left: n, n: max(1, int((n+mtu-1)/mtu)), arrive: t, bytes: n, msn: r.msn}
 		// The stream answering this READ, not any that points at the same
 		// ring slot: a replay queued behind other responses keeps its slot
 		// after a later READ recycled it, and matched by the pointer alone
@@ -886,17 +898,14 @@ func (r *responder) reread(t sim.Time, p *roce.Packet) {
 		d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x of %d bytes runs past the expected PSN %#x: dropped", q.qpn, p.Opcode, uint32(psn), n, uint32(r.ePSN))
 		return
 	}
-	var host uint64
 	if n > 0 {
-		h, err := d.keys.Check(rkey, q.pdn, va, n, dma.RemoteRead)
-		if err != nil {
+		if _, err := d.keys.Check(rkey, q.pdn, va, n, dma.RemoteRead); err != nil {
 			d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x va %#x len %d rkey %#x: %v: dropped", q.qpn, p.Opcode, uint32(psn), va, n, rkey, err)
 			return
 		}
-		host = h
 	}
 	d.warn(t, CtrReplayReread, "QP %#x: duplicate %v PSN %#x matches no READ resource (max_dest_rd_atomic %d): read again from memory", q.qpn, p.Opcode, uint32(psn), q.maxDestRd)
-	st := respStream{replay: true, first: psn, psn: psn, host: host, left: n, n: pkts, arrive: t, bytes: n, msn: r.msn}
+	st := respStream{replay: true, first: psn, psn: psn, va: va, rkey: rkey, left: n, n: pkts, arrive: t, bytes: n, msn: r.msn}
 	// Being read again already: start over.
 	r.replayStream(t, st, func(s *respStream) bool { return s.res == nil && !s.answer() && s.first == psn })
 }

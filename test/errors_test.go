@@ -199,6 +199,35 @@ func TestDeregMRFencesWrite(t *testing.T) {
 	require.NotZero(t, ctr(w, 1, device.CtrRxWriteRKey.String()))
 }
 
+// TestDeregMRFencesRead: the same for a READ being answered. Every
+// response packet goes through the rkey: after DeregMR returns none reads
+// the buffer, the READ completes REM_ACCESS_ERR and the responder's QP
+// goes to ERR (rxe's R_Key class, rocev2.md §4.6). Before the fix the
+// responses were read from the address translated when the request came:
+// the READ completed successfully with bytes the host had written into
+// memory that no key covered any more.
+func TestDeregMRFencesRead(t *testing.T) {
+	w, req, rsp := faulty(t, testbed.ConnOpts{MTU: 256, BufSize: 64 << 10})
+	fill(rsp.Buf.Bytes[:32<<10], 5)
+	_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMARead, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, 32<<10)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
+	require.NoError(t, err)
+	for ctr(w, 1, device.CtrRxReadRequests.String()) == 0 || w.Hosts[1].Dev.Counters().Value(device.CtrTxPackets) < 10 {
+		require.True(t, w.Eng.Step())
+	}
+	require.NoError(t, rsp.MR.Dereg())
+	// The host reuses the memory it unregistered.
+	for i := range rsp.Buf.Bytes[:32<<10] {
+		rsp.Buf.Bytes[i] = 0xee
+	}
+	wc := waitOne(t, req.SendCQ)
+	require.Equal(t, provider.WCRemAccessErr, wc.Status)
+	w.Settle(0)
+	require.NotContains(t, string(req.Buf.Bytes[:32<<10]), "\xee\xee\xee\xee", "no response read the buffer after DeregMR returned")
+	require.NotZero(t, ctr(w, 1, device.CtrRxReadRKey.String()))
+	require.Equal(t, provider.QPStateErr, qpState(t, rsp.QP))
+}
+
 // TestCQOverrun: a 1-entry CQ that nobody polls overruns: the CQ goes to
 // error, its QP to ERR, and the overrun is counted and warned; nothing
 // hangs and later CQEs are dropped and counted.
