@@ -154,7 +154,18 @@ func runSoak(t *testing.T, seed uint64, total int) (soakStats, sim.Duration) {
 	wall := time.Now()
 	wcs := make([]provider.WC, 32)
 	idle := 0
-	for st.msgs < total {
+	// Until every WR posted has completed, not only total of them: the
+	// expected image holds each WRITE from when it is posted, so one
+	// still in flight at the end compared as a WRITE that never landed.
+	outstanding := func() bool {
+		for _, p := range pairs {
+			if p.done < p.posted {
+				return true
+			}
+		}
+		return false
+	}
+	for st.msgs < total || outstanding() {
 		progress := false
 		for _, p := range pairs {
 			// Post: one WR at a time or a list, as slots free up.
