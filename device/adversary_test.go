@@ -326,6 +326,7 @@ func TestResponderAdversarialRequests(t *testing.T) {
 		want    []reply
 		counter string
 		state   mlx5.QPState
+		prior   func(t *testing.T, r *rxWorld) // requests executed before, their replies not checked
 	}{
 		{name: "to QPN 0", op: roce.OpRCSendOnly, psn: ePSN, payload: 8, edit: func(_ *rxWorld, p *roce.FrameParams) { p.BTH.DestQP = 0 },
 			counter: device.CtrRxDropNoQP.String(), state: mlx5.QPStateRTS},
@@ -367,11 +368,30 @@ func TestResponderAdversarialRequests(t *testing.T) {
 			want: []reply{{roce.OpRCAck, roce.NAKSyndrome(1), ePSN, 0}}, counter: device.CtrRxBadLength.String(), state: mlx5.QPStateERR},
 		{name: "WRITE LAST without a FIRST", op: roce.OpRCWriteLast, psn: ePSN, payload: 8,
 			want: []reply{{roce.OpRCAck, roce.NAKSyndrome(1), ePSN, 0}}, counter: device.CtrRxMissingFirst.String(), state: mlx5.QPStateERR},
+		// A duplicate READ at the PSN of an old WRITE: no READ resource
+		// holds it, so rxe drops it (duplicate_request: find_resource
+		// fails, class D). Before the fix softnic read the memory again
+		// and answered with READ responses under the WRITE's PSNs.
+		{name: "duplicate READ at an old WRITE's PSN", op: roce.OpRCReadRequest, psn: ePSN, prior: writeOnlyAt(ePSN, 64),
+			edit: func(r *rxWorld, p *roce.FrameParams) {
+				p.RETH = roce.RETHFields{VA: r.eps[1].MR.Addr, RKey: r.eps[1].MR.RKey, DMALen: 64}
+			},
+			counter: device.CtrReplayMiss.String(), state: mlx5.QPStateRTS},
+		{name: "duplicate 2-packet READ over two old WRITEs", op: roce.OpRCReadRequest, psn: ePSN,
+			prior: func(t *testing.T, r *rxWorld) { writeOnlyAt(ePSN, 8)(t, r); writeOnlyAt(ePSN+1, 8)(t, r) },
+			edit: func(r *rxWorld, p *roce.FrameParams) {
+				p.RETH = roce.RETHFields{VA: r.eps[1].MR.Addr, RKey: r.eps[1].MR.RKey, DMALen: 1500}
+			},
+			counter: device.CtrReplayMiss.String(), state: mlx5.QPStateRTS},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRxWorld(t, testbed.ConnOpts{Access: all})
 			rsp := r.eps[1]
+			if c.prior != nil {
+				c.prior(t, r)
+				r.raw = nil
+			}
 			if c.recv {
 				_, err := rsp.QP.PostRecv([]provider.RecvWR{{WRID: 7, SGL: []provider.SGE{rsp.MR.SGE(0, 4096)}}})
 				require.NoError(t, err)
@@ -399,6 +419,19 @@ func TestResponderAdversarialRequests(t *testing.T) {
 				require.Equal(t, c.recvSt, wcs[0].Status)
 			}
 		})
+	}
+}
+
+// writeOnlyAt has node 1 execute a WRITE ONLY of n bytes at the start of
+// its MR with PSN psn, ACKed.
+func writeOnlyAt(psn uint32, n int) func(t *testing.T, r *rxWorld) {
+	return func(t *testing.T, r *rxWorld) {
+		t.Helper()
+		p := r.params(roce.OpRCWriteOnly, psn)
+		p.RETH = roce.RETHFields{VA: r.eps[1].MR.Addr, RKey: r.eps[1].MR.RKey, DMALen: uint32(n)}
+		before := r.ctr(device.CtrRxWriteRequests.String())
+		r.inject(t, p, make([]byte, n), nil)
+		require.Equal(t, before+1, r.ctr(device.CtrRxWriteRequests.String()), "the WRITE executed")
 	}
 }
 

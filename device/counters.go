@@ -53,21 +53,21 @@ var (
 	CtrRespUnexpected    = trace.NewCounter("rx_response_unexpected") // a response that matches no outstanding WQE: dropped
 	CtrRespDuplicate     = trace.NewCounter("rx_response_duplicate")  // a READ response or atomic ACK already received: dropped
 	CtrReadRespOOO       = trace.NewCounter("rx_read_response_out_of_order")
-	CtrReplayRead        = trace.NewCounter("read_replayed")        // duplicate READ answered from the request's resource
-	CtrReplayAtomic      = trace.NewCounter("atomic_replayed")      // duplicate atomic answered with the saved original value
-	CtrReplayMiss        = trace.NewCounter("replay_miss")          // duplicate READ/atomic with no matching resource: dropped
-	CtrReplayReread      = trace.NewCounter("read_reexecuted")      // duplicate READ whose resource was recycled: read again from memory
-	CtrWindowStall       = trace.NewCounter("tx_window_stall")      // transmission held: PSN window or max_rd_atomic full
-	CtrTxBufferFull      = trace.NewCounter("tx_buffer_full")       // transmission held: the port's transmit buffer is full (txbuf.go)
-	CtrWQEUnsignaled     = trace.NewCounter("wqe_unsignaled")       // WQEs completed without a CQE
-	CtrWQEFlushed        = trace.NewCounter("wqe_flushed")          // send WQEs flushed
-	CtrQPToError         = trace.NewCounter("qp_to_error")          // QP state changes to ERR
-	CtrTxDropDestroyed   = trace.NewCounter("tx_drop_destroyed_qp") // frames built before their QP was destroyed or went to ERR/SQE/RESET (or the device to fatal): not sent
-	CtrTxDepartStale     = trace.NewCounter("tx_depart_stale")      // a UC/UD WQE's last frame left but the WQE no longer heads the send ring (a model bug: should stay 0)
-	CtrTxNoPort          = trace.NewCounter("tx_no_port")
-	CtrPacketizeError    = trace.NewCounter("packetize_error")
-	CtrTxPackets         = trace.NewCounter("tx_packets")
-	CtrRxPackets         = trace.NewCounter("rx_packets")
+
+	CtrReplayRead      = trace.NewCounter("read_replayed")        // duplicate READ answered from the request's resource
+	CtrReplayAtomic    = trace.NewCounter("atomic_replayed")      // duplicate atomic answered with the saved original value
+	CtrReplayMiss      = trace.NewCounter("replay_miss")          // duplicate READ/atomic with no matching resource: dropped
+	CtrWindowStall     = trace.NewCounter("tx_window_stall")      // transmission held: PSN window or max_rd_atomic full
+	CtrTxBufferFull    = trace.NewCounter("tx_buffer_full")       // transmission held: the port's transmit buffer is full (txbuf.go)
+	CtrWQEUnsignaled   = trace.NewCounter("wqe_unsignaled")       // WQEs completed without a CQE
+	CtrWQEFlushed      = trace.NewCounter("wqe_flushed")          // send WQEs flushed
+	CtrQPToError       = trace.NewCounter("qp_to_error")          // QP state changes to ERR
+	CtrTxDropDestroyed = trace.NewCounter("tx_drop_destroyed_qp") // frames built before their QP was destroyed or went to ERR/SQE/RESET (or the device to fatal): not sent
+	CtrTxDepartStale   = trace.NewCounter("tx_depart_stale")      // a UC/UD WQE's last frame left but the WQE no longer heads the send ring (a model bug: should stay 0)
+	CtrTxNoPort        = trace.NewCounter("tx_no_port")
+	CtrPacketizeError  = trace.NewCounter("packetize_error")
+	CtrTxPackets       = trace.NewCounter("tx_packets")
+	CtrRxPackets       = trace.NewCounter("rx_packets")
 
 	// softnic: doorbells and WQEs.
 	CtrDoorbells        = trace.NewCounter("doorbells")

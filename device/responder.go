@@ -78,7 +78,7 @@ const respAhead = 32
 // replies before it takes the next request; an ACK that overtook them
 // would tell the requester they were lost, rocev2.md §4.3).
 type respStream struct {
-	res    *rdRes   // nil: a duplicate READ whose resource was recycled, read again (reread)
+	res    *rdRes   // the READ or atomic resource it answers (nil: an ACK, NAK or failure)
 	replay bool     // a duplicate's replay (does not count against max_dest_rd_atomic)
 	first  roce.PSN // PSN of the request it answers
 	psn    roce.PSN // PSN of the next response packet
@@ -813,8 +813,8 @@ func (r *responder) sent(t sim.Time) {
 
 // replayRead answers a duplicate READ from the resource whose PSN range
 // holds it, if the request asks for part of what that READ covered with
-// the same rkey; otherwise the duplicate is dropped (rocev2.md §4.5). A
-// duplicate whose resource was recycled is read again (reread).
+// the same rkey; otherwise, and when no resource holds it, the duplicate
+// is dropped (rocev2.md §4.5).
 func (r *responder) replayRead(t sim.Time, p *roce.Packet) {
 	q := r.q
 	d := q.d
@@ -849,7 +849,16 @@ func (r *responder) replayRead(t sim.Time, p *roce.Packet) {
 		r.replayStream(t, st, func(s *respStream) bool { return s.res == e && s.first == e.first && !s.answer() })
 		return
 	}
-	r.reread(t, p)
+	// No resource holds it: the PSN was never a READ's (an old SEND's or
+	// WRITE's), or the ring recycled the READ's entry (a requester that
+	// ran more than max_dest_rd_atomic READs/atomics past it). rxe drops
+	// it (duplicate_request: find_resource fails, a class D error, the
+	// request is dropped; rocev2.md §4.5), and so does softnic: it cannot
+	// tell the two apart, and answering read memory again under PSNs that
+	// were another request's. A requester that keeps asking ends in
+	// RETRY_EXC_ERR.
+	d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x (va %#x len %d rkey %#x) matches no READ resource (max_dest_rd_atomic %d): dropped",
+		q.qpn, p.Opcode, uint32(psn), va, n, rkey, q.maxDestRd)
 }
 
 // replayStream answers a duplicate READ with st: if a stream answering
@@ -871,43 +880,6 @@ func (r *responder) replayStream(t sim.Time, st respStream, same func(*respStrea
 	}
 	r.streams = append(r.streams, st)
 	r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))
-}
-
-// reread answers a duplicate READ that no resource holds any more (the
-// requester ran more READs/atomics past it than max_dest_rd_atomic, so
-// the ring recycled its entry): a READ is idempotent, so it is executed
-// again from memory, with the checks of a first execution, as a replay
-// (it takes no resource and does not count against max_dest_rd_atomic).
-// rxe drops such a duplicate (a class D error, rocev2.md §4.5), which
-// leaves the requester retrying until retry_cnt runs out; re-reading is
-// what the IB spec allows for READs and what keeps the connection alive.
-// The responses carry the memory as it is now.
-func (r *responder) reread(t sim.Time, p *roce.Packet) {
-	q := r.q
-	d := q.d
-	psn := p.BTH.PSN()
-	va, rkey, n := p.RETH.VA(), p.RETH.RKey(), uint64(p.RETH.DMALen())
-	mtu := uint64(q.mtu)
-	pkts := max(1, int((n+mtu-1)/mtu))
-	switch {
-	case q.access&mlx5.AccessRemoteRead == 0 || q.maxDestRd == 0:
-		d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x with READ not enabled (access %#x, max_dest_rd_atomic %d): dropped", q.qpn, p.Opcode, uint32(psn), q.access, q.maxDestRd)
-		return
-	case psn.Add(pkts).After(r.ePSN):
-		// Its responses would take PSNs this QP has not received yet.
-		d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x of %d bytes runs past the expected PSN %#x: dropped", q.qpn, p.Opcode, uint32(psn), n, uint32(r.ePSN))
-		return
-	}
-	if n > 0 {
-		if _, err := d.keys.Check(rkey, q.pdn, va, n, dma.RemoteRead); err != nil {
-			d.warn(t, CtrReplayMiss, "QP %#x: duplicate %v PSN %#x va %#x len %d rkey %#x: %v: dropped", q.qpn, p.Opcode, uint32(psn), va, n, rkey, err)
-			return
-		}
-	}
-	d.warn(t, CtrReplayReread, "QP %#x: duplicate %v PSN %#x matches no READ resource (max_dest_rd_atomic %d): read again from memory", q.qpn, p.Opcode, uint32(psn), q.maxDestRd)
-	st := respStream{replay: true, first: psn, psn: psn, va: va, rkey: rkey, left: n, n: pkts, arrive: t, bytes: n, msn: r.msn}
-	// Being read again already: start over.
-	r.replayStream(t, st, func(s *respStream) bool { return s.res == nil && !s.answer() && s.first == psn })
 }
 
 // rxAtomic executes CMP_SWAP or FETCH_ADD on an 8-byte, 8-byte-aligned
