@@ -545,3 +545,68 @@ func TestUCAdversarialSequences(t *testing.T) {
 		})
 	}
 }
+
+// postRead posts one signalled READ of n bytes into node 0's buffer at off
+// from node 1's MR at off.
+func (r *rxWorld) postRead(t *testing.T, wrid, off uint64, n uint32) {
+	t.Helper()
+	req, rsp := r.eps[0], r.eps[1]
+	_, err := req.QP.PostSend([]provider.SendWR{{WRID: wrid, Opcode: provider.WRRDMARead, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(off, n)}, RemoteAddr: rsp.MR.Addr + off, RKey: rsp.MR.RKey}})
+	require.NoError(t, err)
+}
+
+// TestRequesterReadResponseSequence forges READ responses "from the peer"
+// at the PSN where a READ's response stream must open. rxe's completer
+// checks the response opcode sequence (check_ack): while no READ
+// response is open, a packet without the start mask (a MIDDLE or a LAST)
+// is an error and the QP goes to ERR; softnic completes the READ with
+// BAD_RESP_ERR. Before the fix a MIDDLE was taken as the READ's first
+// 256 bytes (the READ then timed out, RETRY_EXC_ERR), and a LAST of the
+// right length completed a one-packet READ successfully.
+func TestRequesterReadResponseSequence(t *testing.T) {
+	const mtu = 256
+	cases := []struct {
+		name   string
+		size   uint32 // the READ's length
+		op     roce.Opcode
+		n      int // payload bytes
+		status provider.WCStatus
+		ctr    string // counted once (failures)
+	}{
+		{"MIDDLE where the FIRST is due", 3 * mtu, roce.OpRCReadResponseMiddle, mtu, provider.WCBadRespErr, device.CtrReadRespNoFirst.String()},
+		{"LAST where the FIRST is due", 3 * mtu, roce.OpRCReadResponseLast, mtu, provider.WCBadRespErr, device.CtrReadRespNoFirst.String()},
+		{"LAST where the ONLY is due", 64, roce.OpRCReadResponseLast, 64, provider.WCBadRespErr, device.CtrReadRespNoFirst.String()},
+		{"ONLY where the ONLY is due (control)", 64, roce.OpRCReadResponseOnly, 64, provider.WCSuccess, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := silentPeer(t, testbed.ConnOpts{MTU: mtu, Timeout: 8, RetryCnt: 1})
+			r.postRead(t, 1, 0, c.size)
+			r.runUntil(t, func() bool { return r.reqCtr(device.CtrTxPackets.String()) >= 1 })
+			p := r.toReq(c.op, reqPSN)
+			if c.op != roce.OpRCReadResponseMiddle {
+				p.AETH = roce.AETHFields{Syndrome: roce.ACKSyndrome(0x1f), MSN: 1}
+			}
+			pl := make([]byte, c.n)
+			for i := range pl {
+				pl[i] = 0xa5
+			}
+			r.injectReq(t, p, pl)
+			wcs, err := testbed.Wait(r.eps[0].SendCQ, 1)
+			require.NoError(t, err)
+			require.Equal(t, uint64(1), wcs[0].WRID)
+			require.Equal(t, c.status, wcs[0].Status)
+			st, _ := r.eps[0].QP.QueryState()
+			if c.status == provider.WCSuccess {
+				require.Equal(t, mlx5.QPStateRTS, st)
+				require.Zero(t, r.reqCtr(device.CtrReadRespNoFirst.String()))
+				return
+			}
+			require.Equal(t, mlx5.QPStateERR, st)
+			require.Equal(t, uint64(1), r.reqCtr(c.ctr), c.ctr)
+			require.Zero(t, r.reqCtr(device.CtrImpliedNAKSeqErr.String())+r.reqCtr(device.CtrLocalACKTimeoutErr.String()), "failed at once, no retry")
+			require.NotContains(t, string(r.eps[0].Buf.Bytes[:c.size]), "\xa5", "no forged byte lands")
+		})
+	}
+}

@@ -54,6 +54,8 @@ var (
 	CtrRespDuplicate     = trace.NewCounter("rx_response_duplicate")  // a READ response or atomic ACK already received: dropped
 	CtrReadRespOOO       = trace.NewCounter("rx_read_response_out_of_order")
 
+	CtrReadRespNoFirst = trace.NewCounter("rx_read_response_no_first") // a READ response MIDDLE or LAST where the READ's FIRST or ONLY is due: BAD_RESP
+
 	CtrReplayRead      = trace.NewCounter("read_replayed")        // duplicate READ answered from the request's resource
 	CtrReplayAtomic    = trace.NewCounter("atomic_replayed")      // duplicate atomic answered with the saved original value
 	CtrReplayMiss      = trace.NewCounter("replay_miss")          // duplicate READ/atomic with no matching resource: dropped

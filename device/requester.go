@@ -940,7 +940,12 @@ func (r *requester) ackPacket(t sim.Time, psn roce.PSN, synd roce.Syndrome) {
 // unless one before it is a READ/atomic still awaiting its own responses,
 // which then flushes with the rest.
 func (r *requester) badResponse(t sim.Time, w *swqe, format string, args ...any) {
-	r.q.d.warn(t, CtrRxResponseBadOpcode, format, args...)
+	r.badResponseCtr(t, w, CtrRxResponseBadOpcode, format, args...)
+}
+
+// badResponseCtr is badResponse counted and warned under ctr.
+func (r *requester) badResponseCtr(t sim.Time, w *swqe, ctr counter, format string, args ...any) {
+	r.q.d.warn(t, ctr, format, args...)
 	r.ack(t, w.firstPSN.Sub(1))
 	if r.q.state != mlx5.QPStateRTS {
 		return
@@ -980,8 +985,25 @@ func (r *requester) readResponse(t sim.Time, p *roce.Packet) {
 		r.regap(t, w)
 		return
 	}
-	n := uint64(len(p.Payload))
 	pos := p.Info.Pos
+	if w.readNext == w.firstPSN && !pos.First() {
+		// Nothing of this READ has arrived yet, so its response stream
+		// must open with a FIRST or an ONLY: a MIDDLE or LAST here is out
+		// of sequence, as rxe's completer checks the response opcode
+		// sequence (check_ack: a packet without the start mask while no
+		// READ response is open is an error, QP to ERR). rxe leaves that
+		// WQE's status unset there (its WARN_ON_ONCE fires); BAD_RESP_ERR
+		// is the IB spec's class for a response that does not fit its
+		// request, what a ConnectX reports (assumed, not confirmed on
+		// hardware). Taken, a forged LAST completed the READ with bytes
+		// the responder never sent as its first packet. A continuation
+		// after bytes arrived may start with a MIDDLE or LAST (rxe
+		// replays a partly answered READ so) or a FIRST (softnic's
+		// responder), so only the start of the stream is checked.
+		r.badResponseCtr(t, w, CtrReadRespNoFirst, "QP %#x READ WQE %d: %v PSN %#x where the READ's FIRST or ONLY is due", q.qpn, w.idx, p.Opcode, uint32(psn))
+		return
+	}
+	n := uint64(len(p.Payload))
 	mtu := uint64(q.mtu)
 	left := w.length - w.readGot
 	switch {
