@@ -70,7 +70,7 @@ func flowLabelToUDPSPort(fl uint32) uint16 {
 // send uses the AH.
 func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	const op = "create_ah"
-	if pd == nil || pd.dead || pd.ctx.closed {
+	if pd.gone() || pd.ctx.closed {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	if pd.ctx.kern != nil {
@@ -146,7 +146,7 @@ func (ah *AH) UDPSPort() uint16 {
 
 // AV returns a copy of the 48-byte address vector (key and dqp_dct 0).
 func (ah *AH) AV() []byte {
-	if ah == nil {
+	if ah == nil || ah.pd == nil {
 		return nil
 	}
 	out := make([]byte, len(ah.av))
@@ -157,7 +157,7 @@ func (ah *AH) AV() []byte {
 // Destroy destroys the AH (ibv_destroy_ah). Sends already posted with it
 // carry their own copy of the address vector and are not affected.
 func (ah *AH) Destroy() error {
-	if ah == nil || ah.dead {
+	if ah.gone() {
 		return opErr("destroy_ah", 0, ErrClosed)
 	}
 	if ah.kern != nil {

@@ -43,7 +43,7 @@ type qpBugs struct {
 
 // SetBugs makes the QP commit the given protocol mistakes (tests only).
 func (qp *QP) SetBugs(b Bugs) {
-	if qp == nil {
+	if qp == nil || qp.ctx == nil {
 		return
 	}
 	qp.bug.set = b

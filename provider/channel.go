@@ -50,7 +50,7 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 // the events with GetCQEvent (reading the fd takes no event). It stays
 // the channel's: valid until Destroy, non-blocking, not to be closed.
 func (ch *CompChannel) Fd() int {
-	if ch == nil || ch.dead {
+	if ch.gone() {
 		return -1
 	}
 	if ch.kfd != nil {
@@ -63,7 +63,7 @@ func (ch *CompChannel) Fd() int {
 // ErrBusy while a CQ uses it.
 func (ch *CompChannel) Destroy() error {
 	const op = "destroy_comp_channel"
-	if ch == nil || ch.dead {
+	if ch.gone() {
 		return opErr(op, 0, ErrClosed)
 	}
 	if ch.kfd != nil {
@@ -96,7 +96,7 @@ type CQInitAttr struct {
 // events on a channel. CreateCQ(n) is CreateCQEx(CQInitAttr{Entries: n}).
 func (c *Context) CreateCQEx(a CQInitAttr) (*CQ, error) {
 	const op = "create_cq"
-	if c == nil || c.closed {
+	if c.gone() {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	if a.CompVector != 0 {
@@ -139,7 +139,7 @@ func (cq *CQ) Channel() *CompChannel {
 // both sides (mmio_wc_start / mmio_flush_writes). An event for CQEs
 // already beyond the consumer index comes at once.
 func (cq *CQ) ReqNotify(solicitedOnly bool) error {
-	if cq == nil || cq.dead {
+	if cq.gone() {
 		return opErr("req_notify_cq", 0, ErrClosed)
 	}
 	if cq.rx != nil {
@@ -173,11 +173,11 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 // event must be acknowledged (AckEvents).
 func (ch *CompChannel) GetCQEvent(timeout time.Duration) (*CQ, error) {
 	const op = "get_cq_event"
-	if ch == nil || ch.dead {
+	if ch.gone() {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	c := ch.ctx
-	if c == nil || c.closed {
+	if c.gone() {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	if ch.kfd != nil {
@@ -197,7 +197,7 @@ func (ch *CompChannel) GetCQEvent(timeout time.Duration) (*CQ, error) {
 			ch.pipe.take()
 			ch.pipe.refill(func() int { return c.ev.ec.PendingEvents(ch.id) })
 			cq := c.cqs[buf[0].CQN]
-			if cq == nil || cq.dead || cq.channel != ch {
+			if cq.gone() || cq.channel != ch {
 				continue
 			}
 			cq.armSN++
@@ -242,7 +242,7 @@ type CQModeration struct {
 // Modify sets the CQ's moderation (ibv_modify_cq).
 func (cq *CQ) Modify(m CQModeration) error {
 	const op = "modify_cq"
-	if cq == nil || cq.dead {
+	if cq.gone() {
 		return opErr(op, 0, ErrClosed)
 	}
 	cc, ok := cq.ctx.ctl.(mlx5.CQControl)
@@ -268,7 +268,7 @@ func (cq *CQ) Modify(m CQModeration) error {
 // entries cannot hold the CQEs not polled.
 func (cq *CQ) Resize(entries int) error {
 	const op = "resize_cq"
-	if cq == nil || cq.dead {
+	if cq.gone() {
 		return opErr(op, 0, ErrClosed)
 	}
 	c := cq.ctx

@@ -55,7 +55,7 @@ func DefaultConnectAttr() ConnectAttr {
 // peer was known, as ibv_rc_pingpong and perftest do — goes on from INIT
 // (a.Access and a.QKey were given then).
 func (qp *QP) Connect(a ConnectAttr) error {
-	if qp == nil || qp.state != QPStateInit { // ToInit refuses a nil QP
+	if qp.gone() || qp.state != QPStateInit { // ToInit refuses a nil, destroyed or zero QP
 		if err := qp.ToInit(a); err != nil {
 			return err
 		}
@@ -69,8 +69,8 @@ func (qp *QP) Connect(a ConnectAttr) error {
 // ToInit moves the QP from RESET to INIT: port 1, the P_Key index, and
 // the remote access (RC, UC) or the Q_Key (UD).
 func (qp *QP) ToInit(a ConnectAttr) error {
-	if qp == nil {
-		return wrapStep("INIT", opErr("modify_qp", 0, ErrClosed))
+	if qp.gone() {
+		return wrapStep("INIT", opErr("modify_qp", qp.QPN(), ErrClosed))
 	}
 	qa := QPAttr{QPState: QPStateInit, PKeyIndex: a.PKeyIndex, Port: 1, AccessFlags: a.Access, QKey: a.QKey}
 	mask := uint32(mlx5.AttrState | mlx5.AttrPKeyIndex | mlx5.AttrPort)
@@ -85,8 +85,8 @@ func (qp *QP) ToInit(a ConnectAttr) error {
 // ToRTR moves the QP from INIT to RTR: the path to the peer (RC, UC), and
 // the responder's resources (RC).
 func (qp *QP) ToRTR(a ConnectAttr) error {
-	if qp == nil {
-		return wrapStep("RTR", opErr("modify_qp", 0, ErrClosed))
+	if qp.gone() {
+		return wrapStep("RTR", opErr("modify_qp", qp.QPN(), ErrClosed))
 	}
 	qa := QPAttr{QPState: QPStateRTR}
 	mask := uint32(mlx5.AttrState)
@@ -110,8 +110,8 @@ func (qp *QP) ToRTR(a ConnectAttr) error {
 // ToRTS moves the QP from RTR to RTS: its send PSN, and the requester's
 // timers and READ depth (RC).
 func (qp *QP) ToRTS(a ConnectAttr) error {
-	if qp == nil {
-		return wrapStep("RTS", opErr("modify_qp", 0, ErrClosed))
+	if qp.gone() {
+		return wrapStep("RTS", opErr("modify_qp", qp.QPN(), ErrClosed))
 	}
 	qa := QPAttr{QPState: QPStateRTS, SQPSN: a.PSN}
 	mask := uint32(mlx5.AttrState | mlx5.AttrSQPSN)

@@ -132,7 +132,7 @@ type CounterSource interface {
 // it fails with ErrNotSupported.
 func (c *Context) Counters() (map[string]uint64, error) {
 	const op = "counters"
-	if c == nil || c.closed {
+	if c.gone() {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	if c.ctrs == nil {
@@ -195,7 +195,7 @@ func (c *Context) Mem() *shm.Region {
 // AHs, MRs, PDs, in that order) and closes it; later calls return
 // ErrClosed. It returns the first error met but keeps going.
 func (c *Context) Close() error {
-	if c == nil || c.closed {
+	if c.gone() {
 		return opErr("close", 0, ErrClosed)
 	}
 	var first error
@@ -259,7 +259,7 @@ type Buffer struct {
 // AllocBuffer reserves n zeroed bytes aligned to align (a power of two) in
 // the shared region.
 func (c *Context) AllocBuffer(n, align int) (Buffer, error) {
-	if c == nil || c.closed {
+	if c.gone() {
 		return Buffer{}, opErr("alloc_buffer", 0, ErrClosed)
 	}
 	if n <= 0 || align <= 0 || align&(align-1) != 0 {
@@ -279,7 +279,7 @@ func (c *Context) AllocBuffer(n, align int) (Buffer, error) {
 
 // FreeBuffer returns a buffer from AllocBuffer.
 func (c *Context) FreeBuffer(b Buffer) error {
-	if c == nil {
+	if c == nil || c.mem == nil {
 		return opErr("free_buffer", 0, ErrClosed)
 	}
 	if err := c.mem.Free(b.Addr); err != nil {
@@ -312,7 +312,7 @@ type PD struct {
 
 // AllocPD allocates a protection domain.
 func (c *Context) AllocPD() (*PD, error) {
-	if c == nil || c.closed {
+	if c.gone() {
 		return nil, opErr("alloc_pd", 0, ErrClosed)
 	}
 	r, err := c.ctl.AllocPD()
@@ -335,7 +335,7 @@ func (pd *PD) PDN() uint32 {
 // Dealloc frees the PD; it fails with ErrBusy while MRs, QPs, SRQs or AHs
 // use it.
 func (pd *PD) Dealloc() error {
-	if pd == nil || pd.dead {
+	if pd.gone() {
 		return opErr("dealloc_pd", 0, ErrClosed)
 	}
 	if pd.refs > 0 {
@@ -363,7 +363,7 @@ type MR struct {
 // RegMR registers [addr, addr+length) of the shared region. As in the IB
 // spec, remote write or atomic access requires local write.
 func (pd *PD) RegMR(addr, length uint64, access Access) (*MR, error) {
-	if pd == nil || pd.dead || pd.ctx.closed {
+	if pd.gone() || pd.ctx.closed {
 		return nil, opErr("reg_mr", 0, ErrClosed)
 	}
 	c := pd.ctx
@@ -392,7 +392,7 @@ func (pd *PD) RegMR(addr, length uint64, access Access) (*MR, error) {
 
 // Dereg deregisters the MR.
 func (mr *MR) Dereg() error {
-	if mr == nil || mr.dead {
+	if mr.gone() {
 		return opErr("dereg_mr", 0, ErrClosed)
 	}
 	if err := mr.pd.ctx.ctl.DeregMR(mr.LKey); err != nil {

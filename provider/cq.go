@@ -36,7 +36,7 @@ type CQ struct {
 // libmlx5 the ring has roundup_pow2(entries+1) entries (one spare entry),
 // every op_own initialised to 0xF0 (INVALID, owner 0).
 func (c *Context) CreateCQ(entries int) (*CQ, error) {
-	if c == nil || c.closed {
+	if c.gone() {
 		return nil, opErr("create_cq", 0, ErrClosed)
 	}
 	if c.kern != nil {
@@ -81,7 +81,7 @@ func (cq *CQ) CQN() uint32 {
 
 // Entries is the number of completions the CQ holds (ibv_cq.cqe = ring - 1).
 func (cq *CQ) Entries() int {
-	if cq == nil {
+	if cq == nil || cq.nent == 0 {
 		return 0
 	}
 	return int(cq.nent) - 1
@@ -113,7 +113,7 @@ type CQInfo struct {
 
 // Info returns where the CQ lives.
 func (cq *CQ) Info() CQInfo {
-	if cq == nil {
+	if cq == nil || cq.ctx == nil {
 		return CQInfo{}
 	}
 	return CQInfo{RingAddr: cq.ringAddr, Entries: int(cq.nent), CQESize: mlx5.CQE64Size, DBRAddr: cq.dbrAddr}
@@ -141,7 +141,7 @@ func (cq *CQ) ready() bool { return cq.readyAt(cq.ci) }
 
 // Destroy destroys the CQ; it fails with ErrBusy while a QP uses it.
 func (cq *CQ) Destroy() error {
-	if cq == nil || cq.dead {
+	if cq.gone() {
 		return opErr("destroy_cq", 0, ErrClosed)
 	}
 	if cq.rx != nil {
@@ -187,7 +187,7 @@ func (cq *CQ) Destroy() error {
 // unexpected opcode, no outstanding WQE) is consumed and reported as an
 // ErrBadCQE error after the n good completions before it.
 func (cq *CQ) Poll(wcs []WC) (int, error) {
-	if cq == nil {
+	if cq == nil || cq.ctx == nil {
 		return 0, opErr("poll_cq", 0, ErrClosed)
 	}
 	if cq.rx != nil {

@@ -6,7 +6,7 @@ package provider
 // producer against its consumer. A destroyed CQ is never ready.
 func (cq *CQ) Ready() bool {
 	switch {
-	case cq == nil || cq.dead:
+	case cq.gone():
 		return false
 	case cq.rx != nil:
 		return cq.rx.q.producer() != cq.rx.q.consumer()

@@ -53,7 +53,7 @@ type ctxEvents struct {
 // events returns the context's event state; ErrNotSupported when the
 // device's control object is not an mlx5.EventControl.
 func (c *Context) events(op string) (*ctxEvents, error) {
-	if c == nil || c.closed {
+	if c.gone() {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	if c.ev != nil {
@@ -453,15 +453,15 @@ func (c *Context) GetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 			a := AsyncEvent{Type: buf[0].Type, Num: buf[0].Num}
 			switch eventObject(a.Type) {
 			case "cq":
-				if a.CQ = c.cqs[a.Num]; a.CQ == nil || a.CQ.dead {
+				if a.CQ = c.cqs[a.Num]; a.CQ.gone() {
 					continue
 				}
 			case "qp":
-				if a.QP = c.qps[a.Num]; a.QP == nil || a.QP.dead {
+				if a.QP = c.qps[a.Num]; a.QP.gone() {
 					continue
 				}
 			case "srq":
-				if a.SRQ = c.srqs[a.Num]; a.SRQ == nil || a.SRQ.dead {
+				if a.SRQ = c.srqs[a.Num]; a.SRQ.gone() {
 					continue
 				}
 			case "port":

@@ -191,13 +191,13 @@ func (cq *CQ) kernDestroy() error {
 func (c *Context) kernCreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	const op = "create_qp"
 	switch {
-	case pd == nil || pd.dead || pd.ctx != c:
+	case pd.gone() || pd.ctx != c:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "PD missing, destroyed or from another context"))
 	case attr.Type != QPTypeRC && attr.Type != QPTypeUC && attr.Type != QPTypeUD:
 		return nil, opErr(op, 0, detail(ErrNotSupported, "QP type %d on rxe (RC, UC and UD)", attr.Type))
-	case attr.SendCQ == nil || attr.SendCQ.dead || attr.SendCQ.ctx != c:
+	case attr.SendCQ.gone() || attr.SendCQ.ctx != c:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "send CQ missing, destroyed or from another context"))
-	case attr.RecvCQ == nil || attr.RecvCQ.dead || attr.RecvCQ.ctx != c:
+	case attr.RecvCQ.gone() || attr.RecvCQ.ctx != c:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "receive CQ missing, destroyed or from another context"))
 	case attr.SRQ != nil && (attr.SRQ.dead || attr.SRQ.ctx != c || attr.SRQ.rx == nil):
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "SRQ destroyed or from another context"))

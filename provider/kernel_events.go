@@ -95,7 +95,7 @@ func (ch *CompChannel) kernGetCQEvent(timeout time.Duration) (*CQ, error) {
 			return nil, kernTimeout(op, err, timeout, "completion event")
 		}
 		cq := c.kev.cqs[uh]
-		if cq == nil || cq.dead || cq.channel != ch {
+		if cq.gone() || cq.channel != ch {
 			continue // a CQ destroyed meanwhile
 		}
 		cq.armSN++
@@ -119,17 +119,17 @@ func (c *Context) kernGetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 		a := AsyncEvent{Type: mlx5.EventType(d.EventType)}
 		switch eventObject(a.Type) {
 		case "cq":
-			if a.CQ = c.kev.cqs[d.Element]; a.CQ == nil || a.CQ.dead {
+			if a.CQ = c.kev.cqs[d.Element]; a.CQ.gone() {
 				continue
 			}
 			a.Num = a.CQ.cqn
 		case "qp":
-			if a.QP = c.kev.qps[d.Element]; a.QP == nil || a.QP.dead {
+			if a.QP = c.kev.qps[d.Element]; a.QP.gone() {
 				continue
 			}
 			a.Num = a.QP.qpn
 		case "srq":
-			if a.SRQ = c.kev.srqs[d.Element]; a.SRQ == nil || a.SRQ.dead {
+			if a.SRQ = c.kev.srqs[d.Element]; a.SRQ.gone() {
 				continue
 			}
 			a.Num = a.SRQ.srqn

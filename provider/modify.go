@@ -60,7 +60,7 @@ func maskString(m uint32) string { return uverbs.QPAttrMask(m).String() }
 // record words and removes the QP's unpolled CQEs, as libmlx5 does.
 func (qp *QP) Modify(attr *QPAttr, mask uint32) error {
 	const op = "modify_qp"
-	if qp == nil || qp.dead {
+	if qp.gone() {
 		return opErr(op, 0, ErrClosed)
 	}
 	if attr == nil {

@@ -55,7 +55,7 @@ type PortAttr struct {
 // QueryPort asks the device for the state of port (1) and its GID table.
 func (c *Context) QueryPort(port int) (PortAttr, error) {
 	const op = "query_port"
-	if c == nil || c.closed {
+	if c.gone() {
 		return PortAttr{}, opErr(op, 0, ErrClosed)
 	}
 	pc, ok := c.ctl.(mlx5.PortControl)

@@ -144,7 +144,7 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 
 // postSend is PostSend's general path.
 func (qp *QP) postSend(wrs []SendWR) (int, error) {
-	if qp == nil {
+	if qp == nil || qp.ctx == nil {
 		return 0, &OpError{Op: "post_send", Index: 0, Err: ErrClosed}
 	}
 	if qp.rx != nil {
@@ -277,7 +277,7 @@ func (qp *QP) buildSend(wr *SendWR, nreq int) (int, int, error) {
 	switch {
 	case !ok || !opcodeAllowed(qp.typ, mop):
 		return 0, 0, detail(ErrInvalidArg, "opcode %v not supported on %s", wr.Opcode, qpTypeName(qp.typ))
-	case qp.typ == QPTypeUD && (wr.AH == nil || wr.AH.dead):
+	case qp.typ == QPTypeUD && wr.AH.gone():
 		return 0, 0, detail(ErrInvalidArg, "UD send without a live address handle")
 	case qp.typ == QPTypeUD && wr.AH.pd != qp.pd:
 		return 0, 0, ahPDMismatch(wr.AH, qp)
@@ -618,7 +618,7 @@ func (qp *QP) ringSend(nreq, lastOff, lastDS int) {
 // receive queue: posting to it is refused with ErrInvalidArg (post to the
 // SRQ; libmlx5 would fail it with ENOMEM on its empty RQ).
 func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
-	if qp == nil {
+	if qp == nil || qp.ctx == nil {
 		return 0, &OpError{Op: "post_recv", Index: 0, Err: ErrClosed}
 	}
 	if qp.rx != nil {

@@ -133,20 +133,20 @@ type QP struct {
 // segment of max_inline_data bytes, rounded up to whole WQEBBs.
 func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	const op = "create_qp"
-	if c == nil || c.closed {
+	if c.gone() {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	if c.kern != nil {
 		return c.kernCreateQP(pd, attr)
 	}
 	switch {
-	case pd == nil || pd.dead || pd.ctx != c:
+	case pd.gone() || pd.ctx != c:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "PD missing, destroyed or from another context"))
 	case attr.Type != QPTypeRC && attr.Type != QPTypeUC && attr.Type != QPTypeUD:
 		return nil, opErr(op, 0, detail(ErrNotSupported, "QP type %d (RC, UC and UD only)", attr.Type))
-	case attr.SendCQ == nil || attr.SendCQ.dead || attr.SendCQ.ctx != c:
+	case attr.SendCQ.gone() || attr.SendCQ.ctx != c:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "send CQ missing, destroyed or from another context"))
-	case attr.RecvCQ == nil || attr.RecvCQ.dead || attr.RecvCQ.ctx != c:
+	case attr.RecvCQ.gone() || attr.RecvCQ.ctx != c:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "recv CQ missing, destroyed or from another context"))
 	case attr.SRQ != nil && (attr.SRQ.dead || attr.SRQ.ctx != c):
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "SRQ destroyed or from another context"))
@@ -353,7 +353,7 @@ func (qp *QP) State() QPState {
 // QueryState asks the device for the QP's current state (QUERY_QP) and
 // records it.
 func (qp *QP) QueryState() (QPState, error) {
-	if qp == nil {
+	if qp == nil || qp.ctx == nil {
 		return 0, opErr("query_qp", 0, ErrClosed)
 	}
 	if qp.dead {
@@ -375,7 +375,7 @@ func (qp *QP) QueryState() (QPState, error) {
 // send side is the provider's own (libmlx5 puts back its max_send_wr,
 // max_send_sge and max_inline_data the same way).
 func (qp *QP) Query() (QPAttr, QPCap, error) {
-	if qp == nil {
+	if qp == nil || qp.ctx == nil {
 		return QPAttr{}, QPCap{}, opErr("query_qp", 0, ErrClosed)
 	}
 	if qp.dead {
@@ -422,7 +422,7 @@ func (qp *QP) refreshFast() {
 // this QP; forbidden, every post rings the 8-byte doorbell, as with
 // MLX5_SHUT_UP_BF.
 func (qp *QP) SetBlueFlame(on bool) {
-	if qp == nil {
+	if qp == nil || qp.ctx == nil {
 		return
 	}
 	qp.bfOn = on
@@ -432,7 +432,7 @@ func (qp *QP) SetBlueFlame(on bool) {
 // Destroy destroys the QP (ibv_destroy_qp): DESTROY_QP, then, as libmlx5
 // does, removes its not yet polled CQEs from both CQs.
 func (qp *QP) Destroy() error {
-	if qp == nil || qp.dead {
+	if qp.gone() {
 		return opErr("destroy_qp", 0, ErrClosed)
 	}
 	if qp.rx != nil {
@@ -555,7 +555,7 @@ func (qp *QP) SQInfo() SQInfo {
 // that WQE is not among the last SQ-size WQEBBs posted.
 func (qp *QP) WQE(index uint16) ([]byte, error) {
 	const op = "wqe"
-	if qp == nil {
+	if qp == nil || qp.ctx == nil {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	if qp.dead {

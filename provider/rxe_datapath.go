@@ -108,7 +108,7 @@ func (qp *QP) rxeBuildSend(wr *SendWR) error {
 	switch {
 	case !ok || !opcodeAllowed(qp.typ, mop):
 		return detail(ErrInvalidArg, "opcode %v not supported on %s", wr.Opcode, qpTypeName(qp.typ))
-	case qp.typ == QPTypeUD && (wr.AH == nil || wr.AH.dead || wr.AH.kern == nil):
+	case qp.typ == QPTypeUD && (wr.AH.gone() || wr.AH.kern == nil):
 		return detail(ErrInvalidArg, "UD send without a live address handle of this device")
 	case qp.typ == QPTypeUD && wr.AH.pd != qp.pd:
 		return ahPDMismatch(wr.AH, qp)

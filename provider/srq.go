@@ -73,7 +73,7 @@ type SRQ struct {
 // roundup_pow2(MaxWR+1) WQEs of which MaxWR = count-1 may be posted.
 func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 	const op = "create_srq"
-	if pd == nil || pd.dead || pd.ctx.closed {
+	if pd.gone() || pd.ctx.closed {
 		return nil, opErr(op, 0, ErrClosed)
 	}
 	c := pd.ctx
@@ -155,7 +155,7 @@ func (s *SRQ) SRQN() uint32 {
 // MaxWR is the number of receives that may be outstanding (what libmlx5
 // writes back into ibv_srq_init_attr: the WQE count minus the spare).
 func (s *SRQ) MaxWR() int {
-	if s == nil {
+	if s == nil || s.cnt == 0 {
 		return 0
 	}
 	return int(s.cnt) - 1
@@ -204,7 +204,7 @@ func (s *SRQ) Info() SRQInfo {
 
 // WQE returns a copy of WQE slot (next segment and data segments).
 func (s *SRQ) WQE(slot int) ([]byte, error) {
-	if s == nil || s.dead {
+	if s.gone() {
 		return nil, opErr("srq_wqe", 0, ErrClosed)
 	}
 	if slot < 0 || slot >= int(s.cnt) {
@@ -226,7 +226,7 @@ func (s *SRQ) WQE(slot int) ([]byte, error) {
 // (ErrQueueFull) stops the batch there.
 func (s *SRQ) PostRecv(wrs []RecvWR) (int, error) {
 	const op = "post_srq_recv"
-	if s == nil || s.dead {
+	if s.gone() {
 		return 0, &OpError{Op: op, Index: 0, Err: ErrClosed}
 	}
 	if s.rx != nil {
@@ -303,7 +303,7 @@ func (s *SRQ) free(ind uint16) {
 // resize an SRQ), and so is a limit above MaxWR.
 func (s *SRQ) Modify(attr SRQAttr, mask uint32) error {
 	const op = "modify_srq"
-	if s == nil || s.dead {
+	if s.gone() {
 		return opErr(op, 0, ErrClosed)
 	}
 	switch {
@@ -324,7 +324,7 @@ func (s *SRQ) Modify(attr SRQAttr, mask uint32) error {
 // device's answer is returned as it is, as libmlx5 returns the kernel's).
 func (s *SRQ) Query() (SRQAttr, error) {
 	const op = "query_srq"
-	if s == nil || s.dead {
+	if s.gone() {
 		return SRQAttr{}, opErr(op, 0, ErrClosed)
 	}
 	a, err := s.ctl.QuerySRQ(s.srqn)
@@ -338,7 +338,7 @@ func (s *SRQ) Query() (SRQAttr, error) {
 // QPs are attached to it.
 func (s *SRQ) Destroy() error {
 	const op = "destroy_srq"
-	if s == nil || s.dead {
+	if s.gone() {
 		return opErr(op, 0, ErrClosed)
 	}
 	if s.refs > 0 {
