@@ -3,6 +3,7 @@ package provider
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"syscall"
 	"time"
@@ -293,7 +294,13 @@ func (c *Context) wait(op string, timeout time.Duration, p *evPipe, try func() (
 		start := time.Now()
 		var deadline time.Duration
 		if c.ev.clock != nil {
-			deadline = c.ev.clock.VirtualNow() + timeout
+			// Saturate: a timeout near the largest Duration (an
+			// application's "forever") must not wrap the deadline into
+			// the past and end the wait before the first step.
+			now := c.ev.clock.VirtualNow()
+			if deadline = now + timeout; deadline < now {
+				deadline = math.MaxInt64
+			}
 		}
 		for i := 1; ; i++ {
 			ran := c.prog.Progress()
