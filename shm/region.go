@@ -3,6 +3,7 @@ package shm
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"sort"
 
@@ -177,6 +178,9 @@ func allocArgs(size, align int) (int, int, error) {
 	if size <= 0 || align <= 0 || align&(align-1) != 0 {
 		return 0, 0, fmt.Errorf("%w: alloc size %d align %d", ErrBadArg, size, align)
 	}
+	if size > math.MaxInt-7 { // rounding up to 8 would wrap negative
+		return 0, 0, fmt.Errorf("%w: alloc size %d", ErrNoSpace, size)
+	}
 	return (size + 7) &^ 7, max(align, 8), nil
 }
 
@@ -186,6 +190,9 @@ func (r *Region) Alloc(size, align int) (uint64, error) {
 	size, align, err := allocArgs(size, align)
 	if err != nil {
 		return 0, err
+	}
+	if size > len(r.mem) { // no span holds it; and a+size in fits must not wrap
+		return 0, r.noSpace(size, align)
 	}
 	if r.skip == nil {
 		r.skip = map[fitClass]int{}
@@ -261,6 +268,9 @@ func (r *Region) AllocTop(size, align int) (uint64, error) {
 	size, align, err := allocArgs(size, align)
 	if err != nil {
 		return 0, err
+	}
+	if size > len(r.mem) { // no span holds it; and a+size in fits must not wrap
+		return 0, r.noSpace(size, align)
 	}
 	for i := len(r.free) - 1; i >= 0; i-- {
 		s := r.free[i]

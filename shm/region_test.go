@@ -99,3 +99,36 @@ func TestAllocTop(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadArg)
 	require.NoError(t, r.Free(top))
 }
+
+// TestAllocHugeSizes asks Alloc and AllocTop for sizes near the largest
+// int: rounding them up to 8 must not wrap negative (a negative size fits
+// every span, and carving it panicked); each is refused with ErrNoSpace.
+func TestAllocHugeSizes(t *testing.T) {
+	r, err := New("test", 4096, 0x1000)
+	require.NoError(t, err)
+	defer r.Close()
+	const maxInt = int(^uint(0) >> 1)
+	cases := []struct {
+		name string
+		size int
+	}{
+		{"max_int", maxInt},
+		{"max_int_minus_6", maxInt - 6},
+		{"max_int_minus_7", maxInt - 7},
+		{"max_int_minus_8", maxInt - 8},
+		{"2^62", 1 << 62},
+		{"region_plus_1", 4097},
+	}
+	for _, c := range cases {
+		for _, f := range []struct {
+			name  string
+			alloc func(int, int) (uint64, error)
+		}{{"alloc", r.Alloc}, {"alloc_top", r.AllocTop}} {
+			t.Run(c.name+"/"+f.name, func(t *testing.T) {
+				_, err := f.alloc(c.size, 8)
+				require.ErrorIs(t, err, ErrNoSpace)
+				require.Zero(t, r.InUse())
+			})
+		}
+	}
+}
