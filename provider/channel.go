@@ -219,7 +219,9 @@ func (cq *CQ) AckEvents(n int) {
 	if cq == nil || n <= 0 {
 		return
 	}
-	cq.evAcked = min(cq.evAcked+uint32(n), cq.evReported)
+	// In int, then saturated at the unacknowledged count: n truncated to
+	// uint32 first would wrap evAcked backwards for a large n.
+	cq.evAcked += uint32(min(n, int(cq.evReported-cq.evAcked)))
 }
 
 // UnackedEvents is the number of completion events GetCQEvent returned

@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"syscall"
 	"testing"
 	"time"
@@ -462,5 +463,42 @@ func TestEventFdReadByApp(t *testing.T) {
 				require.ErrorIs(t, boundedGet(t, src, ctx, ch), ErrTimeout)
 			})
 		}
+	}
+}
+
+// TestAckEventsLargeCounts acknowledges more events than were reported,
+// with counts beyond 32 bits: the acknowledged count saturates at the
+// reported one (an int truncated to uint32 used to wrap it backwards, so
+// that an ack raised UnackedEvents, or acked nothing).
+func TestAckEventsLargeCounts(t *testing.T) {
+	cases := []struct {
+		name      string
+		first, n  int // AckEvents(first) after the first of two events, AckEvents(n) after both
+		wantFirst int
+		want      int
+	}{
+		{"one_then_one", 1, 1, 0, 0},
+		{"one_then_two", 1, 2, 0, 0},
+		{"zero_then_too_many", 0, 5, 1, 0},
+		{"one_then_max_uint32", 1, math.MaxUint32, 0, 0},
+		{"one_then_2^32", 1, 1 << 32, 0, 0},
+		{"one_then_max_int", 1, math.MaxInt, 0, 0},
+		{"max_int_then_max_int", math.MaxInt, math.MaxInt, 0, 0},
+		{"negative", -1, math.MinInt, 1, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fe, _, ch, cq := newFakeEventsCtx(t)
+			fe.queue(ch.id, cq.cqn)
+			_, err := ch.GetCQEvent(0)
+			require.NoError(t, err)
+			cq.AckEvents(c.first)
+			require.Equal(t, c.wantFirst, cq.UnackedEvents())
+			fe.queue(ch.id, cq.cqn)
+			_, err = ch.GetCQEvent(0)
+			require.NoError(t, err)
+			cq.AckEvents(c.n)
+			require.Equal(t, c.want, cq.UnackedEvents())
+		})
 	}
 }
