@@ -86,3 +86,51 @@ func TestNilReceivers(t *testing.T) {
 		t.Fatalf("only %d methods: the method sets were not all seen", n)
 	}
 }
+
+// TestUverbsControlWithoutTransport calls every exported method of a
+// UverbsControl that has no transport — nil, a zero value, or one made by
+// NewUverbsControl(nil) — with zero arguments: none panics, and every
+// error wraps ErrClosed (the error of a transport that is gone).
+func TestUverbsControlWithoutTransport(t *testing.T) {
+	errType := reflect.TypeOf((*error)(nil)).Elem()
+	cases := []struct {
+		name string
+		u    *provider.UverbsControl
+	}{
+		{"nil", nil},
+		{"zero", &provider.UverbsControl{}},
+		{"nil_transport", provider.NewUverbsControl(nil)},
+	}
+	n := 0
+	for _, c := range cases {
+		rt := reflect.TypeOf(c.u)
+		for i := 0; i < rt.NumMethod(); i++ {
+			m := rt.Method(i)
+			n++
+			t.Run(c.name+"/"+m.Name, func(t *testing.T) {
+				args := []reflect.Value{reflect.ValueOf(c.u)}
+				for j := 1; j < m.Type.NumIn(); j++ {
+					args = append(args, reflect.Zero(m.Type.In(j)))
+				}
+				var out []reflect.Value
+				func() {
+					defer func() {
+						if r := recover(); r != nil {
+							t.Fatalf("panic: %v", r)
+						}
+					}()
+					out = m.Func.Call(args)
+				}()
+				if k := m.Type.NumOut(); k > 0 && m.Type.Out(k-1) == errType {
+					err, _ := out[k-1].Interface().(error)
+					if !errors.Is(err, provider.ErrClosed) {
+						t.Fatalf("error %v, want one wrapping ErrClosed", err)
+					}
+				}
+			})
+		}
+	}
+	if n < 3*15 {
+		t.Fatalf("only %d methods: the method set was not seen", n)
+	}
+}

@@ -112,7 +112,12 @@ func (u *UverbsControl) created(kind byte, num uint32, uh uint64) {
 
 // UserHandle is the user_handle the kernel's events name object num of
 // kind ('c', 'q', 's') by, 0 if none was given.
-func (u *UverbsControl) UserHandle(kind byte, num uint32) uint64 { return u.uhs[uhKey{kind, num}] }
+func (u *UverbsControl) UserHandle(kind byte, num uint32) uint64 {
+	if u == nil {
+		return 0
+	}
+	return u.uhs[uhKey{kind, num}]
+}
 
 // forget drops an object's user_handle once it is destroyed.
 func (u *UverbsControl) forget(kind byte, num uint32) { delete(u.uhs, uhKey{kind, num}) }
@@ -211,8 +216,21 @@ func (u *UverbsControl) local(cmd string, errno syscall.Errno, format string, ar
 	return u.fail(cmd, &uverbs.Error{Cmd: cmd, Errno: errno, Reason: fmt.Sprintf(format, args...)})
 }
 
+// noTransport refuses a command of a UverbsControl that has no transport
+// to send it on: a nil one, a zero value the application built instead of
+// calling NewUverbsControl, or one made with a nil Transport.
+func (u *UverbsControl) noTransport(cmd string) error {
+	if u == nil || u.t == nil {
+		return fmt.Errorf("%w: uverbs %s: no control transport (use NewUverbsControl with a Transport)", ErrClosed, cmd)
+	}
+	return nil
+}
+
 // write sends a legacy write() command and returns its response.
 func (u *UverbsControl) write(cmd uverbs.Command, core, drv uverbs.Struct, outLen int) ([]byte, error) {
+	if err := u.noTransport(cmd.String()); err != nil {
+		return nil, err
+	}
 	n, err := uverbs.EncodeWrite(u.req[:], cmd, core, drv, outLen)
 	if err != nil {
 		return nil, u.fail(cmd.String(), err)
@@ -329,6 +347,9 @@ func ctxBFRegs(r *uverbs.MLX5AllocUcontextResp) uint32 { return max(r.TotBFRegs,
 // max_inline_data at CREATE_QP): MaxInline is what one largest send WQE
 // holds, max_sq_desc_sz less the control segment and the inline header.
 func (u *UverbsControl) QueryDevice() (mlx5.DeviceAttr, error) {
+	if err := u.noTransport("QUERY_DEVICE"); err != nil {
+		return mlx5.DeviceAttr{}, err
+	}
 	const cmd = "QUERY_DEVICE"
 	if !u.haveCtx {
 		return mlx5.DeviceAttr{}, u.local(cmd, syscall.EINVAL, "no user context: GET_CONTEXT first")
@@ -398,6 +419,9 @@ func emptyGIDSlot(err error) bool { return errors.Is(err, syscall.ENODATA) }
 func (u *UverbsControl) queryGID(port, index uint32) ([16]byte, error) {
 	const cmd = "UVERBS_METHOD_QUERY_GID_ENTRY"
 	const hdr = uverbs.IoctlHdrSize + 4*uverbs.AttrSize
+	if err := u.noTransport(cmd); err != nil {
+		return [16]byte{}, err
+	}
 	io, err := uverbs.QueryGIDEntryIoctl(u.req[:], port, index, hdr, uverbs.DriverMLX5)
 	if err != nil {
 		return [16]byte{}, u.fail(cmd, err)
@@ -439,6 +463,9 @@ func (u *UverbsControl) AllocPD() (mlx5.PDResp, error) {
 
 // DeallocPD is DEALLOC_PD.
 func (u *UverbsControl) DeallocPD(pdn uint32) error {
+	if err := u.noTransport("DEALLOC_PD"); err != nil {
+		return err
+	}
 	return u.destroy(uverbs.CmdDeallocPD, u.pds, "PD", pdn, 0, func(h uverbs.Handle) uverbs.Struct {
 		return &uverbs.DeallocPD{PDHandle: h}
 	})
@@ -446,6 +473,9 @@ func (u *UverbsControl) DeallocPD(pdn uint32) error {
 
 // RegMR is REG_MR.
 func (u *UverbsControl) RegMR(c mlx5.RegMRCmd) (mlx5.RegMRResp, error) {
+	if err := u.noTransport("REG_MR"); err != nil {
+		return mlx5.RegMRResp{}, err
+	}
 	const cmd = "REG_MR"
 	pd, err := u.handle(cmd, u.pds, "PD", c.PDN)
 	if err != nil {
@@ -466,6 +496,9 @@ func (u *UverbsControl) RegMR(c mlx5.RegMRCmd) (mlx5.RegMRResp, error) {
 
 // DeregMR is DEREG_MR.
 func (u *UverbsControl) DeregMR(lkey uint32) error {
+	if err := u.noTransport("DEREG_MR"); err != nil {
+		return err
+	}
 	return u.destroy(uverbs.CmdDeregMR, u.mrs, "MR", lkey, 0, func(h uverbs.Handle) uverbs.Struct {
 		return &uverbs.DeregMR{MRHandle: h}
 	})
@@ -477,6 +510,9 @@ func (u *UverbsControl) DeregMR(lkey uint32) error {
 // one (the kernel rounds cqe+1 up to a power of two), the arm doorbell's
 // UAR named by page index.
 func (u *UverbsControl) CreateCQ(c mlx5.CreateCQCmd) (mlx5.CreateCQResp, error) {
+	if err := u.noTransport("CREATE_CQ"); err != nil {
+		return mlx5.CreateCQResp{}, err
+	}
 	const cmd = "CREATE_CQ"
 	if c.UARIndex > 0xffff || c.CQESize < 0 || c.Entries < 0 {
 		return mlx5.CreateCQResp{}, u.local(cmd, syscall.EINVAL, "UAR %d, cqe size %d, %d entries", c.UARIndex, c.CQESize, c.Entries)
@@ -505,6 +541,9 @@ func (u *UverbsControl) CreateCQ(c mlx5.CreateCQCmd) (mlx5.CreateCQResp, error) 
 
 // DestroyCQ is DESTROY_CQ.
 func (u *UverbsControl) DestroyCQ(cqn uint32) error {
+	if err := u.noTransport("DESTROY_CQ"); err != nil {
+		return err
+	}
 	err := u.destroy(uverbs.CmdDestroyCQ, u.cqs, "CQ", cqn, uverbs.DestroyCQRespSize, func(h uverbs.Handle) uverbs.Struct {
 		return &uverbs.DestroyCQ{Response: nominalResponse, CQHandle: h}
 	})
@@ -523,6 +562,9 @@ func (u *UverbsControl) DestroyCQ(cqn uint32) error {
 // bfreg_index gives the doorbell/BlueFlame register: two bfregs per UAR
 // page from the context's first UAR, at UAR+0x800+n*bf_reg_size.
 func (u *UverbsControl) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
+	if err := u.noTransport("CREATE_QP"); err != nil {
+		return mlx5.CreateQPResp{}, err
+	}
 	const cmd = "CREATE_QP"
 	typ, ok := uverbs.QPTypeFromMLX5(c.Type)
 	if !ok {
@@ -598,6 +640,9 @@ func (u *UverbsControl) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) 
 // (the kernel resolves it from the DGID), and a UDP source port of its own
 // cannot be asked for (ErrNotSupported).
 func (u *UverbsControl) ModifyQP(c mlx5.ModifyQPCmd) error {
+	if err := u.noTransport("MODIFY_QP"); err != nil {
+		return err
+	}
 	const cmd = "MODIFY_QP"
 	h, err := u.handle(cmd, u.qps, "QP", c.QPN)
 	if err != nil {
@@ -635,6 +680,9 @@ func (u *UverbsControl) ModifyQP(c mlx5.ModifyQPCmd) error {
 
 // QueryQP is QUERY_QP.
 func (u *UverbsControl) QueryQP(qpn uint32) (mlx5.QPAttr, error) {
+	if err := u.noTransport("QUERY_QP"); err != nil {
+		return mlx5.QPAttr{}, err
+	}
 	const cmd = "QUERY_QP"
 	h, err := u.handle(cmd, u.qps, "QP", qpn)
 	if err != nil {
@@ -666,6 +714,9 @@ func (u *UverbsControl) QueryQP(qpn uint32) (mlx5.QPAttr, error) {
 
 // DestroyQP is DESTROY_QP.
 func (u *UverbsControl) DestroyQP(qpn uint32) error {
+	if err := u.noTransport("DESTROY_QP"); err != nil {
+		return err
+	}
 	err := u.destroy(uverbs.CmdDestroyQP, u.qps, "QP", qpn, uverbs.DestroyQPRespSize, func(h uverbs.Handle) uverbs.Struct {
 		return &uverbs.DestroyQP{Response: nominalResponse, QPHandle: h}
 	})
@@ -681,6 +732,9 @@ func (u *UverbsControl) DestroyQP(qpn uint32) error {
 // one and max_sge what the stride holds after the next segment (the
 // kernel sizes the ring and the stride back from them).
 func (u *UverbsControl) CreateSRQ(c mlx5.CreateSRQCmd) (mlx5.CreateSRQResp, error) {
+	if err := u.noTransport("CREATE_SRQ"); err != nil {
+		return mlx5.CreateSRQResp{}, err
+	}
 	const cmd = "CREATE_SRQ"
 	pd, err := u.handle(cmd, u.pds, "PD", c.PDN)
 	if err != nil {
@@ -708,6 +762,9 @@ func (u *UverbsControl) CreateSRQ(c mlx5.CreateSRQCmd) (mlx5.CreateSRQResp, erro
 
 // ModifySRQ is MODIFY_SRQ.
 func (u *UverbsControl) ModifySRQ(c mlx5.ModifySRQCmd) error {
+	if err := u.noTransport("MODIFY_SRQ"); err != nil {
+		return err
+	}
 	h, err := u.handle("MODIFY_SRQ", u.srqs, "SRQ", c.SRQN)
 	if err != nil {
 		return err
@@ -721,6 +778,9 @@ func (u *UverbsControl) ModifySRQ(c mlx5.ModifySRQCmd) error {
 
 // QuerySRQ is QUERY_SRQ.
 func (u *UverbsControl) QuerySRQ(srqn uint32) (mlx5.SRQAttr, error) {
+	if err := u.noTransport("QUERY_SRQ"); err != nil {
+		return mlx5.SRQAttr{}, err
+	}
 	const cmd = "QUERY_SRQ"
 	h, err := u.handle(cmd, u.srqs, "SRQ", srqn)
 	if err != nil {
@@ -739,6 +799,9 @@ func (u *UverbsControl) QuerySRQ(srqn uint32) (mlx5.SRQAttr, error) {
 
 // DestroySRQ is DESTROY_SRQ.
 func (u *UverbsControl) DestroySRQ(srqn uint32) error {
+	if err := u.noTransport("DESTROY_SRQ"); err != nil {
+		return err
+	}
 	err := u.destroy(uverbs.CmdDestroySRQ, u.srqs, "SRQ", srqn, uverbs.DestroySRQRespSize, func(h uverbs.Handle) uverbs.Struct {
 		return &uverbs.DestroySRQ{Response: nominalResponse, SRQHandle: h}
 	})
