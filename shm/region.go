@@ -73,7 +73,7 @@ type span struct{ off, size int }
 // means the mapping's own virtual address (what real hardware would see).
 // A fixed base makes addresses, and so traces, identical from run to run.
 func New(name string, size int, base uint64) (*Region, error) {
-	if size <= 0 {
+	if size <= 0 || size > math.MaxInt-4095 { // rounding up to 4 KiB must not wrap
 		return nil, fmt.Errorf("%w: size %d", ErrBadArg, size)
 	}
 	size = (size + 4095) &^ 4095

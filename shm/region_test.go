@@ -132,3 +132,28 @@ func TestAllocHugeSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestNewBadSizes: sizes New cannot map are ErrBadArg, including those
+// whose rounding up to 4 KiB would wrap negative (which reached mmap as a
+// negative length).
+func TestNewBadSizes(t *testing.T) {
+	const maxInt = int(^uint(0) >> 1)
+	cases := []struct {
+		name string
+		size int
+	}{
+		{"zero", 0},
+		{"negative", -1},
+		{"max_int", maxInt},
+		{"max_int_minus_4094", maxInt - 4094}, // the smallest size whose rounding wraps
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := New("test", c.size, 0x1000)
+			if err == nil {
+				r.Close()
+			}
+			require.ErrorIs(t, err, ErrBadArg)
+		})
+	}
+}
