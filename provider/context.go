@@ -211,7 +211,11 @@ func (c *Context) Close() error {
 		keep(c.srqs[srqn].Destroy())
 	}
 	for _, cqn := range sortedKeys(c.cqs) {
-		keep(c.cqs[cqn].Destroy())
+		// Closing the device releases everything, as a process exit does:
+		// unacknowledged events do not keep a CQ (CQ.Destroy refuses).
+		cq := c.cqs[cqn]
+		cq.evAcked = cq.evReported
+		keep(cq.Destroy())
 	}
 	c.closeEvents(keep)
 	for ah := range c.ahs { // no commands: the order does not matter

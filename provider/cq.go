@@ -139,10 +139,16 @@ func (cq *CQ) entry(ci uint32) mlx5.CQE64 {
 // ready reports whether software owns the CQE at the consumer index.
 func (cq *CQ) ready() bool { return cq.readyAt(cq.ci) }
 
-// Destroy destroys the CQ; it fails with ErrBusy while a QP uses it.
+// Destroy destroys the CQ; it fails with ErrBusy while a QP uses it, and
+// while completion events GetCQEvent returned for it are not acknowledged
+// (AckEvents): ibv_destroy_cq waits for those acknowledgements, for ever
+// if the application never gives them; here the wait is the caller's.
 func (cq *CQ) Destroy() error {
 	if cq.gone() {
 		return opErr("destroy_cq", 0, ErrClosed)
+	}
+	if n := cq.UnackedEvents(); n > 0 {
+		return opErr("destroy_cq", 0, detail(ErrBusy, "cq %#x has %d completion events not acknowledged (AckEvents)", cq.cqn, n))
 	}
 	if cq.rx != nil {
 		return cq.kernDestroy()

@@ -145,6 +145,8 @@ func TestChannelBookkeeping(t *testing.T) {
 	require.ErrorIs(t, err, ErrTimeout)
 
 	require.ErrorIs(t, ch.Destroy(), ErrBusy)
+	require.ErrorIs(t, cq.Destroy(), ErrBusy, "its event is not acknowledged")
+	cq.AckEvents(1)
 	require.NoError(t, cq.Destroy())
 	fe.queue(ch.id, cq.cqn) // after the destroy: skipped
 	_, err = ch.GetCQEvent(time.Millisecond)
@@ -501,4 +503,53 @@ func TestAckEventsLargeCounts(t *testing.T) {
 			require.Equal(t, c.want, cq.UnackedEvents())
 		})
 	}
+}
+
+// TestDestroyCQUnackedEvents: a CQ with completion events GetCQEvent
+// returned and AckEvents did not acknowledge cannot be destroyed
+// (ibv_destroy_cq waits for them; here ErrBusy, no wait); once they are
+// acknowledged it can. Context.Close releases such a CQ all the same.
+func TestDestroyCQUnackedEvents(t *testing.T) {
+	cases := []struct {
+		name     string
+		events   int
+		ack      int
+		wantBusy bool
+	}{
+		{"no_events", 0, 0, false},
+		{"one_unacked", 1, 0, true},
+		{"two_one_acked", 2, 1, true},
+		{"two_acked", 2, 2, false},
+		{"over_acked", 1, 5, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fe, _, ch, cq := newFakeEventsCtx(t)
+			for i := 0; i < c.events; i++ {
+				fe.queue(ch.id, cq.cqn)
+				_, err := ch.GetCQEvent(0)
+				require.NoError(t, err)
+			}
+			cq.AckEvents(c.ack)
+			err := cq.Destroy()
+			if !c.wantBusy {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrBusy)
+			var oe *OpError
+			require.ErrorAs(t, err, &oe)
+			require.Equal(t, "destroy_cq", oe.Op)
+			cq.AckEvents(cq.UnackedEvents())
+			require.NoError(t, cq.Destroy())
+		})
+	}
+	t.Run("close_releases", func(t *testing.T) {
+		fe, ctx, ch, cq := newFakeEventsCtx(t)
+		fe.queue(ch.id, cq.cqn)
+		_, err := ch.GetCQEvent(0)
+		require.NoError(t, err)
+		require.NoError(t, ctx.Close())
+		require.ErrorIs(t, cq.Destroy(), ErrClosed)
+	})
 }
