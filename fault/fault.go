@@ -518,6 +518,11 @@ func (m *Match) packetMatch() bool {
 }
 
 func (m *Match) validate(pt Point) error {
+	if m.Node != nil && *m.Node < 0 {
+		// Nodes are numbered from 0: a negative node matches no event,
+		// and the rule would never fire without saying so.
+		return fmt.Errorf("match.node %d: want a node number >= 0 (leave node out for every node)", *m.Node)
+	}
 	for _, f := range [...]struct {
 		name string
 		v    *uint32
@@ -604,6 +609,14 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 	}
 	if err := explicitZero(b, v.Nth, v.Every, v.Mask, v.Prob); err != nil {
 		return err
+	}
+	// byte, like mask, only means something for corrupt. It cannot be
+	// checked in validate (a Rule built in Go has Byte 0 unless set), but
+	// the decoder starts from -1, the default that MarshalJSON also
+	// writes: any other value on a drop rule is a plan that does not say
+	// what its author thinks.
+	if v.Action != Corrupt && v.Byte != -1 {
+		return fmt.Errorf("byte set on a %s action (it is for corrupt)", v.Action)
 	}
 	*r = Rule(v)
 	return nil
@@ -806,6 +819,16 @@ func parse(data []byte) (*Plan, error) {
 	// The plan's own fields come through the embedded Plan; its rules are
 	// decoded one by one below (the outer Rules shadows Plan's), so that
 	// an error names the rule.
+	// An empty file and a bare null would otherwise decode as a plan
+	// with no rules (or fail with a bare "EOF"): both are far more likely
+	// a truncated or mis-generated file than a request for no faults,
+	// which is written {} or {"rules": []}.
+	switch string(bytes.TrimSpace(data)) {
+	case "":
+		return nil, fmt.Errorf("%w: empty plan: want a JSON object such as {\"rules\": [...]} ({} injects nothing)", ErrInvalidPlan)
+	case "null":
+		return nil, fmt.Errorf("%w: the plan is null: want a JSON object such as {\"rules\": [...]} ({} injects nothing)", ErrInvalidPlan)
+	}
 	var raw struct {
 		Plan
 		Rules []json.RawMessage `json:"rules"`
@@ -823,6 +846,9 @@ func parse(data []byte) (*Plan, error) {
 		p.Rules = make([]Rule, len(raw.Rules))
 	}
 	for i, b := range raw.Rules {
+		if string(bytes.TrimSpace(b)) == "null" {
+			return nil, fmt.Errorf("%w: rule %d is null: want an object with point and action", ErrInvalidPlan, i)
+		}
 		if err := json.Unmarshal(b, &p.Rules[i]); err != nil {
 			return nil, fmt.Errorf("%w: rule %d: %w", ErrInvalidPlan, i, err)
 		}
@@ -881,7 +907,7 @@ func (r *Rule) validate() error {
 	case r.Nth != 0 && r.Every != 0, r.Nth != 0 && r.Prob != 0, r.Every != 0 && r.Prob != 0:
 		return errors.New("set at most one of nth, every, prob")
 	case math.IsNaN(r.Prob) || r.Prob < 0 || r.Prob > 1:
-		return fmt.Errorf("prob %v outside [0,1]", r.Prob)
+		return fmt.Errorf("prob %v outside (0, 1]", r.Prob)
 	case r.Action == Delay && r.Delay <= 0:
 		return errors.New("delay action needs delay_ps > 0")
 	case r.Action != Delay && r.Delay != 0:

@@ -201,13 +201,23 @@ func TestParseErrors(t *testing.T) {
 		{"unknown point", `{"rules":[{"point":"wire.tx","action":"drop"},{"point":"wire.sideways","action":"drop"}]}`, `rule 1 (wire.sideways drop always): unknown point "wire.sideways"`},
 		{"no action", `{"rules":[{"point":"cq","action":"none"}]}`, "rule 0 (cq none always): action must be"},
 		{"two triggers", `{"rules":[{"point":"cq","action":"drop","nth":1,"every":2}]}`, "rule 0 (cq drop nth=1): set at most one"},
-		{"prob range", `{"rules":[{"point":"cq","action":"drop","prob":1.5}]}`, "prob 1.5 outside [0,1]"},
-		{"negative prob", `{"rules":[{"point":"cq","action":"drop","prob":-0.1}]}`, "outside [0,1]"},
+		{"prob range", `{"rules":[{"point":"cq","action":"drop","prob":1.5}]}`, "prob 1.5 outside (0, 1]"},
+		{"negative prob", `{"rules":[{"point":"cq","action":"drop","prob":-0.1}]}`, "outside (0, 1]"},
 		{"delay without ps", `{"rules":[{"point":"cq","action":"delay"}]}`, "needs delay_ps > 0"},
 		{"ps without delay", `{"rules":[{"point":"cq","action":"drop","delay_ps":5}]}`, "delay_ps set on a drop action"},
 		{"bad byte", `{"rules":[{"point":"cq","action":"corrupt","byte":-2}]}`, "byte -2"},
 		{"negative nth", `{"rules":[{"point":"cq","action":"drop","nth":-1}]}`, "cannot unmarshal"},
 		{"unknown field names its rule", `{"rules":[{"point":"cq","action":"drop"},{"point":"cq","action":"drop","nht":3}]}`, `rule 1: json: unknown field "nht"`},
+		// QA round: hostile or mistaken plans that used to be accepted
+		// (or refused with a bare "EOF").
+		{"empty file", ``, "empty plan"},
+		{"blank file", " \n\t", "empty plan"},
+		{"null plan", `null`, "the plan is null"},
+		{"null rule", `{"rules":[{"point":"cq","action":"drop"},null]}`, "rule 1 is null"},
+		{"byte on drop", `{"rules":[{"point":"wire.tx","action":"drop","byte":3}]}`, "rule 0: byte set on a drop action"},
+		{"byte on delay", `{"rules":[{"point":"cq","action":"delay","delay_ps":5,"byte":0}]}`, "byte set on a delay action"},
+		{"negative node", `{"rules":[{"point":"wire.tx","action":"drop","match":{"node":-1}}]}`, "match.node -1"},
+		{"negative node, timed", `{"rules":[{"point":"device","action":"fatal","at_ps":5,"match":{"node":-2}}]}`, "match.node -2"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

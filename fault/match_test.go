@@ -101,7 +101,7 @@ func TestParseMatch(t *testing.T) {
 		{"cnp", `{"opcode": "CNP"}`, Match{Opcode: ptr(uint8(0x81))}},
 		{"range", `{"psn_from": 100, "psn_to": "0x200"}`, Match{PSNFrom: ptr(uint32(100)), PSNTo: ptr(uint32(0x200))}},
 		{"open range", `{"psn_from": 100}`, Match{PSNFrom: ptr(uint32(100))}},
-		{"node", `{"node": -1}`, Match{Node: ptr(-1)}},
+		{"node", `{"node": 1}`, Match{Node: ptr(1)}},
 		{"null", `null`, Match{}},
 	}
 	for _, tc := range tests {
