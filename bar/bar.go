@@ -233,7 +233,8 @@ func (b *BAR0) Read32(t sim.Time, off uint64) (v uint32, done sim.Time) {
 	} else {
 		v = bits.ReverseBytes32(b.dispatch(arrive, off, 4, nil))
 	}
-	return b.loadFault(arrive, off, v), done
+	v, late := b.loadFault(arrive, off, v)
+	return v, done.AddSat(late)
 }
 
 func (b *BAR0) isUAR(off uint64) bool {

@@ -177,6 +177,13 @@ func (b *BAR0) tlpFault(now sim.Time, off uint64, p []byte, qpn uint32, flow uin
 	case fault.Duplicate:
 		b.faultWarn(now, CtrFaultMMIOTLP, qpn, flow, d, "MWr at BAR0 %#x sent twice", off)
 		return -1, false // the caller sends it twice
+	case fault.UR:
+		// A posted request the completer answers with Unsupported
+		// Request is discarded: a posted write has no completion to
+		// carry the error back (PCIe base spec, UR handling of posted
+		// requests), so to the driver it is a lost write.
+		b.faultWarn(now, CtrFaultMMIOTLP, qpn, flow, d, "MWr of %d bytes at BAR0 %#x answered UR: discarded", len(p), off)
+		return 0, true
 	}
 	return 0, false
 }
@@ -184,13 +191,18 @@ func (b *BAR0) tlpFault(now sim.Time, off uint64, p []byte, qpn uint32, flow uin
 // loadFault is an MMIO read's value after the link and fault.PCIeTLP
 // (MRd) had their say: all ones when the link is lost or a rule answers
 // UR (a master abort reads as all ones).
-func (b *BAR0) loadFault(t sim.Time, off uint64, v uint32) uint32 {
+// Delay makes the completion come back that much later (the extra
+// duration is returned). Duplicate reads the register once more: the
+// second completion is an unexpected one the CPU discards, and no BAR0
+// register has a read side effect, so only the count and the trace show it
+// [unconfirmed: what a root complex does with a duplicated MRd].
+func (b *BAR0) loadFault(t sim.Time, off uint64, v uint32) (uint32, sim.Duration) {
 	if b.fx.linkLost {
 		b.ctr.Inc(CtrLinkLostRead)
-		return unknownValue
+		return unknownValue, 0
 	}
 	if b.fx.in == nil {
-		return v
+		return v, 0
 	}
 	ev := fault.NewEvent(b.node, 0)
 	ev.Addr, ev.Len, ev.Kind = off, 4, fault.KindMRd
@@ -198,10 +210,15 @@ func (b *BAR0) loadFault(t sim.Time, off uint64, v uint32) uint32 {
 	switch d.Action {
 	case fault.UR, fault.Drop:
 		b.faultWarn(t, CtrFaultMMIOTLP, 0, 0, d, "MRd at BAR0 %#x completed with UR: reads all ones", off)
-		return unknownValue
+		return unknownValue, 0
 	case fault.Corrupt:
 		b.faultWarn(t, CtrFaultMMIOTLP, 0, 0, d, "MRd at BAR0 %#x: completion data corrupted", off)
-		return v ^ uint32(d.Mask())<<(8*uint(d.Rand%4))
+		return v ^ uint32(d.Mask())<<(8*uint(d.Rand%4)), 0
+	case fault.Delay:
+		b.faultWarn(t, CtrFaultMMIOTLP, 0, 0, d, "MRd at BAR0 %#x: completion delayed %v", off, d.Delay)
+		return v, d.Delay
+	case fault.Duplicate:
+		b.faultWarn(t, CtrFaultMMIOTLP, 0, 0, d, "MRd at BAR0 %#x sent twice: the second completion is discarded", off)
 	}
-	return v
+	return v, 0
 }

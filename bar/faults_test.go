@@ -93,6 +93,63 @@ func TestMMIOTLPFaults(t *testing.T) {
 	require.NotEqual(t, uint32(0xffffffff), r.m.Load32(mlx5.InitSegFWRev))
 }
 
+// Every pcie.tlp action that fires on either TLP type does what
+// docs/faults.md says, and is counted and traced: UR on an MWr used to fire
+// (Injector.Fired counted it) with no effect, no counter and no warning;
+// delay and duplicate on an MRd likewise.
+func TestMMIOTLPFaultsEveryKind(t *testing.T) {
+	uar := uint32(DefaultFirstUAR)
+	db := wqe(0x42, 3, 1)[:8]
+	ring := func(r *rig) {
+		r.m.Store64(r.bfOff(uar, 0, 0), leU64(db))
+		r.m.Flush()
+		r.settle()
+	}
+	load := func(r *rig) (uint32, sim.Duration) {
+		t0 := r.eng.Now()
+		v := r.m.Load32(mlx5.InitSegFWRev)
+		return v, r.eng.Now().Sub(t0)
+	}
+	plain := newRig(t, nil)
+	want, base := load(plain)
+	tests := []struct {
+		name  string
+		rule  fault.Rule
+		check func(t *testing.T, r *rig)
+	}{
+		{"ur on MWr loses the write", fault.Rule{Point: fault.PCIeTLP, Action: fault.UR, Nth: 1, Match: fault.Match{TLP: "MWr"}}, func(t *testing.T, r *rig) {
+			ring(r)
+			require.Empty(t, r.h.calls, "a posted write answered UR is discarded")
+			ring(r)
+			require.Len(t, r.h.calls, 1)
+		}},
+		{"delay on MRd delays the completion", fault.Rule{Point: fault.PCIeTLP, Action: fault.Delay, Delay: 5 * sim.Microsecond, Nth: 1, Match: fault.Match{TLP: "MRd"}}, func(t *testing.T, r *rig) {
+			v, took := load(r)
+			require.Equal(t, want, v)
+			require.GreaterOrEqual(t, took, base+5*sim.Microsecond)
+		}},
+		{"duplicate on MRd reads the same value", fault.Rule{Point: fault.PCIeTLP, Action: fault.Duplicate, Nth: 1, Match: fault.Match{TLP: "MRd"}}, func(t *testing.T, r *rig) {
+			v, _ := load(r)
+			require.Equal(t, want, v)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := faultRig(t, tc.rule)
+			tc.check(t, r)
+			require.Equal(t, uint64(1), r.ctr.Value(CtrFaultMMIOTLP))
+			require.Equal(t, uint64(1), r.ctr.Get(fault.CounterName(fault.PCIeTLP, tc.rule.Action)))
+			warned := 0
+			for _, e := range r.rec.Events() {
+				if e.Component == "fault" && e.Name == CtrFaultMMIOTLP.String() {
+					warned++
+				}
+			}
+			require.Equal(t, 1, warned, "one trace warning")
+		})
+	}
+}
+
 func TestFatalHealthAndLinkLoss(t *testing.T) {
 	r := newRig(t, nil)
 	r.eng.Advance(3 * sim.Millisecond)
