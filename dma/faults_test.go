@@ -21,20 +21,20 @@ func TestPCIeErrors(t *testing.T) {
 	for _, a := range []fault.Action{fault.Timeout, fault.Abort, fault.UR, fault.Poison, fault.IOMMU} {
 		t.Run(a.String(), func(t *testing.T) {
 			r := newRig(t, Config{})
-			withFaults(t, r, fault.Rule{Point: fault.DMARead, Action: a, Nth: 1, Match: fault.Match{Target: "cqe"}},
+			withFaults(t, r, fault.Rule{Point: fault.DMARead, Action: a, Nth: 1, Match: fault.Match{Target: "dbr"}},
 				fault.Rule{Point: fault.DMAWrite, Action: a, Nth: 1, Match: fault.Match{Target: "data"}})
 			require.NoError(t, r.mem.Write(memBase, []byte{1, 2, 3, 4}))
 			buf := make([]byte, 4)
-			// A data read does not match a cqe rule.
+			// A data read does not match a dbr rule.
 			_, _, err := r.dma.Read(0, memBase, buf)
 			require.NoError(t, err)
-			r.dma.SetTarget(fault.KindCQE)
+			r.dma.SetTarget(fault.KindDBR)
 			done, _, err := r.dma.Read(0, memBase, buf)
 			var pe *PCIeError
 			require.True(t, errors.As(err, &pe))
 			require.ErrorIs(t, err, ErrPCIe)
 			require.Equal(t, a, pe.Kind)
-			require.Equal(t, fault.KindCQE, pe.Target)
+			require.Equal(t, fault.KindDBR, pe.Target)
 			require.Equal(t, []byte{0, 0, 0, 0}, buf, "no data from a failed read")
 			require.Equal(t, mlx5.SyndLocalProt, Syndrome(err))
 			if a == fault.Timeout {

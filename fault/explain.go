@@ -206,7 +206,13 @@ func (r *Rule) Explain() string {
 		}
 		sb.WriteString(")")
 	case Reorder:
-		sb.WriteString(" (held behind the next one)")
+		if r.Point == WireRx {
+			// docs/faults.md: neither the simulated link nor a real
+			// port reorders on arrival.
+			sb.WriteString(" (not supported at wire.rx: the frame passes, counted as unsupported)")
+		} else {
+			sb.WriteString(" (held behind the next one)")
+		}
 	case Jump:
 		fmt.Fprintf(&sb, " (by %d WQEBBs)", max(r.Value, 1))
 	}
@@ -290,6 +296,17 @@ func (r *Rule) Consequence() string {
 	if (r.Point == DMARead || r.Point == DMAWrite) && r.Action != Delay && r.Action != Corrupt && r.Match.Target != "" {
 		return dmaConsequence[r.Match.Target]
 	}
+	if r.Point == PCIeTLP && r.Action == UR {
+		// bar/faults.go: an MRd reads all ones; a posted write gets no
+		// completion, so UR discards it.
+		switch strings.ToUpper(r.Match.TLP) {
+		case "MRD":
+			return "an MMIO read completes with UR and reads all ones"
+		case "MWR":
+			return "a posted MMIO write answered UR is discarded (lost, as a dropped TLP)"
+		}
+		return "an MMIO read completes with UR and reads all ones; a posted MMIO write answered UR is discarded (lost)"
+	}
 	return consequence(r.Point, r.Action)
 }
 
@@ -297,7 +314,7 @@ func (r *Rule) Consequence() string {
 var dmaConsequence = map[string]string{
 	"data": "requester: error CQE LOC_PROT_ERR (0x04), vendor 0x51, QP to ERR; responder: NAK (remote operational error)",
 	"wqe":  "the WQEs fetched fail: LOC_PROT_ERR (0x04), vendor 0x51, QP to ERR (device fatal with faults.wqe_fetch_error_fatal)",
-	"dbr":  "the record is not read: a CQ that looks full overruns",
+	"dbr":  "the record is not read: a CQ that looks full overruns; a receive queue sees no new WQEs (RNR)",
 	"cqe":  "CQ error: EQE 0x04 (syndrome 0x2), IBV_EVENT_CQ_ERR, its QPs to ERR",
 	"eqe":  "the EQE is lost",
 }
@@ -346,7 +363,10 @@ func consequence(p Point, a Action) string {
 		case Corrupt:
 			return "the bytes are changed in flight, undetected"
 		default:
-			return "data: requester error CQE 0x04/0x51 or responder NAK; wqe: 0x04/0x51 on the QP; dbr: QP or CQ error; cqe: CQ error (CQ_ERR)"
+			// Without a target the rule hits whatever access comes: the
+			// same consequences as the targeted rules, by target.
+			return "by target: data: " + dmaConsequence["data"] + "; wqe: " + dmaConsequence["wqe"] +
+				"; dbr: " + dmaConsequence["dbr"] + "; cqe: " + dmaConsequence["cqe"] + "; eqe: " + dmaConsequence["eqe"]
 		}
 	case PCIeTLP:
 		switch a {

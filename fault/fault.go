@@ -553,8 +553,16 @@ func (m *Match) validate(pt Point) error {
 			return fmt.Errorf("match.tlp %q: want MWr or MRd", m.TLP)
 		}
 	case m.Target != "":
-		if _, ok := parseKind(m.Target, false); !ok {
+		k, ok := parseKind(m.Target, false)
+		switch {
+		case !ok:
 			return fmt.Errorf("match.target %q: want data, wqe, dbr, cqe or eqe", m.Target)
+		// The device only fetches WQEs (receive WQE reads are data) and
+		// only writes CQEs and EQEs: such a rule would never match.
+		case k == KindWQE && pt != DMARead:
+			return fmt.Errorf("match.target wqe is a WQE fetch, a %s: a %s rule with it never fires", DMARead, pt)
+		case (k == KindCQE || k == KindEQE) && pt != DMAWrite:
+			return fmt.Errorf("match.target %s is a %s: a %s rule with it never fires", m.Target, DMAWrite, pt)
 		}
 	}
 	if pt.Timed() && (m.QPN != nil || m.WQE != nil) {

@@ -102,3 +102,47 @@ func TestNewFieldsRoundTrip(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	require.Equal(t, p, back)
 }
+
+// QA round: Explain and Consequence say what the hooks do (docs/faults.md),
+// and a target a point never sees is refused rather than never firing.
+func TestExplainMatchesHooks(t *testing.T) {
+	tests := []struct {
+		name       string
+		rule       Rule
+		text, cons string // substrings of Explain and Consequence
+	}{
+		{"wire.rx reorder is unsupported", Rule{Point: WireRx, Action: Reorder, Nth: 1},
+			"wire.rx: reorder the 1st frame (not supported at wire.rx: the frame passes, counted as unsupported)", ""},
+		{"wire.tx reorder holds the frame", Rule{Point: WireTx, Action: Reorder, Nth: 1},
+			"(held behind the next one)", ""},
+		{"ur on MWr discards the write", Rule{Point: PCIeTLP, Action: UR, Nth: 1, Match: Match{TLP: "MWr"}},
+			"of type MWr", "posted MMIO write answered UR is discarded"},
+		{"ur on MRd reads all ones", Rule{Point: PCIeTLP, Action: UR, Nth: 1, Match: Match{TLP: "MRd"}},
+			"of type MRd", "reads all ones"},
+		{"ur on any TLP says both", Rule{Point: PCIeTLP, Action: UR, Nth: 1},
+			"fail the 1st TLP", "reads all ones; a posted MMIO write answered UR is discarded"},
+		{"dma without target agrees with dbr target", Rule{Point: DMARead, Action: Timeout, Nth: 1},
+			"time out the 1st read", "dbr: " + dmaConsequence["dbr"]},
+		{"dbr target names the receive queue", Rule{Point: DMARead, Action: Timeout, Nth: 1, Match: Match{Target: "dbr"}},
+			"of a doorbell record", "a receive queue sees no new WQEs"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, (&Plan{Rules: []Rule{tc.rule}}).Validate())
+			require.Contains(t, tc.rule.Explain(), tc.text)
+			require.Contains(t, tc.rule.Consequence(), tc.cons)
+		})
+	}
+	never := []struct{ name, json, want string }{
+		{"cqe read", `{"rules":[{"point":"dma.read","action":"timeout","match":{"target":"cqe"}}]}`, "match.target cqe is a dma.write"},
+		{"eqe read", `{"rules":[{"point":"dma.read","action":"ur","match":{"target":"eqe"}}]}`, "match.target eqe is a dma.write"},
+		{"wqe write", `{"rules":[{"point":"dma.write","action":"abort","match":{"target":"wqe"}}]}`, "match.target wqe is a WQE fetch, a dma.read"},
+	}
+	for _, tc := range never {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.json))
+			require.ErrorIs(t, err, ErrInvalidPlan)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
