@@ -23,6 +23,8 @@ type checkCase struct {
 	qp    provider.Bugs
 	cq    provider.Bugs
 	drive func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint)
+	// only: the mistake must be the only violation reported (once).
+	only bool
 }
 
 func checkWorld(t *testing.T, c checkCase) (*testbed.World, *testbed.Endpoint, *testbed.Endpoint) {
@@ -79,9 +81,9 @@ func inlineWrite(n uint32) func(*testing.T, *testbed.World, *testbed.Endpoint, *
 
 func TestCheckerNamesEachBug(t *testing.T) {
 	cases := []checkCase{
-		{name: "doorbell-before-record", rule: "R1", qp: provider.BugRecordAfterDoorbell, drive: viaDoorbell(oneWrite)},
-		{name: "record-mismatch", rule: "R2", qp: provider.BugWrongRecord, drive: viaDoorbell(oneWrite)},
-		{name: "record-without-doorbell", rule: "R3", qp: provider.BugDoorbellFirstWQE, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+		{only: true, name: "doorbell-before-record", rule: "R1", qp: provider.BugRecordAfterDoorbell, drive: viaDoorbell(oneWrite)},
+		{only: true, name: "record-mismatch", rule: "R2", qp: provider.BugWrongRecord, drive: viaDoorbell(oneWrite)},
+		{only: true, name: "record-without-doorbell", rule: "R3", qp: provider.BugDoorbellFirstWQE, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
 			sge := []provider.SGE{req.MR.SGE(0, 8)}
 			_, err := req.QP.PostSend([]provider.SendWR{
 				{WRID: 1, Opcode: provider.WRRDMAWrite, SGL: sge, RemoteAddr: rsp.Buf.Addr, RKey: rsp.MR.RKey},
@@ -90,50 +92,50 @@ func TestCheckerNamesEachBug(t *testing.T) {
 			_, _ = testbed.Wait(req.SendCQ, 1)
 			w.Settle(1 << 20)
 		}},
-		{name: "doorbell-wrong-bfreg", rule: "R3", qp: provider.BugWrongBfreg, drive: viaDoorbell(oneWrite)},
+		{only: true, name: "doorbell-wrong-bfreg", rule: "R3", qp: provider.BugWrongBfreg, drive: viaDoorbell(oneWrite)},
 		{name: "bad-ctrl-segment", rule: "R4", qp: provider.BugBadIndex, drive: viaDoorbell(oneWrite)},
-		{name: "inline-over-limit", rule: "R5", qp: provider.BugInlineOverLimit, conn: testbed.ConnOpts{MaxInline: 32, MaxSGE: 8},
+		{only: true, name: "inline-over-limit", rule: "R5", qp: provider.BugInlineOverLimit, conn: testbed.ConnOpts{MaxInline: 32, MaxSGE: 8},
 			drive: viaDoorbell(inlineWrite(200))},
-		{name: "sq-overrun", rule: "R6", qp: provider.BugSQOverrun, conn: testbed.ConnOpts{SQDepth: 16}, drive: manyWrites(150)},
+		{only: true, name: "sq-overrun", rule: "R6", qp: provider.BugSQOverrun, conn: testbed.ConnOpts{SQDepth: 16}, drive: manyWrites(150)},
 		{name: "no-signal-in-window", rule: "R7", qp: provider.BugNeverSignal, conn: testbed.ConnOpts{SQDepth: 16}, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
 			for i := 0; i < 150; i++ {
 				writeWR(t, req, rsp, uint64(i), 0, 8)
 				_, _ = req.SendCQ.Poll(make([]provider.WC, 1))
 			}
 		}},
-		{name: "bad-fm-ce-se", rule: "R8", qp: provider.BugBadFence, drive: oneWrite},
-		{name: "set-ci-past-producer", rule: "R9", cq: provider.BugSetCIPast, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+		{only: true, name: "bad-fm-ce-se", rule: "R8", qp: provider.BugBadFence, drive: oneWrite},
+		{only: true, name: "set-ci-past-producer", rule: "R9", cq: provider.BugSetCIPast, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
 			oneWrite(t, w, req, rsp)
 			oneWrite(t, w, req, rsp)
 		}},
-		{name: "cq-overrun", rule: "R9", conn: testbed.ConnOpts{CQDepth: 4}, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+		{only: true, name: "cq-overrun", rule: "R9", conn: testbed.ConnOpts{CQDepth: 4}, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
 			for i := 0; i < 12; i++ {
 				writeWR(t, req, rsp, uint64(i), 0, 8)
 			}
 			w.Settle(1 << 20)
 		}},
-		{name: "arm-bad-sn", rule: "R10", cq: provider.BugArmBadSN, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+		{only: true, name: "arm-bad-sn", rule: "R10", cq: provider.BugArmBadSN, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
 			require.NoError(t, req.SendCQ.ReqNotify(false))
 			w.Settle(1 << 16)
 		}},
-		{name: "arm-bad-ci", rule: "R10", cq: provider.BugSetCIPast, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
-			oneWrite(t, w, req, rsp)
-			require.NoError(t, req.SendCQ.ReqNotify(false))
-			w.Settle(1 << 16)
-		}},
-		{name: "arm-before-record", rule: "R10", cq: provider.BugArmNoRecord, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+		{only: true, name: "arm-bad-ci", rule: "R10", cq: provider.BugSetCIPast, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
 			oneWrite(t, w, req, rsp)
 			require.NoError(t, req.SendCQ.ReqNotify(false))
 			w.Settle(1 << 16)
 		}},
-		{name: "bf-half-reused", rule: "R11", qp: provider.BugBFReuseHalf, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+		{only: true, name: "arm-before-record", rule: "R10", cq: provider.BugArmNoRecord, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
+			oneWrite(t, w, req, rsp)
+			require.NoError(t, req.SendCQ.ReqNotify(false))
+			w.Settle(1 << 16)
+		}},
+		{only: true, name: "bf-half-reused", rule: "R11", qp: provider.BugBFReuseHalf, drive: func(t *testing.T, w *testbed.World, req, rsp *testbed.Endpoint) {
 			oneWrite(t, w, req, rsp)
 			oneWrite(t, w, req, rsp)
 		}},
-		{name: "bf-not-whole-lines", rule: "R11", qp: provider.BugBFNoPad, drive: oneWrite},
-		{name: "bf-no-buffer", rule: "R11", qp: provider.BugBFAnyBfreg, cfg: func(c *testbed.Config) { c.Device.Caps.BFReg0NoBlueFlame = true }, drive: oneWrite},
-		{name: "bf-too-long", rule: "R11", qp: provider.BugBFTooLong, conn: testbed.ConnOpts{MaxInline: 400}, drive: inlineWrite(300)},
-		{name: "doorbell-32bit", rule: "R15", qp: provider.Bug32BitDoorbell, cfg: func(c *testbed.Config) { c.Host.UARNonCached = true },
+		{only: true, name: "bf-not-whole-lines", rule: "R11", qp: provider.BugBFNoPad, drive: oneWrite},
+		{only: true, name: "bf-no-buffer", rule: "R11", qp: provider.BugBFAnyBfreg, cfg: func(c *testbed.Config) { c.Device.Caps.BFReg0NoBlueFlame = true }, drive: oneWrite},
+		{only: true, name: "bf-too-long", rule: "R11", qp: provider.BugBFTooLong, conn: testbed.ConnOpts{MaxInline: 400}, drive: inlineWrite(300)},
+		{only: true, name: "doorbell-32bit", rule: "R15", qp: provider.Bug32BitDoorbell, cfg: func(c *testbed.Config) { c.Host.UARNonCached = true },
 			drive: viaDoorbell(oneWrite)},
 	}
 	for _, c := range cases {
@@ -146,6 +148,9 @@ func TestCheckerNamesEachBug(t *testing.T) {
 				names = append(names, v.Name)
 			}
 			require.Contains(t, names, c.name)
+			if c.only {
+				require.Equal(t, []string{c.name}, names, "one mistake, one report")
+			}
 			err := chk.Err()
 			require.ErrorIs(t, err, device.ErrProtocol)
 			var v *device.Violation
