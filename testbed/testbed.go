@@ -118,10 +118,34 @@ var (
 // traces are the same on every run.
 var hostBase = [2]uint64{0x7f0000000000, 0x7f8000000000}
 
+// checkPlanNodes refuses a plan with a rule for a node the world does not
+// have: it could never fire, and the run would report "none fired" as if
+// the workload had simply not reached it.
+func checkPlanNodes(p *fault.Plan, nodes int) error {
+	if p == nil {
+		return nil
+	}
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		if n := r.Match.Node; n != nil && *n >= nodes {
+			return fmt.Errorf("testbed: %w: rule %d (%s): match.node %d, but this world has nodes 0..%d: the rule would never fire",
+				fault.ErrInvalidPlan, i, r.String(), *n, nodes-1)
+		}
+	}
+	return nil
+}
+
 // New builds a world.
 func New(cfg Config) (*World, error) {
 	if cfg.MemSize == 0 {
 		cfg.MemSize = 32 << 20
+	}
+	worldNodes := 2
+	if cfg.Loopback {
+		worldNodes = 1
+	}
+	if err := checkPlanNodes(cfg.Faults, worldNodes); err != nil {
+		return nil, err
 	}
 	w := &World{Eng: sim.NewEngine()}
 	if cfg.Trace {
