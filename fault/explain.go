@@ -307,7 +307,7 @@ func (r *Rule) Consequence() string {
 		}
 		return "an MMIO read completes with UR and reads all ones; a posted MMIO write answered UR is discarded (lost)"
 	}
-	return consequence(r.Point, r.Action)
+	return consequence(r)
 }
 
 // dmaConsequence is what a failed DMA access does, by target.
@@ -334,7 +334,8 @@ func HealthSyndrome(v uint64) uint8 { return uint8(healthSynd(v)) }
 
 // consequence is what the device does when a rule of action a fires at p
 // (docs/faults.md has the table with its sources).
-func consequence(p Point, a Action) string {
+func consequence(r *Rule) string {
+	p, a := r.Point, r.Action
 	switch p {
 	case Doorbell:
 		switch a {
@@ -346,8 +347,14 @@ func consequence(p Point, a Action) string {
 			return "the device fetches WQEBBs nobody wrote; the control segment fails validation: syndrome 0x02, QP to ERR, flush"
 		case Early:
 			return "the doorbell overtakes the doorbell record (checked mode reports R1; profile switch Faults.DoorbellReadsRecord decides whether the device waits)"
-		case Duplicate, Reorder:
-			return "the device ignores the doorbell that announces nothing new"
+		case Duplicate:
+			return "the doorbell arrives twice: the device ignores the second, which announces nothing new"
+		case Reorder:
+			return "the doorbell is held behind the next one (or the drain time); the one that announces nothing new is ignored"
+		case Delay:
+			return "the doorbell arrives later: the SQ starts later"
+		case Corrupt:
+			return "a byte of the doorbell flipped: a bad QPN or counter is refused and counted, a bad index fails validation"
 		}
 	case WCBuffer:
 		switch a {
@@ -355,6 +362,10 @@ func consequence(p Point, a Action) string {
 			return "the BlueFlame WQE does not arrive whole and in order: the device falls back to the doorbell and fetches the WQE from memory"
 		case Delay:
 			return "the line stays in the WC buffer as if unflushed, and leaves by eviction or drain"
+		case Corrupt:
+			return "a byte of the line flipped: a doorbell or BlueFlame WQE arrives damaged (a bad QPN, counter or WQE is refused or fails validation)"
+		case Duplicate:
+			return "the line leaves the CPU twice (a doorbell line twice: the second announces nothing new)"
 		}
 	case DMARead, DMAWrite:
 		switch a {
@@ -373,14 +384,25 @@ func consequence(p Point, a Action) string {
 		case UR:
 			return "an MMIO read completes with UR and reads all ones"
 		case Drop:
-			return "a posted MMIO write is lost"
+			if strings.EqualFold(r.Match.TLP, "MRd") {
+				return "an MMIO read's completion is lost: it completes with UR and reads all ones"
+			}
+			return "a posted MMIO write is lost (an MMIO read reads all ones)"
+		case Corrupt:
+			return "a byte of the write, or of a read's completion data, flipped"
+		case Duplicate:
+			return "a posted write arrives twice; a read's second completion is discarded"
+		case Delay:
+			return "the write arrives later, or the read's completion comes back later"
 		}
 	case CQ:
 		switch a {
 		case Drop:
 			return "the CQE is lost (its wr_id never completes)"
 		case Delay:
-			return "the CQE lands later"
+			return "the CQE lands later, and the completion EQE it raises lands behind it"
+		case Corrupt:
+			return "a byte of the CQE other than op_own flipped: the poller meets the damage"
 		case Overrun:
 			return "CQ error: EQE 0x04, IBV_EVENT_CQ_ERR, QPs to ERR (not with overrun-ignore)"
 		}
@@ -388,6 +410,8 @@ func consequence(p Point, a Action) string {
 		switch a {
 		case Drop:
 			return "the EQE is lost"
+		case Delay:
+			return "the EQE lands later, and the EQEs behind it on that EQ wait for it"
 		case Overrun:
 			return "async EQ: device fatal (health syndrome 0xc); completion EQ: frozen, no more interrupts"
 		}

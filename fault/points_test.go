@@ -146,3 +146,24 @@ func TestExplainMatchesHooks(t *testing.T) {
 		})
 	}
 }
+
+// Every action a device-side point takes has a consequence in Explain
+// (several had none: doorbell delay and corrupt, cq corrupt, eq delay,
+// wc.buffer corrupt and duplicate, pcie.tlp corrupt, duplicate and delay).
+func TestEveryActionHasAConsequence(t *testing.T) {
+	for _, pt := range Points {
+		if pt == WireTx || pt == WireRx {
+			continue // the frame's fate is the whole story
+		}
+		for _, an := range ActionsAt(pt) {
+			var a Action
+			require.NoError(t, a.UnmarshalText([]byte(an)))
+			t.Run(string(pt)+" "+an, func(t *testing.T) {
+				r := Rule{Point: pt, Action: a}
+				require.NotEmpty(t, r.Consequence())
+			})
+		}
+	}
+	drop := Rule{Point: PCIeTLP, Action: Drop, Match: Match{TLP: "MRd"}}
+	require.Contains(t, drop.Consequence(), "reads all ones")
+}
