@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -763,6 +764,14 @@ type Plan struct {
 // ErrInvalidPlan is wrapped by every error Parse and Validate return.
 var ErrInvalidPlan = errors.New("invalid fault plan")
 
+// MaxPlanSize is the largest plan file Load reads (64 MiB: a million
+// rules fit in a fraction of it).
+const MaxPlanSize = 64 << 20
+
+// ErrPlanTooLarge is wrapped, with ErrInvalidPlan, by Load for a file of
+// more than MaxPlanSize bytes.
+var ErrPlanTooLarge = errors.New("plan file too large")
+
 // MaxDuration bounds delay_ps and for_ps, and MaxTime at_ps: 10^18 ps
 // (10^6 s, about 11.6 days of virtual time), far beyond any run. Virtual
 // time is int64 picoseconds (at most about 9.22·10^18), and the hooks add
@@ -809,9 +818,19 @@ func Parse(data []byte) (*Plan, error) {
 // and wrap ErrInvalidPlan (a bad plan) or the read error (fs.ErrNotExist,
 // ...).
 func Load(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("fault: load plan: %w", err) // a PathError names path
+	}
+	defer f.Close()
+	// At most MaxPlanSize bytes are read: /dev/zero or a runaway
+	// generator must end in an error, not in reading for ever.
+	data, err := io.ReadAll(io.LimitReader(f, MaxPlanSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("fault: load plan: %w", err)
+	}
+	if len(data) > MaxPlanSize {
+		return nil, fmt.Errorf("fault: %s: %w: %w: more than %d bytes", path, ErrInvalidPlan, ErrPlanTooLarge, MaxPlanSize)
 	}
 	p, err := parse(data)
 	if err != nil {

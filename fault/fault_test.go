@@ -2,6 +2,8 @@ package fault
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -355,4 +357,21 @@ func TestInjectorClampsTimes(t *testing.T) {
 	require.Len(t, s, 1)
 	require.Equal(t, MaxTime, s[0].At)
 	require.Equal(t, MaxDuration, s[0].For)
+}
+
+// TestLoadBounded: Load reads at most MaxPlanSize bytes, so an endless
+// source (/dev/zero) ends in an error instead of reading for ever.
+func TestLoadBounded(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	_, err := Load("/dev/zero")
+	require.ErrorIs(t, err, ErrInvalidPlan)
+	require.ErrorIs(t, err, ErrPlanTooLarge)
+	require.ErrorContains(t, err, "/dev/zero")
+	path := filepath.Join(t.TempDir(), "p.json")
+	require.NoError(t, os.WriteFile(path, []byte(`{"rules":[{"point":"cq","action":"drop"}]}`), 0o600))
+	p, err := Load(path)
+	require.NoError(t, err)
+	require.Len(t, p.Rules, 1)
 }
