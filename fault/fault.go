@@ -868,6 +868,9 @@ func parse(data []byte) (*Plan, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("%w: trailing data after the plan", ErrInvalidPlan)
 	}
+	if err := noDuplicateKeys(data); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidPlan, err)
+	}
 	p := raw.Plan
 	if raw.Rules != nil {
 		p.Rules = make([]Rule, len(raw.Rules))
@@ -884,6 +887,65 @@ func parse(data []byte) (*Plan, error) {
 		return nil, err
 	}
 	return &p, nil
+}
+
+// noDuplicateKeys refuses an object with the same field twice: encoding/json
+// keeps the last one silently, so {"action": "drop", "action": "corrupt"}
+// or a second "rules" would quietly replace what the author wrote first.
+// data has already decoded once (so it is valid JSON within the decoder's
+// depth limit).
+func noDuplicateKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	type frame struct {
+		obj  bool
+		seen map[string]bool
+		key  bool // an object expecting a key next
+	}
+	var stack []frame
+	rule := -1 // index in the top-level rules array, for the message
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var top *frame
+		if n := len(stack); n > 0 {
+			top = &stack[n-1]
+		}
+		if top != nil && top.obj && top.key {
+			if k, ok := tok.(string); ok {
+				if top.seen[k] {
+					if rule >= 0 && len(stack) >= 3 {
+						return fmt.Errorf("rule %d: field %q given twice", rule, k)
+					}
+					return fmt.Errorf("field %q given twice", k)
+				}
+				top.seen[k] = true
+				top.key = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			if len(stack) == 2 && !stack[1].obj {
+				rule++
+			}
+			stack = append(stack, frame{obj: true, seen: map[string]bool{}, key: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: the enclosing object expects a key again.
+		if n := len(stack); n > 0 && stack[n-1].obj {
+			stack[n-1].key = true
+		}
+	}
 }
 
 // Validate checks every rule and names the first bad one.

@@ -219,6 +219,9 @@ func TestParseErrors(t *testing.T) {
 		{"byte on drop", `{"rules":[{"point":"wire.tx","action":"drop","byte":3}]}`, "rule 0: byte set on a drop action"},
 		{"byte on delay", `{"rules":[{"point":"cq","action":"delay","delay_ps":5,"byte":0}]}`, "byte set on a delay action"},
 		{"negative node", `{"rules":[{"point":"wire.tx","action":"drop","match":{"node":-1}}]}`, "match.node -1"},
+		{"duplicate rules", `{"rules":[], "rules":[{"point":"wire.tx","action":"drop"}]}`, `field "rules" given twice`},
+		{"duplicate action", `{"rules":[{"point":"cq","action":"drop"},{"point":"cq","action":"drop","action":"corrupt"}]}`, `rule 1: field "action" given twice`},
+		{"duplicate match field", `{"rules":[{"point":"wire.tx","action":"drop","match":{"qpn":1,"qpn":2}}]}`, `rule 0: field "qpn" given twice`},
 		{"negative node, timed", `{"rules":[{"point":"device","action":"fatal","at_ps":5,"match":{"node":-2}}]}`, "match.node -2"},
 	}
 	for _, tc := range tests {
