@@ -118,8 +118,68 @@ func (p *Plan) Explain() string {
 		if c := p.Rules[i].Consequence(); c != "" {
 			fmt.Fprintf(&sb, "        → %s\n", c)
 		}
+		if k := p.ShadowedBy(i); k >= 0 {
+			fmt.Fprintf(&sb, "        ! never fires: rule %d fires first on every event this rule matches (the first rule that fires decides)\n", k)
+		}
 	}
 	return sb.String()
+}
+
+// ShadowedBy returns the index of an earlier rule that fires on every
+// event rule i matches, so that rule i never fires (Decide: the first rule
+// that fires decides), or -1. Only the sure case is found: an earlier rule
+// at the same point with no nth, every, prob or count whose match covers
+// rule i's. Timed rules are never shadowed.
+func (p *Plan) ShadowedBy(i int) int {
+	r := &p.Rules[i]
+	if r.Point.Timed() {
+		return -1
+	}
+	for k := 0; k < i; k++ {
+		e := &p.Rules[k]
+		if e.Point == r.Point && e.Nth == 0 && e.Every <= 1 && e.Prob == 0 && e.Count == 0 && covers(&e.Match, &r.Match) {
+			return k
+		}
+	}
+	return -1
+}
+
+// covers reports whether every event b matches also matches a.
+func covers(a, b *Match) bool {
+	same := func(x, y *uint32) bool { return x == nil || y != nil && *x == *y }
+	switch {
+	case a.Node != nil && (b.Node == nil || *a.Node != *b.Node),
+		!same(a.QPN, b.QPN),
+		a.Opcode != nil && (b.Opcode == nil || *a.Opcode != *b.Opcode),
+		a.WQE != nil && (b.WQE == nil || *a.WQE != *b.WQE),
+		a.TLP != "" && !strings.EqualFold(a.TLP, b.TLP),
+		a.Target != "" && !strings.EqualFold(a.Target, b.Target):
+		return false
+	}
+	// PSN: b's PSNs (one, a range, or all) within a's.
+	blo, bhi := psnBounds(b)
+	if b.PSN != nil {
+		blo, bhi = *b.PSN, *b.PSN
+	}
+	alo, ahi := psnBounds(a)
+	if a.PSN != nil {
+		alo, ahi = *a.PSN, *a.PSN
+	}
+	if a.PSN != nil || a.PSNFrom != nil || a.PSNTo != nil {
+		if b.PSN == nil && b.PSNFrom == nil && b.PSNTo == nil || blo < alo || bhi > ahi {
+			return false
+		}
+	}
+	// Addresses: an event matches when it overlaps the range, so b's range
+	// must lie within a's.
+	if a.AddrFrom != nil || a.AddrTo != nil {
+		alo, ahi := addrBounds(a)
+		blo, bhi := addrBounds(b)
+		if blo < alo || bhi > ahi {
+			return false
+		}
+	}
+	return true
 }
 
 // Explain describes one rule in words (see Plan.Explain).

@@ -167,3 +167,50 @@ func TestEveryActionHasAConsequence(t *testing.T) {
 	drop := Rule{Point: PCIeTLP, Action: Drop, Match: Match{TLP: "MRd"}}
 	require.Contains(t, drop.Consequence(), "reads all ones")
 }
+
+// Overlapping rules: a later rule that an earlier "always" rule covers can
+// never fire, and Explain says so; a rule it only partly covers, or one
+// behind a counted or probabilistic rule, can fire and gets no note.
+func TestExplainShadowedRules(t *testing.T) {
+	tests := []struct {
+		name   string
+		rules  string
+		shadow int // of the last rule; -1 none
+	}{
+		{"drop all then corrupt the 2nd", `{"point":"wire.tx","action":"drop"},{"point":"wire.tx","action":"corrupt","nth":2}`, 0},
+		{"node rule covers the node's qpn rule", `{"point":"cq","action":"drop","match":{"node":0}},{"point":"cq","action":"delay","delay_ps":5,"match":{"node":0,"qpn":7}}`, 0},
+		{"psn range covers a psn", `{"point":"wire.tx","action":"drop","match":{"psn_from":10,"psn_to":20}},{"point":"wire.tx","action":"duplicate","match":{"psn":15}}`, 0},
+		{"addr range covers a narrower one", `{"point":"dma.read","action":"timeout","match":{"addr_from":"0x1000","addr_to":"0x2000"}},{"point":"dma.read","action":"ur","match":{"addr_from":"0x1100","addr_to":"0x1200"}}`, 0},
+		{"other point", `{"point":"wire.tx","action":"drop"},{"point":"wire.rx","action":"drop"}`, -1},
+		{"narrower first", `{"point":"cq","action":"drop","match":{"qpn":7}},{"point":"cq","action":"corrupt"}`, -1},
+		{"other node", `{"point":"cq","action":"drop","match":{"node":0}},{"point":"cq","action":"corrupt","match":{"node":1}}`, -1},
+		{"counted first", `{"point":"cq","action":"drop","count":2},{"point":"cq","action":"corrupt"}`, -1},
+		{"probabilistic first", `{"point":"cq","action":"drop","prob":0.5},{"point":"cq","action":"corrupt"}`, -1},
+		{"psn outside", `{"point":"wire.tx","action":"drop","match":{"psn_from":10,"psn_to":20}},{"point":"wire.tx","action":"duplicate","match":{"psn":21}}`, -1},
+		{"psn range vs all psns", `{"point":"wire.tx","action":"drop","match":{"psn_from":10}},{"point":"wire.tx","action":"duplicate"}`, -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Parse([]byte(`{"rules":[` + tc.rules + `]}`))
+			require.NoError(t, err)
+			last := len(p.Rules) - 1
+			require.Equal(t, tc.shadow, p.ShadowedBy(last))
+			if tc.shadow >= 0 {
+				require.Contains(t, p.Explain(), "! never fires: rule 0 fires first")
+			} else {
+				require.NotContains(t, p.Explain(), "never fires")
+			}
+			// What Explain says is what Decide does: a shadowed rule
+			// never fires on any event.
+			in := NewInjector(p)
+			for k := 0; k < 50; k++ {
+				ev := NewEvent(0, 7)
+				ev.PSN, ev.Opcode, ev.Addr, ev.Len = 15, 4, 0x1100, 16
+				in.Decide(p.Rules[last].Point, ev)
+			}
+			if tc.shadow >= 0 {
+				require.Zero(t, in.Fired()[last].Fired)
+			}
+		})
+	}
+}
