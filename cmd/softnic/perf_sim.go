@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/sim"
@@ -78,6 +79,13 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 	// from the start of the simulation: connection setup and the settle
 	// after it must not run the clock to a timed rule.
 	cfg.DeferTimedFaults = true
+	// --check: checked mode on both devices, each violation on stderr as
+	// the real-wire path (wallclock) prints it. (It used to be parsed and
+	// ignored here: a simulated perf --check never reported anything.)
+	if o.net.check {
+		cfg.Check = true
+		cfg.OnViolation = func(v *device.Violation) { fmt.Fprintf(stderr, "softnic: check: %v\n", v) }
+	}
 	// Client and server are two machines: each host its own CPU clock.
 	cfg.HostClocks = true
 	active := spec.Caps.ActiveMTU

@@ -212,3 +212,30 @@ func TestTraceFailedWalkOutputs(t *testing.T) {
 		})
 	}
 }
+
+// TestPerfCheck: perf --check in the simulation runs checked mode and
+// prints each violation on stderr (the flag used to be parsed and
+// ignored). A clean run prints none; a jumped doorbell is seen as R1.
+func TestPerfCheck(t *testing.T) {
+	dir := t.TempDir()
+	jump := filepath.Join(dir, "jump.json")
+	require.NoError(t, os.WriteFile(jump, []byte(`{"rules":[{"point":"doorbell","action":"jump","nth":1,"match":{"node":0}}]}`), 0o600))
+	tests := []struct {
+		name string
+		args []string
+		want string // "" no violation
+	}{
+		{"clean", []string{"write_lat", "-n", "20", "-s", "64", "--check"}, ""},
+		{"jumped doorbell", []string{"write_lat", "-n", "20", "-s", "64", "--check", "--faults", jump}, "softnic: check: R1 doorbell-before-record: node 0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs, _ := runPerfCmd(t, tc.args...)
+			if tc.want == "" {
+				require.NotContains(t, errs, "check:")
+				return
+			}
+			require.Contains(t, errs, tc.want)
+		})
+	}
+}
