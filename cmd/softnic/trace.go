@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/provider"
@@ -108,8 +109,12 @@ type traceJSON struct {
 	// Events (with --events): each armed CQ's walk from the arm to the
 	// completion event.
 	Events []eventJSON `json:"events,omitempty"`
-	// Problems lists what failed verification (empty when data_ok).
+	// Problems lists what failed verification (empty when data_ok), and
+	// checked mode's finding if it found anything.
 	Problems []string `json:"problems,omitempty"`
+	// Violations (with --check): each host-protocol violation checked
+	// mode observed, its time from the post.
+	Violations []violationJSON `json:"violations,omitempty"`
 	// CQEHex are the requester's CQEs, one per WQE.
 	CQEHex []string `json:"cqe_hex,omitempty"`
 	// DBRHex is the requester's doorbell record DBR[1] (the SQ send
@@ -633,6 +638,14 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		problems = verifyTrace(o, spec, req, rsp, rwcs, slot, grh)
 	}
 	dataOK := len(problems) == 0
+	// Checked mode's findings are a problem of the run (in the text, the
+	// JSON and the exit status' PROBLEM lines), not of the data.
+	var violations []*device.Violation
+	if o.check {
+		if violations = checkViolations(w, t0); len(violations) > 0 {
+			problems = append(problems, "checked mode found host-protocol violations")
+		}
+	}
 
 	// The flows run across both nodes (the peer's stages, the wire) and
 	// into the stages a post list shares (LinkFlows works on a copy).
@@ -768,7 +781,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		out := traceJSON{Profile: cfg.Device.Name, Op: o.op, Size: o.size, MTU: o.mtu, Path: path, Batch: o.batch,
 			Stages: stages, TotalNS: total.NS(), WQEs: wqes, Warnings: warns, Counters: ctr, DataOK: dataOK,
 			AllCounters: all, Faults: explained, QPType: qpTypeName(spec.typ), SRQ: o.srq, Recv: recvs, GRHHex: grhHex,
-			Events: evs, Problems: problems, DroppedEvents: dropped}
+			Events: evs, Problems: problems, DroppedEvents: dropped, Violations: violationsJSON(violations)}
 		nCQEs := o.batch
 		if walkErr != nil {
 			// The CQEs that came, an error CQE among them.
@@ -837,8 +850,8 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	if cfg.Faults != nil {
 		faultSection(text, w, t0, wcs, notFired)
 	}
-	if o.check && checkSection(text, w) {
-		problems = append(problems, "checked mode found host-protocol violations")
+	if o.check {
+		checkSection(text, w, t0)
 	}
 	if spec.typ != provider.QPTypeRC || o.srq || o.events {
 		for _, r := range recvs {

@@ -109,22 +109,52 @@ func faultSection(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.W
 }
 
 // checkSection prints what checked mode found (trace --check); it reports
-// whether anything was.
-func checkSection(out io.Writer, w *testbed.World) bool {
-	n := 0
+// whether anything was. Times count from t0, the post, as the walk's do.
+func checkSection(out io.Writer, w *testbed.World, t0 sim.Time) bool {
+	vs := checkViolations(w, t0)
+	for _, v := range vs {
+		fmt.Fprintf(out, "check: %v\n", v)
+	}
+	if len(vs) == 0 {
+		fmt.Fprintln(out, "check: no host-protocol violation observed")
+	}
+	return len(vs) > 0
+}
+
+// checkViolations is what checked mode found on every device of w, in
+// order, each a copy with its time counted from t0.
+func checkViolations(w *testbed.World, t0 sim.Time) []*device.Violation {
+	var vs []*device.Violation
 	for i, h := range w.Hosts {
 		if i > 0 && h == w.Hosts[0] {
 			break
 		}
 		for _, v := range h.Dev.Checker().Violations() {
-			fmt.Fprintf(out, "check: %v\n", v)
-			n++
+			c := *v
+			c.At = sim.Time(v.At.Sub(t0))
+			vs = append(vs, &c)
 		}
 	}
-	if n == 0 {
-		fmt.Fprintln(out, "check: no host-protocol violation observed")
+	return vs
+}
+
+// violationJSON is one checked-mode violation in trace --json.
+type violationJSON struct {
+	Rule     string  `json:"rule"`
+	Name     string  `json:"name"`
+	Node     int     `json:"node"`
+	QPN      uint32  `json:"qpn,omitempty"`
+	AtNS     float64 `json:"at_ns"` // from the post
+	Observed string  `json:"observed"`
+	Source   string  `json:"source"`
+}
+
+func violationsJSON(vs []*device.Violation) []violationJSON {
+	var out []violationJSON
+	for _, v := range vs {
+		out = append(out, violationJSON{Rule: v.Rule, Name: v.Name, Node: v.Node, QPN: v.QPN, AtNS: sim.Duration(v.At).NS(), Observed: v.Observed, Source: v.Source})
 	}
-	return n > 0
+	return out
 }
 
 // faultFailure is the walk of a post whose WR failed under a fault plan
@@ -143,6 +173,6 @@ func faultFailure(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.W
 	}
 	faultSection(out, w, t0, wcs, notFired)
 	if check {
-		checkSection(out, w)
+		checkSection(out, w, t0)
 	}
 }

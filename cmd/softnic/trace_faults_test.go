@@ -58,6 +58,28 @@ func TestTraceFaultWalk(t *testing.T) {
 		var out bytes.Buffer
 		require.Equal(t, 0, run([]string{"trace", "--check"}, &out, os.Stderr))
 		require.Contains(t, out.String(), "check: no host-protocol violation observed")
+		j := runTraceJSON(t, "--check")
+		require.Empty(t, j.Violations)
+		require.Empty(t, j.Problems)
+	})
+	t.Run("check: torn BlueFlame, at the walk's time, in the JSON", func(t *testing.T) {
+		// The check lines used to give the absolute virtual time (10033
+		// ns) beside a walk counted from the post (33 ns), and --json
+		// carried neither the violations nor the problem.
+		plan := writePlan(t, "torn.json", `{"seed":1,"rules":[{"point":"wc.buffer","action":"tear","nth":1,"match":{"node":0}}]}`)
+		args := []string{"--op", "write", "--size", "100", "--inline", "--check", "--faults", plan}
+		var out bytes.Buffer
+		require.Equal(t, 0, run(append([]string{"trace"}, args...), &out, os.Stderr))
+		require.Contains(t, out.String(), "@      33.000 ns node 0  CHECK R11")
+		require.Contains(t, out.String(), "check: R11 bf-not-whole-lines: node 0 QP 0x100 at 33.000ns: 32 bytes at +0x0")
+		require.Contains(t, out.String(), "PROBLEM checked mode found host-protocol violations")
+		j := runTraceJSON(t, args...)
+		require.Len(t, j.Violations, 1)
+		v := j.Violations[0]
+		require.Equal(t, violationJSON{Rule: "R11", Name: "bf-not-whole-lines", Node: 0, QPN: 0x100, AtNS: 33, Observed: "32 bytes at +0x0 of UAR 3 bfreg 0 half 0",
+			Source: v.Source}, v)
+		require.NotEmpty(t, v.Source)
+		require.Contains(t, j.Problems, "checked mode found host-protocol violations")
 	})
 }
 
