@@ -304,6 +304,15 @@ func (c *Checker) doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte, bf b
 	}
 }
 
+// earlyDoorbell reports a doorbell that a fault delivered before its
+// doorbell record was visible (fault doorbell early): R1.
+func (c *Checker) earlyDoorbell(t sim.Time, qpn uint32, idx uint16) {
+	if c.qps[qpn] == nil {
+		return
+	}
+	c.report(t, "doorbell-before-record", qpn, "doorbell for wqe_index %d arrived before the doorbell record was visible (fault: doorbell early)", idx)
+}
+
 // recordGrace is how long the checker waits for the doorbell of WQEs the
 // record already announces: far more than a post takes, and than an MMIO
 // write spends queued on a busy link (tens of µs under the soak).

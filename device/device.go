@@ -206,9 +206,10 @@ func (d *Device) Doorbell(t sim.Time, uar uint32, bfreg int, ctrl [8]byte) {
 	if len(d.fx.held) > 0 {
 		defer d.releaseHeldDoorbells(t)
 	}
-	if d.chk != nil {
+	if d.chk != nil && !d.fx.chkSkip {
 		d.chk.doorbell(t, uar, bfreg, ctrl, false)
 	}
+	d.fx.chkSkip = false
 	c := mlx5.CtrlSeg(ctrl[:])
 	q := d.qp(c.QPN())
 	if q == nil {

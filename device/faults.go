@@ -90,13 +90,17 @@ var (
 
 // faultState is the device's part of fault injection.
 type faultState struct {
-	in         *fault.Injector
-	lastDB     map[uint32][8]byte // per QP, the last doorbell delivered (stale)
-	held       []*heldDB          // doorbells held behind the next (reorder)
-	replay     bool               // delivering a held or duplicated doorbell
-	cqCorrupt  fault.Decision     // a corrupt decision for the CQE being written
-	timed      []*timedFault      // the timed rules' events armed (ArmTimedFaults), fired or not
-	firedTimed map[int]bool       // the timed rules (plan index) that fired on this device
+	in     *fault.Injector
+	lastDB map[uint32][8]byte // per QP, the last doorbell delivered (stale)
+	held   []*heldDB          // doorbells held behind the next (reorder)
+	replay bool               // delivering a held or duplicated doorbell
+	// chkSkip: the next doorbell is the device's rewrite of an early one
+	// (faults.doorbell_reads_record), already reported to checked mode:
+	// not the driver's doorbell, so not judged again.
+	chkSkip    bool
+	cqCorrupt  fault.Decision // a corrupt decision for the CQE being written
+	timed      []*timedFault  // the timed rules' events armed (ArmTimedFaults), fired or not
+	firedTimed map[int]bool   // the timed rules (plan index) that fired on this device
 
 	fatal        bool
 	detected     bool
@@ -364,6 +368,15 @@ func (d *Device) doorbellFault(t sim.Time, uar uint32, bfreg int, ctrl *[8]byte,
 		note("counter jumped %d WQEBBs to wqe_index %d", n, idx+n)
 	case fault.Early:
 		note("arrived before the doorbell record was visible")
+		if d.chk != nil {
+			// Checked mode peeks the record in host memory, where the
+			// provider has already written it; the fault is that the
+			// device saw the doorbell first, which is R1 as the device
+			// observes it (docs/faults.md: with a plan the checker
+			// reports what the device observes).
+			d.chk.earlyDoorbell(t, qpn, idx)
+			d.fx.chkSkip = d.spec.Faults.DoorbellReadsRecord
+		}
 		if d.spec.Faults.DoorbellReadsRecord {
 			// The device takes the record's (older) counter: nothing new.
 			if q := d.qps[qpn]; q != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/softnic/softnic/fault"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/testbed"
 	"github.com/stretchr/testify/require"
@@ -102,6 +103,42 @@ func TestCheckerRawSequences(t *testing.T) {
 				require.Equal(t, []string{tc.rule + " " + tc.name}, got, "reported once, nothing else")
 			}
 			require.Empty(t, w.Hosts[1].Dev.Checker().Violations(), "the peer did nothing wrong")
+		})
+	}
+}
+
+// TestCheckerSeesEarlyDoorbell: a doorbell the plan delivers before its
+// record is R1 to checked mode, once, as faults --explain says ("checked
+// mode reports R1"); it used to report nothing, since the checker peeks the
+// record the provider has already written. With faults.doorbell_reads_record
+// the device takes the older counter and the WQE waits, which is the
+// fault's doing, not the driver's: still R1 alone.
+func TestCheckerSeesEarlyDoorbell(t *testing.T) {
+	plan, err := fault.Parse([]byte(`{"rules":[{"point":"doorbell","action":"early","nth":1,"match":{"node":0}}]}`))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name    string
+		reads   bool
+		want    []string
+		success bool
+	}{
+		{"doorbell authoritative", false, []string{"R1 doorbell-before-record"}, true},
+		{"device reads the record", true, []string{"R1 doorbell-before-record"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, req, rsp := checkWorld(t, checkCase{cfg: func(c *testbed.Config) {
+				c.Faults = plan
+				c.Device.Faults.DoorbellReadsRecord = tc.reads
+			}})
+			writeWR(t, req, rsp, 1, 0, 64)
+			wcs, _ := testbed.Wait(req.SendCQ, 1)
+			w.Settle(1 << 20)
+			var got []string
+			for _, v := range w.Hosts[0].Dev.Checker().Violations() {
+				got = append(got, v.Rule+" "+v.Name)
+			}
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.success, len(wcs) == 1 && wcs[0].Status == provider.WCSuccess)
 		})
 	}
 }
