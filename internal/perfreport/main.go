@@ -446,7 +446,7 @@ func (r *results) report(haveC, havePGO bool) string {
 	p("having come before its frame left), the READ responder keeps 32 frames ahead (READ walks' stage times,\n")
 	p("not their totals), and posted writes keep their order by issue time (multi-QP send_bw rows). The default\n")
 	p("walk (post → CQE 2144.096 ns) and every RC WRITE and SEND walk of the set are unchanged.\n")
-	p("Since 602fdeb (66 of the 317 outputs, 55 of the commands): the port's transmit buffer (frames of\n")
+	p("Since 602fdeb (63 of the 317 outputs, 58 of the commands): the port's transmit buffer (frames of\n")
 	p("messages of 64 KiB and more are built when there is room, their payload reads no longer all issued at\n")
 	p("once; QPs take turns of one\n")
 	p("frame), the receive queue reading up to 64 WQEs ahead (SEND walks with several receives posted; send_bw\n")
@@ -454,5 +454,8 @@ func (r *results) report(haveC, havePGO bool) string {
 	p("read-ahead hits of stat --op send), a go-back-N rewind that never moves the\n")
 	p("cursor forward (traces under drop, delay, duplicate and reorder plans) and the counters added with them.\n")
 	p("The default walk (2144.096 ns) and the RC WRITE, SEND and READ walks below 64 KiB are unchanged.\n")
+	p("Of those, 6 changed since d243d1a: each host of a perf run on its own CPU clock (the send_bw -q 4 row),\n")
+	p("and retransmitted_pkts counting a READ asked for again from its middle, as roce_adp_retrans does (READ\n")
+	p("stats under the fault plans).\n")
 	return b.String()
 }
