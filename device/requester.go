@@ -734,14 +734,12 @@ func (r *requester) onRNR(now sim.Time) {
 // whose packets are all acknowledged complete in order (rocev2.md §4.3),
 // as do answered READs/atomics and NOPs; an acknowledged PSN beyond an
 // unanswered READ/atomic means its responses were lost (implied NAK).
-func (r *requester) ack(t sim.Time, psn roce.PSN) { r.ackFrom(t, psn, psn, false) }
+func (r *requester) ack(t sim.Time, psn roce.PSN) { r.ackFrom(t, psn, false) }
 
-// ackFrom is ack; fromACK says an ACK packet carried seen, which alone can
+// ackFrom is ack; fromACK says an ACK packet carried psn, which alone can
 // imply a NAK (a re-check after a response never does, and neither does an
-// ACK while a re-request for the READ is under way). psn is what it
-// acknowledges: seen itself, or less when seen falls inside an unanswered
-// READ/atomic (ackInside).
-func (r *requester) ackFrom(t sim.Time, psn, seen roce.PSN, fromACK bool) {
+// ACK while a re-request for the READ is under way).
+func (r *requester) ackFrom(t sim.Time, psn roce.PSN, fromACK bool) {
 	q := r.q
 	advanced := psn.After(r.ackPSN)
 	if advanced {
@@ -753,10 +751,7 @@ func (r *requester) ackFrom(t sim.Time, psn, seen roce.PSN, fromACK bool) {
 		case w.npkts == 0:
 		case w.rdAtomic():
 			if !w.responded {
-				// Only an ACK beyond the READ/atomic's last PSN implies
-				// its responses were lost (rocev2.md §4.3; rxe's
-				// check_psn: psn_compare(psn, last_psn) > 0).
-				if fromACK && !w.rereqOn && seen.After(w.lastPSN()) && w.counted {
+				if fromACK && !w.rereqOn && !r.ackPSN.Before(w.lastPSN()) && w.counted {
 					r.regap(t, w)
 				}
 				goto out
@@ -774,24 +769,6 @@ out:
 		r.progress(t)
 		r.pump(t)
 	}
-}
-
-// ackInside handles an ACK whose PSN is one of the response PSNs of w, an
-// unanswered READ/atomic: a responder answers those with READ responses or
-// an atomic ACK, never with an ACK. As rxe's completer does (check_psn),
-// it acknowledges the requests before w, and implies a NAK for an earlier
-// unanswered READ/atomic it lies beyond, but it is neither an implied NAK
-// for w (it is not beyond w's last PSN) nor an answer to it: dropped,
-// counted and warned, w still awaits its responses and nothing restarts
-// the retry counters for it. Before, an ACK at a READ's last PSN was
-// taken as an implied NAK and made the requester ask again. (rxe, when
-// the ACK's PSN is also the next it expects — a one-packet READ, or the
-// LAST of a READ whose other responses came — takes it as completing the
-// READ successfully, with data missing; softnic does not copy that.)
-func (r *requester) ackInside(t sim.Time, psn roce.PSN, w *swqe) {
-	q := r.q
-	q.d.warn(t, CtrACKInsideRead, "QP %#x WQE %d (%v): ACK PSN %#x inside its response PSNs %#x..%#x: dropped", q.qpn, w.idx, w.op, uint32(psn), uint32(w.firstPSN), uint32(w.lastPSN()))
-	r.ackFrom(t, w.firstPSN.Sub(1), psn, true)
 }
 
 // fail completes w with an error CQE (written signalled or not), moves the
@@ -887,11 +864,7 @@ func (r *requester) ackPacket(t sim.Time, psn roce.PSN, synd roce.Syndrome) {
 	}
 	switch {
 	case synd.IsACK():
-		if w := r.find(psn); w != nil && w.rdAtomic() && !w.responded {
-			r.ackInside(t, psn, w)
-			return
-		}
-		r.ackFrom(t, psn, psn, true)
+		r.ackFrom(t, psn, true)
 	case synd.IsRNRNAK():
 		r.ack(t, psn.Sub(1))
 		if q.state != mlx5.QPStateRTS {
