@@ -36,21 +36,10 @@ func TestPerfWireLoopback(t *testing.T) {
 	for _, c := range cases {
 		test := c.test
 		t.Run(c.name, func(t *testing.T) {
-			a, b, tcp := freeUDPPort(t), freeUDPPort(t), freeTCPPort(t)
-			common := append([]string{"perf", test, "-n", "20", "-s", "64", "-p", strconv.Itoa(tcp), "--quiet", "--timeout", "10s", "--no-progress"}, c.extra...)
-			var wg sync.WaitGroup
-			var sOut, sErr bytes.Buffer
-			var sCode int
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				sCode = run(append(append([]string{}, common...), "--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", a, b), "--ip", "192.0.2.1"), &sOut, &sErr)
-			}()
-			var cOut, cErr bytes.Buffer
-			cCode := run(append(append([]string{}, common...), "--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", b, a), "--ip", "192.0.2.2", "127.0.0.1"), &cOut, &cErr)
-			wg.Wait()
-			if sCode != 0 || cCode != 0 {
-				t.Fatalf("server exit %d: %s\nclient exit %d: %s", sCode, sErr.String(), cCode, cErr.String())
+			common := append([]string{"perf", test, "-n", "20", "-s", "64", "-p", strconv.Itoa(freeTCPPort(t)), "--quiet", "--timeout", "10s", "--no-progress"}, c.extra...)
+			sr, cr := runWirePair(t, common, nil, nil)
+			if sr.code != 0 || cr.code != 0 {
+				t.Fatalf("server exit %d: %s\nclient exit %d: %s", sr.code, sr.err, cr.code, cr.err)
 			}
 			size, n := "64", 1
 			if test == "atomic_bw" {
@@ -59,14 +48,14 @@ func TestPerfWireLoopback(t *testing.T) {
 			if slices.Contains(c.extra, "-a") {
 				size, n = "2", 23
 			}
-			rows := tableRows(t, cOut.String())
+			rows := tableRows(t, cr.out)
 			if len(rows) != n || rows[0][0] != size || rows[0][1] != "20" {
-				t.Errorf("client rows %q\n%s", rows, cOut.String())
+				t.Errorf("client rows %q\n%s", rows, cr.out)
 			}
 			if test != "read_lat" {
-				srows := tableRows(t, sOut.String())
+				srows := tableRows(t, sr.out)
 				if len(srows) != n || srows[0][0] != size {
-					t.Errorf("server rows %q\n%s", srows, sOut.String())
+					t.Errorf("server rows %q\n%s", srows, sr.out)
 				}
 				// -b: each side prints its own report plus the peer's,
 				// the same two numbers: the same row.
@@ -99,25 +88,12 @@ func TestPerfWireOuts(t *testing.T) {
 		{"read_bw default", "read_bw", nil, nil, "0x10", "0x10", " Outstand reads  : 16\n", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a, b, tcp := freeUDPPort(t), freeUDPPort(t), freeTCPPort(t)
-			common := []string{"perf", c.test, "-n", "20", "-s", "64", "-p", strconv.Itoa(tcp), "--quiet", "--timeout", "10s", "--no-progress"}
-			var wg sync.WaitGroup
-			var sOut, sErr bytes.Buffer
-			var sCode int
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				args := append(append(append([]string{}, common...), c.server...), "--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", a, b), "--ip", "192.0.2.1")
-				sCode = run(args, &sOut, &sErr)
-			}()
-			var cOut, cErr bytes.Buffer
-			args := append(append(append([]string{}, common...), c.client...), "--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", b, a), "--ip", "192.0.2.2", "127.0.0.1")
-			cCode := run(args, &cOut, &cErr)
-			wg.Wait()
-			if sCode != 0 || cCode != 0 {
-				t.Fatalf("server exit %d: %s\nclient exit %d: %s", sCode, sErr.String(), cCode, cErr.String())
+			common := []string{"perf", c.test, "-n", "20", "-s", "64", "-p", strconv.Itoa(freeTCPPort(t)), "--quiet", "--timeout", "10s", "--no-progress"}
+			sr, cr := runWirePair(t, common, c.server, c.client)
+			if sr.code != 0 || cr.code != 0 {
+				t.Fatalf("server exit %d: %s\nclient exit %d: %s", sr.code, sr.err, cr.code, cr.err)
 			}
-			out := cOut.String()
+			out := cr.out
 			if !strings.Contains(out, c.cHeader) {
 				t.Errorf("client header lacks %q:\n%s", c.cHeader, out)
 			}
@@ -127,9 +103,40 @@ func TestPerfWireOuts(t *testing.T) {
 			if i := strings.Index(out, " remote address: "); i < 0 || !strings.Contains(out[i:], "OUT "+c.sOut+" RKey") {
 				t.Errorf("client's remote address line lacks the server's OUT %s:\n%s", c.sOut, out)
 			}
-			if got := strings.Contains(cErr.String(), "Number of outstanding reads is above max = 16"); got != c.cWarned {
-				t.Errorf("warned %v, want %v: %s", got, c.cWarned, cErr.String())
+			if got := strings.Contains(cr.err, "Number of outstanding reads is above max = 16"); got != c.cWarned {
+				t.Errorf("warned %v, want %v: %s", got, c.cWarned, cr.err)
 			}
 		})
 	}
+}
+
+// wireRun is one side's exit code, stdout and stderr.
+type wireRun struct {
+	code     int
+	out, err string
+}
+
+// runWirePair runs a server and a client of the same command against each
+// other over UDP loopback (server 192.0.2.1, client 192.0.2.2, which also
+// names the server's TCP host 127.0.0.1): common, then each side's own
+// arguments, then its --wire and --ip. The server runs in a goroutine; the
+// client's return waits for it.
+func runWirePair(t *testing.T, common, server, client []string) (s, c wireRun) {
+	t.Helper()
+	a, b := freeUDPPort(t), freeUDPPort(t)
+	side := func(own []string, from, to int, ip string, rest ...string) wireRun {
+		var out, errb bytes.Buffer
+		args := append(append(append([]string{}, common...), own...), "--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", from, to), "--ip", ip)
+		code := run(append(args, rest...), &out, &errb)
+		return wireRun{code, out.String(), errb.String()}
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s = side(server, a, b, "192.0.2.1")
+	}()
+	c = side(client, b, a, "192.0.2.2", "127.0.0.1")
+	wg.Wait()
+	return s, c
 }

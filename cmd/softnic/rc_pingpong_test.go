@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/softnic/softnic/provider"
@@ -163,37 +161,24 @@ func TestPingpongChk(t *testing.T) {
 			[]string{"invalid data in page 0\n", "invalid data in page 1\n", "invalid data in page 2\n"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a, b, tcp := freeUDPPort(t), freeUDPPort(t), freeTCPPort(t)
-			common := []string{"rc_pingpong", "-g", "1", "-n", "5", "-s", strconv.Itoa(size), "-p", strconv.Itoa(tcp), "--quiet", "--timeout", "10s"}
-			var wg sync.WaitGroup
-			var sOut, sErr bytes.Buffer
-			var sCode int
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				args := append(append(append([]string{}, common...), c.server...), "--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", a, b), "--ip", "192.0.2.1")
-				sCode = run(args, &sOut, &sErr)
-			}()
-			var cOut, cErr bytes.Buffer
-			args := append(append(append([]string{}, common...), c.client...), "--wire", fmt.Sprintf("udp:127.0.0.1:%d,127.0.0.1:%d", b, a), "--ip", "192.0.2.2", "127.0.0.1")
-			cCode := run(args, &cOut, &cErr)
-			wg.Wait()
-			if cCode != 0 || sCode != c.sCode {
-				t.Fatalf("server exit %d (want %d): %s%s\nclient exit %d: %s", sCode, c.sCode, sOut.String(), sErr.String(), cCode, cErr.String())
+			common := []string{"rc_pingpong", "-g", "1", "-n", "5", "-s", strconv.Itoa(size), "-p", strconv.Itoa(freeTCPPort(t)), "--quiet", "--timeout", "10s"}
+			sr, cr := runWirePair(t, common, c.server, c.client)
+			if cr.code != 0 || sr.code != c.sCode {
+				t.Fatalf("server exit %d (want %d): %s%s\nclient exit %d: %s", sr.code, c.sCode, sr.out, sr.err, cr.code, cr.err)
 			}
-			if got := strings.Count(sOut.String(), "invalid data in page"); got != len(c.invalid) {
-				t.Errorf("%d invalid pages reported, want %d:\n%s", got, len(c.invalid), sOut.String())
+			if got := strings.Count(sr.out, "invalid data in page"); got != len(c.invalid) {
+				t.Errorf("%d invalid pages reported, want %d:\n%s", got, len(c.invalid), sr.out)
 			}
 			for _, l := range c.invalid {
-				if !strings.Contains(sOut.String(), l) {
-					t.Errorf("server output lacks %q:\n%s", l, sOut.String())
+				if !strings.Contains(sr.out, l) {
+					t.Errorf("server output lacks %q:\n%s", l, sr.out)
 				}
 			}
-			if c.sCode != 0 && !strings.Contains(sErr.String(), "-c: the received buffer is invalid in 3 of 3 pages") {
-				t.Errorf("server's error: %s", sErr.String())
+			if c.sCode != 0 && !strings.Contains(sr.err, "-c: the received buffer is invalid in 3 of 3 pages") {
+				t.Errorf("server's error: %s", sr.err)
 			}
-			if strings.Contains(cOut.String(), "invalid data") {
-				t.Errorf("the client checked:\n%s", cOut.String())
+			if strings.Contains(cr.out, "invalid data") {
+				t.Errorf("the client checked:\n%s", cr.out)
 			}
 		})
 	}
