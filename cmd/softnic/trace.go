@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -641,9 +642,11 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	// Checked mode's findings are a problem of the run (in the text, the
 	// JSON and the exit status' PROBLEM lines), not of the data.
 	var violations []*device.Violation
+	var checkErr error // the exit status of a walk checked mode found violations in: 1, as a checker's
 	if o.check {
 		if violations = checkViolations(w, t0); len(violations) > 0 {
 			problems = append(problems, "checked mode found host-protocol violations")
+			checkErr = fmt.Errorf("checked mode found %d host-protocol violation(s)", len(violations))
 		}
 	}
 
@@ -809,10 +812,10 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 			if err := enc.Encode(out); err != nil {
 				return err
 			}
-			return walkErr
+			return cmp.Or(walkErr, checkErr)
 		}
 		if o.html == "-" {
-			return walkErr
+			return cmp.Or(walkErr, checkErr)
 		}
 	}
 	if walkErr != nil {
@@ -919,7 +922,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	if !dataOK {
 		return errors.New("data mismatch between requester and responder buffers")
 	}
-	return nil
+	return checkErr
 }
 
 // traceVariant is what the header adds for a walk that is not plain RC:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,12 +69,20 @@ func TestTraceFaultWalk(t *testing.T) {
 		// carried neither the violations nor the problem.
 		plan := writePlan(t, "torn.json", `{"seed":1,"rules":[{"point":"wc.buffer","action":"tear","nth":1,"match":{"node":0}}]}`)
 		args := []string{"--op", "write", "--size", "100", "--inline", "--check", "--faults", plan}
-		var out bytes.Buffer
-		require.Equal(t, 0, run(append([]string{"trace"}, args...), &out, os.Stderr))
+		// Violations are the run's problem: exit 1, as a checker's, with
+		// every output written (the walk, the check lines, the JSON).
+		var out, errb bytes.Buffer
+		require.Equal(t, 1, run(append([]string{"trace"}, args...), &out, &errb))
+		require.Contains(t, errb.String(), "checked mode found 1 host-protocol violation(s)")
+		require.Contains(t, out.String(), "data verified")
 		require.Contains(t, out.String(), "@      33.000 ns node 0  CHECK R11")
 		require.Contains(t, out.String(), "check: R11 bf-not-whole-lines: node 0 QP 0x100 at 33.000ns: 32 bytes at +0x0")
 		require.Contains(t, out.String(), "PROBLEM checked mode found host-protocol violations")
-		j := runTraceJSON(t, args...)
+		out.Reset()
+		require.Equal(t, 1, run(append([]string{"trace", "--json"}, args...), &out, io.Discard))
+		var j traceJSON
+		require.NoError(t, json.Unmarshal(out.Bytes(), &j))
+		require.True(t, j.DataOK)
 		require.Len(t, j.Violations, 1)
 		v := j.Violations[0]
 		require.Equal(t, violationJSON{Rule: "R11", Name: "bf-not-whole-lines", Node: 0, QPN: 0x100, AtNS: 33, Observed: "32 bytes at +0x0 of UAR 3 bfreg 0 half 0",
