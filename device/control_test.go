@@ -170,16 +170,7 @@ func TestQPNSkipsLiveQPs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, mem := newDev(t)
-			pd, err := d.AllocPD()
-			require.NoError(t, err)
-			buf, _ := mem.Alloc(64*64, 4096)
-			dbr, _ := mem.Alloc(8, 8)
-			cq, err := d.CreateCQ(mlx5.CreateCQCmd{Entries: 64, CQESize: 64, BufAddr: buf, DBAddr: dbr})
-			require.NoError(t, err)
-			qbuf, _ := mem.Alloc(8192, 4096)
-			qdbr, _ := mem.Alloc(8, 8)
-			cmd := mlx5.CreateQPCmd{Type: mlx5.QPTypeRC, PDN: pd.PDN, SendCQN: cq.CQN, RecvCQN: cq.CQN, BufAddr: qbuf, DBAddr: qdbr,
-				SQWQECnt: 64, RQWQECnt: 64, RQWQEShift: 4}
+			cmd := rcQPCmd(t, d, mem, 64, true)
 			d.SetNextQPN(2)
 			live, err := d.CreateQP(cmd)
 			require.NoError(t, err)
@@ -216,16 +207,7 @@ func TestSQWQEBBBudget(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { mem.Close() })
 	d := device.New(sim.NewEngine(), device.DefaultSpec(), device.Identity{MAC: [6]byte{2, 0, 0, 0, 0, 1}}, mem, nil)
-	pd, err := d.AllocPD()
-	require.NoError(t, err)
-	buf, _ := mem.Alloc(64*64, 4096)
-	dbr, _ := mem.Alloc(8, 8)
-	cq, err := d.CreateCQ(mlx5.CreateCQCmd{Entries: 64, CQESize: 64, BufAddr: buf, DBAddr: dbr})
-	require.NoError(t, err)
-	qbuf, err := mem.Alloc(big*64, 4096)
-	require.NoError(t, err)
-	qdbr, _ := mem.Alloc(8, 8)
-	cmd := mlx5.CreateQPCmd{Type: mlx5.QPTypeRC, PDN: pd.PDN, SendCQN: cq.CQN, RecvCQN: cq.CQN, BufAddr: qbuf, DBAddr: qdbr, SQWQECnt: big}
+	cmd := rcQPCmd(t, d, mem, big, false)
 	// The same buffer for all: the device does not mind.
 	var a mlx5.CreateQPResp
 	for i := 0; i < 1<<25/big; i++ {
@@ -241,4 +223,29 @@ func TestSQWQEBBBudget(t *testing.T) {
 	require.NoError(t, d.DestroyQP(a.QPN))
 	_, err = d.CreateQP(cmd)
 	require.NoError(t, err, "the destroyed QP's share is free again")
+}
+
+// rcQPCmd allocates a PD, a 64-entry CQ and a send queue of sqBBs WQEBBs
+// in mem, and returns the CREATE_QP command of an RC QP on them (a 64-WQE
+// RQ of 16-byte WQEs when rq is set).
+func rcQPCmd(t *testing.T, d *device.Device, mem *shm.Region, sqBBs int, rq bool) mlx5.CreateQPCmd {
+	t.Helper()
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	buf, _ := mem.Alloc(64*64, 4096)
+	dbr, _ := mem.Alloc(8, 8)
+	cq, err := d.CreateCQ(mlx5.CreateCQCmd{Entries: 64, CQESize: 64, BufAddr: buf, DBAddr: dbr})
+	require.NoError(t, err)
+	size := sqBBs * 64
+	if rq {
+		size += 64 * 16
+	}
+	qbuf, err := mem.Alloc(max(size, 8192), 4096)
+	require.NoError(t, err)
+	qdbr, _ := mem.Alloc(8, 8)
+	c := mlx5.CreateQPCmd{Type: mlx5.QPTypeRC, PDN: pd.PDN, SendCQN: cq.CQN, RecvCQN: cq.CQN, BufAddr: qbuf, DBAddr: qdbr, SQWQECnt: sqBBs}
+	if rq {
+		c.RQWQECnt, c.RQWQEShift = 64, 4
+	}
+	return c
 }

@@ -846,7 +846,7 @@ func (r *responder) replayRead(t sim.Time, p *roce.Packet) {
 		// it was replaced (never sent), while this READ's own stream,
 		// still counted against max_dest_rd_atomic, went out a second
 		// time.
-		r.replayStream(t, st, func(s *respStream) bool { return s.res == e && s.first == e.first && !s.answer() })
+		r.replayStream(t, st)
 		return
 	}
 	// No resource holds it: the PSN was never a READ's (an old SEND's or
@@ -862,16 +862,16 @@ func (r *responder) replayRead(t sim.Time, p *roce.Packet) {
 }
 
 // replayStream answers a duplicate READ with st: if a stream answering
-// the same READ is still being built (same), that stream starts again
+// the same READ (its resource and first PSN) is still being built, it starts again
 // from where the requester now asks, keeping its place, its MSN and
 // whether it is a first execution (what is queued already goes out);
 // otherwise st queues behind the others. A replay does not count against
 // max_dest_rd_atomic: only first executions are the requester's
 // outstanding READs.
-func (r *responder) replayStream(t sim.Time, st respStream, same func(*respStream) bool) {
+func (r *responder) replayStream(t sim.Time, st respStream) {
 	d := r.q.d
 	for k := range r.streams {
-		if s := &r.streams[k]; same(s) {
+		if s := &r.streams[k]; s.res == st.res && s.first == st.first && !s.answer() {
 			st.replay, st.msn = s.replay, s.msn
 			r.streams[k] = st
 			r.pump(t.Add(d.cyc(d.spec.Core.ResponderCycles)))

@@ -353,19 +353,8 @@ func (qp *QP) State() QPState {
 // QueryState asks the device for the QP's current state (QUERY_QP) and
 // records it.
 func (qp *QP) QueryState() (QPState, error) {
-	if qp == nil || qp.ctx == nil {
-		return 0, opErr("query_qp", 0, ErrClosed)
-	}
-	if qp.dead {
-		return 0, opErr("query_qp", qp.qpn, ErrClosed)
-	}
-	a, err := qp.ctx.ctl.QueryQP(qp.qpn)
-	if err != nil {
-		return 0, opErr("query_qp", qp.qpn, err)
-	}
-	qp.state = a.State
-	qp.refreshFast()
-	return a.State, nil
+	a, _, err := qp.Query()
+	return a.QPState, err
 }
 
 // Query is ibv_query_qp: the QP's attributes as the device answers

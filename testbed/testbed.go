@@ -140,11 +140,11 @@ func New(cfg Config) (*World, error) {
 	if cfg.MemSize == 0 {
 		cfg.MemSize = 32 << 20
 	}
-	worldNodes := 2
+	nodes := 2
 	if cfg.Loopback {
-		worldNodes = 1
+		nodes = 1
 	}
-	if err := checkPlanNodes(cfg.Faults, worldNodes); err != nil {
+	if err := checkPlanNodes(cfg.Faults, nodes); err != nil {
 		return nil, err
 	}
 	w := &World{Eng: sim.NewEngine()}
@@ -155,10 +155,8 @@ func New(cfg Config) (*World, error) {
 	if cfg.Faults != nil {
 		inj = fault.NewInjector(cfg.Faults)
 	}
-	nodes := 2
 	if cfg.Loopback {
 		w.Link = wire.NewLoopback(w.Eng, cfg.Wire, w.Rec, &w.Wire, inj)
-		nodes = 1
 	} else {
 		w.Link = wire.NewLink(w.Eng, cfg.Wire, w.Rec, &w.Wire, inj)
 	}
@@ -184,10 +182,12 @@ func New(cfg Config) (*World, error) {
 		}
 		var clk host.Clock = w.Eng
 		var side simSide = dev
+		var ctl mlx5.Control = dev
 		if w.clocks != nil {
 			hc := &hostClock{all: w.clocks, dev: dev, waiting: true}
 			w.clocks.clocks = append(w.clocks.clocks, hc)
-			clk, side = hc, clockedDevice{Device: dev, clk: hc}
+			cd := clockedDevice{Device: dev, clk: hc}
+			clk, side, ctl = hc, cd, cd
 		}
 		cpu := NewCPU(clk, w.Rec, dev, cfg.Host)
 		if inj != nil {
@@ -195,10 +195,6 @@ func New(cfg Config) (*World, error) {
 		}
 		dev.Connect(ports[i])
 		ports[i].Attach(i, dev)
-		var ctl mlx5.Control = dev
-		if cd, ok := side.(clockedDevice); ok {
-			ctl = cd
-		}
 		var srv *uverbsdev.Server
 		if cfg.UverbsControl || uverbsFromEnv {
 			ctl, srv = uverbsLoopback(dev, side)

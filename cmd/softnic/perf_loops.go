@@ -615,10 +615,11 @@ func (a *bwClient) step() (bool, error) {
 	}
 	for i, e := range a.eps {
 		for {
-			if ok, err := e.ready(e.scq); !ok || err != nil {
-				if err != nil {
-					return moved, err
-				}
+			ok, err := e.ready(e.scq)
+			if err != nil {
+				return moved, err
+			}
+			if !ok {
 				break
 			}
 			n, err := e.scq.Poll(a.wcs)
@@ -710,10 +711,11 @@ func (a *bwServer) step() (bool, error) {
 	defer func() { a.watch.swept(moved) }()
 	for i, e := range a.eps {
 		for {
-			if ok, err := e.ready(e.rcq); !ok || err != nil {
-				if err != nil {
-					return moved, err
-				}
+			ok, err := e.ready(e.rcq)
+			if err != nil {
+				return moved, err
+			}
+			if !ok {
 				break
 			}
 			n, err := e.rcq.Poll(a.wcs)

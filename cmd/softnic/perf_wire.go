@@ -163,11 +163,7 @@ func (s *perfWireSide) init() error {
 	// max_rd_atomic (connectQP).
 	outReads := 1
 	if t := s.o.test.verb; t == verbRead || t == verbAtomic {
-		devMax := ctx.Attr().MaxQPRdAtomic
-		if devMax <= 0 {
-			devMax = perfOutReads
-		}
-		s.o.fitOuts(devMax, s.errw)
+		s.o.fitOuts(int(s.maxRdAtom()), s.errw)
 		outReads = s.o.outs
 	}
 	s.my = ptDest{OutReads: uint32(outReads), QPN: s.qp.QPN(), PSN: rand.Uint32() & 0xffffff, RKey: s.mr.RKey,

@@ -854,7 +854,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		faultSection(text, w, t0, wcs, notFired)
 	}
 	if o.check {
-		checkSection(text, w, t0)
+		checkSection(text, violations)
 	}
 	if spec.typ != provider.QPTypeRC || o.srq || o.events {
 		for _, r := range recvs {

@@ -108,17 +108,15 @@ func faultSection(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.W
 	}
 }
 
-// checkSection prints what checked mode found (trace --check); it reports
-// whether anything was. Times count from t0, the post, as the walk's do.
-func checkSection(out io.Writer, w *testbed.World, t0 sim.Time) bool {
-	vs := checkViolations(w, t0)
+// checkSection prints what checked mode found (trace --check: vs, from
+// checkViolations, times counted from the post as the walk's are).
+func checkSection(out io.Writer, vs []*device.Violation) {
 	for _, v := range vs {
 		fmt.Fprintf(out, "check: %v\n", v)
 	}
 	if len(vs) == 0 {
 		fmt.Fprintln(out, "check: no host-protocol violation observed")
 	}
-	return len(vs) > 0
 }
 
 // checkViolations is what checked mode found on every device of w, in
@@ -173,6 +171,6 @@ func faultFailure(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.W
 	}
 	faultSection(out, w, t0, wcs, notFired)
 	if check {
-		checkSection(out, w, t0)
+		checkSection(out, checkViolations(w, t0))
 	}
 }
