@@ -823,18 +823,23 @@ func Load(path string) (*Plan, error) {
 		return nil, fmt.Errorf("fault: load plan: %w", err) // a PathError names path
 	}
 	defer f.Close()
-	// At most MaxPlanSize bytes are read: /dev/zero or a runaway
-	// generator must end in an error, not in reading for ever.
-	data, err := io.ReadAll(io.LimitReader(f, MaxPlanSize+1))
+	return LoadReader(f, path)
+}
+
+// LoadReader is Load for a plan read from r (stdin, say); name stands for
+// the path in errors. At most MaxPlanSize bytes are read: /dev/zero or a
+// runaway generator must end in an error, not in reading for ever.
+func LoadReader(r io.Reader, name string) (*Plan, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxPlanSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("fault: load plan: %w", err)
 	}
 	if len(data) > MaxPlanSize {
-		return nil, fmt.Errorf("fault: %s: %w: %w: more than %d bytes", path, ErrInvalidPlan, ErrPlanTooLarge, MaxPlanSize)
+		return nil, fmt.Errorf("fault: %s: %w: %w: more than %d bytes", name, ErrInvalidPlan, ErrPlanTooLarge, MaxPlanSize)
 	}
 	p, err := parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("fault: %s: %w", path, err)
+		return nil, fmt.Errorf("fault: %s: %w", name, err)
 	}
 	return p, nil
 }

@@ -67,18 +67,11 @@ func loadFaults(path string) (*fault.Plan, error) {
 	return p, nil
 }
 
-// loadPlan is fault.Load, with "-" for a plan on stdin.
+// loadPlan is fault.Load, with "-" for a plan on stdin (fault.LoadReader:
+// as capped as a file).
 func loadPlan(path string) (*fault.Plan, error) {
 	if path != "-" {
 		return fault.Load(path)
 	}
-	b, err := readInput(path)
-	if err != nil {
-		return nil, fmt.Errorf("fault: load plan: %w", err)
-	}
-	p, err := fault.Parse(b)
-	if err != nil {
-		return nil, fmt.Errorf("%w (the plan on stdin)", err)
-	}
-	return p, nil
+	return fault.LoadReader(stdin, "(the plan on stdin)")
 }

@@ -53,6 +53,9 @@ type netOpts struct {
 	faults  string
 	check   bool
 	profile string
+	// stdinCommands: the command reads its input from stdin (rdma), so
+	// --faults - is refused.
+	stdinCommands bool
 }
 
 // wireOnly names the flags given on fs that describe a NIC on a real
@@ -110,6 +113,11 @@ func (o *netOpts) config(memNeed int, stderr io.Writer) (wallclock.Config, error
 		// The pcap would share stdout with the command's own output
 		// (the line protocol, the tables, the ping-pong's lines).
 		return wallclock.Config{}, usageError{errors.New("--pcap -: stdout carries the command's output; give --pcap a file")}
+	}
+	if o.faults == "-" && o.stdinCommands {
+		// rdma reads its commands from stdin: a plan there would swallow
+		// them, or wait for an end of input that never comes.
+		return wallclock.Config{}, usageError{errors.New("--faults -: stdin carries the command's input; give --faults a file")}
 	}
 	plan, err := loadFaults(o.faults)
 	if err != nil {

@@ -317,6 +317,11 @@ func TestPerfLatencyGap(t *testing.T) {
 			require.InDelta(t, plain.Latency[0].Avg+7, gap.Latency[0].Avg, 0.02)
 			zero := perfJSON(t, test, "-n", "100", "--latency_gap", "0")
 			require.Equal(t, plain.Latency, zero.Latency)
+			// The gaps are the run's time, not a want of progress: 20
+			// iterations of two 30 ms gaps outlast a 100 ms --timeout
+			// budget, and the run used to end "stuck".
+			long := perfJSON(t, test, "-n", "20", "--latency_gap", "30000", "--timeout", "100ms")
+			require.InDelta(t, 30000, long.Latency[0].Typical, 5)
 		})
 	}
 }

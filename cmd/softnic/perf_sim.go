@@ -178,6 +178,12 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 	bar := newProgressBar(stderr, o.noProgress)
 	defer bar.clear()
 	budget := sim.Duration(o.timeout.Nanoseconds()) * sim.Nanosecond
+	// --latency_gap's waits are the run's own time, not a lack of progress:
+	// one before each post of each side, two an iteration (capped at 10^18
+	// ps, far beyond any run, so the sum cannot wrap).
+	if g := o.postGap().gap; g > 0 {
+		budget += sim.Duration(min(2*float64(o.iters)*float64(g), 1e18))
+	}
 	// A timed rule due within the run fires at its time and the run
 	// meets its consequences (retries, error completions); one due after
 	// the run's natural end does not fire (EndTimedFaults), and between

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/softnic/softnic/fault"
 	"io"
 	"os"
 	"path/filepath"
@@ -145,6 +146,12 @@ func TestInputDash(t *testing.T) {
 		{"faults -", plan, []string{"faults", "-"}, 0, "-: valid fault plan, seed 9, 1 rule\n", ""},
 		{"faults --explain -", plan, []string{"faults", "--explain", "-"}, 0, "rule 0: wire.tx: drop the 1st frame", ""},
 		{"faults - garbage", "nope", []string{"faults", "-"}, 1, "", "(the plan on stdin)"},
+		// A plan on stdin is capped as a file is (fault.MaxPlanSize): a
+		// runaway generator ends in an error, not in reading for ever.
+		{"faults - too large", strings.Repeat(" ", fault.MaxPlanSize+1), []string{"faults", "-"}, 1, "", "plan file too large"},
+		// rdma's stdin is its command stream: a plan there would swallow
+		// the commands, or wait for an end of input that never comes.
+		{"rdma --faults -", plan, []string{"rdma", "--wire", "udp:127.0.0.1:9,127.0.0.1:9", "--ip", "10.0.0.1", "--faults", "-"}, 2, "", "stdin carries the command's input"},
 		{"trace --faults -", plan, []string{"trace", "--faults", "-"}, 0, "fault plan -:", ""},
 		{"view -", walk.String(), []string{"view", "-", "-o", "-"}, 0, "<!DOCTYPE html>", ""},
 		{"view --compare -", walk.String(), []string{"view", writeTemp(t, walk.Bytes()), "--compare", "-", "-o", "-"}, 0, "<!DOCTYPE html>", ""},

@@ -110,6 +110,7 @@ func runRDMA(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rdma", flag.ContinueOnError)
 	var o rdmaOpts
 	o.net.register(fs)
+	o.net.stdinCommands = true
 	fs.StringVar(&o.remoteIP, "remote-ip", "", "peer IPv4 address (its GID is ::ffff:A.B.C.D); a GID in the REMOTE line overrides it")
 	fs.StringVar(&o.remoteQPN, "remote-qpn", "", "peer QPN in hex (skips the REMOTE line)")
 	fs.StringVar(&o.remotePSN, "remote-psn", "", "peer initial PSN in hex (with --remote-qpn; default 0)")
