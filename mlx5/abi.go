@@ -229,6 +229,20 @@ type Progressor interface {
 	Progress() bool
 }
 
+// BlockingProgressor is implemented by emulated devices whose Progress
+// may run nothing (false) while events are still scheduled, because
+// another actor must act before them: a host of a co-simulated world
+// (testbed's host clocks) whose clock is behind the next event.
+// ProgressBlocked is Progress for a caller blocked in a wait (an event
+// channel's GetCQEvent, GetAsyncEvent) rather than polling: the caller's
+// program does nothing until the wait ends, so nothing it holds back can
+// act before then, and ProgressBlocked runs the next event anyway. It
+// reports false only when nothing is scheduled (the device is idle), as
+// Progress does without co-simulation.
+type BlockingProgressor interface {
+	ProgressBlocked() bool
+}
+
 // CmdStatus is a command status (mlx5.md §1.3); it is an error so that
 // control errors can be tested with errors.Is.
 type CmdStatus uint8

@@ -302,8 +302,15 @@ func (c *Context) wait(op string, timeout time.Duration, p *evPipe, try func() (
 				deadline = math.MaxInt64
 			}
 		}
+		// A blocking wait, unlike a poll, lets a co-simulated world run
+		// past the clocks of hosts whose last act was work: they cannot
+		// act while this caller is blocked (mlx5.BlockingProgressor).
+		progress := c.prog.Progress
+		if b, ok := c.prog.(mlx5.BlockingProgressor); ok {
+			progress = b.ProgressBlocked
+		}
 		for i := 1; ; i++ {
-			ran := c.prog.Progress()
+			ran := progress()
 			if ok, err := try(); ok || err != nil {
 				return err
 			}

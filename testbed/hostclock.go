@@ -3,6 +3,7 @@ package testbed
 import (
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/host"
+	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/sim"
 )
 
@@ -31,7 +32,14 @@ import (
 //     that are working, and gives up (no progress, its clock at theirs)
 //     when the next event lies beyond them, so that they act first;
 //   - a CQE that lands on a waiting host's device wakes it at that time:
-//     from then on it is working there, and the engine waits for it.
+//     from then on it is working there, and the engine waits for it;
+//   - a host blocked in a provider wait (GetCQEvent, GetAsyncEvent:
+//     ProgressBlocked) is waiting too, but unlike a poll it does not give
+//     up for the working hosts: in this one-thread program they cannot
+//     act until its wait returns, so they are waiting as well (their
+//     clocks follow the engine's, each woken again by a CQE that lands on
+//     its device), and the engine runs on; the wait ends with its event,
+//     its virtual deadline, or an idle world.
 //
 // The host a burst's call runs on posts ahead of the engine (its stores
 // are stamped with its own time and reach the device then); what it writes
@@ -160,3 +168,24 @@ func (x clockedDevice) Progress() bool {
 	a.wake()
 	return ok
 }
+
+// ProgressBlocked is Progress for a host blocked in a provider wait
+// (mlx5.BlockingProgressor): when a working host's clock comes before the
+// next event, that host cannot act before the wait returns (one thread),
+// so every other host is marked waiting and the event runs. False only
+// when nothing is scheduled and the device's sweep found nothing.
+func (x clockedDevice) ProgressBlocked() bool {
+	c := x.clk
+	c.wait()
+	a := c.all
+	if next := a.eng.Next(); next != sim.Never && next > a.limit(c) {
+		for _, o := range a.clocks {
+			o.wait()
+		}
+	}
+	ok := x.Device.Progress()
+	a.wake()
+	return ok
+}
+
+var _ mlx5.BlockingProgressor = clockedDevice{}

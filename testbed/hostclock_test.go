@@ -2,7 +2,9 @@ package testbed_test
 
 import (
 	"testing"
+	"time"
 
+	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/testbed"
@@ -69,6 +71,96 @@ func TestHostClocks(t *testing.T) {
 			require.Zero(t, n)
 			w.Hosts[0].CPU.Work("poll", 0, 64)
 			require.Equal(t, w.Eng.Now(), w.HostNow(0), "no host holds the engine back but the one working")
+		})
+	}
+}
+
+// TestHostClocksBlockingWait: with host clocks, a host blocked in a
+// provider wait (GetCQEvent, GetAsyncEvent) lets the engine run past the
+// clock of a host whose last act was work: in this one-thread program
+// that host cannot act until the wait returns. Host 0 posts a WQE (its
+// clock runs ahead of the engine by the post's CPU cost), then host 1
+// blocks for the event it causes: the receive's completion event (a
+// SEND), or QP_ACCESS_ERR (a WRITE with a bad rkey). The wait must end
+// with the event, and with ErrTimeout only when the world is idle (host 0
+// posts nothing).
+func TestHostClocksBlockingWait(t *testing.T) {
+	type wait int
+	const (
+		cqEvent wait = iota
+		asyncEvent
+	)
+	for _, c := range []struct {
+		name   string
+		clocks bool
+		wait   wait
+		post   bool // host 0 posts; otherwise nothing will ever happen
+		want   error
+	}{
+		{"host_clocks_cq_event", true, cqEvent, true, nil},
+		{"one_clock_cq_event", false, cqEvent, true, nil},
+		{"host_clocks_cq_idle", true, cqEvent, false, provider.ErrTimeout},
+		{"one_clock_cq_idle", false, cqEvent, false, provider.ErrTimeout},
+		{"host_clocks_async_event", true, asyncEvent, true, nil},
+		{"one_clock_async_event", false, asyncEvent, true, nil},
+		{"host_clocks_async_idle", true, asyncEvent, false, provider.ErrTimeout},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testbed.DefaultConfig()
+			cfg.HostClocks = c.clocks
+			w, err := testbed.New(cfg)
+			require.NoError(t, err)
+			t.Cleanup(w.Close)
+			eps, err := w.ConnectRC(testbed.ConnOpts{Channel: true})
+			require.NoError(t, err)
+			req, rsp := eps[0], eps[1]
+			w.Settle(0)
+			if c.wait == asyncEvent {
+				// Port and other events of the setup are not the awaited one.
+				for {
+					if _, err := rsp.Host.Ctx.GetAsyncEvent(0); err != nil {
+						break
+					}
+				}
+			}
+			_, err = rsp.QP.PostRecv([]provider.RecvWR{{WRID: 1, SGL: []provider.SGE{rsp.MR.SGE(0, 64)}}})
+			require.NoError(t, err)
+			require.NoError(t, rsp.RecvCQ.ReqNotify(false))
+			if c.post {
+				wr := provider.SendWR{WRID: 2, Opcode: provider.WRSend, SGL: []provider.SGE{req.MR.SGE(0, 64)}}
+				if c.wait == asyncEvent {
+					wr.Opcode, wr.RemoteAddr, wr.RKey = provider.WRRDMAWrite, rsp.MR.Addr, rsp.MR.RKey+1
+				}
+				_, err = req.QP.PostSend([]provider.SendWR{wr})
+				require.NoError(t, err)
+				if c.clocks {
+					require.Greater(t, w.HostNow(0), w.Eng.Now(), "host 0 worked ahead of the engine")
+				}
+			}
+			if c.wait == asyncEvent {
+				ev, err := rsp.Host.Ctx.GetAsyncEvent(time.Second)
+				if c.want != nil {
+					require.ErrorIs(t, err, c.want)
+					return
+				}
+				require.NoError(t, err)
+				require.Equal(t, mlx5.EventQPAccessErr, ev.Type, "%v", ev)
+				rsp.Host.Ctx.AckAsyncEvent(ev)
+				return
+			}
+			cq, err := rsp.Channel.GetCQEvent(time.Second)
+			if c.want != nil {
+				require.ErrorIs(t, err, c.want)
+				return
+			}
+			require.NoError(t, err)
+			require.Same(t, rsp.RecvCQ, cq)
+			cq.AckEvents(1)
+			wcs := make([]provider.WC, 1)
+			n, err := rsp.RecvCQ.Poll(wcs)
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			require.Equal(t, uint64(1), wcs[0].WRID)
 		})
 	}
 }

@@ -30,6 +30,15 @@ type uverbsControl struct {
 	simSide
 }
 
+// ProgressBlocked is the simulation side's (mlx5.BlockingProgressor),
+// Progress where it has none.
+func (u uverbsControl) ProgressBlocked() bool {
+	if b, ok := u.simSide.(mlx5.BlockingProgressor); ok {
+		return b.ProgressBlocked()
+	}
+	return u.simSide.Progress()
+}
+
 // uverbsLoopback opens a uverbs client context on dev, whose neighbour
 // table knows the world's addresses, and the control the provider uses.
 func uverbsLoopback(dev *device.Device, side simSide) (mlx5.Control, *uverbsdev.Server) {
