@@ -204,17 +204,22 @@ func (c *Context) Close() error {
 			first = err
 		}
 	}
+	// Closing the device releases everything, as a process exit does:
+	// unacknowledged events do not keep a QP, SRQ or CQ (their Destroy
+	// refuses).
 	for _, qpn := range sortedKeys(c.qps) {
-		keep(c.qps[qpn].Destroy())
+		qp := c.qps[qpn]
+		qp.asyncUnacked = 0
+		keep(qp.Destroy())
 	}
 	for _, srqn := range sortedKeys(c.srqs) {
-		keep(c.srqs[srqn].Destroy())
+		s := c.srqs[srqn]
+		s.asyncUnacked = 0
+		keep(s.Destroy())
 	}
 	for _, cqn := range sortedKeys(c.cqs) {
-		// Closing the device releases everything, as a process exit does:
-		// unacknowledged events do not keep a CQ (CQ.Destroy refuses).
 		cq := c.cqs[cqn]
-		cq.evAcked = cq.evReported
+		cq.evAcked, cq.asyncUnacked = cq.evReported, 0
 		keep(cq.Destroy())
 	}
 	c.closeEvents(keep)

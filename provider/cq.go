@@ -25,6 +25,11 @@ type CQ struct {
 	dead     bool
 	rx       *rxeCQ // a kernel rxe CQ (rxe_datapath.go); nil for mlx5
 
+	// asyncUnacked: asynchronous events (CQ_ERR) GetAsyncEvent returned
+	// for the CQ and AckAsyncEvent has not acknowledged (Destroy refuses
+	// while any).
+	asyncUnacked uint32
+
 	// Notification (channel.go).
 	channel    *CompChannel // completion events go here (nil: none)
 	armSN      uint32       // libmlx5 arm_sn: completion events read
@@ -141,14 +146,19 @@ func (cq *CQ) ready() bool { return cq.readyAt(cq.ci) }
 
 // Destroy destroys the CQ; it fails with ErrBusy while a QP uses it, and
 // while completion events GetCQEvent returned for it are not acknowledged
-// (AckEvents): ibv_destroy_cq waits for those acknowledgements, for ever
-// if the application never gives them; here the wait is the caller's.
+// (AckEvents), or asynchronous events (CQ_ERR) GetAsyncEvent returned for
+// it (AckAsyncEvent): ibv_destroy_cq waits for those acknowledgements,
+// for ever if the application never gives them; here the wait is the
+// caller's.
 func (cq *CQ) Destroy() error {
 	if cq.gone() {
 		return opErr("destroy_cq", 0, ErrClosed)
 	}
 	if n := cq.UnackedEvents(); n > 0 {
 		return opErr("destroy_cq", 0, detail(ErrBusy, "cq %#x has %d completion events not acknowledged (AckEvents)", cq.cqn, n))
+	}
+	if n := cq.asyncUnacked; n > 0 {
+		return opErr("destroy_cq", 0, detail(ErrBusy, "cq %#x has %d asynchronous events not acknowledged (AckAsyncEvent)", cq.cqn, n))
 	}
 	if cq.rx != nil {
 		return cq.kernDestroy()

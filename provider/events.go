@@ -482,6 +482,7 @@ func (c *Context) GetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 				a.Port = int(a.Num)
 			}
 			ev.asyncReported++
+			a.reported()
 			out = a
 			return true, nil
 		}
@@ -490,9 +491,35 @@ func (c *Context) GetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 	return out, err
 }
 
+// unacked is the count of unacknowledged asynchronous events of the
+// object e concerns (nil: a port or device event).
+func (e AsyncEvent) unacked() *uint32 {
+	switch {
+	case e.CQ != nil:
+		return &e.CQ.asyncUnacked
+	case e.QP != nil:
+		return &e.QP.asyncUnacked
+	case e.SRQ != nil:
+		return &e.SRQ.asyncUnacked
+	}
+	return nil
+}
+
+// reported counts e as returned by GetAsyncEvent on its object, whose
+// Destroy then waits for its AckAsyncEvent.
+func (e AsyncEvent) reported() {
+	if n := e.unacked(); n != nil {
+		*n++
+	}
+}
+
 // AckAsyncEvent acknowledges an event GetAsyncEvent returned
-// (ibv_ack_async_event).
+// (ibv_ack_async_event). Its object (QP, SRQ, CQ) can be destroyed once
+// every event returned for it is acknowledged.
 func (c *Context) AckAsyncEvent(e AsyncEvent) {
+	if n := e.unacked(); c != nil && n != nil && *n > 0 {
+		*n--
+	}
 	switch {
 	case c == nil:
 	case c.kev != nil:

@@ -201,6 +201,32 @@ func ExampleContext_AckAsyncEvent() {
 	// 0
 }
 
+// ExampleQP_Destroy_unackedEvent: a QP with an asynchronous event not yet
+// acknowledged is not destroyed (ibv_destroy_qp waits for the
+// acknowledgement); it stays usable, and goes once AckAsyncEvent is done.
+func ExampleQP_Destroy_unackedEvent() {
+	w, eps := eventWorld()
+	defer w.Close()
+	req, rsp := eps[0], eps[1]
+	// A WRITE with a bad rkey: the responder's QP goes to ERR with
+	// QP_ACCESS_ERR (the requester's error is in its CQE).
+	_, _ = req.QP.PostSend([]provider.SendWR{{Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, 64)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey + 1}})
+	ctx := rsp.Host.Ctx
+	ev, err := ctx.GetAsyncEvent(time.Second)
+	fmt.Println(ev, err, ev.QP == rsp.QP)
+	fmt.Println(errors.Is(rsp.QP.Destroy(), provider.ErrBusy))
+	a, _, err := rsp.QP.Query()
+	fmt.Println(a.QPState, err)
+	ctx.AckAsyncEvent(ev)
+	fmt.Println(rsp.QP.Destroy())
+	// Output:
+	// QP_ACCESS_ERR qp 0x100 <nil> true
+	// true
+	// ERR <nil>
+	// <nil>
+}
+
 func ExampleContext_Close() {
 	w, err := testbed.New(testbed.DefaultConfig())
 	if err != nil {

@@ -139,6 +139,7 @@ func (c *Context) kernGetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 			a.Num = uint32(d.Element)
 		}
 		c.kev.asyncReported++
+		a.reported()
 		return a, nil
 	}
 }

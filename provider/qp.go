@@ -101,6 +101,10 @@ type QP struct {
 	cap    QPCap
 	qkey   uint32 // UD: the Q_Key last set by Modify (AttrQKey)
 
+	// asyncUnacked: asynchronous events GetAsyncEvent returned for the QP
+	// and AckAsyncEvent has not acknowledged (Destroy refuses while any).
+	asyncUnacked uint32
+
 	bufAddr uint64
 	dbr     mlx5.DBRec
 	dbrAddr uint64
@@ -419,10 +423,18 @@ func (qp *QP) SetBlueFlame(on bool) {
 }
 
 // Destroy destroys the QP (ibv_destroy_qp): DESTROY_QP, then, as libmlx5
-// does, removes its not yet polled CQEs from both CQs.
+// does, removes its not yet polled CQEs from both CQs. It fails with
+// ErrBusy, the QP untouched and still usable, while asynchronous events
+// GetAsyncEvent returned for the QP are not acknowledged
+// (AckAsyncEvent): ibv_destroy_qp waits for those acknowledgements, for
+// ever if the application never gives them; here the wait is the
+// caller's.
 func (qp *QP) Destroy() error {
 	if qp.gone() {
 		return opErr("destroy_qp", 0, ErrClosed)
+	}
+	if n := qp.asyncUnacked; n > 0 {
+		return opErr("destroy_qp", qp.qpn, detail(ErrBusy, "qp %#x has %d asynchronous events not acknowledged (AckAsyncEvent)", qp.qpn, n))
 	}
 	if qp.rx != nil {
 		return qp.kernDestroy()

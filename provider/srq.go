@@ -63,6 +63,11 @@ type SRQ struct {
 
 	rx *rxeQueue // a kernel rxe SRQ's ring (kernel_srq.go); nil for mlx5
 	uh uint64    // its user_handle for the kernel's events
+
+	// asyncUnacked: asynchronous events GetAsyncEvent returned for the
+	// SRQ and AckAsyncEvent has not acknowledged (Destroy refuses while
+	// any).
+	asyncUnacked uint32
 }
 
 // CreateSRQ creates a shared receive queue (ibv_create_srq). The device's
@@ -335,11 +340,16 @@ func (s *SRQ) Query() (SRQAttr, error) {
 }
 
 // Destroy destroys the SRQ (ibv_destroy_srq); it fails with ErrBusy while
-// QPs are attached to it.
+// QPs are attached to it, and while asynchronous events GetAsyncEvent
+// returned for the SRQ are not acknowledged (AckAsyncEvent), as
+// ibv_destroy_srq waits for them; the SRQ is then untouched and usable.
 func (s *SRQ) Destroy() error {
 	const op = "destroy_srq"
 	if s.gone() {
 		return opErr(op, 0, ErrClosed)
+	}
+	if n := s.asyncUnacked; n > 0 {
+		return opErr(op, 0, detail(ErrBusy, "srq %#x has %d asynchronous events not acknowledged (AckAsyncEvent)", s.srqn, n))
 	}
 	if s.refs > 0 {
 		return opErr(op, 0, detail(ErrBusy, "srq %#x is used by %d QPs", s.srqn, s.refs))
