@@ -7,6 +7,7 @@ import (
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/roce"
+	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/testbed"
 	"github.com/stretchr/testify/require"
 )
@@ -607,6 +608,75 @@ func TestRequesterReadResponseSequence(t *testing.T) {
 			require.Equal(t, uint64(1), r.reqCtr(c.ctr), c.ctr)
 			require.Zero(t, r.reqCtr(device.CtrImpliedNAKSeqErr.String())+r.reqCtr(device.CtrLocalACKTimeoutErr.String()), "failed at once, no retry")
 			require.NotContains(t, string(r.eps[0].Buf.Bytes[:c.size]), "\xa5", "no forged byte lands")
+		})
+	}
+}
+
+// TestBadResponseBuildsNoFrames: a response of the wrong kind
+// acknowledges the requests before the WQE it does not fit, then fails
+// that WQE and moves the QP to ERR. The acknowledgement opens the send
+// window (here 128 PSNs, held by a long WRITE), but nothing may be built
+// into it: the QP is going to ERR, and every frame built would be dropped
+// (tx_drop_destroyed_qp). Before the fix the acknowledgement pumped one
+// more packet of the long WRITE, built only to be dropped.
+func TestBadResponseBuildsNoFrames(t *testing.T) {
+	const mtu = 256
+	cases := []struct {
+		name   string
+		read   bool        // WQE 2 is a READ (else a WRITE)
+		op     roce.Opcode // the response at WQE 2's PSN
+		nak    uint8       // with op ACKNOWLEDGE: the NAK code
+		n      int         // its payload
+		ctr    string
+		status provider.WCStatus // WQE 2's
+	}{
+		{"READ RESPONSE ONLY for a WRITE", false, roce.OpRCReadResponseOnly, 0, 64, device.CtrRxResponseBadOpcode.String(), provider.WCBadRespErr},
+		{"ATOMIC ACKNOWLEDGE for a WRITE", false, roce.OpRCAtomicAck, 0, 0, device.CtrRxResponseBadOpcode.String(), provider.WCBadRespErr},
+		{"READ RESPONSE MIDDLE where the READ's FIRST is due", true, roce.OpRCReadResponseMiddle, 0, mtu, device.CtrReadRespNoFirst.String(), provider.WCBadRespErr},
+		{"READ RESPONSE FIRST short of the MTU", true, roce.OpRCReadResponseFirst, 0, mtu / 2, device.CtrRxResponseLength.String(), provider.WCBadRespErr},
+		{"NAK remote access error", false, roce.OpRCAck, 2, 0, device.CtrReqRemoteAccessErrors.String(), provider.WCRemAccessErr},
+		{"NAK invalid request", false, roce.OpRCAck, 1, 0, device.CtrReqRemoteInvalidRequest.String(), provider.WCRemInvReqErr},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := silentPeer(t, testbed.ConnOpts{MTU: mtu, Timeout: 10})
+			r.postWrite(t, 1, 0, 64)
+			if c.read {
+				r.postRead(t, 2, 64, 3*mtu)
+			} else {
+				r.postWrite(t, 2, 64, 64)
+			}
+			r.postWrite(t, 3, 4096, 200*mtu) // PSNs 2..201: the window stops it at 127
+			// Run until the window stops the long WRITE and its packets
+			// have left the port (long before the retry timeout).
+			tx, drop := device.CtrTxPackets.String(), device.CtrTxDropDestroyed.String()
+			r.runUntil(t, func() bool { return r.reqCtr(device.CtrWindowStall.String()) > 0 })
+			r.w.Eng.RunUntil(r.w.Eng.Now().Add(50 * sim.Microsecond))
+			sent := uint64(128) // PSNs 0..127
+			if c.read {
+				sent = 126 // the READ takes 3 PSNs for its 3 responses
+			}
+			require.Equal(t, sent, r.reqCtr(tx), "the window holds the long WRITE")
+			require.Zero(t, r.reqCtr(drop))
+			p := r.toReq(c.op, reqPSN+1)
+			switch c.op {
+			case roce.OpRCAck:
+				p.AETH = roce.AETHFields{Syndrome: roce.NAKSyndrome(c.nak), MSN: 1}
+			case roce.OpRCReadResponseOnly, roce.OpRCAtomicAck, roce.OpRCReadResponseFirst:
+				p.AETH = roce.AETHFields{Syndrome: roce.ACKSyndrome(0x1f), MSN: 2}
+			}
+			r.injectReq(t, p, make([]byte, c.n))
+			wcs, err := testbed.Wait(r.eps[0].SendCQ, 3)
+			require.NoError(t, err)
+			require.Equal(t, []uint64{1, 2, 3}, []uint64{wcs[0].WRID, wcs[1].WRID, wcs[2].WRID})
+			require.Equal(t, []provider.WCStatus{provider.WCSuccess, c.status, provider.WCWRFlushErr},
+				[]provider.WCStatus{wcs[0].Status, wcs[1].Status, wcs[2].Status})
+			st, _ := r.eps[0].QP.QueryState()
+			require.Equal(t, mlx5.QPStateERR, st)
+			r.w.Settle(0)
+			require.Equal(t, uint64(1), r.reqCtr(c.ctr), c.ctr)
+			require.Zero(t, r.reqCtr(drop), "no frame built only to be dropped")
+			require.Equal(t, sent, r.reqCtr(tx), "no packet built after the bad response")
 		})
 	}
 }

@@ -734,12 +734,21 @@ func (r *requester) onRNR(now sim.Time) {
 // whose packets are all acknowledged complete in order (rocev2.md §4.3),
 // as do answered READs/atomics and NOPs; an acknowledged PSN beyond an
 // unanswered READ/atomic means its responses were lost (implied NAK).
-func (r *requester) ack(t sim.Time, psn roce.PSN) { r.ackFrom(t, psn, false) }
+func (r *requester) ack(t sim.Time, psn roce.PSN) { r.ackThen(t, psn, false, true) }
 
 // ackFrom is ack; fromACK says an ACK packet carried psn, which alone can
 // imply a NAK (a re-check after a response never does, and neither does an
 // ACK while a re-request for the READ is under way).
 func (r *requester) ackFrom(t sim.Time, psn roce.PSN, fromACK bool) {
+	r.ackThen(t, psn, fromACK, true)
+}
+
+// ackThen is ackFrom; pump says the acknowledgement may send what it let
+// into the window. A caller that may move the QP to ERR next passes
+// false, since every frame built meanwhile would only be dropped
+// (tx_drop_destroyed_qp), and pumps itself when it does not (pend: the
+// acknowledgement moved the queue on and would have pumped).
+func (r *requester) ackThen(t sim.Time, psn roce.PSN, fromACK, pump bool) (pend bool) {
 	q := r.q
 	advanced := psn.After(r.ackPSN)
 	if advanced {
@@ -767,8 +776,12 @@ func (r *requester) ackFrom(t sim.Time, psn roce.PSN, fromACK bool) {
 out:
 	if advanced || done {
 		r.progress(t)
+		if !pump {
+			return true
+		}
 		r.pump(t)
 	}
+	return false
 }
 
 // fail completes w with an error CQE (written signalled or not), moves the
@@ -889,12 +902,18 @@ func (r *requester) ackPacket(t sim.Time, psn roce.PSN, synd roce.Syndrome) {
 		r.rewind(psn)
 		r.rnrTimer.Reset(t.Add(roce.RNRTimer(synd.Value())))
 	case synd.IsNAK():
-		r.ack(t, psn.Sub(1))
+		// The NAK acknowledges what precedes its PSN; what that lets into
+		// the window is sent unless the NAK fails a WQE (the QP goes to
+		// ERR and would drop it).
+		pend := r.ackThen(t, psn.Sub(1), false, false)
 		if q.state != mlx5.QPStateRTS {
 			return
 		}
 		code := synd.Value()
 		if code == nakPSNSeq {
+			if pend {
+				r.pump(t)
+			}
 			d.inc(CtrPacketSeqErr)
 			if !r.useRetry() {
 				w := r.front()
@@ -915,6 +934,9 @@ func (r *requester) ackPacket(t sim.Time, psn roce.PSN, synd roce.Syndrome) {
 			// A NAK for a PSN the head does not hold: stale, or an implied
 			// NAK already restarted an earlier READ.
 			d.inc(CtrACKStale)
+			if pend {
+				r.pump(t)
+			}
 			return
 		}
 		s := mlx5.SyndRemoteOp
@@ -944,13 +966,27 @@ func (r *requester) badResponse(t sim.Time, w *swqe, format string, args ...any)
 }
 
 // badResponseCtr is badResponse counted and warned under ctr.
+// The acknowledgement sends nothing it lets into the window: w fails and
+// the QP goes to ERR next, which would drop every frame built meanwhile.
+// Where the acknowledgement itself ends RTS (a CQ error), the pump would
+// have sent nothing either.
 func (r *requester) badResponseCtr(t sim.Time, w *swqe, ctr counter, format string, args ...any) {
 	r.q.d.warn(t, ctr, format, args...)
-	r.ack(t, w.firstPSN.Sub(1))
+	r.ackThen(t, w.firstPSN.Sub(1), false, false)
 	if r.q.state != mlx5.QPStateRTS {
 		return
 	}
 	r.fail(t, w, mlx5.SyndBadResp)
+}
+
+// readLengthBad reports whether READ response p, the next one w awaits,
+// carries the wrong number of bytes for its place in the stream: more
+// than is left or than the MTU, a FIRST or MIDDLE short of the MTU, a
+// LAST or ONLY short of what is left, an empty LAST.
+func (r *requester) readLengthBad(w *swqe, p *roce.Packet) bool {
+	n, mtu, left := uint64(len(p.Payload)), uint64(r.q.mtu), w.length-w.readGot
+	pos := p.Info.Pos
+	return n > left || n > mtu || !pos.Last() && n != mtu || pos.Last() && n != left || pos.Last() && !pos.First() && n == 0
 }
 
 func (r *requester) readResponse(t sim.Time, p *roce.Packet) {
@@ -969,8 +1005,12 @@ func (r *requester) readResponse(t sim.Time, p *roce.Packet) {
 		d.inc(CtrRespDuplicate)
 		return
 	}
-	// A response acknowledges every request before the READ.
-	r.ack(t, w.firstPSN.Sub(1))
+	// A response acknowledges every request before the READ; one that
+	// fails the READ (below) sends nothing that lets into the window: the
+	// QP goes to ERR, which would drop it.
+	pos := p.Info.Pos
+	fails := !psn.After(w.readNext) && (w.readNext == w.firstPSN && !pos.First() || r.readLengthBad(w, p))
+	r.ackThen(t, w.firstPSN.Sub(1), false, !fails)
 	if q.state != mlx5.QPStateRTS {
 		return
 	}
@@ -985,7 +1025,6 @@ func (r *requester) readResponse(t sim.Time, p *roce.Packet) {
 		r.regap(t, w)
 		return
 	}
-	pos := p.Info.Pos
 	if w.readNext == w.firstPSN && !pos.First() {
 		// Nothing of this READ has arrived yet, so its response stream
 		// must open with a FIRST or an ONLY: a MIDDLE or LAST here is out
@@ -1004,11 +1043,8 @@ func (r *requester) readResponse(t sim.Time, p *roce.Packet) {
 		return
 	}
 	n := uint64(len(p.Payload))
-	mtu := uint64(q.mtu)
-	left := w.length - w.readGot
-	switch {
-	case n > left, n > mtu, !pos.Last() && n != mtu, pos.Last() && n != left, pos.Last() && !pos.First() && n == 0:
-		d.warn(t, CtrRxResponseLength, "QP %#x READ WQE %d: %v of %d bytes with %d of %d left", q.qpn, w.idx, p.Opcode, n, left, w.length)
+	if r.readLengthBad(w, p) {
+		d.warn(t, CtrRxResponseLength, "QP %#x READ WQE %d: %v of %d bytes with %d of %d left", q.qpn, w.idx, p.Opcode, n, w.length-w.readGot, w.length)
 		r.fail(t, w, mlx5.SyndBadResp)
 		return
 	}
