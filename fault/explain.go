@@ -113,12 +113,13 @@ func (p *Plan) Explain() string {
 	if len(p.Rules) == 0 {
 		sb.WriteString("no rules: nothing is injected\n")
 	}
+	shadowed := p.shadows() // ShadowedBy of each rule, in one pass
 	for i := range p.Rules {
 		fmt.Fprintf(&sb, "rule %d: %s\n", i, p.Rules[i].Explain())
 		if c := p.Rules[i].Consequence(); c != "" {
 			fmt.Fprintf(&sb, "        → %s\n", c)
 		}
-		if k := p.ShadowedBy(i); k >= 0 {
+		if k := shadowed[i]; k >= 0 {
 			fmt.Fprintf(&sb, "        ! never fires: rule %d fires first on every event this rule matches (the first rule that fires decides)\n", k)
 		}
 	}
@@ -129,7 +130,9 @@ func (p *Plan) Explain() string {
 // event rule i matches, so that rule i never fires (Decide: the first rule
 // that fires decides), or -1. Only the sure case is found: an earlier rule
 // at the same point with no nth, every, prob or count whose match covers
-// rule i's. Timed rules are never shadowed.
+// rule i's. Timed rules are never shadowed. One call scans the rules
+// before i; Explain, which asks for every rule, finds all in one pass
+// (shadows).
 func (p *Plan) ShadowedBy(i int) int {
 	r := &p.Rules[i]
 	if r.Point.Timed() {
