@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -90,7 +89,7 @@ type client struct {
 	udev *uverbsdev.Device
 	srv  *uverbsdev.Server
 
-	notified []uint32 // channels notified since the last SimNotified (under d.mu)
+	notified notifyList // channels notified since the last SimNotified (under d.mu)
 	ringDone chan struct{}
 	resp     []byte
 	// leaving is set (under d.mu) once the client's requests are over and
@@ -277,13 +276,14 @@ func (d *Daemon) attach(conn *attach.Conn, uc netUnixConn, pid int32) (*client, 
 // event for ever. Past maxNotified entries a notification is kept only
 // for a channel the list does not name yet, so that every channel with
 // events still gets one (the provider then reads all its channel holds);
-// the others are counted as dropped.
+// the others are counted as dropped. O(1) per event (notifyList counts
+// each channel's entries).
 func (c *client) notify(ch uint32) {
-	if len(c.notified) >= maxNotified && slices.Contains(c.notified, ch) {
+	if c.notified.len() >= maxNotified && c.notified.has(ch) {
 		c.d.ctr.NotifiesDropped++
 		return
 	}
-	c.notified = append(c.notified, ch)
+	c.notified.push(ch)
 }
 
 // serve answers the client's requests until its socket closes or it
@@ -469,12 +469,12 @@ func (c *client) sim(p []byte) ([]byte, *attach.ErrorMsg) {
 			out = fmt.Appendf(out, "%s %d\n", k, m[k])
 		}
 	case attach.SimNotified:
-		n := min(len(c.notified), attach.MaxEvents)
+		n := min(c.notified.len(), attach.MaxEvents)
 		u32(uint32(n))
-		for _, ch := range c.notified[:n] {
+		for _, ch := range c.notified.entries()[:n] {
 			u32(ch)
 		}
-		c.notified = append(c.notified[:0], c.notified[n:]...)
+		c.notified.pop(n)
 	}
 	return out, nil
 }
@@ -672,7 +672,7 @@ func (c *client) step(limit sim.Time, budget int, done func() bool) uint64 {
 		}
 		v = attach.StepRan
 	}
-	if len(c.notified) > 0 {
+	if c.notified.len() > 0 {
 		v |= attach.StepEvents
 	}
 	return v

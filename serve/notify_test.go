@@ -68,8 +68,8 @@ func TestNotifiedBounded(t *testing.T) {
 		read += n
 	}
 	d.mu.Lock()
-	kept := len(c.notified)
-	named := len(c.notified) > 0 && c.notified[0] == 1
+	kept := c.notified.len()
+	named := kept > 0 && c.notified.entries()[0] == 1
 	d.mu.Unlock()
 	require.Equal(t, rounds, read, "one event an arm")
 	require.LessOrEqual(t, kept, 4096, "notifications kept for the client")
