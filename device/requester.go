@@ -965,10 +965,10 @@ func (r *requester) badResponse(t sim.Time, w *swqe, format string, args ...any)
 	r.badResponseCtr(t, w, CtrRxResponseBadOpcode, format, args...)
 }
 
-// badResponseCtr is badResponse counted and warned under ctr.
-// The acknowledgement sends nothing it lets into the window: w fails and
-// the QP goes to ERR next, which would drop every frame built meanwhile.
-// Where the acknowledgement itself ends RTS (a CQ error), the pump would
+// badResponseCtr is badResponse counted and warned under ctr. Its
+// acknowledgement sends nothing it lets into the window: w fails and the
+// QP goes to ERR next, which would drop every frame built meanwhile.
+// Where the acknowledgement itself ends RTS (a CQ error), a pump would
 // have sent nothing either.
 func (r *requester) badResponseCtr(t sim.Time, w *swqe, ctr counter, format string, args ...any) {
 	r.q.d.warn(t, ctr, format, args...)
@@ -1005,9 +1005,11 @@ func (r *requester) readResponse(t sim.Time, p *roce.Packet) {
 		d.inc(CtrRespDuplicate)
 		return
 	}
-	// A response acknowledges every request before the READ; one that
-	// fails the READ (below) sends nothing that lets into the window: the
-	// QP goes to ERR, which would drop it.
+	// A response acknowledges every request before the READ. One that
+	// fails the READ (below: no FIRST where one is due, a bad length)
+	// sends nothing the acknowledgement lets into the window: the QP goes
+	// to ERR, which would drop it. (A scatter fault on the READ's buffer
+	// is found only by the copy, after the acknowledgement has pumped.)
 	pos := p.Info.Pos
 	fails := !psn.After(w.readNext) && (w.readNext == w.firstPSN && !pos.First() || r.readLengthBad(w, p))
 	r.ackThen(t, w.firstPSN.Sub(1), false, !fails)
