@@ -11,7 +11,7 @@ import (
 
 // shadows is ShadowedBy of every rule, in one pass over the plan: Explain
 // asked ShadowedBy for each rule, each call scanning the rules before it,
-// quadratic in their number (a 64 MiB plan holds some 10^6 rules: hours).
+// quadratic in their number (a 64 MiB plan holds millions: hours).
 //
 // An earlier rule e covers rule r (covers) when e's discrete match fields
 // (node, qpn, opcode, wqe, tlp, target) are each unset or equal to r's,

@@ -104,8 +104,8 @@ func TestShadowsMatchShadowedBy(t *testing.T) {
 	}
 }
 
-// TestExplainBigPlan: Explain of a plan of 10^6 rules (what a 64 MiB plan
-// holds) finishes. With ShadowedBy asked for each rule it compared each
+// TestExplainBigPlan: Explain of a plan of 10^6 rules (a 64 MiB plan holds
+// more) finishes. With ShadowedBy asked for each rule it compared each
 // rule with every earlier one, some 5·10^11 comparisons here: far beyond
 // the test timeout. Every rule is an always rule at wire.tx on its own
 // PSN, so none covers another but the last, which repeats the first.
