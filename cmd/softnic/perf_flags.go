@@ -251,8 +251,11 @@ func (p *perfPrinter) limitErr() error {
 // (perftest's write/read/atomic_bw and send_bw mains with duplex set; the
 // flag is not exchanged: both sides must be given -b). Per size:
 //   - write/read/atomic: a keys exchange (the barrier before the run),
-//     run_iter_bw, a second barrier (perftest 4.6 and later: softnic
-//     announces 6.06), the reports exchange, the summed row;
+//     run_iter_bw, with -a only a second barrier (write_bw.c's RUN_ALL
+//     loop, when its own version is 4.6 or later: softnic announces 6.06;
+//     its RUN_REGULAR branch has none, and a softnic that sent one there
+//     had stock perftest read its keys as the report), the reports
+//     exchange, the summed row;
 //   - send: the receives posted, the barrier, run_iter_bi (each side
 //     sends and receives), the reports exchange, the summed row, and with
 //     -a the barrier after the size.
@@ -281,7 +284,7 @@ func (s *perfWireSide) runBidir(pr *perfPrinter, sizes []int, keys func(string) 
 		if err := runActors(actors, actors, s.advance(actors), nil); err != nil {
 			return fmt.Errorf("%s, %d bytes: %w", t.name, size, err)
 		}
-		if t.verb != verbSend {
+		if t.verb != verbSend && o.all {
 			if err := keys("bidirectional end"); err != nil {
 				return err
 			}

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Mode 2 against itself: two softnic perf processes' worth of NICs on UDP
@@ -139,4 +141,162 @@ func runWirePair(t *testing.T, common, server, client []string) (s, c wireRun) {
 	c = side(client, b, a, "192.0.2.2", "127.0.0.1")
 	wg.Wait()
 	return s, c
+}
+
+// TestPerfWireExchangeOrder: the client's TCP messages, in order and by
+// size, are those stock perftest 4.5-0.17 exchanges in that test's main
+// (write_bw.c, send_bw.c), seen through a proxy between two softnic perf
+// processes' worth of NICs. Two softnic sides that agree with each other
+// but not with perftest pass TestPerfWireLoopback; here they do not: a
+// bidirectional write_bw once had a barrier after the run that perftest
+// only has in its -a loop, so stock perftest read softnic's keys as its
+// report.
+func TestPerfWireExchangeOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets")
+	}
+	// The messages (perftest_exchange.go): the preamble (version, cycle
+	// buffer, cache line, MTU), keys, the report's five fields, "done".
+	preamble := []int{16, 4, 4, 2}
+	keys := func(n int) []int { return slices.Repeat([]int{ptKeyMsgGID}, n) }
+	report := slices.Repeat([]int{8}, 5)
+	closing := []int{ptKeyMsgGID, len(ptDone)}
+	seq := func(parts ...[]int) []int { return slices.Concat(parts...) }
+	for _, c := range []struct {
+		name  string
+		test  string
+		extra []string
+		want  []int
+	}{
+		// ctx_hand_shake per QP, ctx_connect, the per-QP round that
+		// prints the remote address, the one after RTR; the client's
+		// end: one more, its report; ctx_close_connection.
+		{"write_bw", "write_bw", nil, seq(preamble, keys(3), keys(1), report, closing)},
+		// -b: the barrier before run_iter_bw, then the reports cross at
+		// once (no barrier after the run: RUN_REGULAR has none).
+		{"write_bw -b", "write_bw", []string{"-b"}, seq(preamble, keys(3), keys(1), report, closing)},
+		{"read_bw -b", "read_bw", []string{"-b"}, seq(preamble, keys(3), keys(1), report, closing)},
+		{"atomic_bw -b", "atomic_bw", []string{"-b", "-s", "8"}, seq(preamble, keys(3), keys(1), report, closing)},
+		// send_bw: the QP round, the barrier after ctx_connect, the
+		// print round, the barrier after the receives are posted; no
+		// report one way, the reports with -b.
+		{"send_bw", "send_bw", nil, seq(preamble, keys(3), keys(1), closing)},
+		{"send_bw -b", "send_bw", []string{"-b"}, seq(preamble, keys(3), keys(1), report, closing)},
+		// -a -b: write_bw's RUN_ALL loop has a barrier before and after
+		// each size's run (its version is 4.6 or later), then the
+		// reports; send_bw's a barrier after each size.
+		{"write_bw -b -a", "write_bw", []string{"-b", "-a", "-n", "5"},
+			seq(preamble, keys(3), slices.Repeat(seq(keys(2), report), 23), closing)},
+		{"send_bw -b -a", "send_bw", []string{"-b", "-a", "-n", "5"},
+			seq(preamble, keys(3), slices.Repeat(seq(keys(1), report, keys(1)), 23), closing)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srvPort := freeTCPPort(t)
+			px := startPTProxy(t, srvPort)
+			common := append([]string{"perf", c.test, "-n", "20", "-s", "64", "--quiet", "--timeout", "10s", "--no-progress"}, c.extra...)
+			sr, cr := runWirePair(t, common, []string{"-p", strconv.Itoa(srvPort)}, []string{"-p", strconv.Itoa(px.port)})
+			if sr.code != 0 || cr.code != 0 {
+				t.Fatalf("server exit %d: %s\nclient exit %d: %s", sr.code, sr.err, cr.code, cr.err)
+			}
+			if got := px.clientTurns(); !slices.Equal(got, c.want) {
+				t.Errorf("the client's messages by size:\n got %v\nwant %v", got, c.want)
+			}
+		})
+	}
+}
+
+// ptProxy forwards one TCP connection to a server port and records the
+// bytes of each direction as they pass.
+type ptProxy struct {
+	port int
+	mu   sync.Mutex
+	log  []ptChunk
+	done chan struct{}
+}
+
+type ptChunk struct {
+	fromClient bool
+	n          int
+}
+
+// startPTProxy listens on a free port and, for the one client that
+// connects, dials 127.0.0.1:srvPort (until the server listens).
+func startPTProxy(t *testing.T, srvPort int) *ptProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := &ptProxy{port: ln.Addr().(*net.TCPAddr).Port, done: make(chan struct{})}
+	t.Cleanup(func() { ln.Close(); <-px.done })
+	go func() {
+		defer close(px.done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var s net.Conn
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if s, err = net.Dial("tcp4", fmt.Sprintf("127.0.0.1:%d", srvPort)); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			return
+		}
+		defer s.Close()
+		var wg sync.WaitGroup
+		pipe := func(dst, src net.Conn, fromClient bool) {
+			defer wg.Done()
+			b := make([]byte, 4096)
+			for {
+				n, err := src.Read(b)
+				if n > 0 {
+					// Recorded before it is forwarded: the reply it
+					// causes is recorded after it.
+					px.mu.Lock()
+					px.log = append(px.log, ptChunk{fromClient, n})
+					px.mu.Unlock()
+					if _, werr := dst.Write(b[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					if tc, ok := dst.(*net.TCPConn); ok {
+						_ = tc.CloseWrite()
+					}
+					return
+				}
+			}
+		}
+		wg.Add(2)
+		go pipe(s, c, true)
+		go pipe(c, s, false)
+		wg.Wait()
+	}()
+	return px
+}
+
+// clientTurns are the client's messages: its bytes between two replies of
+// the server. The exchange is lock-step (the client writes a message, then
+// reads the server's), so each turn is one message.
+func (px *ptProxy) clientTurns() []int {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	var turns []int
+	prevClient := false
+	for _, c := range px.log {
+		if !c.fromClient {
+			prevClient = false
+			continue
+		}
+		if prevClient {
+			turns[len(turns)-1] += c.n
+		} else {
+			turns = append(turns, c.n)
+		}
+		prevClient = true
+	}
+	return turns
 }
