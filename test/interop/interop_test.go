@@ -486,10 +486,11 @@ func guestPingpong(size uint64, port int, host string) string {
 }
 
 // softnicPingpong is softnic rc_pingpong's command line on the guest's link.
-func softnicPingpong(g *guest, pcap string, size uint64, port int, host string) []string {
+func softnicPingpong(g *guest, pcap string, size uint64, port int, host string, flags ...string) []string {
 	args := append([]string{"rc_pingpong"}, wireArgs(g, pcap)...)
 	args = append(args, "-g", "1", "-m", fmt.Sprint(pathMTU), "-s", fmt.Sprint(size),
 		"-n", fmt.Sprint(pingpongIters), "-p", fmt.Sprint(port))
+	args = append(args, flags...)
 	if host != "" {
 		args = append(args, host)
 	}
@@ -514,7 +515,16 @@ func runPingpong(g *guest, bin, dir, guestRole string, size uint64) (diag string
 // its command line for a size, a TCP port and (client) the server's host.
 func runPingpongWith(g *guest, bin, dir, guestRole string, size uint64, guestName string,
 	guestCmd func(size uint64, port int, host string) string) (diag string, err error) {
-	pcap := filepath.Join(dir, fmt.Sprintf("pingpong-%s-guest-%s-%d.pcap", strings.ReplaceAll(guestName, " ", "_"), guestRole, size))
+	return runPingpongFlags(g, bin, dir, guestRole, size, guestName, guestCmd)
+}
+
+// runPingpongFlags is runPingpongWith with flags for softnic rc_pingpong.
+// With -c (--chk) on both sides, the server — whichever it is — must
+// print no "invalid data in page" line (ibv_rc_pingpong prints one for
+// each page whose first byte is not the client's mark, and still exits 0).
+func runPingpongFlags(g *guest, bin, dir, guestRole string, size uint64, guestName string,
+	guestCmd func(size uint64, port int, host string) string, snFlags ...string) (diag string, err error) {
+	pcap := filepath.Join(dir, fmt.Sprintf("pingpong-%s%s-guest-%s-%d.pcap", strings.ReplaceAll(guestName, " ", "_"), strings.Join(snFlags, ""), guestRole, size))
 	var sn *proc
 	var guestOut string
 	var guestCode int
@@ -545,7 +555,7 @@ func runPingpongWith(g *guest, bin, dir, guestRole string, size uint64, guestNam
 			return "", fmt.Errorf("guest %s never listened on :%d", guestName, guestTCPPort)
 		}
 		for attempt := 1; ; attempt++ {
-			sn, err = startProc(bin, softnicPingpong(g, pcap, size, g.hostFwd, "127.0.0.1"), nil, nil)
+			sn, err = startProc(bin, softnicPingpong(g, pcap, size, g.hostFwd, "127.0.0.1", snFlags...), nil, nil)
 			if err != nil {
 				return "", err
 			}
@@ -575,7 +585,7 @@ func runPingpongWith(g *guest, bin, dir, guestRole string, size uint64, guestNam
 		if err != nil {
 			return "", err
 		}
-		if sn, err = startProc(bin, softnicPingpong(g, pcap, size, port, ""), nil, nil); err != nil {
+		if sn, err = startProc(bin, softnicPingpong(g, pcap, size, port, "", snFlags...), nil, nil); err != nil {
 			return "", err
 		}
 		defer func() { _ = sn.wait(opTimeout) }()
@@ -604,6 +614,11 @@ func runPingpongWith(g *guest, bin, dir, guestRole string, size uint64, guestNam
 	if err := errors.Join(pingpongDone("guest "+guestName, guestOut),
 		pingpongDone("softnic rc_pingpong", sn.stdout.String())); err != nil {
 		return "", err
+	}
+	for _, o := range []struct{ who, out string }{{"guest " + guestName, guestOut}, {"softnic rc_pingpong", sn.stdout.String()}} {
+		if strings.Contains(o.out, "invalid data in page") {
+			return "", fmt.Errorf("%s found the received buffer invalid:\n%s", o.who, o.out)
+		}
 	}
 	if text, ok := decodePcap(bin, pcap); !ok {
 		return "", fmt.Errorf("softnic decode found bad frames:\n%s", tailLines(text, 40))
@@ -634,8 +649,29 @@ func testPingpong(t *testing.T, g *guest, bin, dir string, m *matrix) {
 				}
 			})
 		}
+		// --chk: the client marks the first byte of each page, the
+		// server checks the marks after the run; three pages, the last
+		// one partial.
+		n := uint64(pingpongChkSize)
+		t.Run(fmt.Sprintf("chk/guest_%s/%d", role, n), func(t *testing.T) {
+			before := parseCounters(g.counters())
+			guestChk := func(size uint64, port int, host string) string {
+				return strings.Replace(guestPingpong(size, port, host), "ibv_rc_pingpong ", "ibv_rc_pingpong --chk ", 1)
+			}
+			diag, err := runPingpongFlags(g, bin, dir, role, n, "ibv_rc_pingpong --chk", guestChk, "-c")
+			after := parseCounters(g.counters())
+			m.add("ibv_rc_pingpong --chk", dirLabel, int64(n), err, after.unusual(before))
+			if err != nil {
+				t.Fatalf("%v\n%s\nrxe0 counters changed:\n%s", err, diag, after.delta(before))
+			}
+		})
 	}
 }
+
+// pingpongChkSize is the message of the --chk runs: more than two pages
+// of 4 KiB (the guest's and the host's page size), so that a mark other
+// than the first page's is checked.
+const pingpongChkSize = 2*4096 + 100
 
 // session is softnic rdma connected to verbs_peer in the guest.
 type session struct {

@@ -215,7 +215,7 @@ func TestKernelBackend(t *testing.T) {
 				job, err := g.bg(fmt.Sprintf("softnic perf %s -d rxe0 -x 1 -s %d -n %d -p %d --timeout 30s --no-progress", r.test, r.size, r.iters, port))
 				require.NoError(t, err)
 				require.True(t, g.listening(port, opTimeout), "softnic perf -d rxe0 never listened")
-				theirs, code, err := g.run(perftestTimeout, perftestCmd(r.test, r.size, r.iters, port, "127.0.0.1"))
+				theirs, code, err := g.run(perftestTimeout, perftestCmd(r.test, "", r.size, r.iters, port, "127.0.0.1"))
 				require.NoError(t, err)
 				ours, ourCode, err := g.wait(job, perftestTimeout)
 				require.NoError(t, err)

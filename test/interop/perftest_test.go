@@ -18,20 +18,33 @@ import (
 // exchange is perftest's own, the RoCEv2 traffic goes over the guest's UDP
 // link. Iteration counts are small: rxe under TCG is slow, and CI's budget
 // is the whole interop run.
+//
+// flags go to both sides as given (perftest and softnic perf take the same
+// spellings): -b must be on both, -e and -o are each side's own.
 var perftestRuns = []struct {
 	test  string
+	flags string
 	sizes []int
 	iters int
 }{
-	{"ib_write_lat", []int{2, 4096}, 100},
-	{"ib_send_lat", []int{2, 4096}, 100},
-	{"ib_read_lat", []int{2, 4096}, 100},
-	{"ib_write_bw", []int{1024, 65536}, 200},
-	{"ib_send_bw", []int{1024, 65536}, 200},
+	{"ib_write_lat", "", []int{2, 4096}, 100},
+	{"ib_send_lat", "", []int{2, 4096}, 100},
+	{"ib_read_lat", "", []int{2, 4096}, 100},
+	{"ib_write_bw", "", []int{1024, 65536}, 200},
+	{"ib_send_bw", "", []int{1024, 65536}, 200},
 	// Beyond the five: the other READ test and the atomics, one size each.
-	{"ib_read_bw", []int{65536}, 200},
-	{"ib_atomic_lat", []int{8}, 100},
-	{"ib_atomic_bw", []int{8}, 200},
+	{"ib_read_bw", "", []int{65536}, 200},
+	{"ib_atomic_lat", "", []int{8}, 100},
+	{"ib_atomic_bw", "", []int{8}, 200},
+	// Flags that change the exchange or the loops, one size each:
+	// bidirectional (both sides send; the reports cross and each row is
+	// the sum), completion events (each side's own), and out_reads (in the
+	// keys message: the READ requester's max_rd_atomic is the responder's).
+	{"ib_send_bw", "-b", []int{4096}, 100},
+	{"ib_write_bw", "-b", []int{4096}, 100},
+	{"ib_send_bw", "-e", []int{4096}, 100},
+	{"ib_send_lat", "-e", []int{2}, 100},
+	{"ib_read_bw", "-o 2", []int{65536}, 100},
 }
 
 // perftestTimeout bounds one run (both sides).
@@ -75,15 +88,19 @@ func TestInteropPerftest(t *testing.T) {
 				dirLabel = "softnic server, rxe client"
 			}
 			for _, size := range r.sizes {
-				t.Run(fmt.Sprintf("%s/guest_%s/%d", r.test, role, size), func(t *testing.T) {
+				name := r.test
+				if r.flags != "" {
+					name += strings.ReplaceAll(" "+r.flags, " ", "_")
+				}
+				t.Run(fmt.Sprintf("%s/guest_%s/%d", name, role, size), func(t *testing.T) {
 					before := parseCounters(g.counters())
-					figs, diag, err := runPerftest(g, bin, dir, r.test, role, size, r.iters)
+					figs, diag, err := runPerftest(g, bin, dir, r.test, r.flags, role, size, r.iters)
 					after := parseCounters(g.counters())
 					note := figs
 					if u := after.unusual(before); u != "" {
 						note += "  rxe0: " + u
 					}
-					m.add(r.test, dirLabel, int64(size), err, note)
+					m.add(strings.TrimSpace(r.test+" "+r.flags), dirLabel, int64(size), err, note)
 					if err != nil {
 						t.Fatalf("%v\n%s\nrxe0 counters changed:\n%s", err, diag, after.delta(before))
 					}
@@ -97,18 +114,22 @@ func TestInteropPerftest(t *testing.T) {
 // perftestCmd is the guest's perftest command line: rxe0, the RoCEv2 IPv4
 // GID, -F (no CPU frequency in the guest), under timeout so that a stuck
 // perftest does not hold the guest's console.
-func perftestCmd(test string, size, iters, port int, host string) string {
+func perftestCmd(test, flags string, size, iters, port int, host string) string {
 	s := fmt.Sprintf("timeout %d %s -d rxe0 -x 1 -F -s %d -n %d -p %d", int(perftestTimeout.Seconds())-20, test, size, iters, port)
+	if flags != "" {
+		s += " " + flags
+	}
 	if host != "" {
 		s += " " + host
 	}
 	return s
 }
 
-func softnicPerfArgs(g *guest, pcap, test string, size, iters, port int, host string) []string {
+func softnicPerfArgs(g *guest, pcap, test, flags string, size, iters, port int, host string) []string {
 	args := append([]string{"perf", test}, wireArgs(g, pcap)...)
 	args = append(args, "-x", "1", "-s", fmt.Sprint(size), "-n", fmt.Sprint(iters), "-p", fmt.Sprint(port),
 		"--timeout", "30s", "--no-progress")
+	args = append(args, strings.Fields(flags)...)
 	if host != "" {
 		args = append(args, host)
 	}
@@ -154,8 +175,8 @@ func checkTable(who, out string, size, iters int, lat bool) (string, error) {
 
 // runPerftest runs one test between stock perftest in the guest (in
 // guestRole) and softnic perf; figs sums up both sides' figures.
-func runPerftest(g *guest, bin, dir, test, guestRole string, size, iters int) (figs, diag string, err error) {
-	pcap := filepath.Join(dir, fmt.Sprintf("perf-%s-guest-%s-%d.pcap", test, guestRole, size))
+func runPerftest(g *guest, bin, dir, test, flags, guestRole string, size, iters int) (figs, diag string, err error) {
+	pcap := filepath.Join(dir, fmt.Sprintf("perf-%s%s-guest-%s-%d.pcap", test, strings.ReplaceAll(flags, " ", ""), guestRole, size))
 	var sn *proc
 	var guestOut string
 	guestCode := -1
@@ -175,7 +196,7 @@ func runPerftest(g *guest, bin, dir, test, guestRole string, size, iters int) (f
 	lat := strings.HasSuffix(test, "_lat")
 	switch guestRole {
 	case "server":
-		job, err := g.bg(perftestCmd(test, size, iters, guestTCPPort, ""))
+		job, err := g.bg(perftestCmd(test, flags, size, iters, guestTCPPort, ""))
 		if err != nil {
 			return "", "", err
 		}
@@ -184,7 +205,7 @@ func runPerftest(g *guest, bin, dir, test, guestRole string, size, iters int) (f
 			return "", "", fmt.Errorf("guest %s never listened on :%d", test, guestTCPPort)
 		}
 		for attempt := 1; ; attempt++ {
-			if sn, err = startProc(bin, softnicPerfArgs(g, pcap, test, size, iters, g.hostFwd, "127.0.0.1"), nil, nil); err != nil {
+			if sn, err = startProc(bin, softnicPerfArgs(g, pcap, test, flags, size, iters, g.hostFwd, "127.0.0.1"), nil, nil); err != nil {
 				return "", "", err
 			}
 			snErr := sn.wait(perftestTimeout)
@@ -212,7 +233,7 @@ func runPerftest(g *guest, bin, dir, test, guestRole string, size, iters int) (f
 		if err != nil {
 			return "", "", err
 		}
-		if sn, err = startProc(bin, softnicPerfArgs(g, pcap, test, size, iters, port, ""), nil, nil); err != nil {
+		if sn, err = startProc(bin, softnicPerfArgs(g, pcap, test, flags, size, iters, port, ""), nil, nil); err != nil {
 			return "", "", err
 		}
 		defer func() { _ = sn.wait(opTimeout) }()
@@ -227,7 +248,7 @@ func runPerftest(g *guest, bin, dir, test, guestRole string, size, iters int) (f
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		if guestOut, guestCode, err = g.run(perftestTimeout, perftestCmd(test, size, iters, port, slirpHost)); err != nil {
+		if guestOut, guestCode, err = g.run(perftestTimeout, perftestCmd(test, flags, size, iters, port, slirpHost)); err != nil {
 			return "", "", err
 		}
 		if err := sn.wait(perftestTimeout); err != nil {
@@ -258,6 +279,7 @@ func runPerftest(g *guest, bin, dir, test, guestRole string, size, iters int) (f
 			parts = append(parts, who+" "+f)
 		}
 	}
+	errs = append(errs, checkFlagEffects(flags, "guest "+test, guestOut), checkFlagEffects(flags, "softnic perf", sn.stdout.String()))
 	if err := errors.Join(errs...); err != nil {
 		return "", "", err
 	}
@@ -265,4 +287,39 @@ func runPerftest(g *guest, bin, dir, test, guestRole string, size, iters int) (f
 		return "", "", fmt.Errorf("softnic decode found bad frames:\n%s", tailLines(text, 40))
 	}
 	return strings.Join(parts, ", "), "", nil
+}
+
+// checkFlagEffects checks what flags show in a side's header, where
+// perftest shows it: -b in the test's title; -o N as the side's
+// "Outstand reads" and as the OUT of both address lines (the keys
+// message carries it, and both sides were given the same N).
+func checkFlagEffects(flags, who, out string) error {
+	f := strings.Fields(flags)
+	for i := 0; i < len(f); i++ {
+		switch f[i] {
+		case "-b":
+			if !strings.Contains(out, "Bidirectional") {
+				return fmt.Errorf("%s: -b, but its title does not say Bidirectional:\n%s", who, tailLines(out, 30))
+			}
+		case "-o", "--outs":
+			if i+1 >= len(f) {
+				return fmt.Errorf("%s: %s without a number", who, f[i])
+			}
+			i++
+			var n int
+			if _, err := fmt.Sscan(f[i], &n); err != nil {
+				return fmt.Errorf("%s: %s %q: %v", who, f[i-1], f[i], err)
+			}
+			if want := fmt.Sprintf(" Outstand reads  : %d\n", n); !strings.Contains(out, want) {
+				return fmt.Errorf("%s: -o %d, but no %q in its header:\n%s", who, n, strings.TrimSpace(want), tailLines(out, 40))
+			}
+			want := fmt.Sprintf(" OUT 0x%02x", n) // C's %#04x
+			for _, side := range []string{"local address:", "remote address:"} {
+				if l := lastLineWith(out, side); !strings.Contains(l, want) {
+					return fmt.Errorf("%s: -o %d, but its %s line %q has no %q", who, n, side, l, want)
+				}
+			}
+		}
+	}
+	return nil
 }
