@@ -166,6 +166,34 @@ func TestPerfEvents(t *testing.T) {
 	}
 }
 
+// -e in the header: perftest prints " Test with events. Using
+// <device>_comp<eq_num>" under the title (ctx_print_test_info); softnic
+// did not, so its header had one line fewer than stock perftest's.
+func TestPerfEventsHeader(t *testing.T) {
+	const line = " Test with events. Using softnic0_comp0"
+	for _, c := range []struct {
+		name string
+		args []string
+		want bool
+	}{
+		{"send_lat -e", []string{"send_lat", "-e", "-n", "20"}, true},
+		{"send_bw --events", []string{"send_bw", "--events", "-n", "20"}, true},
+		{"read_bw -e", []string{"read_bw", "-e", "-n", "20"}, true},
+		{"send_lat", []string{"send_lat", "-n", "20"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := runPerfCmd(t, append(c.args, "--no-progress")...)
+			require.Equal(t, 0, code, errOut)
+			lines := strings.Split(out, "\n")
+			require.GreaterOrEqual(t, len(lines), 3, out)
+			require.Equal(t, c.want, lines[2] == line, "the line under the title:\n%s", out)
+			require.Equal(t, c.want, strings.Contains(out, "Test with events"), out)
+			r := perfJSON(t, c.args...)
+			require.Equal(t, c.want, r.Header.Events, "the JSON header's events")
+		})
+	}
+}
+
 // -H and -U: perftest's lists before the row ("#, usec", then "%d, %g"
 // per sample), then the rule and the heading again.
 func TestPerfHistogram(t *testing.T) {

@@ -42,6 +42,7 @@ type perfHeader struct {
 	GIDIndex  int        `json:"gid_index"`
 	MaxInline int        `json:"max_inline_data"`
 	OutReads  int        `json:"outstanding_reads,omitempty"`
+	Events    bool       `json:"events,omitempty"` // -e
 	Profile   string     `json:"profile"`
 	Clock     string     `json:"clock"`
 	Role      string     `json:"role"`
@@ -63,7 +64,7 @@ func cHex(v uint64, width int) string {
 func newPerfHeader(o *perfOpts, mtu int, profileName, clock, role string) perfHeader {
 	t := o.test
 	h := perfHeader{Test: t.name, Device: "softnic0", QPs: o.qps, Conn: o.conn, MTU: mtu, LinkType: "Ethernet",
-		GIDIndex: o.gidIdx, MaxInline: o.inline, Profile: profileName, Clock: clock, Role: role, verb: t.verb, bw: t.bw}
+		GIDIndex: o.gidIdx, MaxInline: o.inline, Events: o.events, Profile: profileName, Clock: clock, Role: role, verb: t.verb, bw: t.bw}
 	if o.dev != "" {
 		h.Device = o.dev
 	}
@@ -118,6 +119,11 @@ func gidDecimal(g [16]byte) string {
 func (h *perfHeader) write(w io.Writer) {
 	fmt.Fprintln(w, perfRule)
 	fmt.Fprintf(w, "                    %s\n", h.Title)
+	if h.Events {
+		// perftest's line names the completion vector, <device>_comp<N>
+		// with N its --eq_num (default 0); softnic has one vector.
+		fmt.Fprintf(w, " Test with events. Using %s_comp0\n", h.Device)
+	}
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", h.Device)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", h.QPs)
 	fmt.Fprintf(w, " Connection type : %s\t\tUsing SRQ      : OFF\n", h.Conn)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -280,6 +281,14 @@ func runPerftest(g *guest, bin, dir, test, flags, guestRole string, size, iters 
 		}
 	}
 	errs = append(errs, checkFlagEffects(flags, "guest "+test, guestOut), checkFlagEffects(flags, "softnic perf", sn.stdout.String()))
+	// The headers name the same lines, but for those that depend on the
+	// side's role (checkDepthLines).
+	gk, sk := headerKeys(guestOut), headerKeys(sn.stdout.String())
+	errs = append(errs, checkDepthLines(test, flags, "guest "+test, guestRole == "client", gk),
+		checkDepthLines(test, flags, "softnic perf", guestRole == "server", sk))
+	if g, s := withoutDepth(gk), withoutDepth(sk); !slices.Equal(g, s) {
+		errs = append(errs, fmt.Errorf("the headers differ:\n guest %s: %q\n softnic perf: %q", test, g, s))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return "", "", err
 	}
@@ -322,4 +331,66 @@ func checkFlagEffects(flags, who, out string) error {
 		}
 	}
 	return nil
+}
+
+// headerKeys are the lines of a perftest header, from the first rule to
+// the address lines, as names: the title and other lines without a colon
+// whole (the device's name made <dev>), else each "Name : value"'s name,
+// two on a line where perftest prints two; softnic's own lines ("softnic
+// profile", "softnic clock") left out.
+func headerKeys(out string) []string {
+	rule := strings.Repeat("-", 87)
+	lines := strings.Split(out, "\n")
+	// The rule above the title (perftest may print a rule and a warning
+	// first: "Device not recognized to implement inline feature").
+	start := -1
+	for i := 0; i+1 < len(lines); i++ {
+		if lines[i] == rule && strings.HasPrefix(lines[i+1], strings.Repeat(" ", 20)) {
+			start = i
+			break
+		}
+	}
+	if start < 0 {
+		return nil
+	}
+	var keys []string
+	for _, l := range lines[start+1:] {
+		if l == rule || strings.HasPrefix(l, " local address") {
+			break
+		}
+		for _, part := range strings.Split(l, "\t\t") {
+			k := strings.TrimSpace(part)
+			if i := strings.Index(k, ":"); i >= 0 {
+				k = strings.TrimSpace(k[:i])
+			} else {
+				k = strings.NewReplacer("rxe0", "<dev>", "softnic0", "<dev>").Replace(k)
+			}
+			if k != "" && !strings.HasPrefix(k, "softnic ") {
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
+}
+
+// checkDepthLines checks a header's role-dependent lines against
+// perftest's ctx_print_test_info: "TX depth" on the client and with -b,
+// "RX depth" for the send tests on the server and with -b.
+func checkDepthLines(test, flags, who string, client bool, keys []string) error {
+	bidir := slices.Contains(strings.Fields(flags), "-b")
+	send := strings.HasPrefix(test, "ib_send_")
+	for _, c := range []struct {
+		key  string
+		want bool
+	}{{"TX depth", client || bidir}, {"RX depth", send && (!client || bidir)}} {
+		if got := slices.Contains(keys, c.key); got != c.want {
+			return fmt.Errorf("%s (client %v, flags %q): %q in the header %v, want %v: %q", who, client, flags, c.key, got, c.want, keys)
+		}
+	}
+	return nil
+}
+
+// withoutDepth is keys without the role-dependent lines.
+func withoutDepth(keys []string) []string {
+	return slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return k == "TX depth" || k == "RX depth" })
 }
