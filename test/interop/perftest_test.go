@@ -281,6 +281,13 @@ func runPerftest(g *guest, bin, dir, test, flags, guestRole string, size, iters 
 		}
 	}
 	errs = append(errs, checkFlagEffects(flags, "guest "+test, guestOut), checkFlagEffects(flags, "softnic perf", sn.stdout.String()))
+	// -b: each side prints its own report plus the peer's (perftest's
+	// print_full_bw_report), so both rows are the same numbers.
+	if slices.Contains(strings.Fields(flags), "-b") {
+		if g, s := perfRows(guestOut), perfRows(sn.stdout.String()); len(g) == 1 && len(s) == 1 && !slices.Equal(g[0][:5], s[0][:5]) {
+			errs = append(errs, fmt.Errorf("-b: the rows differ: guest %s %q, softnic perf %q", test, g[0], s[0]))
+		}
+	}
 	// The headers name the same lines, but for those that depend on the
 	// side's role (checkDepthLines).
 	gk, sk := headerKeys(guestOut), headerKeys(sn.stdout.String())
