@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/testbed"
 	"github.com/stretchr/testify/require"
@@ -190,6 +191,74 @@ func TestPerfEventsHeader(t *testing.T) {
 			require.Equal(t, c.want, strings.Contains(out, "Test with events"), out)
 			r := perfJSON(t, c.args...)
 			require.Equal(t, c.want, r.Header.Events, "the JSON header's events")
+		})
+	}
+}
+
+// -e: after an event the bandwidth loops poll the CQ empty before they
+// wait again. softnic's device (as mlx5) raises an event at once when a
+// CQ is armed with CQEs already past its consumer index; rxe raises none
+// for those (only a CQE written after the arm does), so a loop that waited
+// for an event per 16-CQE batch stopped with CQEs in its CQ (softnic perf
+// send_bw -e -d rxe0 as server: "80 of 100 received", then no progress).
+// Here 40 receive CQEs land before the receiver looks; each at-once event
+// is thrown away, as rxe would never raise it; every CQE must still be
+// taken.
+func TestPerfEventsDrainLikeRxe(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cqes int
+	}{
+		{"one batch", 16},
+		{"one past a batch", 17},
+		{"two and a half batches", 40},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, err := testbed.New(testbed.DefaultConfig())
+			require.NoError(t, err)
+			defer w.Close()
+			eps, err := w.ConnectRC(testbed.ConnOpts{BufSize: 1 << 16, SQDepth: 64, RQDepth: 64, Channel: true})
+			require.NoError(t, err)
+			ep := func(i int) *perfEP {
+				e, peer := eps[i], eps[1-i]
+				return &perfEP{qp: e.QP, scq: e.SendCQ, rcq: e.RecvCQ, mr: e.MR, buf: e.Buf.Bytes, recvOff: 1 << 15,
+					remAddr: peer.MR.Addr + 1<<15, remKey: peer.MR.RKey, ch: e.Channel}
+			}
+			snd, rcv := ep(0), ep(1)
+			require.NoError(t, rcv.postRecvs(64, c.cqes))
+			require.NoError(t, rcv.armEvents(true))
+			for i := 0; i < c.cqes; i++ {
+				_, err := snd.qp.PostSend([]provider.SendWR{snd.sendWR(provider.WRSend, 64, i == c.cqes-1, 0, 0)})
+				require.NoError(t, err)
+			}
+			w.Settle(0)
+			// rxe: an arm raises no event for the CQEs already there.
+			dropAtOnce := func() {
+				w.Settle(0)
+				for {
+					ev, err := rcv.ch.GetCQEvent(0)
+					if err != nil {
+						return
+					}
+					ev.AckEvents(1)
+				}
+			}
+			// bwServer's loop: ready, a 16-CQE poll, until not ready.
+			wcs := make([]provider.WC, 16)
+			got := 0
+			for first := true; ; first = false {
+				ok, err := rcv.ready(rcv.rcq, true)
+				require.NoError(t, err)
+				require.True(t, ok || !first, "the first CQE's event")
+				dropAtOnce()
+				if !ok {
+					break
+				}
+				n, err := rcv.rcq.Poll(wcs)
+				require.NoError(t, err)
+				got += n
+			}
+			require.Equal(t, c.cqes, got, "receive CQEs taken")
 		})
 	}
 }

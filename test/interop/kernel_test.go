@@ -206,16 +206,22 @@ func TestKernelBackend(t *testing.T) {
 		defer func() { t.Log("softnic perf -d rxe0 × stock perftest, both in the guest:\n" + m.String()) }()
 		for _, r := range []struct {
 			test  string
+			flags string // both sides
 			size  int
 			iters int
-		}{{"ib_write_lat", 2, 200}, {"ib_send_lat", 2, 200}, {"ib_read_lat", 2, 200}, {"ib_atomic_lat", 8, 200},
-			{"ib_write_bw", 65536, 200}, {"ib_send_bw", 65536, 200}} {
-			t.Run(fmt.Sprintf("%s/%d", r.test, r.size), func(t *testing.T) {
+		}{{"ib_write_lat", "", 2, 200}, {"ib_send_lat", "", 2, 200}, {"ib_read_lat", "", 2, 200}, {"ib_atomic_lat", "", 8, 200},
+			{"ib_write_bw", "", 65536, 200}, {"ib_send_bw", "", 65536, 200},
+			// The flags of perftest_test.go's rows, on the kernel's
+			// completion channel (-e) and rxe's out_reads (-o).
+			{"ib_send_bw", "-b", 4096, 100}, {"ib_write_bw", "-b", 4096, 100},
+			{"ib_send_bw", "-e", 4096, 100}, {"ib_send_lat", "-e", 2, 100}, {"ib_read_bw", "-o 2", 65536, 100}} {
+			name := r.test + strings.ReplaceAll(strings.TrimRight(" "+r.flags, " "), " ", "_")
+			t.Run(fmt.Sprintf("%s/%d", name, r.size), func(t *testing.T) {
 				port := 18600
-				job, err := g.bg(fmt.Sprintf("softnic perf %s -d rxe0 -x 1 -s %d -n %d -p %d --timeout 30s --no-progress", r.test, r.size, r.iters, port))
+				job, err := g.bg(fmt.Sprintf("softnic perf %s -d rxe0 -x 1 -s %d -n %d -p %d --timeout 30s --no-progress %s", r.test, r.size, r.iters, port, r.flags))
 				require.NoError(t, err)
 				require.True(t, g.listening(port, opTimeout), "softnic perf -d rxe0 never listened")
-				theirs, code, err := g.run(perftestTimeout, perftestCmd(r.test, "", r.size, r.iters, port, "127.0.0.1"))
+				theirs, code, err := g.run(perftestTimeout, perftestCmd(r.test, r.flags, r.size, r.iters, port, "127.0.0.1"))
 				require.NoError(t, err)
 				ours, ourCode, err := g.wait(job, perftestTimeout)
 				require.NoError(t, err)
@@ -226,11 +232,11 @@ func TestKernelBackend(t *testing.T) {
 					fo, e1 = checkTable("softnic perf -d rxe0", ours, r.size, r.iters, lat)
 				}
 				ft, e2 := checkTable(r.test, theirs, r.size, r.iters, lat)
-				err = errors.Join(e1, e2)
+				err = errors.Join(e1, e2, checkFlagEffects(r.flags, "softnic perf -d rxe0", ours), checkFlagEffects(r.flags, r.test, theirs))
 				if code != 0 || ourCode != 0 {
 					err = errors.Join(err, fmt.Errorf("exit codes: perftest %d, softnic %d", code, ourCode))
 				}
-				m.add(r.test, "softnic -d rxe0 server, perftest client", int64(r.size), err, "softnic "+fo+", perftest "+ft)
+				m.add(strings.TrimSpace(r.test+" "+r.flags), "softnic -d rxe0 server, perftest client", int64(r.size), err, "softnic "+fo+", perftest "+ft)
 				require.NoError(t, err, "softnic:\n%s\nperftest:\n%s", ours, theirs)
 			})
 		}
