@@ -176,6 +176,15 @@ func causeOf(cq *provider.CQ, batch []provider.WC) (provider.WC, string) {
 			return w, fmt.Sprintf("; after WR_FLUSH_ERR of wr_id %d", wc.WRID)
 		}
 	}
+	if w, ok := firstFailure(cq); ok {
+		return w, fmt.Sprintf("; after WR_FLUSH_ERR of wr_id %d", wc.WRID)
+	}
+	return wc, ""
+}
+
+// firstFailure polls cq on, at most causeScan completions, for the first
+// error that is not a flush.
+func firstFailure(cq *provider.CQ) (provider.WC, bool) {
 	var buf [16]provider.WC
 	for seen := 0; seen < causeScan; {
 		n, err := cq.Poll(buf[:])
@@ -185,11 +194,25 @@ func causeOf(cq *provider.CQ, batch []provider.WC) (provider.WC, string) {
 		seen += n
 		for _, w := range buf[:n] {
 			if w.Status != provider.WCSuccess && w.Status != provider.WCWRFlushErr {
-				return w, fmt.Sprintf("; after WR_FLUSH_ERR of wr_id %d", wc.WRID)
+				return w, true
 			}
 		}
 	}
-	return wc, ""
+	return provider.WC{}, false
+}
+
+// recvCause is causeOf for a receive CQ: a flushed receive says only that
+// its QP is in error, and on a QP that also sends (-b) the send queue's
+// failure (a RETRY_EXC_ERR, say) is what put it there.
+func (e *perfEP) recvCause(batch []provider.WC) (provider.WC, string) {
+	c, note := causeOf(e.rcq, batch)
+	if c.Status != provider.WCWRFlushErr || e.scq == nil || e.scq == e.rcq {
+		return c, note
+	}
+	if w, ok := firstFailure(e.scq); ok {
+		return w, fmt.Sprintf(" on the send queue (wr_id %d), after receive wr_id %d was flushed", w.WRID, c.WRID)
+	}
+	return c, note
 }
 
 // causeScan bounds causeOf's search.
@@ -745,9 +768,10 @@ func (a *bwServer) step() (bool, error) {
 			if err != nil {
 				return moved, err
 			}
-			for _, wc := range a.wcs[:n] {
+			for k, wc := range a.wcs[:n] {
 				if wc.Status != provider.WCSuccess {
-					return true, fmt.Errorf("send_bw server: receive completion with error %v after %d", wc.Status, a.rcnt)
+					c, note := e.recvCause(a.wcs[k:n])
+					return true, fmt.Errorf("send_bw server: receive completion with error %v (vendor syndrome %#x%s) after %d", c.Status, c.VendorErr, note, a.rcnt)
 				}
 				if a.rcnt == 0 {
 					a.first = a.clk.now()
