@@ -255,12 +255,22 @@ const orderDepth = 32
 // (issue time, end) with both increasing: floor(t) is the end of the
 // last step issued at or before t. Calls in non-decreasing time give the
 // previous write's end, as a single "last end" would. Only orderDepth
-// steps are kept: a write stamped earlier than all of them waits for
-// none (as lane.prune, a small underestimate for far out-of-order
-// calls).
+// steps are kept; when one more comes, the two earliest issued become
+// one step (merge; the two after it when the new one is the earliest),
+// issued at the earlier's time and ending at the later's end, so that a
+// write issued between them waits a little longer than it must, never
+// less. (Forgetting a step instead — the earliest issued, or the new one
+// when it was the earliest — let the next write, issued after the
+// forgotten one, start and complete before it: a device that had booked
+// another QP's WRITE packets 32 steps ahead stamped a SEND's payload
+// writes earlier than all of them, the forgotten packet's bytes landed
+// after the SEND's LAST and its CQE, and the soak saw a receive complete
+// with a stale 2 KiB block in the middle. Merging the two steps whose
+// ends were closest instead held back writes issued among the recent
+// steps: TestManyQPsShareThePort's READs ran 30% under line rate.)
 type postedOrder struct {
 	n       int
-	at, end [orderDepth]sim.Time
+	at, end [orderDepth + 1]sim.Time // one more than kept: add inserts, then merges
 }
 
 // floor is when a posted write issued at t may start: the end of the
@@ -295,19 +305,34 @@ func (o *postedOrder) add(t, end sim.Time) {
 		o.n -= j - i
 		return
 	}
-	k := o.n - j            // steps kept after the new one
-	if i+1+k > orderDepth { // full, none covered: forget the earliest issued
-		if i == 0 {
-			return // the new one is the earliest
-		}
-		copy(o.at[:], o.at[1:i])
-		copy(o.end[:], o.end[1:i])
-		i--
-	}
+	k := o.n - j // steps kept after the new one
 	copy(o.at[i+1:], o.at[j:j+k])
 	copy(o.end[i+1:], o.end[j:j+k])
 	o.at[i], o.end[i] = t, end
 	o.n = i + 1 + k
+	if o.n > orderDepth {
+		// The two earliest issued become one (writes are rarely stamped
+		// that far back), but not the new one with the step after it
+		// when it is the earliest: the writes its caller issues next, a
+		// little later, must find its end as their floor, not the end of
+		// a write booked further ahead.
+		k := 0
+		if i == 0 {
+			k = 1
+		}
+		o.merge(k)
+	}
+}
+
+// merge makes steps k and k+1 one: issued at the first's time, ending
+// at the second's end. Writes issued between them wait for the second's
+// end, a little later than they must; none waits less than before.
+func (o *postedOrder) merge(k int) {
+	o.end[k] = o.end[k+1]
+	copy(o.at[k+1:], o.at[k+2:o.n])
+	copy(o.end[k+1:], o.end[k+2:o.n])
+	o.n--
+	o.at[o.n], o.end[o.n] = 0, 0 // the spare slot holds nothing (Links compare equal)
 }
 
 // countMWr, countMRd and countCplD add TLPs of one class to their bucket

@@ -322,23 +322,82 @@ func TestPostedWritesOrderedByIssueTime(t *testing.T) {
 }
 
 // postedOrder stays a staircase (issue times and ends increasing) and
-// bounded under any call order.
+// bounded under any call order, and forgets no write: every floor is at
+// least what it was before a step was added (merging two steps only
+// raises floors), and a write issued at t makes floor(t) at least its
+// end. (Before, a full staircase forgot the earliest-issued step, or the
+// new one when that was the earliest, and floors fell.)
 func TestPostedOrderStaircase(t *testing.T) {
 	var o postedOrder
 	seed := uint64(1)
+	probes := make([]sim.Time, 64)
+	for i := range probes {
+		probes[i] = sim.Time(i) * 100_000 / sim.Time(len(probes))
+	}
 	for i := 0; i < 5000; i++ {
 		seed = seed*6364136223846793005 + 1442695040888963407
 		at := sim.Time(seed>>40) % 100_000
 		end := max(o.floor(at), at).Add(sim.Duration(seed>>50) % 5000)
-		dropped := o.n == orderDepth && at < o.at[0] // full, and the earliest: forgotten
+		var before [64]sim.Time
+		for k, p := range probes {
+			before[k] = o.floor(p)
+		}
 		o.add(at, end)
+		require.LessOrEqual(t, o.n, orderDepth, "bounded")
 		for k := 1; k < o.n; k++ {
 			if o.at[k-1] >= o.at[k] || o.end[k-1] > o.end[k] {
 				t.Fatalf("after %d adds, steps %d and %d of %d: (%v, %v), (%v, %v)", i+1, k-1, k, o.n, o.at[k-1], o.end[k-1], o.at[k], o.end[k])
 			}
 		}
-		if f := o.floor(at); !dropped && f < end {
+		if f := o.floor(at); f < end {
 			t.Fatalf("after %d adds: floor(%v) = %v, before the end %v of the write issued then", i+1, at, f, end)
 		}
+		for k, p := range probes {
+			if f := o.floor(p); f < before[k] && p != before[k] {
+				t.Fatalf("after %d adds: floor(%v) fell from %v to %v", i+1, p, before[k], f)
+			}
+		}
+	}
+}
+
+// Two posted writes issued one after the other, in time order, complete
+// in that order even when the link has orderDepth writes or more booked
+// further ahead in virtual time (another QP's WRITE packets worked out
+// ahead of the wire) and the first one's TLPs leave gaps on the lane
+// (between read requests) that the second would fit in. Before, the
+// first of the two, stamped earlier than every remembered step of a full
+// staircase, was not remembered; the second started in a gap at once and
+// finished first: a SEND's 2 KiB MIDDLE landed after its 164-byte LAST
+// and after the receive CQE written behind it (the 1M-message soak, seed
+// 7, with the stricter implied-NAK rule).
+func TestPostedWritesOrderedBehindFullStaircase(t *testing.T) {
+	cases := []struct {
+		name   string
+		ahead  int // 256 B writes booked first, 40 ns apart from 50 µs on
+		n1, n2 int // then a write issued at 1 µs and one at 1.05 µs
+	}{
+		{"a few ahead", 4, 2048, 164},
+		{"one short of full", orderDepth - 1, 2048, 164},
+		{"full", orderDepth, 2048, 164},
+		{"more than full", 3 * orderDepth, 2048, 164},
+		{"full, then a CQE-sized write", 2 * orderDepth, 4096, 64},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := sim.Time(sim.Nanosecond)
+			l := NewLink(Gen3x8())
+			for i := 0; i < tc.ahead; i++ {
+				l.DeviceWrite(50_000*ns+sim.Time(i)*40*ns, 0x100000+uint64(i)*256, 256)
+			}
+			// Read requests every 80 ns on the up lane: each gap holds one
+			// 256 B TLP of the first write, and a short TLP beside it.
+			for i := 0; i < 32; i++ {
+				l.DeviceRead(1000*ns+sim.Time(i)*80*ns, 0x200000+uint64(i)*64, 64)
+			}
+			first, _ := l.DeviceWrite(1000*ns, 0x1000, tc.n1)
+			second, _ := l.DeviceWrite(1050*ns, 0x2000, tc.n2)
+			require.Greater(t, second, first, "the later-issued write completes after the earlier one")
+			require.Less(t, second, 50_000*ns, "neither waits for the writes booked ahead")
+		})
 	}
 }

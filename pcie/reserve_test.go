@@ -40,17 +40,29 @@ func TestReserveFastPathMatchesSearch(t *testing.T) {
 }
 
 // deviceWriteLoop is DeviceWrite TLP by TLP, as it was before the train
-// arithmetic, for TestDeviceWriteTrainMatchesLoop.
+// arithmetic, for TestDeviceWriteTrainMatchesLoop: each TLP booked on the
+// lane after the one before it. The message is one step of the posted
+// order, recorded once at its end, as DeviceWrite records it: booked TLP
+// by TLP (sendPosted), a full staircase merged two steps when the first
+// TLP came and never again for the rest, where DeviceWrite, adding the
+// whole message, may first cover steps and merge none.
 func (l *Link) deviceWriteLoop(at sim.Time, addr uint64, n int) (done sim.Time, s Stats) {
 	l.up.prune(at)
 	done = at
 	total, k := max(n, 0), 0
+	last := l.upMWr.floor(at)
 	for n > 0 {
 		c := chunk(addr, n, l.spec.MPS)
-		done = max(done, l.sendPosted(&l.up, &l.upMWr, at, c, l.spec.HdrMWr))
+		d := l.ser(c + l.spec.HdrMWr)
+		start := l.up.reserve(max(at, last), d)
+		last = start.Add(d)
+		done = max(done, last.Add(l.spec.FlightLatency))
 		k++
 		addr += uint64(c)
 		n -= c
+	}
+	if k > 0 {
+		l.upMWr.add(at, last)
 	}
 	count(&l.devMWr, &s, k, 0, 0, total, total+k*l.spec.HdrMWr)
 	return done, s
