@@ -20,6 +20,7 @@ type responder struct {
 	msn     uint32
 	nakSent bool     // a PSN-sequence or RNR NAK for ePSN is outstanding
 	nakTrig roce.PSN // the PSN that drew it
+	nakLast roce.PSN // the PSN of the last packet seen out of sequence since (or nakTrig)
 	// failing: the responder has refused a request (or failed a SEND
 	// with invalidate) while READ responses before it were still to be
 	// built, and the answer to it waits in streams behind them
@@ -215,12 +216,22 @@ func (r *responder) rx(arrive, t sim.Time, p *roce.Packet) {
 	if diff > 0 {
 		d.inc(CtrOutOfSequence)
 		// NAK once per gap; again when the requester is seen to have gone
-		// back (a PSN at or before the one that drew the NAK) and the gap
-		// is still there. Later packets overtaking each other draw nothing.
-		if !r.nakSent || !psn.After(r.nakTrig) {
+		// back (a PSN at or before the one that drew the NAK, and before
+		// the packet seen just before it) and the gap is still there.
+		// Later packets overtaking each other draw nothing, and neither
+		// does a second copy of the packet seen last (a duplicate the
+		// network made): taken as a go-back, each copy drew a NAK of its
+		// own, each NAK cost the requester one of its retries, and the
+		// 1M-message soak (seed 1) ended a SEND RETRY_EXC_ERR after six
+		// losses of one packet and a duplicated one. (rxe NAKs once per
+		// gap and leaves the rest to the requester's timer; that softnic
+		// NAKs a go-back again is its own choice, which costs a retry only
+		// when the requester did go back.)
+		if !r.nakSent || !psn.After(r.nakTrig) && psn.Before(r.nakLast) {
 			r.nakSent, r.nakTrig = true, psn
 			r.ack(t, r.ePSN, roce.NAKSyndrome(nakPSNSeq))
 		}
+		r.nakLast = psn
 		return
 	}
 	r.nakSent = false
@@ -410,7 +421,7 @@ func (r *responder) rnr(t sim.Time, psn roce.PSN) {
 		return
 	}
 	d.rec.Warnf(d.node, t, "device", CtrOutOfBuffer.String(), "QP %#x PSN %#x: no receive WQE posted, RNR NAK", q.qpn, uint32(psn))
-	r.nakSent, r.nakTrig = true, psn
+	r.nakSent, r.nakTrig, r.nakLast = true, psn, psn
 	r.ack(t, psn, roce.RNRNAKSyndrome(q.minRNR))
 }
 

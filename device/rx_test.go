@@ -245,3 +245,43 @@ func TestSendWithInvalidateOfInvalidatableKey(t *testing.T) {
 		})
 	}
 }
+
+// TestResponderSequenceNAKs: a PSN ahead of the expected one draws a
+// PSN-sequence NAK once per gap, and again only when the requester is
+// seen to have gone back (a PSN at or before the one that drew the NAK,
+// before the packet seen last). A second copy of the packet seen last, a
+// duplicate the network made, draws none: before, each copy drew a NAK,
+// each NAK cost the requester a retry, and the 1M-message soak (seed 1)
+// ended a SEND RETRY_EXC_ERR.
+func TestResponderSequenceNAKs(t *testing.T) {
+	cases := []struct {
+		name string
+		psns []uint32 // offsets from the expected PSN, injected in order
+		naks int
+	}{
+		{"ahead, then further ahead", []uint32{1, 2, 3}, 1},
+		{"a duplicate of the packet that drew the NAK", []uint32{1, 1}, 1},
+		{"a duplicate of a later packet", []uint32{1, 2, 2}, 1},
+		{"back to the packet that drew the NAK", []uint32{1, 2, 1}, 2},
+		{"back before it", []uint32{2, 3, 1}, 2},
+		{"a duplicate of the go-back packet", []uint32{1, 2, 1, 1}, 2},
+		{"two go-backs", []uint32{1, 2, 1, 2, 1}, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRxWorld(t, testbed.ConnOpts{})
+			for _, off := range c.psns {
+				r.inject(t, r.params(roce.OpRCWriteOnly, ePSN+off), nil, nil)
+			}
+			naks := 0
+			for _, p := range r.replies(t) {
+				require.True(t, p.AETH.Syndrome().IsNAK(), "only NAKs")
+				require.Equal(t, uint8(0), p.AETH.Syndrome().Value(), "PSN sequence error")
+				require.Equal(t, roce.PSN(ePSN), p.BTH.PSN(), "for the expected PSN")
+				naks++
+			}
+			require.Equal(t, c.naks, naks)
+			require.Equal(t, uint64(len(c.psns)), r.ctr(device.CtrOutOfSequence.String()))
+		})
+	}
+}
