@@ -680,3 +680,70 @@ func TestBadResponseBuildsNoFrames(t *testing.T) {
 		})
 	}
 }
+
+// TestRequesterACKInsideRead forges an ACK "from the peer" whose PSN is
+// one of an unanswered READ's (or atomic's) response PSNs. Only an ACK
+// beyond a READ/atomic's last PSN implies its responses were lost
+// (rocev2.md §4.3; rxe's check_psn: psn_compare(psn, last_psn) > 0): one
+// inside acknowledges the requests before the READ and is otherwise
+// dropped (rx_ack_inside_read). Before the fix an ACK equal to the
+// READ's last PSN was taken as an implied NAK and the READ asked again.
+func TestRequesterACKInsideRead(t *testing.T) {
+	const mtu = 256
+	cases := []struct {
+		name    string
+		post    func(t *testing.T, r *rxWorld) int // posts; returns the number of packets sent
+		psn     uint32                             // the ACK's
+		implied uint64                             // implied_nak_seq_err expected
+		inside  uint64                             // rx_ack_inside_read expected
+		first   provider.WCStatus                  // status of WR 1
+	}{
+		{name: "ACK at the last PSN of a 3-packet READ",
+			post: func(t *testing.T, r *rxWorld) int { r.postRead(t, 1, 0, 3*mtu); return 1 },
+			psn:  reqPSN + 2, inside: 1, first: provider.WCRetryExcErr},
+		{name: "ACK at the middle PSN of a 3-packet READ",
+			post: func(t *testing.T, r *rxWorld) int { r.postRead(t, 1, 0, 3*mtu); return 1 },
+			psn:  reqPSN + 1, inside: 1, first: provider.WCRetryExcErr},
+		{name: "ACK at a one-packet READ's PSN",
+			post: func(t *testing.T, r *rxWorld) int { r.postRead(t, 1, 0, 64); return 1 },
+			psn:  reqPSN, inside: 1, first: provider.WCRetryExcErr},
+		{name: "ACK at a FETCH_ADD's PSN",
+			post: func(t *testing.T, r *rxWorld) int {
+				req, rsp := r.eps[0], r.eps[1]
+				_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRAtomicFetchAdd, Flags: provider.SendSignaled,
+					SGL: []provider.SGE{req.MR.SGE(0, 8)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey, CompareAdd: 1}})
+				require.NoError(t, err)
+				return 1
+			},
+			psn: reqPSN, inside: 1, first: provider.WCRetryExcErr},
+		{name: "ACK inside a READ acknowledges the WRITE before it",
+			post: func(t *testing.T, r *rxWorld) int { r.postWrite(t, 1, 0, 64); r.postRead(t, 2, 4096, 3*mtu); return 2 },
+			psn:  reqPSN + 3, inside: 1, first: provider.WCSuccess},
+		{name: "ACK beyond a READ implies a NAK (control)",
+			post: func(t *testing.T, r *rxWorld) int { r.postRead(t, 1, 0, 64); r.postWrite(t, 2, 4096, 64); return 2 },
+			psn:  reqPSN + 1, implied: 1, first: provider.WCRetryExcErr},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := silentPeer(t, testbed.ConnOpts{MTU: mtu, Timeout: 8, RetryCnt: 1, Access: provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic})
+			n := c.post(t, r)
+			r.runUntil(t, func() bool { return r.reqCtr(device.CtrTxPackets.String()) >= uint64(n) })
+			sent := r.reqCtr(device.CtrTxPackets.String())
+			p := r.toReq(roce.OpRCAck, c.psn)
+			p.AETH = roce.AETHFields{Syndrome: roce.ACKSyndrome(0x1f), MSN: 1}
+			r.injectReq(t, p, nil)
+			r.runUntil(t, func() bool {
+				return r.reqCtr(device.CtrACKInsideRead.String())+r.reqCtr(device.CtrImpliedNAKSeqErr.String()) > 0
+			})
+			require.Equal(t, c.inside, r.reqCtr(device.CtrACKInsideRead.String()), "dropped as inside")
+			require.Equal(t, c.implied, r.reqCtr(device.CtrImpliedNAKSeqErr.String()), "implied NAK")
+			if c.implied == 0 {
+				require.Equal(t, sent, r.reqCtr(device.CtrTxPackets.String()), "nothing asked again")
+			}
+			wcs, err := testbed.Wait(r.eps[0].SendCQ, 1)
+			require.NoError(t, err)
+			require.Equal(t, uint64(1), wcs[0].WRID)
+			require.Equal(t, c.first, wcs[0].Status)
+		})
+	}
+}

@@ -55,6 +55,7 @@ var (
 	CtrReadRespOOO       = trace.NewCounter("rx_read_response_out_of_order")
 
 	CtrReadRespNoFirst = trace.NewCounter("rx_read_response_no_first") // a READ response MIDDLE or LAST where the READ's FIRST or ONLY is due: BAD_RESP
+	CtrACKInsideRead   = trace.NewCounter("rx_ack_inside_read")        // an ACK whose PSN is one of an unanswered READ/atomic's response PSNs: acknowledges the requests before it, otherwise dropped
 
 	CtrReplayRead      = trace.NewCounter("read_replayed")        // duplicate READ answered from the request's resource
 	CtrReplayAtomic    = trace.NewCounter("atomic_replayed")      // duplicate atomic answered with the saved original value

@@ -734,13 +734,15 @@ func (r *requester) onRNR(now sim.Time) {
 // whose packets are all acknowledged complete in order (rocev2.md §4.3),
 // as do answered READs/atomics and NOPs; an acknowledged PSN beyond an
 // unanswered READ/atomic means its responses were lost (implied NAK).
-func (r *requester) ack(t sim.Time, psn roce.PSN) { r.ackThen(t, psn, false, true) }
+func (r *requester) ack(t sim.Time, psn roce.PSN) { r.ackThen(t, psn, psn, false, true) }
 
-// ackFrom is ack; fromACK says an ACK packet carried psn, which alone can
+// ackFrom is ack; fromACK says an ACK packet carried seen, which alone can
 // imply a NAK (a re-check after a response never does, and neither does an
-// ACK while a re-request for the READ is under way).
-func (r *requester) ackFrom(t sim.Time, psn roce.PSN, fromACK bool) {
-	r.ackThen(t, psn, fromACK, true)
+// ACK while a re-request for the READ is under way). psn is what it
+// acknowledges: seen itself, or less when seen falls inside an unanswered
+// READ/atomic (ackInside).
+func (r *requester) ackFrom(t sim.Time, psn, seen roce.PSN, fromACK bool) {
+	r.ackThen(t, psn, seen, fromACK, true)
 }
 
 // ackThen is ackFrom; pump says the acknowledgement may send what it let
@@ -748,7 +750,7 @@ func (r *requester) ackFrom(t sim.Time, psn roce.PSN, fromACK bool) {
 // false, since every frame built meanwhile would only be dropped
 // (tx_drop_destroyed_qp), and pumps itself when it does not (pend: the
 // acknowledgement moved the queue on and would have pumped).
-func (r *requester) ackThen(t sim.Time, psn roce.PSN, fromACK, pump bool) (pend bool) {
+func (r *requester) ackThen(t sim.Time, psn, seen roce.PSN, fromACK, pump bool) (pend bool) {
 	q := r.q
 	advanced := psn.After(r.ackPSN)
 	if advanced {
@@ -760,7 +762,10 @@ func (r *requester) ackThen(t sim.Time, psn roce.PSN, fromACK, pump bool) (pend 
 		case w.npkts == 0:
 		case w.rdAtomic():
 			if !w.responded {
-				if fromACK && !w.rereqOn && !r.ackPSN.Before(w.lastPSN()) && w.counted {
+				// Only an ACK beyond the READ/atomic's last PSN implies
+				// its responses were lost (rocev2.md §4.3; rxe's
+				// check_psn: psn_compare(psn, last_psn) > 0).
+				if fromACK && !w.rereqOn && seen.After(w.lastPSN()) && w.counted {
 					r.regap(t, w)
 				}
 				goto out
@@ -782,6 +787,24 @@ out:
 		r.pump(t)
 	}
 	return false
+}
+
+// ackInside handles an ACK whose PSN is one of the response PSNs of w, an
+// unanswered READ/atomic: a responder answers those with READ responses or
+// an atomic ACK, never with an ACK. As rxe's completer does (check_psn),
+// it acknowledges the requests before w, and implies a NAK for an earlier
+// unanswered READ/atomic it lies beyond, but it is neither an implied NAK
+// for w (it is not beyond w's last PSN) nor an answer to it: dropped,
+// counted and warned, w still awaits its responses and nothing restarts
+// the retry counters for it. Before, an ACK at a READ's last PSN was
+// taken as an implied NAK and made the requester ask again. (rxe, when
+// the ACK's PSN is also the next it expects — a one-packet READ, or the
+// LAST of a READ whose other responses came — takes it as completing the
+// READ successfully, with data missing; softnic does not copy that.)
+func (r *requester) ackInside(t sim.Time, psn roce.PSN, w *swqe) {
+	q := r.q
+	q.d.warn(t, CtrACKInsideRead, "QP %#x WQE %d (%v): ACK PSN %#x inside its response PSNs %#x..%#x: dropped", q.qpn, w.idx, w.op, uint32(psn), uint32(w.firstPSN), uint32(w.lastPSN()))
+	r.ackFrom(t, w.firstPSN.Sub(1), psn, true)
 }
 
 // fail completes w with an error CQE (written signalled or not), moves the
@@ -877,7 +900,11 @@ func (r *requester) ackPacket(t sim.Time, psn roce.PSN, synd roce.Syndrome) {
 	}
 	switch {
 	case synd.IsACK():
-		r.ackFrom(t, psn, true)
+		if w := r.find(psn); w != nil && w.rdAtomic() && !w.responded {
+			r.ackInside(t, psn, w)
+			return
+		}
+		r.ackFrom(t, psn, psn, true)
 	case synd.IsRNRNAK():
 		r.ack(t, psn.Sub(1))
 		if q.state != mlx5.QPStateRTS {
@@ -905,7 +932,7 @@ func (r *requester) ackPacket(t sim.Time, psn roce.PSN, synd roce.Syndrome) {
 		// The NAK acknowledges what precedes its PSN; what that lets into
 		// the window is sent unless the NAK fails a WQE (the QP goes to
 		// ERR and would drop it).
-		pend := r.ackThen(t, psn.Sub(1), false, false)
+		pend := r.ackThen(t, psn.Sub(1), psn.Sub(1), false, false)
 		if q.state != mlx5.QPStateRTS {
 			return
 		}
@@ -972,7 +999,7 @@ func (r *requester) badResponse(t sim.Time, w *swqe, format string, args ...any)
 // have sent nothing either.
 func (r *requester) badResponseCtr(t sim.Time, w *swqe, ctr counter, format string, args ...any) {
 	r.q.d.warn(t, ctr, format, args...)
-	r.ackThen(t, w.firstPSN.Sub(1), false, false)
+	r.ackThen(t, w.firstPSN.Sub(1), w.firstPSN.Sub(1), false, false)
 	if r.q.state != mlx5.QPStateRTS {
 		return
 	}
@@ -1012,7 +1039,7 @@ func (r *requester) readResponse(t sim.Time, p *roce.Packet) {
 	// is found only by the copy, after the acknowledgement has pumped.)
 	pos := p.Info.Pos
 	fails := !psn.After(w.readNext) && (w.readNext == w.firstPSN && !pos.First() || r.readLengthBad(w, p))
-	r.ackThen(t, w.firstPSN.Sub(1), false, !fails)
+	r.ackThen(t, w.firstPSN.Sub(1), w.firstPSN.Sub(1), false, !fails)
 	if q.state != mlx5.QPStateRTS {
 		return
 	}
