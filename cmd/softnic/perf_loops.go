@@ -591,6 +591,9 @@ func newBWClient(eps []*perfEP, clk perfClock, op provider.WROpcode, iters, size
 	if deadline == 0 {
 		a.posted = make([]int64, iters*len(eps))
 		a.completed = make([]int64, iters*len(eps))
+		for k := range a.completed {
+			a.completed[k] = -1 // unset: see perf_peak.go
+		}
 	}
 	return a
 }
@@ -682,8 +685,16 @@ func (a *bwClient) step() (bool, error) {
 				if q < 0 || q >= len(a.eps) {
 					return true, fmt.Errorf("bw: completion for unknown wr_id %d", wc.WRID)
 				}
-				a.ccnt[q] += a.cqMod
-				a.totccnt += a.cqMod
+				// A CQE stands for cq_mod WRs, the last one of a QP for
+				// those left: perftest adds cq_mod every time, which
+				// overshoots when --iters is not a multiple of it and lets
+				// the total pass while another QP still has WRs out.
+				inc := a.cqMod
+				if a.deadline == 0 {
+					inc = max(min(inc, a.iters-a.ccnt[q]), 0)
+				}
+				a.ccnt[q] += inc
+				a.totccnt += inc
 				took = true
 				t := a.clk.now()
 				switch {

@@ -26,6 +26,12 @@ import (
 // two products of non-negative integers, done in 128 bits: no rounding.
 // The fast path needs what a run gives: posted[i] non-decreasing and no
 // completion before a post it follows; anything else takes the pairs.
+//
+// A negative completed[j] is unset: no CQE took the count to exactly j+1
+// (the last CQE of a QP stands for fewer than cq_mod WRs when --iters is
+// not a multiple of it, so later counts fall between the multiples).
+// Both searches skip it, as perftest's unsigned subtraction does: an unset
+// time is 0 there and 0 - posted[i] wraps to the largest value.
 
 // peakDelta returns the least per-message time and whether there was a
 // candidate pair.
@@ -52,6 +58,9 @@ func peakDeltaHull(posted, completed []int64, postList, cqMod int) (int64, bool)
 				hull = hull[:k-1]
 			}
 			hull = append(hull, p)
+		}
+		if completed[j] < 0 {
+			return
 		}
 		q := peakPoint{uint64(j + 1), uint64(completed[j])}
 		lo, hi := 0, len(hull)-1
@@ -82,6 +91,9 @@ func peakDeltaPairs(posted, completed []int64, postList, cqMod int) (int64, bool
 	postList, cqMod = max(postList, 1), max(cqMod, 1)
 	best, found := int64(math.MaxInt64), false
 	try := func(i, j int) {
+		if completed[j] < 0 {
+			return
+		}
 		if t := (completed[j] - posted[i]) / int64(j-i+1); t < best {
 			best, found = t, true
 		}
@@ -110,7 +122,7 @@ func peakMonotone(posted, completed []int64, postList, cqMod int) bool {
 		}
 		last = posted[i]
 	}
-	ok := func(j int) bool { return completed[j] >= posted[j/postList*postList] }
+	ok := func(j int) bool { return completed[j] < 0 || completed[j] >= posted[j/postList*postList] }
 	for j := cqMod - 1; j < n; j += cqMod {
 		if !ok(j) {
 			return false

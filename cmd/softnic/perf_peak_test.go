@@ -71,6 +71,14 @@ func TestPeakDeltaMatchesPairs(t *testing.T) {
 			}
 			check(fmt.Sprintf("stalled run %d", k), posted, completed, pl, cq, true)
 		}
+		if k%5 == 1 { // counts that skip multiples of cq_mod: unset times
+			for j := cq - 1; j < n-1; j += cq {
+				if r.IntN(3) == 0 {
+					completed[j] = -1
+				}
+			}
+			check(fmt.Sprintf("run %d with unset times", k), posted, completed, pl, cq, true)
+		}
 	}
 	for k := 0; k < 500; k++ { // anything at all: most go to the pairs, and must not fail in the hull
 		n := 1 + r.IntN(60)

@@ -524,3 +524,26 @@ func TestPerfUDSizeToMTU(t *testing.T) {
 		require.Equal(t, "4096", rows[0][0], "%v", args)
 	}
 }
+
+// TestPerfIterationsNotAMultipleOfCQMod: with -n not a multiple of the CQ
+// moderation, a QP's last CQE stands for the WRs it has left, not for a
+// whole cq_mod: counting cq_mod let the total pass while another QP still
+// had WRs out, the client stopped polling and the run stuck (`send_bw -q 5
+// -n 199 -t 64`). The peak skips the counts no CQE landed on exactly.
+func TestPerfIterationsNotAMultipleOfCQMod(t *testing.T) {
+	for _, test := range []string{"send_bw", "write_bw", "read_bw"} {
+		t.Run(test, func(t *testing.T) {
+			out, errs, code := runPerfCmd(t, test, "-q", "5", "-n", "199", "-s", "1024", "-t", "64")
+			require.Equal(t, 0, code, "stderr: %s", errs)
+			rows := tableRows(t, out)
+			require.Len(t, rows, 1)
+			require.Equal(t, "995", rows[0][1], "#iterations: 5 QPs × 199")
+			peak, err := strconv.ParseFloat(rows[0][2], 64)
+			require.NoError(t, err)
+			avg, err := strconv.ParseFloat(rows[0][3], 64)
+			require.NoError(t, err)
+			require.Greater(t, peak, 0.0, "BW peak")
+			require.GreaterOrEqual(t, peak, avg, "the peak is at least the average")
+		})
+	}
+}
