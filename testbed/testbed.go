@@ -318,6 +318,10 @@ func (w *World) EndTimedFaults() []fault.Scheduled {
 	return out
 }
 
+// NoInline is ConnOpts.MaxInline for QPs that ask max_inline_data 0, as
+// perftest's bandwidth tests do without -I (0 there takes the default).
+const NoInline = -1
+
 // ConnOpts shapes an RC connection.
 type ConnOpts struct {
 	MTU       int // path MTU in bytes (default 1024)
@@ -325,7 +329,7 @@ type ConnOpts struct {
 	SQDepth   int // max_send_wr (default 64)
 	RQDepth   int // max_recv_wr (default 64)
 	MaxSGE    int // default 4
-	MaxInline int // default 256
+	MaxInline int // default 256; NoInline asks max_inline_data 0
 	CQDepth   int // default 256
 	SigAll    bool
 	PSN       [2]uint32 // initial send PSNs (default 0x1000, 0x2000)
@@ -397,7 +401,11 @@ func Connect(hosts [2]*Host, o ConnOpts) ([2]*Endpoint, error) {
 	def(&o.SQDepth, 64)
 	def(&o.RQDepth, 64)
 	def(&o.MaxSGE, 4)
-	def(&o.MaxInline, 256)
+	if o.MaxInline == NoInline {
+		o.MaxInline = 0
+	} else {
+		def(&o.MaxInline, 256)
+	}
 	def(&o.CQDepth, 256)
 	if o.PSN == [2]uint32{} {
 		o.PSN = [2]uint32{0x1000, 0x2000}

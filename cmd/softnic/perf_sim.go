@@ -7,6 +7,7 @@ package main
 // wall clock only to decide whether to show itself.)
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -129,7 +130,7 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 	pair := make([][2]*perfEP, o.qps)
 	for q := range pair {
 		eps, err := w.ConnectRC(testbed.ConnOpts{MTU: mtu, BufSize: bufSize, SQDepth: sq, RQDepth: rq, CQDepth: sq + rq + 16,
-			MaxInline: o.inline, Type: typ, Timeout: o.qpTimeout, TrafficClass: uint8(o.tclass), Channel: o.events, MaxRdAtomic: o.outs, MaxDestRdAtomic: o.outs,
+			MaxInline: cmp.Or(o.inline, testbed.NoInline), Type: typ, Timeout: o.qpTimeout, TrafficClass: uint8(o.tclass), Channel: o.events, MaxRdAtomic: o.outs, MaxDestRdAtomic: o.outs,
 			Access: provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic})
 		if err != nil {
 			return fmt.Errorf("couldn't create and connect QP %d: %w", q, err)

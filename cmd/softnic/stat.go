@@ -105,7 +105,7 @@ func doStat(w, stderr io.Writer, op string, size, n, mtu int, mtuSet bool, fault
 		return err
 	}
 	defer world.Close()
-	eps, err := world.ConnectRC(testbed.ConnOpts{MTU: mtu, BufSize: max(size, 64)})
+	eps, err := world.ConnectRC(testbed.ConnOpts{MTU: mtu, BufSize: max(size, 64), MaxInline: testbed.NoInline})
 	if err != nil {
 		return err
 	}

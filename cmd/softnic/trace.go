@@ -516,16 +516,19 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		})
 	}
 	bufSize := slot*o.batch + 4096
+	// The walk's QPs ask 512 B of inline data, or the device's maximum
+	// where a profile gives less (device.caps.max_inline).
+	maxInline := min(512, prof.Device.Caps.MaxInline)
 	var treq, trsp *traceEP
 	if spec.typ != provider.QPTypeRC || o.srq || o.events {
 		eps, err := connectTrace(w, traceConn{typ: spec.typ, srq: o.srq, events: o.events, mtu: o.mtu, bufSize: bufSize,
-			sqDepth: o.batch + 8, rqDepth: o.batch + 8, maxInline: 512})
+			sqDepth: o.batch + 8, rqDepth: o.batch + 8, maxInline: maxInline})
 		if err != nil {
 			return err
 		}
 		treq, trsp = eps[0], eps[1]
 	} else {
-		eps, err := w.ConnectRC(testbed.ConnOpts{MTU: o.mtu, BufSize: bufSize, SQDepth: o.batch + 8, RQDepth: o.batch + 8, MaxInline: 512})
+		eps, err := w.ConnectRC(testbed.ConnOpts{MTU: o.mtu, BufSize: bufSize, SQDepth: o.batch + 8, RQDepth: o.batch + 8, MaxInline: cmp.Or(maxInline, testbed.NoInline)})
 		if err != nil {
 			return err
 		}
