@@ -354,6 +354,18 @@ func sameOutputFile(a, b string) bool {
 // 2^19 packets (512 MiB at MTU 1024) takes about 7 GB and a minute. --json
 // and --html also carry each packet's frame bytes (about 40 KB of memory a
 // packet), so they stop at 2^16 packets (64 MiB at MTU 1024).
+// Under a fault plan a walk is no longer bounded by its packets: every
+// drop, duplicate or NAK resends some, and with rnr_retry 7 or a plan that
+// drops every retry the walk runs until its wait's timer. The recorder then
+// keeps the walk's last walkEventCap events (a clean walk records about 24
+// a packet at MTU 4096, so a walk whose faults cost little is kept whole)
+// and --json and --html keep the bytes of at most walkFrameCap frames.
+func walkEventCap(packets int) int { return min(32*packets+1<<16, 1<<22) }
+
+// A clean walk sends at most about 2 frames a packet (data and ACK, or a
+// READ's request and responses).
+func walkFrameCap(packets int) int { return min(8*packets+4096, 4*maxTraceJSONPackets+4096) }
+
 const (
 	maxTraceBytes       = 1 << 30
 	maxTracePackets     = 1 << 19
@@ -453,8 +465,14 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	}
 	defer w.Close()
 	// The library's recorder is a bounded ring (long runs keep their
-	// tail); the walk keeps all of itself.
-	w.Rec.SetCapacity(traceRecorderCap)
+	// tail); the walk keeps all of itself, bounded by its packets (the
+	// range checks above), unless a fault plan makes it resend them: then
+	// it keeps its last walkEventCap events.
+	recCap := traceRecorderCap
+	if recCap == 0 && cfg.Faults != nil {
+		recCap = walkEventCap(walkPackets(o.size, o.mtu, o.batch))
+	}
+	w.Rec.SetCapacity(recCap)
 	// pcapErr is the first failure writing the capture: the walk goes on,
 	// the command fails at the end.
 	var pcapErr error
@@ -506,12 +524,12 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	// Every frame of the walk, for the stages that built or sent it in
 	// --json and --html (the text shows no frame: a long walk's frames are
 	// as large as its message).
-	var frames []capturedFrame
+	frames := newFrameLog(walkFrameCap(walkPackets(o.size, o.mtu, o.batch)))
 	if (o.json || o.html != "") && !o.pathOnly {
 		w.Link.AddTap(func(t sim.Time, f []byte) {
 			var p roce.Packet
 			if err := roce.ParseFrame(f, &p); err == nil || p.BTH != nil {
-				frames = append(frames, capturedFrame{src: p.SrcIP, psn: uint32(p.BTH.PSN()), frame: append([]byte(nil), f...)})
+				frames.add(capturedFrame{src: p.SrcIP, psn: uint32(p.BTH.PSN()), frame: append([]byte(nil), f...)})
 			}
 		})
 	}
@@ -660,6 +678,11 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	if dropped > 0 {
 		events = append(events, droppedWarning(dropped, w.Rec.Capacity(), t0))
 	}
+	if frames.dropped > 0 {
+		events = append(events, trace.Event{Name: "frames_dropped", Component: "trace", Start: t0, End: t0, PSN: trace.NoPSN, Level: trace.Warn,
+			Detail: fmt.Sprintf("the walk sent %d frames, more than it keeps the bytes of (%d): the first %d show no frame_hex",
+				frames.dropped+len(frames.frames), frames.max, frames.dropped)})
+	}
 	if walkErr != nil {
 		// The outcome, at the last thing the walk did, for the outputs
 		// that carry no error of their own (the Chrome trace).
@@ -683,7 +706,6 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		return stageRank(events[i].Name) < stageRank(events[j].Name)
 	})
 	stages, warns := []stageJSON{}, []stageJSON{} // lists in the JSON even when empty
-	taken := map[string]map[int]bool{}
 	nCQE := 0
 	for _, e := range events {
 		if e.Component == "dma" && (e.Name == "dma_read" || e.Name == "dma_write") {
@@ -695,7 +717,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 			p := uint32(e.PSN)
 			s.PSN = &p
 			if (e.Name == "packetize" || e.Name == "ack" || e.Name == "wire") && e.Node >= 0 && e.Node < len(testbed.IPs) {
-				if f := frameFor(frames, taken, e.Name, testbed.IPs[e.Node], p); f != nil {
+				if f := frames.frameFor(e.Name, testbed.IPs[e.Node], p); f != nil {
 					s.FrameHex = hex.EncodeToString(f)
 				}
 			}

@@ -217,18 +217,60 @@ type capturedFrame struct {
 	frame []byte
 }
 
-// frameFor is the first captured frame node's IP sent with psn not yet
-// taken by an earlier stage of the same name (a frame sent again matches
-// its next wire stage).
-func frameFor(frames []capturedFrame, taken map[string]map[int]bool, name string, ip netip.Addr, psn uint32) []byte {
-	if taken[name] == nil {
-		taken[name] = map[int]bool{}
+type frameKey struct {
+	src netip.Addr
+	psn uint32
+}
+
+// frameLog keeps the frames of a walk for --json and --html: all of them
+// up to max, then the most recent max (a ring), as the recorder keeps a
+// resending walk's tail.
+type frameLog struct {
+	max     int
+	frames  []capturedFrame
+	next    int // once full: the oldest frame, overwritten next
+	dropped int // frames overwritten
+	// byKey and cursor are built by the first lookup: the frames of each
+	// (source, PSN) in order, and per stage name how many of them earlier
+	// stages took.
+	byKey  map[frameKey][]int
+	cursor map[string]map[frameKey]int
+}
+
+func newFrameLog(n int) *frameLog { return &frameLog{max: max(n, 1)} }
+
+func (l *frameLog) add(f capturedFrame) {
+	if len(l.frames) < l.max {
+		l.frames = append(l.frames, f)
+		return
 	}
-	for i, f := range frames {
-		if f.src == ip && f.psn == psn && !taken[name][i] {
-			taken[name][i] = true
-			return f.frame
+	l.frames[l.next] = f
+	l.next = (l.next + 1) % len(l.frames)
+	l.dropped++
+}
+
+// frameFor is the first kept frame ip sent with psn not yet taken by an
+// earlier stage of the same name (a frame sent again matches its next wire
+// stage): nil when there is none (the frame was let go, or never seen).
+func (l *frameLog) frameFor(name string, ip netip.Addr, psn uint32) []byte {
+	if l.byKey == nil {
+		l.byKey, l.cursor = map[frameKey][]int{}, map[string]map[frameKey]int{}
+		for j := range l.frames { // oldest first
+			i := (l.next + j) % len(l.frames)
+			k := frameKey{l.frames[i].src, l.frames[i].psn}
+			l.byKey[k] = append(l.byKey[k], i)
 		}
 	}
-	return nil
+	c := l.cursor[name]
+	if c == nil {
+		c = map[frameKey]int{}
+		l.cursor[name] = c
+	}
+	k := frameKey{ip, psn}
+	idx := l.byKey[k]
+	if c[k] >= len(idx) {
+		return nil
+	}
+	c[k]++
+	return l.frames[idx[c[k]-1]].frame
 }

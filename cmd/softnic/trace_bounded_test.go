@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestTraceLossyWalkBounded: a fault plan that makes a walk resend (30%
+// of frames held behind the next: out-of-sequence NAKs, go-back-N) is no
+// longer bounded by its packets. The recorder keeps the walk's last
+// walkEventCap events and says how many it dropped; --json keeps the bytes
+// of the last walkFrameCap frames, the tail's stages still carry theirs,
+// and a warning says how many frames went. The same walk without the plan
+// loses nothing.
+func TestTraceLossyWalkBounded(t *testing.T) {
+	plan := filepath.Join(t.TempDir(), "reorder.json")
+	require.NoError(t, os.WriteFile(plan, []byte(`{"seed": 6, "rules": [{"point": "wire.tx", "action": "reorder", "prob": 0.3}]}`), 0o644))
+	runTrace := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		code := run(append([]string{"trace"}, args...), &out, &errb)
+		require.Equal(t, 0, code, "stderr: %s", errb.String())
+		return out.String()
+	}
+
+	t.Run("text", func(t *testing.T) {
+		const size = 2 << 20 // 2048 packets at MTU 1024
+		out := runTrace("--size", fmt.Sprint(size), "--faults", plan)
+		require.Contains(t, out, fmt.Sprintf("(data verified, %d bytes)", size))
+		require.Contains(t, out, fmt.Sprintf("the recorder kept the last %d,", walkEventCap(2048)))
+		require.Contains(t, out, "WARN trace events_dropped")
+		clean := runTrace("--size", fmt.Sprint(size))
+		require.NotContains(t, clean, "DROPPED")
+	})
+
+	t.Run("json", func(t *testing.T) {
+		const size = 1 << 20 // 1024 packets
+		var j struct {
+			Stages []struct {
+				Name     string `json:"name"`
+				FrameHex string `json:"frame_hex"`
+			} `json:"stages"`
+			Warnings []struct {
+				Name   string `json:"name"`
+				Detail string `json:"detail"`
+			} `json:"warnings"`
+			DataOK bool `json:"data_ok"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(runTrace("--size", fmt.Sprint(size), "--faults", plan, "--json")), &j))
+		require.True(t, j.DataOK)
+		var warned bool
+		for _, w := range j.Warnings {
+			if w.Name == "frames_dropped" {
+				warned = true
+				require.Contains(t, w.Detail, fmt.Sprintf("more than it keeps the bytes of (%d)", walkFrameCap(1024)))
+			}
+		}
+		require.True(t, warned, "a frames_dropped warning")
+		withBytes, lastWire := 0, ""
+		for _, s := range j.Stages {
+			if s.FrameHex != "" {
+				withBytes++
+			}
+			if s.Name == "wire" {
+				lastWire = s.FrameHex
+			}
+		}
+		// Each kept frame is shown by at most its packetize/ack and its wire stage.
+		require.LessOrEqual(t, withBytes, 2*walkFrameCap(1024))
+		require.NotEmpty(t, lastWire, "the walk's tail keeps its frames")
+
+		var clean struct {
+			Warnings []struct {
+				Component string `json:"component"`
+			} `json:"warnings"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(runTrace("--size", fmt.Sprint(size), "--json")), &clean))
+		for _, w := range clean.Warnings {
+			require.NotEqual(t, "trace", w.Component, "a clean walk drops nothing")
+		}
+	})
+}
+
+// TestFrameLog: the ring keeps the last max frames, and a stage name takes
+// the frames of a (source, PSN) in the order they were sent, each once.
+func TestFrameLog(t *testing.T) {
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	l := newFrameLog(3)
+	for i, f := range []capturedFrame{
+		{a, 1, []byte("a1")}, {b, 1, []byte("b1")}, {a, 1, []byte("a1 again")}, {a, 2, []byte("a2")}, {a, 1, []byte("a1 third")},
+	} {
+		l.add(f)
+		require.Equal(t, min(i+1, 3), len(l.frames))
+	}
+	require.Equal(t, 2, l.dropped)
+	require.Equal(t, "a1 again", string(l.frameFor("wire", a, 1)), "the oldest kept copy first")
+	require.Equal(t, "a1 third", string(l.frameFor("wire", a, 1)))
+	require.Nil(t, l.frameFor("wire", a, 1), "each copy once a name")
+	require.Equal(t, "a1 again", string(l.frameFor("packetize", a, 1)), "another name starts over")
+	require.Equal(t, "a2", string(l.frameFor("wire", a, 2)))
+	require.Nil(t, l.frameFor("wire", b, 1), "overwritten")
+	require.True(t, strings.HasPrefix(string(l.frameFor("ack", a, 2)), "a2"))
+}
