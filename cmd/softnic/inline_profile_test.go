@@ -54,3 +54,24 @@ func TestSmallMaxInlineProfile(t *testing.T) {
 		})
 	}
 }
+
+// TestPerfOneSGE: perf's QPs ask one SGE, as perftest's do (MAX_SEND_SGE
+// 1): with four, a 64 B WRITE WQE took two WQEBBs and `write_bw -t 128` on
+// a device with max_qp_wr 255 failed in create_qp (256 WQEBBs).
+func TestPerfOneSGE(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "profile", "data", "cx5-gen3x16.json"))
+	require.NoError(t, err)
+	small := strings.Replace(string(raw), `"max_qp_wr": 32768`, `"max_qp_wr": 255`, 1)
+	require.NotEqual(t, string(raw), small, "the built-in profile has max_qp_wr 32768")
+	prof := filepath.Join(t.TempDir(), "small-qp.json")
+	require.NoError(t, os.WriteFile(prof, []byte(small), 0o644))
+	for _, test := range []string{"write_bw", "read_bw"} {
+		out, errs, code := runPerfCmd(t, test, "-n", "300", "-t", "128", "--profile", prof)
+		require.Equal(t, 0, code, "%s: %s", test, errs)
+		require.Contains(t, out, " TX depth        : 128")
+	}
+	// A receive queue deeper than the device's is still refused, with the limit.
+	_, errs, code := runPerfCmd(t, "send_bw", "-n", "300", "--profile", prof)
+	require.NotEqual(t, 0, code)
+	require.Contains(t, errs, "max_recv_wr 300 > device 255")
+}

@@ -129,7 +129,7 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 	}
 	pair := make([][2]*perfEP, o.qps)
 	for q := range pair {
-		eps, err := w.ConnectRC(testbed.ConnOpts{MTU: mtu, BufSize: bufSize, SQDepth: sq, RQDepth: rq, CQDepth: sq + rq + 16,
+		eps, err := w.ConnectRC(testbed.ConnOpts{MTU: mtu, BufSize: bufSize, SQDepth: sq, RQDepth: rq, CQDepth: sq + rq + 16, MaxSGE: 1,
 			MaxInline: cmp.Or(o.inline, testbed.NoInline), Type: typ, Timeout: o.qpTimeout, TrafficClass: uint8(o.tclass), Channel: o.events, MaxRdAtomic: o.outs, MaxDestRdAtomic: o.outs,
 			Access: provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead | provider.AccessRemoteAtomic})
 		if err != nil {
