@@ -15,6 +15,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // perfExtra are the options of this file (embedded in perfOpts).
@@ -68,11 +69,17 @@ func registerPerfExtra(fs *flag.FlagSet, o *perfExtra) {
 	}
 	b(&o.runInf, "run for ever, a row every -D seconds (refused: in one process the clock is virtual and the run could not end; on a wire -D is not written)", "run_infinitely")
 	fs.Func("latency_gap", "delay in µs before each post; each sample includes it, as perftest's (latency tests)", func(s string) error {
-		v, err := strconv.ParseInt(s, 0, 32)
+		// Decimal µs (0x accepted, a leading 0 not octal), a C int as
+		// perftest's; a negative one is refused below in perftest's words.
+		t, neg := strings.CutPrefix(s, "-")
+		v, err := parseNum(t, false, 31)
 		if err != nil {
-			return errors.New("not an integer")
+			return err
 		}
 		o.latGap, o.latGapSet = int(v), true
+		if neg {
+			o.latGap = -o.latGap
+		}
 		return nil
 	})
 	b(&o.cpuUtil, "report CPU utilisation (refused: the model has no CPU to measure)", "cpu_util")

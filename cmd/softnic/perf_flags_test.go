@@ -44,6 +44,8 @@ func TestPerfFlagRefusals(t *testing.T) {
 		{"run_infinitely one process", []string{"write_bw", "--run_infinitely", "-D", "1"}, "--run_infinitely: in one process the clock is virtual"},
 		{"latency_gap on bw", []string{"write_bw", "--latency_gap", "1"}, "Latency gap feature is only for latency tests"},
 		{"latency_gap negative", []string{"write_lat", "--latency_gap", "-1"}, "must be non-negative"},
+		{"latency_gap past an int", []string{"write_lat", "--latency_gap", "2147483648"}, `"2147483648" does not fit in 31 bits`},
+		{"latency_gap not a number", []string{"write_lat", "--latency_gap", "7us"}, `"7us" is not a 31-bit decimal number`},
 		{"cpu_util", []string{"write_bw", "--cpu_util"}, "--cpu_util: softnic cannot report CPU utilisation"},
 	}
 	for _, c := range cases {
@@ -412,6 +414,9 @@ func TestPerfLatencyGap(t *testing.T) {
 			gap := perfJSON(t, test, "-n", "100", "--latency_gap", "7")
 			require.InDelta(t, plain.Latency[0].Typical+7, gap.Latency[0].Typical, 0.02)
 			require.InDelta(t, plain.Latency[0].Avg+7, gap.Latency[0].Avg, 0.02)
+			// Decimal, 0x accepted, a leading 0 not octal (docs/cli.md).
+			require.Equal(t, gap.Latency, perfJSON(t, test, "-n", "100", "--latency_gap", "07").Latency)
+			require.Equal(t, gap.Latency, perfJSON(t, test, "-n", "100", "--latency_gap", "0x7").Latency)
 			zero := perfJSON(t, test, "-n", "100", "--latency_gap", "0")
 			require.Equal(t, plain.Latency, zero.Latency)
 			// The gaps are the run's time, not a want of progress: 20
