@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/big"
 	"time"
 
 	"github.com/google/gopacket"
@@ -236,6 +237,15 @@ type recordTracker struct {
 	// interface description block, in order (an interface's index).
 	links [][]uint16
 	snap0 uint32 // the snap length of the section's first interface
+	// tsres holds, per section and interface, an if_tsresol pcapgo
+	// cannot scale (0: none): binary 2^-n for n >= 30, where its integer
+	// factor loses the fraction and from 64 on it divides by zero, and
+	// decimal 10^-e for e >= 20, past 64 bits. The tracker passes such an
+	// option on as 10^-9, so that pcapgo hands the raw count through in
+	// nanoseconds, and ReadFrame scales the count exactly (scaleRaw).
+	tsres    [][]uint8
+	blockTyp uint32 // the type of the block whose options are read
+	tsresAt  bool   // the next value byte is an interface's if_tsresol
 }
 
 func (t *recordTracker) Read(p []byte) (int, error) {
@@ -272,6 +282,15 @@ func (t *recordTracker) feed(b []byte) int {
 				t.option()
 			}
 		case t.skip > 0:
+			if t.tsresAt {
+				t.tsresAt = false
+				if v := b[i]; unscalable(v) {
+					if n := len(t.tsres); n > 0 && len(t.tsres[n-1]) > 0 {
+						t.tsres[n-1][len(t.tsres[n-1])-1] = v
+						b[i] = 9
+					}
+				}
+			}
 			k := min(uint64(len(b)-i), t.skip)
 			if t.opts {
 				k = min(k, t.optSkip)
@@ -408,6 +427,7 @@ func (t *recordTracker) block() {
 				return
 			}
 			t.links = append(t.links, nil)
+			t.tsres = append(t.tsres, nil)
 			t.snap0 = 0
 		}
 		if l := t.order().Uint32(t.hdr[4:8]); l%4 != 0 || l < uint32(least) {
@@ -427,6 +447,7 @@ func (t *recordTracker) block() {
 				t.snap0 = t.order().Uint32(t.hdr[12:16])
 			}
 			t.links[n-1] = append(t.links[n-1], t.order().Uint16(t.hdr[8:10]))
+			t.tsres[n-1] = append(t.tsres[n-1], 0)
 		}
 	case ngEnhancedPacket, ngObsoletePacket:
 		// Block: type, length, 20 bytes of fields, the data padded to
@@ -454,6 +475,7 @@ func (t *recordTracker) block() {
 	t.hdrN = 0
 	t.skip = uint64(l) - uint64(fixed)
 	t.opts = typ == ngSectionHeader || typ == ngInterface || typ == ngInterfaceStatistics
+	t.blockTyp = typ
 }
 
 // packet checks a packet block's captured length against the block's
@@ -484,6 +506,45 @@ func (t *recordTracker) option() {
 		return
 	}
 	t.optSkip = v
+	t.tsresAt = t.blockTyp == ngInterface && code == ngOptionTSResol && n >= 1
+}
+
+// ngOptionTSResol is the interface option if_tsresol.
+const ngOptionTSResol = 9
+
+// unscalable reports whether pcapgo cannot scale a timestamp of the
+// if_tsresol v (see recordTracker.tsres).
+func unscalable(v uint8) bool {
+	if v&0x80 != 0 {
+		return v&0x7f >= 30
+	}
+	return v >= 20
+}
+
+// scaleRaw is the time of a timestamp of raw units of the if_tsresol res
+// after offset seconds, truncated to the nanosecond as Wireshark does.
+func scaleRaw(raw uint64, res uint8, offset uint64) time.Time {
+	d := new(big.Int)
+	if res&0x80 != 0 {
+		d.Lsh(big.NewInt(1), uint(res&0x7f))
+	} else {
+		d.Exp(big.NewInt(10), big.NewInt(int64(res)), nil)
+	}
+	sec, frac := new(big.Int).QuoRem(new(big.Int).SetUint64(raw), d, new(big.Int))
+	ns := frac.Mul(frac, big.NewInt(1e9)).Quo(frac, d)
+	// if_tsoffset is added as pcapgo adds it, in 64 unsigned bits.
+	return time.Unix(int64(sec.Uint64()+offset), ns.Int64()).UTC()
+}
+
+// rescale is ci's time for an interface whose if_tsresol the tracker
+// passed on as 10^-9 (0: none): pcapgo gave the raw count as nanoseconds
+// after the interface's offset.
+func rescale(ts time.Time, res uint8, offset uint64) time.Time {
+	if res == 0 {
+		return ts
+	}
+	raw := (uint64(ts.Unix())-offset)*1e9 + uint64(ts.Nanosecond())
+	return scaleRaw(raw, res, offset)
 }
 
 // atBoundary says whether the bytes read so far end on a record or block
@@ -628,6 +689,9 @@ func (r *PcapReader) ReadFrame() (PcapFrame, error) {
 			if ifc, ierr := r.ng.Interface(ci.InterfaceIndex); ierr == nil {
 				lt = ifc.LinkType
 				ci.Timestamp = binaryResolution(ci.Timestamp, ifc.TimestampResolution)
+				if s := r.trk.tsres; r.section < len(s) && ci.InterfaceIndex < len(s[r.section]) {
+					ci.Timestamp = rescale(ci.Timestamp, s[r.section][ci.InterfaceIndex], ifc.TimestampOffset)
+				}
 			}
 			link = uint16(lt)
 			if s := r.trk.links; r.section < len(s) && ci.InterfaceIndex < len(s[r.section]) {

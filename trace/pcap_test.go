@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
+	"github.com/stretchr/testify/require"
 
 	"github.com/softnic/softnic/sim"
 )
@@ -252,6 +255,10 @@ func FuzzPcapReader(f *testing.F) {
 	bad := bytes.Clone(ng.Bytes())
 	f.Add(bad[:len(bad)/2])
 	f.Add([]byte("hello world"))
+	// Interfaces whose if_tsresol pcapgo cannot scale (decode's golden).
+	if b, err := os.ReadFile(filepath.Join("..", "cmd", "softnic", "testdata", "captures", "tsresol_fine.pcapng")); err == nil {
+		f.Add(b)
+	}
 	readAll := func(in []byte) ([]PcapFrame, error) {
 		r, err := NewPcapReader(bytes.NewReader(in))
 		if err != nil {
@@ -382,5 +389,35 @@ func countRecords(t *testing.T, b []byte) int {
 			return n
 		}
 		n++
+	}
+}
+
+// TestScaleRaw: a raw count of an if_tsresol pcapgo cannot scale, exactly
+// and truncated to the nanosecond, offset added in 64 unsigned bits.
+func TestScaleRaw(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		raw    uint64
+		res    uint8
+		offset uint64
+		want   string
+	}{
+		{"2^-30, half a second", 3<<30 | 1<<29, 0x9e, 0, "3.500000000"},
+		{"2^-30, one unit (0.93 ns)", 1, 0x9e, 0, "0.000000000"},
+		{"2^-30, two units (1.86 ns)", 2, 0x9e, 0, "0.000000001"},
+		{"2^-64, every unit", math.MaxUint64, 0xc0, 0, "0.999999999"},
+		{"2^-127", 1 << 63, 0xff, 0, "0.000000000"},
+		{"10^-20", 12345678901234567890, 20, 0, "0.123456789"},
+		{"10^-127", math.MaxUint64, 0x7f, 0, "0.000000000"},
+		{"offset", 1 << 29, 0x9e, 1700000000, "1700000000.500000000"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.True(t, unscalable(c.res))
+			ts := scaleRaw(c.raw, c.res, c.offset)
+			require.Equal(t, c.want, fmt.Sprintf("%d.%09d", ts.Unix(), ts.Nanosecond()))
+		})
+	}
+	for _, r := range []uint8{0, 3, 6, 9, 19, 0x80, 0x8a, 0x9d} {
+		require.False(t, unscalable(r), "%#x: pcapgo scales it", r)
 	}
 }

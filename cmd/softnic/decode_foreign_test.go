@@ -28,87 +28,104 @@ var foreignCaptures = []struct {
 	// tsharkNone: tshark dissects no RoCE in the file, though decode
 	// counts a frame (an IP fragment: tshark waits for the rest).
 	tsharkNone bool
+	// tsharkTime: tshark's times of the file's frames, where they are not
+	// the exact ones decode prints (nil: the same).
+	tsharkTime []string
 }{
 	{"pcapng with three link types (mergecap)", "mixed_linktypes.pcapng", 0, []string{
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"#2 1700000001.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000002 ack=0 len=16 icrc=ok",
 		"#3 1700000002.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000003 ack=0 len=16 icrc=ok",
 		"3 frames: 3 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}, false},
+	}, false, nil},
 	{"802.1Q VLAN tag", "vlan.pcap", 0, []string{
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}, false},
+	}, false, nil},
 	{"802.1ad QinQ tags", "qinq.pcap", 0, []string{
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}, false},
+	}, false, nil},
 	// LINKTYPE_LINUX_SLL2 is 276: past the uint8 of gopacket's LinkType.
 	{"Linux SLL2 (tcpdump -i any)", "sll2.pcap", 0, []string{
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}, false},
+	}, false, nil},
 	{"Linux SLL2 in a pcapng (editcap)", "sll2.pcapng", 0, []string{
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}, false},
+	}, false, nil},
 	{"Linux SLL2 in a big-endian pcap", "sll2_bigendian.pcap", 0, []string{
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}, false},
+	}, false, nil},
 	{"two pcapng sections, interface 0 Ethernet then SLL2", "two_sections.pcapng", 0, []string{
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"#2 1700000001.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000002 ack=0 len=16 icrc=ok",
 		"#3 1700000002.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000003 ack=0 len=16 icrc=ok",
 		"#4 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"4 frames: 4 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}, false},
+	}, false, nil},
 	{"a record longer than the header's snap length", "snaplen_header_only.pcap", 0, []string{
 		"#1 1700000000.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_RDMA_WRITE_ONLY qp=0x000011 psn=0x000001 ack=0 reth{va=0x1000 rkey=0x22 len=1024} len=1024 icrc=ok",
 		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}, false},
+	}, false, nil},
 	{"pcapng timestamp resolutions 2^-10, µs, ns, ms", "tsresol.pcapng", 0, []string{
 		"#1 1700000000.500000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"#2 1700000001.000250000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"#3 1700000002.123456789 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"#4 1700000003.007000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"4 frames: 4 roce (0 bad icrc, 0 malformed), 0 skipped",
-	}, false},
+	}, false, nil},
+	// pcapgo's own scaling loses these (from 2^-30), divides by zero (from
+	// 2^-64) or wraps (past 10^-19): the tracker hands the raw count
+	// through and decode scales it exactly. tshark has 2^-30 right and the
+	// rest not: 2^-40 as 5.015118976 where (5·2^40 + 2^38)/2^40 is 5.25,
+	// 10^-20 as 0 where 12345678901234567890·10^-20 is .123456789, and
+	// 10^-127 as 1.
+	{"pcapng timestamp resolutions 2^-30, 2^-40, 2^-127, 10^-20, 10^-127", "tsresol_fine.pcapng", 0, []string{
+		"#1 1700000004.500000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"#2 5.250000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"#3 0.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"#4 0.123456789 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"#5 0.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"5 frames: 5 roce (0 bad icrc, 0 malformed), 0 skipped",
+	}, false, []string{"1700000004.500000000", "5.015118976", "0.000000000", "0.000000000", "1.000000000"}},
 	// RoCEv2 that softnic refuses is said to be refused, and why; it is
 	// not counted as a frame that is not RoCE.
 	{"IPv4 options", "ipv4_options.pcap", 1, []string{
 		"#1 1700000000.000000000 MALFORMED: roce: parse IPv4 at offset 14: bad length: IPv4 options are not supported",
 		"1 frames: 1 roce (0 bad icrc, 1 malformed), 0 skipped",
-	}, false},
+	}, false, nil},
 	{"bad IPv4 header checksum", "ipv4_bad_checksum.pcap", 1, []string{
 		"#1 1700000000.000000000 MALFORMED: roce: parse IPv4 at offset 24: bad checksum",
 		"1 frames: 1 roce (0 bad icrc, 1 malformed), 0 skipped",
-	}, false},
+	}, false, nil},
 	{"IPv4 first fragment", "ipv4_first_fragment.pcap", 1, []string{
 		"#1 1700000000.000000000 MALFORMED: UDP to port 4791, but an IP fragment (RoCEv2 sets DF): roce: parse IPv4 at offset 20: not a RoCEv2 packet: IP fragment",
 		"1 frames: 1 roce (0 bad icrc, 1 malformed), 0 skipped",
-	}, true},
+	}, true, nil},
 	{"IPv6 hop-by-hop header", "ipv6_hop_by_hop.pcap", 1, []string{
 		"#1 1700000000.000000000 MALFORMED: UDP to port 4791, but IPv6 extension headers are not supported: roce: parse IPv6 at offset 20: not a RoCEv2 packet: next header is not UDP",
 		"1 frames: 1 roce (0 bad icrc, 1 malformed), 0 skipped",
-	}, false},
+	}, false, nil},
 	{"cut by a 64-byte snap length", "snaplen64.pcap", 1, []string{
 		"#1 1700000000.000000000 MALFORMED: captured 64 of its 122 bytes (the capture's snap length): roce: parse IPv4 at offset 16: truncated: total length beyond the frame",
 		"1 frames: 1 roce (0 bad icrc, 1 malformed), 0 skipped",
-	}, false},
-	{"every opcode, every AETH syndrome class", "every_opcode.pcap", 0, nil, false},
+	}, false, nil},
+	{"every opcode, every AETH syndrome class", "every_opcode.pcap", 0, nil, false, nil},
 	{"opcodes softnic does not read", "unknown_opcodes.pcap", 1, []string{
 		"#1 1700000000.000000000 MALFORMED: roce: parse BTH at offset 42: bad opcode: 0xa4 is XRC, not supported (softnic reads RC, UC, UD and CNP)",
 		"#2 1700000001.000000000 MALFORMED: roce: parse BTH at offset 42: bad opcode: 0x15 is no RC opcode",
 		"#3 1700000002.000000000 MALFORMED: roce: parse BTH at offset 42: bad opcode: 0x40 is RD, not supported (softnic reads RC, UC, UD and CNP)",
 		"3 frames: 3 roce (0 bad icrc, 3 malformed), 0 skipped",
-	}, false},
+	}, false, nil},
 	{"RoCEv1 is counted as not read", "rocev1.pcap", 0, []string{
 		"1 frames: 0 roce (0 bad icrc, 0 malformed), 1 skipped (1 RoCEv1, EtherType 0x8915: not read, decode reads RoCEv2)",
-	}, false},
+	}, false, nil},
 	{"UDP to 4792 is not RoCEv2", "udp_4792.pcap", 0, []string{
 		"1 frames: 0 roce (0 bad icrc, 0 malformed), 1 skipped",
-	}, false},
+	}, false, nil},
 }
 
 func TestDecodeForeignCaptures(t *testing.T) {
@@ -267,6 +284,20 @@ func TestDecodeForeignCapturesTshark(t *testing.T) {
 			}
 			if len(got) != len(want) {
 				t.Fatalf("decode:\n%s\ntshark:\n%s", strings.Join(got, "\n"), ts)
+			}
+			if tc.tsharkTime != nil {
+				if len(tc.tsharkTime) != len(want) {
+					t.Fatalf("%d tshark times for %d frames", len(tc.tsharkTime), len(want))
+				}
+				for i := range want { // tshark's time where decode's is exact
+					f := strings.Split(want[i], "\t")
+					if f[1] != tc.tsharkTime[i] {
+						t.Errorf("frame line %d: tshark's time is now %s, not %s: is it exact?", i, f[1], tc.tsharkTime[i])
+					}
+					g := strings.Split(got[i], "\t")
+					g[1] = f[1]
+					got[i] = strings.Join(g, "\t")
+				}
 			}
 			for i := range got {
 				if !strings.Contains(got[i], "\t") && strings.SplitN(want[i], "\t", 2)[0] == got[i] {

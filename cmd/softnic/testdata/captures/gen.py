@@ -143,5 +143,15 @@ with open("tsresol.pcapng", "wb") as f:
                                           (9, 1700000002 * 10**9 + 123456789), (3, 1700000003 * 1000 + 7)]):
         f.write(block(1, struct.pack("<HHI", 1, 0, 0) + struct.pack("<HHB3x", 9, 1, tsresol) + bytes(4)))
         f.write(block(6, struct.pack("<IIIII", i, units >> 32, units & 0xFFFFFFFF, len(vlan_frame), len(vlan_frame)) + vlan_frame))
+# Resolutions pcapgo cannot scale (its 64-bit factor loses the fraction
+# from 2^-30 on, divides by zero from 2^-64 on and wraps past 10^-19):
+# 2^-30 at 512 Mi units past the second (.500000000), 2^-40 (5.25 s),
+# 2^-127 (0xff: 2^63 units, 2^-64 s), 10^-20 and 10^-127 (0x7f).
+with open("tsresol_fine.pcapng", "wb") as f:
+    f.write(block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1)))
+    for i, (tsresol, units) in enumerate([(0x9E, (1700000004 << 30) + (1 << 29)), (0xA8, (5 << 40) + (1 << 38)),
+                                          (0xFF, 1 << 63), (20, 12345678901234567890), (0x7F, (1 << 64) - 1)]):
+        f.write(block(1, struct.pack("<HHI", 1, 0, 0) + struct.pack("<HHB3x", 9, 1, tsresol) + bytes(4)))
+        f.write(block(6, struct.pack("<IIIII", i, units >> 32, units & 0xFFFFFFFF, len(vlan_frame), len(vlan_frame)) + vlan_frame))
 # Not RoCEv2: UDP to 4792 (held up; here so the skip stays a skip).
 write("udp_4792.pcap", [Ether(**MACS) / IP(src=SRC, dst=DST) / UDP(sport=0xC000, dport=4792) / Raw(payload(32))])
