@@ -153,6 +153,12 @@ func (s Spec) WithLatency(flight, hostRead, hostPerLine sim.Duration) Spec {
 	return s
 }
 
+// MaxTLPOverhead bounds HdrMWr, HdrMRd and HdrCplD: a 4DW header (16 B),
+// framing (2 B; 4 B at Gen3+ with STP), the sequence number (2 B), LCRC
+// (4 B) and ECRC (4 B) come to at most 30 B; twice that is room for a
+// calibration's own accounting.
+const MaxTLPOverhead = 64
+
 // ErrSpec reports an invalid Spec (test with errors.Is).
 var ErrSpec = errors.New("pcie: invalid spec")
 
@@ -174,6 +180,11 @@ func (s Spec) Validate() error {
 		return bad("rcb %d larger than mps %d", s.RCB, s.MPS)
 	case s.HdrMWr <= 0 || s.HdrMRd <= 0 || s.HdrCplD <= 0:
 		return bad("tlp overheads must be positive (mwr %d, mrd %d, cpld %d)", s.HdrMWr, s.HdrMRd, s.HdrCplD)
+	case s.HdrMWr > MaxTLPOverhead || s.HdrMRd > MaxTLPOverhead || s.HdrCplD > MaxTLPOverhead:
+		// A larger one is a typo (bits, or the payload added in), and
+		// a huge one wraps a TLP's serialisation time.
+		return bad("tlp overheads over %d bytes (mwr %d, mrd %d, cpld %d): a TLP's header, framing, sequence number, LCRC and ECRC take at most 30",
+			MaxTLPOverhead, s.HdrMWr, s.HdrMRd, s.HdrCplD)
 	case s.AckLimit < 0 || s.FCGuide < 0:
 		return bad("ack limit %d / fc guide %d negative", s.AckLimit, s.FCGuide)
 	case s.FlightLatency < 0 || s.HostReadLatency < 0 || s.HostReadPerLine < 0:

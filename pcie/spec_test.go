@@ -151,6 +151,8 @@ func TestValidate(t *testing.T) {
 		{"rcb 32", func(s *Spec) { s.RCB = 32 }},
 		{"rcb above mps", func(s *Spec) { s.MPS, s.RCB = 128, 256 }},
 		{"zero header", func(s *Spec) { s.HdrCplD = 0 }},
+		{"header past 64 B", func(s *Spec) { s.HdrMWr = MaxTLPOverhead + 1 }},
+		{"header 2^40 B", func(s *Spec) { s.HdrMRd = 1 << 40 }},
 		{"negative ack", func(s *Spec) { s.AckLimit = -1 }},
 		{"negative latency", func(s *Spec) { s.FlightLatency = -1 }},
 	}
