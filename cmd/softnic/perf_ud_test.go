@@ -154,3 +154,23 @@ func TestPerfServerRepostsWhileClientPosts(t *testing.T) {
 		})
 	}
 }
+
+// TestPerfLatencyLostOnUCUD: a ping-pong whose message the wire lost on UC
+// or UD waits for ever in perftest; here the run ends "stuck" and says why:
+// no retransmission, and the counters that saw the loss.
+func TestPerfLatencyLostOnUCUD(t *testing.T) {
+	for _, args := range [][]string{
+		{"send_lat", "-c", "UC"}, {"send_lat", "-c", "UD"}, {"write_lat", "-c", "UC"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			_, errs, code := runPerfCmd(t, append(args, "-n", "200", "--faults", "testdata/perf_drop.json")...)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1: %s", code, errs)
+			}
+			want := args[2] + " has no retransmission: frames were lost (counters: wire wire_fault_drop "
+			if !strings.Contains(errs, "the run is stuck") || !strings.Contains(errs, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, errs)
+			}
+		})
+	}
+}
