@@ -17,12 +17,7 @@ import (
 // tests do), stat asks 0, trace asks the device's maximum, and an inline
 // request over it is a usage error naming the limit.
 func TestSmallMaxInlineProfile(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "profile", "data", "cx5-gen3x16.json"))
-	require.NoError(t, err)
-	small := strings.Replace(string(raw), `"max_inline": 512`, `"max_inline": 64`, 1)
-	require.NotEqual(t, string(raw), small, "the built-in profile has max_inline 512")
-	prof := filepath.Join(t.TempDir(), "small-inline.json")
-	require.NoError(t, os.WriteFile(prof, []byte(small), 0o644))
+	prof := editedProfile(t, `"max_inline": 512`, `"max_inline": 64`)
 
 	for _, c := range []struct {
 		name string
@@ -59,12 +54,7 @@ func TestSmallMaxInlineProfile(t *testing.T) {
 // 1): with four, a 64 B WRITE WQE took two WQEBBs and `write_bw -t 128` on
 // a device with max_qp_wr 255 failed in create_qp (256 WQEBBs).
 func TestPerfOneSGE(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "profile", "data", "cx5-gen3x16.json"))
-	require.NoError(t, err)
-	small := strings.Replace(string(raw), `"max_qp_wr": 32768`, `"max_qp_wr": 255`, 1)
-	require.NotEqual(t, string(raw), small, "the built-in profile has max_qp_wr 32768")
-	prof := filepath.Join(t.TempDir(), "small-qp.json")
-	require.NoError(t, os.WriteFile(prof, []byte(small), 0o644))
+	prof := editedProfile(t, `"max_qp_wr": 32768`, `"max_qp_wr": 255`)
 	for _, test := range []string{"write_bw", "read_bw"} {
 		out, errs, code := runPerfCmd(t, test, "-n", "300", "-t", "128", "--profile", prof)
 		require.Equal(t, 0, code, "%s: %s", test, errs)
@@ -74,4 +64,17 @@ func TestPerfOneSGE(t *testing.T) {
 	_, errs, code := runPerfCmd(t, "send_bw", "-n", "300", "--profile", prof)
 	require.NotEqual(t, 0, code)
 	require.Contains(t, errs, "max_recv_wr 300 > device 255")
+}
+
+// editedProfile writes the built-in default profile with old replaced by
+// new (which must be in it) to a temporary file and returns its path.
+func editedProfile(t *testing.T, old, new string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "profile", "data", "cx5-gen3x16.json"))
+	require.NoError(t, err)
+	edited := strings.Replace(string(raw), old, new, 1)
+	require.NotEqual(t, string(raw), edited, "the built-in profile has %s", old)
+	prof := filepath.Join(t.TempDir(), "edited.json")
+	require.NoError(t, os.WriteFile(prof, []byte(edited), 0o644))
+	return prof
 }
