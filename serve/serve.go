@@ -117,6 +117,10 @@ func identity(i int) device.Identity {
 // MaxDevices is the most devices a daemon runs.
 const MaxDevices = 64
 
+// MaxSocketPath is the longest socket path (sockaddr_un's sun_path of 108
+// bytes, NUL included).
+const MaxSocketPath = 107
+
 // Daemon is a running softnic serve.
 type Daemon struct {
 	cfg  Config
@@ -263,12 +267,25 @@ func New(cfg Config) (*Daemon, error) {
 	case cfg.Lead == 0:
 		cfg.Lead = wallclock.DefaultLead
 	}
-	if c, err := net.Dial("unixpacket", cfg.Socket); err == nil {
+	if len(cfg.Socket) > MaxSocketPath {
+		return nil, fmt.Errorf("serve: socket path of %d bytes: a unix socket's path holds at most %d bytes", len(cfg.Socket), MaxSocketPath)
+	}
+	c, err := net.Dial("unixpacket", cfg.Socket)
+	if err == nil {
 		c.Close()
 		return nil, fmt.Errorf("serve: %s: a daemon is already listening there", cfg.Socket)
 	}
-	if fi, err := os.Lstat(cfg.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		os.Remove(cfg.Socket) // stale
+	if fi, lerr := os.Lstat(cfg.Socket); lerr == nil {
+		switch {
+		case fi.Mode()&os.ModeSocket == 0:
+			return nil, fmt.Errorf("serve: %s exists and is not a socket (%v)", cfg.Socket, fi.Mode().Type())
+		case errors.Is(err, syscall.ECONNREFUSED):
+			os.Remove(cfg.Socket) // stale: nobody listens on it
+		default:
+			// A stream or datagram socket of another program (EPROTOTYPE),
+			// or one this process may not reach: not stale, not ours.
+			return nil, fmt.Errorf("serve: %s: a live socket that is no daemon's is there: %w", cfg.Socket, err)
+		}
 	}
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: cfg.Socket, Net: "unixpacket"})
 	if err != nil {
