@@ -376,7 +376,21 @@ func (c *client) uverbs(req []byte) ([]byte, *attach.ErrorMsg) {
 // peer of a finished rc_pingpong saw its last SEND time out (retry
 // exceeded): the client saw its CQE before the engine had sent the ACK,
 // and nobody ran the engine between.
-func (d *Daemon) linger() { d.eng.RunUntil(d.eng.Now().Add(detachLinger)) }
+//
+// With ClockWall the engine may not run past the wall clock's lead (the
+// pacer's contract), so the linger stops there: running detachLinger
+// further at every DESTROY_QP, a bogus one too, let a client sending them
+// by the thousand run the shared clock far ahead of the wall clock, and
+// every device's timers and every other client's polls stood still until
+// the wall clock caught up (TestWallClockDestroySpam). What the device
+// started is due within the lead (its latencies fit in it).
+func (d *Daemon) linger() {
+	until := d.eng.Now().Add(detachLinger)
+	if d.pacer != nil {
+		until = min(until, d.pacer.Wall().Add(d.pacer.Lead()))
+	}
+	d.eng.RunUntil(until)
+}
 
 // destroysQP reports whether a uverbs request is DESTROY_QP, in the write
 // or the ioctl form.
