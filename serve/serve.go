@@ -126,6 +126,9 @@ type Daemon struct {
 	cfg  Config
 	spec device.Spec
 	ln   *net.UnixListener
+	// sockFile is the socket file New made: Close removes the path only
+	// while it is that file, not another daemon's that took the path since.
+	sockFile os.FileInfo
 
 	mu      sync.Mutex // the world: engine, devices, ports, slots, counters
 	eng     *sim.Engine
@@ -291,7 +294,10 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: listen: %w", err)
 	}
-	d := &Daemon{cfg: cfg, spec: cfg.Profile.Device, ln: ln, eng: sim.NewEngine(), rec: cfg.Trace, clients: map[*client]struct{}{},
+	// Close removes the file only if it is still this one (removeSocket).
+	ln.SetUnlinkOnClose(false)
+	sockFile, _ := os.Lstat(cfg.Socket)
+	d := &Daemon{cfg: cfg, spec: cfg.Profile.Device, ln: ln, sockFile: sockFile, eng: sim.NewEngine(), rec: cfg.Trace, clients: map[*client]struct{}{},
 		conns: map[netUnixConn]struct{}{}}
 	for i := 0; i < cfg.Devices; i++ {
 		d.slots = append(d.slots, &slot{idx: i, name: fmt.Sprintf("softnic%d", i), ident: identity(i), d: d})
@@ -484,8 +490,15 @@ func (d *Daemon) Close() error {
 		}
 		s.dead = nil
 	}
-	os.Remove(d.cfg.Socket)
+	d.removeSocket()
 	return err
+}
+
+// removeSocket removes the socket file if it is still the one New made.
+func (d *Daemon) removeSocket() {
+	if fi, err := os.Lstat(d.cfg.Socket); err == nil && d.sockFile != nil && os.SameFile(fi, d.sockFile) {
+		os.Remove(d.cfg.Socket)
+	}
 }
 
 // Counters returns a snapshot of the daemon's counters.

@@ -85,3 +85,24 @@ func TestSocketPathRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseLeavesAnotherDaemonsSocket: a daemon whose socket file was
+// removed and taken by another daemon (an operator cleaning up, then
+// starting a second one) removed the second one's socket at Close, by
+// path, leaving it running and unreachable. Close removes the socket file
+// only if it is still the one it listens on.
+func TestCloseLeavesAnotherDaemonsSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	first, err := serve.New(serve.Config{Socket: path, Devices: 1})
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(path))
+	second, err := serve.New(serve.Config{Socket: path, Devices: 1})
+	require.NoError(t, err)
+	defer second.Close()
+	require.NoError(t, first.Close())
+	c, err := net.Dial("unixpacket", path)
+	require.NoError(t, err, "the second daemon's socket is still there")
+	c.Close()
+	require.NoError(t, second.Close())
+	require.NoFileExists(t, path, "and goes at its own Close")
+}
