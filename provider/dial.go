@@ -75,6 +75,9 @@ func Dial(name string, o DialOptions) (*Context, error) {
 	if o.Socket == "" {
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "no daemon socket: give one or set %s", SocketEnv))
 	}
+	if len(o.Socket) > attach.MaxSocketPath {
+		return nil, opErr(op, 0, detail(ErrInvalidArg, "socket path of %d bytes: a unix socket's holds at most %d bytes", len(o.Socket), attach.MaxSocketPath))
+	}
 	if o.MemSize == 0 {
 		o.MemSize = 32 << 20
 	}

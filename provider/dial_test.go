@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -80,4 +81,15 @@ func TestDialRefusesBadLayout(t *testing.T) {
 			require.True(t, errors.Is(err, tc.want), "%v", err)
 		})
 	}
+}
+
+// TestDialSocketPathTooLong: a socket path longer than a unix socket's
+// can hold is the caller's mistake (ErrInvalidArg), not a daemon gone:
+// Dial said "device gone: ... connect: invalid argument".
+func TestDialSocketPathTooLong(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), strings.Repeat("x", attach.MaxSocketPath))
+	_, err := provider.Dial("softnic0", provider.DialOptions{Socket: sock, MemSize: 1 << 20, RingSlots: 64})
+	require.ErrorIs(t, err, provider.ErrInvalidArg)
+	require.NotErrorIs(t, err, provider.ErrDeviceGone)
+	require.ErrorContains(t, err, "at most 107 bytes")
 }

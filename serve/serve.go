@@ -119,7 +119,7 @@ const MaxDevices = 64
 
 // MaxSocketPath is the longest socket path (sockaddr_un's sun_path of 108
 // bytes, NUL included).
-const MaxSocketPath = 107
+const MaxSocketPath = attach.MaxSocketPath
 
 // Daemon is a running softnic serve.
 type Daemon struct {
