@@ -26,6 +26,7 @@ import (
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/uverbs"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // qaRoles are the child roles of the attacks below (childMain runs them).
@@ -1150,6 +1151,27 @@ func TestBadAttach(t *testing.T) {
 		t.Cleanup(func() { f.Close() })
 		return int(f.Fd())
 	}
+	dirFd := func(t *testing.T) int {
+		f, err := os.Open(t.TempDir())
+		require.NoError(t, err)
+		t.Cleanup(func() { f.Close() })
+		return int(f.Fd())
+	}
+	socketFd := func(t *testing.T) int {
+		p, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET, 0)
+		require.NoError(t, err)
+		t.Cleanup(func() { syscall.Close(p[0]); syscall.Close(p[1]) })
+		return p[0]
+	}
+	readOnlyFd := func(t *testing.T) int {
+		fd, err := unix.MemfdCreate("qa-ro", unix.MFD_ALLOW_SEALING)
+		require.NoError(t, err)
+		t.Cleanup(func() { unix.Close(fd) })
+		require.NoError(t, unix.Ftruncate(fd, 1<<20))
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_WRITE)
+		require.NoError(t, err)
+		return fd
+	}
 	for _, tc := range []struct {
 		name  string
 		req   func(r *attach.AttachReq)
@@ -1158,6 +1180,11 @@ func TestBadAttach(t *testing.T) {
 		raw   []byte // the payload as it is, instead of req's encoding
 		errno syscall.Errno
 	}{
+		{"memory sealed against writes", nil, readOnlyFd, nil, nil, syscall.EINVAL},
+		{"memory is a directory", nil, dirFd, nil, nil, syscall.EINVAL},
+		{"memory is a socket", nil, socketFd, nil, nil, syscall.EINVAL},
+		{"ring is a directory", nil, nil, dirFd, nil, syscall.EINVAL},
+		{"ring is a socket", nil, nil, socketFd, nil, syscall.EINVAL},
 		{"another version", func(r *attach.AttachReq) { r.Version = 2 }, nil, nil, nil, syscall.EPROTONOSUPPORT},
 		{"memory shorter than claimed", nil, func(t *testing.T) int {
 			m, err := shm.New("qa-short", 1<<16, 0x10000000)
