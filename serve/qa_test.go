@@ -26,7 +26,6 @@ import (
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/uverbs"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
 
 // qaRoles are the child roles of the attacks below (childMain runs them).
@@ -1164,12 +1163,17 @@ func TestBadAttach(t *testing.T) {
 		return p[0]
 	}
 	readOnlyFd := func(t *testing.T) int {
-		fd, err := unix.MemfdCreate("qa-ro", unix.MFD_ALLOW_SEALING)
+		// A memfd of shm.New (sealed against shrinking), unmapped, then
+		// sealed against writes too: no writable mapping of it is possible.
+		m, err := shm.New("qa-ro", 1<<20, 0x10000000)
 		require.NoError(t, err)
-		t.Cleanup(func() { unix.Close(fd) })
-		require.NoError(t, unix.Ftruncate(fd, 1<<20))
-		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_WRITE)
+		fd, err := syscall.Dup(m.Fd())
 		require.NoError(t, err)
+		t.Cleanup(func() { syscall.Close(fd) })
+		require.NoError(t, m.Close())
+		const fAddSeals, fSealWrite = 1033, 0x8 // F_ADD_SEALS, F_SEAL_WRITE (<fcntl.h>)
+		_, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), fAddSeals, fSealWrite)
+		require.Zero(t, errno)
 		return fd
 	}
 	for _, tc := range []struct {
