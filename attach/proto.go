@@ -30,6 +30,9 @@ const (
 	MaxFDs = 2
 	// NameLen is the size of a device-name field.
 	NameLen = 16
+	// MaxSocketPath is the longest path of the daemon's socket (sun_path
+	// holds 108 bytes, its NUL included).
+	MaxSocketPath = 107
 )
 
 // Errors.

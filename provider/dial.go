@@ -75,6 +75,9 @@ func Dial(name string, o DialOptions) (*Context, error) {
 	if o.Socket == "" {
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "no daemon socket: give one or set %s", SocketEnv))
 	}
+	if len(o.Socket) > attach.MaxSocketPath {
+		return nil, opErr(op, 0, detail(ErrInvalidArg, "socket path of %d bytes: a unix socket's holds at most %d bytes", len(o.Socket), attach.MaxSocketPath))
+	}
 	if o.MemSize == 0 {
 		o.MemSize = 32 << 20
 	}
@@ -83,6 +86,14 @@ func Dial(name string, o DialOptions) (*Context, error) {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = time.Second
+	}
+	if o.Host != nil {
+		// The caller's costs; the layout is the daemon's (checked at ATTACHED).
+		cfg := *o.Host
+		cfg.Layout = host.Layout{}
+		if err := cfg.Validate(); err != nil {
+			return nil, opErr(op, 0, detail(ErrInvalidArg, "%v", err))
+		}
 	}
 	if o.MemBase == 0 {
 		n, err := strconv.ParseUint(strings.TrimPrefix(name, "softnic"), 10, 8)
@@ -213,6 +224,11 @@ func dialLink(name string, o DialOptions) (*daemonLink, error) {
 	}
 	cfg.Layout = host.Layout{FirstUAR: ar.FirstUAR, NumUARs: int(ar.NumUARs), BFRegSize: int(ar.BFRegSize)}
 	cfg.UARNonCached = ar.UARNonCached
+	if err := cfg.Validate(); err != nil {
+		// A layout the wire format carries but no host can have (a bfreg
+		// size other than 0, 128, 256, 512): host.New would panic on it.
+		return fail(fmt.Errorf("%w: attach: %w: ATTACHED layout: %v", ErrDeviceGone, attach.ErrProtocol, err))
+	}
 	port := ringPort{l}
 	if o.NewCPU != nil {
 		l.cpu = o.NewCPU(l.clk, l.node, port, cfg)

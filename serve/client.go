@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,6 +67,12 @@ const (
 	// client attaching and detaching a few thousand times made the
 	// daemon's next mmap fail, the Go heap's with it.
 	maxDead = 4
+	// maxBadLogs bounds the log lines of one client's malformed socket
+	// messages and ring records; past it they are counted only
+	// (BadMessages, BadRecords) and its detach line says how many. A
+	// client writing bad records as fast as the ring takes them logged
+	// half a million lines, 67 MB, a second (TestBadInputLogBounded).
+	maxBadLogs = 16
 	// maxNotified bounds the event notifications kept for one client
 	// between two SimNotified (client.notify). A provider asks after
 	// every step that reports events, a few at most by then.
@@ -89,7 +96,8 @@ type client struct {
 	udev *uverbsdev.Device
 	srv  *uverbsdev.Server
 
-	notified notifyList // channels notified since the last SimNotified (under d.mu)
+	notified notifyList   // channels notified since the last SimNotified (under d.mu)
+	bad      atomic.Int64 // malformed messages and records (logBad)
 	ringDone chan struct{}
 	resp     []byte
 	// leaving is set (under d.mu) once the client's requests are over and
@@ -301,7 +309,7 @@ func (c *client) serve() (why string, detach bool, seq uint32) {
 				d.mu.Lock()
 				d.ctr.BadMessages++
 				d.mu.Unlock()
-				d.logf("%s: pid %d: bad message: %v", c.s.name, c.pid, err)
+				c.logBad("bad message: %v", err)
 				em := attach.ErrorMsg{Errno: syscall.EPROTO, Reason: err.Error()}
 				if c.conn.Send(attach.TError, h.Seq, em.Encode(nil)) != nil {
 					return "socket error", false, 0
@@ -376,7 +384,21 @@ func (c *client) uverbs(req []byte) ([]byte, *attach.ErrorMsg) {
 // peer of a finished rc_pingpong saw its last SEND time out (retry
 // exceeded): the client saw its CQE before the engine had sent the ACK,
 // and nobody ran the engine between.
-func (d *Daemon) linger() { d.eng.RunUntil(d.eng.Now().Add(detachLinger)) }
+//
+// With ClockWall the engine may not run past the wall clock's lead (the
+// pacer's contract), so the linger stops there: running detachLinger
+// further at every DESTROY_QP, a bogus one too, let a client sending them
+// by the thousand run the shared clock far ahead of the wall clock, and
+// every device's timers and every other client's polls stood still until
+// the wall clock caught up (TestWallClockDestroySpam). What the device
+// started is due within the lead (its latencies fit in it).
+func (d *Daemon) linger() {
+	until := d.eng.Now().Add(detachLinger)
+	if d.pacer != nil {
+		until = min(until, d.pacer.Wall().Add(d.pacer.Lead()))
+	}
+	d.eng.RunUntil(until)
+}
 
 // destroysQP reports whether a uverbs request is DESTROY_QP, in the write
 // or the ioctl form.
@@ -503,7 +525,7 @@ func (c *client) ringLoop() {
 			d.mu.Lock()
 			d.ctr.BadRecords++
 			d.mu.Unlock()
-			d.logf("%s: pid %d: bad MMIO record skipped: %v", c.s.name, c.pid, err)
+			c.logBad("bad MMIO record skipped: %v", err)
 		case errors.Is(err, mmioring.ErrClosed):
 			return
 		default: // a broken ring: nothing after it can be trusted
@@ -703,7 +725,21 @@ func (c *client) teardown(why string) {
 	if len(parts) > 0 {
 		left = "destroyed " + strings.Join(parts, ", ")
 	}
+	if n := c.bad.Load(); n > maxBadLogs {
+		left += fmt.Sprintf("; %d bad records and messages", n)
+	}
 	d.logf("detach %s: pid %d: %s; %s (the world held %v)", c.s.name, c.pid, why, left, held.Round(time.Microsecond))
+}
+
+// logBad logs one of the client's malformed messages or records, the
+// first maxBadLogs of them; the rest are counted only.
+func (c *client) logBad(format string, args ...any) {
+	switch n := c.bad.Add(1); {
+	case n <= maxBadLogs:
+		c.d.logf("%s: pid %d: "+format, append([]any{c.s.name, c.pid}, args...)...)
+	case n == maxBadLogs+1:
+		c.d.logf("%s: pid %d: more bad messages and records: counted, no longer logged", c.s.name, c.pid)
+	}
 }
 
 // detachLocked destroys the client's objects and frees its slot (d.mu held).

@@ -1150,6 +1150,32 @@ func TestBadAttach(t *testing.T) {
 		t.Cleanup(func() { f.Close() })
 		return int(f.Fd())
 	}
+	dirFd := func(t *testing.T) int {
+		f, err := os.Open(t.TempDir())
+		require.NoError(t, err)
+		t.Cleanup(func() { f.Close() })
+		return int(f.Fd())
+	}
+	socketFd := func(t *testing.T) int {
+		p, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET, 0)
+		require.NoError(t, err)
+		t.Cleanup(func() { syscall.Close(p[0]); syscall.Close(p[1]) })
+		return p[0]
+	}
+	readOnlyFd := func(t *testing.T) int {
+		// A memfd of shm.New (sealed against shrinking), unmapped, then
+		// sealed against writes too: no writable mapping of it is possible.
+		m, err := shm.New("qa-ro", 1<<20, 0x10000000)
+		require.NoError(t, err)
+		fd, err := syscall.Dup(m.Fd())
+		require.NoError(t, err)
+		t.Cleanup(func() { syscall.Close(fd) })
+		require.NoError(t, m.Close())
+		const fAddSeals, fSealWrite = 1033, 0x8 // F_ADD_SEALS, F_SEAL_WRITE (<fcntl.h>)
+		_, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), fAddSeals, fSealWrite)
+		require.Zero(t, errno)
+		return fd
+	}
 	for _, tc := range []struct {
 		name  string
 		req   func(r *attach.AttachReq)
@@ -1158,6 +1184,11 @@ func TestBadAttach(t *testing.T) {
 		raw   []byte // the payload as it is, instead of req's encoding
 		errno syscall.Errno
 	}{
+		{"memory sealed against writes", nil, readOnlyFd, nil, nil, syscall.EINVAL},
+		{"memory is a directory", nil, dirFd, nil, nil, syscall.EINVAL},
+		{"memory is a socket", nil, socketFd, nil, nil, syscall.EINVAL},
+		{"ring is a directory", nil, nil, dirFd, nil, syscall.EINVAL},
+		{"ring is a socket", nil, nil, socketFd, nil, syscall.EINVAL},
 		{"another version", func(r *attach.AttachReq) { r.Version = 2 }, nil, nil, nil, syscall.EPROTONOSUPPORT},
 		{"memory shorter than claimed", nil, func(t *testing.T) int {
 			m, err := shm.New("qa-short", 1<<16, 0x10000000)

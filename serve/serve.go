@@ -117,11 +117,18 @@ func identity(i int) device.Identity {
 // MaxDevices is the most devices a daemon runs.
 const MaxDevices = 64
 
+// MaxSocketPath is the longest socket path (sockaddr_un's sun_path of 108
+// bytes, NUL included).
+const MaxSocketPath = attach.MaxSocketPath
+
 // Daemon is a running softnic serve.
 type Daemon struct {
 	cfg  Config
 	spec device.Spec
 	ln   *net.UnixListener
+	// sockFile is the socket file New made: Close removes the path only
+	// while it is that file, not another daemon's that took the path since.
+	sockFile os.FileInfo
 
 	mu      sync.Mutex // the world: engine, devices, ports, slots, counters
 	eng     *sim.Engine
@@ -263,18 +270,34 @@ func New(cfg Config) (*Daemon, error) {
 	case cfg.Lead == 0:
 		cfg.Lead = wallclock.DefaultLead
 	}
-	if c, err := net.Dial("unixpacket", cfg.Socket); err == nil {
+	if len(cfg.Socket) > MaxSocketPath {
+		return nil, fmt.Errorf("serve: socket path of %d bytes: a unix socket's path holds at most %d bytes", len(cfg.Socket), MaxSocketPath)
+	}
+	c, err := net.Dial("unixpacket", cfg.Socket)
+	if err == nil {
 		c.Close()
 		return nil, fmt.Errorf("serve: %s: a daemon is already listening there", cfg.Socket)
 	}
-	if fi, err := os.Lstat(cfg.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		os.Remove(cfg.Socket) // stale
+	if fi, lerr := os.Lstat(cfg.Socket); lerr == nil {
+		switch {
+		case fi.Mode()&os.ModeSocket == 0:
+			return nil, fmt.Errorf("serve: %s exists and is not a socket (%v)", cfg.Socket, fi.Mode().Type())
+		case errors.Is(err, syscall.ECONNREFUSED):
+			os.Remove(cfg.Socket) // stale: nobody listens on it
+		default:
+			// A stream or datagram socket of another program (EPROTOTYPE),
+			// or one this process may not reach: not stale, not ours.
+			return nil, fmt.Errorf("serve: %s: a live socket that is no daemon's is there: %w", cfg.Socket, err)
+		}
 	}
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: cfg.Socket, Net: "unixpacket"})
 	if err != nil {
 		return nil, fmt.Errorf("serve: listen: %w", err)
 	}
-	d := &Daemon{cfg: cfg, spec: cfg.Profile.Device, ln: ln, eng: sim.NewEngine(), rec: cfg.Trace, clients: map[*client]struct{}{},
+	// Close removes the file only if it is still this one (removeSocket).
+	ln.SetUnlinkOnClose(false)
+	sockFile, _ := os.Lstat(cfg.Socket)
+	d := &Daemon{cfg: cfg, spec: cfg.Profile.Device, ln: ln, sockFile: sockFile, eng: sim.NewEngine(), rec: cfg.Trace, clients: map[*client]struct{}{},
 		conns: map[netUnixConn]struct{}{}}
 	for i := 0; i < cfg.Devices; i++ {
 		d.slots = append(d.slots, &slot{idx: i, name: fmt.Sprintf("softnic%d", i), ident: identity(i), d: d})
@@ -467,8 +490,15 @@ func (d *Daemon) Close() error {
 		}
 		s.dead = nil
 	}
-	os.Remove(d.cfg.Socket)
+	d.removeSocket()
 	return err
+}
+
+// removeSocket removes the socket file if it is still the one New made.
+func (d *Daemon) removeSocket() {
+	if fi, err := os.Lstat(d.cfg.Socket); err == nil && d.sockFile != nil && os.SameFile(fi, d.sockFile) {
+		os.Remove(d.cfg.Socket)
+	}
 }
 
 // Counters returns a snapshot of the daemon's counters.

@@ -66,6 +66,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "softnic serve: --socket is required")
 		return 2
 	}
+	if len(*socket) > serve.MaxSocketPath {
+		fmt.Fprintf(stderr, "softnic serve: --socket: a path of %d bytes (a unix socket's holds at most %d)\n", len(*socket), serve.MaxSocketPath)
+		return 2
+	}
 	if devices < 1 || devices > serve.MaxDevices {
 		// serve.Config reads 0 devices as its default 2: an explicit
 		// --devices 0 is refused here rather than served as 2.

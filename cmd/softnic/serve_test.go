@@ -288,6 +288,7 @@ func TestServeFlags(t *testing.T) {
 		{"zero_devices", []string{"--devices", "0"}, "--devices 0 (want 1 to 64)"},
 		{"too_many_devices", []string{"--devices", "100000"}, "--devices 100000 (want 1 to 64)"},
 		{"one_past_max_devices", []string{"--devices", "65"}, "--devices 65 (want 1 to 64)"},
+		{"socket_too_long", []string{"--socket", "/tmp/" + strings.Repeat("x", 120)}, "a path of 125 bytes (a unix socket's holds at most 107)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
