@@ -330,3 +330,21 @@ func TestDuplicatedNAKCostsOneRetry(t *testing.T) {
 	require.Equal(t, uint64(1), ctr(w, 0, device.CtrNAKSeqRepeat.String()), "the copy, counted")
 	require.Equal(t, provider.QPStateRTS, qpState(t, req.QP))
 }
+
+// TestPSNNeverArrivesEndsInRetryExceeded: a packet the wire drops every
+// time it is sent draws a NAK, then the same NAK again at each go-back
+// (which spends no retry); the ACK timer, left running by those, still
+// ends the WRITE RETRY_EXC_ERR after retry_cnt timeouts.
+func TestPSNNeverArrivesEndsInRetryExceeded(t *testing.T) {
+	psn := uint32(0x1002) // the third packet of the first WQE (ConnOpts' PSN 0x1000)
+	w, req, rsp := faulty(t, testbed.ConnOpts{MTU: 256, BufSize: 64 << 10, Timeout: 8, RetryCnt: 3},
+		fault.Rule{Point: fault.WireTx, Action: fault.Drop, Match: fault.Match{Node: node(0), PSN: &psn}})
+	_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, 8192)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
+	require.NoError(t, err)
+	wc := waitOne(t, req.SendCQ)
+	require.Equal(t, provider.WCRetryExcErr, wc.Status)
+	require.NotZero(t, ctr(w, 0, device.CtrNAKSeqRepeat.String()), "the NAK came again at each go-back")
+	require.Equal(t, uint64(1), ctr(w, 0, device.CtrReqTransportRetriesExceeded.String()))
+	require.Equal(t, provider.QPStateErr, qpState(t, req.QP))
+}
