@@ -50,6 +50,7 @@ var (
 	CtrACKsRcvd          = trace.NewCounter("acks_rcvd")
 	CtrACKStale          = trace.NewCounter("rx_ack_stale")           // an ACK/NAK for PSNs already acknowledged
 	CtrACKBadPSN         = trace.NewCounter("rx_ack_bad_psn")         // an ACK, NAK or response for a PSN not sent yet: dropped
+	CtrNAKSeqRepeat      = trace.NewCounter("rx_nak_seq_repeat")      // the PSN-sequence NAK of the go-back under way again, nothing acknowledged since: gone back again, no retry spent
 	CtrRespUnexpected    = trace.NewCounter("rx_response_unexpected") // a response that matches no outstanding WQE: dropped
 	CtrRespDuplicate     = trace.NewCounter("rx_response_duplicate")  // a READ response or atomic ACK already received: dropped
 	CtrReadRespOOO       = trace.NewCounter("rx_read_response_out_of_order")

@@ -98,6 +98,12 @@ type requester struct {
 	timer     *sim.Timer // local ACK timeout
 	rnrTimer  *sim.Timer // RNR wait
 	rnrWait   bool
+	// nakPSN is the PSN of the PSN-sequence NAK that made the last
+	// go-back, while nakBack says nothing has been acknowledged since
+	// (progress clears it): the same NAK again goes back again but
+	// spends no retry.
+	nakPSN  roce.PSN
+	nakBack bool
 }
 
 type ackTimeout struct{ r *requester }
@@ -126,6 +132,7 @@ func (r *requester) reset() {
 	r.sq.Reset(0)
 	r.head, r.count, r.cur, r.curPkt, r.sinceAck, r.rdOut = 0, 0, 0, 0, 0, 0
 	r.psn, r.ackPSN, r.sentPSN = 0, roce.PSN(0).Sub(1), 0
+	r.nakBack = false
 }
 
 // setSQPSN sets the initial send PSN (MODIFY_QP sq_psn).
@@ -695,6 +702,7 @@ func (r *requester) useRetry() bool {
 // ACK timer restarts (or stops with nothing in flight).
 func (r *requester) progress(t sim.Time) {
 	r.retryLeft, r.rnrLeft = int(r.q.retryCnt), int(r.q.rnrRetry)
+	r.nakBack = false
 	if r.count == 0 {
 		r.timer.Stop()
 		return
@@ -942,6 +950,26 @@ func (r *requester) ackPacket(t sim.Time, psn roce.PSN, synd roce.Syndrome) {
 				r.pump(t)
 			}
 			d.inc(CtrPacketSeqErr)
+			if r.nakBack && psn == r.nakPSN {
+				// The NAK of the go-back under way once more, nothing
+				// acknowledged since: a copy the network made, or the
+				// responder seeing the resend without psn (softnic's
+				// responder NAKs such a go-back again). Going back again
+				// is cheap, but it spends no retry, and leaves the ACK
+				// timer running: a psn that never arrives still ends in
+				// RETRY_EXC_ERR by timeouts. Spent, each copy of one NAK
+				// took a retry of its own, and a wire that only
+				// duplicated and reordered frames, losing none, used
+				// them up (rxe's completer likewise starts no second
+				// retry while one is under way).
+				d.inc(CtrNAKSeqRepeat)
+				d.inc(CtrRoceAdpRetrans)
+				r.rnrWait = false
+				r.rnrTimer.Stop()
+				r.rewind(psn)
+				r.pump(t)
+				return
+			}
 			if !r.useRetry() {
 				w := r.front()
 				if w == nil {
@@ -954,6 +982,7 @@ func (r *requester) ackPacket(t sim.Time, psn roce.PSN, synd roce.Syndrome) {
 			r.rnrWait = false
 			r.rnrTimer.Stop()
 			r.retry(t, psn)
+			r.nakPSN, r.nakBack = psn, true
 			return
 		}
 		w := r.front()

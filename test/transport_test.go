@@ -306,3 +306,45 @@ func TestRNRThenReceivePosted(t *testing.T) {
 		})
 	}
 }
+
+// TestDuplicatedNAKCostsOneRetry: the network delivers a PSN-sequence NAK
+// twice. The second copy asks again for the go-back the first one started,
+// with nothing acknowledged in between: it goes back again but costs no
+// retry of its own. Each copy used to spend one, so with retry_cnt 1 a single lost
+// packet and a duplicated NAK ended the WRITE RETRY_EXC_ERR on a wire that
+// lost nothing else (softnic rdma over udp: with only duplicates and
+// reordering in the fault plan ended a 4 MiB WRITE so).
+func TestDuplicatedNAKCostsOneRetry(t *testing.T) {
+	w, req, rsp := faulty(t, testbed.ConnOpts{MTU: 256, BufSize: 64 << 10, Timeout: 10, RetryCnt: 1},
+		fault.Rule{Point: fault.WireTx, Action: fault.Drop, Nth: 3, Match: fault.Match{Node: node(0)}},
+		fault.Rule{Point: fault.WireTx, Action: fault.Duplicate, Match: fault.Match{Node: node(1), Opcode: opc(roce.OpRCAck)}})
+	fill(req.Buf.Bytes[:8192], 0x78)
+	_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, 8192)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
+	require.NoError(t, err)
+	wc := waitOne(t, req.SendCQ)
+	require.Equal(t, provider.WCSuccess, wc.Status)
+	require.Equal(t, req.Buf.Bytes[:8192], rsp.Buf.Bytes[:8192])
+	require.Equal(t, uint64(2), ctr(w, 0, device.CtrPacketSeqErr.String()), "the NAK and its copy")
+	require.Equal(t, uint64(2), ctr(w, 0, device.CtrRoceAdpRetrans.String()), "a go-back for each copy")
+	require.Equal(t, uint64(1), ctr(w, 0, device.CtrNAKSeqRepeat.String()), "the copy, counted")
+	require.Equal(t, provider.QPStateRTS, qpState(t, req.QP))
+}
+
+// TestPSNNeverArrivesEndsInRetryExceeded: a packet the wire drops every
+// time it is sent draws a NAK, then the same NAK again at each go-back
+// (which spends no retry); the ACK timer, left running by those, still
+// ends the WRITE RETRY_EXC_ERR after retry_cnt timeouts.
+func TestPSNNeverArrivesEndsInRetryExceeded(t *testing.T) {
+	psn := uint32(0x1002) // the third packet of the first WQE (ConnOpts' PSN 0x1000)
+	w, req, rsp := faulty(t, testbed.ConnOpts{MTU: 256, BufSize: 64 << 10, Timeout: 8, RetryCnt: 3},
+		fault.Rule{Point: fault.WireTx, Action: fault.Drop, Match: fault.Match{Node: node(0), PSN: &psn}})
+	_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{req.MR.SGE(0, 8192)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
+	require.NoError(t, err)
+	wc := waitOne(t, req.SendCQ)
+	require.Equal(t, provider.WCRetryExcErr, wc.Status)
+	require.NotZero(t, ctr(w, 0, device.CtrNAKSeqRepeat.String()), "the NAK came again at each go-back")
+	require.Equal(t, uint64(1), ctr(w, 0, device.CtrReqTransportRetriesExceeded.String()))
+	require.Equal(t, provider.QPStateErr, qpState(t, req.QP))
+}

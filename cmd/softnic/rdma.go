@@ -76,7 +76,8 @@ Every work completion prints   WC <wr_id> <status> <opcode> <byte_len> <imm>
   (UD: write, read, fadd, cas; UC: read, fadd, cas). Each posted WR has its own wr_id (a
   counter); a command waits for its own. A completion of an earlier command's
   WR (one that timed out) prints LATE WC <wr_id> ...; a timeout prints
-  ERR timed out ... wr_id <wr_id> ...; a command that cannot run, ERR <reason>.
+  ERR timed out ... wr_id <wr_id> ...; a command that cannot run, ERR <reason>;
+  a line over 1 MiB, ERR line of <n> bytes: at most 1048576 (the next runs).
 Seed generator: state = SEED (0 means 0x9E3779B9); per byte: state ^= state<<13;
   state ^= state>>17; state ^= state<<5 (uint32); byte = state & 0xff.
 Receives: --recv-depth receive WQEs, each covering MR[recv-off, mr-size), are
@@ -173,24 +174,51 @@ type rdmaEP struct {
 // line is one line read from stdin by the reader goroutine.
 type line struct {
 	text string
+	long int   // a line longer than maxLine: its length (text is empty)
 	err  error // io.EOF at the end
 }
 
+// maxLine is the longest stdin line read, in bytes (without its end).
+const maxLine = 1 << 20
+
+// tooLong is the refusal of a line longer than maxLine.
+func (l line) tooLong() error {
+	return fmt.Errorf("line of %d bytes: at most %d", l.long, maxLine)
+}
+
 // readLines feeds stdin's lines to a channel; the last message carries the
-// error that ended the input.
+// error that ended the input. A line longer than maxLine is read to its
+// end and handed over as its length only, so that the commands after it
+// still run.
 func readLines(r io.Reader) <-chan line {
 	ch := make(chan line, 16)
 	go func() {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 4096), 1<<20)
-		for sc.Scan() {
-			ch <- line{text: sc.Text()}
+		br := bufio.NewReaderSize(r, 64<<10)
+		for {
+			var text []byte
+			n := 0
+			var err error
+			for more := true; more; {
+				var frag []byte
+				if frag, more, err = br.ReadLine(); err != nil {
+					break
+				}
+				if n += len(frag); n <= maxLine {
+					text = append(text, frag...)
+				}
+			}
+			if err == nil || n > 0 {
+				if n > maxLine {
+					ch <- line{long: n}
+				} else {
+					ch <- line{text: string(text)}
+				}
+			}
+			if err != nil {
+				ch <- line{err: err}
+				return
+			}
 		}
-		err := sc.Err()
-		if err == nil {
-			err = io.EOF
-		}
-		ch <- line{err: err}
 	}()
 	return ch
 }
@@ -417,6 +445,10 @@ func doRDMA(o rdmaOpts, stdin io.Reader, stdout, stderr io.Writer) error {
 			}
 			return nil
 		}
+		if l.long > 0 {
+			fmt.Fprintln(stdout, "ERR", l.tooLong())
+			continue
+		}
 		if quit := ep.command(strings.Fields(l.text)); quit {
 			return nil
 		}
@@ -528,6 +560,9 @@ func (ep *rdmaEP) remote(lines <-chan line) (remoteInfo, error) {
 		}
 		if l.err != nil {
 			return r, fmt.Errorf("no REMOTE line on stdin: %w", l.err)
+		}
+		if l.long > 0 {
+			return r, fmt.Errorf("the REMOTE line: %w", l.tooLong())
 		}
 		if err := r.parseLine(l.text, ud); err != nil {
 			return r, err

@@ -360,3 +360,36 @@ func TestReadLines(t *testing.T) {
 	require.Equal(t, line{text: "b"}, <-ch)
 	require.Equal(t, line{err: io.EOF}, <-ch)
 }
+
+// A line longer than maxLine is refused with an ERR and skipped; the
+// endpoint reads on (it used to end, "reading stdin: bufio.Scanner:
+// token too long", taking the connection down with it).
+func TestRDMALongLine(t *testing.T) {
+	long := strings.Repeat("a", maxLine+1)
+	tests := []struct {
+		name, script string
+		want         []string // after LOCAL
+		err          string
+	}{
+		{name: "a command", script: "REMOTE 11 2a\n" + long + "\nsum 0 4\n",
+			want: []string{fmt.Sprintf("ERR line of %d bytes: at most %d", maxLine+1, maxLine), "SUM 0 4 2144df1c"}},
+		{name: "the last line, unterminated", script: "REMOTE 11 2a\nsum 0 4\n" + long,
+			want: []string{"SUM 0 4 2144df1c", fmt.Sprintf("ERR line of %d bytes: at most %d", maxLine+1, maxLine)}},
+		{name: "CRLF at the limit", script: "REMOTE 11 2a\n" + strings.Repeat(" ", maxLine-7) + "sum 0 4\r\n",
+			want: []string{"SUM 0 4 2144df1c"}},
+		{name: "the REMOTE line", script: "REMOTE 11 2a " + long + "\nsum 0 4\n",
+			err: fmt.Sprintf("the REMOTE line: line of %d bytes: at most %d", maxLine+14, maxLine)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _, err := runRDMAInProcess(t, tc.script)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			require.Equal(t, tc.want, lines[1:])
+		})
+	}
+}
