@@ -462,6 +462,8 @@ func (r *results) report(haveC, havePGO bool) string {
 	p("an ACK at a pending READ's last PSN (the trace, pcap, stat and perf row under the delay plan; the counter\n")
 	p("rx_ack_stale); perf's QPs ask the inline data (-I, 0 for bandwidth tests) and the one SGE perftest's ask\n")
 	p("(the VAddr of multi-QP header lines move; a 16-byte receive WQE makes the send_bw -a rows up to 2%%\n")
-	p("faster and one send_lat -a maximum 0.01 µs lower). The default walk (2144.096 ns) is unchanged.\n")
+	p("faster and one send_lat -a maximum 0.01 µs lower); and a copy of the PSN-sequence NAK of the go-back\n")
+	p("under way spends no retry (rx_nak_seq_repeat; the perf row under the corrupt plan, the stat under the\n")
+	p("delay plan). The default walk (2144.096 ns) is unchanged.\n")
 	return b.String()
 }
