@@ -199,9 +199,7 @@ func TestNAKLostWithPacket(t *testing.T) {
 		fault.Rule{Point: fault.WireTx, Action: fault.Drop, Nth: 3, Match: fault.Match{Node: node(0)}},
 		fault.Rule{Point: fault.WireTx, Action: fault.Drop, Nth: 1, Match: fault.Match{Node: node(1), Opcode: opc(roce.OpRCAck)}})
 	fill(req.Buf.Bytes[:8192], 0x77)
-	_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
-		SGL: []provider.SGE{req.MR.SGE(0, 8192)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
-	require.NoError(t, err)
+	writeWR(t, req, rsp, 1, 0, 8192)
 	wc := waitOne(t, req.SendCQ)
 	require.Equal(t, provider.WCSuccess, wc.Status)
 	require.Equal(t, req.Buf.Bytes[:8192], rsp.Buf.Bytes[:8192])
@@ -319,9 +317,7 @@ func TestDuplicatedNAKCostsOneRetry(t *testing.T) {
 		fault.Rule{Point: fault.WireTx, Action: fault.Drop, Nth: 3, Match: fault.Match{Node: node(0)}},
 		fault.Rule{Point: fault.WireTx, Action: fault.Duplicate, Match: fault.Match{Node: node(1), Opcode: opc(roce.OpRCAck)}})
 	fill(req.Buf.Bytes[:8192], 0x78)
-	_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
-		SGL: []provider.SGE{req.MR.SGE(0, 8192)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
-	require.NoError(t, err)
+	writeWR(t, req, rsp, 1, 0, 8192)
 	wc := waitOne(t, req.SendCQ)
 	require.Equal(t, provider.WCSuccess, wc.Status)
 	require.Equal(t, req.Buf.Bytes[:8192], rsp.Buf.Bytes[:8192])
@@ -339,9 +335,7 @@ func TestPSNNeverArrivesEndsInRetryExceeded(t *testing.T) {
 	psn := uint32(0x1002) // the third packet of the first WQE (ConnOpts' PSN 0x1000)
 	w, req, rsp := faulty(t, testbed.ConnOpts{MTU: 256, BufSize: 64 << 10, Timeout: 8, RetryCnt: 3},
 		fault.Rule{Point: fault.WireTx, Action: fault.Drop, Match: fault.Match{Node: node(0), PSN: &psn}})
-	_, err := req.QP.PostSend([]provider.SendWR{{WRID: 1, Opcode: provider.WRRDMAWrite, Flags: provider.SendSignaled,
-		SGL: []provider.SGE{req.MR.SGE(0, 8192)}, RemoteAddr: rsp.MR.Addr, RKey: rsp.MR.RKey}})
-	require.NoError(t, err)
+	writeWR(t, req, rsp, 1, 0, 8192)
 	wc := waitOne(t, req.SendCQ)
 	require.Equal(t, provider.WCRetryExcErr, wc.Status)
 	require.NotZero(t, ctr(w, 0, device.CtrNAKSeqRepeat.String()), "the NAK came again at each go-back")

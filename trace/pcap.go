@@ -233,19 +233,41 @@ type recordTracker struct {
 	optHdr  [4]byte
 	optN    int
 	optSkip uint64
-	// links holds, per pcapng section, the link type number of each
-	// interface description block, in order (an interface's index).
-	links [][]uint16
-	snap0 uint32 // the snap length of the section's first interface
-	// tsres holds, per section and interface, an if_tsresol pcapgo
-	// cannot scale (0: none): binary 2^-n for n >= 30, where its integer
-	// factor loses the fraction and from 64 on it divides by zero, and
-	// decimal 10^-e for e >= 20, past 64 bits. The tracker passes such an
-	// option on as 10^-9, so that pcapgo hands the raw count through in
-	// nanoseconds, and ReadFrame scales the count exactly (scaleRaw).
-	tsres    [][]uint8
+	// ifaces holds, per pcapng section, each interface description
+	// block, in order (an interface's index).
+	ifaces   [][]ngIface
+	snap0    uint32 // the snap length of the section's first interface
 	blockTyp uint32 // the type of the block whose options are read
 	tsresAt  bool   // the next value byte is an interface's if_tsresol
+}
+
+// ngIface is what the tracker keeps of an interface description block.
+type ngIface struct {
+	link uint16 // the link type number, before pcapgo keeps its low byte
+	// tsres is an if_tsresol pcapgo cannot scale (0: none): binary 2^-n
+	// for n >= 30, where its integer factor loses the fraction and from
+	// 64 on it divides by zero, and decimal 10^-e for e >= 20, past 64
+	// bits. The tracker passes such an option on as 10^-9, so that pcapgo
+	// hands the raw count through in nanoseconds, and ReadFrame scales
+	// the count exactly (scaleRaw).
+	tsres uint8
+}
+
+// iface is the interface with index i of section sec, or nil.
+func (t *recordTracker) iface(sec, i int) *ngIface {
+	if sec < 0 || sec >= len(t.ifaces) || i < 0 || i >= len(t.ifaces[sec]) {
+		return nil
+	}
+	return &t.ifaces[sec][i]
+}
+
+// lastIface is the last interface read, or nil.
+func (t *recordTracker) lastIface() *ngIface {
+	n := len(t.ifaces)
+	if n == 0 {
+		return nil
+	}
+	return t.iface(n-1, len(t.ifaces[n-1])-1)
 }
 
 func (t *recordTracker) Read(p []byte) (int, error) {
@@ -284,11 +306,8 @@ func (t *recordTracker) feed(b []byte) int {
 		case t.skip > 0:
 			if t.tsresAt {
 				t.tsresAt = false
-				if v := b[i]; unscalable(v) {
-					if n := len(t.tsres); n > 0 && len(t.tsres[n-1]) > 0 {
-						t.tsres[n-1][len(t.tsres[n-1])-1] = v
-						b[i] = 9
-					}
+				if ifc := t.lastIface(); ifc != nil && unscalable(b[i]) {
+					ifc.tsres, b[i] = b[i], 9
 				}
 			}
 			k := min(uint64(len(b)-i), t.skip)
@@ -426,8 +445,7 @@ func (t *recordTracker) block() {
 				t.fail("the section header at byte %d has no byte-order magic", t.start)
 				return
 			}
-			t.links = append(t.links, nil)
-			t.tsres = append(t.tsres, nil)
+			t.ifaces = append(t.ifaces, nil)
 			t.snap0 = 0
 		}
 		if l := t.order().Uint32(t.hdr[4:8]); l%4 != 0 || l < uint32(least) {
@@ -442,12 +460,11 @@ func (t *recordTracker) block() {
 	l := t.order().Uint32(t.hdr[4:8])
 	switch typ {
 	case ngInterface:
-		if n := len(t.links); n > 0 {
-			if len(t.links[n-1]) == 0 {
+		if n := len(t.ifaces); n > 0 {
+			if len(t.ifaces[n-1]) == 0 {
 				t.snap0 = t.order().Uint32(t.hdr[12:16])
 			}
-			t.links[n-1] = append(t.links[n-1], t.order().Uint16(t.hdr[8:10]))
-			t.tsres[n-1] = append(t.tsres[n-1], 0)
+			t.ifaces[n-1] = append(t.ifaces[n-1], ngIface{link: t.order().Uint16(t.hdr[8:10])})
 		}
 	case ngEnhancedPacket, ngObsoletePacket:
 		// Block: type, length, 20 bytes of fields, the data padded to
@@ -461,7 +478,7 @@ func (t *recordTracker) block() {
 		// The data is the original length's, cut to the first
 		// interface's snap length (0: none), as pcapgo reads it; with
 		// no interface in the section pcapgo refuses the block itself.
-		if n := len(t.links); n > 0 && len(t.links[n-1]) > 0 {
+		if n := len(t.ifaces); n > 0 && len(t.ifaces[n-1]) > 0 {
 			caplen := uint64(t.order().Uint32(t.hdr[8:12]))
 			if t.snap0 != 0 {
 				caplen = min(caplen, uint64(t.snap0))
@@ -513,7 +530,7 @@ func (t *recordTracker) option() {
 const ngOptionTSResol = 9
 
 // unscalable reports whether pcapgo cannot scale a timestamp of the
-// if_tsresol v (see recordTracker.tsres).
+// if_tsresol v (see ngIface.tsres).
 func unscalable(v uint8) bool {
 	if v&0x80 != 0 {
 		return v&0x7f >= 30
@@ -686,16 +703,17 @@ func (r *PcapReader) ReadFrame() (PcapFrame, error) {
 		err = guard(func() (err error) { data, ci, err = r.ng.ReadPacketData(); return err })
 		if err == nil {
 			lt = r.ng.LinkType()
+			t := r.trk.iface(r.section, ci.InterfaceIndex)
 			if ifc, ierr := r.ng.Interface(ci.InterfaceIndex); ierr == nil {
 				lt = ifc.LinkType
 				ci.Timestamp = binaryResolution(ci.Timestamp, ifc.TimestampResolution)
-				if s := r.trk.tsres; r.section < len(s) && ci.InterfaceIndex < len(s[r.section]) {
-					ci.Timestamp = rescale(ci.Timestamp, s[r.section][ci.InterfaceIndex], ifc.TimestampOffset)
+				if t != nil {
+					ci.Timestamp = rescale(ci.Timestamp, t.tsres, ifc.TimestampOffset)
 				}
 			}
 			link = uint16(lt)
-			if s := r.trk.links; r.section < len(s) && ci.InterfaceIndex < len(s[r.section]) {
-				link = s[r.section][ci.InterfaceIndex]
+			if t != nil {
+				link = t.link
 			}
 		}
 	} else {

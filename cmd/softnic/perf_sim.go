@@ -240,9 +240,11 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 			// What the devices raised and nobody read often says why;
 			// on UC and UD, frames the wire lost.
 			why := asyncSummary(w)
-			if where := lossCounters(w); errors.Is(err, errStuck) && o.conn != "RC" && where != "" {
-				why += fmt.Sprintf("; %s has no retransmission: frames were lost (%s) and the test waits for them, as perftest's would for ever",
-					o.conn, strings.TrimPrefix(where, "; "))
+			if errors.Is(err, errStuck) && o.conn != "RC" {
+				if where := lossCounters(w); where != "" {
+					why += fmt.Sprintf("; %s has no retransmission: frames were lost (%s) and the test waits for them, as perftest's would for ever",
+						o.conn, strings.TrimPrefix(where, "; "))
+				}
 			}
 			return fmt.Errorf("%s, %d bytes: %w%s", o.test.name, size, err, why)
 		}

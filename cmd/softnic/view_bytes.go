@@ -234,7 +234,12 @@ type frameLog struct {
 	// (source, PSN) in order, and per stage name how many of them earlier
 	// stages took.
 	byKey  map[frameKey][]int
-	cursor map[string]map[frameKey]int
+	cursor map[cursorKey]int
+}
+
+type cursorKey struct {
+	name string
+	frameKey
 }
 
 func newFrameLog(n int) *frameLog { return &frameLog{max: max(n, 1)} }
@@ -254,23 +259,19 @@ func (l *frameLog) add(f capturedFrame) {
 // stage): nil when there is none (the frame was let go, or never seen).
 func (l *frameLog) frameFor(name string, ip netip.Addr, psn uint32) []byte {
 	if l.byKey == nil {
-		l.byKey, l.cursor = map[frameKey][]int{}, map[string]map[frameKey]int{}
+		l.byKey, l.cursor = map[frameKey][]int{}, map[cursorKey]int{}
 		for j := range l.frames { // oldest first
 			i := (l.next + j) % len(l.frames)
 			k := frameKey{l.frames[i].src, l.frames[i].psn}
 			l.byKey[k] = append(l.byKey[k], i)
 		}
 	}
-	c := l.cursor[name]
-	if c == nil {
-		c = map[frameKey]int{}
-		l.cursor[name] = c
-	}
 	k := frameKey{ip, psn}
-	idx := l.byKey[k]
-	if c[k] >= len(idx) {
+	c, idx := cursorKey{name, k}, l.byKey[k]
+	i := l.cursor[c]
+	if i >= len(idx) {
 		return nil
 	}
-	c[k]++
-	return l.frames[idx[c[k]-1]].frame
+	l.cursor[c] = i + 1
+	return l.frames[idx[i]].frame
 }
