@@ -1,6 +1,9 @@
 package serve_test
 
 import (
+	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -59,4 +62,38 @@ func TestBadInputLogBounded(t *testing.T) {
 	require.LessOrEqual(t, bad, 32, "bad input logged line by line")
 	require.Contains(t, log.String(), "counted, no longer logged")
 	require.Contains(t, log.String(), "5100 bad records and messages")
+}
+
+// TestRefusalLogBounded: a client reconnecting in a loop with a bad
+// ATTACH logged one line for each refusal. Every refusal is counted; at
+// most maxRefusalLogs (16) a second are logged, and one line says how many
+// were not.
+func TestRefusalLogBounded(t *testing.T) {
+	d, sock, log := startDaemon(t, 1, nil)
+	const tries = 200
+	for i := 0; i < tries; i++ {
+		c, err := net.Dial("unixpacket", sock)
+		require.NoError(t, err)
+		require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
+		_, err = c.Write([]byte("not an ATTACH at all"))
+		require.NoError(t, err)
+		_, err = io.ReadAll(c) // the daemon answers with an error and hangs up
+		require.NoError(t, err)
+		c.Close()
+	}
+	require.Eventually(t, func() bool { return d.Counters().Refusals == tries }, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, d.Close())
+	refused, summed := 0, uint64(0)
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.Contains(l, "refused pid") {
+			refused++
+		}
+		var n uint64
+		if _, err := fmt.Sscanf(l, "softnic serve: %d more refusals not logged", &n); err == nil {
+			summed += n
+		}
+	}
+	require.GreaterOrEqual(t, refused, 1, "refusals are still logged")
+	require.Less(t, refused, tries, "one line per refusal")
+	require.Equal(t, uint64(tries), uint64(refused)+summed, "every refusal logged or summed up:\n%s", log.String())
 }

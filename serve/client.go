@@ -120,7 +120,7 @@ func (d *Daemon) handle(uc netUnixConn) {
 		d.mu.Lock()
 		d.ctr.Refusals++
 		d.mu.Unlock()
-		d.logf("refused pid %d: %v", pid, err)
+		d.logRefusal("refused pid %d: %v", pid, err)
 		var em *attach.ErrorMsg
 		if !errors.As(err, &em) {
 			em = &attach.ErrorMsg{Errno: syscall.EPROTO, Reason: err.Error()}

@@ -31,7 +31,8 @@ type Config struct {
 	// refused. softnic serve refuses an explicit --devices 0 itself.
 	Devices int
 	Profile profile.Profile // device and wire model (default: profile.Default())
-	// Log receives one line per attach, detach and refusal (nil: none).
+	// Log receives one line per attach, detach and refusal (nil: none);
+	// refusals at most 16 a second, the rest summed up in one line.
 	Log io.Writer
 	// Trace records every device's events (nil: off).
 	Trace *trace.Recorder
@@ -145,6 +146,7 @@ type Daemon struct {
 	closed  bool
 	ctr     Counters
 	logMu   sync.Mutex
+	refLog  refusalLog       // under logMu
 	pacer   *wallclock.Pacer // ClockWall: runs eng against the wall clock
 	taken   uint64           // eng.Fired() when lock last took the world (slice)
 	stop    chan struct{}    // stops the pacer's goroutine
@@ -423,7 +425,7 @@ func (d *Daemon) Serve() error {
 		if d.pending >= d.cfg.MaxPending {
 			d.ctr.Refusals++
 			d.mu.Unlock()
-			d.logf("refused pid %d: %d connections are waiting to attach", peerPID(c), d.cfg.MaxPending)
+			d.logRefusal("refused pid %d: %d connections are waiting to attach", peerPID(c), d.cfg.MaxPending)
 			c.Close()
 			continue
 		}
@@ -474,6 +476,11 @@ func (d *Daemon) Close() error {
 		c.Close()
 	}
 	d.wg.Wait()
+	if d.cfg.Log != nil {
+		d.logMu.Lock()
+		d.flushRefusals()
+		d.logMu.Unlock()
+	}
 	if d.pacer != nil {
 		close(d.stop)
 		d.pacer.Wake()
@@ -542,7 +549,55 @@ func (d *Daemon) logf(format string, args ...any) {
 	}
 	d.logMu.Lock()
 	defer d.logMu.Unlock()
+	d.flushRefusals()
 	fmt.Fprintf(d.cfg.Log, "softnic serve: "+format+"\n", args...)
+}
+
+// maxRefusalLogs bounds the refusal lines logged in one refusalWindow;
+// the rest are counted (Counters.Refusals) and summed up in one line when
+// the next refusal is logged, or at Close. A client reconnecting in a loop
+// with a bad ATTACH, or a flood past MaxPending, logged one line for each.
+const (
+	maxRefusalLogs = 16
+	refusalWindow  = time.Second
+)
+
+// refusalLog is logRefusal's window of wall time (the daemon's log, not
+// the simulation).
+type refusalLog struct {
+	start  time.Time
+	logged int
+	quiet  uint64 // refusals counted and not logged since the last line
+}
+
+// logRefusal logs an ATTACH refusal, at most maxRefusalLogs a
+// refusalWindow; the first line after a quiet spell says how many
+// refusals were not logged.
+func (d *Daemon) logRefusal(format string, args ...any) {
+	if d.cfg.Log == nil {
+		return
+	}
+	d.logMu.Lock()
+	defer d.logMu.Unlock()
+	r := &d.refLog
+	if now := time.Now(); now.Sub(r.start) >= refusalWindow {
+		r.start, r.logged = now, 0
+	}
+	if r.logged >= maxRefusalLogs {
+		r.quiet++
+		return
+	}
+	r.logged++
+	d.flushRefusals()
+	fmt.Fprintf(d.cfg.Log, "softnic serve: "+format+"\n", args...)
+}
+
+// flushRefusals logs how many refusals were not logged; under logMu.
+func (d *Daemon) flushRefusals() {
+	if r := &d.refLog; r.quiet > 0 {
+		fmt.Fprintf(d.cfg.Log, "softnic serve: %d more refusals not logged (over %d a second)\n", r.quiet, maxRefusalLogs)
+		r.quiet = 0
+	}
 }
 
 // neighbour resolves a GID of one of the daemon's back-to-back devices to

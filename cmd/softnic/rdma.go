@@ -117,7 +117,7 @@ func runRDMA(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.remotePSN, "remote-psn", "", "peer initial PSN in hex (with --remote-qpn; default 0)")
 	fs.StringVar(&o.psn, "psn", "", "own initial PSN in hex (default random)")
 	intVar(fs, &o.gidIndex, "gid-index", 1, "local GID index (0 and 1 both name the IPv4-mapped GID)")
-	intVar(fs, &o.mtu, "mtu", 1024, "path MTU: 256, 512, 1024, 2048 or 4096")
+	intVar(fs, &o.mtu, "mtu", 1024, "path MTU of an RC or UC QP: 256, 512, 1024, 2048 or 4096 (a UD QP sends one packet of at most the port's active MTU, whatever this says)")
 	o.mrSize = 1 << 20
 	fs.Var(sizeFlagU64(&o.mrSize), "mr-size", "MR size in bytes")
 	o.recvOff = -1
