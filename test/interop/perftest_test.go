@@ -46,6 +46,10 @@ var perftestRuns = []struct {
 	{"ib_send_bw", "-e", []int{4096}, 100},
 	{"ib_send_lat", "-e", []int{2}, 100},
 	{"ib_read_bw", "-o 2", []int{65536}, 100},
+	// -a sweeps 2 B to 8 MiB (perftest ignores -s then), both ways at
+	// once: 23 rows, each the sum of both sides' reports, the same on
+	// both.
+	{"ib_write_bw", "-b -a", []int{2}, 10},
 }
 
 // perftestTimeout bounds one run (both sides).
@@ -157,14 +161,31 @@ func perfRows(out string) [][]string {
 // checkTable wants one row of size and iters from who's output; it
 // returns the row's headline figure (t_typical, or BW average).
 func checkTable(who, out string, size, iters int, lat bool) (string, error) {
+	return checkRows(who, out, []int{size}, iters, lat)
+}
+
+// allSizes are the rows of perftest's -a: 2 B to 8 MiB.
+func allSizes() []int {
+	var s []int
+	for n := 2; n <= 1<<23; n *= 2 {
+		s = append(s, n)
+	}
+	return s
+}
+
+// checkRows wants one row of each of sizes, in order, with iters from
+// who's output; it returns the last row's headline figure.
+func checkRows(who, out string, sizes []int, iters int, lat bool) (string, error) {
 	rows := perfRows(out)
-	if len(rows) != 1 {
-		return "", fmt.Errorf("%s printed %d table rows, want 1:\n%s", who, len(rows), tailLines(out, 30))
+	if len(rows) != len(sizes) {
+		return "", fmt.Errorf("%s printed %d table rows, want %d:\n%s", who, len(rows), len(sizes), tailLines(out, 30))
 	}
-	r := rows[0]
-	if r[0] != fmt.Sprint(size) || r[1] != fmt.Sprint(iters) {
-		return "", fmt.Errorf("%s's row %q: want %d bytes, %d iterations", who, r, size, iters)
+	for i, r := range rows {
+		if r[0] != fmt.Sprint(sizes[i]) || r[1] != fmt.Sprint(iters) {
+			return "", fmt.Errorf("%s's row %q: want %d bytes, %d iterations", who, r, sizes[i], iters)
+		}
 	}
+	r := rows[len(rows)-1]
 	if lat {
 		if len(r) < 9 {
 			return "", fmt.Errorf("%s's latency row %q has %d columns", who, r, len(r))
@@ -270,7 +291,11 @@ func runPerftest(g *guest, bin, dir, test, flags, guestRole string, size, iters 
 		if s.server && (test == "ib_read_lat" || test == "ib_atomic_lat") {
 			continue
 		}
-		f, err := checkTable(s.who, s.out, size, iters, lat)
+		sizes := []int{size}
+		if slices.Contains(strings.Fields(flags), "-a") {
+			sizes = allSizes()
+		}
+		f, err := checkRows(s.who, s.out, sizes, iters, lat)
 		errs = append(errs, err)
 		if err == nil {
 			who := "rxe"
@@ -284,8 +309,12 @@ func runPerftest(g *guest, bin, dir, test, flags, guestRole string, size, iters 
 	// -b: each side prints its own report plus the peer's (perftest's
 	// print_full_bw_report), so both rows are the same numbers.
 	if slices.Contains(strings.Fields(flags), "-b") {
-		if g, s := perfRows(guestOut), perfRows(sn.stdout.String()); len(g) == 1 && len(s) == 1 && !slices.Equal(g[0][:5], s[0][:5]) {
-			errs = append(errs, fmt.Errorf("-b: the rows differ: guest %s %q, softnic perf %q", test, g[0], s[0]))
+		if g, s := perfRows(guestOut), perfRows(sn.stdout.String()); len(g) == len(s) {
+			for i := range g {
+				if !slices.Equal(g[i][:5], s[i][:5]) {
+					errs = append(errs, fmt.Errorf("-b: the rows differ: guest %s %q, softnic perf %q", test, g[i], s[i]))
+				}
+			}
 		}
 	}
 	// The headers name the same lines, but for those that depend on the
