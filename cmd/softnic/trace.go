@@ -801,6 +801,12 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	if ud && consumesRecv {
 		grhHex = hex.EncodeToString(rsp.Buf.Bytes[:grhArea])
 	}
+	// A walk whose data differ fails in every form: the text, --json and
+	// --html - (a script reading only the exit status must see it).
+	var mismatchErr error
+	if !dataOK && walkErr == nil {
+		mismatchErr = errMismatch
+	}
 	if o.json || o.html != "" {
 		ctr := w.Hosts[0].Dev.Counters().Snapshot()
 		for k, v := range w.Hosts[1].Dev.Counters().Snapshot() {
@@ -837,10 +843,10 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 			if err := enc.Encode(out); err != nil {
 				return err
 			}
-			return cmp.Or(walkErr, checkErr)
+			return cmp.Or(walkErr, mismatchErr, checkErr)
 		}
 		if o.html == "-" {
-			return cmp.Or(walkErr, checkErr)
+			return cmp.Or(walkErr, mismatchErr, checkErr)
 		}
 	}
 	if walkErr != nil {
@@ -944,11 +950,12 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		fmt.Fprintln(text, "\ncounters (non-zero):")
 		writeCounterLines(text, all)
 	}
-	if !dataOK {
-		return errors.New("data mismatch between requester and responder buffers")
-	}
-	return checkErr
+	return cmp.Or(mismatchErr, checkErr)
 }
+
+// errMismatch is the walk's error when the responder's bytes (or its
+// receive completions) are not what the requester sent.
+var errMismatch = errors.New("data mismatch between requester and responder buffers")
 
 // traceVariant is what the header adds for a walk that is not plain RC:
 // the QP type, where receives come from, whether the CQs were armed.

@@ -270,3 +270,39 @@ func TestPerfCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceDataMismatchFailsEveryForm: a walk that completes but leaves
+// the responder's bytes different from the requester's (a DMA write
+// corrupted on its way to host memory, which no ICRC sees) exits 1 in
+// every output form. --json and --html - used to exit 0 with data_ok
+// false, so a script reading only the status missed it.
+func TestTraceDataMismatchFailsEveryForm(t *testing.T) {
+	plan := writePlan(t, "dmaw.json", `{"rules":[{"point":"dma.write","action":"corrupt","nth":1,"match":{"node":1}}]}`)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"text", nil},
+		{"json", []string{"--json"}},
+		{"html to stdout", []string{"--html", "-"}},
+		{"html to a file", []string{"--html", filepath.Join(t.TempDir(), "w.html")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			require.Equal(t, 1, run(append([]string{"trace", "--faults", plan}, tc.args...), &out, &errb), out.String())
+			require.Contains(t, errb.String(), "data mismatch")
+			if tc.name == "json" {
+				var j traceJSON
+				require.NoError(t, json.Unmarshal(out.Bytes(), &j))
+				require.False(t, j.DataOK)
+				require.Empty(t, j.Error, "the walk itself completed")
+				require.NotEmpty(t, j.Problems)
+			}
+		})
+	}
+	// The same walk without the plan passes in every form.
+	for _, args := range [][]string{nil, {"--json"}, {"--html", "-"}} {
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, run(append([]string{"trace"}, args...), &out, &errb), errb.String())
+	}
+}
