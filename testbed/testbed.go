@@ -229,10 +229,18 @@ func NewCPU(clk host.Clock, rec *trace.Recorder, dev *device.Device, cfg host.Co
 	return host.New(clk, rec, dev.Counters(), dev.Identity().Node, dev.BARPort(), cfg)
 }
 
-// Close releases host memory.
+// Close closes each host's provider context, then releases its host
+// memory. The context goes first: its rings, doorbell records and buffers
+// live in that memory, so an object of a context left open would fault
+// (SIGSEGV, not a panic) on its next verb once the memory is unmapped;
+// closed, it fails with provider.ErrClosed. A context the caller closed
+// already is left as it is.
 func (w *World) Close() {
 	for i, h := range w.Hosts {
 		if h != nil && (i == 0 || h != w.Hosts[0]) {
+			if h.Ctx != nil {
+				_ = h.Ctx.Close() // ErrClosed if the caller closed it
+			}
 			h.Mem.Close()
 		}
 	}
