@@ -239,9 +239,22 @@ func (c *Context) Close() error {
 	}
 	// A QP whose destroy failed stays in c.qps; it must not post once the
 	// device is closed (on rxe its doorbell is a write() to an fd number
-	// that may by now be another file's).
+	// that may by now be another file's). Nor may it, an SRQ or a CQ whose
+	// destroy failed (a dead daemon refuses every command) touch its rings
+	// and doorbell records: a dialled context's memory is unmapped by now,
+	// and a Poll, Ready, ReqNotify or PostRecv would fault on it. They are
+	// dead, refused with ErrClosed like every object of a closed context.
 	for _, qp := range c.qps {
 		qp.markDead()
+		qp.sq.buf, qp.rq.buf, qp.dbr = nil, nil, nil
+	}
+	for _, s := range c.srqs {
+		s.dead = true
+		s.buf, s.dbr = nil, nil
+	}
+	for _, cq := range c.cqs {
+		cq.dead = true
+		cq.ring, cq.dbr = nil, nil
 	}
 	c.closed = true
 	return first
