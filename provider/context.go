@@ -44,6 +44,7 @@ type Context struct {
 	mrs  map[uint32]*MR // by LKey
 	srqs map[uint32]*SRQ
 	ahs  map[*AH]struct{}
+	bufs map[uint64]struct{} // the addresses of AllocBuffer's buffers not freed yet
 
 	ev *ctxEvents // completion channels and async events (events.go), set up on first use
 
@@ -296,17 +297,29 @@ func (c *Context) AllocBuffer(n, align int) (Buffer, error) {
 		_ = c.mem.Free(addr)
 		return Buffer{}, opErr("alloc_buffer", 0, detail(ErrNoMemory, "%v", err))
 	}
+	if c.bufs == nil {
+		c.bufs = map[uint64]struct{}{}
+	}
+	c.bufs[addr] = struct{}{}
 	return Buffer{Addr: addr, Bytes: b}, nil
 }
 
-// FreeBuffer returns a buffer from AllocBuffer.
+// FreeBuffer returns a buffer from AllocBuffer. Any other address, a
+// buffer freed already among them, is refused with ErrInvalidArg: the
+// region's allocator also holds the rings and doorbell records of the
+// context's queues, which a double free would otherwise release to the
+// next AllocBuffer while the device still writes them.
 func (c *Context) FreeBuffer(b Buffer) error {
 	if c == nil || c.mem == nil {
 		return opErr("free_buffer", 0, ErrClosed)
 	}
+	if _, ok := c.bufs[b.Addr]; !ok {
+		return opErr("free_buffer", 0, detail(ErrInvalidArg, "%#x is no buffer of AllocBuffer (freed already?)", b.Addr))
+	}
 	if err := c.mem.Free(b.Addr); err != nil {
 		return opErr("free_buffer", 0, detail(ErrInvalidArg, "%v", err))
 	}
+	delete(c.bufs, b.Addr)
 	return nil
 }
 

@@ -47,3 +47,49 @@ func TestAllocBufferBadSizes(t *testing.T) {
 		})
 	}
 }
+
+// TestFreeBufferNotAllocated: FreeBuffer frees only AllocBuffer's buffers.
+// A double free (the address meanwhile handed to a CQ ring) and the
+// addresses of the context's own rings and doorbell records are refused
+// with ErrInvalidArg, and nothing is released. Before the fix each was
+// freed: the next AllocBuffer returned memory the device still wrote CQEs
+// or read WQEs from.
+func TestFreeBufferNotAllocated(t *testing.T) {
+	w, err := testbed.New(testbed.DefaultConfig())
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	ctx := w.Hosts[0].Ctx
+	freed, err := ctx.AllocBuffer(4096, 4096)
+	require.NoError(t, err)
+	require.NoError(t, ctx.FreeBuffer(freed))
+	cq, err := ctx.CreateCQ(63) // takes the freed buffer's place
+	require.NoError(t, err)
+	require.Equal(t, freed.Addr, cq.Info().RingAddr, "the CQ ring reuses the freed address")
+	pd, err := ctx.AllocPD()
+	require.NoError(t, err)
+	qp, err := ctx.CreateQP(pd, provider.QPInitAttr{Type: provider.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+		Cap: provider.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	require.NoError(t, err)
+	live, err := ctx.AllocBuffer(4096, 64)
+	require.NoError(t, err)
+	cases := []struct {
+		name string
+		addr uint64
+	}{
+		{"double_free", freed.Addr},
+		{"cq_ring", cq.Info().RingAddr},
+		{"cq_doorbell_record", cq.Info().DBRAddr},
+		{"qp_buffer", qp.SQInfo().RQAddr},
+		{"inside_a_buffer", live.Addr + 64},
+		{"zero", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := ctx.Mem().InUse()
+			require.ErrorIs(t, ctx.FreeBuffer(provider.Buffer{Addr: c.addr}), provider.ErrInvalidArg)
+			require.Equal(t, before, ctx.Mem().InUse(), "nothing freed")
+		})
+	}
+	require.NoError(t, ctx.FreeBuffer(live))
+	require.ErrorIs(t, ctx.FreeBuffer(live), provider.ErrInvalidArg)
+}
