@@ -185,7 +185,7 @@ func (ch *CompChannel) GetCQEvent(timeout time.Duration) (*CQ, error) {
 	}
 	var out *CQ
 	try := func() (bool, error) {
-		for {
+		for skipped := 0; skipped < maxSkippedEvents; skipped++ {
 			var buf [1]mlx5.CompEvent
 			n, err := c.ev.ec.ReadCompEvents(ch.id, buf[:])
 			if err != nil {
@@ -205,6 +205,7 @@ func (ch *CompChannel) GetCQEvent(timeout time.Duration) (*CQ, error) {
 			out = cq
 			return true, nil
 		}
+		return false, nil // only events of no CQ of ours so far: the wait's timers decide
 	}
 	err := c.wait(op, timeout, ch.pipe, try, func() string { return "completion event" })
 	if err == nil && c.host != nil {

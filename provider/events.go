@@ -343,6 +343,14 @@ func (c *Context) wait(op string, timeout time.Duration, p *evPipe, try func() (
 	return opErr(op, 0, detail(ErrTimeout, "no %s within %v", what(), timeout))
 }
 
+// maxSkippedEvents bounds the events of unknown or destroyed objects one
+// read of GetCQEvent or GetAsyncEvent skips before it lets the wait check
+// its timers. A device drops a destroyed object's events (as the kernel
+// does), so a correct one never comes near it; a device (a daemon) that
+// keeps answering with events of objects the context does not have would
+// otherwise hold the wait for ever, whatever its timeout.
+const maxSkippedEvents = 1024
+
 // dialledNap is how long a wait on a daemon's device sleeps when the
 // engine has nothing to run (another process may be about to feed it).
 const dialledNap = 50 * time.Microsecond
@@ -457,7 +465,7 @@ func (c *Context) GetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 	}
 	var out AsyncEvent
 	try := func() (bool, error) {
-		for {
+		for skipped := 0; skipped < maxSkippedEvents; skipped++ {
 			var buf [1]mlx5.AsyncEvent
 			if ev.ec.ReadAsyncEvents(buf[:]) == 0 {
 				return false, nil
@@ -486,6 +494,7 @@ func (c *Context) GetAsyncEvent(timeout time.Duration) (AsyncEvent, error) {
 			out = a
 			return true, nil
 		}
+		return false, nil // only events of no object of ours so far: the wait's timers decide
 	}
 	err = c.wait(op, timeout, ev.async, try, func() string { return "asynchronous event" })
 	return out, err

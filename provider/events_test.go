@@ -553,3 +553,54 @@ func TestDestroyCQUnackedEvents(t *testing.T) {
 		require.ErrorIs(t, cq.Destroy(), ErrClosed)
 	})
 }
+
+// lyingEvents is a device (a daemon, say) that never runs out of events,
+// every one of a CQ or a QP the context does not have.
+type lyingEvents struct{ fakeEvents }
+
+func (l *lyingEvents) ReadCompEvents(_ uint32, out []mlx5.CompEvent) (int, error) {
+	out[0] = mlx5.CompEvent{CQN: 0x999}
+	return 1, nil
+}
+func (l *lyingEvents) ReadAsyncEvents(out []mlx5.AsyncEvent) int {
+	out[0] = mlx5.AsyncEvent{Type: mlx5.EventQPFatal, Num: 0x999}
+	return 1
+}
+func (l *lyingEvents) PendingEvents(uint32) int { return 1 }
+
+// TestWaitEndsOnEndlessUnknownEvents: a device that keeps reporting events
+// of objects the context does not have cannot hold GetCQEvent or
+// GetAsyncEvent past its timeout: the skipping is bounded, and the wait
+// ends with ErrTimeout. Before the fix both skipped for ever, whatever
+// the timeout (0 included).
+func TestWaitEndsOnEndlessUnknownEvents(t *testing.T) {
+	e := NewEnv(t, EnvOpts{Progress: true})
+	le := &lyingEvents{fakeEvents{FakeProgDev: FakeProgDev{e.Dev}, comp: map[uint32][]mlx5.CompEvent{}, attach: map[uint32]uint32{}}}
+	ctx, err := Open(Device{Name: "fake-liar", Control: le, MMIO: e.Dev, Mem: e.Mem})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ctx.Close() })
+	ch, err := ctx.CreateCompChannel()
+	require.NoError(t, err)
+	_, err = ctx.CreateCQEx(CQInitAttr{Entries: 8, Channel: ch})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name string
+		wait func(time.Duration) error
+	}{
+		{"get_cq_event", func(d time.Duration) error { _, err := ch.GetCQEvent(d); return err }},
+		{"get_async_event", func(d time.Duration) error { _, err := ctx.GetAsyncEvent(d); return err }},
+	} {
+		for _, d := range []time.Duration{0, time.Millisecond, time.Hour} {
+			t.Run(fmt.Sprintf("%s/%v", c.name, d), func(t *testing.T) {
+				done := make(chan error, 1)
+				go func() { done <- c.wait(d) }()
+				select {
+				case err := <-done:
+					require.ErrorIs(t, err, ErrTimeout)
+				case <-time.After(10 * time.Second): // a guard against a hang, not a measure
+					t.Fatal("the wait did not end")
+				}
+			})
+		}
+	}
+}
