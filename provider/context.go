@@ -310,7 +310,7 @@ func (c *Context) AllocBuffer(n, align int) (Buffer, error) {
 // context's queues, which a double free would otherwise release to the
 // next AllocBuffer while the device still writes them.
 func (c *Context) FreeBuffer(b Buffer) error {
-	if c == nil || c.mem == nil {
+	if c.gone() {
 		return opErr("free_buffer", 0, ErrClosed)
 	}
 	if _, ok := c.bufs[b.Addr]; !ok {

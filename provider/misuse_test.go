@@ -93,3 +93,30 @@ func TestFreeBufferNotAllocated(t *testing.T) {
 	require.NoError(t, ctx.FreeBuffer(live))
 	require.ErrorIs(t, ctx.FreeBuffer(live), provider.ErrInvalidArg)
 }
+
+// TestFreeBufferAfterClose: FreeBuffer on a closed context fails with
+// ErrClosed, as every verb of a closed context does (package doc), and
+// frees nothing. Before the fix it succeeded, handing the range back to
+// the allocator of a region a dialled context has unmapped by then.
+func TestFreeBufferAfterClose(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		close func(w *testbed.World) error
+	}{
+		{"context_close", func(w *testbed.World) error { return w.Hosts[0].Ctx.Close() }},
+		{"world_close", func(w *testbed.World) error { w.Close(); return nil }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, err := testbed.New(testbed.DefaultConfig())
+			require.NoError(t, err)
+			t.Cleanup(w.Close)
+			ctx := w.Hosts[0].Ctx
+			buf, err := ctx.AllocBuffer(4096, 4096)
+			require.NoError(t, err)
+			require.NoError(t, c.close(w))
+			before := ctx.Mem().InUse()
+			require.ErrorIs(t, ctx.FreeBuffer(buf), provider.ErrClosed)
+			require.Equal(t, before, ctx.Mem().InUse(), "nothing freed")
+		})
+	}
+}
