@@ -257,6 +257,16 @@ func (c *Context) Close() error {
 		cq.dead = true
 		cq.ring, cq.dbr = nil, nil
 	}
+	// A channel whose destroy failed (a CQ above still used it, or the
+	// daemon was gone) would keep its pipe's two descriptors open for
+	// ever: nothing can destroy it once the context is closed.
+	if c.ev != nil {
+		for id, ch := range c.ev.chans {
+			ch.dead = true
+			ch.pipe.close()
+			delete(c.ev.chans, id)
+		}
+	}
 	c.closed = true
 	return first
 }

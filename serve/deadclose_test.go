@@ -1,7 +1,10 @@
 package serve_test
 
 import (
+	"fmt"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -10,17 +13,23 @@ import (
 )
 
 // TestCloseAfterDaemonDied: a context whose daemon died fails Close (no
-// destroy command gets an answer) and unmaps its memory; the QP, SRQ and
-// CQ whose destroys failed are then dead, refused with ErrClosed. Before
-// the fix they stayed live over unmapped rings: CQ.Ready, CQ.ReqNotify
-// and SRQ.PostRecv (which do not ask the link first) died of SIGSEGV.
+// destroy command gets an answer) and unmaps its memory; the QP, SRQ, CQ
+// and completion channel whose destroys failed are then dead, refused
+// with ErrClosed. Before the fix they stayed live over unmapped rings:
+// CQ.Ready, CQ.ReqNotify and SRQ.PostRecv (which do not ask the link
+// first) died of SIGSEGV; and the channel kept its pipe open for ever.
 func TestCloseAfterDaemonDied(t *testing.T) {
 	d, sock := startDaemonCfg(t, serve.Config{Devices: 1})
 	ctx, err := provider.Dial("softnic0", provider.DialOptions{Socket: sock})
 	require.NoError(t, err)
 	pd, err := ctx.AllocPD()
 	require.NoError(t, err)
-	cq, err := ctx.CreateCQ(16)
+	ch, err := ctx.CreateCompChannel()
+	require.NoError(t, err)
+	pipe := fmt.Sprintf("/proc/self/fd/%d", ch.Fd())
+	pipeWas, err := os.Readlink(pipe)
+	require.NoError(t, err)
+	cq, err := ctx.CreateCQEx(provider.CQInitAttr{Entries: 16, Channel: ch})
 	require.NoError(t, err)
 	srq, err := pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 8, MaxSGE: 1})
 	require.NoError(t, err)
@@ -52,6 +61,8 @@ func TestCloseAfterDaemonDied(t *testing.T) {
 		{"destroy_qp", qp.Destroy},
 		{"post_srq_recv", func() error { _, err := srq.PostRecv(recv); return err }},
 		{"destroy_srq", srq.Destroy},
+		{"get_cq_event", func() error { _, err := ch.GetCQEvent(time.Millisecond); return err }},
+		{"destroy_comp_channel", ch.Destroy},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			require.ErrorIs(t, c.verb(), provider.ErrClosed)
@@ -59,4 +70,8 @@ func TestCloseAfterDaemonDied(t *testing.T) {
 	}
 	require.False(t, cq.Ready())
 	require.Nil(t, cq.CQE(0))
+	require.Equal(t, -1, ch.Fd())
+	if now, err := os.Readlink(pipe); err == nil {
+		require.NotEqual(t, pipeWas, now, "the channel's pipe is closed")
+	}
 }
