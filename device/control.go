@@ -143,13 +143,31 @@ func (d *Device) CreateCQ(c mlx5.CreateCQCmd) (mlx5.CreateCQResp, error) {
 	case len(d.cqs) >= d.spec.Caps.MaxCQ:
 		return mlx5.CreateCQResp{}, cmdErr("CREATE_CQ", mlx5.StatusNoResources, "%d CQs in use", len(d.cqs))
 	}
-	cqn := d.nextCQN
-	d.nextCQN++
+	cqn, ok := d.allocCQN()
+	if !ok {
+		return mlx5.CreateCQResp{}, cmdErr("CREATE_CQ", mlx5.StatusNoResources, "every CQ number is taken")
+	}
 	d.cqs[cqn] = &cq{cqn: cqn, buf: c.BufAddr, dbr: c.DBAddr, nent: uint32(c.Entries), oi: c.OverrunIgnore}
 	if d.chk != nil {
 		d.chk.cqCreated(d.cqs[cqn], c)
 	}
 	return mlx5.CreateCQResp{CQN: cqn}, nil
+}
+
+// allocCQN takes the next free CQ number. CQ numbers are 24 bits, as the
+// CQ arm doorbell and the EQE carry them (mlx5.ParseCQArm keeps 24), and
+// wrap (0 is never one); a number a live CQ holds is skipped. Without the
+// wrap the 2^24th CQ a client created got a number whose arm doorbell
+// armed another CQ (or none): its completion events never came.
+func (d *Device) allocCQN() (uint32, bool) {
+	for range 1 << 24 {
+		cqn := d.nextCQN & 0xffffff
+		d.nextCQN = (cqn + 1) & 0xffffff
+		if cqn != 0 && d.cqs[cqn] == nil {
+			return cqn, true
+		}
+	}
+	return 0, false
 }
 
 // DestroyCQ destroys an unused completion queue.

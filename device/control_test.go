@@ -1,6 +1,7 @@
 package device_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -190,6 +191,51 @@ func TestQPNSkipsLiveQPs(t *testing.T) {
 			require.Equal(t, mlx5.QPStateRST, a.State, "the live QP is untouched")
 			require.NoError(t, d.DestroyQP(got.QPN))
 			require.NoError(t, d.DestroyQP(live.QPN), "the live QP is still in the table")
+		})
+	}
+}
+
+// TestCQNWrapsAt24Bits: CQ numbers are 24 bits (the CQ arm doorbell and
+// the EQE carry 24) and wrap past 0, skipping numbers live CQs hold.
+// Before the fix CreateCQ counted on in 32 bits: the CQ after 0xffffff
+// got 0x1000000, whose arm doorbell the device read as CQ 0 (unknown) or,
+// for 0x1000001, armed the live CQ 1, so its events never came.
+func TestCQNWrapsAt24Bits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		next uint32 // nextCQN before the last CQ
+		want uint32 // the last CQ's number
+	}{
+		{"next is a live CQ", 1, 2},
+		{"last number", 0xffffff, 0xffffff},
+		{"wrap past 0 onto a live CQ", 0x1000000, 2},
+		{"wrap onto a free number", 0x1000005, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, mem := newDev(t)
+			cmd := func() mlx5.CreateCQCmd {
+				buf, err := mem.Alloc(64*64, 4096)
+				require.NoError(t, err)
+				dbr, err := mem.Alloc(8, 8)
+				require.NoError(t, err)
+				return mlx5.CreateCQCmd{Entries: 64, CQESize: 64, BufAddr: buf, DBAddr: dbr}
+			}
+			live, err := d.CreateCQ(cmd())
+			require.NoError(t, err)
+			require.Equal(t, uint32(1), live.CQN)
+			d.SetNextCQN(tc.next)
+			got, err := d.CreateCQ(cmd())
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got.CQN)
+			// Its arm doorbell arms it, not another CQ or none.
+			var db [8]byte
+			binary.BigEndian.PutUint32(db[0:], mlx5.CQArm{CQN: got.CQN}.ArmWord())
+			binary.BigEndian.PutUint32(db[4:], got.CQN)
+			d.CQArm(0, 0, db)
+			require.Zero(t, d.Counters().Value(device.CtrCQArmUnknownCQ))
+			require.Equal(t, uint64(1), d.Counters().Value(device.CtrCQArms))
+			require.NoError(t, d.DestroyCQ(got.CQN))
+			require.NoError(t, d.DestroyCQ(live.CQN), "the live CQ is still in the table")
 		})
 	}
 }

@@ -15,3 +15,7 @@ func (d *Device) AllowRemoteInvalidate(key uint32) bool {
 // SetNextQPN sets the QP number CreateQP tries next (tests of the
 // number's wrap, which takes 2^24 QPs to reach otherwise).
 func (d *Device) SetNextQPN(n uint32) { d.nextQPN = n }
+
+// SetNextCQN sets the CQ number CreateCQ tries next (tests of the
+// number's wrap, which takes 2^24 CQs to reach otherwise).
+func (d *Device) SetNextCQN(n uint32) { d.nextCQN = n }
