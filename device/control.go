@@ -97,13 +97,9 @@ func (d *Device) RegMR(c mlx5.RegMRCmd) (mlx5.RegMRResp, error) {
 	case d.keys.Len() >= d.spec.Caps.MaxMR:
 		return mlx5.RegMRResp{}, cmdErr("CREATE_MKEY", mlx5.StatusNoResources, "%d MRs in use", d.keys.Len())
 	}
-	idx := d.nextMR
-	d.nextMR++
-	// mkey = index<<8 | a variant byte software chooses (mlx5.md §8);
-	// a fixed pattern keeps runs deterministic.
-	key := idx<<8 | (idx*0x25+0x11)&0xff
-	if key == mlx5.InvalidKey {
-		key++
+	key, ok := d.allocMRKey()
+	if !ok {
+		return mlx5.RegMRResp{}, cmdErr("CREATE_MKEY", mlx5.StatusNoResources, "every memory key is taken")
 	}
 	va := c.HCAVA
 	if va == 0 {
@@ -113,6 +109,33 @@ func (d *Device) RegMR(c mlx5.RegMRCmd) (mlx5.RegMRResp, error) {
 		return mlx5.RegMRResp{}, cmdErr("CREATE_MKEY", mlx5.StatusBadParam, "%v", err)
 	}
 	return mlx5.RegMRResp{LKey: key, RKey: key}, nil
+}
+
+// allocMRKey takes the next free memory key: mkey = index<<8 | a variant
+// byte software chooses (mlx5.md §8); a fixed pattern keeps runs
+// deterministic. The index is 24 bits and wraps past 0; the variant moves
+// on at each wrap, so that a wrapped index does not bring back the key
+// its previous holder had (a peer may still hold that rkey), and a key a
+// live MR holds is skipped. Without the wrap the 2^24th registration
+// overflowed the index out of the key, and the next ones collided with
+// live MRs' keys: RegMR failed with BAD_PARAM.
+func (d *Device) allocMRKey() (uint32, bool) {
+	for range 1 << 24 {
+		n := d.nextMR
+		d.nextMR++
+		idx := n & 0xffffff
+		if idx == 0 {
+			continue
+		}
+		key := idx<<8 | (idx*0x25+0x11+(n>>24))&0xff
+		if key == mlx5.InvalidKey {
+			key++
+		}
+		if _, live := d.keys.Lookup(key); !live {
+			return key, true
+		}
+	}
+	return 0, false
 }
 
 // DeregMR destroys a memory key.

@@ -240,6 +240,50 @@ func TestCQNWrapsAt24Bits(t *testing.T) {
 	}
 }
 
+// TestMRKeyIndexWraps: an mkey is a 24-bit index and a variant byte. The
+// index wraps past 0 after 2^24 registrations, a key a live MR holds is
+// skipped, and a wrapped index comes back with another variant than its
+// previous holder's key. Before the fix the index overflowed out of the
+// key: registration 2^24+1 got MR 1's key while MR 1 was registered, and
+// RegMR failed with BAD_PARAM (key exists).
+func TestMRKeyIndexWraps(t *testing.T) {
+	d, mem := newDev(t)
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	buf, err := mem.Alloc(4096, 4096)
+	require.NoError(t, err)
+	reg := func(t *testing.T) uint32 {
+		t.Helper()
+		r, err := d.RegMR(mlx5.RegMRCmd{PDN: pd.PDN, Addr: buf, Length: 4096, Access: mlx5.AccessLocalWrite})
+		require.NoError(t, err)
+		require.Equal(t, r.LKey, r.RKey)
+		return r.LKey
+	}
+	live := reg(t) // index 1
+	gone := reg(t) // index 2, deregistered before the wrap
+	require.NoError(t, d.DeregMR(gone))
+	for _, tc := range []struct {
+		name  string
+		next  uint32 // the registration count before
+		index uint32 // the key's index
+		not   uint32 // a key it must not be
+	}{
+		{"last index", 0xffffff, 0xffffff, 0},
+		{"wrap past index 0", 1 << 24, 1, live},
+		{"wrap onto a live MR's index", 1<<24 + 1, 1, live},
+		{"wrap onto a freed MR's index", 1<<24 + 2, 2, gone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d.SetNextMR(tc.next)
+			key := reg(t)
+			require.Equal(t, tc.index, key>>8)
+			require.NotEqual(t, tc.not, key)
+			require.NoError(t, d.DeregMR(key))
+		})
+	}
+	require.NoError(t, d.DeregMR(live), "the live MR keeps its key")
+}
+
 // TestSQWQEBBBudget: the send queues of one device hold at most 2^25
 // WQEBBs in all. The model keeps some 300 bytes of heap per WQEBB it
 // fetches from (a staging copy of the ring, in-flight ranges, WQE slots),

@@ -19,3 +19,7 @@ func (d *Device) SetNextQPN(n uint32) { d.nextQPN = n }
 // SetNextCQN sets the CQ number CreateCQ tries next (tests of the
 // number's wrap, which takes 2^24 CQs to reach otherwise).
 func (d *Device) SetNextCQN(n uint32) { d.nextCQN = n }
+
+// SetNextMR sets the registration count RegMR takes its next key from
+// (tests of the 24-bit index's wrap, which takes 2^24 MRs to reach).
+func (d *Device) SetNextMR(n uint32) { d.nextMR = n }
