@@ -34,11 +34,28 @@ func (c *Consumer) Reply(r Reply) bool {
 	le.PutUint64(m[offReplyValue:], r.Value)
 	le.PutUint32(m[offReplyState:], r.Status)
 	atomic.StoreUint32(c.r.replySeq, pos+1)
-	if atomic.LoadUint32(c.r.replyWait) != 0 && atomic.SwapUint32(c.r.replyWait, 0) != 0 {
-		futexWake(c.r.replySeq, 1)
-	}
+	c.wakeCaller()
 	return true
 }
+
+// wakeCaller wakes the producer if it sleeps for a reply (the tail of
+// Reply). The producer sleeps on its flag word, as every waiter of the
+// ring does (doc.go, rule 5), not on the reply sequence word: a Reply
+// preempted between its load of the flag and its swap cleared the flag
+// of the producer's next call, which by then slept on an unchanged
+// sequence word, so the next reply found no flag, woke nobody, and that
+// call waited out its whole deadline (a daemon's client saw a 1 s ring
+// call that had been answered in microseconds). On the flag word a swap
+// before the sleep makes FUTEX_WAIT return at once.
+func (c *Consumer) wakeCaller() {
+	if atomic.LoadUint32(c.r.replyWait) != 0 && atomic.SwapUint32(c.r.replyWait, 0) != 0 {
+		futexWake(c.r.replyWait, 1)
+	}
+}
+
+// testHookReplySleep, set by tests, runs just before a call's wait goes
+// to sleep.
+var testHookReplySleep func()
 
 // Call publishes a call (a Width-0 record with FlagCall: op in the first
 // 8 bytes of Data, arg in Off, t the host time) after every record pushed
@@ -76,12 +93,14 @@ func (p *Producer) CallRecord(rec Record, op uint64, deadline time.Time) (Reply,
 		if d <= 0 {
 			return Reply{}, fmt.Errorf("%w: no reply to call %#x at ring position %d", ErrTimeout, op, pos)
 		}
-		seq := atomic.LoadUint32(r.replySeq)
 		atomic.StoreUint32(r.replyWait, 1)
 		if got() {
 			break
 		}
-		futexWait(r.replySeq, seq, d)
+		if testHookReplySleep != nil {
+			testHookReplySleep()
+		}
+		futexWait(r.replyWait, 1, d) // Consumer.wakeCaller
 	}
 	atomic.StoreUint32(r.replyWait, 0)
 	le := binary.LittleEndian

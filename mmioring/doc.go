@@ -36,8 +36,9 @@
 //	              about to; the producer's futex word (atomic)
 //	   264   120  reserved (rest of the consumer's line)
 //	   384     4  reply sequence: ring position of the call answered + 1 (atomic;
-//	              the consumer writes the reply line, the producer's futex word)
-//	   388     4  producer awaiting a reply: 1 while the producer sleeps (atomic)
+//	              the consumer writes the reply line)
+//	   388     4  producer awaiting a reply: 1 while the producer sleeps (atomic;
+//	              the producer's futex word for replies)
 //	   392     8  reply time (ps)
 //	   400     8  reply value
 //	   408     4  reply status (0, or an errno)
@@ -125,7 +126,7 @@
 // up to the host's time, the next event, the value of a register read. A
 // call is a width-0 record with FlagCall alone, published in ring order
 // behind every write before it; Producer.Call then waits for the reply
-// line (spin, yield, futex on the reply sequence word, deadline). The
+// line (spin, yield, futex on its awaiting-a-reply flag, deadline). The
 // consumer answers with Consumer.Reply, which publishes the reply by one
 // atomic store of the call's position + 1. One call is outstanding at a
 // time, so one reply line is enough. The ring does not define operations:

@@ -336,7 +336,7 @@ func (r *Ring) close(bit uint32) {
 	atomic.StoreUint32(r.replyWait, 0)
 	futexWake(r.consSleep, 1<<30)
 	futexWake(r.prodWait, 1<<30)
-	futexWake(r.replySeq, 1<<30)
+	futexWake(r.replyWait, 1<<30)
 }
 
 // waiter is the endpoint a blocked call waits for: ready reports whether

@@ -145,6 +145,13 @@ func (c *Context) Counters() (map[string]uint64, error) {
 		}
 	}
 	m := c.ctrs.HWCounters()
+	if c.link != nil {
+		// HWCounters has no error of its own: a daemon that died under
+		// this very request answers an empty set, which is no set.
+		if err := c.link.Err(); err != nil {
+			return nil, opErr(op, 0, err)
+		}
+	}
 	out := make(map[string]uint64, len(m))
 	maps.Copy(out, m)
 	return out, nil

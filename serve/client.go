@@ -673,7 +673,7 @@ func (c *client) step(limit sim.Time, budget int, done func() bool) uint64 {
 	}
 	if c.d.pacer != nil {
 		budget = 0
-		if c.d.pacer.Sync() {
+		if c.d.pacer.SyncAtMost(worldSlice) {
 			v = attach.StepRan
 		}
 	}

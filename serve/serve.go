@@ -157,11 +157,14 @@ type Daemon struct {
 
 // lock takes the world; with ClockWall it first brings the engine up to
 // the wall clock, so what the caller schedules is stamped no earlier than
-// now (the pacer's contract).
+// now (the pacer's contract), running worldSlice events of that at most:
+// an engine behind the wall clock under more load than it runs in real
+// time is caught up by the pacer and every holder in turn, not by one
+// holder for all (wallclock.Pacer.SyncAtMost, TestWallCatchUpBounded).
 func (d *Daemon) lock() {
 	d.mu.Lock()
 	if d.pacer != nil {
-		d.pacer.Sync()
+		d.pacer.SyncAtMost(worldSlice)
 	}
 	d.taken = d.eng.Fired()
 }
@@ -640,7 +643,7 @@ func (s *slot) neighbour(gid [16]byte) ([6]byte, bool) {
 		d.pacer.Wake()
 		time.Sleep(time.Millisecond)
 		d.mu.Lock()
-		d.pacer.Sync()
+		d.pacer.SyncAtMost(worldSlice)
 	}
 	if !res.Done() || res.Err != nil {
 		d.ctr.Unresolved++

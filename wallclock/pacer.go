@@ -145,6 +145,32 @@ func (p *Pacer) Sync() bool {
 	return p.eng.Fired() != before
 }
 
+// SyncAtMost is Sync that runs at most n events (n <= 0: none), for a
+// caller holding a lock others wait for: an engine with more work than it
+// can run in real time falls further behind the wall clock the longer it
+// runs, so a full catch-up under the lock held it for longer at every
+// turn (hundreds of ms under a daemon's load, until its clients' calls
+// missed their deadlines). What is left is run by the next callers, the
+// pump first; until then the engine lags the wall clock, and what the
+// caller schedules is stamped at the engine's time, as on an overloaded
+// NIC. It reports whether any event ran.
+func (p *Pacer) SyncAtMost(n int) bool {
+	before := p.eng.Fired()
+	w := p.Wall()
+	for i := 0; i < n && p.eng.Next() <= w; i++ {
+		p.eng.Step()
+	}
+	if p.eng.Next() > w && p.eng.Now() < w {
+		p.eng.RunUntil(w) // nothing more is due by w: the clock goes there
+	}
+	p.pollFaults()
+	return p.eng.Fired() != before
+}
+
+// SyncBudget is how many events Pump's catch-up runs with the lock held
+// (SyncAtMost), a millisecond's worth or so.
+const SyncBudget = 1 << 12
+
 // Wake makes a Pump that is blocked return at once (reporting work), so
 // that what another goroutine scheduled runs without waiting out the
 // pump's wait. It is safe from any goroutine and never blocks.
@@ -254,7 +280,8 @@ func (pp *PacedPort) drain() bool {
 	return did
 }
 
-// Pump is one round of the pacing loop: catch the clock up, deliver the
+// Pump is one round of the pacing loop: catch the clock up (at most
+// SyncBudget events of it: the next round goes on), deliver the
 // queued frames, run up to maxSteps events that are due (at or before
 // wall+lead); if none of that found work, block for at most wait until a
 // frame arrives, the next event is due or Wake is called. It reports
@@ -264,7 +291,7 @@ func (p *Pacer) Pump(wait time.Duration, maxSteps int) bool {
 	if p.added {
 		p.refreshView()
 	}
-	did := p.Sync()
+	did := p.SyncAtMost(SyncBudget)
 	for _, pp := range p.ports {
 		if pp.drain() {
 			did = true
