@@ -923,6 +923,14 @@ func (r *requester) ackPacket(t sim.Time, psn roce.PSN, synd roce.Syndrome) {
 			d.inc(CtrACKStale)
 			return
 		}
+		if w.rdAtomic() && !w.responded && w.counted && psn.After(w.lastPSN()) {
+			// An RNR NAK for a later request: the responder executed this
+			// READ/atomic, whose responses were lost. Ask for them again
+			// (an implied NAK, rxe's check_psn COMPST_ERROR_RETRY); the
+			// RNR NAK is not this WQE's and spends none of its RNR retries.
+			r.regap(t, w)
+			return
+		}
 		if q.rnrRetry != 7 {
 			if r.rnrLeft == 0 {
 				d.warn(t, CtrReqRNRRetriesExceeded, "QP %#x WQE %d: RNR retries used up", q.qpn, w.idx)
