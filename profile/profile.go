@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path"
@@ -252,7 +253,7 @@ func Load(nameOrFile string) (Profile, error) {
 	if p, ok := embedded[nameOrFile]; ok {
 		return p, nil
 	}
-	b, err := os.ReadFile(nameOrFile)
+	b, err := readFile(nameOrFile)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) && !strings.ContainsAny(nameOrFile, "/.") {
 			return Profile{}, &Error{Source: nameOrFile, Msg: "no such profile (have " + strings.Join(Names(), ", ") + ") and no such file"}
@@ -260,6 +261,33 @@ func Load(nameOrFile string) (Profile, error) {
 		return Profile{}, &Error{Source: nameOrFile, Msg: "cannot read", Err: err}
 	}
 	return Parse(b, nameOrFile)
+}
+
+// MaxFileSize is the largest profile file Load reads (1 MiB: the embedded
+// profiles are a few KiB each).
+const MaxFileSize = 1 << 20
+
+// ErrFileTooLarge is wrapped, with ErrProfile, by Load for a file of more
+// than MaxFileSize bytes.
+var ErrFileTooLarge = errors.New("profile file too large")
+
+// readFile reads at most MaxFileSize bytes of name: /dev/zero, a FIFO fed
+// by a runaway generator or a capture given by mistake must end in an
+// error, not in reading until memory runs out.
+func readFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxFileSize {
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrFileTooLarge, MaxFileSize)
+	}
+	return b, nil
 }
 
 // Parse reads a profile file. The file is a JSON object with the keys

@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -191,6 +192,31 @@ func TestLoad(t *testing.T) {
 			require.True(t, errors.As(err, &pe))
 			require.Equal(t, c.field, pe.Field, "%v", err)
 			require.Contains(t, err.Error(), c.msg)
+		})
+	}
+	// Load reads at most MaxFileSize bytes: /dev/zero as a profile used
+	// to read until the runtime ran out of memory. Whitespace is valid
+	// JSON around {}, so only the bound refuses the larger file.
+	for _, c := range []struct {
+		name string
+		size int
+		err  error
+	}{
+		{"a file of MaxFileSize bytes", MaxFileSize, nil},
+		{"a file over MaxFileSize", MaxFileSize + 1, ErrFileTooLarge},
+		{"a file of 64 MiB", 64 << 20, ErrFileTooLarge},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := append(bytes.Repeat([]byte(" "), c.size-2), "{}"...)
+			p, err := Load(write("big.json", string(b)))
+			if c.err == nil {
+				require.NoError(t, err)
+				require.Equal(t, Default().Device.PCIe, p.Device.PCIe)
+				return
+			}
+			require.ErrorIs(t, err, ErrProfile)
+			require.ErrorIs(t, err, c.err)
+			require.Contains(t, err.Error(), "more than 1048576 bytes")
 		})
 	}
 	t.Run("no such profile", func(t *testing.T) {

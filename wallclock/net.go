@@ -170,6 +170,19 @@ func (cfg *Config) check() error {
 	case cfg.Mem != 0 && cfg.Mem < cfg.MemNeed:
 		return fmt.Errorf("%w: %d bytes of memory is less than the %d the buffers need", ErrConfig, cfg.Mem, cfg.MemNeed)
 	}
+	// The NIC on a real wire is the only node, node 0 (the peer is not
+	// one): a rule for another node could never fire, and the run would
+	// end as if the workload had not reached it (testbed refuses such a
+	// rule the same way).
+	if cfg.Faults != nil {
+		for i := range cfg.Faults.Rules {
+			r := &cfg.Faults.Rules[i]
+			if n := r.Match.Node; n != nil && *n != 0 {
+				return fmt.Errorf("%w: %w: rule %d (%s): match.node %d, but the NIC on a real wire is node 0 (its peer is no node here): the rule would never fire",
+					ErrConfig, fault.ErrInvalidPlan, i, r.String(), *n)
+			}
+		}
+	}
 	return nil
 }
 

@@ -74,6 +74,17 @@ func TestOpenRejectsBadConfig(t *testing.T) {
 		{"negative lead", Config{IP: testIP, Lead: -time.Second}},
 		{"memory too small", Config{IP: testIP, Mem: 4096, MemNeed: 1 << 20}},
 	}
+	// A rule for a node other than 0 could never fire on a real wire,
+	// where the NIC is node 0 (rdma and perf --wire ran such a plan
+	// without a word).
+	for _, n := range []string{"1", "5"} {
+		plan, err := fault.Parse([]byte(`{"rules":[{"point":"wire.tx","action":"drop","match":{"node":` + n + `}}]}`))
+		require.NoError(t, err)
+		tests = append(tests, struct {
+			name string
+			cfg  Config
+		}{"a fault rule for node " + n, Config{IP: testIP, Faults: plan}})
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := wire.NewMemTransport(1024)
@@ -81,8 +92,19 @@ func TestOpenRejectsBadConfig(t *testing.T) {
 			_, err := Open(tc.cfg)
 			require.Error(t, err)
 			require.False(t, tr.Closed(), "a transport given to a failed Open stays the caller's")
+			if tc.cfg.Faults != nil {
+				require.ErrorIs(t, err, fault.ErrInvalidPlan)
+				require.Contains(t, err.Error(), "the rule would never fire")
+			}
 		})
 	}
+	t.Run("a fault rule for node 0", func(t *testing.T) {
+		plan, err := fault.Parse([]byte(`{"rules":[{"point":"wire.tx","action":"drop","match":{"node":0}}]}`))
+		require.NoError(t, err)
+		n, err := Open(Config{IP: testIP, Faults: plan, Transport: wire.NewMemTransport(1024), MemNeed: 1 << 20})
+		require.NoError(t, err)
+		n.Close()
+	})
 	_, err := Open(Config{IP: testIP})
 	require.ErrorIs(t, err, ErrConfig, "no wire")
 	_, err = Open(Config{IP: testIP, Wire: "udp:nonsense"})

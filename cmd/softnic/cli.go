@@ -93,19 +93,6 @@ func intVar(fs *flag.FlagSet, p *int, name string, def int, usage string) {
 // stdin is what an input named "-" reads (a test puts its own here).
 var stdin io.Reader = os.Stdin
 
-// readInput reads the input file name, or stdin for "-" (as decode's
-// capture): view's walks, faults' plan, --faults.
-func readInput(name string) ([]byte, error) {
-	if name == "-" {
-		b, err := io.ReadAll(stdin)
-		if err != nil {
-			return nil, fmt.Errorf("reading standard input: %w", err)
-		}
-		return b, nil
-	}
-	return os.ReadFile(name)
-}
-
 // durationVar defines a duration flag (10s, 500ms, 1m30s) whose bad
 // value says what a duration looks like: the flag package's own says
 // only "parse error".

@@ -10,7 +10,8 @@ package main
 //
 // TIME is the capture timestamp as seconds.nanoseconds since the Unix epoch
 // (softnic trace's captures start at the epoch at the post, so this is the
-// walk's virtual time: a frame's TIME is its wire stage's start_ns).
+// walk's virtual time: a frame's TIME is its wire stage's start_ns), or
+// "-" for a frame without one (a pcapng simple packet block).
 // ICRC values are printed as the four wire bytes read big-endian, the way
 // Wireshark's infiniband.invariant.crc shows them.
 //
@@ -47,6 +48,7 @@ import (
 	"io"
 	"math/bits"
 	"os"
+	"time"
 
 	"github.com/google/gopacket/layers"
 
@@ -134,7 +136,7 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		s.roce++
-		ts := fmt.Sprintf("%d.%09d", fr.Timestamp.Unix(), fr.Timestamp.Nanosecond())
+		ts := frameTime(fr.Timestamp)
 		switch {
 		case perr == nil:
 		case errors.Is(perr, roce.ErrBadICRC):
@@ -159,6 +161,17 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// frameTime is a frame's time as seconds since the epoch, or "-" for a
+// frame that has none: a pcapng simple packet block carries no timestamp
+// (tshark shows no frame.time_epoch), and the zero time.Time it reads as
+// is not a time the capture gave.
+func frameTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond())
 }
 
 // printSummary prints the closing line: on stdout in text mode, on stderr

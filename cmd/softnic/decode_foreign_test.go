@@ -91,6 +91,12 @@ var foreignCaptures = []struct {
 		"#5 0.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"5 frames: 5 roce (0 bad icrc, 0 malformed), 0 skipped",
 	}, false, []string{"1700000004.500000000", "5.015118976", "0.000000000", "0.000000000", "1.000000000"}},
+	// A simple packet block has no timestamp (tshark: no time_epoch): its
+	// time is "-", not the zero time.Time (-62135596800).
+	{"pcapng simple packet block, no timestamp", "simple_packet_block.pcapng", 0, []string{
+		"#1 - 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"1 frames: 1 roce (0 bad icrc, 0 malformed), 0 skipped",
+	}, false, []string{""}},
 	// RoCEv2 that softnic refuses is said to be refused, and why; it is
 	// not counted as a frame that is not RoCE.
 	{"IPv4 options", "ipv4_options.pcap", 1, []string{

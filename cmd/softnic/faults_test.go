@@ -88,7 +88,11 @@ func TestFaultsCommand(t *testing.T) {
 // else happens: a bad plan is an error naming the flag.
 func TestRealNetFaultsFlag(t *testing.T) {
 	bad := writePlan(t, "bad.json", `{"rules": [{"point": "pcie.nowhere", "action": "drop"}]}`)
-	good := writePlan(t, "good.json", dropFirstACK)
+	// On a real wire the NIC is node 0: dropFirstACK's node 1 could never
+	// fire there, and is refused (it used to run without a word).
+	node1 := writePlan(t, "node1.json", dropFirstACK)
+	good := writePlan(t, "good.json", `{"seed": 1, "rules": [{"point": "wire.tx", "action": "drop", "nth": 1,
+		"match": {"node": 0, "opcode": "RC_ACKNOWLEDGE"}}]}`)
 	wire := "udp:127.0.0.1:0,127.0.0.1:9"
 	tests := []struct {
 		name   string
@@ -99,6 +103,9 @@ func TestRealNetFaultsFlag(t *testing.T) {
 		{"rdma bad plan", []string{"rdma", "--wire", wire, "--ip", "192.0.2.1", "--faults", bad}, 1, "--faults: fault:"},
 		{"rdma missing plan", []string{"rdma", "--wire", wire, "--ip", "192.0.2.1", "--faults", bad + ".missing"}, 1, "--faults: fault:"},
 		{"rc_pingpong bad plan", []string{"rc_pingpong", "--wire", wire, "--ip", "192.0.2.1", "-g", "1", "--faults", bad}, 1, "--faults: fault:"},
+		{"rdma plan for node 1", []string{"rdma", "--wire", wire, "--ip", "192.0.2.1", "--faults", node1}, 1, "match.node 1, but the NIC on a real wire is node 0"},
+		{"rc_pingpong plan for node 1", []string{"rc_pingpong", "--wire", wire, "--ip", "192.0.2.1", "-g", "1", "--faults", node1}, 1, "the rule would never fire"},
+		{"perf --wire plan for node 1", []string{"perf", "write_lat", "--wire", wire, "--ip", "192.0.2.1", "--faults", node1}, 1, "the rule would never fire"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

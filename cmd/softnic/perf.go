@@ -215,6 +215,11 @@ func perfFlags(o *perfOpts, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// errEmptyHost refuses a host argument of "" (an unset "$HOST" in a
+// script): taken as no host, it made the command a server that waited for
+// a client instead of a client that said what was wrong.
+var errEmptyHost = errors.New(`an empty host argument: name the server to connect to, or give none to be the server`)
+
 // parsePerfArgs parses flags and positional words (the test, then the
 // host), which may come in any order (getopt permutes).
 func parsePerfArgs(args []string, stderr io.Writer) (perfOpts, error) {
@@ -248,6 +253,9 @@ func parsePerfArgs(args []string, stderr io.Writer) (perfOpts, error) {
 		}
 		o.test = t
 		if len(words) == 2 {
+			if words[1] == "" {
+				return o, errEmptyHost
+			}
 			o.host = words[1]
 		}
 	default:

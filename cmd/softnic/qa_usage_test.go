@@ -54,6 +54,12 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"rdma --pcap -", []string{"rdma", "--wire", wire, "--ip", "192.0.2.1", "--pcap", "-"}, 2, "--pcap -: stdout carries the command's output"},
 		{"rc_pingpong --pcap -", []string{"rc_pingpong", "--wire", wire, "--ip", "192.0.2.1", "-g", "1", "--pcap", "-"}, 2, "--pcap -: stdout carries"},
 		{"perf --wire --pcap -", []string{"perf", "write_lat", "--wire", wire, "--ip", "192.0.2.1", "--pcap", "-"}, 2, "--pcap -: stdout carries"},
+		// An empty host ("$HOST" unset) is not "no host": it made a
+		// would-be client a server waiting 30 × --timeout for a client.
+		{"perf with an empty host", []string{"perf", "write_lat", "--wire", wire, "--ip", "192.0.2.1", ""}, 2, "an empty host argument"},
+		{"perf with an empty host after --", []string{"perf", "write_lat", "--wire", wire, "--ip", "192.0.2.1", "--", ""}, 2, "an empty host argument"},
+		{"rc_pingpong with an empty host", []string{"rc_pingpong", "--wire", wire, "--ip", "192.0.2.1", "-g", "1", ""}, 2, "an empty host argument"},
+		{"rc_pingpong with two empty hosts", []string{"rc_pingpong", "--wire", wire, "--ip", "192.0.2.1", "-g", "1", "", ""}, 2, "an empty host argument"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -166,6 +166,9 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 		if fs.NArg() == 0 {
 			break
 		}
+		if fs.Arg(0) == "" {
+			return o, errEmptyHost
+		}
 		if o.host != "" {
 			return o, fmt.Errorf("more than one host argument (%q, %q)", o.host, fs.Arg(0))
 		}

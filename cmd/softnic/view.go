@@ -6,6 +6,7 @@ package main
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -56,14 +57,9 @@ func runView(args []string, stdout, stderr io.Writer) int {
 	}
 	var walks []traceJSON
 	for _, f := range files {
-		b, err := readInput(f)
+		j, err := readWalk(f)
 		if err != nil {
 			fmt.Fprintln(stderr, "softnic view:", err)
-			return 1
-		}
-		var j traceJSON
-		if err := json.Unmarshal(b, &j); err != nil {
-			fmt.Fprintf(stderr, "softnic view: %s: %v\n", f, err)
 			return 1
 		}
 		if len(j.Stages) == 0 {
@@ -77,6 +73,51 @@ func runView(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// maxWalkJSON bounds what readWalk reads (a variable: the tests shrink it).
+var maxWalkJSON int64 = 4 << 30
+
+// readWalk decodes the walk JSON in file ("-": stdin) as it reads it, so
+// that input which is not JSON (/dev/zero, a capture named by mistake)
+// is refused at its first bytes instead of read whole into memory first
+// (view /dev/zero read until the runtime ran out of memory). As
+// json.Unmarshal did, anything but white space after the object is an
+// error.
+//
+// At most maxWalkJSON bytes are read: white space is JSON too, and an
+// endless stream of it must end in an error. trace --json writes at most
+// 2^16 packets with the bytes of at most 4·2^16+4096 frames of at most
+// 4096 bytes of payload (hex: about 2.2 GB, under a plan that makes the
+// walk resend).
+func readWalk(file string) (traceJSON, error) {
+	var j traceJSON
+	r := stdin
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return j, err
+		}
+		defer f.Close()
+		r = f
+	}
+	lr := &io.LimitedReader{R: r, N: maxWalkJSON + 1}
+	dec := json.NewDecoder(lr)
+	err := dec.Decode(&j)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("data after the walk's JSON object")
+		}
+	}
+	switch {
+	case lr.N <= 0:
+		return j, fmt.Errorf("%s: more than %d bytes, larger than any walk trace --json writes", file, maxWalkJSON)
+	case err == io.EOF, errors.Is(err, io.ErrUnexpectedEOF):
+		return j, fmt.Errorf("%s: unexpected end of JSON input", file)
+	case err != nil:
+		return j, fmt.Errorf("%s: %w", file, err)
+	}
+	return j, nil
 }
 
 // writeWalkHTML writes the page for one or two walks to file ("-": out).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"html"
 	"io"
@@ -284,5 +285,55 @@ func TestViewHostileWalk(t *testing.T) {
 			require.Equal(t, 0, run([]string{"view", f}, &out, &errb), "%s: %s", doc, errb.String())
 			require.Contains(t, out.String(), "doorbell_mmio")
 		}
+	}
+}
+
+// endlessInput is /dev/zero or `yes ' '` as view's stdin: b for ever,
+// until 64 MiB have been read (then an error, so that a reader that takes
+// it all ends too), counting what was read.
+type endlessInput struct {
+	b    byte
+	read int
+}
+
+func (e *endlessInput) Read(p []byte) (int, error) {
+	if e.read >= 64<<20 {
+		return 0, errors.New("endlessInput: 64 MiB read")
+	}
+	for i := range p {
+		p[i] = e.b
+	}
+	e.read += len(p)
+	return len(p), nil
+}
+
+// view refuses input that is not a walk at its first bytes, and reads at
+// most maxWalkJSON of a stream that stays valid JSON (white space): view
+// /dev/zero used to read until the runtime ran out of memory.
+func TestViewEndlessInput(t *testing.T) {
+	defer func(old int64) { maxWalkJSON = old }(maxWalkJSON)
+	maxWalkJSON = 1 << 20
+	for _, c := range []struct {
+		name    string
+		b       byte
+		err     string
+		maxRead int
+	}{
+		{"NUL bytes (/dev/zero)", 0, `-: invalid character '\x00' looking for beginning of value`, 64 << 10},
+		{"letters", 'x', "-: invalid character 'x' looking for beginning of value", 64 << 10},
+		{"open brackets", '[', "-: invalid character '[' exceeded max depth", 64 << 10},
+		{"white space", ' ', "-: more than 1048576 bytes, larger than any walk trace --json writes", 2 << 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := &endlessInput{b: c.b}
+			old := stdin
+			stdin = in
+			defer func() { stdin = old }()
+			var out, errb bytes.Buffer
+			require.Equal(t, 1, run([]string{"view", "-"}, &out, &errb))
+			require.Contains(t, errb.String(), c.err)
+			require.LessOrEqual(t, in.read, c.maxRead, "bytes read")
+			require.Empty(t, out.String())
+		})
 	}
 }

@@ -153,5 +153,11 @@ with open("tsresol_fine.pcapng", "wb") as f:
                                           (0xFF, 1 << 63), (20, 12345678901234567890), (0x7F, (1 << 64) - 1)]):
         f.write(block(1, struct.pack("<HHI", 1, 0, 0) + struct.pack("<HHB3x", 9, 1, tsresol) + bytes(4)))
         f.write(block(6, struct.pack("<IIIII", i, units >> 32, units & 0xFFFFFFFF, len(vlan_frame), len(vlan_frame)) + vlan_frame))
+# A simple packet block (type 3) carries no timestamp: tshark shows no
+# frame.time_epoch, decode "-" (not the zero time.Time pcapgo reads).
+with open("simple_packet_block.pcapng", "wb") as f:
+    f.write(block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1)))
+    f.write(block(1, struct.pack("<HHI", 1, 0, 0)))
+    f.write(block(3, struct.pack("<I", len(vlan_frame)) + vlan_frame))
 # Not RoCEv2: UDP to 4792 (held up; here so the skip stays a skip).
 write("udp_4792.pcap", [Ether(**MACS) / IP(src=SRC, dst=DST) / UDP(sport=0xC000, dport=4792) / Raw(payload(32))])
