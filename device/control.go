@@ -393,6 +393,29 @@ func checkTransition(q *qp, to mlx5.QPState, attrs, mask uint32) error {
 	return cmdErr("MODIFY_QP", mlx5.StatusBadQPState, "QP %#x cannot go from %v to %v", q.qpn, q.state, to)
 }
 
+// checkLeave checks a move to RESET or ERR against the kernel's table
+// for the QP's state (mask without the state bit), as checkTransition
+// does for the others; a QPC-only state goes to RESET or ERR as before.
+func checkLeave(q *qp, to mlx5.QPState, mask uint32) error {
+	t, okT := uverbs.QPTypeFromMLX5(q.typ)
+	cur, okC := uverbs.QPStateFromMLX5(q.state)
+	next, _ := uverbs.QPStateFromMLX5(to)
+	if !okT || !okC {
+		return nil
+	}
+	if cur == uverbs.QPStateReset && next == uverbs.QPStateErr {
+		cur = uverbs.QPStateErr // the same (empty) attribute set as ERR→ERR
+	}
+	var te *uverbs.TransitionError
+	if !errors.As(uverbs.CheckTransition(t, cur, next, uverbs.QPAttrMask(mask)), &te) {
+		return nil
+	}
+	if te.Extra != 0 {
+		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "%v→%v does not take attributes %#x", q.state, to, uint32(te.Extra))
+	}
+	return cmdErr("MODIFY_QP", mlx5.StatusBadQPState, "QP %#x cannot go from %v to %v", q.qpn, q.state, to)
+}
+
 // ModifyQP moves a QP through RESET → INIT → RTR → RTS (and ERR / RESET
 // from anywhere), checking the attributes each transition needs.
 func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
@@ -413,6 +436,16 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 		return cmdErr("MODIFY_QP", mlx5.StatusBadQPState, "cur_state %v but QP %#x is %v", c.CurState, q.qpn, q.state)
 	}
 	now := d.eng.Now()
+	attrs := c.Mask &^ (mlx5.AttrState | mlx5.AttrCurState)
+	if to == mlx5.QPStateRST || to == mlx5.QPStateERR {
+		// From any state, but only with the state (ib_modify_qp_is_ok
+		// takes no attribute, CUR_STATE included, for a move to RESET or
+		// ERR). RESET→ERR is accepted, as the provider does (mlx5_ib's
+		// optab has 2ERR though the IB table does not list it).
+		if err := checkLeave(q, to, c.Mask&^mlx5.AttrState); err != nil {
+			return err
+		}
+	}
 	switch to {
 	case mlx5.QPStateRST:
 		if q.state != mlx5.QPStateRST {
@@ -433,7 +466,6 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 		q.toError(now)
 		return nil
 	}
-	attrs := c.Mask &^ (mlx5.AttrState | mlx5.AttrCurState)
 	if err := checkTransition(q, to, attrs, c.Mask); err != nil {
 		return err
 	}

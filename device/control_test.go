@@ -339,3 +339,58 @@ func rcQPCmd(t *testing.T, d *device.Device, mem *shm.Region, sqBBs int, rq bool
 	}
 	return c
 }
+
+// TestModifyQPRefusesWhatTheKernelRefuses: MODIFY_QP to RESET or ERR
+// takes the state alone (ib_modify_qp_is_ok: no attribute for either
+// target, CUR_STATE included; the provider refuses the same locally). The
+// device took them from a raw uverbs client: an ERR move carrying a
+// 30-bit SQ PSN and a timeout of 99. A refused command leaves the QP
+// where it was.
+func TestModifyQPRefusesWhatTheKernelRefuses(t *testing.T) {
+	gid := [16]byte{10: 0xff, 11: 0xff, 12: 192, 13: 0, 14: 2, 15: 2}
+	toInit := mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags, State: mlx5.QPStateINIT, Port: 1}
+	toRTR := mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN | mlx5.AttrMaxDestRdAtomic | mlx5.AttrMinRNRTimer,
+		State: mlx5.QPStateRTR, PathMTU: mlx5.MTU1024, DestQPN: 0x200, AV: mlx5.AV{DGID: gid}, MaxDestRdAtomic: 1}
+	toRTS := mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrTimeout | mlx5.AttrRetryCnt | mlx5.AttrRNRRetry | mlx5.AttrSQPSN | mlx5.AttrMaxQPRdAtomic, State: mlx5.QPStateRTS}
+	cases := []struct {
+		name string
+		path []mlx5.ModifyQPCmd // taken first, each must succeed
+		bad  mlx5.ModifyQPCmd
+		want mlx5.CmdStatus
+	}{
+		{"RESET to ERR with a QKey", nil, mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrQKey, State: mlx5.QPStateERR, QKey: 7}, mlx5.StatusBadParam},
+		{"INIT to ERR with an SQ PSN", []mlx5.ModifyQPCmd{toInit},
+			mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrSQPSN, State: mlx5.QPStateERR, SQPSN: 1 << 30}, mlx5.StatusBadParam},
+		{"RTS to ERR with cur_state", []mlx5.ModifyQPCmd{toInit, toRTR, toRTS},
+			mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrCurState, State: mlx5.QPStateERR, CurState: mlx5.QPStateRTS}, mlx5.StatusBadParam},
+		{"INIT to RESET with a port", []mlx5.ModifyQPCmd{toInit},
+			mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrPort, State: mlx5.QPStateRST, Port: 7}, mlx5.StatusBadParam},
+		{"ERR to ERR with a timeout", []mlx5.ModifyQPCmd{toInit, {Mask: mlx5.AttrState, State: mlx5.QPStateERR}},
+			mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrTimeout, State: mlx5.QPStateERR, Timeout: 99}, mlx5.StatusBadParam},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, mem := newDev(t)
+			pd, _ := d.AllocPD()
+			buf, _ := mem.Alloc(64*64, 4096)
+			dbr, _ := mem.Alloc(8, 8)
+			cq, err := d.CreateCQ(mlx5.CreateCQCmd{Entries: 64, CQESize: 64, BufAddr: buf, DBAddr: dbr})
+			require.NoError(t, err)
+			qbuf, _ := mem.Alloc(8192, 4096)
+			qdbr, _ := mem.Alloc(8, 8)
+			r, err := d.CreateQP(mlx5.CreateQPCmd{Type: mlx5.QPTypeRC, PDN: pd.PDN, SendCQN: cq.CQN, RecvCQN: cq.CQN, BufAddr: qbuf, DBAddr: qdbr, SQWQECnt: 64, RQWQECnt: 64, RQWQEShift: 4})
+			require.NoError(t, err)
+			for _, c := range tc.path {
+				c.QPN = r.QPN
+				require.NoError(t, d.ModifyQP(c))
+			}
+			before, err := d.QueryQP(r.QPN)
+			require.NoError(t, err)
+			tc.bad.QPN = r.QPN
+			require.Equal(t, tc.want, status(t, d.ModifyQP(tc.bad)))
+			after, err := d.QueryQP(r.QPN)
+			require.NoError(t, err)
+			require.Equal(t, before, after, "a refused MODIFY_QP changed the QP")
+		})
+	}
+}
