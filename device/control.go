@@ -497,6 +497,9 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 	if attrs&mlx5.AttrMaxQPRdAtomic != 0 && int(c.MaxQPRdAtomic) > d.spec.Caps.MaxRdAtom {
 		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "max_rd_atomic %d > %d", c.MaxQPRdAtomic, d.spec.Caps.MaxRdAtom)
 	}
+	if attrs&mlx5.AttrMaxDestRdAtomic != 0 && int(c.MaxDestRdAtomic) > d.spec.Caps.MaxRdAtom {
+		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "max_dest_rd_atomic %d > %d", c.MaxDestRdAtomic, d.spec.Caps.MaxRdAtom)
+	}
 	if attrs&mlx5.AttrRetryCnt != 0 && c.RetryCnt > 7 || attrs&mlx5.AttrRNRRetry != 0 && c.RNRRetry > 7 {
 		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "retry_cnt %d / rnr_retry %d (max 7)", c.RetryCnt, c.RNRRetry)
 	}

@@ -342,16 +342,19 @@ func rcQPCmd(t *testing.T, d *device.Device, mem *shm.Region, sqBBs int, rq bool
 
 // TestModifyQPRefusesWhatTheKernelRefuses: MODIFY_QP to RESET or ERR
 // takes the state alone (ib_modify_qp_is_ok: no attribute for either
-// target, CUR_STATE included; the provider refuses the same locally). The
-// device took them from a raw uverbs client: an ERR move carrying a
-// 30-bit SQ PSN and a timeout of 99. A refused command leaves the QP
-// where it was.
+// target, CUR_STATE included; the provider refuses the same locally), and
+// max_dest_rd_atomic above the responder resources the device reports is
+// EINVAL (mlx5_ib_modify_qp against log_max_ra_res_qp). The device took
+// all of them from a raw uverbs client: an ERR move carrying a 30-bit SQ
+// PSN, and an RTR QP keeping 256 READ responder resources it was never
+// offered. A refused command leaves the QP where it was.
 func TestModifyQPRefusesWhatTheKernelRefuses(t *testing.T) {
 	gid := [16]byte{10: 0xff, 11: 0xff, 12: 192, 13: 0, 14: 2, 15: 2}
 	toInit := mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags, State: mlx5.QPStateINIT, Port: 1}
 	toRTR := mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN | mlx5.AttrMaxDestRdAtomic | mlx5.AttrMinRNRTimer,
 		State: mlx5.QPStateRTR, PathMTU: mlx5.MTU1024, DestQPN: 0x200, AV: mlx5.AV{DGID: gid}, MaxDestRdAtomic: 1}
 	toRTS := mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrTimeout | mlx5.AttrRetryCnt | mlx5.AttrRNRRetry | mlx5.AttrSQPSN | mlx5.AttrMaxQPRdAtomic, State: mlx5.QPStateRTS}
+	with := func(c mlx5.ModifyQPCmd, f func(*mlx5.ModifyQPCmd)) mlx5.ModifyQPCmd { f(&c); return c }
 	cases := []struct {
 		name string
 		path []mlx5.ModifyQPCmd // taken first, each must succeed
@@ -367,6 +370,8 @@ func TestModifyQPRefusesWhatTheKernelRefuses(t *testing.T) {
 			mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrPort, State: mlx5.QPStateRST, Port: 7}, mlx5.StatusBadParam},
 		{"ERR to ERR with a timeout", []mlx5.ModifyQPCmd{toInit, {Mask: mlx5.AttrState, State: mlx5.QPStateERR}},
 			mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrTimeout, State: mlx5.QPStateERR, Timeout: 99}, mlx5.StatusBadParam},
+		{"RTR with max_dest_rd_atomic 255", []mlx5.ModifyQPCmd{toInit},
+			with(toRTR, func(c *mlx5.ModifyQPCmd) { c.MaxDestRdAtomic = 255 }), mlx5.StatusBadParam},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
