@@ -395,6 +395,16 @@ func (e *Engine) Doorbell(t sim.Time, q *Queue, ctrl [8]byte) error {
 		bbs = 1
 	}
 	end := idx.Add(bbs)
+	if bbs > q.Size && q.issued.Dist(idx) < q.Size && q.next.Dist(idx) < q.Size {
+		// The WQE the doorbell names is larger than the whole ring (DS 63
+		// is 16 WQEBBs): not a counter that laps, a malformed WQE. Fetch
+		// up to its first basic block, so that it fails validation (DS
+		// needs more than was announced: LOCAL_QP_OP_ERR, QP to error,
+		// flush) instead of the doorbell being refused, which left the
+		// QP in RTS with nothing completing, every later doorbell refused
+		// as lapping the ring too.
+		end = idx.Add(1)
+	}
 	// The new producer value must be ahead of what was already requested
 	// and not lap the ring.
 	ahead := q.issued.Dist(end)
