@@ -466,7 +466,9 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 		q.toError(now)
 		return nil
 	}
-	if err := checkTransition(q, to, attrs, c.Mask); err != nil {
+	// CUR_STATE is an attribute of the table too: only RTR→RTS and the
+	// moves to RTS from RTS, SQD and SQE take it (ib_modify_qp_is_ok).
+	if err := checkTransition(q, to, c.Mask&^mlx5.AttrState, c.Mask); err != nil {
 		return err
 	}
 	// Validate everything before changing anything.
