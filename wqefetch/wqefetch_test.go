@@ -292,3 +292,47 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestStaleDoorbellIsNotALap: a doorbell whose counter lies behind the
+// last one announced (an older doorbell arriving after a newer one: a
+// torn BlueFlame on the other half falling back late, a reordered
+// store) announces nothing new and is ignored as such (faults.md §2.2,
+// db_no_new_wqe). Before the fix only the very last counter counted as
+// stale; one further back was refused as a counter lapping the ring
+// (db_bad_counter, ErrBadDoorbell), as if the driver had jumped ahead.
+func TestStaleDoorbellIsNotALap(t *testing.T) {
+	cases := []struct {
+		name   string
+		idx    uint16 // the late doorbell's wqe_index (its WQE is 1 WQEBB)
+		err    error
+		noNew  uint64
+		badCtr uint64
+	}{
+		{"the last counter again", 2, nil, 1, 0},
+		{"two doorbells back", 1, nil, 1, 0},
+		{"three doorbells back", 0, nil, 1, 0},
+		{"far ahead", 20, ErrBadDoorbell, 0, 1},
+		{"half the counter space away", 0x8003, ErrBadDoorbell, 0, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newEnv(t, 8)
+			var dbs [3][8]byte
+			for i := range dbs {
+				dbs[i] = v.put(uint16(i), mlx5.OpRDMAWrite, 3, writeWQE)
+			}
+			require.NoError(t, v.e.Doorbell(0, v.q, dbs[2]))
+			v.eng.Run(0)
+			late := dbs[0]
+			binary.BigEndian.PutUint16(late[1:3], tc.idx)
+			err := v.e.Doorbell(10, v.q, late)
+			if tc.err == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tc.err)
+			}
+			require.Equal(t, tc.noNew, v.ctr.Value(CtrDBNoNewWQE))
+			require.Equal(t, tc.badCtr, v.ctr.Value(CtrDBBadCounter))
+		})
+	}
+}
