@@ -7,9 +7,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
+	"github.com/google/gopacket/pcapgo"
 	"github.com/stretchr/testify/require"
 )
 
@@ -90,7 +90,9 @@ func TestTraceLossyWalkBounded(t *testing.T) {
 }
 
 // TestFrameLog: the ring keeps the last max frames, and a stage name takes
-// the frames of a (source, PSN) in the order they were sent, each once.
+// the frames of a (source, PSN) in the order they were sent, each once: the
+// Nth stage the Nth copy, nothing where that copy was overwritten (not a
+// later copy's bytes).
 func TestFrameLog(t *testing.T) {
 	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	l := newFrameLog(3)
@@ -101,11 +103,96 @@ func TestFrameLog(t *testing.T) {
 		require.Equal(t, min(i+1, 3), len(l.frames))
 	}
 	require.Equal(t, 2, l.dropped)
-	require.Equal(t, "a1 again", string(l.frameFor("wire", a, 1)), "the oldest kept copy first")
-	require.Equal(t, "a1 third", string(l.frameFor("wire", a, 1)))
-	require.Nil(t, l.frameFor("wire", a, 1), "each copy once a name")
-	require.Equal(t, "a1 again", string(l.frameFor("packetize", a, 1)), "another name starts over")
-	require.Equal(t, "a2", string(l.frameFor("wire", a, 2)))
-	require.Nil(t, l.frameFor("wire", b, 1), "overwritten")
-	require.True(t, strings.HasPrefix(string(l.frameFor("ack", a, 2)), "a2"))
+	for i, tc := range []struct {
+		name string
+		ip   netip.Addr
+		psn  uint32
+		want string // "" for none
+	}{
+		{"wire", a, 1, ""}, // the first copy was overwritten
+		{"wire", a, 1, "a1 again"},
+		{"wire", a, 1, "a1 third"},
+		{"wire", a, 1, ""},      // each copy once a name
+		{"packetize", a, 1, ""}, // another name starts over
+		{"packetize", a, 1, "a1 again"},
+		{"wire", a, 2, "a2"},
+		{"wire", b, 1, ""}, // overwritten
+		{"ack", a, 2, "a2"},
+		{"wire", b, 7, ""}, // never seen
+	} {
+		got := l.frameFor(tc.name, tc.ip, tc.psn)
+		if tc.want == "" {
+			require.Nil(t, got, "lookup %d %s %v %d", i, tc.name, tc.ip, tc.psn)
+		} else {
+			require.Equal(t, tc.want, string(got), "lookup %d %s %v %d", i, tc.name, tc.ip, tc.psn)
+		}
+	}
+}
+
+// TestTraceLossyWalkFrameBytes: in a walk that resends more frames than
+// --json keeps the bytes of, each wire stage's frame_hex is the frame the
+// --pcap capture has at that stage (the same PSN is resent with and without
+// the AckReq bit: a kept later copy on an earlier stage was a wrong frame).
+func TestTraceLossyWalkFrameBytes(t *testing.T) {
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "lossy.json")
+	require.NoError(t, os.WriteFile(plan, []byte(`{"seed": 15, "rules": [
+  {"point": "wire.tx", "action": "drop", "prob": 0.1},
+  {"point": "wire.rx", "action": "corrupt", "prob": 0.05},
+  {"point": "wire.tx", "action": "delay", "prob": 0.05, "delay_ps": 100000},
+  {"point": "wire.tx", "action": "duplicate", "prob": 0.05},
+  {"point": "wire.tx", "action": "reorder", "prob": 0.05},
+  {"point": "wire.rx", "action": "drop", "prob": 0.05}]}`), 0o644))
+	for _, tc := range []struct {
+		name          string
+		args          []string
+		framesDropped bool
+	}{
+		{"resends past the frame cap", []string{"--size", "40000", "--mtu", "256", "--batch", "3"}, true},
+		{"within the cap", []string{"--size", "40000", "--mtu", "1024"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pcapFile := filepath.Join(dir, "walk.pcap")
+			var out, errb bytes.Buffer
+			require.Equal(t, 0, run(append([]string{"trace", "--json", "--pcap", pcapFile, "--faults", plan}, tc.args...), &out, &errb), errb.String())
+			var j struct {
+				Stages []struct {
+					Name     string `json:"name"`
+					FrameHex string `json:"frame_hex"`
+				} `json:"stages"`
+				Warnings []struct {
+					Name string `json:"name"`
+				} `json:"warnings"`
+			}
+			require.NoError(t, json.Unmarshal(out.Bytes(), &j))
+			dropped := false
+			for _, w := range j.Warnings {
+				dropped = dropped || w.Name == "frames_dropped"
+			}
+			require.Equal(t, tc.framesDropped, dropped, "frames_dropped warning")
+			f, err := os.Open(pcapFile)
+			require.NoError(t, err)
+			defer f.Close()
+			r, err := pcapgo.NewReader(f)
+			require.NoError(t, err)
+			n, shown := 0, 0
+			for _, s := range j.Stages {
+				if s.Name != "wire" {
+					continue
+				}
+				data, _, err := r.ReadPacketData()
+				require.NoError(t, err, "wire stage %d has no frame in the capture", n+1)
+				n++
+				if s.FrameHex == "" {
+					require.True(t, dropped, "wire stage %d shows no frame, none dropped", n)
+					continue
+				}
+				shown++
+				require.Equal(t, fmt.Sprintf("%x", data), s.FrameHex, "wire stage %d: frame_hex is not the captured frame", n)
+			}
+			_, _, err = r.ReadPacketData()
+			require.Error(t, err, "more frames captured than wire stages")
+			require.Positive(t, shown)
+		})
+	}
 }

@@ -235,6 +235,10 @@ type frameLog struct {
 	// stages took.
 	byKey  map[frameKey][]int
 	cursor map[cursorKey]int
+	// sent counts the frames of each (source, PSN) the walk sent, kept or
+	// overwritten: the first sent-kept of them are gone, and the stages
+	// that sent those show no frame rather than a later copy's bytes.
+	sent map[frameKey]int
 }
 
 type cursorKey struct {
@@ -245,6 +249,10 @@ type cursorKey struct {
 func newFrameLog(n int) *frameLog { return &frameLog{max: max(n, 1)} }
 
 func (l *frameLog) add(f capturedFrame) {
+	if l.sent == nil {
+		l.sent = map[frameKey]int{}
+	}
+	l.sent[frameKey{f.src, f.psn}]++
 	if len(l.frames) < l.max {
 		l.frames = append(l.frames, f)
 		return
@@ -254,9 +262,11 @@ func (l *frameLog) add(f capturedFrame) {
 	l.dropped++
 }
 
-// frameFor is the first kept frame ip sent with psn not yet taken by an
-// earlier stage of the same name (a frame sent again matches its next wire
-// stage): nil when there is none (the frame was let go, or never seen).
+// frameFor is the frame ip sent with psn that the next stage of this name
+// shows: the Nth stage of a name takes the Nth copy sent (a frame sent
+// again matches its next wire stage), nil when that copy was let go (an
+// overwritten copy, not the next one kept: the stage would show a later
+// resend's bytes) or never seen.
 func (l *frameLog) frameFor(name string, ip netip.Addr, psn uint32) []byte {
 	if l.byKey == nil {
 		l.byKey, l.cursor = map[frameKey][]int{}, map[cursorKey]int{}
@@ -269,9 +279,10 @@ func (l *frameLog) frameFor(name string, ip netip.Addr, psn uint32) []byte {
 	k := frameKey{ip, psn}
 	c, idx := cursorKey{name, k}, l.byKey[k]
 	i := l.cursor[c]
-	if i >= len(idx) {
+	l.cursor[c] = i + 1
+	i -= l.sent[k] - len(idx) // the copies overwritten before the kept ones
+	if i < 0 || i >= len(idx) {
 		return nil
 	}
-	l.cursor[c] = i + 1
 	return l.frames[idx[i]].frame
 }
