@@ -384,6 +384,13 @@ func checkTransition(q *qp, to mlx5.QPState, attrs, mask uint32) error {
 		!errors.As(uverbs.CheckTransition(t, cur, next, uverbs.QPAttrMask(attrs)), &te) {
 		return nil
 	}
+	return transitionErr(q, to, te, mask)
+}
+
+// transitionErr is the command status of a refused move: BAD_PARAM for
+// attributes the kernel's table wants or refuses (te), BAD_QP_STATE for a
+// move it does not have.
+func transitionErr(q *qp, to mlx5.QPState, te *uverbs.TransitionError, mask uint32) error {
 	switch {
 	case te != nil && te.Missing != 0:
 		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "%v→%v needs attributes %#x (mask %#x)", q.state, to, uint32(te.Missing), mask)
@@ -410,10 +417,7 @@ func checkLeave(q *qp, to mlx5.QPState, mask uint32) error {
 	if !errors.As(uverbs.CheckTransition(t, cur, next, uverbs.QPAttrMask(mask)), &te) {
 		return nil
 	}
-	if te.Extra != 0 {
-		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "%v→%v does not take attributes %#x", q.state, to, uint32(te.Extra))
-	}
-	return cmdErr("MODIFY_QP", mlx5.StatusBadQPState, "QP %#x cannot go from %v to %v", q.qpn, q.state, to)
+	return transitionErr(q, to, te, mask)
 }
 
 // ModifyQP moves a QP through RESET → INIT → RTR → RTS (and ERR / RESET

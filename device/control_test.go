@@ -380,14 +380,7 @@ func TestModifyQPRefusesWhatTheKernelRefuses(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d, mem := newDev(t)
-			pd, _ := d.AllocPD()
-			buf, _ := mem.Alloc(64*64, 4096)
-			dbr, _ := mem.Alloc(8, 8)
-			cq, err := d.CreateCQ(mlx5.CreateCQCmd{Entries: 64, CQESize: 64, BufAddr: buf, DBAddr: dbr})
-			require.NoError(t, err)
-			qbuf, _ := mem.Alloc(8192, 4096)
-			qdbr, _ := mem.Alloc(8, 8)
-			r, err := d.CreateQP(mlx5.CreateQPCmd{Type: mlx5.QPTypeRC, PDN: pd.PDN, SendCQN: cq.CQN, RecvCQN: cq.CQN, BufAddr: qbuf, DBAddr: qdbr, SQWQECnt: 64, RQWQECnt: 64, RQWQEShift: 4})
+			r, err := d.CreateQP(rcQPCmd(t, d, mem, 64, true))
 			require.NoError(t, err)
 			for _, c := range tc.path {
 				c.QPN = r.QPN

@@ -408,7 +408,7 @@ func (e *Engine) Doorbell(t sim.Time, q *Queue, ctrl [8]byte) error {
 	// The new producer value must be ahead of what was already requested
 	// and not lap the ring.
 	ahead := q.issued.Dist(end)
-	if back := -q.issued.Diff(end); ahead == 0 || ahead > q.Size && back > 0 && back <= q.Size {
+	if ahead == 0 || ahead > q.Size && end.Dist(q.issued) <= q.Size {
 		// The counter announced already, or an older one arriving late
 		// (a reordered or torn doorbell overtaken by a newer one): stale,
 		// not a counter that laps the ring (faults.md §2.2: a counter at

@@ -246,12 +246,11 @@ type cursorKey struct {
 	frameKey
 }
 
-func newFrameLog(n int) *frameLog { return &frameLog{max: max(n, 1)} }
+func newFrameLog(n int) *frameLog {
+	return &frameLog{max: max(n, 1), sent: map[frameKey]int{}}
+}
 
 func (l *frameLog) add(f capturedFrame) {
-	if l.sent == nil {
-		l.sent = map[frameKey]int{}
-	}
 	l.sent[frameKey{f.src, f.psn}]++
 	if len(l.frames) < l.max {
 		l.frames = append(l.frames, f)
