@@ -13,6 +13,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// walkFrames is what these tests read of trace --json: the stages with
+// their frame bytes, the warnings and the data check.
+type walkFrames struct {
+	Stages []struct {
+		Name     string `json:"name"`
+		FrameHex string `json:"frame_hex"`
+	} `json:"stages"`
+	Warnings []struct {
+		Name   string `json:"name"`
+		Detail string `json:"detail"`
+	} `json:"warnings"`
+	DataOK bool `json:"data_ok"`
+}
+
 // TestTraceLossyWalkBounded: a fault plan that makes a walk resend (30%
 // of frames held behind the next: out-of-sequence NAKs, go-back-N) is no
 // longer bounded by its packets. The recorder keeps the walk's last
@@ -43,17 +57,7 @@ func TestTraceLossyWalkBounded(t *testing.T) {
 
 	t.Run("json", func(t *testing.T) {
 		const size = 1 << 20 // 1024 packets
-		var j struct {
-			Stages []struct {
-				Name     string `json:"name"`
-				FrameHex string `json:"frame_hex"`
-			} `json:"stages"`
-			Warnings []struct {
-				Name   string `json:"name"`
-				Detail string `json:"detail"`
-			} `json:"warnings"`
-			DataOK bool `json:"data_ok"`
-		}
+		var j walkFrames
 		require.NoError(t, json.Unmarshal([]byte(runTrace("--size", fmt.Sprint(size), "--faults", plan, "--json")), &j))
 		require.True(t, j.DataOK)
 		var warned bool
@@ -155,15 +159,7 @@ func TestTraceLossyWalkFrameBytes(t *testing.T) {
 			pcapFile := filepath.Join(dir, "walk.pcap")
 			var out, errb bytes.Buffer
 			require.Equal(t, 0, run(append([]string{"trace", "--json", "--pcap", pcapFile, "--faults", plan}, tc.args...), &out, &errb), errb.String())
-			var j struct {
-				Stages []struct {
-					Name     string `json:"name"`
-					FrameHex string `json:"frame_hex"`
-				} `json:"stages"`
-				Warnings []struct {
-					Name string `json:"name"`
-				} `json:"warnings"`
-			}
+			var j walkFrames
 			require.NoError(t, json.Unmarshal(out.Bytes(), &j))
 			dropped := false
 			for _, w := range j.Warnings {
