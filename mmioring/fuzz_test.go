@@ -100,7 +100,13 @@ func drain(t *testing.T, c *Consumer, slots int) int {
 			if e := out[i].Check(); e != nil {
 				t.Fatalf("Pop returned a malformed record: %v", e)
 			}
-			for _, b := range out[i].Data[out[i].Width:] {
+			// A call carries its op in Data[:8]; every other record
+			// has no bytes past its width.
+			end := int(out[i].Width)
+			if out[i].Flags == FlagCall {
+				end = 8
+			}
+			for _, b := range out[i].Data[end:] {
 				if b != 0 {
 					t.Fatalf("Pop left bytes past width %d: % x", out[i].Width, out[i].Data)
 				}
@@ -139,6 +145,13 @@ var seedRecs = []Record{
 	Fence(5),
 }
 
+// A call as CallRecord publishes it: op 0xff27 in Data[:8], arg in Off.
+var seedCall = func() Record {
+	r := Record{Off: 0x40, Time: 6, Width: 0, Flags: FlagCall}
+	le.PutUint64(r.Data[:8], 0xff27)
+	return r
+}()
+
 func attachSeeds(tb testing.TB) [][]byte {
 	good := seedRing(tb, 0, seedRecs)
 	mod := func(f func(b []byte)) []byte { b := append([]byte(nil), good...); f(b); return b }
@@ -174,6 +187,7 @@ func popSeeds(tb testing.TB) [][]byte {
 	badWidth[64+slotWidth] = 65
 	badSeq := append([]byte(nil), ring...)
 	badSeq[64*3] ^= 1
+	call := seedRing(tb, 0, []Record{seedRecs[0], seedCall})[HeaderSize:]
 	return [][]byte{
 		enc(0, uint32(used), ring),
 		enc(6, uint32(used), wrapped),
@@ -182,6 +196,7 @@ func popSeeds(tb testing.TB) [][]byte {
 		enc(0, uint32(used), badWidth),
 		enc(0, uint32(used), badSeq),
 		enc(0, ^uint32(0), nil),
+		enc(0, 2, call),
 	}
 }
 
