@@ -243,6 +243,27 @@ func (c *Checker) qpDestroyed(qpn uint32) {
 	}
 }
 
+// qpReset is MODIFY_QP to RESET: the provider starts the SQ again at
+// counter 0 with a zeroed record (libmlx5 mlx5_init_qp_indices), so what
+// the checker knew of the old incarnation's counters goes (a pending
+// record watch on it ends). Without it the new incarnation's first
+// doorbell was a whole counter lap past the old one's last CQE: a false
+// sq-overrun. The bfreg's half keeps alternating across the reset
+// (bf->offset belongs to the bfreg): the next post, wqe_index 0, is taken
+// as newer than the last one.
+func (c *Checker) qpReset(qpn uint32) {
+	s := c.qps[qpn]
+	if s == nil {
+		return
+	}
+	s.gone = true
+	c.qps[qpn] = &chkQP{uar: s.uar, bfreg: s.bfreg, bfBuf: s.bfBuf, dbr: s.dbr, sqBase: s.sqBase, sqSize: s.sqSize,
+		maxInline: s.maxInline, sigAll: s.sigAll, bbs: make([]uint8, s.sqSize)}
+	if h := c.halves[[2]uint32{s.uar<<8 | uint32(s.bfreg), qpn}]; h != nil {
+		h.idx = ^uint16(0)
+	}
+}
+
 // cqCreated checks a new CQ's record is zero (R2).
 func (c *Checker) cqCreated(q *cq, cmd mlx5.CreateCQCmd) {
 	c.cqs[q.cqn] = &chkCQ{}

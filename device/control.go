@@ -463,6 +463,9 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 			if q.rcq != q.scq {
 				d.landAll(q.rcq)
 			}
+			if d.chk != nil {
+				d.chk.qpReset(q.qpn)
+			}
 		}
 		q.reset()
 		return nil

@@ -296,3 +296,53 @@ func TestCheckerRQTerminator(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckerQPReset: a QP moved to RESET and connected again starts its
+// SQ at counter 0 with a zeroed record (libmlx5 mlx5_init_qp_indices), a
+// legal sequence the checker must not flag. It used to keep the old
+// incarnation's last CQE, so the new one's first doorbell looked a whole
+// counter lap past it: R6 sq-overrun. The rules still apply after the
+// reset: a mistake of the new incarnation is named.
+func TestCheckerQPReset(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		bf   bool
+		bug  provider.Bugs // committed after the reset
+		want []string
+	}{
+		{name: "doorbell", bf: false},
+		{name: "blueflame", bf: true},
+		{name: "doorbell, then the record after the doorbell", bf: false, bug: provider.BugRecordAfterDoorbell, want: []string{"doorbell-before-record"}},
+		{name: "blueflame, then a reused half", bf: true, bug: provider.BugBFReuseHalf, want: []string{"bf-half-reused"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, req, rsp := checkWorld(t, checkCase{})
+			req.QP.SetBlueFlame(c.bf)
+			for i := 0; i < 37; i++ {
+				oneWrite(t, w, req, rsp)
+			}
+			psn := [2]uint32{0x7000, 0x8000}
+			eps := [2]*testbed.Endpoint{req, rsp}
+			reconnect(t, eps, psn, provider.ConnectAttr{MTU: 1024, Access: provider.AccessLocalWrite | provider.AccessRemoteWrite, SGIDIndex: 1, HopLimit: 64,
+				MaxRdAtomic: 1, MaxDestRdAtomic: 1, MinRNRTimer: 12, Timeout: 14, RetryCnt: 7, RNRRetry: 7})
+			req.QP.SetBugs(c.bug)
+			for i := 0; i < 3; i++ {
+				writeWR(t, req, rsp, uint64(100+i), 0, 64)
+				_, err := testbed.Wait(req.SendCQ, 1)
+				if c.bug == 0 {
+					require.NoError(t, err)
+				}
+			}
+			var names []string
+			for _, v := range w.Hosts[0].Dev.Checker().Violations() {
+				names = append(names, v.Name)
+			}
+			if c.want == nil {
+				require.Empty(t, names)
+				return
+			}
+			require.Subset(t, names, c.want)
+			require.NotContains(t, names, "sq-overrun")
+		})
+	}
+}
