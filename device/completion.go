@@ -107,6 +107,7 @@ func (d *Device) writeCQE(t sim.Time, c *cq, f *mlx5.CQEFields, flow uint64, psn
 	if d.fx.fatal {
 		return t // a dead device writes nothing (the driver's software flush does, fatal.go)
 	}
+	defer d.dma.RestoreFaultQP(d.dma.SetFaultQP(f.QPN)) // the CQE (and its set_ci read) is the QP's to fault rules
 	var delay sim.Duration
 	if d.fx.in != nil {
 		var drop bool

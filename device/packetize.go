@@ -35,6 +35,7 @@ var errPacketize = errors.New("device: frame build failed")
 // memory), builds the frame with its ICRC and queues it behind the QP's
 // previous frame. It returns when the frame leaves the packetizer.
 func (d *Device) packetize(t sim.Time, q *qp, pl *payload, flow uint64) (sim.Time, error) {
+	defer d.dma.RestoreFaultQP(d.dma.SetFaultQP(q.qpn)) // what fault rules match (match.qpn)
 	buf := d.frameBuf()
 	psn := int32(d.fp.BTH.PSN & 0xffffff) // the caller set the headers
 	hdr := roce.HeaderLen(&d.fp)

@@ -124,6 +124,9 @@ func (d *Device) receive(t sim.Time, frame []byte, verified bool) {
 // process runs a packet of q that reached the QP at t through the QP's
 // receive pipeline: each packet starts when the one before is done.
 func (d *Device) process(q *qp, t sim.Time, p *roce.Packet) {
+	// The message's DMA (payload, receive WQEs, atomics, CQEs) is q's to
+	// fault rules (match.qpn).
+	defer d.dma.RestoreFaultQP(d.dma.SetFaultQP(q.qpn))
 	start := max(t, q.rxBusy)
 	t = start.Add(d.cyc(d.spec.Core.RxCycles))
 	q.rxBusy = t

@@ -172,6 +172,7 @@ func (r *rqRing) quiesce() {
 // schedules the next doorbell-record poll of the burst when none is posted.
 func (r *rqRing) prefetch(t sim.Time) {
 	d := r.d
+	defer d.dma.RestoreFaultQP(d.dma.SetFaultQP(r.qpn))
 	if r.pre.n > rqAhead/2 || !r.live() {
 		return
 	}
@@ -246,6 +247,7 @@ func (r *rqRing) reset() {
 
 func (r *rqRing) refresh(t sim.Time) sim.Time {
 	d := r.d
+	defer d.dma.RestoreFaultQP(d.dma.SetFaultQP(r.qpn))
 	if r.cnt == 0 {
 		return t
 	}

@@ -60,7 +60,8 @@ type Engine struct {
 	target fault.Kind      // what the next access is for (SetTarget)
 	tqpn   uint32          // SetTargetFor's QP and wqe_index+1 (0: the flow's)
 	twqe   int32
-	dead   bool // every access fails (Dead)
+	fqpn   uint32 // SetFaultQP: the QP of the accesses under way, +1 (0: none)
+	dead   bool   // every access fails (Dead)
 }
 
 // New returns an engine on link and mem in the environment ev (ev.Rec may

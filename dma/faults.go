@@ -81,6 +81,20 @@ func (e *Engine) SetTargetFor(k fault.Kind, qpn uint32, wqe uint16) {
 	e.target, e.tqpn, e.twqe = k, qpn, int32(wqe)+1
 }
 
+// SetFaultQP says the accesses from now on are for QP qpn (the payload
+// of its message, its receive WQEs, its CQEs): a fault rule's match.qpn
+// is matched against it, and the fault's trace warning carries it. It
+// returns the QP it replaces, for RestoreFaultQP when the work for qpn
+// is done; accesses outside any QP's work have none (QPN 0 to rules).
+// Trace stages keep their own labels (SetFlow).
+func (e *Engine) SetFaultQP(qpn uint32) (prev uint32) {
+	prev, e.fqpn = e.fqpn, qpn&0xffffff+1
+	return prev
+}
+
+// RestoreFaultQP puts back what SetFaultQP returned.
+func (e *Engine) RestoreFaultQP(prev uint32) { e.fqpn = prev }
+
 // Dead stops the engine: from now on every access fails (the device is
 // dead or its link is gone). Reads return a completion-timeout error,
 // writes are lost.
@@ -106,6 +120,9 @@ func (e *Engine) inject(pt fault.Point, at sim.Time, addr uint64, buf []byte) (s
 		return 0, nil
 	}
 	ev := fault.NewEvent(e.node, e.qpn)
+	if e.fqpn != 0 {
+		ev.QPN = e.fqpn - 1
+	}
 	if e.flow != 0 {
 		ev.WQE = int32(e.flow & 0xffff)
 	}
@@ -121,7 +138,7 @@ func (e *Engine) inject(pt fault.Point, at sim.Time, addr uint64, buf []byte) (s
 	e.ctr.Inc(env.FaultCounter(pt, d.Action))
 	warn := func(format string, args ...any) {
 		if e.rec.On() {
-			e.rec.Record(trace.Event{Name: ctr.String(), Component: "fault", Node: e.node, Start: at, End: at, QPN: e.qpn, Flow: e.flow,
+			e.rec.Record(trace.Event{Name: ctr.String(), Component: "fault", Node: e.node, Start: at, End: at, QPN: ev.QPN, Flow: e.flow,
 				PSN: trace.NoPSN, Level: trace.Warn, Detail: fmt.Sprintf(format, args...) + " [rule " + e.faults.RuleString(d.Rule) + "]"})
 		}
 	}

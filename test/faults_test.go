@@ -401,6 +401,58 @@ func TestDMAErrorFatal(t *testing.T) {
 
 // setPlan gives both devices of w a plan built once addresses are known
 // (device hook points only: the wire keeps its own).
+// TestFaultDMAMatchQPN: match.qpn at dma.read and dma.write names the QP
+// whose work the access is (its payload, its CQE). The DMA engine used to
+// know a QP only for WQE fetches, so every other DMA event had QPN 0 and
+// a rule with a qpn never fired, while faults --explain promised "the
+// 1st read of QP 0x100". A qpn of another QP still matches nothing.
+func TestFaultDMAMatchQPN(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		point  string
+		action string
+		target string
+		node   int
+		other  bool // match a QPN the world does not have
+		want   provider.WCStatus
+		ctr    string // counter on the node of the rule
+	}{
+		{name: "requester payload read", point: "dma.read", action: "timeout", target: "data", node: 0, want: provider.WCLocProtErr, ctr: device.CtrReqCQEError.String()},
+		{name: "responder data write", point: "dma.write", action: "poison", target: "data", node: 1, want: provider.WCRemOpErr, ctr: device.CtrNAKsSent.String()},
+		{name: "CQE write", point: "dma.write", action: "ur", target: "cqe", node: 0, ctr: device.CtrCQErrorAccess.String()},
+		{name: "requester payload read, another QP", point: "dma.read", action: "timeout", target: "data", node: 0, other: true, want: provider.WCSuccess},
+		{name: "responder data write, another QP", point: "dma.write", action: "poison", target: "data", node: 1, other: true, want: provider.WCSuccess},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, req, rsp := faultWorld(t, "", nil)
+			qpn := []*testbed.Endpoint{req, rsp}[c.node].QP.QPN()
+			if c.other {
+				qpn += 0x10
+			}
+			setPlan(t, w, fmt.Sprintf(`{"rules":[{"point":%q,"action":%q,"nth":1,"match":{"node":%d,"qpn":%d,"target":%q}}]}`,
+				c.point, c.action, c.node, qpn, c.target))
+			writeWR(t, req, rsp, 1, 0, 64)
+			fired := func() uint64 {
+				return hctr(w.Hosts[c.node], fault.CounterName(fault.Point(c.point), mustAction(c.action)))
+			}
+			if c.target == "cqe" {
+				noStall(t, req.SendCQ) // the CQ is in error: the CQE never lands
+				require.Equal(t, uint64(1), fired())
+				require.Equal(t, uint64(1), hctr(w.Hosts[0], c.ctr))
+				return
+			}
+			wc := waitOne(t, req.SendCQ)
+			require.Equal(t, c.want, wc.Status)
+			if c.other {
+				require.Zero(t, fired(), "a rule for another QP")
+				return
+			}
+			require.Equal(t, uint64(1), fired())
+			require.NotZero(t, hctr(w.Hosts[c.node], c.ctr))
+		})
+	}
+}
+
 func setPlan(t *testing.T, w *testbed.World, plan string) {
 	t.Helper()
 	p, err := fault.Parse([]byte(plan))
