@@ -438,9 +438,12 @@ func consequence(r *Rule) string {
 			return "the bytes are changed in flight, undetected"
 		default:
 			// Without a target the rule hits whatever access comes: the
-			// same consequences as the targeted rules, by target.
-			return "by target: data: " + dmaConsequence["data"] + "; wqe: " + dmaConsequence["wqe"] +
-				"; dbr: " + dmaConsequence["dbr"] + "; cqe: " + dmaConsequence["cqe"] + "; eqe: " + dmaConsequence["eqe"]
+			// same consequences as the targeted rules, by target (the
+			// device reads WQEs and records, and writes CQEs and EQEs).
+			if r.Point == DMARead {
+				return "by target: data: " + dmaConsequence["data"] + "; wqe: " + dmaConsequence["wqe"] + "; dbr: " + dmaConsequence["dbr"]
+			}
+			return "by target: data: " + dmaConsequence["data"] + "; cqe: " + dmaConsequence["cqe"] + "; eqe: " + dmaConsequence["eqe"]
 		}
 	case PCIeTLP:
 		switch a {

@@ -558,10 +558,13 @@ func (m *Match) validate(pt Point) error {
 		switch {
 		case !ok:
 			return fmt.Errorf("match.target %q: want data, wqe, dbr, cqe or eqe", m.Target)
-		// The device only fetches WQEs (receive WQE reads are data) and
-		// only writes CQEs and EQEs: such a rule would never match.
+		// The device only fetches WQEs (receive WQE reads are data), only
+		// reads doorbell records and only writes CQEs and EQEs: such a
+		// rule would never match.
 		case k == KindWQE && pt != DMARead:
 			return fmt.Errorf("match.target wqe is a WQE fetch, a %s: a %s rule with it never fires", DMARead, pt)
+		case k == KindDBR && pt != DMARead:
+			return fmt.Errorf("match.target dbr: the device only reads doorbell records (%s): a %s rule with it never fires", DMARead, pt)
 		case (k == KindCQE || k == KindEQE) && pt != DMAWrite:
 			return fmt.Errorf("match.target %s is a %s: a %s rule with it never fires", m.Target, DMAWrite, pt)
 		}

@@ -125,6 +125,12 @@ func TestExplainMatchesHooks(t *testing.T) {
 			"time out the 1st read", "dbr: " + dmaConsequence["dbr"]},
 		{"dbr target names the receive queue", Rule{Point: DMARead, Action: Timeout, Nth: 1, Match: Match{Target: "dbr"}},
 			"of a doorbell record", "a receive queue sees no new WQEs"},
+		// Without a target, only what the point can hit: a read has no
+		// CQE, a write no WQE or record.
+		{"dma.read without target: no cqe or eqe", Rule{Point: DMARead, Action: UR, Nth: 1},
+			"fail the 1st read", "; dbr: " + dmaConsequence["dbr"]},
+		{"dma.write without target: no wqe or dbr", Rule{Point: DMAWrite, Action: Poison, Nth: 1},
+			"poison the 1st write", "; eqe: " + dmaConsequence["eqe"]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,10 +139,25 @@ func TestExplainMatchesHooks(t *testing.T) {
 			require.Contains(t, tc.rule.Consequence(), tc.cons)
 		})
 	}
+	// An untargeted DMA rule lists the consequences of the accesses its
+	// point has, not the other direction's (it promised a dma.read a CQE).
+	for _, tc := range []struct {
+		pt     Point
+		absent []string
+	}{{DMARead, []string{"cqe:", "eqe:"}}, {DMAWrite, []string{"wqe:", "dbr:"}}} {
+		t.Run(string(tc.pt)+" without target", func(t *testing.T) {
+			cons := (&Rule{Point: tc.pt, Action: Timeout, Nth: 1}).Consequence()
+			for _, a := range tc.absent {
+				require.NotContains(t, cons, a)
+			}
+		})
+	}
 	never := []struct{ name, json, want string }{
 		{"cqe read", `{"rules":[{"point":"dma.read","action":"timeout","match":{"target":"cqe"}}]}`, "match.target cqe is a dma.write"},
 		{"eqe read", `{"rules":[{"point":"dma.read","action":"ur","match":{"target":"eqe"}}]}`, "match.target eqe is a dma.write"},
 		{"wqe write", `{"rules":[{"point":"dma.write","action":"abort","match":{"target":"wqe"}}]}`, "match.target wqe is a WQE fetch, a dma.read"},
+		// The device reads doorbell records and never writes one.
+		{"dbr write", `{"rules":[{"point":"dma.write","action":"poison","match":{"target":"dbr"}}]}`, "match.target dbr: the device only reads doorbell records (dma.read)"},
 	}
 	for _, tc := range never {
 		t.Run(tc.name, func(t *testing.T) {
