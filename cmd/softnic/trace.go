@@ -569,6 +569,10 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		}
 	}
 	w.Settle(0)
+	// A rule the connection setup already set off (the receive queue's
+	// first record read, say) is not in the walk's records: the fault
+	// section names it rather than saying none fired.
+	setupFired := w.Injector.Fired()
 	w.Rec.Reset()
 	req.QP.SetBlueFlame(!o.noBF)
 	var armed []armedCQ
@@ -637,7 +641,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		// --html -: with a fault plan or checked mode every stage and
 		// warning and what the faults did, and the counters if asked.
 		if cfg.Faults != nil || o.check {
-			faultFailure(text, w, t0, wcs, o.check, notFired) // a lost CQE or a CQ in error: show why
+			faultFailure(text, w, t0, wcs, o.check, notFired, setupFired) // a lost CQE or a CQ in error: show why
 		}
 		if o.counters {
 			// What went wrong is in the counters (a fault plan that
@@ -882,7 +886,7 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		fmt.Fprintf(text, "WARN %s %s node %d @%.3f ns: %s\n", s.Component, s.Name, s.Node, s.StartNS, s.Detail)
 	}
 	if cfg.Faults != nil {
-		faultSection(text, w, t0, wcs, notFired)
+		faultSection(text, w, t0, wcs, notFired, setupFired)
 	}
 	if o.check {
 		checkSection(text, violations)

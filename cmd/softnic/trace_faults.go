@@ -34,10 +34,12 @@ var consequenceNames = map[string]string{
 	"rx_write_dma": "responder write DMA failed: NAK", device.CtrCQEWriteError.String(): "CQE write failed",
 }
 
-// faultSection prints the faults and their consequences since t0, and
-// the timed rules that did not fire because the run ended first
-// (notFired, from World.EndTimedFaults: the clock is at the run's end).
-func faultSection(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.WC, notFired []fault.Scheduled) {
+// faultSection prints the faults and their consequences since t0, the
+// timed rules that did not fire because the run ended first (notFired,
+// from World.EndTimedFaults: the clock is at the run's end), and the
+// rules that fired during the connection setup, before the walk (setup:
+// Injector.Fired then).
+func faultSection(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.WC, notFired []fault.Scheduled, setup []fault.Stat) {
 	type line struct {
 		t    sim.Time
 		node int
@@ -76,7 +78,13 @@ func faultSection(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.W
 		}
 	}
 	sort.SliceStable(lines, func(i, j int) bool { return lines[i].t < lines[j].t })
-	if len(lines) == 0 {
+	var early []string
+	for _, s := range setup {
+		if s.Fired > 0 {
+			early = append(early, fmt.Sprintf("  rule %d (%s) fired %d time(s) during the connection setup, before the post: not in the walk", s.Rule, s.Desc, s.Fired))
+		}
+	}
+	if len(lines) == 0 && len(early) == 0 {
 		fmt.Fprintln(out, "faults: none fired")
 	} else {
 		fmt.Fprintln(out, "faults and their consequences:")
@@ -87,6 +95,9 @@ func faultSection(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.W
 	for _, s := range notFired {
 		fmt.Fprintf(out, "  rule %d (%s) did not fire: the run ended first, at %.3f ns (it was due at %.3f ns)\n",
 			s.Rule, w.Injector.RuleString(s.Rule), w.Eng.Now().Sub(t0).NS(), s.At.NS())
+	}
+	for _, s := range early {
+		fmt.Fprintln(out, s)
 	}
 	for _, wc := range wcs {
 		if wc.Status != provider.WCSuccess {
@@ -159,7 +170,7 @@ func violationsJSON(vs []*device.Violation) []violationJSON {
 // (or in checked mode): every stage and warning in time order, then the
 // fault section (notFired: what World.EndTimedFaults returned at the
 // walk's end).
-func faultFailure(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.WC, check bool, notFired []fault.Scheduled) {
+func faultFailure(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.WC, check bool, notFired []fault.Scheduled, setup []fault.Stat) {
 	fmt.Fprintf(out, "%3s  %-16s %-9s %4s %12s %12s %7s %5s\n", "#", "stage", "component", "node", "start_ns", "end_ns", "bytes", "tlps")
 	n := 0
 	for _, e := range w.Rec.Events() {
@@ -169,7 +180,7 @@ func faultFailure(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.W
 		n++
 		fmt.Fprintf(out, "%3d  %-16s %-9s %4d %12.3f %12.3f %7d %5d\n", n, e.Name, e.Component, e.Node, e.Start.Sub(t0).NS(), e.End.Sub(t0).NS(), e.Bytes, e.TLPs)
 	}
-	faultSection(out, w, t0, wcs, notFired)
+	faultSection(out, w, t0, wcs, notFired, setup)
 	if check {
 		checkSection(out, checkViolations(w, t0))
 	}

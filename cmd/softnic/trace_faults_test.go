@@ -55,6 +55,18 @@ func TestTraceFaultWalk(t *testing.T) {
 		require.Contains(t, out.String(), "FAULT tx: frame of 1082 B (qpn 0x100) dropped by fault rule 0")
 		require.Contains(t, out.String(), "data verified")
 	})
+	t.Run("a rule the setup set off: named, not 'none fired'", func(t *testing.T) {
+		// Node 1's first doorbell-record read is its receive queue's, at
+		// the connection setup: the rule fired there, and the walk (whose
+		// records start at the post) used to say "faults: none fired".
+		plan := writePlan(t, "setup.json", `{"rules":[{"point":"dma.read","action":"timeout","nth":1,"match":{"node":1,"target":"dbr"}}]}`)
+		var out bytes.Buffer
+		require.Equal(t, 0, run([]string{"trace", "--faults", plan}, &out, os.Stderr))
+		require.NotContains(t, out.String(), "faults: none fired")
+		require.Contains(t, out.String(), "faults and their consequences:")
+		require.Contains(t, out.String(), "rule 0 (dma.read timeout nth=1 node=1 target=dbr) fired 1 time(s) during the connection setup, before the post: not in the walk")
+		require.Contains(t, out.String(), "data verified")
+	})
 	t.Run("check: clean walk", func(t *testing.T) {
 		var out bytes.Buffer
 		require.Equal(t, 0, run([]string{"trace", "--check"}, &out, os.Stderr))
