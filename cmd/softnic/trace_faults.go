@@ -84,6 +84,20 @@ func faultSection(out io.Writer, w *testbed.World, t0 sim.Time, wcs []provider.W
 			early = append(early, fmt.Sprintf("  rule %d (%s) fired %d time(s) during the connection setup, before the post: not in the walk", s.Rule, s.Desc, s.Fired))
 		}
 	}
+	if dropped := w.Rec.Dropped(); dropped > 0 {
+		// The recorder kept the walk's tail: a fault early in a long walk
+		// (one that set off an endless RNR retry, say) is gone from the
+		// records above, but not from the rules' counts.
+		for i, s := range w.Injector.Fired() {
+			n := s.Fired
+			if i < len(setup) {
+				n -= setup[i].Fired
+			}
+			if n > 0 {
+				early = append(early, fmt.Sprintf("  rule %d (%s) fired %d time(s) in the walk; the trace kept its last events only (%d earlier ones dropped), so some of what it did is not listed", s.Rule, s.Desc, n, dropped))
+			}
+		}
+	}
 	if len(lines) == 0 && len(early) == 0 {
 		fmt.Fprintln(out, "faults: none fired")
 	} else {

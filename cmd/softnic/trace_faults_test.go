@@ -67,6 +67,21 @@ func TestTraceFaultWalk(t *testing.T) {
 		require.Contains(t, out.String(), "rule 0 (dma.read timeout nth=1 node=1 target=dbr) fired 1 time(s) during the connection setup, before the post: not in the walk")
 		require.Contains(t, out.String(), "data verified")
 	})
+	t.Run("a fault whose record the bounded trace dropped: named, not 'none fired'", func(t *testing.T) {
+		// A small recorder keeps only the walk's tail: the fault, at the
+		// walk's start, is gone from the records (a fault that sets off an
+		// endless RNR retry does that with the real recorder). The section
+		// used to say "faults: none fired".
+		defer func(c int) { traceRecorderCap = c }(traceRecorderCap)
+		traceRecorderCap = 20
+		plan := writePlan(t, "drop1.json", `{"rules":[{"point":"wire.tx","action":"drop","nth":1,"match":{"node":0}}]}`)
+		var out bytes.Buffer
+		require.Equal(t, 0, run([]string{"trace", "--size", "65536", "--faults", plan}, &out, os.Stderr))
+		require.NotContains(t, out.String(), "faults: none fired")
+		require.Contains(t, out.String(), "faults and their consequences:")
+		require.Contains(t, out.String(), "rule 0 (wire.tx drop nth=1 node=0) fired 1 time(s) in the walk; the trace kept its last events only")
+		require.Contains(t, out.String(), "data verified")
+	})
 	t.Run("check: clean walk", func(t *testing.T) {
 		var out bytes.Buffer
 		require.Equal(t, 0, run([]string{"trace", "--check"}, &out, os.Stderr))
