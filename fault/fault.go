@@ -622,6 +622,9 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 	if err := explicitZero(b, v.Nth, v.Every, v.Mask, v.Prob); err != nil {
 		return err
 	}
+	if err := explicitZeroArg(b, v.Action, v.Value, v.For); err != nil {
+		return err
+	}
 	// byte, like mask, only means something for corrupt. It cannot be
 	// checked in validate (a Rule built in Go has Byte 0 unless set), but
 	// the decoder starts from -1, the default that MarshalJSON also
@@ -661,6 +664,31 @@ func explicitZero(b []byte, nth, every uint64, mask uint8, prob float64) error {
 		return zeroFieldError("mask 0: want a mask of 1..255 (0 flips no bit); leave mask out for a random non-zero mask")
 	case given(set.Prob) && prob == 0:
 		return zeroFieldError("prob 0: a rule with probability 0 never fires, want prob in (0, 1]; leave the rule out (or prob out, to fire on every matching event)")
+	}
+	return nil
+}
+
+// explicitZeroArg refuses a jump or fatal "value": 0 and a port down's
+// "for_ps": 0, which, like nth 0, are read as "not set" and so mean the
+// opposite of what they say: a jump of 0 WQEBBs jumped 1, a fatal error
+// with syndrome 0 (no error) raised 0x8, and a link down for 0 ps never
+// came back.
+func explicitZeroArg(b []byte, a Action, value uint64, forPS sim.Duration) error {
+	var set struct {
+		Value json.RawMessage `json:"value"`
+		For   json.RawMessage `json:"for_ps"`
+	}
+	if err := json.Unmarshal(b, &set); err != nil {
+		return err
+	}
+	given := func(m json.RawMessage) bool { return m != nil && string(m) != "null" }
+	switch {
+	case given(set.Value) && value == 0 && a == Jump:
+		return zeroFieldError("value 0: a jump of 0 WQEBBs is no jump, want 1..0xffff; leave value out to jump 1")
+	case given(set.Value) && value == 0 && a == Fatal:
+		return zeroFieldError("value 0: health syndrome 0 is no error, want 1..0xff; leave value out for 0x8 (unrecoverable HW error)")
+	case given(set.For) && forPS == 0 && a == Down:
+		return zeroFieldError("for_ps 0: want for_ps > 0; leave for_ps out for a link that stays down")
 	}
 	return nil
 }

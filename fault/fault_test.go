@@ -315,6 +315,14 @@ func TestParseExplicitZero(t *testing.T) {
 		{"null", `{"rules":[{"point":"wire.tx","action":"corrupt","nth":null,"mask":null,"prob":null},{"point":"cq","action":"drop","every":null}]}`, ""},
 		{"one", `{"rules":[{"point":"wire.tx","action":"corrupt","nth":1,"mask":1},{"point":"cq","action":"drop","every":1}]}`, ""},
 		{"count 0 is no cap", `{"rules":[{"point":"cq","action":"drop","count":0}]}`, ""},
+		// The action arguments: 0 is "not set" there too, and meant the
+		// opposite of what it says (a jump of 1, syndrome 0x8, a link
+		// that never came back).
+		{"jump value 0", `{"rules":[{"point":"doorbell","action":"jump","value":0}]}`, "rule 0: value 0: a jump of 0 WQEBBs is no jump"},
+		{"fatal value 0", `{"rules":[{"point":"device","action":"fatal","at_ps":5,"value":0}]}`, "rule 0: value 0: health syndrome 0 is no error"},
+		{"down for_ps 0", `{"rules":[{"point":"port","action":"down","at_ps":5,"for_ps":0}]}`, "rule 0: for_ps 0: want for_ps > 0"},
+		{"value and for_ps left out", `{"rules":[{"point":"doorbell","action":"jump"},{"point":"device","action":"fatal","at_ps":5},{"point":"port","action":"down","at_ps":5,"for_ps":null}]}`, ""},
+		{"value 1, for_ps 1", `{"rules":[{"point":"doorbell","action":"jump","value":1},{"point":"device","action":"fatal","at_ps":5,"value":1},{"point":"port","action":"down","at_ps":5,"for_ps":1}]}`, ""},
 	}
 	checkParseCases(t, tests, ErrZeroField)
 }
