@@ -536,10 +536,22 @@ func asyncSummary(w *testbed.World) string {
 
 // reportNotFired ends the run's timed fault rules (World.EndTimedFaults)
 // and says on stderr which did not fire because the run ended before
-// their time (origin: when the run started, World.ArmTimedFaults).
+// their time (origin: when the run started, World.ArmTimedFaults), and
+// which event rules never fired, with how many events they matched: a
+// rule for a QP the run does not have (0 matched) or an nth the run never
+// reaches left the figures clean without a word, as if no plan was given.
 func reportNotFired(stderr io.Writer, cmd string, w *testbed.World, origin sim.Time) {
+	timed := map[int]bool{}
+	for _, s := range w.Injector.Scheduled() {
+		timed[s.Rule] = true
+	}
 	for _, s := range w.EndTimedFaults() {
 		fmt.Fprintf(stderr, "softnic %s: fault rule %d (%s) did not fire: the run ended first, %v after it started (the rule was due at %v)\n",
 			cmd, s.Rule, w.Injector.RuleString(s.Rule), w.Eng.Now().Sub(origin), sim.Duration(s.At))
+	}
+	for _, s := range w.Injector.Fired() {
+		if !timed[s.Rule] && s.Fired == 0 {
+			fmt.Fprintf(stderr, "softnic %s: fault rule %d (%s) never fired: it matched %d events\n", cmd, s.Rule, s.Desc, s.Matched)
+		}
 	}
 }

@@ -333,3 +333,36 @@ func TestTraceDataMismatchFailsEveryForm(t *testing.T) {
 		require.Equal(t, 0, run(append([]string{"trace"}, args...), &out, &errb), errb.String())
 	}
 }
+
+// TestRunNamesRulesThatNeverFired: perf and stat say on stderr which
+// event rules of the plan never fired and how many events each matched.
+// A rule for a QP the run does not have, or an nth the run never
+// reaches, used to leave a clean run without a word, as if the plan had
+// been left out.
+func TestRunNamesRulesThatNeverFired(t *testing.T) {
+	for _, tc := range []struct {
+		name, plan string
+		args       []string
+		stderr     string // "" : no "never fired" line
+	}{
+		{"perf: a QP the run does not have", `{"rules":[{"point":"wire.tx","action":"drop","nth":5,"match":{"qpn":"0x999"}}]}`,
+			[]string{"perf", "write_lat", "-n", "10"}, "softnic perf: fault rule 0 (wire.tx drop nth=5 qpn=0x999) never fired: it matched 0 events"},
+		{"perf: an nth past the run", `{"rules":[{"point":"cq","action":"drop","nth":100000}]}`,
+			[]string{"perf", "write_lat", "-n", "10"}, "softnic perf: fault rule 0 (cq drop nth=100000) never fired: it matched "},
+		{"stat: a QP the run does not have", `{"rules":[{"point":"cq","action":"drop","match":{"qpn":"0x999"}}]}`,
+			[]string{"stat"}, "softnic stat: fault rule 0 (cq drop always qpn=0x999) never fired: it matched 0 events"},
+		{"perf: a rule that fires", `{"seed":1,"rules":[{"point":"dma.read","action":"delay","delay_ps":1000,"nth":3}]}`,
+			[]string{"perf", "write_lat", "-n", "10"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := writePlan(t, "plan.json", tc.plan)
+			var out, errb bytes.Buffer
+			require.Equal(t, 0, run(append(append([]string{}, tc.args...), "--faults", plan), &out, &errb), "stderr:\n%s", errb.String())
+			if tc.stderr == "" {
+				require.NotContains(t, errb.String(), "never fired")
+				return
+			}
+			require.Contains(t, errb.String(), tc.stderr)
+		})
+	}
+}
