@@ -80,12 +80,21 @@ const (
 	EventQPLastWQEReached EventType = 16
 )
 
+// The newer ibv_event_type values (faults.md §1.3; rdma-core verbs.h).
+const (
+	EventClientReregister  EventType = 17
+	EventGIDChange         EventType = 18
+	EventWQFatal           EventType = 19
+	EventDeviceSpeedChange EventType = 20
+)
+
 var eventNames = map[EventType]string{
 	EventCQErr: "CQ_ERR", EventQPFatal: "QP_FATAL", EventQPReqErr: "QP_REQ_ERR", EventQPAccessErr: "QP_ACCESS_ERR",
 	EventCommEst: "COMM_EST", EventSQDrained: "SQ_DRAINED", EventPathMig: "PATH_MIG", EventPathMigErr: "PATH_MIG_ERR",
 	EventDeviceFatal: "DEVICE_FATAL", EventPortActive: "PORT_ACTIVE", EventPortErr: "PORT_ERR", EventLIDChange: "LID_CHANGE",
 	EventPKeyChange: "PKEY_CHANGE", EventSMChange: "SM_CHANGE", EventSRQErr: "SRQ_ERR", EventSRQLimitReached: "SRQ_LIMIT_REACHED",
 	EventQPLastWQEReached: "QP_LAST_WQE_REACHED",
+	EventClientReregister: "CLIENT_REREGISTER", EventGIDChange: "GID_CHANGE", EventWQFatal: "WQ_FATAL", EventDeviceSpeedChange: "DEVICE_SPEED_CHANGE",
 }
 
 func (e EventType) String() string {

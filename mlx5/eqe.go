@@ -260,6 +260,8 @@ var eventEQE = map[EventType]eqeKey{
 	EventPortErr:          {EQEPortChange, PortChangeDown},
 	EventLIDChange:        {EQEPortChange, PortChangeLID},
 	EventPKeyChange:       {EQEPortChange, PortChangePKey},
+	EventGIDChange:        {EQEPortChange, PortChangeGUID},
+	EventClientReregister: {EQEPortChange, PortChangeClientRereg},
 	EventSRQErr:           {EQESRQCatasError, 0},
 	EventSRQLimitReached:  {EQESRQRQLimit, 0},
 	EventQPLastWQEReached: {EQESRQLastWQE, 0},

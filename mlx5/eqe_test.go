@@ -106,6 +106,8 @@ func TestEventEQEMapping(t *testing.T) {
 		EventCommEst: {0x02, 0}, EventSQDrained: {0x03, 0}, EventPathMig: {0x01, 0}, EventPathMigErr: {0x07, 0},
 		EventDeviceFatal: {0x08, 0}, EventPortActive: {0x09, 4}, EventPortErr: {0x09, 1}, EventLIDChange: {0x09, 6},
 		EventPKeyChange: {0x09, 7}, EventSRQErr: {0x12, 0}, EventSRQLimitReached: {0x14, 0}, EventQPLastWQEReached: {0x13, 0},
+		// handle_port_change: sub-type 8 (GUID) is GID_CHANGE, 9 CLIENT_REREGISTER.
+		EventGIDChange: {0x09, 8}, EventClientReregister: {0x09, 9},
 	}
 	for ev, w := range want {
 		t.Run(ev.String(), func(t *testing.T) {
@@ -119,6 +121,10 @@ func TestEventEQEMapping(t *testing.T) {
 	}
 	_, _, ok := EQEForEvent(EventSMChange)
 	require.False(t, ok, "SM_CHANGE has no mlx5 EQE")
+	// ibv_event_type 17..20 (faults.md §1.3) have their verbs names.
+	for ev, name := range map[EventType]string{EventClientReregister: "CLIENT_REREGISTER", EventGIDChange: "GID_CHANGE", EventWQFatal: "WQ_FATAL", EventDeviceSpeedChange: "DEVICE_SPEED_CHANGE"} {
+		require.Equal(t, name, ev.String())
+	}
 	for _, nt := range []EQEType{EQEComp, EQECmd, EQEPageRequest, EQEPageFault, 0x7f} {
 		_, ok := EventForEQE(nt, 0)
 		require.False(t, ok, "%v is not a verbs event", nt)
