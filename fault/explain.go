@@ -140,7 +140,7 @@ func (p *Plan) ShadowedBy(i int) int {
 	}
 	for k := 0; k < i; k++ {
 		e := &p.Rules[k]
-		if e.Point == r.Point && e.Nth == 0 && e.Every <= 1 && e.Prob == 0 && e.Count == 0 && covers(&e.Match, &r.Match) {
+		if e.Point == r.Point && shadowing(e) && covers(&e.Match, &r.Match) {
 			return k
 		}
 	}

@@ -207,6 +207,9 @@ func TestExplainShadowedRules(t *testing.T) {
 		{"other node", `{"point":"cq","action":"drop","match":{"node":0}},{"point":"cq","action":"corrupt","match":{"node":1}}`, -1},
 		{"counted first", `{"point":"cq","action":"drop","count":2},{"point":"cq","action":"corrupt"}`, -1},
 		{"probabilistic first", `{"point":"cq","action":"drop","prob":0.5},{"point":"cq","action":"corrupt"}`, -1},
+		// prob 1 fires on every event (the draw is in [0, 1)), as every 1 does.
+		{"prob 1 first", `{"point":"cq","action":"drop","prob":1},{"point":"cq","action":"corrupt"}`, 0},
+		{"every 1 first", `{"point":"cq","action":"drop","every":1},{"point":"cq","action":"corrupt"}`, 0},
 		{"psn outside", `{"point":"wire.tx","action":"drop","match":{"psn_from":10,"psn_to":20}},{"point":"wire.tx","action":"duplicate","match":{"psn":21}}`, -1},
 		{"psn range vs all psns", `{"point":"wire.tx","action":"drop","match":{"psn_from":10}},{"point":"wire.tx","action":"duplicate"}`, -1},
 	}

@@ -80,8 +80,11 @@ func (p *Plan) shadows() []int {
 }
 
 // shadowing reports whether e, met first, fires on every event it
-// matches (ShadowedBy's "sure" case).
-func shadowing(e *Rule) bool { return e.Nth == 0 && e.Every <= 1 && e.Prob == 0 && e.Count == 0 }
+// matches (ShadowedBy's "sure" case). prob 1 is such a rule too: the
+// draw, in [0, 1), is always below it.
+func shadowing(e *Rule) bool {
+	return e.Nth == 0 && e.Every <= 1 && (e.Prob == 0 || e.Prob >= 1) && e.Count == 0
+}
 
 // The discrete match fields, as bits of a set.
 const (
