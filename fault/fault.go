@@ -567,6 +567,9 @@ func (m *Match) validate(pt Point) error {
 			return fmt.Errorf("match.target dbr: the device only reads doorbell records (%s): a %s rule with it never fires", DMARead, pt)
 		case (k == KindCQE || k == KindEQE) && pt != DMAWrite:
 			return fmt.Errorf("match.target %s is a %s: a %s rule with it never fires", m.Target, DMAWrite, pt)
+		// At dma.read only a WQE fetch carries a wqe_index.
+		case m.WQE != nil && k != KindWQE:
+			return fmt.Errorf("match.wqe at %s is the first WQEBB of a WQE fetch: with match.target %s the rule never fires (set target wqe, or leave it out)", pt, m.Target)
 		}
 	}
 	if pt.Timed() && (m.QPN != nil || m.WQE != nil) {

@@ -156,6 +156,9 @@ func TestExplainMatchesHooks(t *testing.T) {
 		{"cqe read", `{"rules":[{"point":"dma.read","action":"timeout","match":{"target":"cqe"}}]}`, "match.target cqe is a dma.write"},
 		{"eqe read", `{"rules":[{"point":"dma.read","action":"ur","match":{"target":"eqe"}}]}`, "match.target eqe is a dma.write"},
 		{"wqe write", `{"rules":[{"point":"dma.write","action":"abort","match":{"target":"wqe"}}]}`, "match.target wqe is a WQE fetch, a dma.read"},
+		// At dma.read only a WQE fetch has a wqe_index.
+		{"wqe index of a data read", `{"rules":[{"point":"dma.read","action":"timeout","match":{"wqe":0,"target":"data"}}]}`, "match.wqe at dma.read is the first WQEBB of a WQE fetch: with match.target data the rule never fires"},
+		{"wqe index of a record read", `{"rules":[{"point":"dma.read","action":"timeout","match":{"wqe":3,"target":"dbr"}}]}`, "with match.target dbr the rule never fires"},
 		// The device reads doorbell records and never writes one.
 		{"dbr write", `{"rules":[{"point":"dma.write","action":"poison","match":{"target":"dbr"}}]}`, "match.target dbr: the device only reads doorbell records (dma.read)"},
 	}
