@@ -64,6 +64,7 @@ const (
 	VendorPCIe          = 0x51 // LOC_PROT_ERR on a PCIe / peer-memory path problem
 	VendorRemoteAccess  = 0x88 // REM_ACCESS_ERR on the requester
 	VendorRemoteOp      = 0x89 // REM_OP_ERR (RDMA READ)
+	VendorRecvLKey      = 0x32 // LOC_PROT_ERR on a receive whose SGE's lkey fails (ucx#9167: an SRQ receive)
 	VendorSWFlush       = 5    // the kernel's software flush after a device fatal error
 )
 
@@ -608,6 +609,18 @@ func pcieVendor(err error) uint8 {
 		return VendorPCIe
 	}
 	return 0
+}
+
+// recvVendor is the vendor syndrome of a receive completing LOC_PROT_ERR
+// because its buffer could not be written: 0x51 for a PCIe error, else
+// (its lkey, the MR's bounds or access) 0x32, as a ConnectX reported a
+// bad lkey on an SRQ receive (faults.md §1.2, ucx#9167; the QP's own RQ
+// is taken to check the key the same way).
+func recvVendor(err error) uint8 {
+	if errors.Is(err, dma.ErrPCIe) {
+		return VendorPCIe
+	}
+	return VendorRecvLKey
 }
 
 // ModifyCQOverrunIgnore sets or clears a CQ's overrun-ignore bit

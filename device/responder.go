@@ -515,7 +515,9 @@ func (r *responder) rxSend(arrive, t sim.Time, p *roce.Packet) {
 			r.error(t, psn, nakInvalidReq, mlx5.SyndLocalLength)
 		} else {
 			d.warn(t, CtrRxRecvProt, "QP %#x receive WQE %d: %v", q.qpn, r.recv.wqe.index, err)
-			r.dmaError(t, psn, mlx5.SyndLocalProt, err)
+			if !d.dmaFatal(t, err) {
+				r.errorVendor(t, psn, nakRemoteOp, mlx5.SyndLocalProt, recvVendor(err))
+			}
 		}
 		return
 	}
@@ -1107,7 +1109,7 @@ func (r *responder) rxUD(arrive, t sim.Time, p *roce.Packet) {
 		if d.dmaFatal(t, err) {
 			return
 		}
-		f.Opcode, f.Syndrome, f.VendorErrSynd = mlx5.CQERespErr, mlx5.SyndLocalProt, pcieVendor(err)
+		f.Opcode, f.Syndrome, f.VendorErrSynd = mlx5.CQERespErr, mlx5.SyndLocalProt, recvVendor(err)
 	case left1 > 0 || left2 > 0:
 		d.warn(t, CtrRxUDTooLong, "UD QP %#x: %d bytes + 40 of GRH do not fit receive WQE %d", q.qpn, len(p.Payload), w.index)
 		f.Opcode, f.Syndrome = mlx5.CQERespErr, mlx5.SyndLocalLength

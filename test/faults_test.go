@@ -453,6 +453,64 @@ func TestFaultDMAMatchQPN(t *testing.T) {
 	}
 }
 
+// TestRecvLKeyVendor: a receive whose SGE's lkey fails completes
+// LOC_PROT_ERR with vendor_err 0x32, as a ConnectX reported a bad lkey on
+// an SRQ receive (faults.md §1.2, ucx#9167), on every QP type, on the
+// QP's own RQ and on an SRQ; a PCIe error writing the buffer keeps 0x51.
+// The vendor syndrome used to be 0 for the key failure.
+func TestRecvLKeyVendor(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		typ    provider.QPType
+		srq    bool
+		plan   string // a fault plan instead of the bad lkey
+		vendor uint32
+	}{
+		{name: "RC", typ: provider.QPTypeRC, vendor: device.VendorRecvLKey},
+		{name: "RC SRQ", typ: provider.QPTypeRC, srq: true, vendor: device.VendorRecvLKey},
+		{name: "UC", typ: provider.QPTypeUC, vendor: device.VendorRecvLKey},
+		{name: "UD", typ: provider.QPTypeUD, vendor: device.VendorRecvLKey},
+		{name: "UD SRQ", typ: provider.QPTypeUD, srq: true, vendor: device.VendorRecvLKey},
+		{name: "RC PCIe error", typ: provider.QPTypeRC, plan: `{"rules":[{"point":"dma.write","action":"poison","nth":1,"match":{"node":1,"target":"data"}}]}`, vendor: device.VendorPCIe},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testbed.DefaultConfig()
+			if c.plan != "" {
+				p, err := fault.Parse([]byte(c.plan))
+				require.NoError(t, err)
+				cfg.Faults = p
+			}
+			w, err := testbed.New(cfg)
+			require.NoError(t, err)
+			t.Cleanup(w.Close)
+			eps, err := w.ConnectRC(testbed.ConnOpts{Type: c.typ, SRQ: c.srq})
+			require.NoError(t, err)
+			req, rsp := eps[0], eps[1]
+			sge := rsp.MR.SGE(0, 256)
+			if c.plan == "" {
+				sge.LKey ^= 0x5500
+			}
+			recv := []provider.RecvWR{{WRID: 7, SGL: []provider.SGE{sge}}}
+			if c.srq {
+				_, err = rsp.SRQ.PostRecv(recv)
+			} else {
+				_, err = rsp.QP.PostRecv(recv)
+			}
+			require.NoError(t, err)
+			wr := provider.SendWR{WRID: 1, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{req.MR.SGE(0, 64)}}
+			if c.typ == provider.QPTypeUD {
+				wr.AH, wr.RemoteQPN, wr.RemoteQKey = req.AH, rsp.QP.QPN(), rsp.QKey
+			}
+			_, err = req.QP.PostSend([]provider.SendWR{wr})
+			require.NoError(t, err)
+			rwc := waitOne(t, rsp.RecvCQ)
+			require.Equal(t, uint64(7), rwc.WRID)
+			require.Equal(t, provider.WCLocProtErr, rwc.Status)
+			require.Equal(t, c.vendor, rwc.VendorErr)
+		})
+	}
+}
+
 func setPlan(t *testing.T, w *testbed.World, plan string) {
 	t.Helper()
 	p, err := fault.Parse([]byte(plan))
