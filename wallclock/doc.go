@@ -20,10 +20,16 @@
 //
 // Time policy. The virtual clock is tied to the wall clock since the pacer
 // started (Pacer.Wall):
-//   - it never lags: before anything else, each pump runs the engine up to
-//     the wall clock (sim.Engine.RunUntil), so a frame that arrives is
-//     stamped no earlier than the wall time it arrived at, and timers (ARP
-//     retries, RNR waits) measured in virtual time elapse in real time;
+//   - it never lags: each pump runs the engine up to the wall clock
+//     (sim.Engine.RunUntil), so timers (ARP retries, RNR waits, ACK
+//     timeouts) measured in virtual time elapse in real time, and a frame
+//     an idle pump wakes for is stamped at the wall time it arrived at.
+//     Frames that queued up while nobody pumped (the caller was busy
+//     elsewhere) are delivered first, at the engine's time when the pump
+//     last looked, and only then do the timers that fell due meanwhile
+//     run: a NIC takes a frame when it arrives, whatever its host does, so
+//     an ACK that arrived in time is never beaten by the timeout it
+//     answered;
 //   - it may run ahead by at most the lead (DefaultLead, 100 µs): events
 //     due up to wall+lead run at once, later ones wait until the wall clock
 //     catches up. The device's own latencies (ns to µs) fit in the lead, so

@@ -280,22 +280,33 @@ func (pp *PacedPort) drain() bool {
 	return did
 }
 
-// Pump is one round of the pacing loop: catch the clock up (at most
-// SyncBudget events of it: the next round goes on), deliver the
-// queued frames, run up to maxSteps events that are due (at or before
-// wall+lead); if none of that found work, block for at most wait until a
-// frame arrives, the next event is due or Wake is called. It reports
-// whether it did any work (or was woken).
+// Pump is one round of the pacing loop: deliver the frames queued since
+// the pump last looked, catch the clock up (at most SyncBudget events of
+// it: the next round goes on), run up to maxSteps events that are due (at
+// or before wall+lead); if none of that found work, block for at most
+// wait until a frame arrives, the next event is due or Wake is called. It
+// reports whether it did any work (or was woken).
+//
+// The queued frames go first, at the engine's time (when the pump last
+// looked: the earliest they can have arrived), and the timers that fell
+// due while nobody pumped run after them. A ConnectX takes a frame when
+// it arrives, whatever its host is doing; an application that posts,
+// computes for a second and then polls must find its SEND acknowledged,
+// not failed by ACK timeouts that ran out while the ACK sat in the
+// socket (TestSenderThatDoesNotPollForASecond).
 func (p *Pacer) Pump(wait time.Duration, maxSteps int) bool {
 	p.lock()
 	if p.added {
 		p.refreshView()
 	}
-	did := p.SyncAtMost(SyncBudget)
+	did := false
 	for _, pp := range p.ports {
 		if pp.drain() {
 			did = true
 		}
+	}
+	if p.SyncAtMost(SyncBudget) {
+		did = true
 	}
 	limit := p.Wall().Add(p.lead)
 	for i := 0; i < maxSteps && p.eng.Next() <= limit; i++ {

@@ -231,3 +231,57 @@ func TestPacerTwoDevicesOverUDP(t *testing.T) {
 		require.NotZero(t, tr.Stats().TxFrames, "side %d sent on its own UDP port", i)
 	}
 }
+
+// TestSenderThatDoesNotPollForASecond: an application posts a SEND, then
+// does something else for longer than its QP's whole retry budget (7
+// retries of 67 ms) before it polls. The peer's ACK arrived long before;
+// a ConnectX, which does not wait for its host to poll, took it then and
+// the SEND completes. The pump used to run the overdue ACK timers before
+// it looked at the frames queued meanwhile, so the SEND failed
+// RETRY_EXC_ERR on a healthy link.
+func TestSenderThatDoesNotPollForASecond(t *testing.T) {
+	wires := udpPair(t)
+	var nets [2]*Net
+	var sides [2]*side
+	for i := range nets {
+		n, err := Open(Config{Wire: wires[i], IP: udpIPs[i], Lead: DefaultLead, MemNeed: 1 << 20, Profile: profile.Default(),
+			Neighbors: []ethport.Neighbor{{IP: udpIPs[1-i], MAC: ethport.DefaultMAC(udpIPs[1-i])}}})
+		require.NoError(t, err)
+		t.Cleanup(n.Close)
+		nets[i] = n
+		sides[i] = newSide(t, n.Context())
+	}
+	connect(t, sides)
+	sides[1].postRecv(t)
+
+	done, finished := make(chan struct{}), make(chan struct{})
+	got := make(chan error, 1)
+	go func() { // the receiver's goroutine owns nets[1] until finished
+		defer close(finished)
+		wcs := make([]provider.WC, 1)
+		_, err := nets[1].PollCQ(sides[1].cq, wcs, 10*time.Second, func() string { return "the SEND" })
+		got <- err
+		_, _ = Await(nets[1], done, 10*time.Second, "the sender")
+	}()
+	nets[0].Sync()
+	sides[0].postSend(t, "hello")
+	for end := time.Now().Add(5 * time.Second); nets[0].Port().Counters().Value(ethport.CtrTxFrames) == 0; {
+		require.True(t, time.Now().Before(end), "the SEND never left")
+		nets[0].Pump(0, 64)
+	}
+	// The ACK comes back within microseconds; the sender looks after a
+	// second and a half.
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the receiver got no SEND")
+	}
+	time.Sleep(1500 * time.Millisecond)
+	wcs := make([]provider.WC, 1)
+	_, err := nets[0].PollCQ(sides[0].cq, wcs, 10*time.Second, func() string { return "the SEND's completion" })
+	close(done)
+	<-finished
+	require.NoError(t, err)
+	require.Equal(t, provider.WCSuccess, wcs[0].Status, "status %v, counters %s", wcs[0].Status, nets[0].CounterLine())
+}
