@@ -956,13 +956,19 @@ func noDuplicateKeys(data []byte) error {
 		}
 		if top != nil && top.obj && top.key {
 			if k, ok := tok.(string); ok {
-				if top.seen[k] {
+				// encoding/json matches a key to a field without
+				// regard to case (bytes.EqualFold), so "Action" after
+				// "action" replaces it as silently: keys are compared
+				// folded (upper then lower case folds as EqualFold
+				// does for these names, ſ and K included).
+				fk := strings.ToLower(strings.ToUpper(k))
+				if top.seen[fk] {
 					if rule >= 0 && len(stack) >= 3 {
 						return fmt.Errorf("rule %d: field %q given twice", rule, k)
 					}
 					return fmt.Errorf("field %q given twice", k)
 				}
-				top.seen[k] = true
+				top.seen[fk] = true
 				top.key = false
 				continue
 			}

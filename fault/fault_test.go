@@ -222,6 +222,12 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate rules", `{"rules":[], "rules":[{"point":"wire.tx","action":"drop"}]}`, `field "rules" given twice`},
 		{"duplicate action", `{"rules":[{"point":"cq","action":"drop"},{"point":"cq","action":"drop","action":"corrupt"}]}`, `rule 1: field "action" given twice`},
 		{"duplicate match field", `{"rules":[{"point":"wire.tx","action":"drop","match":{"qpn":1,"qpn":2}}]}`, `rule 0: field "qpn" given twice`},
+		// encoding/json matches keys without regard to case: a variant
+		// is the same field given twice.
+		{"duplicate action, other case", `{"rules":[{"point":"wire.tx","action":"drop","Action":"duplicate"}]}`, `rule 0: field "Action" given twice`},
+		{"duplicate seed, other case", `{"seed":1,"SEED":2}`, `field "SEED" given twice`},
+		{"duplicate match field, other case", `{"rules":[{"point":"wire.tx","action":"drop","match":{"psn":1,"Psn":2}}]}`, `rule 0: field "Psn" given twice`},
+		{"duplicate seed, Unicode fold", "{\"seed\":1,\"\u017feed\":2}", "given twice"},
 		{"negative node, timed", `{"rules":[{"point":"device","action":"fatal","at_ps":5,"match":{"node":-2}}]}`, "match.node -2"},
 	}
 	for _, tc := range tests {
