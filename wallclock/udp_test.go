@@ -92,8 +92,9 @@ func (s *side) postSend(t *testing.T, msg string) {
 	require.NoError(t, err)
 }
 
-// Two Nets, each driven by its own goroutine, exchange a SEND over UDP.
-func TestNetsOverUDP(t *testing.T) {
+// sendPair opens two Nets on a loopback UDP pair, connects an RC QP on
+// each and posts a receive on the second: ready for a SEND from nets[0].
+func sendPair(t *testing.T) ([2]*Net, [2]*side) {
 	wires := udpPair(t)
 	var nets [2]*Net
 	var sides [2]*side
@@ -107,6 +108,12 @@ func TestNetsOverUDP(t *testing.T) {
 	}
 	connect(t, sides)
 	sides[1].postRecv(t)
+	return nets, sides
+}
+
+// Two Nets, each driven by its own goroutine, exchange a SEND over UDP.
+func TestNetsOverUDP(t *testing.T) {
+	nets, sides := sendPair(t)
 
 	done, finished := make(chan struct{}), make(chan struct{})
 	got := make(chan error, 1)
@@ -240,19 +247,7 @@ func TestPacerTwoDevicesOverUDP(t *testing.T) {
 // it looked at the frames queued meanwhile, so the SEND failed
 // RETRY_EXC_ERR on a healthy link.
 func TestSenderThatDoesNotPollForASecond(t *testing.T) {
-	wires := udpPair(t)
-	var nets [2]*Net
-	var sides [2]*side
-	for i := range nets {
-		n, err := Open(Config{Wire: wires[i], IP: udpIPs[i], Lead: DefaultLead, MemNeed: 1 << 20, Profile: profile.Default(),
-			Neighbors: []ethport.Neighbor{{IP: udpIPs[1-i], MAC: ethport.DefaultMAC(udpIPs[1-i])}}})
-		require.NoError(t, err)
-		t.Cleanup(n.Close)
-		nets[i] = n
-		sides[i] = newSide(t, n.Context())
-	}
-	connect(t, sides)
-	sides[1].postRecv(t)
+	nets, sides := sendPair(t)
 
 	done, finished := make(chan struct{}), make(chan struct{})
 	got := make(chan error, 1)
