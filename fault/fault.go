@@ -396,6 +396,31 @@ func (f *flexNum) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// numArg is a JSON number, or a string with a decimal or 0x-hex number:
+// an action's argument (mask, value).
+type numArg struct{ n uint64 }
+
+func (a *numArg) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		n, ok := parseNum(s)
+		if !ok {
+			return fmt.Errorf("%q: want a number or 0x-hex", s)
+		}
+		a.n = n
+		return nil
+	}
+	n, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s: want a non-negative integer", b)
+	}
+	a.n = n
+	return nil
+}
+
 // parseNum parses "123" or "0x7b" (no sign, no octal, no underscores).
 func parseNum(s string) (uint64, bool) {
 	base := 10
@@ -616,11 +641,30 @@ type Rule struct {
 // rejecting unknown fields, and an explicit 0 in nth, every or mask.
 func (r *Rule) UnmarshalJSON(b []byte) error {
 	type plain Rule // no methods: avoids recursion
-	v := plain{Byte: -1}
+	// mask and value are a byte mask and a syndrome or count: like the
+	// match fields they take a number or a string with a decimal or
+	// 0x-hex one ("mask": "0x80", "value": "0x8"). The outer fields
+	// shadow plain's of the same name.
+	var w struct {
+		plain
+		Mask  *numArg `json:"mask"`
+		Value *numArg `json:"value"`
+	}
+	w.Byte = -1
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
+	if err := dec.Decode(&w); err != nil {
 		return err
+	}
+	v := w.plain
+	if w.Mask != nil {
+		if w.Mask.n > 0xff {
+			return fmt.Errorf("mask %#x: want a mask of 1..255", w.Mask.n)
+		}
+		v.Mask = uint8(w.Mask.n)
+	}
+	if w.Value != nil {
+		v.Value = w.Value.n
 	}
 	if err := explicitZero(b, v.Nth, v.Every, v.Mask, v.Prob); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -391,4 +392,53 @@ func TestLoadBounded(t *testing.T) {
 	p, err := Load(path)
 	require.NoError(t, err)
 	require.Len(t, p.Rules, 1)
+}
+
+// TestParseHexArgs: an action's argument, like a match field, is a number
+// or a string with a decimal or 0x-hex one ("0x accepted everywhere"): a
+// corrupt mask of bits and a fatal's health syndrome read naturally in
+// hex. Such a string used to be refused ("cannot unmarshal string").
+func TestParseHexArgs(t *testing.T) {
+	good := []struct {
+		name, rule string
+		mask       uint8
+		value      uint64
+	}{
+		{"mask hex", `{"point":"wire.tx","action":"corrupt","mask":"0x80"}`, 0x80, 0},
+		{"mask decimal string", `{"point":"wire.tx","action":"corrupt","mask":"255"}`, 0xff, 0},
+		{"mask number", `{"point":"wire.tx","action":"corrupt","mask":3}`, 3, 0},
+		{"fatal syndrome hex", `{"point":"device","action":"fatal","at_ps":5,"value":"0x8"}`, 0, 8},
+		{"jump hex", `{"point":"doorbell","action":"jump","value":"0X10"}`, 0, 16},
+		{"jump number", `{"point":"doorbell","action":"jump","value":2}`, 0, 2},
+	}
+	for _, c := range good {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := Parse([]byte(`{"rules":[` + c.rule + `]}`))
+			require.NoError(t, err)
+			require.Len(t, p.Rules, 1)
+			require.Equal(t, c.mask, p.Rules[0].Mask)
+			require.Equal(t, c.value, p.Rules[0].Value)
+			// What MarshalJSON writes parses to the same rule.
+			b, err := json.Marshal(p)
+			require.NoError(t, err)
+			q, err := Parse(b)
+			require.NoError(t, err, "%s", b)
+			require.Equal(t, p.Rules, q.Rules)
+		})
+	}
+	bad := []parseCase{
+		{"mask over a byte", `{"rules":[{"point":"wire.tx","action":"corrupt","mask":"0x100"}]}`, "rule 0: mask 0x100: want a mask of 1..255"},
+		{"mask number over a byte", `{"rules":[{"point":"wire.tx","action":"corrupt","mask":256}]}`, "rule 0: mask 0x100: want a mask of 1..255"},
+		{"mask hex 0", `{"rules":[{"point":"wire.tx","action":"corrupt","mask":"0x0"}]}`, "rule 0: mask 0: want a mask of 1..255"},
+		{"value negative", `{"rules":[{"point":"doorbell","action":"jump","value":"-1"}]}`, `"-1": want a number or 0x-hex`},
+		{"value not a number", `{"rules":[{"point":"doorbell","action":"jump","value":"one"}]}`, `"one": want a number or 0x-hex`},
+		{"value fraction", `{"rules":[{"point":"doorbell","action":"jump","value":1.5}]}`, "1.5: want a non-negative integer"},
+		{"fatal hex 0", `{"rules":[{"point":"device","action":"fatal","at_ps":5,"value":"0x0"}]}`, "rule 0: value 0: health syndrome 0 is no error"},
+	}
+	for _, c := range bad {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.json))
+			require.ErrorContains(t, err, c.want)
+		})
+	}
 }
