@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/fault"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/provider"
@@ -130,6 +131,43 @@ type traceJSON struct {
 	// that came. Both absent on a walk that completed.
 	Error       string           `json:"error,omitempty"`
 	Completions []completionJSON `json:"completions,omitempty"`
+	// FaultRules (with --faults): each rule of the plan, in plan order,
+	// with how many events it matched and how often it fired, so that a
+	// script sees a rule that never fired (the warnings show only those
+	// that did).
+	FaultRules []faultRuleJSON `json:"fault_rules,omitempty"`
+}
+
+// faultRuleJSON is one fault rule's count over the walk (connection
+// setup included).
+type faultRuleJSON struct {
+	Rule    int    `json:"rule"`
+	Desc    string `json:"desc"`
+	Matched uint64 `json:"matched"`
+	Fired   uint64 `json:"fired"`
+	// FiredInSetup is how many of Fired came in the connection setup,
+	// before the post: not in the walk's stages.
+	FiredInSetup uint64 `json:"fired_in_setup,omitempty"`
+	// EndedFirst: a timed rule that did not fire because the walk ended
+	// before its time.
+	EndedFirst bool `json:"ended_first,omitempty"`
+}
+
+// faultRules is the fault_rules list of a walk under a plan (nil without
+// one).
+func faultRules(w *testbed.World, setup []fault.Stat, notFired []fault.Scheduled) []faultRuleJSON {
+	var out []faultRuleJSON
+	for i, s := range w.Injector.Fired() {
+		r := faultRuleJSON{Rule: s.Rule, Desc: s.Desc, Matched: s.Matched, Fired: s.Fired}
+		if i < len(setup) {
+			r.FiredInSetup = setup[i].Fired
+		}
+		for _, n := range notFired {
+			r.EndedFirst = r.EndedFirst || n.Rule == s.Rule
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // completionJSON is one requester work completion of a failed walk.
@@ -819,7 +857,8 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		out := traceJSON{Profile: cfg.Device.Name, Op: o.op, Size: o.size, MTU: o.mtu, Path: path, Batch: o.batch,
 			Stages: stages, TotalNS: total.NS(), WQEs: wqes, Warnings: warns, Counters: ctr, DataOK: dataOK,
 			AllCounters: all, Faults: explained, QPType: qpTypeName(spec.typ), SRQ: o.srq, Recv: recvs, GRHHex: grhHex,
-			Events: evs, Problems: problems, DroppedEvents: dropped, Violations: violationsJSON(violations)}
+			Events: evs, Problems: problems, DroppedEvents: dropped, Violations: violationsJSON(violations),
+			FaultRules: faultRules(w, setupFired, notFired)}
 		nCQEs := o.batch
 		if walkErr != nil {
 			// The CQEs that came, an error CQE among them.

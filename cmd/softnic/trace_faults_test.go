@@ -366,3 +366,38 @@ func TestRunNamesRulesThatNeverFired(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceJSONFaultRules: trace --json lists each rule of the plan with
+// how many events it matched and how often it fired (in the setup too),
+// and a timed rule the walk ended before. Before, --json carried only
+// the plan in words and the warnings of the faults that fired: a script
+// could not tell a rule that never fired from one with nothing to show.
+func TestTraceJSONFaultRules(t *testing.T) {
+	plan := writePlan(t, "rules.json", `{"rules":[
+		{"point":"wire.tx","action":"drop","nth":3,"match":{"node":0}},
+		{"point":"cq","action":"drop","match":{"qpn":"0x999"}},
+		{"point":"dma.read","action":"timeout","nth":1,"match":{"node":1,"target":"dbr"}},
+		{"point":"port","action":"down","at_ps":1000000000000}]}`)
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"trace", "--size", "65536", "--json", "--faults", plan}, &out, &errb), errb.String())
+	var got struct {
+		FaultRules []faultRuleJSON `json:"fault_rules"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &got))
+	require.Len(t, got.FaultRules, 4)
+	r := got.FaultRules
+	require.Equal(t, "wire.tx drop nth=3 node=0", r[0].Desc)
+	require.Equal(t, uint64(1), r[0].Fired)
+	require.GreaterOrEqual(t, r[0].Matched, uint64(3))
+	require.Zero(t, r[0].FiredInSetup)
+	require.Equal(t, faultRuleJSON{Rule: 1, Desc: "cq drop always qpn=0x999"}, r[1], "matched nothing, never fired")
+	require.Equal(t, uint64(1), r[2].Fired)
+	require.Equal(t, uint64(1), r[2].FiredInSetup, "the receive queue's first record read is at the setup")
+	require.True(t, r[3].EndedFirst, "%+v", r[3])
+	require.Zero(t, r[3].Fired)
+
+	// Without a plan, no list.
+	out.Reset()
+	require.Equal(t, 0, run([]string{"trace", "--json"}, &out, &errb))
+	require.NotContains(t, out.String(), "fault_rules")
+}
