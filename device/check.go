@@ -115,11 +115,14 @@ type Checker struct {
 	qps    map[uint32]*chkQP
 	cqs    map[uint32]*chkCQ
 	bfregs map[[2]uint32]*chkBF
-	halves map[[2]uint32]*chkHalf // by (uar<<8|bfreg, qpn)
+	halves map[uint32]*chkHalf // by uar<<8|bfreg
 }
 
 // chkHalf is the newest post of a QP on a bfreg: its index and half.
+// chkHalf is the last WQE start written to a bfreg: its QP, wqe_index
+// and half.
 type chkHalf struct {
+	qpn  uint32
 	idx  uint16
 	half int
 }
@@ -162,7 +165,7 @@ type chkBF struct {
 // checker) and returns the checker.
 func (d *Device) EnableCheck(o CheckOptions) *Checker {
 	if d.chk == nil {
-		d.chk = &Checker{d: d, opts: o, qps: map[uint32]*chkQP{}, cqs: map[uint32]*chkCQ{}, bfregs: map[[2]uint32]*chkBF{}, halves: map[[2]uint32]*chkHalf{}}
+		d.chk = &Checker{d: d, opts: o, qps: map[uint32]*chkQP{}, cqs: map[uint32]*chkCQ{}, bfregs: map[[2]uint32]*chkBF{}, halves: map[uint32]*chkHalf{}}
 		d.bar.SetObserver(d.chk) // QPs and CQs created before are not checked
 	}
 	return d.chk
@@ -259,7 +262,7 @@ func (c *Checker) qpReset(qpn uint32) {
 	s.gone = true
 	c.qps[qpn] = &chkQP{uar: s.uar, bfreg: s.bfreg, bfBuf: s.bfBuf, dbr: s.dbr, sqBase: s.sqBase, sqSize: s.sqSize,
 		maxInline: s.maxInline, sigAll: s.sigAll, bbs: make([]uint8, s.sqSize)}
-	if h := c.halves[[2]uint32{s.uar<<8 | uint32(s.bfreg), qpn}]; h != nil {
+	if h := c.halves[s.uar<<8|uint32(s.bfreg)]; h != nil && h.qpn == qpn {
 		h.idx = ^uint16(0)
 	}
 }
@@ -455,21 +458,23 @@ func (c *Checker) BFWrite(t sim.Time, uar uint32, bfreg, half int, rel uint64, d
 		return
 	}
 	qpn := binary.BigEndian.Uint32(data[4:8]) >> 8
-	// Halves alternate in post order: compare with the newest post of
-	// this QP on this bfreg by wqe_index, so that a write the link
-	// delivered late (the model's PCIe calendar can let a short TLP
-	// overtake a longer one) is not taken for a reuse.
+	// Halves alternate in post order on a bfreg, whichever QPs post
+	// there: libmlx5 keeps bf->offset per bfreg (struct mlx5_bf), so QPs
+	// that share one take turns in its halves. A write of the same QP
+	// older by wqe_index than the last one seen (delivered late) is not
+	// a post after it, so not a reuse.
 	idx := binary.BigEndian.Uint16(data[1:3])
-	hk := [2]uint32{uar<<8 | uint32(bfreg), qpn}
+	hk := uar<<8 | uint32(bfreg)
 	h := c.halves[hk]
 	switch {
 	case h == nil:
-		c.halves[hk] = &chkHalf{idx: idx, half: half}
-	case int16(idx-h.idx) > 0:
+		c.halves[hk] = &chkHalf{qpn: qpn, idx: idx, half: half}
+	case h.qpn == qpn && int16(idx-h.idx) <= 0:
+	default:
 		if half == h.half {
-			c.report(t, "bf-half-reused", qpn, "UAR %d bfreg %d: half %d written for wqe_index %d right after wqe_index %d", uar, bfreg, half, idx, h.idx)
+			c.report(t, "bf-half-reused", qpn, "UAR %d bfreg %d: half %d written for QP %#x wqe_index %d right after QP %#x wqe_index %d", uar, bfreg, half, qpn, idx, h.qpn, h.idx)
 		}
-		h.idx, h.half = idx, half
+		h.qpn, h.idx, h.half = qpn, idx, half
 	}
 	if len(data) == 8 {
 		return // a doorbell

@@ -88,7 +88,7 @@ func (qp *QP) ringSendBuggy(nreq, lastOff, lastDS int) {
 	}
 	mmio := qp.ctx.mmio
 	mmio.Flush()
-	reg := qp.bfReg + qp.bfOffset
+	reg := qp.bfReg + *qp.bfOff
 	if qp.bug.set&BugWrongBfreg != 0 {
 		reg = qp.bfReg ^ 2*max(qp.bfBufSize, 0x80) // the neighbouring bfreg
 	}
@@ -130,7 +130,7 @@ func (qp *QP) ringSendBuggy(nreq, lastOff, lastDS int) {
 		qp.dbr.SetWord(mlx5.DBRSend, rec)
 	}
 	if qp.bug.set&BugBFReuseHalf == 0 {
-		qp.bfOffset ^= qp.bfBufSize
+		*qp.bfOff ^= qp.bfBufSize
 	}
 }
 

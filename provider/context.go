@@ -45,6 +45,9 @@ type Context struct {
 	srqs map[uint32]*SRQ
 	ahs  map[*AH]struct{}
 	bufs map[uint64]struct{} // the addresses of AllocBuffer's buffers not freed yet
+	// bfHalves is each bfreg's current BlueFlame buffer (bfHalf), by
+	// its BAR0 offset.
+	bfHalves map[uint64]*uint64
 
 	ev *ctxEvents // completion channels and async events (events.go), set up on first use
 

@@ -120,7 +120,7 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	if host != nil {
 		host.Work("dbr_update", qp.qpn, 4)
 	}
-	reg := qp.bfReg + qp.bfOffset
+	reg := qp.bfReg + *qp.bfOff
 	if ds > 1 && uint64(ds*mlx5.DSSize) <= qp.fastBF {
 		if line := qp.ctx.line; line != nil {
 			line.StoreLines(reg, w[:], sq.buf[:0]) // mmio_wc_start, the copy, mmio_flush_writes
@@ -138,7 +138,7 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 		mmio.Store64(reg, binary.LittleEndian.Uint64(w[0:8]))
 		mmio.Flush() // mmio_flush_writes()
 	}
-	qp.bfOffset ^= qp.bfBufSize
+	*qp.bfOff ^= qp.bfBufSize
 	return 1, nil
 }
 
@@ -579,7 +579,7 @@ func (qp *QP) ringSend(nreq, lastOff, lastDS int) {
 		qp.ctx.host.Work("dbr_update", qp.qpn, 4)
 	}
 	mmio := qp.ctx.mmio
-	reg := qp.bfReg + qp.bfOffset
+	reg := qp.bfReg + *qp.bfOff
 	if qp.bfOn && nreq == 1 && qp.bfBufSize > 0 && lastDS > 1 && uint64(lastDS*mlx5.DSSize) <= qp.bfBufSize {
 		// BlueFlame: the whole WQE, padded to 64-byte lines, as strictly
 		// ascending 8-byte stores into the current BF buffer; the source
@@ -607,7 +607,7 @@ func (qp *QP) ringSend(nreq, lastOff, lastDS int) {
 		mmio.Store64(reg, binary.LittleEndian.Uint64(sq.buf[lastOff:lastOff+8]))
 		mmio.Flush() // mmio_flush_writes()
 	}
-	qp.bfOffset ^= qp.bfBufSize
+	*qp.bfOff ^= qp.bfBufSize
 }
 
 // PostRecv posts receive work requests (ibv_post_recv) and returns the

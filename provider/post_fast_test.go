@@ -71,7 +71,7 @@ func TestPostSendSingleMatchesGeneralPath(t *testing.T) {
 					require.Equal(t, es[1].Dev.Ops, es[0].Dev.Ops)
 					require.Equal(t, es[1].Dev.Host, es[0].Dev.Host)
 					require.Equal(t, es[1].QP.sq, es[0].QP.sq)
-					require.Equal(t, es[1].QP.bfOffset, es[0].QP.bfOffset)
+					require.Equal(t, es[1].QP.bfOffset(), es[0].QP.bfOffset())
 					for _, e := range es {
 						e.QP.sq.tail = e.QP.sq.head
 					}

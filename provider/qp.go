@@ -113,9 +113,13 @@ type QP struct {
 
 	bfReg     uint64 // BAR0 offset of the bfreg
 	bfBufSize uint64 // one BlueFlame buffer; 0 = doorbell only
-	bfOffset  uint64 // current buffer: 0 or bfBufSize
-	bfOn      bool   // BlueFlame allowed (off = MLX5_SHUT_UP_BF)
-	dead      bool
+	// bfOff is the bfreg's current buffer, 0 or bfBufSize: the bfreg's
+	// (Context.bfHalf), shared by the QPs on it, as libmlx5 keeps
+	// bf->offset in struct mlx5_bf, so that consecutive BlueFlame writes
+	// to a bfreg alternate whichever QPs they are for.
+	bfOff *uint64
+	bfOn  bool // BlueFlame allowed (off = MLX5_SHUT_UP_BF)
+	dead  bool
 	// fast: PostSend's one-WR path may run (refreshFast): a live RC or UC
 	// QP of this process in a posting state, with no bugs to inject.
 	// fastBF is the largest WQE it rings by BlueFlame (0: none, the
@@ -222,6 +226,7 @@ func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		}
 	}
 	qp.qpn, qp.bfReg, qp.bfBufSize = r.QPN, r.BFRegOffset, uint64(r.BFBufSize)
+	qp.bfOff = c.bfHalf(r.BFRegOffset)
 	qp.state = QPStateReset
 	qp.refreshFast()
 	pd.refs++
@@ -541,6 +546,32 @@ type SQInfo struct {
 	BFOffset    int    // the buffer the next post uses (0 or BFBufSize)
 }
 
+// bfHalf returns the cell that holds bfreg reg's current BlueFlame
+// buffer (0 or its size), shared by every QP of the context on that
+// bfreg. libmlx5 toggles bf->offset per bfreg, under the bfreg's lock
+// when QPs share it; a Context is not for concurrent use, so no lock.
+// A QP that kept its own toggle wrote the half another QP had just
+// written when the two shared a bfreg (QPs 17 on at 8 UARs).
+func (c *Context) bfHalf(reg uint64) *uint64 {
+	if h := c.bfHalves[reg]; h != nil {
+		return h
+	}
+	if c.bfHalves == nil {
+		c.bfHalves = map[uint64]*uint64{}
+	}
+	h := new(uint64)
+	c.bfHalves[reg] = h
+	return h
+}
+
+// bfOffset is the buffer the QP's next BlueFlame write goes to.
+func (qp *QP) bfOffset() uint64 {
+	if qp.bfOff == nil {
+		return 0
+	}
+	return *qp.bfOff
+}
+
 // SQInfo returns where the QP's queues live.
 func (qp *QP) SQInfo() SQInfo {
 	if qp == nil {
@@ -548,7 +579,7 @@ func (qp *QP) SQInfo() SQInfo {
 	}
 	return SQInfo{Addr: qp.sq.addr, WQEBBs: int(qp.sq.cnt), RQAddr: qp.rq.addr, RQWQEs: int(qp.rq.cnt),
 		RQStride: qp.rq.stride, DBRAddr: qp.dbrAddr, BFRegOffset: qp.bfReg, BFBufSize: int(qp.bfBufSize),
-		BFOffset: int(qp.bfOffset)}
+		BFOffset: int(qp.bfOffset())}
 }
 
 // WQE returns a copy of the posted send WQE whose first WQEBB counter is

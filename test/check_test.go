@@ -346,3 +346,55 @@ func TestCheckerQPReset(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckerSharedBfreg: past 16 QPs (8 UARs × 2 regular bfregs) QPs
+// share a bfreg, and its halves alternate in post order whichever QP
+// posts: libmlx5 keeps bf->offset per bfreg (struct mlx5_bf). The
+// provider kept a toggle per QP, so the second QP on a bfreg wrote the
+// half the first had just written; and checked mode compared halves per
+// QP, so it would have flagged libmlx5's own order (A half 0, B half 1,
+// A half 0) and missed the provider's (A half 0, B half 0).
+func TestCheckerSharedBfreg(t *testing.T) {
+	setup := func(t *testing.T) (*testbed.World, [2]*testbed.Endpoint, [2]*testbed.Endpoint) {
+		w, a, aRsp := checkWorld(t, checkCase{})
+		var b [2]*testbed.Endpoint
+		for range 16 {
+			eps, err := w.ConnectRC(testbed.ConnOpts{})
+			require.NoError(t, err)
+			b = eps
+		}
+		ia, ib := a.QP.SQInfo(), b[0].QP.SQInfo()
+		require.Equal(t, ia.BFRegOffset, ib.BFRegOffset, "the 1st and the 17th QP share a bfreg")
+		require.NotZero(t, ia.BFBufSize)
+		return w, [2]*testbed.Endpoint{a, aRsp}, b
+	}
+	t.Run("the provider alternates the bfreg's halves", func(t *testing.T) {
+		w, a, b := setup(t)
+		for i, ep := range [][2]*testbed.Endpoint{a, b, a, a, b, b, a, b} {
+			ep[0].QP.SetBlueFlame(i%3 != 2) // BlueFlame and doorbells alike
+			before := ep[0].QP.SQInfo().BFOffset
+			oneWrite(t, w, ep[0], ep[1])
+			require.NotEqual(t, before, ep[0].QP.SQInfo().BFOffset, "post %d", i)
+			require.Equal(t, a[0].QP.SQInfo().BFOffset, b[0].QP.SQInfo().BFOffset, "post %d: one half for the bfreg", i)
+		}
+		for _, h := range w.Hosts {
+			require.NoError(t, h.Dev.Checker().Err())
+		}
+	})
+	t.Run("a half reused by another QP is named", func(t *testing.T) {
+		w, a, b := setup(t)
+		b[0].QP.SetBlueFlame(false)
+		oneWrite(t, w, b[0], b[1]) // b rings half 0; the bfreg's next is 1
+		bb := make([]byte, 8)
+		require.NoError(t, w.Hosts[0].Mem.Read(b[0].QP.SQInfo().Addr, bb))
+		oneWrite(t, w, a[0], a[1]) // a rings half 1, as it should
+		// b rings again at half 1 (as a driver with a toggle per QP
+		// would): the half a has just written.
+		info := b[0].QP.SQInfo()
+		w.Hosts[0].CPU.Store64(info.BFRegOffset+uint64(info.BFBufSize), le64(bb))
+		w.Hosts[0].CPU.Flush()
+		w.Settle(1 << 16)
+		err := w.Hosts[0].Dev.Checker().Err()
+		require.ErrorContains(t, err, "bf-half-reused")
+	})
+}
