@@ -314,6 +314,14 @@ func TestCheckerQPReset(t *testing.T) {
 		{name: "blueflame", bf: true},
 		{name: "doorbell, then the record after the doorbell", bf: false, bug: provider.BugRecordAfterDoorbell, want: []string{"doorbell-before-record"}},
 		{name: "blueflame, then a reused half", bf: true, bug: provider.BugBFReuseHalf, want: []string{"bf-half-reused"}},
+		// A record one ahead: on a fresh ring that is record-mismatch at
+		// once (the slot past the doorbell holds no WQE). After a reset the
+		// slot still holds the old incarnation's WQE of that very index
+		// (the counter restarts at 0), which reads as a WQE written and not
+		// rung yet: the checker names it when no doorbell has come for it
+		// within the grace, as record-without-doorbell (R3).
+		{name: "doorbell, then a record one ahead", bf: false, bug: provider.BugWrongRecord, want: []string{"record-without-doorbell"}},
+		{name: "blueflame, then a record one ahead", bf: true, bug: provider.BugWrongRecord, want: []string{"record-without-doorbell"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w, req, rsp := checkWorld(t, checkCase{})
@@ -333,6 +341,7 @@ func TestCheckerQPReset(t *testing.T) {
 					require.NoError(t, err)
 				}
 			}
+			w.Settle(1 << 20) // past the record watch's grace
 			var names []string
 			for _, v := range w.Hosts[0].Dev.Checker().Violations() {
 				names = append(names, v.Name)
