@@ -515,7 +515,9 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 	if attrs&mlx5.AttrTimeout != 0 && c.Timeout > 31 || attrs&mlx5.AttrMinRNRTimer != 0 && c.MinRNRTimer > 31 {
 		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "timeout %d / min_rnr_timer %d (max 31)", c.Timeout, c.MinRNRTimer)
 	}
-	if attrs&(mlx5.AttrSQPSN|mlx5.AttrRQPSN) != 0 && (c.SQPSN > 0xffffff || c.RQPSN > 0xffffff) {
+	// Each PSN only when its own bit is set: the other field is whatever
+	// the caller left there.
+	if attrs&mlx5.AttrSQPSN != 0 && c.SQPSN > 0xffffff || attrs&mlx5.AttrRQPSN != 0 && c.RQPSN > 0xffffff {
 		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "PSN over 24 bits")
 	}
 	// Apply.
