@@ -30,9 +30,11 @@ var (
 	ErrLocalLength = errors.New("local length error")
 )
 
-// OpError is an error from one verb: which operation, on which QP (or CQ
-// number for CQ operations; 0 when there is none), and for post operations
-// the index of the offending work request in the list (-1 otherwise).
+// OpError is an error from one verb: which operation, on which QP (0 when
+// there is none: the CQ, SRQ, PD, MR, channel and context verbs, whose
+// message names their object; for poll_cq the QP the failing CQE names),
+// and for post operations the index of the offending work request in the
+// list (-1 otherwise).
 type OpError struct {
 	Op    string
 	QPN   uint32
