@@ -515,7 +515,9 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 	if attrs&mlx5.AttrTimeout != 0 && c.Timeout > 31 || attrs&mlx5.AttrMinRNRTimer != 0 && c.MinRNRTimer > 31 {
 		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "timeout %d / min_rnr_timer %d (max 31)", c.Timeout, c.MinRNRTimer)
 	}
-	if attrs&(mlx5.AttrSQPSN|mlx5.AttrRQPSN) != 0 && (c.SQPSN > 0xffffff || c.RQPSN > 0xffffff) {
+	// Each PSN only when its own bit is set: the other field is whatever
+	// the caller left there.
+	if attrs&mlx5.AttrSQPSN != 0 && c.SQPSN > 0xffffff || attrs&mlx5.AttrRQPSN != 0 && c.RQPSN > 0xffffff {
 		return cmdErr("MODIFY_QP", mlx5.StatusBadParam, "PSN over 24 bits")
 	}
 	// Apply.
@@ -538,9 +540,12 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 	if attrs&mlx5.AttrRQPSN != 0 {
 		q.resp.ePSN = roce.PSN(c.RQPSN)
 	}
+	// mlx5_ib writes log_rra_max and log_sra_max only for a non-zero
+	// max_dest_rd_atomic / max_rd_atomic: 0 leaves the context's 0, that
+	// is 2^0, one READ/atomic each way (and QUERY_QP reports 1).
 	if attrs&mlx5.AttrMaxDestRdAtomic != 0 {
-		q.maxDestRd = c.MaxDestRdAtomic
-		q.resp.setMaxDestRd(c.MaxDestRdAtomic)
+		q.maxDestRd = max(c.MaxDestRdAtomic, 1)
+		q.resp.setMaxDestRd(q.maxDestRd)
 	}
 	if attrs&mlx5.AttrMinRNRTimer != 0 {
 		q.minRNR = c.MinRNRTimer
@@ -560,7 +565,7 @@ func (d *Device) ModifyQP(c mlx5.ModifyQPCmd) error {
 		q.req.setSQPSN(roce.PSN(c.SQPSN))
 	}
 	if attrs&mlx5.AttrMaxQPRdAtomic != 0 {
-		q.maxRd = c.MaxQPRdAtomic
+		q.maxRd = max(c.MaxQPRdAtomic, 1) // see max_dest_rd_atomic above
 	}
 	if to == mlx5.QPStateRTR && q.typ == mlx5.QPTypeUD {
 		q.sport = roce.QPSourcePort(q.qpn)

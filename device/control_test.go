@@ -396,3 +396,52 @@ func TestModifyQPRefusesWhatTheKernelRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestModifyQPIgnoresUnmaskedValues: MODIFY_QP reads only the attributes
+// its mask selects, as the kernel does (ib_modify_qp ignores the fields of
+// attributes not in attr_mask, which in C are whatever the caller's stack
+// held). Before the fix the PSN check looked at both PSNs whenever either
+// was in the mask: RTR→RTS with SQ_PSN was refused (bad parameter, "PSN
+// over 24 bits") for a stale RQ PSN the command did not set, and INIT→RTR
+// with RQ_PSN for a stale SQ PSN.
+func TestModifyQPIgnoresUnmaskedValues(t *testing.T) {
+	gid := [16]byte{10: 0xff, 11: 0xff, 12: 192, 13: 0, 14: 2, 15: 2}
+	toInit := mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrPKeyIndex | mlx5.AttrPort | mlx5.AttrAccessFlags, State: mlx5.QPStateINIT, Port: 1}
+	toRTR := mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrAV | mlx5.AttrPathMTU | mlx5.AttrDestQPN | mlx5.AttrRQPSN | mlx5.AttrMaxDestRdAtomic | mlx5.AttrMinRNRTimer,
+		State: mlx5.QPStateRTR, PathMTU: mlx5.MTU1024, DestQPN: 0x200, AV: mlx5.AV{DGID: gid}, MaxDestRdAtomic: 1, RQPSN: 0x123}
+	toRTS := mlx5.ModifyQPCmd{Mask: mlx5.AttrState | mlx5.AttrTimeout | mlx5.AttrRetryCnt | mlx5.AttrRNRRetry | mlx5.AttrSQPSN | mlx5.AttrMaxQPRdAtomic,
+		State: mlx5.QPStateRTS, SQPSN: 0x456}
+	with := func(c mlx5.ModifyQPCmd, f func(*mlx5.ModifyQPCmd)) mlx5.ModifyQPCmd { f(&c); return c }
+	cases := []struct {
+		name string
+		path []mlx5.ModifyQPCmd // taken first
+		cmd  mlx5.ModifyQPCmd   // must succeed
+		want mlx5.QPAttr        // the fields checked: RQPSN, SQPSN, Timeout
+	}{
+		{"RTR to RTS with a stale RQ PSN", []mlx5.ModifyQPCmd{toInit, toRTR},
+			with(toRTS, func(c *mlx5.ModifyQPCmd) { c.RQPSN = 0x1000000 }), mlx5.QPAttr{RQPSN: 0x123, SQPSN: 0x456}},
+		{"INIT to RTR with a stale SQ PSN", []mlx5.ModifyQPCmd{toInit},
+			with(toRTR, func(c *mlx5.ModifyQPCmd) { c.SQPSN = 0xffffffff }), mlx5.QPAttr{RQPSN: 0x123}},
+		{"RTR to RTS with a stale min RNR timer", []mlx5.ModifyQPCmd{toInit, toRTR},
+			with(toRTS, func(c *mlx5.ModifyQPCmd) { c.MinRNRTimer = 99; c.Timeout = 14 }), mlx5.QPAttr{RQPSN: 0x123, SQPSN: 0x456, Timeout: 14}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, mem := newDev(t)
+			r, err := d.CreateQP(rcQPCmd(t, d, mem, 64, true))
+			require.NoError(t, err)
+			for _, c := range tc.path {
+				c.QPN = r.QPN
+				require.NoError(t, d.ModifyQP(c))
+			}
+			tc.cmd.QPN = r.QPN
+			require.NoError(t, d.ModifyQP(tc.cmd))
+			a, err := d.QueryQP(r.QPN)
+			require.NoError(t, err)
+			require.Equal(t, tc.cmd.State, a.State)
+			require.Equal(t, tc.want.RQPSN, a.RQPSN)
+			require.Equal(t, tc.want.SQPSN, a.SQPSN)
+			require.Equal(t, tc.want.Timeout, a.Timeout)
+		})
+	}
+}

@@ -294,8 +294,10 @@ func (d *Device) WQEReady(t sim.Time, sq *wqefetch.Queue, w *wqefetch.WQE) {
 		r.fail(t, e, mlx5.SyndLocalLength)
 		return
 	case e.rdAtomic() && q.maxRd == 0:
-		// Assumption: with max_rd_atomic 0 a READ/atomic could never be
-		// issued; rxe would wait for ever, softnic fails it.
+		// Not reachable through MODIFY_QP, which takes max_rd_atomic 0
+		// as 1 (as mlx5_ib leaves log_sra_max 0): a QP that never set it
+		// cannot issue a READ/atomic; rxe would wait for ever, softnic
+		// fails it.
 		d.warn(t, CtrWQEBadState, "QP %#x WQE %d: %v with max_rd_atomic 0", q.qpn, w.Index, e.op)
 		r.fail(t, e, mlx5.SyndLocalQPOp)
 		return

@@ -133,6 +133,12 @@ type CreateQPResp struct {
 	BFRegOffset uint64
 	// BFBufSize is the size of one BlueFlame buffer (0: doorbell only).
 	BFBufSize int
+	// MaxInline is the max_inline_data the device granted for the
+	// CreateQPCmd.MaxInline asked (the kernel's create_qp answer), when
+	// HasMaxInline: a control path that cannot report a device-wide
+	// inline limit (uverbs) reports this one.
+	MaxInline    int
+	HasMaxInline bool
 }
 
 // AV is a RoCEv2 address vector.

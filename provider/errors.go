@@ -3,11 +3,16 @@ package provider
 import (
 	"errors"
 	"fmt"
+
+	"github.com/softnic/softnic/mlx5"
+	"github.com/softnic/softnic/uverbs"
 )
 
 // Sentinel errors (test with errors.Is). Every error the provider returns
-// wraps one of these, or a control-plane error (*mlx5.CmdError, whose
-// status errors.Is can match, e.g. errors.Is(err, mlx5.StatusBadParam)).
+// wraps one of these. A refusal of the device's control interface also
+// wraps its *mlx5.CmdError, whose status errors.Is can match (e.g.
+// errors.Is(err, mlx5.StatusBadParam)); the sentinel is the one of the
+// errno the kernel returns for that status (ErrnoSentinel), as over uverbs.
 var (
 	ErrInvalidArg    = errors.New("invalid argument")
 	ErrNotSupported  = errors.New("not supported")
@@ -30,9 +35,11 @@ var (
 	ErrLocalLength = errors.New("local length error")
 )
 
-// OpError is an error from one verb: which operation, on which QP (or CQ
-// number for CQ operations; 0 when there is none), and for post operations
-// the index of the offending work request in the list (-1 otherwise).
+// OpError is an error from one verb: which operation, on which QP (0 when
+// there is none: the CQ, SRQ, PD, MR, channel and context verbs, whose
+// message names their object; for poll_cq the QP the failing CQE names),
+// and for post operations the index of the offending work request in the
+// list (-1 otherwise).
 type OpError struct {
 	Op    string
 	QPN   uint32
@@ -56,10 +63,38 @@ func (e *OpError) Error() string {
 // Unwrap returns the underlying error.
 func (e *OpError) Unwrap() error { return e.Err }
 
-// opErr builds an OpError for an operation that is not a post.
+// opErr builds an OpError for an operation that is not a post, with a
+// control-plane refusal given its sentinel (withSentinel).
 func opErr(op string, qpn uint32, err error) error {
-	return &OpError{Op: op, QPN: qpn, Index: -1, Err: err}
+	return &OpError{Op: op, QPN: qpn, Index: -1, Err: withSentinel(err)}
 }
+
+// withSentinel makes a command status of the device's control interface
+// (*mlx5.CmdError) match, besides its status, the sentinel of the errno
+// the kernel returns for it (uverbs.StatusErrno, ErrnoSentinel): the
+// sentinel the same refusal matches when it comes over uverbs bytes
+// (UverbsControl), so that an errors.Is check does not depend on the
+// backend. The message is the command error's.
+func withSentinel(err error) error {
+	var ce *mlx5.CmdError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	errno := uverbs.StatusErrno(ce.Status)
+	if errno == 0 {
+		return err
+	}
+	return &statusError{sentinel: ErrnoSentinel(ce.Cmd, errno), err: err}
+}
+
+// statusError is a control-plane error that also matches a sentinel.
+type statusError struct {
+	sentinel error
+	err      error
+}
+
+func (e *statusError) Error() string   { return e.err.Error() }
+func (e *statusError) Unwrap() []error { return []error{e.sentinel, e.err} }
 
 // detail wraps a sentinel with a reason.
 func detail(sentinel error, format string, args ...any) error {

@@ -225,6 +225,14 @@ func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 			return nil, opErr(op, r.QPN, detail(ErrNotSupported, "bfreg at BAR0 %#x (%d bytes) is outside the mapped UAR %v", r.BFRegOffset, n, c.mmio))
 		}
 	}
+	if r.HasMaxInline && r.MaxInline < qp.sq.maxInl {
+		// The device granted less inline room than the WQE has (over
+		// uverbs, the only report of its inline limit): the QP takes
+		// that much, as the device fails a longer inline segment.
+		qp.sq.maxInl = max(r.MaxInline, 0)
+		qp.cap.MaxInline = qp.sq.maxInl
+	}
+
 	qp.qpn, qp.bfReg, qp.bfBufSize = r.QPN, r.BFRegOffset, uint64(r.BFBufSize)
 	qp.bfOff = c.bfHalf(r.BFRegOffset)
 	qp.state = QPStateReset

@@ -346,6 +346,7 @@ func ctxBFRegs(r *uverbs.MLX5AllocUcontextResp) uint32 { return max(r.TotBFRegs,
 // inline limit (ibv_device_attr has none; the kernel checks
 // max_inline_data at CREATE_QP): MaxInline is what one largest send WQE
 // holds, max_sq_desc_sz less the control segment and the inline header.
+// A QP's own limit is CREATE_QP's answer (CreateQPResp.MaxInline).
 func (u *UverbsControl) QueryDevice() (mlx5.DeviceAttr, error) {
 	if err := u.noTransport("QUERY_DEVICE"); err != nil {
 		return mlx5.DeviceAttr{}, err
@@ -632,6 +633,7 @@ func (u *UverbsControl) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) 
 	if bfs > 0 {
 		resp.BFBufSize = int(bfs / 2)
 	}
+	resp.MaxInline, resp.HasMaxInline = int(min(r.MaxInlineData, 1<<30)), true
 	return resp, nil
 }
 

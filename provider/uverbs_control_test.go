@@ -88,7 +88,7 @@ func TestUverbsControlBytes(t *testing.T) {
 			_, _ = d.Encode(resp[8:])
 			return 16, nil
 		case uverbs.CmdCreateQP:
-			r := uverbs.CreateQPResp{QPHandle: 12, QPN: 0x107}
+			r := uverbs.CreateQPResp{QPHandle: 12, QPN: 0x107, MaxInlineData: 48}
 			d := uverbs.MLX5CreateQPResp{BFRegIndex: 3}
 			_, _ = r.Encode(resp)
 			_, _ = d.Encode(resp[uverbs.CreateQPRespSize:])
@@ -115,7 +115,8 @@ func TestUverbsControlBytes(t *testing.T) {
 	q, err := u.CreateQP(mlx5.CreateQPCmd{Type: mlx5.QPTypeUD, PDN: 1, SendCQN: 0x42, RecvCQN: 0x42, BufAddr: 0x4000, DBAddr: 0x5000,
 		SQWQECnt: 64, RQWQECnt: 16, RQWQEShift: 5, MaxInline: 60, BFRegIndex: -1})
 	require.NoError(t, err)
-	require.Equal(t, mlx5.CreateQPResp{QPN: 0x107, BFRegIndex: 3, BFRegOffset: 9*4096 + 0x800 + 512, BFBufSize: 256}, q)
+	require.Equal(t, mlx5.CreateQPResp{QPN: 0x107, BFRegIndex: 3, BFRegOffset: 9*4096 + 0x800 + 512, BFBufSize: 256,
+		MaxInline: 48, HasMaxInline: true}, q, "the max_inline_data answered (48 of the 60 asked) comes back")
 	m, err = uverbs.ParseWrite(tr.reqs[1])
 	require.NoError(t, err)
 	var qc uverbs.CreateQP
