@@ -69,6 +69,7 @@ var (
 	CtrTxDropDestroyed = trace.NewCounter("tx_drop_destroyed_qp") // frames built before their QP was destroyed or went to ERR/SQE/RESET (or the device to fatal): not sent
 	CtrTxDepartStale   = trace.NewCounter("tx_depart_stale")      // a UC/UD WQE's last frame left but the WQE no longer heads the send ring (a model bug: should stay 0)
 	CtrTxNoPort        = trace.NewCounter("tx_no_port")
+	CtrTxLoopback      = trace.NewCounter("tx_loopback_pkts") // frames to the port's own MAC, looped back inside the NIC (never on the wire)
 	CtrPacketizeError  = trace.NewCounter("packetize_error")
 	CtrTxPackets       = trace.NewCounter("tx_packets")
 	CtrRxPackets       = trace.NewCounter("rx_packets")

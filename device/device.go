@@ -79,10 +79,14 @@ type Device struct {
 	fp      roce.FrameParams
 	frames  [][]byte
 	txFree  []*txEvent
-	lfree   []*cqeLanding
-	landed  uint64 // CQEs made visible in host memory (CQEsLanded)
-	rqbuf   [1024]byte
-	atomBuf [8]byte
+	// noLocalLB: frames to the port's own MAC go out on the port like
+	// any other (SetLocalLoopback); loopFree pools loopbackEvents.
+	noLocalLB bool
+	loopFree  []*loopbackEvent
+	lfree     []*cqeLanding
+	landed    uint64 // CQEs made visible in host memory (CQEsLanded)
+	rqbuf     [1024]byte
+	atomBuf   [8]byte
 
 	ev eventState // event queues, completion channels, link state (events.go, eq.go)
 
@@ -305,6 +309,8 @@ func (e *txEvent) Fire(now sim.Time) {
 	case d.fx.fatal:
 		d.inc(CtrTxDropDestroyed)
 		d.tx.unsent(d, now, e.n)
+	case !d.noLocalLB && e.n >= 6 && [6]byte(e.buf[:6]) == d.id.MAC:
+		left = d.loopBack(now, e.buf[:e.n])
 	case d.vport != nil:
 		// Built by roce.BuildFrameUnsealed in emit, unchanged since; the
 		// wire keeps the buffer and gives one back.
@@ -330,6 +336,62 @@ func (e *txEvent) Fire(now sim.Time) {
 	if resp && live {
 		q.resp.sent(now)
 	}
+}
+
+// SetLocalLoopback turns the NIC's local loopback on (the default) or
+// off. On, a frame the device sends to its own port's MAC (a QP connected
+// to another QP of the same device, a datagram to its own GID) is looped
+// back inside the NIC to its own receive path and never reaches the wire,
+// as a ConnectX's embedded switch does for its own function's traffic
+// (mlx5_ib turns local loopback on for RDMA: mlx5_ib_enable_lb). Off, it
+// goes out on the port like any other frame: a port cabled to itself
+// (testbed.Config.Loopback) brings it back through the cable, with the
+// wire's faults, taps and timing.
+func (d *Device) SetLocalLoopback(on bool) { d.noLocalLB = !on }
+
+// loopBack hands frame, addressed to this port, to the device's own
+// receive path: it occupies no wire time (its booking goes back to the
+// transmit buffer) and arrives after it would have taken to serialize at
+// the port's rate (an assumption: the latency of a ConnectX's internal
+// loopback is not public; the receive pipeline then adds its own). It
+// returns when the frame has left the transmit path.
+func (d *Device) loopBack(now sim.Time, frame []byte) sim.Time {
+	d.tx.unsent(d, now, len(frame))
+	d.inc(CtrTxLoopback)
+	var e *loopbackEvent
+	if k := len(d.loopFree); k > 0 {
+		e = d.loopFree[k-1]
+		d.loopFree = d.loopFree[:k-1]
+	} else {
+		e = &loopbackEvent{d: d}
+	}
+	e.buf = d.frameBuf()
+	e.n = copy(e.buf, frame)
+	if d.vport != nil {
+		roce.SealFrame(e.buf[:e.n]) // built unsealed for the wire to seal (emit)
+	}
+	at := now
+	if d.pport != nil {
+		at = at.Add(d.pport.WireTime(e.n))
+	}
+	d.eng.At(at, e)
+	return at
+}
+
+// loopbackEvent delivers a looped-back frame to the device's receive
+// path. Its ICRC was computed over exactly these bytes by this device.
+type loopbackEvent struct {
+	d   *Device
+	buf []byte
+	n   int
+}
+
+func (e *loopbackEvent) Fire(now sim.Time) {
+	d := e.d
+	d.receive(now, e.buf[:e.n], true)
+	d.frames = append(d.frames, e.buf[:frameBufSize])
+	e.buf = nil
+	d.loopFree = append(d.loopFree, e)
 }
 
 func (d *Device) frameBuf() []byte {

@@ -37,7 +37,9 @@ type Config struct {
 	Check       bool
 	OnViolation func(*device.Violation)
 	// Loopback builds ONE host whose NIC's port is cabled to itself; both
-	// endpoints of ConnectRC then live on that NIC (Hosts[1] == Hosts[0]).
+	// endpoints of ConnectRC then live on that NIC (Hosts[1] == Hosts[0]),
+	// and their frames go through the cable, local loopback off (without
+	// it they loop inside the NIC: device.SetLocalLoopback).
 	Loopback bool
 	// UverbsControl opens each host's provider context over uverbs bytes
 	// (provider.UverbsControl through an in-process uverbsdev.Server)
@@ -195,6 +197,11 @@ func New(cfg Config) (*World, error) {
 		}
 		dev.Connect(ports[i])
 		ports[i].Attach(i, dev)
+		if cfg.Loopback {
+			// The cable brings the frames back: the NIC's own local
+			// loopback would keep them off it (device.SetLocalLoopback).
+			dev.SetLocalLoopback(false)
+		}
 		var srv *uverbsdev.Server
 		if cfg.UverbsControl || uverbsFromEnv {
 			ctl, srv = uverbsLoopback(dev, side)
