@@ -40,7 +40,7 @@ func TestWQEAtomic(t *testing.T) {
 			},
 			wantData: 1, wantDS: 4, wantWQEBB: 1},
 		// No result buffer, or two: built as libmlx5 builds them; the device
-		// answers with a local length error.
+		// takes such a WQE for malformed and completes it LOC_QP_OP_ERR.
 		{name: "no_sge", op: provider.WRAtomicCmpSwp, mop: mlx5.OpAtomicCS, swapAdd: swp, wantCmp: cmp,
 			sgl:      func(e *provider.Env) []provider.SGE { return nil },
 			wantData: 0, wantDS: 3, wantWQEBB: 1},
