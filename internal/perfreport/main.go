@@ -466,7 +466,8 @@ func (r *results) report(haveC, havePGO bool) string {
 	p("faster and one send_lat -a maximum 0.01 µs lower); and a copy of the PSN-sequence NAK of the go-back\n")
 	p("under way spends no retry (rx_nak_seq_repeat; the perf row under the corrupt plan, the stat under the\n")
 	p("delay plan). The default walk (2144.096 ns) is unchanged.\n")
-	p("Since 5172332 (1 of the 317 outputs, a fix): a DMA fault's trace warning carries the QP whose work\n")
+	p("Since 5172332 (6 of the 317 outputs): `trace --json` under a plan lists its `fault_rules` (each rule's matched\n")
+	p("and fired counts, the 6 --json walks under the plans), and a DMA fault's trace warning carries the QP whose work\n")
 	p("the access was (`\"qpn\": 256` in `trace -faults docs/determinism/dma.json -op send -size 20000 -json`), and\n")
 	p("a dma rule's match.qpn sees it (`TestFaultDMAMatchQPN`).\n")
 
