@@ -17,6 +17,13 @@ const (
 	// DefaultLead is how far virtual time may run ahead of the wall clock
 	// unless told otherwise.
 	DefaultLead = 100 * time.Microsecond
+	// MaxLead is the largest lead a Net or a daemon takes: a timer due
+	// within the lead fires at once, so a lead past the ACK timeout fired
+	// every retry before any ACK could come back (RETRY_EXC_ERR on the
+	// first message of a healthy link), and one past ARP's 333 ms retries
+	// gave up resolving at once. 10 ms is well under the shortest ACK
+	// timeouts in use (4.096 µs × 2^14, 67 ms).
+	MaxLead = 10 * time.Millisecond
 	// IdleWait is the longest one Pump of an idle network blocks.
 	IdleWait = time.Millisecond
 	// MaxLag is the furthest the virtual clock may lag the wall clock.
