@@ -102,7 +102,7 @@ type Port struct {
 // New builds a port. tx may not be nil; the device is attached later with
 // Attach (it needs the port to exist first).
 func New(eng *sim.Engine, cfg Config, tx Sender, rec *trace.Recorder) (*Port, error) {
-	if !cfg.IP.Is4() || cfg.IP.IsUnspecified() || cfg.IP.IsMulticast() {
+	if !unicast4(cfg.IP) {
 		return nil, fmt.Errorf("%w: port IP %v must be a unicast IPv4 address", ErrBadAddress, cfg.IP)
 	}
 	if cfg.MAC == ([6]byte{}) || cfg.MAC[0]&1 != 0 {
@@ -127,6 +127,16 @@ func New(eng *sim.Engine, cfg Config, tx Sender, rec *trace.Recorder) (*Port, er
 	return p, nil
 }
 
+// limitedBroadcast is 255.255.255.255, the broadcast of every IPv4 network.
+var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// unicast4 reports whether ip may be a host's IPv4 address: not the
+// unspecified address, a multicast group or the limited broadcast (the
+// port's own address, a neighbour's, a resolution's target).
+func unicast4(ip netip.Addr) bool {
+	return ip.Is4() && !ip.IsUnspecified() && !ip.IsMulticast() && ip != limitedBroadcast
+}
+
 // Attach sets the receiver of RoCE frames (the device).
 func (p *Port) Attach(r wire.Receiver) { p.rx = r }
 
@@ -145,7 +155,7 @@ func (p *Port) Counters() *trace.Counters { return &p.ctr }
 
 // AddStatic adds a permanent neighbour entry (replacing a learned one).
 func (p *Port) AddStatic(n Neighbor) error {
-	if !n.IP.Is4() || n.IP.IsUnspecified() {
+	if !unicast4(n.IP) {
 		return fmt.Errorf("%w: neighbour IP %v is not an IPv4 unicast address", ErrBadAddress, n.IP)
 	}
 	if n.MAC == ([6]byte{}) || n.MAC[0]&1 != 0 {
@@ -359,7 +369,7 @@ func (p *Port) request(now sim.Time, r *Resolution) {
 func (p *Port) Resolve(ip netip.Addr) *Resolution {
 	r := &Resolution{IP: ip, p: p}
 	switch {
-	case !ip.Is4() || ip.IsUnspecified() || ip.IsMulticast():
+	case !unicast4(ip):
 		r.done, r.Err = true, fmt.Errorf("%w: cannot resolve %v (IPv4 unicast only)", ErrBadAddress, ip)
 		return r
 	case ip == p.cfg.IP:

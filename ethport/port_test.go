@@ -409,3 +409,24 @@ func FuzzReceiveFrame(f *testing.F) {
 		}
 	})
 }
+
+// TestNotUnicastAddressesRefused: the limited broadcast 255.255.255.255 and
+// multicast addresses are no host's address. The port took 255.255.255.255
+// as its own IP and as an address to resolve (softnic rdma --ip
+// 255.255.255.255 started, and --remote-ip 255.255.255.255 broadcast
+// who-has for a second before "no ARP reply"), and a static neighbour took
+// a multicast IP, although each check says "unicast".
+func TestNotUnicastAddressesRefused(t *testing.T) {
+	for _, ip := range []netip.Addr{netip.MustParseAddr("255.255.255.255"), netip.MustParseAddr("239.1.1.1")} {
+		t.Run(ip.String(), func(t *testing.T) {
+			_, err := ethport.New(sim.NewEngine(), ethport.Config{MAC: ourMAC, IP: ip}, &fakeTx{}, trace.NewRecorder())
+			require.ErrorIs(t, err, ethport.ErrBadAddress, "port IP")
+			e := newEnv(t)
+			r := e.p.Resolve(ip)
+			require.True(t, r.Done(), "resolve")
+			require.ErrorIs(t, r.Err, ethport.ErrBadAddress, "resolve")
+			require.ErrorIs(t, e.p.AddStatic(ethport.Neighbor{IP: ip, MAC: peerMAC}), ethport.ErrBadAddress, "static neighbour")
+			require.Empty(t, e.tx.frames)
+		})
+	}
+}

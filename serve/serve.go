@@ -52,7 +52,8 @@ type Config struct {
 	// Clock is how virtual time moves (default ClockSim).
 	Clock Clock
 	// Lead is how far virtual time may run ahead of the wall clock with
-	// ClockWall; 0 is wallclock.DefaultLead, and a negative one is refused.
+	// ClockWall; 0 is wallclock.DefaultLead, and a negative one or one
+	// above wallclock.MaxLead is refused.
 	Lead time.Duration
 }
 
@@ -272,6 +273,8 @@ func New(cfg Config) (*Daemon, error) {
 	switch {
 	case cfg.Lead < 0:
 		return nil, fmt.Errorf("serve: lead %v is negative", cfg.Lead)
+	case cfg.Lead > wallclock.MaxLead:
+		return nil, fmt.Errorf("serve: lead %v: at most %v (timers due within the lead fire at once)", cfg.Lead, wallclock.MaxLead)
 	case cfg.Lead == 0:
 		cfg.Lead = wallclock.DefaultLead
 	}

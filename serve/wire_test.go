@@ -244,6 +244,7 @@ func TestBadWireConfig(t *testing.T) {
 		"bad_spec":                {Socket: sock, Devices: 1, Wires: []serve.Wire{{Spec: "carrier-pigeon"}}},
 		"bad_clock":               {Socket: sock, Devices: 1, Clock: serve.Clock(9)},
 		"negative_lead":           {Socket: sock, Devices: 1, Clock: serve.ClockWall, Lead: -time.Millisecond},
+		"lead_past_the_timers":    {Socket: sock, Devices: 1, Clock: serve.ClockWall, Lead: time.Second},
 		"negative_devices":        {Socket: sock, Devices: -1},
 		"too_many_devices":        {Socket: sock, Devices: serve.MaxDevices + 1},
 	} {

@@ -29,7 +29,12 @@
 //     last looked, and only then do the timers that fell due meanwhile
 //     run: a NIC takes a frame when it arrives, whatever its host does, so
 //     an ACK that arrived in time is never beaten by the timeout it
-//     answered;
+//     answered. It lags by MaxLag (10 ms) at most: a stall longer than
+//     that (the process stopped, or its goroutine away for seconds) does
+//     not pass for the NIC, which stood still with its process and goes
+//     on where it stopped; run through at once with the real wire frozen,
+//     it made every ACK timeout due meanwhile fire in a burst, with no
+//     retransmission answered in time (RETRY_EXC_ERR on a healthy link);
 //   - it may run ahead by at most the lead (DefaultLead, 100 µs): events
 //     due up to wall+lead run at once, later ones wait until the wall clock
 //     catches up. The device's own latencies (ns to µs) fit in the lead, so

@@ -49,7 +49,8 @@ type Config struct {
 	// Profile is the device model; a zero Profile is profile.Default().
 	Profile profile.Profile
 	// Lead is how far virtual time may run ahead of the wall clock (used
-	// as given: 0 never runs ahead; DefaultLead is the usual value).
+	// as given: 0 never runs ahead; DefaultLead is the usual value), at
+	// most MaxLead.
 	Lead time.Duration
 	// Faults is applied where the port meets the real wire (wire.tx,
 	// wire.rx) and at every device hook point; nil: none.
@@ -167,6 +168,8 @@ func (cfg *Config) check() error {
 		return fmt.Errorf("%w: IP %v is not an IPv4 address", ErrConfig, cfg.IP)
 	case cfg.Lead < 0:
 		return fmt.Errorf("%w: lead %v is negative", ErrConfig, cfg.Lead)
+	case cfg.Lead > MaxLead:
+		return fmt.Errorf("%w: lead %v: at most %v (timers due within the lead fire at once, before the peer can answer)", ErrConfig, cfg.Lead, MaxLead)
 	case cfg.Mem != 0 && cfg.Mem < cfg.MemNeed:
 		return fmt.Errorf("%w: %d bytes of memory is less than the %d the buffers need", ErrConfig, cfg.Mem, cfg.MemNeed)
 	}

@@ -72,6 +72,10 @@ func TestOpenRejectsBadConfig(t *testing.T) {
 		{"unspecified IP", Config{IP: netip.MustParseAddr("0.0.0.0")}},
 		{"multicast MAC", Config{IP: testIP, MAC: [6]byte{0x01, 0x00, 0x5e, 0x00, 0x00, 0x01}}},
 		{"negative lead", Config{IP: testIP, Lead: -time.Second}},
+		// A lead past the ACK timeouts fired them before any ACK could
+		// come back: RETRY_EXC_ERR on the first message of a healthy link
+		// (perf --wire --lead 600ms), ARP given up at once (--lead 1s).
+		{"lead past the timers", Config{IP: testIP, Lead: MaxLead + time.Nanosecond}},
 		{"memory too small", Config{IP: testIP, Mem: 4096, MemNeed: 1 << 20}},
 	}
 	// A rule for a node other than 0 could never fire on a real wire,

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/softnic/softnic/ethport"
@@ -16,8 +17,22 @@ const (
 	// DefaultLead is how far virtual time may run ahead of the wall clock
 	// unless told otherwise.
 	DefaultLead = 100 * time.Microsecond
+	// MaxLead is the largest lead a Net or a daemon takes: a timer due
+	// within the lead fires at once, so a lead past the ACK timeout fired
+	// every retry before any ACK could come back (RETRY_EXC_ERR on the
+	// first message of a healthy link), and one past ARP's 333 ms retries
+	// gave up resolving at once. 10 ms is well under the shortest ACK
+	// timeouts in use (4.096 µs × 2^14, 67 ms).
+	MaxLead = 10 * time.Millisecond
 	// IdleWait is the longest one Pump of an idle network blocks.
 	IdleWait = time.Millisecond
+	// MaxLag is the furthest the virtual clock may lag the wall clock.
+	// When nothing ran the engine for longer (its process was stopped,
+	// or its only goroutine busy elsewhere), the time beyond MaxLag does
+	// not pass for the NIC: it stood still with its process, and goes on
+	// where it stopped (see Pacer.Wall). Well under the shortest ACK
+	// timeout in use (4.096 µs × 2^14, 67 ms: perftest's, rdma-core's).
+	MaxLag = 10 * time.Millisecond
 
 	spinWait   = 50 * time.Microsecond // polling before a pump sleeps ...
 	spinWindow = 2 * time.Millisecond  // ... if it found work this recently
@@ -49,6 +64,9 @@ type Pacer struct {
 	lead  sim.Duration
 	base  sim.Time  // the engine's time when the pacer started ...
 	start time.Time // ... and the wall clock's
+	// stood is the wall-clock time (ns) that did not pass for the
+	// engine: what stalls beyond MaxLag added up to (see bound).
+	stood atomic.Int64
 	mu    sync.Locker
 	ports []*PacedPort // guarded by mu
 	added bool         // ports has grown since the pump last looked
@@ -128,16 +146,32 @@ func (pp *PacedPort) Transport() wire.RealTransport { return pp.tr }
 func (pp *PacedPort) Closed() bool { return pp.closed }
 
 // Wall is the wall-clock time since the pacer started, as virtual time
-// (from the engine's time then).
+// (from the engine's time then), less the stalls the engine stood still
+// for: each catch-up that finds the engine more than MaxLag behind moves
+// the wall clock back to MaxLag ahead of it (bound).
 func (p *Pacer) Wall() sim.Time {
-	return p.base + sim.Time(time.Since(p.start).Nanoseconds())*sim.Time(sim.Nanosecond)
+	return p.base + sim.Time(time.Since(p.start).Nanoseconds()-p.stood.Load())*sim.Time(sim.Nanosecond)
+}
+
+// bound makes the engine lag the wall clock by at most MaxLag before a
+// catch-up. Catching up a stall of seconds at once ran it in virtual time
+// with the real wire frozen: every ACK timeout due meanwhile fired within
+// microseconds, each retransmission's timer fell due again before the peer
+// could answer, and a healthy QP failed RETRY_EXC_ERR
+// (TestStalledSenderSpendsNoRetries). Frames that arrived meanwhile are
+// still delivered first, at the engine's time (Pump).
+func (p *Pacer) bound() {
+	if over := p.Wall().Sub(p.eng.Now()) - sim.Duration(MaxLag.Nanoseconds())*sim.Nanosecond; over > 0 {
+		p.stood.Add(int64(over / sim.Nanosecond))
+	}
 }
 
 // Sync runs the engine up to the wall clock (the virtual clock never
-// lags) and reports whether any event ran. Call it before posting work, so
+// lags, beyond a stall's MaxLag) and reports whether any event ran. Call it before posting work, so
 // that a doorbell is stamped no earlier than the wall time it was rung at.
 func (p *Pacer) Sync() bool {
 	before := p.eng.Fired()
+	p.bound()
 	if w := p.Wall(); p.eng.Now() < w {
 		p.eng.RunUntil(w)
 	}
@@ -156,6 +190,7 @@ func (p *Pacer) Sync() bool {
 // NIC. It reports whether any event ran.
 func (p *Pacer) SyncAtMost(n int) bool {
 	before := p.eng.Fired()
+	p.bound()
 	w := p.Wall()
 	for i := 0; i < n && p.eng.Next() <= w; i++ {
 		p.eng.Step()

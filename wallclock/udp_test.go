@@ -15,6 +15,7 @@ import (
 
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/ethport"
+	"github.com/softnic/softnic/fault"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/provider"
@@ -279,4 +280,75 @@ func TestSenderThatDoesNotPollForASecond(t *testing.T) {
 	<-finished
 	require.NoError(t, err)
 	require.Equal(t, provider.WCSuccess, wcs[0].Status, "status %v, counters %s", wcs[0].Status, nets[0].CounterLine())
+}
+
+// TestStalledSenderSpendsNoRetries: the sender's process does nothing for
+// longer than its QP's whole retry budget (7 retries of 67 ms): it was
+// stopped (SIGSTOP, a paused VM) or busy elsewhere without polling. When
+// it runs again, its NIC — which ran in that process and stood still with
+// it — goes on where it stopped. The catch-up to the wall clock used to
+// run the whole stall in virtual time at once, with the wire frozen: every
+// ACK timeout due meanwhile fired within microseconds of real time, each
+// retransmission's timer fell due again before the peer could answer it,
+// and the SEND failed RETRY_EXC_ERR on a healthy link (seen with `softnic
+// rdma` stopped for 3 s mid-WRITE, local_ack_timeout_err=7). Two paths:
+// the next post's Sync (the ACK sits in the socket), and a poll when the
+// SEND itself was lost before the stall (it must be resent and answered).
+func TestStalledSenderSpendsNoRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		plan   string // the sender's fault plan, "" for none
+		resume func(t *testing.T, n *Net, s *side)
+	}{
+		{"post after the stall", "", func(t *testing.T, n *Net, s *side) {
+			n.Sync()
+			s.postSend(t, "again")
+		}},
+		{"lost SEND polled after the stall", `{"rules": [{"point": "wire.tx", "action": "drop", "nth": 1, "match": {"opcode": "RC_SEND_ONLY"}}]}`,
+			func(*testing.T, *Net, *side) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wires := udpPair(t)
+			var nets [2]*Net
+			var sides [2]*side
+			for i := range nets {
+				cfg := Config{Wire: wires[i], IP: udpIPs[i], Lead: DefaultLead, MemNeed: 1 << 20, Profile: profile.Default(),
+					Neighbors: []ethport.Neighbor{{IP: udpIPs[1-i], MAC: ethport.DefaultMAC(udpIPs[1-i])}}}
+				if i == 0 && tc.plan != "" {
+					plan, err := fault.Parse([]byte(tc.plan))
+					require.NoError(t, err)
+					cfg.Faults = plan
+				}
+				n, err := Open(cfg)
+				require.NoError(t, err)
+				t.Cleanup(n.Close)
+				nets[i] = n
+				sides[i] = newSide(t, n.Context())
+			}
+			connect(t, sides)
+			sides[1].postRecv(t)
+			sides[1].postRecv(t)
+
+			done, finished := make(chan struct{}), make(chan struct{})
+			go func() { // the receiver's goroutine owns nets[1] until finished
+				defer close(finished)
+				_, _ = Await(nets[1], done, 10*time.Second, "the sender")
+			}()
+			nets[0].Sync()
+			sides[0].postSend(t, "hello")
+			for end := time.Now().Add(5 * time.Second); nets[0].Port().Counters().Value(ethport.CtrTxFrames) == 0; {
+				require.True(t, time.Now().Before(end), "the SEND never left")
+				nets[0].Pump(0, 64)
+			}
+			time.Sleep(time.Second) // the stall: nothing pumps nets[0]
+			tc.resume(t, nets[0], sides[0])
+			wcs := make([]provider.WC, 1)
+			_, err := nets[0].PollCQ(sides[0].cq, wcs, 10*time.Second, func() string { return "the SEND's completion" })
+			close(done)
+			<-finished
+			require.NoError(t, err)
+			require.Equal(t, provider.WCSuccess, wcs[0].Status, "status %v, counters %s", wcs[0].Status, nets[0].CounterLine())
+			require.NotContains(t, nets[0].CounterLine(), "local_ack_timeout_err=7", "retries spent while the wire stood still")
+		})
+	}
 }

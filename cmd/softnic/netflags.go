@@ -78,7 +78,7 @@ func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.mac, "mac", "", "MAC address of the emulated port (default 02:00 followed by the IPv4 bytes)")
 	fs.Var(&o.neigh, "neigh", "static neighbour IP=MAC (repeatable); other peers are resolved by ARP")
 	fs.StringVar(&o.pcap, "pcap", "", "write every frame sent and received on the wire to this pcap file")
-	durationVar(fs, &o.lead, "lead", wallclock.DefaultLead, "how far virtual time may run ahead of the wall clock")
+	durationVar(fs, &o.lead, "lead", wallclock.DefaultLead, "how far virtual time may run ahead of the wall clock (at most 10ms)")
 	intVar(fs, &o.memSize, "mem", 0, "host memory in bytes (default: enough for the buffers)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not echo device and port warnings to stderr")
 	fs.StringVar(&o.profile, "profile", "", "device profile: a name (see softnic profiles) or a JSON file (default "+profile.DefaultName+")")
@@ -125,6 +125,9 @@ func (o *netOpts) config(memNeed int, stderr io.Writer) (wallclock.Config, error
 	}
 	if o.lead < 0 {
 		return wallclock.Config{}, usageError{fmt.Errorf("--lead %v is negative", o.lead)}
+	}
+	if o.lead > wallclock.MaxLead {
+		return wallclock.Config{}, usageError{fmt.Errorf("--lead %v: at most %v (timers due within the lead fire at once: ACK timeouts before any ACK, ARP retries before any reply)", o.lead, wallclock.MaxLead)}
 	}
 	memSize := o.memSize
 	if memSize == 0 {

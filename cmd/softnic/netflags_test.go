@@ -50,6 +50,7 @@ func TestNetOptsRejectsBadFlags(t *testing.T) {
 		{"IPv6", netOpts{ip: "2001:db8::1"}, "need an IPv4 address"},
 		{"bad MAC", netOpts{ip: "192.0.2.1", mac: "02:00"}, "02:00"},
 		{"negative lead", netOpts{ip: "192.0.2.1", lead: -time.Second}, "--lead -1s is negative"},
+		{"lead past the timers", netOpts{ip: "192.0.2.1", lead: 600 * time.Millisecond}, "--lead 600ms: at most 10ms"},
 		{"memory too small", netOpts{ip: "192.0.2.1", memSize: 4096}, "--mem 4096 is smaller than"},
 		{"bad profile", netOpts{ip: "192.0.2.1", profile: "no-such-profile"}, "no such profile"},
 		{"bad fault plan", netOpts{ip: "192.0.2.1", faults: "/nonexistent/plan.json"}, "--faults: "},

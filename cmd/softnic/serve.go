@@ -54,7 +54,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&neigh, "neigh", "static neighbour IP=MAC on every wire (repeatable); others are resolved by ARP")
 	clock := fs.String("clock", "", "time policy: sim (default without --wire) or wall (free-running; implied by --wire)")
 	lead := new(time.Duration)
-	durationVar(fs, lead, "lead", wallclock.DefaultLead, "with --clock wall: how far virtual time may run ahead of the wall clock")
+	durationVar(fs, lead, "lead", wallclock.DefaultLead, "with --clock wall: how far virtual time may run ahead of the wall clock (at most 10ms)")
 	pos, code, ok := parseCommand(fs, serveHelp, args, stdout, stderr)
 	if !ok {
 		return code
@@ -85,6 +85,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		// serve.Config reads a zero lead as the default: say so rather than
 		// run with 100 µs when 0 was asked for.
 		fmt.Fprintf(stderr, "softnic serve: --lead %v: need a positive duration (default %v)\n", *lead, wallclock.DefaultLead)
+		return 2
+	}
+	if *lead > wallclock.MaxLead {
+		fmt.Fprintf(stderr, "softnic serve: --lead %v: at most %v (timers due within the lead fire at once: ACK timeouts before any ACK, ARP retries before any reply)\n", *lead, wallclock.MaxLead)
 		return 2
 	}
 	cfg := serve.Config{Socket: *socket, Devices: devices, Profile: p, Log: stderr, Lead: *lead}

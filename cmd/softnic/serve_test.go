@@ -285,6 +285,7 @@ func TestServeFlags(t *testing.T) {
 		{"bad_ip", []string{"--wire", "udp:127.0.0.1:1,127.0.0.1:2", "--ip", "::1"}, "need an IPv4 address"},
 		{"zero_lead", []string{"--clock", "wall", "--lead", "0"}, "--lead 0s: need a positive duration"},
 		{"negative_lead", []string{"--clock", "wall", "--lead", "-1ms"}, "--lead -1ms: need a positive duration"},
+		{"lead_past_the_timers", []string{"--clock", "wall", "--lead", "1s"}, "--lead 1s: at most 10ms"},
 		{"zero_devices", []string{"--devices", "0"}, "--devices 0 (want 1 to 64)"},
 		{"too_many_devices", []string{"--devices", "100000"}, "--devices 100000 (want 1 to 64)"},
 		{"one_past_max_devices", []string{"--devices", "65"}, "--devices 65 (want 1 to 64)"},
