@@ -82,6 +82,7 @@ func perfWire(o perfOpts, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer rt.Close()
+	defer reportUnfiredRules(stderr, "perf", rt)
 	s := &perfWireSide{o: &o, rt: rt, area: area, clk: wallClock{rt: rt, start: time.Now()}, wait: 30 * o.timeout, stdio: stdout, errw: stderr}
 	if err := s.init(); err != nil {
 		return err

@@ -347,6 +347,7 @@ func doRCPingpong(o ppOpts, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer rt.Close()
+	defer reportUnfiredRules(stderr, "rc_pingpong", rt)
 	pp := &pingpong{o: o, rt: rt}
 	if err := pp.init(); err != nil {
 		return err

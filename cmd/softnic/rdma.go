@@ -412,6 +412,7 @@ func doRDMA(o rdmaOpts, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer rt.Close()
+	defer reportUnfiredRules(stderr, "rdma", rt)
 	defer func() { fmt.Fprintln(stderr, "softnic rdma: counters:", rt.CounterLine()) }()
 	typ, qkey, _ := o.parsed()
 	ep := &rdmaEP{o: o, typ: typ, qkey: qkey, rt: rt, out: stdout, stderr: stderr, psn: psn, wait: time.Duration(o.waitMS) * time.Millisecond,

@@ -235,6 +235,8 @@ func runRDMAInProcess(t *testing.T, script string, extra ...string) (string, str
 			o.qkey = extra[i+1]
 		case "remote-qkey":
 			o.remoteQKey = extra[i+1]
+		case "faults":
+			o.net.faults = extra[i+1]
 		}
 	}
 	var stdout, stderr bytes.Buffer
@@ -392,4 +394,20 @@ func TestRDMALongLine(t *testing.T) {
 			require.Equal(t, tc.want, lines[1:])
 		})
 	}
+}
+
+// TestRDMANamesRulesThatNeverFired: at the end of a run, softnic rdma
+// (and rc_pingpong and perf on a wire) says which rules of its --faults
+// plan never fired and how many events each matched, as perf and stat
+// do in simulation. A rule for a QP the run does not have left a run on
+// a real wire looking clean, as if no plan had been given.
+func TestRDMANamesRulesThatNeverFired(t *testing.T) {
+	plan := writePlan(t, "plan.json", `{"rules":[
+		{"point":"wire.tx","action":"drop","match":{"qpn":"0x999"}},
+		{"point":"wire.tx","action":"drop"}]}`)
+	_, stderr, err := runRDMAInProcess(t, "REMOTE 11 2a\nwrite 7f0000000000 1 100 1\n", "faults", plan)
+	require.NoError(t, err)
+	require.Contains(t, stderr, "softnic rdma: fault rule 0 (wire.tx drop always qpn=0x999) never fired: it matched 0 events")
+	require.NotContains(t, stderr, "fault rule 1 (", "rule 1 dropped the WRITE's frames")
+	require.Contains(t, stderr, "fault_rule1_fired=")
 }
