@@ -155,8 +155,8 @@ func (d *Device) CreateCQ(c mlx5.CreateCQCmd) (mlx5.CreateCQResp, error) {
 		return mlx5.CreateCQResp{}, err
 	}
 	switch {
-	case c.Entries <= 0 || c.Entries&(c.Entries-1) != 0 || c.Entries > d.spec.Caps.MaxCQE:
-		return mlx5.CreateCQResp{}, cmdErr("CREATE_CQ", mlx5.StatusBadParam, "%d entries (need a power of two <= %d)", c.Entries, d.spec.Caps.MaxCQE)
+	case c.Entries <= 0 || c.Entries&(c.Entries-1) != 0 || c.Entries > d.spec.Caps.CQRing():
+		return mlx5.CreateCQResp{}, cmdErr("CREATE_CQ", mlx5.StatusBadParam, "%d entries (need a power of two <= %d)", c.Entries, d.spec.Caps.CQRing())
 	case c.CQESize != mlx5.CQE64Size:
 		return mlx5.CreateCQResp{}, cmdErr("CREATE_CQ", mlx5.StatusBadParam, "CQE size %d (only 64 is modelled)", c.CQESize)
 	case !d.mem.Contains(c.BufAddr, c.Entries*mlx5.CQE64Size) || c.BufAddr%64 != 0:

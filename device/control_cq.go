@@ -205,8 +205,8 @@ func (d *Device) ResizeCQ(r mlx5.ResizeCQCmd) error {
 		return cmdErr("RESIZE_CQ", mlx5.StatusBadResource, "CQ %d does not exist", r.CQN)
 	case c.err:
 		return cmdErr("RESIZE_CQ", mlx5.StatusBadResState, "CQ %d is in error", r.CQN)
-	case r.Entries <= 0 || r.Entries&(r.Entries-1) != 0 || r.Entries > d.spec.Caps.MaxCQE:
-		return cmdErr("RESIZE_CQ", mlx5.StatusBadParam, "%d entries (need a power of two <= %d)", r.Entries, d.spec.Caps.MaxCQE)
+	case r.Entries <= 0 || r.Entries&(r.Entries-1) != 0 || r.Entries > d.spec.Caps.CQRing():
+		return cmdErr("RESIZE_CQ", mlx5.StatusBadParam, "%d entries (need a power of two <= %d)", r.Entries, d.spec.Caps.CQRing())
 	case r.CQESize != mlx5.CQE64Size:
 		return cmdErr("RESIZE_CQ", mlx5.StatusBadParam, "CQE size %d (only 64 is modelled)", r.CQESize)
 	case !d.mem.Contains(r.BufAddr, r.Entries*mlx5.CQE64Size) || r.BufAddr%64 != 0:

@@ -90,6 +90,10 @@ type Caps struct {
 	VendorPartID uint32 `json:"vendor_part_id"`
 	HWVer        uint32 `json:"hw_ver"`
 
+	// MaxCQE is max_cqe as QUERY_DEVICE reports it: the most entries a
+	// CQ may be created with. As on a ConnectX (max_cqe = 2^log_max_cq_sz
+	// - 1) the ring holds one more, a power of two: the device takes rings
+	// up to CQRing.
 	MaxQP      int    `json:"max_qp"`
 	MaxQPWR    int    `json:"max_qp_wr"`
 	MaxSGE     int    `json:"max_sge"`
@@ -141,7 +145,7 @@ func DefaultSpec() Spec {
 		Faults: FaultSpec{HealthPoll: DefaultHealthPoll},
 		Caps: Caps{
 			VendorID: 0x02c9, VendorPartID: 4119, HWVer: 0, // Mellanox, ConnectX-5 (ibv_devinfo on a CX-5)
-			MaxQP: 1 << 16, MaxQPWR: 1 << 15, MaxSGE: 30, MaxCQ: 1 << 16, MaxCQE: 1 << 22,
+			MaxQP: 1 << 16, MaxQPWR: 1 << 15, MaxSGE: 30, MaxCQ: 1 << 16, MaxCQE: 1<<22 - 1,
 			MaxMR: 1 << 16, MaxPD: 1 << 16, MaxInline: 512, MaxMsgSize: 1 << 31, MaxRdAtom: 16,
 			ActiveMTU: 4096, FirstQPN: 0x100,
 		},
@@ -156,6 +160,16 @@ func ParseSpec(b []byte) (Spec, error) {
 		return Spec{}, fmt.Errorf("device: profile: %w", err)
 	}
 	return s, nil
+}
+
+// CQRing is the largest CQ ring the device takes: roundup_pow2(MaxCQE+1),
+// the ring libmlx5 and mlx5_ib make for a CQ of MaxCQE entries.
+func (c Caps) CQRing() int {
+	n := 1
+	for n < c.MaxCQE+1 {
+		n <<= 1
+	}
+	return n
 }
 
 func (c CoreSpec) cycles(n int64) sim.Duration { return c.Clock.Cycles(n) }

@@ -568,8 +568,9 @@ func (s *Server) doCreateCQ(name string, c *uverbs.CreateCQ, driver []byte) (uve
 	entries := roundupPow2(uint64(c.CQE) + 1)
 	uar := s.uctx.UARIndex
 	switch {
-	case entries > uint64(s.attr.MaxCQE):
-		return uverbs.CreateCQResp{}, 0, fail(name, syscall.EINVAL, fmt.Sprintf("cqe %d (ring of %d, device max %d)", c.CQE, entries, s.attr.MaxCQE))
+	case entries > roundupPow2(uint64(s.attr.MaxCQE)+1):
+		// max_cqe is 2^log_max_cq_sz - 1: the largest ring is one more.
+		return uverbs.CreateCQResp{}, 0, fail(name, syscall.EINVAL, fmt.Sprintf("cqe %d (ring of %d, device max_cqe %d)", c.CQE, entries, s.attr.MaxCQE))
 	case c.CompVector != 0:
 		return uverbs.CreateCQResp{}, 0, fail(name, syscall.EINVAL, fmt.Sprintf("comp_vector %d (the context has 1)", c.CompVector))
 	case drv.CQESize != 64 && drv.CQESize != 128:
