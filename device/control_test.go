@@ -445,3 +445,46 @@ func TestModifyQPIgnoresUnmaskedValues(t *testing.T) {
 		})
 	}
 }
+
+// TestSRQNWrapsAt24Bits: SRQ numbers are 24 bits (the EQE of an SRQ event
+// carries 24, and 0 is CREATE_QP's "no SRQ") and wrap past 0, skipping
+// numbers live SRQs hold, as CQ and QP numbers do. Before the fix
+// CreateSRQ counted on in 32 bits: the SRQ after 0xffffff got 0x1000000,
+// whose limit event named no SRQ (0), and 0x1000001's named the live SRQ 1.
+func TestSRQNWrapsAt24Bits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		next uint32 // nextSRQN before the last SRQ
+		want uint32 // the last SRQ's number
+	}{
+		{"next is a live SRQ", 1, 2},
+		{"last number", 0xffffff, 0xffffff},
+		{"wrap past 0 onto a live SRQ", 0x1000000, 2},
+		{"wrap onto a free number", 0x1000005, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, mem := newDev(t)
+			pd, err := d.AllocPD()
+			require.NoError(t, err)
+			cmd := func() mlx5.CreateSRQCmd {
+				buf, err := mem.Alloc(16*32, 4096)
+				require.NoError(t, err)
+				dbr, err := mem.Alloc(8, 8)
+				require.NoError(t, err)
+				return mlx5.CreateSRQCmd{PDN: pd.PDN, BufAddr: buf, DBAddr: dbr, WQECnt: 16, WQEShift: 5}
+			}
+			live, err := d.CreateSRQ(cmd())
+			require.NoError(t, err)
+			require.Equal(t, uint32(1), live.SRQN)
+			d.SetNextSRQN(tc.next)
+			got, err := d.CreateSRQ(cmd())
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got.SRQN)
+			require.LessOrEqual(t, got.SRQN, uint32(0xffffff), "an SRQ number fits the EQE's 24 bits")
+			_, err = d.QuerySRQ(got.SRQN)
+			require.NoError(t, err)
+			require.NoError(t, d.DestroySRQ(got.SRQN))
+			require.NoError(t, d.DestroySRQ(live.SRQN), "the live SRQ is still in the table")
+		})
+	}
+}

@@ -102,7 +102,7 @@ func New(eng *sim.Engine, spec Spec, id Identity, mem *shm.Region, rec *trace.Re
 	d := &Device{
 		eng: eng, spec: spec, id: id, node: id.Node, mem: mem, rec: rec,
 		pds: map[uint32]bool{}, cqs: map[uint32]*cq{}, qps: map[uint32]*qp{},
-		nextPD: 1, nextCQN: 1, nextQPN: spec.Caps.FirstQPN, nextMR: 1,
+		nextPD: 1, nextCQN: 1, nextSRQN: 1, nextQPN: spec.Caps.FirstQPN, nextMR: 1,
 	}
 	if d.nextQPN < 2 {
 		d.nextQPN = 2

@@ -20,6 +20,10 @@ func (d *Device) SetNextQPN(n uint32) { d.nextQPN = n }
 // number's wrap, which takes 2^24 CQs to reach otherwise).
 func (d *Device) SetNextCQN(n uint32) { d.nextCQN = n }
 
+// SetNextSRQN sets the SRQ number CreateSRQ tries next (tests of the
+// number's wrap, which takes 2^24 SRQs to reach otherwise).
+func (d *Device) SetNextSRQN(n uint32) { d.nextSRQN = n }
+
 // SetNextMR sets the registration count RegMR takes its next key from
 // (tests of the 24-bit index's wrap, which takes 2^24 MRs to reach).
 func (d *Device) SetNextMR(n uint32) { d.nextMR = n }

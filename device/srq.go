@@ -133,10 +133,30 @@ func (d *Device) CreateSRQ(c mlx5.CreateSRQCmd) (mlx5.CreateSRQResp, error) {
 	if d.srqs == nil {
 		d.srqs = map[uint32]*srq{}
 	}
-	d.nextSRQN++
-	n := d.nextSRQN
+	n, ok := d.allocSRQN()
+	if !ok {
+		return mlx5.CreateSRQResp{}, cmdErr("CREATE_SRQ", mlx5.StatusNoResources, "every SRQ number is taken")
+	}
 	d.srqs[n] = &srq{d: d, srqn: n, pdn: c.PDN, base: c.BufAddr, dbr: c.DBAddr, cnt: uint32(c.WQECnt), stride: 1 << c.WQEShift, limit: c.Limit}
 	return mlx5.CreateSRQResp{SRQN: n}, nil
+}
+
+// allocSRQN takes the next free SRQ number. SRQ numbers are 24 bits, as
+// the EQE of an SRQ event carries them (mlx5.EQE.QPSRQNum keeps 24), and
+// wrap (0 is never one: it is "no SRQ" in CREATE_QP); a number a live SRQ
+// holds is skipped. Without the wrap the 2^24th SRQ a client created got
+// 0x1000000, whose SRQ_LIMIT_REACHED event named SRQ 0 (none), and the
+// next ones named the live SRQs 1, 2, ...; at 2^32 the number came back
+// to 0 and a live SRQ's.
+func (d *Device) allocSRQN() (uint32, bool) {
+	for range 1 << 24 {
+		n := d.nextSRQN & 0xffffff
+		d.nextSRQN = (n + 1) & 0xffffff
+		if n != 0 && d.srqs[n] == nil {
+			return n, true
+		}
+	}
+	return 0, false
 }
 
 // ModifySRQ arms the limit event. Resizing is refused, as mlx5 refuses it.
