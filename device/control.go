@@ -85,8 +85,9 @@ func (d *Device) RegMR(c mlx5.RegMRCmd) (mlx5.RegMRResp, error) {
 	switch {
 	case !d.pds[c.PDN]:
 		return mlx5.RegMRResp{}, cmdErr("CREATE_MKEY", mlx5.StatusBadResource, "PD %d does not exist", c.PDN)
-	case c.Length == 0 || c.Length > d.spec.Caps.MaxMsgSize*2:
-		return mlx5.RegMRResp{}, cmdErr("CREATE_MKEY", mlx5.StatusBadParam, "length %d", c.Length)
+	case c.Length == 0 || c.Length > d.spec.Caps.MaxMsgSize:
+		// MaxMsgSize is the max_mr_size QUERY_DEVICE reports.
+		return mlx5.RegMRResp{}, cmdErr("CREATE_MKEY", mlx5.StatusBadParam, "length %d (max_mr_size %d)", c.Length, d.spec.Caps.MaxMsgSize)
 	case c.Length > uint64(d.mem.Size()) || !d.mem.Contains(c.Addr, int(c.Length)):
 		return mlx5.RegMRResp{}, cmdErr("CREATE_MKEY", mlx5.StatusBadParam, "[%#x,+%d) is not host memory the device can reach", c.Addr, c.Length)
 	case c.Access&^all != 0:

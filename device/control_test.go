@@ -488,3 +488,40 @@ func TestSRQNWrapsAt24Bits(t *testing.T) {
 		})
 	}
 }
+
+// TestRegMRAtMaxMRSize: REG_MR takes a region of the max_mr_size
+// QUERY_DEVICE reports and refuses one byte more with BAD_PARAM. Before
+// the fix the device took regions up to twice max_mr_size: a reported cap
+// it did not enforce (a raw uverbs client registered 3 GiB under a
+// max_mr_size of 2 GiB).
+func TestRegMRAtMaxMRSize(t *testing.T) {
+	mem, err := shm.New("devtest", 1<<20, 0x10000000)
+	require.NoError(t, err)
+	t.Cleanup(func() { mem.Close() })
+	spec := device.DefaultSpec()
+	spec.Caps.MaxMsgSize = 64 << 10
+	d := device.New(sim.NewEngine(), spec, device.Identity{MAC: [6]byte{2, 0, 0, 0, 0, 1}}, mem, nil)
+	a, err := d.QueryDevice()
+	require.NoError(t, err)
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name   string
+		length uint64
+		ok     bool
+	}{
+		{"max_mr_size", a.MaxMRSize, true},
+		{"one byte more", a.MaxMRSize + 1, false},
+		{"twice max_mr_size", 2 * a.MaxMRSize, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := d.RegMR(mlx5.RegMRCmd{PDN: pd.PDN, Addr: mem.Base(), Length: tc.length, Access: mlx5.AccessLocalWrite})
+			if tc.ok {
+				require.NoError(t, err)
+				require.NoError(t, d.DeregMR(r.LKey))
+				return
+			}
+			require.Equal(t, mlx5.StatusBadParam, status(t, err))
+		})
+	}
+}
