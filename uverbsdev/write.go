@@ -869,6 +869,14 @@ func (s *Server) destroyQP(name string, m *uverbs.WriteMsg, out []byte) (int, *u
 
 // ---------------------------------------------------------------- SRQ
 
+// srqSGECap is the scatter entries libmlx5 asks CREATE_SRQ for when an
+// application asks maxSGE: those of the power-of-two WQE stride a next
+// segment and maxSGE data segments take (mlx5_alloc_srq_buf).
+func srqSGECap(maxSGE int) uint32 {
+	stride := roundupPow2(max(32, mlx5.SRQNextSegSize+mlx5.DataSegSize*uint64(max(maxSGE, 0))))
+	return uint32((stride - mlx5.SRQNextSegSize) / mlx5.DataSegSize)
+}
+
 func (s *Server) createSRQ(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
 	var c uverbs.CreateSRQ
 	if err := c.Decode(m.Core); err != nil {
@@ -886,8 +894,11 @@ func (s *Server) createSRQ(name string, m *uverbs.WriteMsg, out []byte) (int, *u
 	switch {
 	case c.MaxWR == 0 || c.MaxWR >= uint32(a.MaxQPWR):
 		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("max_wr %d (device max %d)", c.MaxWR, a.MaxQPWR-1))
-	case c.MaxSGE == 0 || c.MaxSGE > uint32(a.MaxSGE):
-		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("max_sge %d (device max %d)", c.MaxSGE, a.MaxSGE))
+	case c.MaxSGE == 0 || c.MaxSGE > srqSGECap(a.MaxSGE):
+		// libmlx5 sends the SGEs its WQE stride holds (max_gs after
+		// mlx5_alloc_srq_buf rounds the stride up to a power of two):
+		// 31 for an SRQ of max_srq_sge 30.
+		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("max_sge %d (device max %d, %d in its WQE stride)", c.MaxSGE, a.MaxSGE, srqSGECap(a.MaxSGE)))
 	case drv.Flags&^uverbs.MLX5SRQFlagSignature != 0:
 		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("mlx5 SRQ flags %#x", drv.Flags))
 	}
