@@ -374,7 +374,9 @@ func (u *UverbsControl) QueryDevice() (mlx5.DeviceAttr, error) {
 		VendorID:  r.VendorID, VendorPartID: r.VendorPartID, HWVer: r.HWVer,
 		MaxCQ: int(r.MaxCQ), MaxQP: int(r.MaxQP), MaxQPWR: int(r.MaxQPWR), MaxSGE: int(r.MaxSGE), MaxCQE: int(r.MaxCQE),
 		MaxMR: int(r.MaxMR), MaxPD: int(r.MaxPD), MaxMRSize: r.MaxMRSize,
-		MaxInline:   max(int(uc.MaxSQDescSz)-mlx5.CtrlSegSize-mlx5.InlineHdrSize, 0),
+		// The inline data a send WQE of every QP type holds: its fixed
+		// part is at most a UD QP's (ctrl + datagram segment).
+		MaxInline:   max(int(uc.MaxSQDescSz)-max(rcSQOverhead, udSQOverhead)-mlx5.InlineHdrSize, 0),
 		MaxSQDescSz: int(uc.MaxSQDescSz), MaxQPRdAtomic: int(r.MaxQPRdAtom),
 		BFRegSize: int(uc.BFRegSize), BFBufSize: int(uc.BFRegSize) / 2, NumUARs: int(ctxBFRegs(uc)) / 2,
 		ActiveMTU: p.ActiveMTU, CQEVersion: int(uc.CQEVersion),
