@@ -6,6 +6,7 @@ import (
 
 	"github.com/softnic/softnic/bar"
 	"github.com/softnic/softnic/dma"
+	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/pcie"
 	"github.com/softnic/softnic/sim"
 )
@@ -161,6 +162,16 @@ func ParseSpec(b []byte) (Spec, error) {
 	}
 	return s, nil
 }
+
+// MaxCapSGE and MaxCapInline are the most scatter entries and inline
+// bytes a send WQE of every QP type holds: max_sq_desc_sz (16 WQEBBs,
+// 1024 B) less a UD WQE's control and datagram segments (64 B), and the
+// inline header. A larger max_sge or max_inline would be reported and
+// refused to every QP that asked it.
+const (
+	MaxCapSGE    = (mlx5.MaxWQEBBs*mlx5.WQEBBSize - mlx5.CtrlSegSize - mlx5.DatagramSegSize) / mlx5.DataSegSize
+	MaxCapInline = mlx5.MaxWQEBBs*mlx5.WQEBBSize - mlx5.CtrlSegSize - mlx5.DatagramSegSize - mlx5.InlineHdrSize
+)
 
 // CQRing is the largest CQ ring the device takes: roundup_pow2(MaxCQE+1),
 // the ring libmlx5 and mlx5_ib make for a CQ of MaxCQE entries.

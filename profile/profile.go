@@ -696,6 +696,16 @@ func validate(p *Profile) *Error {
 			return &Error{Field: n.field, Msg: fmt.Sprintf("%d is below %d: %s", v, n.min, n.why)}
 		}
 	}
+	// No send WQE is larger than max_sq_desc_sz (16 WQEBBs, 1024 B), and
+	// a UD one's fixed part (ctrl + datagram segment, 64 B) is the largest:
+	// a max_sge or max_inline it cannot hold would be reported to every
+	// QP and refused to each that asked it.
+	if n, most := d.Caps.MaxSGE, device.MaxCapSGE; n > most {
+		return &Error{Field: "device.caps.max_sge", Msg: fmt.Sprintf("%d exceeds %d: a UD send WQE (1024 B at most, 64 B of them fixed) holds no more", n, most)}
+	}
+	if n, most := d.Caps.MaxInline, device.MaxCapInline; n > most {
+		return &Error{Field: "device.caps.max_inline", Msg: fmt.Sprintf("%d exceeds %d: a UD send WQE (1024 B at most, 64 B of them fixed, 4 B of inline header) holds no more", n, most)}
+	}
 	if d.Caps.MaxRdAtom > 255 {
 		return &Error{Field: "device.caps.max_qp_rd_atom", Msg: fmt.Sprintf("%d exceeds 255: max_rd_atomic is a u8 in the verbs ABI", d.Caps.MaxRdAtom)}
 	}

@@ -182,6 +182,10 @@ func TestLoad(t *testing.T) {
 		{"a tiny SQ", `{"device":{"caps":{"max_qp_wr":2}}}`, "device.caps.max_qp_wr", "2 is below 128"},
 		{"a tiny CQ", `{"device":{"caps":{"max_cqe":255}}}`, "device.caps.max_cqe", "255 is below 4096"},
 		{"one CQ", `{"device":{"caps":{"max_cq":1}}}`, "device.caps.max_cq", "1 is below 16"},
+		// Caps no send WQE holds: reported, and refused to every QP that
+		// asked them (QA: max_inline 1000 loaded, and create_qp at it failed).
+		{"more SGEs than a WQE holds", `{"device":{"caps":{"max_sge":61}}}`, "device.caps.max_sge", "61 exceeds 60"},
+		{"more inline than a WQE holds", `{"device":{"caps":{"max_inline":957}}}`, "device.caps.max_inline", "957 exceeds 956"},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
