@@ -297,11 +297,18 @@ func (d *Device) CreateQP(c mlx5.CreateQPCmd) (mlx5.CreateQPResp, error) {
 // client, it does not make a small daemon safe from a large one.
 const maxSQWQEBBs = 1 << 25
 
+// multicastQPN is the destination QPN of a multicast packet (IBA 9.8.1,
+// rxe's IB_MULTICAST_QPN: its receive path hands every packet to it to
+// the multicast code), so no QP may have it.
+const multicastQPN = 0xffffff
+
 // allocQPN takes the next free QP number. QP numbers are 24 bits and
-// wrap (0 and 1 are the special QPs); a number a live QP holds is
-// skipped, as the firmware's allocator never hands one out twice (a
-// client that keeps one QP and creates and destroys 2^24 others reaches
-// it). It fails only with every number taken.
+// wrap (0 and 1 are the special QPs, 0xffffff the multicast QPN a BTH
+// names for a multicast group, never one QP: IBA 9.8.1, rxe's
+// IB_MULTICAST_QPN); a number a live QP holds is skipped, as the
+// firmware's allocator never hands one out twice (a client that keeps one
+// QP and creates and destroys 2^24 others reaches it). It fails only with
+// every number taken.
 func (d *Device) allocQPN() (uint32, bool) {
 	for range 1 << 24 {
 		qpn := d.nextQPN
@@ -309,7 +316,7 @@ func (d *Device) allocQPN() (uint32, bool) {
 		if d.nextQPN < 2 {
 			d.nextQPN = 2
 		}
-		if qpn >= 2 && d.qps[qpn] == nil {
+		if qpn >= 2 && qpn != multicastQPN && d.qps[qpn] == nil {
 			return qpn, true
 		}
 	}

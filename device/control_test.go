@@ -159,15 +159,19 @@ func TestQPStateMachine(t *testing.T) {
 // may be one a live QP still holds (a client that keeps one QP and
 // creates and destroys 2^24 others reaches it). CreateQP skips it, as the
 // firmware's QPN allocator does, instead of handing the number out twice
-// and overwriting the live QP in the device's table.
+// and overwriting the live QP in the device's table. It skips 0xffffff
+// too, the multicast QPN (IBA 9.8.1): before, the QP after 0xfffffe got
+// it, a number a packet uses to address a multicast group, not a QP.
 func TestQPNSkipsLiveQPs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		next uint32 // nextQPN before the second QP
+		last uint32 // nonzero: a QP made first gets this number
 		want uint32 // the second QP's number
 	}{
-		{"next is a live QP", 2, 3},
-		{"wrap onto a live QP", 0xffffff, 3}, // 0xffffff for one, then 2 is taken
+		{"next is a live QP", 2, 0, 3},
+		{"wrap onto a live QP", 0xfffffe, 0xfffffe, 3}, // 0xfffffe for one, 0xffffff skipped, then 2 is taken
+		{"the multicast QPN is no QP's", 0xffffff, 0, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, mem := newDev(t)
@@ -177,10 +181,10 @@ func TestQPNSkipsLiveQPs(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, uint32(2), live.QPN)
 			d.SetNextQPN(tc.next)
-			if tc.next == 0xffffff {
+			if tc.last != 0 {
 				last, err := d.CreateQP(cmd)
 				require.NoError(t, err)
-				require.Equal(t, uint32(0xffffff), last.QPN, "the last number")
+				require.Equal(t, tc.last, last.QPN, "the last number")
 			}
 			got, err := d.CreateQP(cmd)
 			require.NoError(t, err)
