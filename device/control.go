@@ -55,10 +55,28 @@ func (d *Device) AllocPD() (mlx5.PDResp, error) {
 	if len(d.pds) >= d.spec.Caps.MaxPD {
 		return mlx5.PDResp{}, cmdErr("ALLOC_PD", mlx5.StatusNoResources, "%d PDs in use", len(d.pds))
 	}
-	pdn := d.nextPD
-	d.nextPD++
+	pdn, ok := d.allocPDN()
+	if !ok {
+		return mlx5.PDResp{}, cmdErr("ALLOC_PD", mlx5.StatusNoResources, "no free PD number (%d PDs in use)", len(d.pds))
+	}
 	d.pds[pdn] = true
 	return mlx5.PDResp{PDN: pdn}, nil
+}
+
+// allocPDN hands out the next free PD number. A ConnectX's are 24 bits
+// (the QP and mkey contexts' pd fields); 0 is never one. They wrap past
+// 0xffffff and skip the live ones, as CQ and QP numbers do: counting on
+// in 32 bits gave numbers past the 24 bits, and after 2^32 PDs, 0 and
+// then the numbers of PDs still in use.
+func (d *Device) allocPDN() (uint32, bool) {
+	for range 1 << 24 {
+		pdn := d.nextPD & 0xffffff
+		d.nextPD = (pdn + 1) & 0xffffff
+		if pdn != 0 && !d.pds[pdn] {
+			return pdn, true
+		}
+	}
+	return 0, false
 }
 
 // DeallocPD frees a protection domain.

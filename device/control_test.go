@@ -529,3 +529,34 @@ func TestRegMRAtMaxMRSize(t *testing.T) {
 		})
 	}
 }
+
+// TestPDNWrapsAt24Bits: PD numbers are 24 bits (the QP and mkey contexts'
+// pd field) and wrap past 0, skipping live PDs, as CQ, SRQ and QP numbers
+// do. AllocPD counted on in 32 bits: a PD past 0xffffff got a number no
+// ConnectX has, and after 2^32 PDs the numbers of live PDs again.
+func TestPDNWrapsAt24Bits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		next uint32 // nextPD before the last PD
+		want uint32
+	}{
+		{"next is a live PD", 1, 2},
+		{"last number", 0xffffff, 0xffffff},
+		{"wrap past 0 onto a live PD", 0x1000000, 2},
+		{"wrap onto a free number", 0x1000005, 5},
+		{"past 24 bits onto a live PD", 0x1000001, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, _ := newDev(t)
+			live, err := d.AllocPD()
+			require.NoError(t, err)
+			require.Equal(t, uint32(1), live.PDN)
+			d.SetNextPDN(tc.next)
+			got, err := d.AllocPD()
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got.PDN)
+			require.NoError(t, d.DeallocPD(got.PDN))
+			require.NoError(t, d.DeallocPD(live.PDN), "the live PD is still its own")
+		})
+	}
+}

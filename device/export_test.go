@@ -20,6 +20,10 @@ func (d *Device) SetNextQPN(n uint32) { d.nextQPN = n }
 // number's wrap, which takes 2^24 CQs to reach otherwise).
 func (d *Device) SetNextCQN(n uint32) { d.nextCQN = n }
 
+// SetNextPDN sets the PD number AllocPD tries next (tests of the number's
+// wrap, which takes 2^24 PDs to reach otherwise).
+func (d *Device) SetNextPDN(n uint32) { d.nextPD = n }
+
 // SetNextSRQN sets the SRQ number CreateSRQ tries next (tests of the
 // number's wrap, which takes 2^24 SRQs to reach otherwise).
 func (d *Device) SetNextSRQN(n uint32) { d.nextSRQN = n }
