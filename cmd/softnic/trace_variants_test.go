@@ -150,16 +150,24 @@ func TestTraceArgumentErrors(t *testing.T) {
 		{"--html of more than 2^16 packets", []string{"--size", "16777217", "--mtu", "256", "--html", filepath.Join(dir, "big.html")}, 2, "at most 65536 packets (16 MiB at MTU 256)"},
 		{"size out of range", []string{"--size", "1073741825"}, 2, "--size 1073741825 out of range 0..1073741824"},
 		{"a new file twice", []string{"--chrome-trace", filepath.Join(dir, "new.x"), "--html", filepath.Join(dir, "new.x")}, 2, "are the same file"},
+		// Refused once the QP tells its max inline data: still before
+		// the capture is created (it was, empty, over the user's file).
+		{"inline over the QP's max", []string{"--inline", "--size", "513", "--pcap", filepath.Join(dir, "new.x")}, 2, "--inline --size 513: the QP's max inline data is 512 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			require.Equal(t, tc.code, run(append([]string{"trace"}, tc.args...), &out, &errb), "%v", tc.args)
 			require.Contains(t, errb.String(), tc.err, "%v", tc.args)
+			require.Empty(t, out.String(), "%v: nothing on stdout", tc.args)
 		})
 	}
+	var out, errb bytes.Buffer
+	require.Equal(t, 2, run([]string{"trace", "--inline", "--size", "513", "--pcap", "-"}, &out, &errb))
+	require.Empty(t, out.String(), "--pcap -: no capture header before the refusal")
 	_, err := os.Stat(filepath.Join(dir, "new.x"))
 	require.True(t, os.IsNotExist(err), "refused before anything is written")
-	var out, errb bytes.Buffer
+	out.Reset()
+	errb.Reset()
 	require.Equal(t, 0, run([]string{"trace", "--pcap", os.DevNull, "--html", os.DevNull}, &out, &errb), "the null device takes both: %s", errb.String())
 	pos, err := parseInterspersed(newTestFlagSet(), []string{"a", "--x", "1", "b", "--", "--x", "c"})
 	require.NoError(t, err)
