@@ -466,6 +466,9 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err // a bad profile file: bad input, exit 1 as softnic profiles FILE
 	}
+	if err := checkGivenMTU(o.mtu, o.mtuSet, prof.Device.Caps.ActiveMTU); err != nil {
+		return usageError{err}
+	}
 	if m := pathMTU(o.mtu, o.mtuSet, prof.Device.Caps.ActiveMTU); m != o.mtu {
 		// The checks above ran at the larger MTU: the two that depend
 		// on it run again.
