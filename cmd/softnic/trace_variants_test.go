@@ -233,3 +233,37 @@ func TestTraceVariantsDeterministic(t *testing.T) {
 		require.Equal(t, a.String(), c.String(), "args %v", args)
 	}
 }
+
+// TestTraceEventTakenAfterDispatch: the application takes a completion
+// event (get_cq_event) only once the kernel's handler has handed it to the
+// channel, at the end of its event stage (docs/events.md step 6 → 7). The
+// event was queued, and readable, at the handler's start: get_cq_event
+// came HandlerPerEQE before the event it took was done.
+func TestTraceEventTakenAfterDispatch(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"send", []string{"--op", "send", "--events"}},
+		{"write", []string{"--op", "write", "--events"}},
+		{"ud_send srq", []string{"--op", "ud_send", "--events", "--srq"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := runTraceJSON(t, tc.args...)
+			evEnd := map[int]float64{}
+			takes := 0
+			for _, s := range j.Stages {
+				switch s.Name {
+				case "event":
+					evEnd[s.Node] = s.EndNS
+				case "get_cq_event":
+					end, ok := evEnd[s.Node]
+					require.True(t, ok, "node %d: get_cq_event at %.3f ns before any event", s.Node, s.StartNS)
+					require.GreaterOrEqual(t, s.StartNS, end, "node %d: get_cq_event at %.3f ns, its event done at %.3f ns", s.Node, s.StartNS, end)
+					takes++
+				}
+			}
+			require.NotZero(t, takes)
+		})
+	}
+}
