@@ -60,6 +60,8 @@ type eventState struct {
 	async     eq
 	comp      eq
 	eqeFree   []*eqeLanding
+	// deliveryFree pools the landings of dispatched events (deliverAt).
+	deliveryFree []*deliveryLanding
 
 	chans  map[uint32]*compChannel
 	nextCh uint32
@@ -177,13 +179,10 @@ func (d *Device) dispatch(start, end sim.Time, f *mlx5.EQEFields, flow uint64) {
 			d.warn(end, CtrCompEventsDropped, "completion channel %d holds %d events; event of CQ %d dropped", ch.id, ch.q.len(), c.cqn)
 			return
 		}
-		ch.q.push(mlx5.CompEvent{CQN: c.cqn})
 		c.queued++
 		d.inc(CtrCompEvents)
 		d.rec.Stage(d.node, "kernel", "event", start, end, 0, 0, 0, flow)
-		if d.ev.notify != nil {
-			d.ev.notify(ch.id)
-		}
+		d.deliverAt(end, eventDelivery{ch: ch, comp: mlx5.CompEvent{CQN: c.cqn}})
 		return
 	}
 	typ, ok := mlx5.EventForEQE(f.Type, f.SubType)
@@ -211,15 +210,68 @@ func (d *Device) dispatch(start, end sim.Time, f *mlx5.EQEFields, flow uint64) {
 		d.warn(end, CtrAsyncEventsDropped, "async queue holds %d events; %v for %#x dropped", d.ev.asyncQ.len(), typ, num)
 		return
 	}
-	d.ev.asyncQ.push(mlx5.AsyncEvent{Type: typ, Num: num})
 	d.inc(CtrAsyncEvents)
 	qpn := uint32(0)
 	if f.Type.Kind() == mlx5.EQEKindQPSRQ {
 		qpn = num
 	}
 	d.rec.Stage(d.node, "kernel", "event", start, end, 0, 0, qpn, flow)
+	d.deliverAt(end, eventDelivery{async: mlx5.AsyncEvent{Type: typ, Num: num}})
+}
+
+// eventDelivery is one dispatched event on its way to its queue: a
+// completion event to channel ch, or an async event.
+type eventDelivery struct {
+	ch    *compChannel // nil: async
+	comp  mlx5.CompEvent
+	async mlx5.AsyncEvent
+}
+
+// deliveryLanding fires an eventDelivery on the engine (pooled in
+// d.ev.deliveryFree).
+type deliveryLanding struct {
+	d *Device
+	e eventDelivery
+}
+
+func (l *deliveryLanding) Fire(sim.Time) {
+	d, e := l.d, l.e
+	l.e = eventDelivery{}
+	d.ev.deliveryFree = append(d.ev.deliveryFree, l)
+	d.deliver(e)
+}
+
+// deliverAt queues a dispatched event and wakes its reader when the
+// handler's work on it ends (the end of its event stage): at once when
+// that is now, else on the engine at end. It was queued, and readable, at
+// the handler's start: an application took it before its stage ended.
+func (d *Device) deliverAt(end sim.Time, e eventDelivery) {
+	if end <= d.eng.Now() {
+		d.deliver(e)
+		return
+	}
+	var l *deliveryLanding
+	if k := len(d.ev.deliveryFree); k > 0 {
+		l = d.ev.deliveryFree[k-1]
+		d.ev.deliveryFree = d.ev.deliveryFree[:k-1]
+	} else {
+		l = &deliveryLanding{d: d}
+	}
+	l.e = e
+	d.eng.At(end, l)
+}
+
+func (d *Device) deliver(e eventDelivery) {
+	if e.ch == nil {
+		d.ev.asyncQ.push(e.async)
+		if d.ev.notify != nil {
+			d.ev.notify(0)
+		}
+		return
+	}
+	e.ch.q.push(e.comp)
 	if d.ev.notify != nil {
-		d.ev.notify(0)
+		d.ev.notify(e.ch.id)
 	}
 }
 

@@ -154,3 +154,13 @@ func pathMTU(mtu int, given bool, active int) int {
 	}
 	return mtu
 }
+
+// checkGivenMTU refuses a --mtu given above the profile's active MTU: the
+// QP's move to RTR would fail on it (the path MTU is at most the port's),
+// and the command can tell before anything runs.
+func checkGivenMTU(mtu int, given bool, active int) error {
+	if given && mtu > active {
+		return fmt.Errorf("--mtu %d is above the port's active MTU %d (the profile's device.caps.active_mtu): a QP's path MTU is at most that", mtu, active)
+	}
+	return nil
+}

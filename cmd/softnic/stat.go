@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -55,6 +56,9 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := doStat(stdout, stderr, *op, size, n, mtu, flagGiven(fs, "mtu"), *faults, *prof, *all, *asJSON); err != nil {
 		fmt.Fprintln(stderr, "softnic stat:", err)
+		if errors.As(err, new(usageError)) {
+			return 2
+		}
 		return 1
 	}
 	return 0
@@ -88,6 +92,9 @@ func doStat(w, stderr io.Writer, op string, size, n, mtu int, mtuSet bool, fault
 	p, err := profile.Load(prof)
 	if err != nil {
 		return err
+	}
+	if err := checkGivenMTU(mtu, mtuSet, p.Device.Caps.ActiveMTU); err != nil {
+		return usageError{err}
 	}
 	mtu = pathMTU(mtu, mtuSet, p.Device.Caps.ActiveMTU)
 	cfg := testbed.DefaultConfig()

@@ -466,6 +466,9 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err // a bad profile file: bad input, exit 1 as softnic profiles FILE
 	}
+	if err := checkGivenMTU(o.mtu, o.mtuSet, prof.Device.Caps.ActiveMTU); err != nil {
+		return usageError{err}
+	}
 	if m := pathMTU(o.mtu, o.mtuSet, prof.Device.Caps.ActiveMTU); m != o.mtu {
 		// The checks above ran at the larger MTU: the two that depend
 		// on it run again.
@@ -511,9 +514,46 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		recCap = walkEventCap(walkPackets(o.size, o.mtu, o.batch))
 	}
 	w.Rec.SetCapacity(recCap)
+	// Every frame of the walk, for the stages that built or sent it in
+	// --json and --html (the text shows no frame: a long walk's frames are
+	// as large as its message).
+	frames := newFrameLog(walkFrameCap(walkPackets(o.size, o.mtu, o.batch)))
+	if (o.json || o.html != "") && !o.pathOnly {
+		w.Link.AddTap(func(t sim.Time, f []byte) {
+			var p roce.Packet
+			if err := roce.ParseFrame(f, &p); err == nil || p.BTH != nil {
+				frames.add(capturedFrame{src: p.SrcIP, psn: uint32(p.BTH.PSN()), frame: append([]byte(nil), f...)})
+			}
+		})
+	}
+	bufSize := slot*o.batch + 4096
+	// The walk's QPs ask 512 B of inline data, or the device's maximum
+	// where a profile gives less (device.caps.max_inline).
+	maxInline := min(512, prof.Device.Caps.MaxInline)
+	var treq, trsp *traceEP
+	if spec.typ != provider.QPTypeRC || o.srq || o.events {
+		eps, err := connectTrace(w, traceConn{typ: spec.typ, srq: o.srq, events: o.events, mtu: o.mtu, bufSize: bufSize,
+			sqDepth: o.batch + 8, rqDepth: o.batch + 8, maxInline: maxInline})
+		if err != nil {
+			return err
+		}
+		treq, trsp = eps[0], eps[1]
+	} else {
+		eps, err := w.ConnectRC(testbed.ConnOpts{MTU: o.mtu, BufSize: bufSize, SQDepth: o.batch + 8, RQDepth: o.batch + 8, MaxInline: cmp.Or(maxInline, testbed.NoInline)})
+		if err != nil {
+			return err
+		}
+		treq, trsp = &traceEP{Endpoint: eps[0]}, &traceEP{Endpoint: eps[1]}
+	}
+	req, rsp := treq.Endpoint, trsp.Endpoint
+	if m := req.QP.Cap().MaxInline; o.inline && o.size > m {
+		return usageError{fmt.Errorf("--inline --size %d: the QP's max inline data is %d bytes", o.size, m)}
+	}
 	// pcapErr is the first failure writing the capture: the walk goes on,
 	// the command fails at the end.
 	var pcapErr error
+	// The capture is created after the last usage check (the QP's max
+	// inline data), so a refused walk leaves the file it names alone.
 	// The capture's clock is the walk's: its frames are stamped from the
 	// post, as every stage is, so a frame's time is its wire stage's start
 	// (they were stamped from the start of the simulation, 10 µs of setup
@@ -558,41 +598,6 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 				err = fmt.Errorf("writing the capture: %w", pcapErr)
 			}
 		}()
-	}
-	// Every frame of the walk, for the stages that built or sent it in
-	// --json and --html (the text shows no frame: a long walk's frames are
-	// as large as its message).
-	frames := newFrameLog(walkFrameCap(walkPackets(o.size, o.mtu, o.batch)))
-	if (o.json || o.html != "") && !o.pathOnly {
-		w.Link.AddTap(func(t sim.Time, f []byte) {
-			var p roce.Packet
-			if err := roce.ParseFrame(f, &p); err == nil || p.BTH != nil {
-				frames.add(capturedFrame{src: p.SrcIP, psn: uint32(p.BTH.PSN()), frame: append([]byte(nil), f...)})
-			}
-		})
-	}
-	bufSize := slot*o.batch + 4096
-	// The walk's QPs ask 512 B of inline data, or the device's maximum
-	// where a profile gives less (device.caps.max_inline).
-	maxInline := min(512, prof.Device.Caps.MaxInline)
-	var treq, trsp *traceEP
-	if spec.typ != provider.QPTypeRC || o.srq || o.events {
-		eps, err := connectTrace(w, traceConn{typ: spec.typ, srq: o.srq, events: o.events, mtu: o.mtu, bufSize: bufSize,
-			sqDepth: o.batch + 8, rqDepth: o.batch + 8, maxInline: maxInline})
-		if err != nil {
-			return err
-		}
-		treq, trsp = eps[0], eps[1]
-	} else {
-		eps, err := w.ConnectRC(testbed.ConnOpts{MTU: o.mtu, BufSize: bufSize, SQDepth: o.batch + 8, RQDepth: o.batch + 8, MaxInline: cmp.Or(maxInline, testbed.NoInline)})
-		if err != nil {
-			return err
-		}
-		treq, trsp = &traceEP{Endpoint: eps[0]}, &traceEP{Endpoint: eps[1]}
-	}
-	req, rsp := treq.Endpoint, trsp.Endpoint
-	if m := req.QP.Cap().MaxInline; o.inline && o.size > m {
-		return usageError{fmt.Errorf("--inline --size %d: the QP's max inline data is %d bytes", o.size, m)}
 	}
 	fill(req.Buf.Bytes[:o.size*o.batch], 1)
 	fill(rsp.Buf.Bytes[:slot*o.batch], 101)

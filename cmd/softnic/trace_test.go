@@ -699,9 +699,24 @@ func TestSmallActiveMTU(t *testing.T) {
 	out, errOut, code = runCLI(t, "stat", "--profile", prof, "-n", "3", "--size", "1000")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "sent_pkts 12") // 4 packets of 256 B a WRITE
-	_, errOut, code = runCLI(t, "trace", "--profile", prof, "--mtu", "1024")
-	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "path MTU 1024 above the port's active MTU 256")
+	// Refused before anything runs, a usage error (cli.md, exit 2): it
+	// was exit 1 from the QP's move to RTR, and a UD SEND over the port's
+	// MTU passed the size check at --mtu and failed in the walk.
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"trace write", []string{"trace", "--mtu", "1024"}},
+		{"trace ud_send over the active MTU", []string{"trace", "--op", "ud_send", "--size", "1000", "--mtu", "1024"}},
+		{"stat", []string{"stat", "-n", "1", "--mtu", "512"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := runCLI(t, append(tc.args, "--profile", prof)...)
+			require.Equal(t, 2, code, errOut)
+			require.Contains(t, errOut, "above the port's active MTU 256")
+			require.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
+		})
+	}
 }
 
 // TestTracePcapTimesAreTheWalks: every frame of --pcap is stamped with the

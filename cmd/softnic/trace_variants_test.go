@@ -150,16 +150,24 @@ func TestTraceArgumentErrors(t *testing.T) {
 		{"--html of more than 2^16 packets", []string{"--size", "16777217", "--mtu", "256", "--html", filepath.Join(dir, "big.html")}, 2, "at most 65536 packets (16 MiB at MTU 256)"},
 		{"size out of range", []string{"--size", "1073741825"}, 2, "--size 1073741825 out of range 0..1073741824"},
 		{"a new file twice", []string{"--chrome-trace", filepath.Join(dir, "new.x"), "--html", filepath.Join(dir, "new.x")}, 2, "are the same file"},
+		// Refused once the QP tells its max inline data: still before
+		// the capture is created (it was, empty, over the user's file).
+		{"inline over the QP's max", []string{"--inline", "--size", "513", "--pcap", filepath.Join(dir, "new.x")}, 2, "--inline --size 513: the QP's max inline data is 512 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			require.Equal(t, tc.code, run(append([]string{"trace"}, tc.args...), &out, &errb), "%v", tc.args)
 			require.Contains(t, errb.String(), tc.err, "%v", tc.args)
+			require.Empty(t, out.String(), "%v: nothing on stdout", tc.args)
 		})
 	}
+	var out, errb bytes.Buffer
+	require.Equal(t, 2, run([]string{"trace", "--inline", "--size", "513", "--pcap", "-"}, &out, &errb))
+	require.Empty(t, out.String(), "--pcap -: no capture header before the refusal")
 	_, err := os.Stat(filepath.Join(dir, "new.x"))
 	require.True(t, os.IsNotExist(err), "refused before anything is written")
-	var out, errb bytes.Buffer
+	out.Reset()
+	errb.Reset()
 	require.Equal(t, 0, run([]string{"trace", "--pcap", os.DevNull, "--html", os.DevNull}, &out, &errb), "the null device takes both: %s", errb.String())
 	pos, err := parseInterspersed(newTestFlagSet(), []string{"a", "--x", "1", "b", "--", "--x", "c"})
 	require.NoError(t, err)
@@ -223,5 +231,39 @@ func TestTraceVariantsDeterministic(t *testing.T) {
 		var c bytes.Buffer
 		require.Equal(t, 0, run(append([]string{"trace", "--json"}, args...), &c, &b), b.String())
 		require.Equal(t, a.String(), c.String(), "args %v", args)
+	}
+}
+
+// TestTraceEventTakenAfterDispatch: the application takes a completion
+// event (get_cq_event) only once the kernel's handler has handed it to the
+// channel, at the end of its event stage (docs/events.md step 6 → 7). The
+// event was queued, and readable, at the handler's start: get_cq_event
+// came HandlerPerEQE before the event it took was done.
+func TestTraceEventTakenAfterDispatch(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"send", []string{"--op", "send", "--events"}},
+		{"write", []string{"--op", "write", "--events"}},
+		{"ud_send srq", []string{"--op", "ud_send", "--events", "--srq"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := runTraceJSON(t, tc.args...)
+			evEnd := map[int]float64{}
+			takes := 0
+			for _, s := range j.Stages {
+				switch s.Name {
+				case "event":
+					evEnd[s.Node] = s.EndNS
+				case "get_cq_event":
+					end, ok := evEnd[s.Node]
+					require.True(t, ok, "node %d: get_cq_event at %.3f ns before any event", s.Node, s.StartNS)
+					require.GreaterOrEqual(t, s.StartNS, end, "node %d: get_cq_event at %.3f ns, its event done at %.3f ns", s.Node, s.StartNS, end)
+					takes++
+				}
+			}
+			require.NotZero(t, takes)
+		})
 	}
 }
