@@ -329,7 +329,7 @@ func (r *results) report(haveC, havePGO bool) string {
 	hOld, hNow := r.get(old, qp1k, "heap-B/qp"), r.get("now", qp64k, "heap-B/qp")
 	p("| 5a | Go heap per QP beyond its rings, default caps (bytes) | %.0f | %.0f | %.4f× | ≤ 4096 | %s |\n", hOld, hNow, ratio(hNow, hOld), mark(hNow <= 4096))
 	first, last := r.get("now", qp64k, "first-ns/qp"), r.get("now", qp64k, "last-ns/qp")
-	p("| 5b | creating 64K QPs: last 1K / first 1K (µs a QP: %.1f, %.1f, host memory touched first; %s cannot hold 64K QPs, 1.1 MiB of heap each) | — | %.2f× | | ≤ 1.5× | %s |\n",
+	p("| 5b | creating 64K QPs: last 1K / first 1K (µs a QP, each the median of eight blocks of 1K at the start and at the end: %.1f, %.1f; host memory touched first; %s cannot hold 64K QPs, 1.1 MiB of heap each) | — | %.2f× | | ≤ 1.5× | %s |\n",
 		first/1e3, last/1e3, old, ratio(last, first), mark(ratio(last, first) <= 1.5))
 	host := r.get("now", qp64k, "host-B/qp")
 	heap64k := hNow * 65536 / (1 << 30)
@@ -466,7 +466,8 @@ func (r *results) report(haveC, havePGO bool) string {
 	p("faster and one send_lat -a maximum 0.01 µs lower); and a copy of the PSN-sequence NAK of the go-back\n")
 	p("under way spends no retry (rx_nak_seq_repeat; the perf row under the corrupt plan, the stat under the\n")
 	p("delay plan). The default walk (2144.096 ns) is unchanged.\n")
-	p("Since 5172332 (6 of the 317 outputs): `trace --json` under a plan lists its `fault_rules` (each rule's matched\n")
+	p("Since 5172332 (7 of the 317 outputs): `trace -events` takes the completion event when the handler's work on it\n")
+	p("ends (get_cq_event 100 ns later, post → CQE unchanged), `trace --json` under a plan lists its `fault_rules` (each rule's matched\n")
 	p("and fired counts, the 6 --json walks under the plans), and a DMA fault's trace warning carries the QP whose work\n")
 	p("the access was (`\"qpn\": 256` in `trace -faults docs/determinism/dma.json -op send -size 20000 -json`), and\n")
 	p("a dma rule's match.qpn sees it (`TestFaultDMAMatchQPN`).\n")
