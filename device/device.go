@@ -343,8 +343,9 @@ func (e *txEvent) Fire(now sim.Time) {
 // to another QP of the same device, a datagram to its own GID) is looped
 // back inside the NIC to its own receive path and never reaches the wire,
 // as a ConnectX's embedded switch does for its own function's traffic
-// (mlx5_ib turns local loopback on for RDMA: mlx5_ib_enable_lb). Off, it
-// goes out on the port like any other frame: a port cabled to itself
+// (mlx5_ib turns local loopback on for RDMA: mlx5_ib_enable_lb) and as
+// Linux rxe does (rocev2.md §5.1, Loopback). Off, it goes out on the
+// port like any other frame: a port cabled to itself
 // (testbed.Config.Loopback) brings it back through the cable, with the
 // wire's faults, taps and timing.
 func (d *Device) SetLocalLoopback(on bool) { d.noLocalLB = !on }
