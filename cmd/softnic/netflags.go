@@ -87,26 +87,18 @@ func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.check, "check", false, "checked mode: report each mlx5 host-protocol violation the device observes (rules R1-R15, docs/faults.md) on stderr")
 }
 
-// openRealNet builds the NIC of the flags on its wire. memNeed is the
-// memory the command's buffers need (rings and doorbells come on top).
 // reportUnfiredRules says on stderr, at the end of a run on a real wire,
-// which rules of its NIC's fault plan never fired and how many events each
-// matched, as perf and stat do in simulation (reportNotFired): a rule for
-// a QP the run does not have, or an nth it never reaches, left the run
-// looking clean, as if no plan had been given. rt without a plan (or a
-// daemon's NIC, whose plan is the daemon's) says nothing.
+// which event rules of its NIC's fault plan never fired (reportNeverFired),
+// as perf and stat do in simulation. rt without a plan (or a daemon's NIC,
+// whose plan is the daemon's) says nothing.
 func reportUnfiredRules(stderr io.Writer, cmd string, rt any) {
-	n, ok := rt.(interface{ Faults() *fault.Injector })
-	if !ok {
-		return
-	}
-	for _, s := range n.Faults().Fired() {
-		if s.Fired == 0 {
-			fmt.Fprintf(stderr, "softnic %s: fault rule %d (%s) never fired: it matched %d events\n", cmd, s.Rule, s.Desc, s.Matched)
-		}
+	if n, ok := rt.(interface{ Faults() *fault.Injector }); ok {
+		reportNeverFired(stderr, cmd, n.Faults())
 	}
 }
 
+// openRealNet builds the NIC of the flags on its wire. memNeed is the
+// memory the command's buffers need (rings and doorbells come on top).
 func openRealNet(o netOpts, memNeed int, stderr io.Writer) (*wallclock.Net, error) {
 	if o.wire == "" {
 		return nil, usageError{errors.New("--wire is required (udp:LISTEN,PEER or tap:NAME)")}

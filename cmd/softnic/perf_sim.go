@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/softnic/softnic/device"
+	"github.com/softnic/softnic/fault"
 	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/sim"
@@ -541,15 +542,23 @@ func asyncSummary(w *testbed.World) string {
 // rule for a QP the run does not have (0 matched) or an nth the run never
 // reaches left the figures clean without a word, as if no plan was given.
 func reportNotFired(stderr io.Writer, cmd string, w *testbed.World, origin sim.Time) {
-	timed := map[int]bool{}
-	for _, s := range w.Injector.Scheduled() {
-		timed[s.Rule] = true
-	}
 	for _, s := range w.EndTimedFaults() {
 		fmt.Fprintf(stderr, "softnic %s: fault rule %d (%s) did not fire: the run ended first, %v after it started (the rule was due at %v)\n",
 			cmd, s.Rule, w.Injector.RuleString(s.Rule), w.Eng.Now().Sub(origin), sim.Duration(s.At))
 	}
-	for _, s := range w.Injector.Fired() {
+	reportNeverFired(stderr, cmd, w.Injector)
+}
+
+// reportNeverFired says on stderr which event rules of inj's plan (timed
+// ones are reported by their time) never fired, with how many events each
+// matched: a rule for a QP the run does not have (0 matched) or an nth the
+// run never reaches left the run clean without a word.
+func reportNeverFired(stderr io.Writer, cmd string, inj *fault.Injector) {
+	timed := map[int]bool{}
+	for _, s := range inj.Scheduled() {
+		timed[s.Rule] = true
+	}
+	for _, s := range inj.Fired() {
 		if !timed[s.Rule] && s.Fired == 0 {
 			fmt.Fprintf(stderr, "softnic %s: fault rule %d (%s) never fired: it matched %d events\n", cmd, s.Rule, s.Desc, s.Matched)
 		}
