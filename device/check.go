@@ -118,7 +118,6 @@ type Checker struct {
 	halves map[uint32]*chkHalf // by uar<<8|bfreg
 }
 
-// chkHalf is the newest post of a QP on a bfreg: its index and half.
 // chkHalf is the last WQE start written to a bfreg: its QP, wqe_index
 // and half.
 type chkHalf struct {

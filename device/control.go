@@ -69,11 +69,18 @@ func (d *Device) AllocPD() (mlx5.PDResp, error) {
 // in 32 bits gave numbers past the 24 bits, and after 2^32 PDs, 0 and
 // then the numbers of PDs still in use.
 func (d *Device) allocPDN() (uint32, bool) {
+	return nextFree24(&d.nextPD, func(n uint32) bool { return n != 0 && !d.pds[n] })
+}
+
+// nextFree24 hands out the next 24-bit object number from *next that free
+// accepts, wrapping past 0xffffff, and moves *next past it. It fails only
+// when free accepts none of the 2^24 numbers.
+func nextFree24(next *uint32, free func(uint32) bool) (uint32, bool) {
 	for range 1 << 24 {
-		pdn := d.nextPD & 0xffffff
-		d.nextPD = (pdn + 1) & 0xffffff
-		if pdn != 0 && !d.pds[pdn] {
-			return pdn, true
+		n := *next & 0xffffff
+		*next = (n + 1) & 0xffffff
+		if free(n) {
+			return n, true
 		}
 	}
 	return 0, false
@@ -202,14 +209,7 @@ func (d *Device) CreateCQ(c mlx5.CreateCQCmd) (mlx5.CreateCQResp, error) {
 // wrap the 2^24th CQ a client created got a number whose arm doorbell
 // armed another CQ (or none): its completion events never came.
 func (d *Device) allocCQN() (uint32, bool) {
-	for range 1 << 24 {
-		cqn := d.nextCQN & 0xffffff
-		d.nextCQN = (cqn + 1) & 0xffffff
-		if cqn != 0 && d.cqs[cqn] == nil {
-			return cqn, true
-		}
-	}
-	return 0, false
+	return nextFree24(&d.nextCQN, func(n uint32) bool { return n != 0 && d.cqs[n] == nil })
 }
 
 // DestroyCQ destroys an unused completion queue.
@@ -328,17 +328,7 @@ const multicastQPN = 0xffffff
 // QP and creates and destroys 2^24 others reaches it). It fails only with
 // every number taken.
 func (d *Device) allocQPN() (uint32, bool) {
-	for range 1 << 24 {
-		qpn := d.nextQPN
-		d.nextQPN = (d.nextQPN + 1) & 0xffffff
-		if d.nextQPN < 2 {
-			d.nextQPN = 2
-		}
-		if qpn >= 2 && qpn != multicastQPN && d.qps[qpn] == nil {
-			return qpn, true
-		}
-	}
-	return 0, false
+	return nextFree24(&d.nextQPN, func(n uint32) bool { return n >= 2 && n != multicastQPN && d.qps[n] == nil })
 }
 
 // DestroyQP destroys a queue pair. When it returns the QP is quiesced:

@@ -3,6 +3,7 @@ package device
 import (
 	"encoding/json"
 	"fmt"
+	"math/bits"
 
 	"github.com/softnic/softnic/bar"
 	"github.com/softnic/softnic/dma"
@@ -91,14 +92,14 @@ type Caps struct {
 	VendorPartID uint32 `json:"vendor_part_id"`
 	HWVer        uint32 `json:"hw_ver"`
 
+	MaxQP   int `json:"max_qp"`
+	MaxQPWR int `json:"max_qp_wr"`
+	MaxSGE  int `json:"max_sge"`
+	MaxCQ   int `json:"max_cq"`
 	// MaxCQE is max_cqe as QUERY_DEVICE reports it: the most entries a
 	// CQ may be created with. As on a ConnectX (max_cqe = 2^log_max_cq_sz
 	// - 1) the ring holds one more, a power of two: the device takes rings
 	// up to CQRing.
-	MaxQP      int    `json:"max_qp"`
-	MaxQPWR    int    `json:"max_qp_wr"`
-	MaxSGE     int    `json:"max_sge"`
-	MaxCQ      int    `json:"max_cq"`
 	MaxCQE     int    `json:"max_cqe"`
 	MaxMR      int    `json:"max_mr"`
 	MaxPD      int    `json:"max_pd"`
@@ -175,12 +176,6 @@ const (
 
 // CQRing is the largest CQ ring the device takes: roundup_pow2(MaxCQE+1),
 // the ring libmlx5 and mlx5_ib make for a CQ of MaxCQE entries.
-func (c Caps) CQRing() int {
-	n := 1
-	for n < c.MaxCQE+1 {
-		n <<= 1
-	}
-	return n
-}
+func (c Caps) CQRing() int { return 1 << bits.Len(uint(max(c.MaxCQE, 0))) }
 
 func (c CoreSpec) cycles(n int64) sim.Duration { return c.Clock.Cycles(n) }

@@ -149,14 +149,7 @@ func (d *Device) CreateSRQ(c mlx5.CreateSRQCmd) (mlx5.CreateSRQResp, error) {
 // next ones named the live SRQs 1, 2, ...; at 2^32 the number came back
 // to 0 and a live SRQ's.
 func (d *Device) allocSRQN() (uint32, bool) {
-	for range 1 << 24 {
-		n := d.nextSRQN & 0xffffff
-		d.nextSRQN = (n + 1) & 0xffffff
-		if n != 0 && d.srqs[n] == nil {
-			return n, true
-		}
-	}
-	return 0, false
+	return nextFree24(&d.nextSRQN, func(n uint32) bool { return n != 0 && d.srqs[n] == nil })
 }
 
 // ModifySRQ arms the limit event. Resizing is refused, as mlx5 refuses it.
