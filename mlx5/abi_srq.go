@@ -1,5 +1,7 @@
 package mlx5
 
+import "math/bits"
+
 // Shared receive queues (mlx5.md §5) and the async-event vocabulary the
 // control plane speaks. An emulated device implements SRQControl and
 // EventControl next to Control; a provider type-asserts for them, so a
@@ -12,6 +14,19 @@ const (
 	SRQOffNextWQEIndex  = 2
 	SRQOffNextSignature = 4
 )
+
+// SRQStride is the WQE stride libmlx5 gives an SRQ of maxSGE scatter
+// entries (mlx5_alloc_srq_buf): the next segment and maxSGE data
+// segments, at least 32 bytes, rounded up to a power of two. Its WQEs
+// then hold SRQStrideSGEs(stride) entries, which may be more than asked
+// (31 for 30): libmlx5 asks CREATE_SRQ for that many.
+func SRQStride(maxSGE int) int {
+	n := max(32, SRQNextSegSize+DataSegSize*max(maxSGE, 0))
+	return 1 << bits.Len(uint(n-1))
+}
+
+// SRQStrideSGEs is the scatter entries an SRQ WQE of stride bytes holds.
+func SRQStrideSGEs(stride int) int { return (stride - SRQNextSegSize) / DataSegSize }
 
 // CreateSRQCmd is CREATE_SRQ with struct mlx5_ib_create_srq's fields.
 type CreateSRQCmd struct {

@@ -96,7 +96,7 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 	case attr.MaxSGE < 0 || attr.MaxSGE > a.MaxSGE:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "max_sge %d (0..%d)", attr.MaxSGE, a.MaxSGE))
 	}
-	stride := roundupPow2(max(32, mlx5.SRQNextSegSize+attr.MaxSGE*mlx5.DataSegSize))
+	stride := mlx5.SRQStride(attr.MaxSGE)
 	cnt := roundupPow2(attr.MaxWR + 1)
 	switch {
 	case cnt > a.MaxQPWR:
@@ -120,7 +120,7 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 	}
 	s := &SRQ{ctx: c, pd: pd, ctl: ctl, buf: buf[: cnt*stride : cnt*stride], addr: bufAddr, dbr: mlx5.DBRec(dbr),
 		dbrAddr: dbrAddr, cnt: uint32(cnt), stride: stride, shift: shift,
-		maxGS: (stride - mlx5.SRQNextSegSize) / mlx5.DataSegSize, tail: uint16(cnt - 1),
+		maxGS: mlx5.SRQStrideSGEs(stride), tail: uint16(cnt - 1),
 		wrid: make([]uint64, cnt), posted: make([]bool, cnt)}
 	// set_srq_buf_ll: every WQE links to the next; where the last one
 	// points does not matter (it is the tail).

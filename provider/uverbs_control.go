@@ -749,7 +749,7 @@ func (u *UverbsControl) CreateSRQ(c mlx5.CreateSRQCmd) (mlx5.CreateSRQResp, erro
 	}
 	uh := u.userHandle()
 	core := uverbs.CreateSRQ{Response: nominalResponse, UserHandle: uh, PDHandle: pd, MaxWR: uint32(c.WQECnt - 1),
-		MaxSGE: uint32((1<<c.WQEShift - mlx5.SRQNextSegSize) / mlx5.DataSegSize), SRQLimit: c.Limit}
+		MaxSGE: uint32(mlx5.SRQStrideSGEs(1 << c.WQEShift)), SRQLimit: c.Limit}
 	drv := uverbs.MLX5CreateSRQ{BufAddr: c.BufAddr, DBAddr: c.DBAddr}
 	b, err := u.write(uverbs.CmdCreateSRQ, &core, &drv, uverbs.CreateSRQRespSize+uverbs.MLX5CreateSRQRespSize)
 	if err != nil {

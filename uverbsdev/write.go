@@ -870,12 +870,8 @@ func (s *Server) destroyQP(name string, m *uverbs.WriteMsg, out []byte) (int, *u
 // ---------------------------------------------------------------- SRQ
 
 // srqSGECap is the scatter entries libmlx5 asks CREATE_SRQ for when an
-// application asks maxSGE: those of the power-of-two WQE stride a next
-// segment and maxSGE data segments take (mlx5_alloc_srq_buf).
-func srqSGECap(maxSGE int) uint32 {
-	stride := roundupPow2(max(32, mlx5.SRQNextSegSize+mlx5.DataSegSize*uint64(max(maxSGE, 0))))
-	return uint32((stride - mlx5.SRQNextSegSize) / mlx5.DataSegSize)
-}
+// application asks maxSGE: those its WQE stride holds (mlx5.SRQStride).
+func srqSGECap(maxSGE int) uint32 { return uint32(mlx5.SRQStrideSGEs(mlx5.SRQStride(maxSGE))) }
 
 func (s *Server) createSRQ(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
 	var c uverbs.CreateSRQ
@@ -903,7 +899,7 @@ func (s *Server) createSRQ(name string, m *uverbs.WriteMsg, out []byte) (int, *u
 		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("mlx5 SRQ flags %#x", drv.Flags))
 	}
 	cnt := roundupPow2(uint64(c.MaxWR) + 1)
-	stride := roundupPow2(mlx5.SRQNextSegSize + mlx5.DataSegSize*uint64(c.MaxSGE))
+	stride := uint64(mlx5.SRQStride(int(c.MaxSGE)))
 	shift := bits.TrailingZeros64(stride)
 	if !s.inMem(drv.BufAddr, cnt*stride) {
 		return 0, fail(name, syscall.EFAULT, fmt.Sprintf("SRQ buffer [%#x,+%d) is not the client's memory", drv.BufAddr, cnt*stride))
@@ -917,7 +913,7 @@ func (s *Server) createSRQ(name string, m *uverbs.WriteMsg, out []byte) (int, *u
 	}
 	pd.users++
 	h := s.add(&object{kind: kindSRQ, num: r.SRQN, pd: pd})
-	core := uverbs.CreateSRQResp{SRQHandle: h, MaxWR: uint32(cnt - 1), MaxSGE: uint32((stride - mlx5.SRQNextSegSize) / mlx5.DataSegSize), SRQN: r.SRQN}
+	core := uverbs.CreateSRQResp{SRQHandle: h, MaxWR: uint32(cnt - 1), MaxSGE: uint32(mlx5.SRQStrideSGEs(int(stride))), SRQN: r.SRQN}
 	return reply(out, &core, &uverbs.MLX5CreateSRQResp{SRQN: r.SRQN})
 }
 
