@@ -310,7 +310,7 @@ func (e *txEvent) Fire(now sim.Time) {
 		d.inc(CtrTxDropDestroyed)
 		d.tx.unsent(d, now, e.n)
 	case !d.noLocalLB && e.n >= 6 && [6]byte(e.buf[:6]) == d.id.MAC:
-		left = d.loopBack(now, e.buf[:e.n])
+		left, buf = d.loopBack(now, e.buf, e.n), nil // the loopback keeps the buffer
 	case d.vport != nil:
 		// Built by roce.BuildFrameUnsealed in emit, unchanged since; the
 		// wire keeps the buffer and gives one back.
@@ -350,14 +350,15 @@ func (e *txEvent) Fire(now sim.Time) {
 // wire's faults, taps and timing.
 func (d *Device) SetLocalLoopback(on bool) { d.noLocalLB = !on }
 
-// loopBack hands frame, addressed to this port, to the device's own
-// receive path: it occupies no wire time (its booking goes back to the
-// transmit buffer) and arrives after it would have taken to serialize at
-// the port's rate (an assumption: the latency of a ConnectX's internal
-// loopback is not public; the receive pipeline then adds its own). It
-// returns when the frame has left the transmit path.
-func (d *Device) loopBack(now sim.Time, frame []byte) sim.Time {
-	d.tx.unsent(d, now, len(frame))
+// loopBack hands the n-byte frame in buf, addressed to this port, to the
+// device's own receive path, and keeps buf until then (it goes back to
+// the pool after). The frame occupies no wire time (its booking goes back
+// to the transmit buffer) and arrives after it would have taken to
+// serialize at the port's rate (an assumption: the latency of a
+// ConnectX's internal loopback is not public; the receive pipeline then
+// adds its own). It returns when the frame has left the transmit path.
+func (d *Device) loopBack(now sim.Time, buf []byte, n int) sim.Time {
+	d.tx.unsent(d, now, n)
 	d.inc(CtrTxLoopback)
 	var e *loopbackEvent
 	if k := len(d.loopFree); k > 0 {
@@ -366,8 +367,7 @@ func (d *Device) loopBack(now sim.Time, frame []byte) sim.Time {
 	} else {
 		e = &loopbackEvent{d: d}
 	}
-	e.buf = d.frameBuf()
-	e.n = copy(e.buf, frame)
+	e.buf, e.n = buf, n
 	if d.vport != nil {
 		roce.SealFrame(e.buf[:e.n]) // built unsealed for the wire to seal (emit)
 	}
@@ -390,7 +390,9 @@ type loopbackEvent struct {
 func (e *loopbackEvent) Fire(now sim.Time) {
 	d := e.d
 	d.receive(now, e.buf[:e.n], true)
-	d.frames = append(d.frames, e.buf[:frameBufSize])
+	if cap(e.buf) >= frameBufSize {
+		d.frames = append(d.frames, e.buf[:frameBufSize])
+	}
 	e.buf = nil
 	d.loopFree = append(d.loopFree, e)
 }
