@@ -373,27 +373,19 @@ type flexNum struct {
 }
 
 func (f *flexNum) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		if n, ok := parseNum(s); ok {
-			f.n = n
-			return nil
-		}
-		if op, ok := parseOpcodeName(s); ok {
-			*f = flexNum{n: uint64(op), op: true, name: s}
-			return nil
-		}
-		return fmt.Errorf("%q: want a number, 0x-hex or an opcode name like RC_SEND_ONLY", s)
+	n, s, other, err := jsonUint(b)
+	switch {
+	case err != nil:
+		return err
+	case !other:
+		f.n = n
+		return nil
 	}
-	n, err := strconv.ParseUint(string(b), 10, 64)
-	if err != nil {
-		return fmt.Errorf("%s: want a non-negative integer", b)
+	if op, ok := parseOpcodeName(s); ok {
+		*f = flexNum{n: uint64(op), op: true, name: s}
+		return nil
 	}
-	f.n = n
-	return nil
+	return fmt.Errorf("%q: want a number, 0x-hex or an opcode name like RC_SEND_ONLY", s)
 }
 
 // numArg is a JSON number, or a string with a decimal or 0x-hex number:
@@ -401,24 +393,35 @@ func (f *flexNum) UnmarshalJSON(b []byte) error {
 type numArg struct{ n uint64 }
 
 func (a *numArg) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		n, ok := parseNum(s)
-		if !ok {
-			return fmt.Errorf("%q: want a number or 0x-hex", s)
-		}
-		a.n = n
-		return nil
-	}
-	n, err := strconv.ParseUint(string(b), 10, 64)
-	if err != nil {
-		return fmt.Errorf("%s: want a non-negative integer", b)
+	n, s, other, err := jsonUint(b)
+	switch {
+	case err != nil:
+		return err
+	case other:
+		return fmt.Errorf("%q: want a number or 0x-hex", s)
 	}
 	a.n = n
 	return nil
+}
+
+// jsonUint decodes a JSON non-negative integer, or a string holding a
+// decimal or 0x-hex one. A string that holds something else comes back
+// as s with other set, for the caller to read otherwise or refuse.
+func jsonUint(b []byte) (n uint64, s string, other bool, err error) {
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return 0, "", false, err
+		}
+		if n, ok := parseNum(s); ok {
+			return n, "", false, nil
+		}
+		return 0, s, true, nil
+	}
+	n, err = strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return 0, "", false, fmt.Errorf("%s: want a non-negative integer", b)
+	}
+	return n, "", false, nil
 }
 
 // parseNum parses "123" or "0x7b" (no sign, no octal, no underscores).
