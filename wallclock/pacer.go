@@ -167,8 +167,9 @@ func (p *Pacer) bound() {
 }
 
 // Sync runs the engine up to the wall clock (the virtual clock never
-// lags, beyond a stall's MaxLag) and reports whether any event ran. Call it before posting work, so
-// that a doorbell is stamped no earlier than the wall time it was rung at.
+// lags, beyond a stall's MaxLag) and reports whether any event ran. Call
+// it before posting work, so that a doorbell is stamped no earlier than
+// the wall time it was rung at.
 func (p *Pacer) Sync() bool {
 	before := p.eng.Fired()
 	p.bound()
