@@ -93,15 +93,20 @@ func (s *side) postSend(t *testing.T, msg string) {
 	require.NoError(t, err)
 }
 
-// sendPair opens two Nets on a loopback UDP pair, connects an RC QP on
-// each and posts a receive on the second: ready for a SEND from nets[0].
-func sendPair(t *testing.T) ([2]*Net, [2]*side) {
+// sendPair opens two Nets on a loopback UDP pair (the first under plan0,
+// if any), connects an RC QP on each and posts a receive on the second:
+// ready for a SEND from nets[0].
+func sendPair(t *testing.T, plan0 *fault.Plan) ([2]*Net, [2]*side) {
 	wires := udpPair(t)
 	var nets [2]*Net
 	var sides [2]*side
 	for i := range nets {
-		n, err := Open(Config{Wire: wires[i], IP: udpIPs[i], Lead: DefaultLead, MemNeed: 1 << 20, Profile: profile.Default(),
-			Neighbors: []ethport.Neighbor{{IP: udpIPs[1-i], MAC: ethport.DefaultMAC(udpIPs[1-i])}}})
+		cfg := Config{Wire: wires[i], IP: udpIPs[i], Lead: DefaultLead, MemNeed: 1 << 20, Profile: profile.Default(),
+			Neighbors: []ethport.Neighbor{{IP: udpIPs[1-i], MAC: ethport.DefaultMAC(udpIPs[1-i])}}}
+		if i == 0 {
+			cfg.Faults = plan0
+		}
+		n, err := Open(cfg)
 		require.NoError(t, err)
 		t.Cleanup(n.Close)
 		nets[i] = n
@@ -112,9 +117,21 @@ func sendPair(t *testing.T) ([2]*Net, [2]*side) {
 	return nets, sides
 }
 
+// sendUntilSent posts a SEND of msg on s and pumps n until a frame has
+// left its port (5 s at most).
+func sendUntilSent(t *testing.T, n *Net, s *side, msg string) {
+	t.Helper()
+	n.Sync()
+	s.postSend(t, msg)
+	for end := time.Now().Add(5 * time.Second); n.Port().Counters().Value(ethport.CtrTxFrames) == 0; {
+		require.True(t, time.Now().Before(end), "the SEND never left")
+		n.Pump(0, 64)
+	}
+}
+
 // Two Nets, each driven by its own goroutine, exchange a SEND over UDP.
 func TestNetsOverUDP(t *testing.T) {
-	nets, sides := sendPair(t)
+	nets, sides := sendPair(t, nil)
 
 	done, finished := make(chan struct{}), make(chan struct{})
 	got := make(chan error, 1)
@@ -248,7 +265,7 @@ func TestPacerTwoDevicesOverUDP(t *testing.T) {
 // it looked at the frames queued meanwhile, so the SEND failed
 // RETRY_EXC_ERR on a healthy link.
 func TestSenderThatDoesNotPollForASecond(t *testing.T) {
-	nets, sides := sendPair(t)
+	nets, sides := sendPair(t, nil)
 
 	done, finished := make(chan struct{}), make(chan struct{})
 	got := make(chan error, 1)
@@ -259,12 +276,7 @@ func TestSenderThatDoesNotPollForASecond(t *testing.T) {
 		got <- err
 		_, _ = Await(nets[1], done, 10*time.Second, "the sender")
 	}()
-	nets[0].Sync()
-	sides[0].postSend(t, "hello")
-	for end := time.Now().Add(5 * time.Second); nets[0].Port().Counters().Value(ethport.CtrTxFrames) == 0; {
-		require.True(t, time.Now().Before(end), "the SEND never left")
-		nets[0].Pump(0, 64)
-	}
+	sendUntilSent(t, nets[0], sides[0], "hello")
 	// The ACK comes back within microseconds; the sender looks after a
 	// second and a half.
 	select {
@@ -308,25 +320,13 @@ func TestStalledSenderSpendsNoRetries(t *testing.T) {
 			func(*testing.T, *Net, *side) {}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wires := udpPair(t)
-			var nets [2]*Net
-			var sides [2]*side
-			for i := range nets {
-				cfg := Config{Wire: wires[i], IP: udpIPs[i], Lead: DefaultLead, MemNeed: 1 << 20, Profile: profile.Default(),
-					Neighbors: []ethport.Neighbor{{IP: udpIPs[1-i], MAC: ethport.DefaultMAC(udpIPs[1-i])}}}
-				if i == 0 && tc.plan != "" {
-					plan, err := fault.Parse([]byte(tc.plan))
-					require.NoError(t, err)
-					cfg.Faults = plan
-				}
-				n, err := Open(cfg)
+			var plan *fault.Plan
+			if tc.plan != "" {
+				var err error
+				plan, err = fault.Parse([]byte(tc.plan))
 				require.NoError(t, err)
-				t.Cleanup(n.Close)
-				nets[i] = n
-				sides[i] = newSide(t, n.Context())
 			}
-			connect(t, sides)
-			sides[1].postRecv(t)
+			nets, sides := sendPair(t, plan)
 			sides[1].postRecv(t)
 
 			done, finished := make(chan struct{}), make(chan struct{})
@@ -334,12 +334,7 @@ func TestStalledSenderSpendsNoRetries(t *testing.T) {
 				defer close(finished)
 				_, _ = Await(nets[1], done, 10*time.Second, "the sender")
 			}()
-			nets[0].Sync()
-			sides[0].postSend(t, "hello")
-			for end := time.Now().Add(5 * time.Second); nets[0].Port().Counters().Value(ethport.CtrTxFrames) == 0; {
-				require.True(t, time.Now().Before(end), "the SEND never left")
-				nets[0].Pump(0, 64)
-			}
+			sendUntilSent(t, nets[0], sides[0], "hello")
 			time.Sleep(time.Second) // the stall: nothing pumps nets[0]
 			tc.resume(t, nets[0], sides[0])
 			wcs := make([]provider.WC, 1)
