@@ -27,12 +27,7 @@ func TestCQAtMaxCQE(t *testing.T) {
 		{"odd, over uverbs", 1000, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := testbed.DefaultConfig()
-			cfg.Device.Caps.MaxCQE = c.maxCQE
-			cfg.UverbsControl = c.uverbs
-			w, err := testbed.New(cfg)
-			require.NoError(t, err)
-			defer w.Close()
+			w := controlWorld(t, c.uverbs, func(cfg *testbed.Config) { cfg.Device.Caps.MaxCQE = c.maxCQE })
 			ctx := w.Hosts[0].Ctx
 			a := ctx.Attr()
 			require.Equal(t, c.maxCQE, a.MaxCQE)
@@ -48,4 +43,20 @@ func TestCQAtMaxCQE(t *testing.T) {
 			require.Equal(t, in, ctx.Mem().InUse(), "host memory after the CQs")
 		})
 	}
+}
+
+// controlWorld is a default two-host world (changed by mod, if any) whose
+// providers reach their devices through the Go control interface or,
+// with uverbs, over uverbs bytes; closed when the test ends.
+func controlWorld(t *testing.T, uverbs bool, mod func(*testbed.Config)) *testbed.World {
+	t.Helper()
+	cfg := testbed.DefaultConfig()
+	if mod != nil {
+		mod(&cfg)
+	}
+	cfg.UverbsControl = uverbs
+	w, err := testbed.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	return w
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/provider"
-	"github.com/softnic/softnic/testbed"
 	"github.com/stretchr/testify/require"
 )
 
@@ -29,12 +28,7 @@ func TestQPAtReportedMaxInline(t *testing.T) {
 		{"UD over uverbs", true, provider.QPTypeUD},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := testbed.DefaultConfig()
-			cfg.UverbsControl = c.uverbs
-			w, err := testbed.New(cfg)
-			require.NoError(t, err)
-			defer w.Close()
-			ctx := w.Hosts[0].Ctx
+			ctx := controlWorld(t, c.uverbs, nil).Hosts[0].Ctx
 			a := ctx.Attr()
 			require.Positive(t, a.MaxInline)
 			pd, err := ctx.AllocPD()

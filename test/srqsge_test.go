@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/softnic/softnic/provider"
-	"github.com/softnic/softnic/testbed"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,12 +20,7 @@ func TestSRQSGEsOverUverbs(t *testing.T) {
 		uverbs bool
 	}{{"in process", false}, {"over uverbs", true}} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := testbed.DefaultConfig()
-			cfg.UverbsControl = c.uverbs
-			w, err := testbed.New(cfg)
-			require.NoError(t, err)
-			defer w.Close()
-			ctx := w.Hosts[0].Ctx
+			ctx := controlWorld(t, c.uverbs, nil).Hosts[0].Ctx
 			pd, err := ctx.AllocPD()
 			require.NoError(t, err)
 			buf, err := ctx.AllocBuffer(4096, 4096)
