@@ -46,7 +46,7 @@ type Device struct {
 	ctr  trace.Counters
 
 	link    *pcie.Link
-	tlpRate sim.BitRate // spec.PCIe.TLPRate(), computed once (issued)
+	tlpRate sim.Serializer // spec.PCIe.TLPRate(), precomputed once (issued)
 	bar     *bar.BAR0
 	dma     *dma.Engine
 	keys    *dma.Keys
@@ -108,7 +108,7 @@ func New(eng *sim.Engine, spec Spec, id Identity, mem *shm.Region, rec *trace.Re
 		d.nextQPN = 2
 	}
 	d.link = pcie.NewLink(spec.PCIe)
-	d.tlpRate = spec.PCIe.TLPRate()
+	d.tlpRate = sim.NewSerializer(spec.PCIe.TLPRate())
 	ev := env.Env{Eng: eng, Rec: rec, Ctr: &d.ctr, Node: id.Node} // what every engine of this device is given
 	d.bar = bar.New(ev, d.link, d, spec.BAR)
 	d.dma = dma.New(ev, d.link, mem, spec.DMA)

@@ -97,6 +97,38 @@ const (
 	Gbps BitRate = 1e9
 )
 
+// Serializer is BitRate.Serialize for one rate, precomputed: where the rate
+// divides 8e12 (a whole number of picoseconds a byte, as every Ethernet
+// and PCIe rate of the profiles does) a transfer of fewer than 2^25 bytes
+// is a multiplication, else the float computation. Both give exactly the
+// same result: float64(n)*8e12 is exact below 2^25 bytes (8e12 is 2^15
+// times 5^12, 28 bits of mantissa), the quotient of an exact product by a
+// divisor of it is exact, and so is its ceiling (TestSerializerMatches).
+type Serializer struct {
+	Rate      BitRate
+	psPerByte int64 // 0: no whole number of picoseconds a byte
+	maxN      int   // the multiplication's bound: below 2^25 and without overflow
+}
+
+// NewSerializer precomputes r's serialization.
+func NewSerializer(r BitRate) Serializer {
+	s := Serializer{Rate: r}
+	if r >= 1 && r <= 8e12 && float64(r) == math.Trunc(float64(r)) {
+		if q := int64(8e12) / int64(r); q*int64(r) == int64(8e12) {
+			s.psPerByte, s.maxN = q, int(min(1<<25, math.MaxInt64/q))
+		}
+	}
+	return s
+}
+
+// Serialize is Rate.Serialize(n).
+func (s Serializer) Serialize(n int) Duration {
+	if n > 0 && n < s.maxN {
+		return Duration(int64(n) * s.psPerByte)
+	}
+	return s.Rate.Serialize(n)
+}
+
 // Serialize is the time needed to move n bytes at rate r, rounded up to the
 // picosecond (so that back-to-back transfers never overlap).
 func (r BitRate) Serialize(n int) Duration {

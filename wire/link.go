@@ -96,7 +96,7 @@ func (p *Port) Link() *Link { return p.link }
 // WireTime is how long a frame of n bytes occupies the port's transmitter:
 // WireBytes(n) at the link's rate (the device paces its transmit buffer
 // by it).
-func (p *Port) WireTime(n int) sim.Duration { return p.link.spec.Rate.Serialize(WireBytes(n)) }
+func (p *Port) WireTime(n int) sim.Duration { return p.link.ser.Serialize(WireBytes(n)) }
 
 // direction is one way of a link: its transmitter and what it carries.
 type direction struct {
@@ -128,6 +128,7 @@ func (pk *packet) Fire(now sim.Time) { pk.link.fire(pk, now) }
 type Link struct {
 	eng   *sim.Engine
 	spec  Spec
+	ser   sim.Serializer // spec.Rate, precomputed
 	rec   *trace.Recorder
 	ctr   *trace.Counters
 	inj   *fault.Injector
@@ -144,6 +145,7 @@ func newLink(eng *sim.Engine, spec Spec, rec *trace.Recorder, ctr *trace.Counter
 		ctr = &trace.Counters{}
 	}
 	l := &Link{eng: eng, spec: spec.withDefaults(), rec: rec, ctr: ctr, inj: inj}
+	l.ser = sim.NewSerializer(l.spec.Rate)
 	for i := range l.ports {
 		l.ports[i].link = l
 	}
@@ -287,7 +289,7 @@ func (p *Port) send(t sim.Time, frame []byte, flow uint64, verified bool, seal f
 	}
 	d := p.out
 	start := max(t, l.eng.Now(), d.busyUntil)
-	end := start.Add(l.spec.Rate.Serialize(WireBytes(n)))
+	end := start.Add(l.ser.Serialize(WireBytes(n)))
 	d.busyUntil = end
 	arrive := end.Add(l.spec.Propagation)
 
