@@ -44,7 +44,7 @@ func Map(fd int, size int, base uint64) (*Region, error) {
 		return fail("mmap %d bytes: %v", size, err)
 	}
 	_ = unix.Madvise(mem, unix.MADV_DONTFORK)
-	return &Region{mem: mem, fd: fd, base: base, free: []span{{0, size}}, used: map[uint64]int{}}, nil
+	return &Region{mem: mem, fd: fd, base: base, free: newSpanTree(base, span{0, size}), used: map[uint64]int{}}, nil
 }
 
 // Revoke takes the region's memory away from whoever else maps it: the

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
-	"sort"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,34 +34,10 @@ func (e *RangeError) Unwrap() error { return ErrOutOfRange }
 type Region struct {
 	mem   []byte
 	base  uint64
-	fd    int    // memfd, or -1 for an anonymous mapping
-	free  []span // sorted by offset, never adjacent
+	fd    int       // memfd, or -1 for an anonymous mapping
+	free  *spanTree // by offset, never adjacent
 	used  map[uint64]int
 	inUse int
-	// skip[k]: no free span before index skip[k].from can hold a request
-	// of k's size class and alignment, so first fit for such a request
-	// starts there: the same span plain first fit finds, without walking
-	// again the gaps alignment leaves behind every ring and doorbell
-	// record (what made creating many QPs quadratic).
-	skip map[fitClass]int
-}
-
-// fitClass is a request's size class (the largest power of two <= its
-// size) and alignment. A span that cannot hold 1<<size bytes at that
-// alignment cannot hold any larger request of the same alignment.
-type fitClass struct{ size, align uint8 }
-
-func classOf(size, align int) fitClass {
-	return fitClass{uint8(bits.Len(uint(size)) - 1), uint8(bits.TrailingZeros(uint(align)))}
-}
-
-// fits reports whether span s holds size bytes at IOVA alignment align,
-// and where they would start.
-func (r *Region) fits(s span, size, align int) (int, bool) {
-	// Align the IOVA, not just the offset, so that hardware-style
-	// alignment rules hold for the addresses the device sees.
-	a := int((r.base+uint64(s.off)+uint64(align-1))&^uint64(align-1) - r.base)
-	return a, a+size <= s.off+s.size
 }
 
 type span struct{ off, size int }
@@ -102,12 +76,10 @@ func New(name string, size int, base uint64) (*Region, error) {
 	// Device-visible memory must not be inherited by a forked child
 	// (ibv_fork_init does the same); failure is harmless here.
 	_ = unix.Madvise(mem, unix.MADV_DONTFORK)
-	r := &Region{mem: mem, fd: fd, free: []span{{0, size}}, used: map[uint64]int{}}
 	if base == 0 {
 		base = uint64(uintptrOf(mem))
 	}
-	r.base = base
-	return r, nil
+	return &Region{mem: mem, fd: fd, base: base, free: newSpanTree(base, span{0, size}), used: map[uint64]int{}}, nil
 }
 
 // Close unmaps the region.
@@ -191,29 +163,14 @@ func (r *Region) Alloc(size, align int) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if size > len(r.mem) { // no span holds it; and a+size in fits must not wrap
+	if size > len(r.mem) { // no span holds it; and a+size in fitLow must not wrap
 		return 0, r.noSpace(size, align)
 	}
-	if r.skip == nil {
-		r.skip = map[fitClass]int{}
+	s, a, ok := r.free.first(size, align)
+	if !ok {
+		return 0, r.noSpace(size, align)
 	}
-	c := classOf(size, align)
-	from := r.skip[c]
-	for i := from; i < len(r.free); i++ {
-		if i == from {
-			if _, ok := r.fits(r.free[i], 1<<c.size, align); !ok {
-				from++ // no request of this class fits it: skip it from now on
-			}
-		}
-		a, ok := r.fits(r.free[i], size, align)
-		if !ok {
-			continue
-		}
-		r.skip[c] = from
-		return r.carve(i, a, size), nil
-	}
-	r.skip[c] = from
-	return 0, r.noSpace(size, align)
+	return r.carve(s, a, size), nil
 }
 
 // noSpace is the error of a request no free span holds.
@@ -221,37 +178,20 @@ func (r *Region) noSpace(size, align int) error {
 	return fmt.Errorf("%w: %d bytes (align %d), %d of %d in use", ErrNoSpace, size, align, r.inUse, len(r.mem))
 }
 
-// carve takes [a, a+size) out of free span i, zeroes it and records it.
-func (r *Region) carve(i, a, size int) uint64 {
-	s := r.free[i]
-	var rest [2]span
-	n := 0
-	if a > s.off {
-		rest[n] = span{s.off, a - s.off}
-		n++
-	}
-	if end := s.off + s.size; a+size < end {
-		rest[n] = span{a + size, end - a - size}
-		n++
-	}
-	// Replace span i by its n pieces in place. Pieces of a span a class
-	// skips are smaller still: only the skip indexes past i move.
-	switch n {
-	case 0:
-		r.free = append(r.free[:i], r.free[i+1:]...)
-	case 1:
-		r.free[i] = rest[0]
-	case 2:
-		r.free = append(r.free, span{})
-		copy(r.free[i+2:], r.free[i+1:])
-		r.free[i], r.free[i+1] = rest[0], rest[1]
-	}
-	if n != 1 {
-		for c, k := range r.skip {
-			if i < k {
-				r.skip[c] = k + n - 1
-			}
+// carve takes [a, a+size) out of free span s, zeroes it and records it.
+func (r *Region) carve(s span, a, size int) uint64 {
+	lo := span{s.off, a - s.off}
+	hi := span{a + size, s.off + s.size - a - size}
+	switch {
+	case lo.size > 0:
+		r.free.replace(s.off, lo)
+		if hi.size > 0 {
+			r.free.insert(hi)
 		}
+	case hi.size > 0:
+		r.free.replace(s.off, hi)
+	default:
+		r.free.remove(s.off)
 	}
 	clear(r.mem[a : a+size])
 	addr := r.base + uint64(a)
@@ -269,19 +209,14 @@ func (r *Region) AllocTop(size, align int) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if size > len(r.mem) { // no span holds it; and a+size in fits must not wrap
+	if size > len(r.mem) { // no span holds it
 		return 0, r.noSpace(size, align)
 	}
-	for i := len(r.free) - 1; i >= 0; i-- {
-		s := r.free[i]
-		end := s.off + s.size
-		a := int((r.base+uint64(end-size))&^uint64(align-1) - r.base)
-		if a < s.off {
-			continue
-		}
-		return r.carve(i, a, size), nil
+	s, a, ok := r.free.last(size, align)
+	if !ok {
+		return 0, r.noSpace(size, align)
 	}
-	return 0, r.noSpace(size, align)
+	return r.carve(s, a, size), nil
 }
 
 // Free releases an allocation made by Alloc.
@@ -292,24 +227,22 @@ func (r *Region) Free(addr uint64) error {
 	}
 	delete(r.used, addr)
 	r.inUse -= size
-	off := int(addr - r.base)
-	i := sort.Search(len(r.free), func(i int) bool { return r.free[i].off > off })
-	r.free = append(r.free, span{})
-	copy(r.free[i+1:], r.free[i:])
-	r.free[i] = span{off, size}
-	// Merge with the next span, then with the previous one.
-	if i+1 < len(r.free) && off+size == r.free[i+1].off {
-		r.free[i].size += r.free[i+1].size
-		r.free = append(r.free[:i+1], r.free[i+2:]...)
-	}
-	if i > 0 && r.free[i-1].off+r.free[i-1].size == off {
-		r.free[i-1].size += r.free[i].size
-		r.free = append(r.free[:i], r.free[i+1:]...)
-		i--
-	}
-	// The freed span may fit anything: first fit must look at it again.
-	for c, k := range r.skip {
-		r.skip[c] = min(k, i)
+	s := span{int(addr - r.base), size}
+	// Merge with the span just before, the one just after, or both.
+	p, pok := r.free.before(s.off)
+	pok = pok && p.off+p.size == s.off
+	n, nok := r.free.after(s.off)
+	nok = nok && s.off+s.size == n.off
+	switch {
+	case pok && nok:
+		r.free.remove(n.off)
+		r.free.replace(p.off, span{p.off, p.size + s.size + n.size})
+	case pok:
+		r.free.replace(p.off, span{p.off, p.size + s.size})
+	case nok:
+		r.free.replace(n.off, span{s.off, s.size + n.size})
+	default:
+		r.free.insert(s)
 	}
 	return nil
 }
