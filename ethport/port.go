@@ -30,6 +30,8 @@ var (
 	CtrARPResolved     = trace.NewCounter("port_arp_resolved")       // resolutions completed by a reply
 	CtrARPTimeouts     = trace.NewCounter("port_arp_timeouts")       // resolutions that ran out of retries
 	CtrARPNotForUs     = trace.NewCounter("port_arp_not_for_us")     // ARP about other addresses (may refresh the cache)
+	CtrARPStale        = trace.NewCounter("port_arp_stale")          // learned entries past ReachableTime, asked for again
+	CtrARPExpired      = trace.NewCounter("port_arp_expired")        // stale entries whose neighbour did not answer: removed
 	CtrDropRunt        = trace.NewCounter("port_drop_runt")          // shorter than an Ethernet header
 	CtrDropOtherMAC    = trace.NewCounter("port_drop_other_mac")     // unicast to another MAC, multicast, or broadcast non-ARP
 	CtrDropEtherType   = trace.NewCounter("port_drop_ethertype")     // not IPv4 or ARP (IPv6, VLAN tags, LLDP, ...)
@@ -48,6 +50,11 @@ var (
 const (
 	DefaultARPTries    = 3
 	DefaultARPInterval = 333 * sim.Millisecond
+	// DefaultReachableTime is how long a learned entry is trusted without
+	// news from its neighbour: Linux's base_reachable_time (30 s; Linux
+	// draws each entry's between 15 and 45 s, this port uses the base,
+	// deterministically).
+	DefaultReachableTime = 30 * sim.Second
 )
 
 // Errors; returned errors wrap them.
@@ -69,7 +76,11 @@ type Config struct {
 	Node        int        // trace node
 	ARPTries    int        // who-has requests per resolution (default 3)
 	ARPInterval sim.Duration
-	Static      []Neighbor // permanent entries: never sent for, never overwritten
+	// ReachableTime: a learned entry older than this is stale, and the
+	// next Resolve asks for it again (default DefaultReachableTime;
+	// negative: learned entries never go stale).
+	ReachableTime sim.Duration
+	Static        []Neighbor // permanent entries: never sent for, never overwritten, never stale
 }
 
 // Sender is where the port's frames go; wire.RealTransport satisfies it.
@@ -81,6 +92,7 @@ type Sender interface {
 type neighbor struct {
 	mac    [6]byte
 	static bool
+	at     sim.Time // learned or last confirmed by an ARP from the neighbour
 }
 
 // Port is the emulated NIC's Ethernet port. It is driven by the one
@@ -116,6 +128,9 @@ func New(eng *sim.Engine, cfg Config, tx Sender, rec *trace.Recorder) (*Port, er
 	}
 	if cfg.ARPInterval <= 0 {
 		cfg.ARPInterval = DefaultARPInterval
+	}
+	if cfg.ReachableTime == 0 {
+		cfg.ReachableTime = DefaultReachableTime
 	}
 	p := &Port{eng: eng, cfg: cfg, tx: tx, rec: rec,
 		cache: map[netip.Addr]neighbor{}, pending: map[netip.Addr]*Resolution{}}
@@ -168,10 +183,20 @@ func (p *Port) AddStatic(n Neighbor) error {
 	return nil
 }
 
-// Neighbor looks ip up in the cache.
+// Neighbor looks ip up in the cache: a static entry, or a learned one
+// that is not stale (Resolve asks again for a stale one).
 func (p *Port) Neighbor(ip netip.Addr) ([6]byte, bool) {
 	n, ok := p.cache[ip]
-	return n.mac, ok
+	if !ok || p.stale(n, p.eng.Now()) {
+		return [6]byte{}, false
+	}
+	return n.mac, true
+}
+
+// stale reports whether learned entry n has gone without news from its
+// neighbour for longer than ReachableTime at t.
+func (p *Port) stale(n neighbor, t sim.Time) bool {
+	return !n.static && p.cfg.ReachableTime > 0 && t.Sub(n.at) > p.cfg.ReachableTime
 }
 
 // Send is the device's transmit path (device.Port): the frame goes to the
@@ -288,7 +313,7 @@ func (p *Port) receiveARP(t sim.Time, a ARP) {
 		switch {
 		case known && n.static: // permanent: never overwritten
 		case known || forUs || r != nil:
-			p.cache[sip] = neighbor{mac: smac}
+			p.cache[sip] = neighbor{mac: smac, at: t}
 		}
 		if r != nil {
 			p.ctr.Inc(CtrARPResolved)
@@ -345,6 +370,12 @@ func (r *Resolution) Fire(now sim.Time) {
 	p := r.p
 	if r.Tries >= p.cfg.ARPTries {
 		p.ctr.Inc(CtrARPTimeouts)
+		if n, ok := p.cache[r.IP]; ok && !n.static {
+			// A stale entry asked for again, and nobody answered: the
+			// neighbour is gone (or has another address); forget it.
+			p.ctr.Inc(CtrARPExpired)
+			delete(p.cache, r.IP)
+		}
 		p.rec.Warnf(p.cfg.Node, now, Component, CtrARPTimeouts.String(), "no ARP reply for %v after %d requests", r.IP, r.Tries)
 		r.finish([6]byte{}, fmt.Errorf("%w for %v after %d requests %.0f ms apart", ErrARPTimeout, r.IP, r.Tries,
 			float64(p.cfg.ARPInterval)/float64(sim.Millisecond)))
@@ -363,9 +394,14 @@ func (p *Port) request(now sim.Time, r *Resolution) {
 	p.eng.At(now.Add(p.cfg.ARPInterval), r)
 }
 
-// Resolve finds ip's MAC: at once from the cache (static or learned), else
-// by broadcasting who-has up to ARPTries times, ARPInterval apart on the
-// engine's clock. A resolution already running for ip is shared.
+// Resolve finds ip's MAC: at once from the cache (static, or learned and
+// not stale), else by broadcasting who-has up to ARPTries times,
+// ARPInterval apart on the engine's clock. A resolution already running
+// for ip is shared. A stale entry is asked for again like a missing one
+// (rather than used while it is checked, as Linux's STALE state does:
+// what resolves here is a new connection's destination, which would keep
+// a wrong MAC for its whole life); if the neighbour does not answer, the
+// entry is removed.
 func (p *Port) Resolve(ip netip.Addr) *Resolution {
 	r := &Resolution{IP: ip, p: p}
 	switch {
@@ -376,12 +412,15 @@ func (p *Port) Resolve(ip netip.Addr) *Resolution {
 		r.done, r.Err = true, fmt.Errorf("%w: %v is the port's own address", ErrBadAddress, ip)
 		return r
 	}
-	if n, ok := p.cache[ip]; ok {
-		r.done, r.MAC = true, n.mac
-		return r
-	}
 	if old := p.pending[ip]; old != nil {
 		return old
+	}
+	if n, ok := p.cache[ip]; ok {
+		if !p.stale(n, p.eng.Now()) {
+			r.done, r.MAC = true, n.mac
+			return r
+		}
+		p.ctr.Inc(CtrARPStale)
 	}
 	p.pending[ip] = r
 	p.request(p.eng.Now(), r)

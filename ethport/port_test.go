@@ -430,3 +430,94 @@ func TestNotUnicastAddressesRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestLearnedEntriesGoStale: a learned entry is trusted for ReachableTime;
+// past it, Neighbor no longer gives it and Resolve asks again: an answer
+// (here with a new MAC, the neighbour replaced) refreshes it, silence
+// removes it. Static entries never go stale; a negative ReachableTime
+// keeps learned ones for ever.
+func TestLearnedEntriesGoStale(t *testing.T) {
+	learn := func(e *env) {
+		t.Helper()
+		r := e.p.Resolve(peerIP)
+		e.p.ReceiveFrame(e.eng.Now(), arpFrame(ethport.ARPReply, ourMAC, peerMAC, peerIP, ourMAC, ourIP))
+		require.True(t, r.Done())
+		require.NoError(t, r.Err)
+		e.eng.Run(0) // the first resolution's retry timer
+	}
+	past := ethport.DefaultReachableTime + sim.Second
+
+	t.Run("fresh within ReachableTime", func(t *testing.T) {
+		e := newEnv(t)
+		learn(e)
+		e.eng.Advance(ethport.DefaultReachableTime - sim.Second)
+		mac, ok := e.p.Neighbor(peerIP)
+		require.True(t, ok)
+		require.Equal(t, peerMAC, mac)
+		require.True(t, e.p.Resolve(peerIP).Done())
+		require.Len(t, e.tx.frames, 1, "a fresh entry is not asked for")
+	})
+	t.Run("stale then answered with a new MAC", func(t *testing.T) {
+		e := newEnv(t)
+		learn(e)
+		e.eng.Advance(past)
+		_, ok := e.p.Neighbor(peerIP)
+		require.False(t, ok, "a stale entry is not given out")
+		r := e.p.Resolve(peerIP)
+		require.False(t, r.Done(), "a stale entry is asked for again")
+		require.Len(t, e.tx.frames, 2)
+		_, arp := decodeARP(t, e.tx.frames[1])
+		require.Equal(t, uint16(layers.ARPRequest), arp.Operation)
+		moved := [6]byte{0x02, 0, 0, 0, 0, 0x42}
+		e.p.ReceiveFrame(e.eng.Now(), arpFrame(ethport.ARPReply, ourMAC, moved, peerIP, ourMAC, ourIP))
+		require.True(t, r.Done())
+		require.NoError(t, r.Err)
+		require.Equal(t, moved, r.MAC)
+		mac, ok := e.p.Neighbor(peerIP)
+		require.True(t, ok, "the answer makes it fresh again")
+		require.Equal(t, moved, mac)
+		require.Equal(t, uint64(1), e.p.Counters().Value(ethport.CtrARPStale))
+	})
+	t.Run("stale and silent is removed", func(t *testing.T) {
+		e := newEnv(t)
+		learn(e)
+		e.eng.Advance(past)
+		r := e.p.Resolve(peerIP)
+		for !r.Done() {
+			require.True(t, e.eng.Step(), "a timer is pending until the resolution ends")
+		}
+		require.ErrorIs(t, r.Err, ethport.ErrARPTimeout)
+		require.Equal(t, uint64(1), e.p.Counters().Value(ethport.CtrARPExpired))
+		_, ok := e.p.Neighbor(peerIP)
+		require.False(t, ok)
+		require.False(t, e.p.Resolve(peerIP).Done(), "a removed entry is resolved from scratch")
+	})
+	t.Run("gratuitous ARP keeps it fresh", func(t *testing.T) {
+		e := newEnv(t)
+		learn(e)
+		e.eng.Advance(ethport.DefaultReachableTime - sim.Second)
+		e.p.ReceiveFrame(e.eng.Now(), arpFrame(ethport.ARPRequest, ethport.Broadcast, peerMAC, peerIP, [6]byte{}, peerIP))
+		e.eng.Advance(2 * sim.Second)
+		_, ok := e.p.Neighbor(peerIP)
+		require.True(t, ok)
+	})
+	t.Run("static never stale", func(t *testing.T) {
+		e := newEnv(t, ethport.Neighbor{IP: peerIP, MAC: peerMAC})
+		e.eng.Advance(10 * past)
+		mac, ok := e.p.Neighbor(peerIP)
+		require.True(t, ok)
+		require.Equal(t, peerMAC, mac)
+		require.True(t, e.p.Resolve(peerIP).Done())
+		require.Empty(t, e.tx.frames)
+	})
+	t.Run("negative ReachableTime never ages", func(t *testing.T) {
+		e := &env{eng: sim.NewEngine(), tx: &fakeTx{}, rx: &fakeRx{}, rec: trace.NewRecorder()}
+		p, err := ethport.New(e.eng, ethport.Config{MAC: ourMAC, IP: ourIP, ReachableTime: -1}, e.tx, e.rec)
+		require.NoError(t, err)
+		e.p = p
+		learn(e)
+		e.eng.Advance(10 * past)
+		_, ok := e.p.Neighbor(peerIP)
+		require.True(t, ok)
+	})
+}
