@@ -166,11 +166,26 @@ func (p *Pacer) bound() {
 	}
 }
 
-// Sync runs the engine up to the wall clock (the virtual clock never
-// lags, beyond a stall's MaxLag) and reports whether any event ran. Call
-// it before posting work, so that a doorbell is stamped no earlier than
-// the wall time it was rung at.
+// Sync delivers the frames queued since the pump last looked, then runs
+// the engine up to the wall clock (the virtual clock never lags, beyond a
+// stall's MaxLag), and reports whether anything ran. Call it before
+// posting work, so that a doorbell is stamped no earlier than the wall
+// time it was rung at. The frames go first, as in Pump: they arrived
+// before the timers that fell due while nobody looked (an ACK in the
+// socket must stop its ACK timeout, not lose to it).
 func (p *Pacer) Sync() bool {
+	did := false
+	for _, pp := range p.ports {
+		if pp.drain() {
+			did = true
+		}
+	}
+	return p.catchUp() || did
+}
+
+// catchUp is Sync without the queued frames: for received, whose frame
+// came out of the queue first.
+func (p *Pacer) catchUp() bool {
 	before := p.eng.Fired()
 	p.bound()
 	if w := p.Wall(); p.eng.Now() < w {
@@ -431,7 +446,7 @@ func (p *Pacer) received(pp *PacedPort, f []byte, ok bool) bool {
 		pp.transportClosed()
 		return false
 	}
-	p.Sync()
+	p.catchUp()
 	pp.deliver(f)
 	p.lastWork = time.Now()
 	return true

@@ -1,13 +1,17 @@
 package wallclock
 
 import (
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/softnic/softnic/ethport"
 	"github.com/softnic/softnic/sim"
+	"github.com/softnic/softnic/trace"
+	"github.com/softnic/softnic/wire"
 )
 
 // storm keeps an engine busier than real time: an event every
@@ -68,4 +72,48 @@ func TestCatchUpBounded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// logTransport is a RealTransport whose received frames the test queues
+// and whose sends go into a log shared with the test's timers.
+type logTransport struct {
+	rx  chan []byte
+	log *[]string
+}
+
+func (l *logTransport) Send([]byte) error     { *l.log = append(*l.log, "sent"); return nil }
+func (l *logTransport) Frames() <-chan []byte { return l.rx }
+func (l *logTransport) Stats() wire.RealStats { return wire.RealStats{} }
+func (l *logTransport) Close() error          { return nil }
+func (l *logTransport) String() string        { return "log" }
+
+type logTimer struct{ log *[]string }
+
+func (l logTimer) Fire(sim.Time) { *l.log = append(*l.log, "timer") }
+
+// TestSyncDeliversQueuedFramesFirst: a frame that arrived while nobody
+// pumped is older than the timers that fell due meanwhile, so Sync (the
+// catch-up before a post) hands it to the port before it runs them, as
+// Pump does. Sync ran the timers first: an ACK sitting in the socket lost
+// to the ACK timeout that its arrival would have stopped.
+func TestSyncDeliversQueuedFramesFirst(t *testing.T) {
+	var log []string
+	eng := sim.NewEngine()
+	p := NewPacer(eng, DefaultLead)
+	tr := &logTransport{rx: make(chan []byte, 1), log: &log}
+	ourIP, peerIP := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	ourMAC, peerMAC := ethport.DefaultMAC(ourIP), ethport.DefaultMAC(peerIP)
+	port, err := ethport.New(eng, ethport.Config{MAC: ourMAC, IP: ourIP}, tr, trace.NewRecorder())
+	require.NoError(t, err)
+	p.AddPort(port, tr)
+	// The who-has is queued; a timer falls due 1 ms later; the program
+	// looks 3 ms later.
+	frame := make([]byte, ethport.ARPFrameLen)
+	ethport.BuildARPFrame(frame, ethport.Broadcast, peerMAC, &ethport.ARPFields{Op: ethport.ARPRequest,
+		SenderMAC: peerMAC, SenderIP: peerIP, TargetIP: ourIP})
+	tr.rx <- frame
+	eng.At(eng.Now().Add(sim.Millisecond), logTimer{&log})
+	behind(t, p, 3*sim.Millisecond)
+	p.Sync()
+	require.Equal(t, []string{"sent", "timer"}, log, "the queued who-has is answered before the later timer runs")
 }
