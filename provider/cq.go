@@ -179,7 +179,7 @@ func (cq *CQ) Destroy() error {
 	if err := cq.ctx.ctl.DestroyCQ(cq.cqn); err != nil {
 		return opErr("destroy_cq", 0, err)
 	}
-	cq.ctx.asyncGone(async)
+	cq.ctx.asyncGone(async, "cq", cq.cqn)
 	if ch != nil {
 		// The destroy removed the CQ's unread events from the channel
 		// (ib_uverbs_release_ucq): take their bytes back from the fd.

@@ -64,11 +64,27 @@ func (c *Context) events(op string) (*ctxEvents, error) {
 	if !ok {
 		return nil, opErr(op, 0, detail(ErrNotSupported, "device %q delivers no events", c.name))
 	}
-	ev := &ctxEvents{ec: ec, chans: map[uint32]*CompChannel{}}
+	ev := &ctxEvents{ec: joinHub(ec, c.ownsEvent), chans: map[uint32]*CompChannel{}}
 	ev.clock, _ = c.ctl.(mlx5.VirtualClock)
 	c.ev = ev
-	ec.SetEventNotify(ev.notify)
+	ev.ec.SetEventNotify(ev.notify)
 	return ev, nil
+}
+
+// ownsEvent reports whether async event e is this context's: its QP, CQ or
+// SRQ is one of the context's, or it is a port or device event (every
+// context gets those). The eventHub routes by it once several contexts
+// share the device.
+func (c *Context) ownsEvent(e mlx5.AsyncEvent) bool {
+	switch eventObject(e.Type) {
+	case "cq":
+		return !c.cqs[e.Num].gone()
+	case "qp":
+		return !c.qps[e.Num].gone()
+	case "srq":
+		return !c.srqs[e.Num].gone()
+	}
+	return !c.closed
 }
 
 // notify is called by the device for every event it queues.
@@ -366,10 +382,14 @@ func (c *Context) asyncPending() int {
 
 // asyncGone takes back the fd bytes of the events a destroy removed from
 // the async queue (the kernel drops a destroyed object's events);
-// before is asyncPending ahead of the destroy.
-func (c *Context) asyncGone(before int) {
+// before is asyncPending ahead of the destroy of object num of kind
+// ("qp", "cq", "srq").
+func (c *Context) asyncGone(before int, kind string, num uint32) {
 	if before < 0 {
 		return
+	}
+	if v, ok := c.ev.ec.(*eventView); ok {
+		v.drop(kind, num) // events routed to this context already
 	}
 	c.ev.async.dropGone(before-c.ev.ec.PendingEvents(0), func() int { return c.ev.ec.PendingEvents(0) })
 }

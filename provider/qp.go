@@ -458,7 +458,7 @@ func (qp *QP) Destroy() error {
 	if err := c.ctl.DestroyQP(qp.qpn); err != nil {
 		return opErr("destroy_qp", qp.qpn, err)
 	}
-	c.asyncGone(async)
+	c.asyncGone(async, "qp", qp.qpn)
 	c.kevDel(uh)
 	qp.recvCQ.clean(qp.qpn, qp.srq)
 	if qp.sendCQ != qp.recvCQ {

@@ -362,7 +362,7 @@ func (s *SRQ) Destroy() error {
 	if err := s.ctl.DestroySRQ(s.srqn); err != nil {
 		return opErr(op, 0, err)
 	}
-	s.ctx.asyncGone(async)
+	s.ctx.asyncGone(async, "srq", s.srqn)
 	c := s.ctx
 	c.kevDel(uh)
 	s.dead = true
