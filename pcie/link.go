@@ -184,7 +184,12 @@ type Link struct {
 	serMWrFull     sim.Duration // ser of a whole-MPS MWr
 	serMRd         sim.Duration // ser of an MRd
 	cplFull        int          // the usual completion: MPS, or RCB with RCBChunks
-	serCplFull     sim.Duration // its ser
+	// wholeCpl: cplFull is whole cache lines and RCBs; wholeReq: MRRS is
+	// whole cplFulls too. DeviceRead's arithmetic trains need them; the
+	// spec is fixed, so they are checked once, not with three divisions a
+	// request.
+	wholeCpl, wholeReq bool
+	serCplFull         sim.Duration // its ser
 }
 
 // NewLink returns a link for spec. It panics if spec is invalid: profiles
@@ -201,6 +206,9 @@ func NewLink(spec Spec) *Link {
 		l.cplFull = spec.RCB
 	}
 	l.serCplFull = l.ser(l.cplFull + spec.HdrCplD)
+	f := l.cplFull
+	l.wholeCpl = f > 0 && spec.RCB > 0 && f%cacheLine == 0 && f%spec.RCB == 0
+	l.wholeReq = l.wholeCpl && spec.MRRS%f == 0
 	return l
 }
 
@@ -469,8 +477,8 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 	upTrain := false     // the requests so far end the up lane's calendar
 	var lastEnd sim.Time // when the last completion so far ends
 	for n > 0 {
-		if f := l.cplFull; upTrain && charged && n >= sp.MRRS && addr&uint64(sp.MRRS-1) == 0 && addr&uint64(sp.RCB-1) == 0 &&
-			addr%cacheLine == 0 && sp.MRRS%f == 0 && f%cacheLine == 0 && f%sp.RCB == 0 {
+		if f := l.cplFull; upTrain && charged && l.wholeReq && n >= sp.MRRS && addr&uint64(sp.MRRS-1) == 0 && addr&uint64(sp.RCB-1) == 0 &&
+			addr%cacheLine == 0 {
 			// The rest of the read is whole requests of whole completions
 			// (f bytes, f/64 new lines each). If the next request (right
 			// after the last on the up lane: upTrain) arrives before the
@@ -572,8 +580,7 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 			ncpl++
 			a += uint64(c)
 			r -= c
-			if f := l.cplFull; r >= f && ln.iv[ln.n-1].e == end && a%cacheLine == 0 && a&uint64(sp.RCB-1) == 0 &&
-				f%cacheLine == 0 && f%sp.RCB == 0 {
+			if f := l.cplFull; r >= f && l.wholeCpl && ln.iv[ln.n-1].e == end && a%cacheLine == 0 && a&uint64(sp.RCB-1) == 0 {
 				// This completion ends the down lane's calendar and the
 				// next ones are whole (f bytes, f/64 new lines each). If
 				// the host makes each one's bytes no slower than the link
