@@ -50,10 +50,10 @@ var hubs = struct {
 }{m: map[mlx5.EventControl]*eventHub{}}
 
 // joinHub returns context's view of ec's hub, making the hub on first use.
-// An ec whose type cannot be a map key (a struct with a slice in it) gets
-// a view of its own.
+// An ec that cannot be a map key (a struct with a slice in it, or with an
+// interface field that holds one) gets a hub of its own.
 func joinHub(ec mlx5.EventControl, owns func(mlx5.AsyncEvent) bool) *eventView {
-	if t := reflect.TypeOf(ec); t == nil || !t.Comparable() {
+	if v := reflect.ValueOf(ec); !v.IsValid() || !v.Comparable() { // Comparable looks into interface fields too
 		h := &eventHub{ec: ec, chans: map[uint32]*eventView{}}
 		v := &eventView{hub: h, owns: owns}
 		h.views = []*eventView{v}

@@ -604,3 +604,22 @@ func TestWaitEndsOnEndlessUnknownEvents(t *testing.T) {
 		}
 	}
 }
+
+// uncomparableEvents is an EventControl that cannot be a map key: its
+// type is comparable, the slice its interface field holds is not.
+type uncomparableEvents struct {
+	*fakeEvents
+	extra any
+}
+
+// TestEventHubUncomparableControl: a control whose value cannot be a map
+// key gets an event hub of its own rather than a panic.
+func TestEventHubUncomparableControl(t *testing.T) {
+	ec := uncomparableEvents{fakeEvents: &fakeEvents{}, extra: []int{1}}
+	v := joinHub(ec, func(mlx5.AsyncEvent) bool { return true })
+	require.NotNil(t, v)
+	v.SetEventNotify(func(uint32) {})
+	require.Equal(t, 0, v.PendingEvents(0))
+	v.SetEventNotify(nil)
+	require.True(t, v.gone)
+}
