@@ -560,3 +560,25 @@ func TestPDNWrapsAt24Bits(t *testing.T) {
 		})
 	}
 }
+
+// TestCompChannelNumbersWrap: channel numbers are 32 bits, 0 naming the
+// async queue. Past 2^32 creations they wrap to 1, not 0, and skip the
+// ones still open: an event for one channel never reaches another.
+func TestCompChannelNumbersWrap(t *testing.T) {
+	d, _ := newDev(t)
+	first, err := d.CreateCompChannel()
+	require.NoError(t, err)
+	require.Equal(t, uint32(1), first)
+	d.SetNextCompChannel(^uint32(0) - 1)
+	last, err := d.CreateCompChannel()
+	require.NoError(t, err)
+	require.Equal(t, ^uint32(0), last)
+	next, err := d.CreateCompChannel()
+	require.NoError(t, err)
+	require.Equal(t, uint32(2), next, "wraps past 0 (the async queue) and 1 (still open)")
+	require.NoError(t, d.DestroyCompChannel(first))
+	d.SetNextCompChannel(0)
+	again, err := d.CreateCompChannel()
+	require.NoError(t, err)
+	require.Equal(t, uint32(1), again, "a closed channel's number is free again")
+}

@@ -288,7 +288,13 @@ func (d *Device) CreateCompChannel() (uint32, error) {
 	if len(d.ev.chans) >= d.spec.Caps.MaxCQ {
 		return 0, cmdErr("CREATE_COMP_CHANNEL", mlx5.StatusNoResources, "%d channels in use", len(d.ev.chans))
 	}
+	// Numbers start at 1 (0 is the async queue's) and, once they wrap
+	// after 2^32 creations, skip the ones still open; a number never
+	// names two channels.
 	d.ev.nextCh++
+	for d.ev.nextCh == 0 || d.ev.chans[d.ev.nextCh] != nil {
+		d.ev.nextCh++
+	}
 	ch := &compChannel{id: d.ev.nextCh}
 	d.ev.chans[ch.id] = ch
 	return ch.id, nil

@@ -31,3 +31,7 @@ func (d *Device) SetNextSRQN(n uint32) { d.nextSRQN = n }
 // SetNextMR sets the registration count RegMR takes its next key from
 // (tests of the 24-bit index's wrap, which takes 2^24 MRs to reach).
 func (d *Device) SetNextMR(n uint32) { d.nextMR = n }
+
+// SetNextCompChannel sets the number the last completion channel took
+// (tests of the number's wrap, which takes 2^32 channels to reach).
+func (d *Device) SetNextCompChannel(n uint32) { d.ev.nextCh = n }
