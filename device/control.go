@@ -32,11 +32,20 @@ func (d *Device) QueryDevice() (mlx5.DeviceAttr, error) {
 	return mlx5.DeviceAttr{
 		FWVersion: fwString(d.bar.Config().FWRev), VendorID: c.VendorID, VendorPartID: c.VendorPartID, HWVer: c.HWVer, MaxCQ: c.MaxCQ,
 		MaxQP: c.MaxQP, MaxQPWR: c.MaxQPWR, MaxSGE: c.MaxSGE, MaxCQE: c.MaxCQE, MaxMR: c.MaxMR, MaxPD: c.MaxPD,
-		MaxMRSize: c.MaxMsgSize, MaxInline: c.MaxInline, MaxSQDescSz: mlx5.MaxWQEBBs * mlx5.WQEBBSize,
+		MaxSRQSGE: maxSRQSGE(c.MaxSGE), MaxMRSize: c.MaxMsgSize, MaxInline: c.MaxInline, MaxSQDescSz: mlx5.MaxWQEBBs * mlx5.WQEBBSize,
 		MaxQPRdAtomic: c.MaxRdAtom, BFRegSize: bfs, BFBufSize: bfs / 2, NumUARs: d.spec.BAR.NumUARs,
 		ActiveMTU: mlx5.MTUFromBytes(c.ActiveMTU), MAC: d.id.MAC, GID: d.GID(), CQEVersion: 1,
 	}, nil
 }
+
+// maxSRQSGE is max_srq_sge as mlx5_ib reports it: max_rq_sg - 1, where
+// max_rq_sg is max_wqe_sz_rq / 16. Assumed (unconfirmed for every
+// profile): max_wqe_sz_rq equals max_wqe_sz_sq, the send WQE whose
+// max_sge is (size - ctrl - raddr segments) / 16, so max_rq_sg is two
+// more than max_sge (ConnectX-5: 512 B, 30 and 32, max_srq_sge 31). The
+// SRQ's stride for it (16 + 31*16 = 512 B) is within the 1 KiB CREATE_SRQ
+// takes.
+func maxSRQSGE(maxSGE int) int { return maxSGE + 1 }
 
 // GetContext hands out the UAR pages of the (single) user context.
 func (d *Device) GetContext() (mlx5.ContextResp, error) {

@@ -33,14 +33,18 @@ const (
 
 // DeviceAttr is what QUERY_DEVICE / QUERY_PORT / GET_CONTEXT report.
 type DeviceAttr struct {
-	FWVersion     string
-	VendorID      uint32
-	VendorPartID  uint32
-	HWVer         uint32
-	MaxCQ         int
-	MaxQP         int
-	MaxQPWR       int // max WQEs per queue
-	MaxSGE        int
+	FWVersion    string
+	VendorID     uint32
+	VendorPartID uint32
+	HWVer        uint32
+	MaxCQ        int
+	MaxQP        int
+	MaxQPWR      int // max WQEs per queue
+	MaxSGE       int
+	// MaxSRQSGE is max_srq_sge: an SRQ's receive WQE has no send
+	// segments, so it may hold more than MaxSGE (mlx5_ib: max_rq_sg - 1,
+	// 31 on a ConnectX-5; rxe: 27). 0: not reported (taken as MaxSGE).
+	MaxSRQSGE     int
 	MaxCQE        int
 	MaxMR         int
 	MaxPD         int

@@ -19,8 +19,8 @@ func (pd *PD) kernCreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 	switch {
 	case attr.MaxWR < 1 || attr.MaxWR >= a.MaxQPWR:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "max_wr %d (1..%d)", attr.MaxWR, a.MaxQPWR-1))
-	case attr.MaxSGE < 0 || attr.MaxSGE > min(a.MaxSGE, rxeMaxSGE):
-		return nil, opErr(op, 0, detail(ErrInvalidArg, "max_sge %d (0..%d)", attr.MaxSGE, min(a.MaxSGE, rxeMaxSGE)))
+	case attr.MaxSGE < 0 || attr.MaxSGE > min(srqMaxSGE(a), rxeMaxSGE):
+		return nil, opErr(op, 0, detail(ErrInvalidArg, "max_sge %d (0..%d)", attr.MaxSGE, min(srqMaxSGE(a), rxeMaxSGE)))
 	case int(attr.SRQLimit) > attr.MaxWR:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "srq_limit %d > max_wr %d", attr.SRQLimit, attr.MaxWR))
 	}

@@ -93,8 +93,8 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 	switch {
 	case attr.MaxWR < 1 || attr.MaxWR >= a.MaxQPWR:
 		return nil, opErr(op, 0, detail(ErrInvalidArg, "max_wr %d (1..%d)", attr.MaxWR, a.MaxQPWR-1))
-	case attr.MaxSGE < 0 || attr.MaxSGE > a.MaxSGE:
-		return nil, opErr(op, 0, detail(ErrInvalidArg, "max_sge %d (0..%d)", attr.MaxSGE, a.MaxSGE))
+	case attr.MaxSGE < 0 || attr.MaxSGE > srqMaxSGE(a):
+		return nil, opErr(op, 0, detail(ErrInvalidArg, "max_sge %d (0..%d)", attr.MaxSGE, srqMaxSGE(a)))
 	}
 	stride := mlx5.SRQStride(attr.MaxSGE)
 	cnt := roundupPow2(attr.MaxWR + 1)
@@ -372,4 +372,14 @@ func (s *SRQ) Destroy() error {
 	_ = c.mem.Free(s.addr)
 	s.buf, s.dbr = nil, nil
 	return nil
+}
+
+// srqMaxSGE is the device's max_srq_sge, or its max_sge when it reports
+// none: an SRQ's receive WQE has no send segments, so mlx5 allows one
+// more scatter entry there (31 against 30) and rxe fewer (27 against 32).
+func srqMaxSGE(a *mlx5.DeviceAttr) int {
+	if a.MaxSRQSGE > 0 {
+		return a.MaxSRQSGE
+	}
+	return a.MaxSGE
 }

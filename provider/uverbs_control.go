@@ -372,7 +372,7 @@ func (u *UverbsControl) QueryDevice() (mlx5.DeviceAttr, error) {
 	a := mlx5.DeviceAttr{
 		FWVersion: fmt.Sprintf("%d.%d.%04d", r.FWVer>>32, r.FWVer>>16&0xffff, r.FWVer&0xffff),
 		VendorID:  r.VendorID, VendorPartID: r.VendorPartID, HWVer: r.HWVer,
-		MaxCQ: int(r.MaxCQ), MaxQP: int(r.MaxQP), MaxQPWR: int(r.MaxQPWR), MaxSGE: int(r.MaxSGE), MaxCQE: int(r.MaxCQE),
+		MaxCQ: int(r.MaxCQ), MaxQP: int(r.MaxQP), MaxQPWR: int(r.MaxQPWR), MaxSGE: int(r.MaxSGE), MaxSRQSGE: int(r.MaxSRQSGE), MaxCQE: int(r.MaxCQE),
 		MaxMR: int(r.MaxMR), MaxPD: int(r.MaxPD), MaxMRSize: r.MaxMRSize,
 		// The inline data a send WQE of every QP type holds: its fixed
 		// part is at most a UD QP's (ctrl + datagram segment).

@@ -13,7 +13,11 @@ import (
 // the provider asks CREATE_SRQ for the SGEs its power-of-two WQE stride
 // holds, as libmlx5 does (31 for 30), and uverbsdev refused anything above
 // max_sge: every SRQ of 16 to 30 SGEs failed with EINVAL over uverbs and
-// through softnic serve, while it worked in process.
+// through softnic serve, while it worked in process. max_srq_sge is
+// mlx5_ib's max_rq_sg - 1, one more than max_sge (31 against 30: an SRQ's
+// WQE has no send segments); it was reported as max_sge, so an
+// application sizing its SRQ by it, as on a ConnectX-5, got one SGE less.
+// One more than max_srq_sge is refused.
 func TestSRQSGEsOverUverbs(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -27,7 +31,9 @@ func TestSRQSGEsOverUverbs(t *testing.T) {
 			require.NoError(t, err)
 			mr, err := pd.RegMR(buf.Addr, 4096, provider.AccessLocalWrite)
 			require.NoError(t, err)
-			for n := 1; n <= ctx.Attr().MaxSGE; n++ {
+			a := ctx.Attr()
+			require.Equal(t, a.MaxSGE+1, a.MaxSRQSGE, "max_srq_sge")
+			for n := 1; n <= a.MaxSRQSGE; n++ {
 				srq, err := pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 4, MaxSGE: n})
 				require.NoError(t, err, "an SRQ of %d SGEs", n)
 				a, err := srq.Query()
@@ -41,6 +47,8 @@ func TestSRQSGEsOverUverbs(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, srq.Destroy())
 			}
+			_, err = pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 4, MaxSGE: a.MaxSRQSGE + 1})
+			require.ErrorIs(t, err, provider.ErrInvalidArg)
 		})
 	}
 }

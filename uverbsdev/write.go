@@ -436,7 +436,7 @@ func (s *Server) deviceResp(name string) (uverbs.QueryDeviceResp, *uverbs.Error)
 		MaxSGE: uint32(a.MaxSGE), MaxSGERd: uint32(a.MaxSGE), MaxCQ: uint32(a.MaxCQ), MaxCQE: uint32(a.MaxCQE),
 		MaxMR: uint32(a.MaxMR), MaxPD: uint32(a.MaxPD), MaxQPRdAtom: uint32(a.MaxQPRdAtomic), MaxQPInitRdAtom: uint32(a.MaxQPRdAtomic),
 		MaxResRdAtom: uint32(a.MaxQPRdAtomic * a.MaxQP), AtomicCap: 1, MaxAH: uint32(a.MaxQP), MaxSRQ: uint32(a.MaxQP),
-		MaxSRQWR: uint32(max(a.MaxQPWR-1, 0)), MaxSRQSGE: uint32(a.MaxSGE), MaxPkeys: 1, LocalCAAckDelay: 16, PhysPortCnt: 1,
+		MaxSRQWR: uint32(max(a.MaxQPWR-1, 0)), MaxSRQSGE: uint32(srqMaxSGE(&a)), MaxPkeys: 1, LocalCAAckDelay: 16, PhysPortCnt: 1,
 	}
 	return r, nil
 }
@@ -871,6 +871,14 @@ func (s *Server) destroyQP(name string, m *uverbs.WriteMsg, out []byte) (int, *u
 
 // srqSGECap is the scatter entries libmlx5 asks CREATE_SRQ for when an
 // application asks maxSGE: those its WQE stride holds (mlx5.SRQStride).
+// srqMaxSGE is the device's max_srq_sge (its max_sge if it reports none).
+func srqMaxSGE(a *mlx5.DeviceAttr) int {
+	if a.MaxSRQSGE > 0 {
+		return a.MaxSRQSGE
+	}
+	return a.MaxSGE
+}
+
 func srqSGECap(maxSGE int) uint32 { return uint32(mlx5.SRQStrideSGEs(mlx5.SRQStride(maxSGE))) }
 
 func (s *Server) createSRQ(name string, m *uverbs.WriteMsg, out []byte) (int, *uverbs.Error) {
@@ -890,11 +898,11 @@ func (s *Server) createSRQ(name string, m *uverbs.WriteMsg, out []byte) (int, *u
 	switch {
 	case c.MaxWR == 0 || c.MaxWR >= uint32(a.MaxQPWR):
 		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("max_wr %d (device max %d)", c.MaxWR, a.MaxQPWR-1))
-	case c.MaxSGE == 0 || c.MaxSGE > srqSGECap(a.MaxSGE):
+	case c.MaxSGE == 0 || c.MaxSGE > srqSGECap(srqMaxSGE(a)):
 		// libmlx5 sends the SGEs its WQE stride holds (max_gs after
 		// mlx5_alloc_srq_buf rounds the stride up to a power of two):
 		// 31 for an SRQ of max_srq_sge 30.
-		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("max_sge %d (device max %d, %d in its WQE stride)", c.MaxSGE, a.MaxSGE, srqSGECap(a.MaxSGE)))
+		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("max_sge %d (device max %d, %d in its WQE stride)", c.MaxSGE, srqMaxSGE(a), srqSGECap(srqMaxSGE(a))))
 	case drv.Flags&^uverbs.MLX5SRQFlagSignature != 0:
 		return 0, fail(name, syscall.EINVAL, fmt.Sprintf("mlx5 SRQ flags %#x", drv.Flags))
 	}

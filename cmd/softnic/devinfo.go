@@ -222,7 +222,7 @@ func printDevinfo(w io.Writer, ctx *provider.Context, p profile.Profile, verbose
 			{"max_ah", a.MaxQP},
 			{"max_srq", a.MaxQP},
 			{"max_srq_wr", a.MaxQPWR - 1},
-			{"max_srq_sge", a.MaxSGE},
+			{"max_srq_sge", a.MaxSRQSGE},
 			{"max_pkeys", 1},
 			{"local_ca_ack_delay", 16},
 			{"max_inline_data", a.MaxInline},
