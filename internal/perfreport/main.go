@@ -471,6 +471,11 @@ func (r *results) report(haveC, havePGO bool) string {
 	p("and fired counts, the 6 --json walks under the plans), and a DMA fault's trace warning carries the QP whose work\n")
 	p("the access was (`\"qpn\": 256` in `trace -faults docs/determinism/dma.json -op send -size 20000 -json`), and\n")
 	p("a dma rule's match.qpn sees it (`TestFaultDMAMatchQPN`).\n")
+	p("Since f8ab732 (none of the 317 outputs): shm keeps its free spans in a treap that knows what each subtree\n")
+	p("holds at 8 B, 64 B and 4 KiB alignment, and returns plain first fit's (and AllocTop's last fit's) addresses\n")
+	p("(`TestAllocIsFirstFit` compares every address and the whole free list with the reference at every step);\n")
+	p("DeviceRead's train conditions are worked out once per link; the wire rate's picoseconds a byte are\n")
+	p("precomputed (`TestSerializerMatches`).\n")
 
 	return b.String()
 }
