@@ -329,8 +329,9 @@ func (r *results) report(haveC, havePGO bool) string {
 	hOld, hNow := r.get(old, qp1k, "heap-B/qp"), r.get("now", qp64k, "heap-B/qp")
 	p("| 5a | Go heap per QP beyond its rings, default caps (bytes) | %.0f | %.0f | %.4f× | ≤ 4096 | %s |\n", hOld, hNow, ratio(hNow, hOld), mark(hNow <= 4096))
 	first, last := r.get("now", qp64k, "first-ns/qp"), r.get("now", qp64k, "last-ns/qp")
-	p("| 5b | creating 64K QPs: last 1K / first 1K (µs a QP, each the median of eight blocks of 1K at the start and at the end: %.1f, %.1f; host memory touched first; %s cannot hold 64K QPs, 1.1 MiB of heap each) | — | %.2f× | | ≤ 1.5× | %s |\n",
-		first/1e3, last/1e3, old, ratio(last, first), mark(ratio(last, first) <= 1.5))
+	dFirst, dLast := r.get("now", qp64k, "destroy-first-ns/qp"), r.get("now", qp64k, "destroy-last-ns/qp")
+	p("| 5b | creating 64K QPs: last 1K / first 1K (µs a QP, each the median of eight blocks of 1K at the start and at the end: %.1f, %.1f; host memory touched first; destroying them, oldest first: %.1f, %.1f; %s cannot hold 64K QPs, 1.1 MiB of heap each) | — | %.2f× | | ≤ 1.5× | %s |\n",
+		first/1e3, last/1e3, dFirst/1e3, dLast/1e3, old, ratio(last, first), mark(ratio(last, first) <= 1.5))
 	host := r.get("now", qp64k, "host-B/qp")
 	heap64k := hNow * 65536 / (1 << 30)
 	p("| 5c | 64K QPs: their Go heap (GiB; the host memory of their rings, sized as libmlx5 sizes them, is another %.2f GiB at these caps) | %.1f | %.2f | | ≤ 1 GiB | %s |\n",
