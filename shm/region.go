@@ -163,7 +163,7 @@ func (r *Region) Alloc(size, align int) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if size > len(r.mem) { // no span holds it; and a+size in fitLow must not wrap
+	if size > len(r.mem) { // no span holds it; and holds must not wrap
 		return 0, r.noSpace(size, align)
 	}
 	s, a, ok := r.free.first(size, align)
