@@ -160,3 +160,61 @@ func checkHold(t *testing.T, tr *spanTree, i int32) {
 		}
 	}
 }
+
+// FuzzAllocFirstFit drives Alloc, AllocTop and Free with the ops a byte
+// string spells (3 bytes an op) and checks every answer and the free
+// spans against plain first fit after each op.
+func FuzzAllocFirstFit(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 0, 9, 3, 2, 0, 0, 1, 200, 7})
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 2, 0, 0, 2, 1, 0})
+	f.Add([]byte{1, 255, 12, 0, 3, 6, 1, 5, 9, 2, 0, 0, 2, 0, 0})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		const size = 1 << 20
+		r, err := New("fuzzfirstfit", size, 0x10000)
+		if err != nil {
+			t.Skip(err)
+		}
+		defer r.Close()
+		ref := &refFirstFit{base: 0x10000, free: []span{{0, size}}, used: map[uint64]int{}}
+		var live []uint64
+		for i := 0; i+3 <= len(ops) && i < 3*500; i += 3 {
+			kind, a, b := ops[i]%3, int(ops[i+1]), int(ops[i+2])
+			if kind == 2 {
+				if len(live) == 0 {
+					continue
+				}
+				k := a % len(live)
+				addr := live[k]
+				live = append(live[:k], live[k+1:]...)
+				if err := r.Free(addr); err != nil {
+					t.Fatal(err)
+				}
+				ref.release(addr)
+			} else {
+				sz := 1 + a*(1+b%64)
+				al := 8 << (b % 10)
+				var got, want uint64
+				var ok bool
+				if kind == 1 {
+					got, err = r.AllocTop(sz, al)
+					want, ok = ref.allocTop(sz, al)
+				} else {
+					got, err = r.Alloc(sz, al)
+					want, ok = ref.alloc(sz, al)
+				}
+				if ok != (err == nil) || got != want {
+					t.Fatalf("op %d: alloc(%d, %d) top %v = %#x, %v; the reference gives %#x, %v", i/3, sz, al, kind == 1, got, err, want, ok)
+				}
+				if ok {
+					live = append(live, got)
+				}
+			}
+			var spans []span
+			r.free.each(func(s span) { spans = append(spans, s) })
+			if !slices.Equal(spans, ref.free) {
+				t.Fatalf("op %d: free spans %v, want %v", i/3, spans, ref.free)
+			}
+		}
+		checkHold(t, r.free, r.free.root)
+	})
+}
