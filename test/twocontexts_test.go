@@ -77,3 +77,42 @@ func TestTwoContextsShareTheDeviceEvents(t *testing.T) {
 	require.Equal(t, []mlx5.EventType{mlx5.EventQPLastWQEReached, mlx5.EventPortActive}, got)
 	require.NoError(t, ctxB.Close())
 }
+
+// TestTwoContextsCompletionChannels: each context's completion channel
+// gets its own CQs' events, and its fd is readable for them alone, with
+// two contexts open on one device (the second Open's notify used to take
+// every channel's readiness).
+func TestTwoContextsCompletionChannels(t *testing.T) {
+	w, err := testbed.New(testbed.DefaultConfig())
+	require.NoError(t, err)
+	defer w.Close()
+	h := w.Hosts[0]
+	var ctxs [2]*provider.Context
+	var eps [2]*testbed.Endpoint
+	for i := range ctxs {
+		ctx, err := provider.Open(provider.Device{Name: "softnic0", Control: h.Dev, MMIO: h.CPU, Mem: h.Mem})
+		require.NoError(t, err)
+		defer ctx.Close()
+		own := *h
+		own.Ctx = ctx
+		pair, err := testbed.Connect([2]*testbed.Host{&own, w.Hosts[1]}, testbed.ConnOpts{Channel: true})
+		require.NoError(t, err)
+		_, err = ctx.GetAsyncEvent(0) // both contexts' events are set up
+		require.ErrorIs(t, err, provider.ErrTimeout)
+		ctxs[i], eps[i] = ctx, pair[0]
+		postRecvs(t, pair[1], 1)
+	}
+	for _, ep := range eps {
+		require.NoError(t, ep.SendCQ.ReqNotify(false))
+	}
+	// Only the first context's QP sends (the second Open's notify used to
+	// look the channel up among its own).
+	sendMsg(t, eps[0], 1, false)
+	w.Settle(0)
+	fd0, fd1 := eps[0].Channel.Fd(), eps[1].Channel.Fd()
+	require.True(t, readable(t, fd0), "the sender's channel is readable")
+	require.False(t, readable(t, fd1), "the other context's channel is not")
+	getEvent(t, eps[0].Channel, eps[0].SendCQ)
+	_, err = eps[1].Channel.GetCQEvent(evWait)
+	require.ErrorIs(t, err, provider.ErrTimeout)
+}
