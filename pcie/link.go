@@ -189,7 +189,8 @@ type Link struct {
 	// spec is fixed, so they are checked once, not with three divisions a
 	// request.
 	wholeCpl, wholeReq bool
-	serCplFull         sim.Duration // its ser
+	serTab             []sim.Duration // ser of every w below its length
+	serCplFull         sim.Duration   // its ser
 }
 
 // NewLink returns a link for spec. It panics if spec is invalid: profiles
@@ -199,6 +200,12 @@ func NewLink(spec Spec) *Link {
 		panic(fmt.Sprintf("pcie.NewLink: %v", err))
 	}
 	l := &Link{spec: spec, psPerByte: 8e3 / spec.TLPGbps()}
+	if n := spec.MPS + max(spec.HdrMWr, spec.HdrMRd, spec.HdrCplD) + 1; n > 0 && n <= 1<<14 {
+		l.serTab = make([]sim.Duration, n)
+		for w := range l.serTab {
+			l.serTab[w] = l.serCalc(w)
+		}
+	}
 	l.serMWrFull = l.ser(spec.MPS + spec.HdrMWr)
 	l.serMRd = l.ser(spec.HdrMRd)
 	l.cplFull = spec.MPS
@@ -228,8 +235,18 @@ func (l *Link) Totals() Totals {
 	return t
 }
 
-// ser is the wire time of w bytes, rounded up to the picosecond.
-func (l *Link) ser(w int) sim.Duration { return sim.Duration(math.Ceil(float64(w) * l.psPerByte)) }
+// ser is the wire time of w bytes, rounded up to the picosecond: from
+// serTab, the same formula worked out at NewLink for every TLP size up to
+// MPS plus the largest header (a float multiply and a ceil on every TLP
+// otherwise).
+func (l *Link) ser(w int) sim.Duration {
+	if uint(w) < uint(len(l.serTab)) {
+		return l.serTab[w]
+	}
+	return l.serCalc(w)
+}
+
+func (l *Link) serCalc(w int) sim.Duration { return sim.Duration(math.Ceil(float64(w) * l.psPerByte)) }
 
 // send books one TLP of payload p and overhead h on lane ln, ready at t,
 // and returns when it is usable at the far end.

@@ -401,3 +401,32 @@ func TestPostedWritesOrderedBehindFullStaircase(t *testing.T) {
 		})
 	}
 }
+
+// TestSerTableMatchesFormula: the table ser reads from gives the formula's
+// picoseconds for every size it holds, and past its end ser falls back to
+// the formula, for every generation and MPS a profile may give.
+func TestSerTableMatchesFormula(t *testing.T) {
+	links := 0
+	for _, base := range []Spec{Gen3x8(), Gen3x16(), Gen4x16(), Gen5x16()} {
+		for _, mps := range []int{128, 256, 512, 1024, 2048, 4096} {
+			sp := base
+			sp.MPS = mps
+			if sp.Validate() != nil {
+				continue
+			}
+			links++
+			l := NewLink(sp)
+			if len(l.serTab) <= mps {
+				t.Fatalf("%s mps %d: table of %d", sp.Name, mps, len(l.serTab))
+			}
+			for w := 0; w < len(l.serTab)+100; w++ {
+				if got, want := l.ser(w), l.serCalc(w); got != want {
+					t.Fatalf("%s mps %d: ser(%d) = %d, formula %d", sp.Name, mps, w, got, want)
+				}
+			}
+		}
+	}
+	if links < 8 {
+		t.Fatalf("only %d valid specs checked", links)
+	}
+}
