@@ -475,8 +475,8 @@ func (r *results) report(haveC, havePGO bool) string {
 	p("Since f8ab732 (none of the 317 outputs): shm keeps its free spans in a treap that knows what each subtree\n")
 	p("holds at 8 B, 64 B and 4 KiB alignment, and returns plain first fit's (and AllocTop's last fit's) addresses\n")
 	p("(`TestAllocIsFirstFit` compares every address and the whole free list with the reference at every step);\n")
-	p("DeviceRead's train conditions are worked out once per link; the wire rate's picoseconds a byte are\n")
-	p("precomputed (`TestSerializerMatches`).\n")
+	p("DeviceRead's train conditions are worked out once per link, and a TLP's wire time is read from a table made\n")
+	p("at NewLink (`TestSerTableMatchesFormula` checks every entry against the formula).\n")
 
 	return b.String()
 }
