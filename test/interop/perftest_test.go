@@ -127,10 +127,12 @@ func perftestCmd(test, flags string, size, iters, port int, host string) string 
 	if host != "" {
 		s += " " + host
 	}
-	// perftest's stdout is block-buffered into the console's pipe and its
-	// stderr is not, so a warning (get_cpu_mhz's "Correlation coefficient
-	// r^2: 0.83 < 0.9" when the guest's clock sampling is noisy) could land
-	// inside a table row. Its stderr goes after the table instead.
+	// The guest's init runs every command with stderr joined to stdout
+	// (guest/init). perftest's stdout is then block-buffered and its stderr
+	// is not, so a warning (get_cpu_mhz's "Correlation coefficient r^2:
+	// 0.83 < 0.9" when the guest's clock sampling is noisy) could land
+	// inside a table row. Its stderr goes after the table instead; the port
+	// keeps two perftests in the guest from sharing the file.
 	errf := fmt.Sprintf("/tmp/perftest-%d.err", port)
 	return fmt.Sprintf("%s 2>%s; rc=$?; cat %s; rm -f %s; exit $rc", s, errf, errf, errf)
 }
