@@ -54,6 +54,14 @@ type lane struct {
 	n     int
 	iv    [maxSpans + 1]span
 	maxAt sim.Time
+	// The last search's finding: no idle time of hd or more starts at or
+	// after hr and before he (the end of what it booked). Booking more
+	// keeps that true; forgetting intervals (prune) may not, and clears
+	// it (hd 0). A later search for hd or more, ready at hr or later,
+	// starts at he: the completions of one read, each ready after the one
+	// before, skip the gaps the earlier ones could not use.
+	hr, he sim.Time
+	hd     sim.Duration
 }
 
 // prune forgets intervals that ended at or before at, when at is the latest
@@ -72,6 +80,7 @@ func (l *lane) prune(at sim.Time) {
 	if k > 0 {
 		copy(l.iv[:], l.iv[k:l.n])
 		l.n -= k
+		l.hd = 0
 	}
 }
 
@@ -102,6 +111,9 @@ func (l *lane) reserve(ready sim.Time, d sim.Duration) sim.Time {
 // that holds d, found by bisection and a scan.
 func (l *lane) search(ready sim.Time, d sim.Duration) sim.Time {
 	t := ready
+	if l.hd > 0 && d >= l.hd && ready >= l.hr && l.he > t {
+		t = l.he
+	}
 	// Skip, by bisection, the intervals that end at or before ready (the
 	// loop below would pass over them one by one): ends are increasing.
 	i, hi := 0, l.n
@@ -123,6 +135,9 @@ func (l *lane) search(ready sim.Time, d sim.Duration) sim.Time {
 		t = l.iv[i].e
 	}
 	end := t.Add(d)
+	if d > 0 {
+		l.hr, l.hd, l.he = ready, d, end
+	}
 	switch {
 	case i > 0 && l.iv[i-1].e == t && i < l.n && l.iv[i].s == end:
 		// Fills a gap exactly: join the two neighbours.
