@@ -33,7 +33,8 @@ func TestWallClockDestroySpam(t *testing.T) {
 	}
 	wall := sim.Time(time.Since(start).Nanoseconds()) * sim.Time(sim.Nanosecond)
 	ahead := d.Now() - wall
-	require.LessOrEqual(t, int64(ahead), int64(wallclock.DefaultLead),
+	lead := sim.Time(wallclock.DefaultLead.Nanoseconds()) * sim.Time(sim.Nanosecond) // a time.Duration, in sim's picoseconds
+	require.LessOrEqual(t, int64(ahead), int64(lead),
 		"virtual time %v ahead of the wall clock after %d DESTROY_QPs", sim.Duration(ahead), spam)
 	alive(t, r)
 }
