@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/softnic/softnic/internal/freeport"
 	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/serve"
@@ -42,10 +43,9 @@ func startDaemonCfg(t testing.TB, cfg serve.Config) (*serve.Daemon, string) {
 
 func freeUDP(t *testing.T) int {
 	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	p, err := freeport.UDP()
 	require.NoError(t, err)
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
+	return p
 }
 
 // rcSide is one RC endpoint on a context.

@@ -37,6 +37,7 @@ var moduleGraph = map[string]importRule{
 	"internal/tuntap":     {},
 	"internal/kverbs":     {allow: []string{"uverbs"}}, // the kernel's /dev/infiniband/uverbsN: sysfs, fds, mmap; bytes come from uverbs
 	"internal/perfreport": {},                          // docs/performance.sh: runs the benchmarks, writes docs/performance.md
+	"internal/freeport":   {},                          // tests only: loopback ports picked free and never handed out twice
 	"ethport":             {allow: []string{"sim", "trace", "roce", "wire"}},
 	"env":                 {allow: []string{"sim", "trace", "fault"}},                               // the one environment of a device's engines
 	"bar":                 {allow: []string{"pcie", "mlx5", "sim", "trace", "env", "fault"}},        // the device end of BAR0; never the host CPU in front of it

@@ -5,7 +5,6 @@ package wallclock
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/ethport"
 	"github.com/softnic/softnic/fault"
+	"github.com/softnic/softnic/internal/freeport"
 	"github.com/softnic/softnic/mlx5"
 	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/provider"
@@ -28,10 +28,9 @@ import (
 
 func freeUDPPort(t *testing.T) int {
 	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	p, err := freeport.UDP()
 	require.NoError(t, err)
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
+	return p
 }
 
 // udpPair is the two wire specs of a loopback UDP cable.

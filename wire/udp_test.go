@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/softnic/softnic/internal/freeport"
 	"github.com/softnic/softnic/wire"
 )
 
@@ -28,10 +29,9 @@ func openUDPPair(t *testing.T) (*wire.UDP, *wire.UDP) {
 
 func freeUDPPort(t *testing.T) uint16 {
 	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	p, err := freeport.UDP()
 	require.NoError(t, err)
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+	return uint16(p)
 }
 
 func recvFrame(t *testing.T, tr wire.RealTransport) []byte {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/softnic/softnic/internal/freeport"
 )
 
 // Mode 2 against itself: two softnic perf processes' worth of NICs on UDP
@@ -191,8 +193,8 @@ func TestPerfWireExchangeOrder(t *testing.T) {
 			seq(preamble, keys(3), slices.Repeat(seq(keys(1), report, keys(1)), 23), closing)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srvPort := freeTCPPort(t)
-			px := startPTProxy(t, srvPort)
+			px := startPTProxy(t)
+			srvPort := px.srvPort
 			common := append([]string{"perf", c.test, "-n", "20", "-s", "64", "--quiet", "--timeout", "10s", "--no-progress"}, c.extra...)
 			sr, cr := runWirePair(t, common, []string{"-p", strconv.Itoa(srvPort)}, []string{"-p", strconv.Itoa(px.port)})
 			if sr.code != 0 || cr.code != 0 {
@@ -208,10 +210,11 @@ func TestPerfWireExchangeOrder(t *testing.T) {
 // ptProxy forwards one TCP connection to a server port and records the
 // bytes of each direction as they pass.
 type ptProxy struct {
-	port int
-	mu   sync.Mutex
-	log  []ptChunk
-	done chan struct{}
+	port    int // where the client connects
+	srvPort int // where the server listens
+	mu      sync.Mutex
+	log     []ptChunk
+	done    chan struct{}
 }
 
 type ptChunk struct {
@@ -220,14 +223,19 @@ type ptChunk struct {
 }
 
 // startPTProxy listens on a free port and, for the one client that
-// connects, dials 127.0.0.1:srvPort (until the server listens).
-func startPTProxy(t *testing.T, srvPort int) *ptProxy {
+// connects, dials 127.0.0.1:srvPort (until the server listens). The
+// server's port is picked while the proxy's listener is open, so the two
+// differ.
+func startPTProxy(t *testing.T) *ptProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	px := &ptProxy{port: ln.Addr().(*net.TCPAddr).Port, done: make(chan struct{})}
+	freeport.Claim("tcp", px.port)
+	px.srvPort = freeTCPPort(t)
+	srvPort := px.srvPort
 	t.Cleanup(func() { ln.Close(); <-px.done })
 	go func() {
 		defer close(px.done)

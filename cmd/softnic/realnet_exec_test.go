@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -31,6 +30,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/softnic/softnic/ethport"
+	"github.com/softnic/softnic/internal/freeport"
 	"github.com/softnic/softnic/roce"
 	"github.com/softnic/softnic/trace"
 )
@@ -70,18 +70,16 @@ func softnicBin(t *testing.T) string {
 
 func freeUDPPort(t *testing.T) int {
 	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	p, err := freeport.UDP()
 	require.NoError(t, err)
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
+	return p
 }
 
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	p, err := freeport.TCP()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // proc is a running softnic process driven through its stdin/stdout.

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/softnic/softnic/internal/freeport"
 )
 
 // The guest's view of the test network. Addresses come from TEST-NET-1
@@ -81,24 +83,13 @@ func guestCacheDir() string {
 	return "/tmp/softnic-guest"
 }
 
-// freePort returns a port the kernel just handed out on 127.0.0.1.
+// freePort returns a port on 127.0.0.1 that was free when picked and is
+// not handed out again in this process.
 func freePort(network string) (int, error) {
-	switch network {
-	case "udp":
-		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port, nil
-	default:
-		l, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		defer l.Close()
-		return l.Addr().(*net.TCPAddr).Port, nil
+	if network == "udp" {
+		return freeport.UDP()
 	}
+	return freeport.TCP()
 }
 
 // guestJob is one command run by the guest's console loop.
