@@ -107,9 +107,10 @@ does not exchange it). -e sleeps on a completion channel instead of polling
 (not the write tests). -H/-U print the latency samples. --tclass sets the
 IPv4 ToS of every frame; -S is accepted and changes nothing (on RoCE the SL
 is the VLAN priority, which softnic does not model); -T is rdma_cm's, as in
-perftest. Refused, with the reason: -R/-z (rdma_cm), --cpu_util, and
+perftest. Refused, with the reason: -R/-z (rdma_cm), --cpu_util,
 --run_infinitely (in one process the clock is virtual and the run could not
-end; timed runs on a wire are not written).
+end; timed runs on a wire are not written) and -g (the NIC has no multicast
+groups).
 
 Flags:
 `

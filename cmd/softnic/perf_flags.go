@@ -32,9 +32,11 @@ type perfExtra struct {
 	runInf    bool // --run_infinitely
 	latGap    int  // --latency_gap µs
 	latGapSet bool
-	cpuUtil   bool // --cpu_util
-	rdmaCM    bool // -R
-	comRdmaCM bool // -z
+	cpuUtil   bool   // --cpu_util
+	rdmaCM    bool   // -R
+	comRdmaCM bool   // -z
+	mcg       bool   // -g: SEND to a multicast group (refused)
+	mgid      string // -M: the group's MGID, used with -g only (as perftest)
 }
 
 // registerPerfExtra adds this file's flags to perf's flag set.
@@ -85,6 +87,10 @@ func registerPerfExtra(fs *flag.FlagSet, o *perfExtra) {
 	b(&o.cpuUtil, "report CPU utilisation (refused: the model has no CPU to measure)", "cpu_util")
 	b(&o.rdmaCM, "connect QPs with rdma_cm (refused: softnic's exchange is perftest's TCP one)", "R", "rdma_cm")
 	b(&o.comRdmaCM, "exchange data with rdma_cm (refused: softnic's exchange is perftest's TCP one)", "z", "com_rdma_cm")
+	b(&o.mcg, "send to a multicast group with 1 QP attached (refused: the device has no multicast groups, max_mcast_grp 0)", "g", "mcg")
+	for _, n := range []string{"M", "MGID"} {
+		fs.StringVar(&o.mgid, n, "", "the multicast group's GID with -g (-g is refused; without it ignored, as perftest)")
+	}
 }
 
 // resolveExtra checks this file's flags, perftest's checks first (its
@@ -95,6 +101,8 @@ func (o *perfOpts) resolveExtra(wire bool) error {
 	x := &o.perfExtra
 	switch {
 	// perftest's parser (parse_args)
+	case x.mcg && t.verb != verbSend:
+		return errors.New("-g: MultiCast feature only available on SEND verb")
 	case x.bidir && !t.bw:
 		return errors.New("-b: Bidirectional is only available in BW test")
 	case x.events && t.verb == verbWrite:
@@ -122,6 +130,16 @@ func (o *perfOpts) resolveExtra(wire bool) error {
 		return fmt.Errorf("%s: rdma_cm is not available: softnic connects its QPs by perftest's TCP exchange (\"Data ex. method : Ethernet\"), and in one process both NICs are set up directly", rdmaCMFlag(x))
 	case x.tos != -1:
 		return errors.New("-T: TOS only valid for rdma_cm based QP and RawEth QP (perftest; --tclass sets the traffic class, the IPv4 ToS, of the test's QPs)")
+	case x.mcg && x.bidir:
+		return errors.New("-g: Bidirectional mode not supported in multicast")
+	case x.mcg && o.qps > 1:
+		return errors.New("-g: Only 1 QP supported in multicast")
+	case x.mcg:
+		// perftest would switch to UD and attach the server's QP to the
+		// group (ibv_attach_mcast); softnic's device reports no multicast
+		// groups (softnic devinfo -v: max_mcast_grp 0), so that attach
+		// would fail on it as it does on any device without them.
+		return errors.New("-g: multicast is not available: the emulated NIC has no multicast groups (max_mcast_grp 0, softnic devinfo -v), so ibv_attach_mcast would fail")
 	case x.runInf && x.events:
 		return errors.New("--run_infinitely: run_infinitely does not support events feature yet")
 	case x.runInf && !t.bw:

@@ -47,6 +47,11 @@ func TestPerfFlagRefusals(t *testing.T) {
 		{"latency_gap past an int", []string{"write_lat", "--latency_gap", "2147483648"}, `"2147483648" does not fit in 31 bits`},
 		{"latency_gap not a number", []string{"write_lat", "--latency_gap", "7us"}, `"7us" is not a 31-bit decimal number`},
 		{"cpu_util", []string{"write_bw", "--cpu_util"}, "--cpu_util: softnic cannot report CPU utilisation"},
+		{"mcg on write", []string{"write_bw", "-g"}, "-g: MultiCast feature only available on SEND verb"},
+		{"mcg bidir", []string{"send_bw", "--mcg", "-b"}, "-g: Bidirectional mode not supported in multicast"},
+		{"mcg two QPs", []string{"send_bw", "-g", "-q", "2"}, "-g: Only 1 QP supported in multicast"},
+		{"mcg", []string{"send_bw", "-g", "-M", "ff0e::1"}, "-g: multicast is not available"},
+		{"mcg on send_lat UD", []string{"send_lat", "-c", "UD", "--mcg"}, "-g: multicast is not available"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
