@@ -3,6 +3,7 @@ package pcie
 import (
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/softnic/softnic/sim"
 )
@@ -204,8 +205,12 @@ type Link struct {
 	// spec is fixed, so they are checked once, not with three divisions a
 	// request.
 	wholeCpl, wholeReq bool
-	serTab             []sim.Duration // ser of every w below its length
-	serCplFull         sim.Duration   // its ser
+	// MPS, MRRS, cplFull and MRRS/cplFull are powers of two (Validate),
+	// so DeviceWrite and DeviceRead divide by them with these shifts: a division in the
+	// loop cost as much as the rest of a train's arithmetic.
+	mpsShift, mrrsShift, cplShift, perShift uint
+	serTab                                  []sim.Duration // ser of every w below its length
+	serCplFull                              sim.Duration   // its ser
 }
 
 // NewLink returns a link for spec. It panics if spec is invalid: profiles
@@ -231,6 +236,14 @@ func NewLink(spec Spec) *Link {
 	f := l.cplFull
 	l.wholeCpl = f > 0 && spec.RCB > 0 && f%cacheLine == 0 && f%spec.RCB == 0
 	l.wholeReq = l.wholeCpl && spec.MRRS%f == 0
+	l.mpsShift = uint(bits.TrailingZeros(uint(spec.MPS)))
+	l.mrrsShift = uint(bits.TrailingZeros(uint(spec.MRRS)))
+	if f > 0 {
+		l.cplShift = uint(bits.TrailingZeros(uint(f)))
+	}
+	if l.wholeReq {
+		l.perShift = uint(bits.TrailingZeros(uint(spec.MRRS / f)))
+	}
 	return l
 }
 
@@ -466,7 +479,7 @@ func (l *Link) DeviceWrite(at sim.Time, addr uint64, n int) (done sim.Time, s St
 			// goes right after it: they extend the interval back to back,
 			// whole MPS TLPs (addr is now MPS-aligned) and then the
 			// remainder. The sum of their times, TLP by TLP.
-			full, rem := n/sp.MPS, n%sp.MPS
+			full, rem := n>>l.mpsShift, n&(sp.MPS-1) // n/MPS, n%MPS
 			if full > 0 {
 				end = end.Add(sim.Duration(full) * l.serMWrFull)
 				k += full
@@ -523,9 +536,9 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 			up, ln := &l.up, &l.down
 			dF := l.serCplFull
 			dr := sim.Duration(f/cacheLine) * sp.HostReadPerLine
-			per := sp.MRRS / f
+			per := 1 << l.perShift // sp.MRRS / f
 			next := up.iv[up.n-1].e.Add(dMRd).Add(sp.FlightLatency).Add(sp.HostReadLatency)
-			if k := n / sp.MRRS; sim.Duration(per)*dr >= dMRd && cursor >= next && ln.n > 0 && ln.iv[ln.n-1].e == lastEnd {
+			if k := n >> l.mrrsShift; sim.Duration(per)*dr >= dMRd && cursor >= next && ln.n > 0 && ln.iv[ln.n-1].e == lastEnd {
 				ready := cursor
 				switch {
 				case ready.Add(dr) <= lastEnd:
@@ -534,7 +547,9 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 					// it would have taken it), so it goes right after it,
 					// for as long as ready+j*dr <= lastEnd+(j-1)*dF holds.
 					if dr > dF {
-						k = min(k, int(lastEnd.Sub(ready)-dF)/int(dr-dF)/per)
+						// (dr > dF and ready+dr <= lastEnd: the
+						// quotient is positive, so >> divides by per.)
+						k = min(k, int(lastEnd.Sub(ready)-dF)/int(dr-dF)>>l.perShift)
 					}
 					m := k * per
 					lastEnd = lastEnd.Add(sim.Duration(m) * dF)
@@ -622,7 +637,7 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 				// arithmetic, as the loop would find them.
 				dr := sim.Duration(f/cacheLine) * sp.HostReadPerLine
 				if dF := l.serCplFull; dr <= dF && ready.Add(dr) <= end {
-					m := r / f
+					m := r >> l.cplShift // r / f, r >= f
 					ready = ready.Add(sim.Duration(m) * dr)
 					end = end.Add(sim.Duration(m) * dF)
 					ln.iv[ln.n-1].e = end
