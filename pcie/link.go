@@ -126,10 +126,9 @@ func (l *lane) search(ready sim.Time, d sim.Duration) sim.Time {
 			hi = m
 		}
 	}
+	// From here every interval ends after t: the first by the bisection,
+	// each later one because ends increase and t is the one before's end.
 	for ; i < l.n; i++ {
-		if l.iv[i].e <= t {
-			continue
-		}
 		if l.iv[i].s >= t.Add(d) {
 			break
 		}

@@ -329,3 +329,51 @@ func withoutHints(l Link) Link {
 	}
 	return l
 }
+
+// earliestFit is the earliest start >= ready of d idle time on the
+// calendar, found from scratch: every gap, from the first interval on.
+func earliestFit(ln *lane, ready sim.Time, d sim.Duration) sim.Time {
+	t := ready
+	for _, iv := range ln.iv[:ln.n] {
+		if iv.e <= t {
+			continue
+		}
+		if iv.s >= t.Add(d) {
+			break
+		}
+		t = iv.e
+	}
+	return t
+}
+
+// reserve (fast path, hint, bisection and scan) books where a scan of
+// every gap from scratch finds the earliest fit, under bookings in and
+// out of time order, staircases of reads and prunes.
+func TestReserveIsEarliestFit(t *testing.T) {
+	for _, spread := range []uint64{50, 2_000, 1_000_000} {
+		var ln lane
+		seed := spread + 7
+		next := func() uint64 { seed = seed*6364136223846793005 + 1442695040888963407; return seed >> 33 }
+		base := sim.Time(0)
+		for i := 0; i < 20000; i++ {
+			base += sim.Time(next() % 40)
+			ready := base + sim.Time(next()%spread)
+			if next()%5 == 0 && ready > 1000 {
+				ready -= 1000
+			}
+			d := sim.Duration(1 + next()%300)
+			if next()%3 == 0 { // a staircase: the same size again, later
+				d = ln.hd
+				if d == 0 {
+					d = 64
+				}
+				ready = ln.hr + sim.Time(next()%100)
+			}
+			if i%9 == 0 {
+				ln.prune(base)
+			}
+			want := earliestFit(&ln, ready, d)
+			require.Equal(t, want, ln.reserve(ready, d), "booking %d: ready %d d %d", i, ready, d)
+		}
+	}
+}
