@@ -154,18 +154,7 @@ func (r *requester) grow() {
 	r.wqes, r.head = n, 0
 }
 
-// at is the i-th WQE from the head. Callers pass 0 <= i < len(r.wqes),
-// so one subtraction wraps it (a division per call cost more); anything
-// larger still wraps by the division.
-func (r *requester) at(i int) *swqe {
-	j, n := r.head+i, len(r.wqes)
-	if j >= n {
-		if j -= n; j >= n {
-			j %= n
-		}
-	}
-	return &r.wqes[j]
-}
+func (r *requester) at(i int) *swqe { return &r.wqes[(r.head+i)%len(r.wqes)] }
 
 func (r *requester) push() *swqe {
 	if r.count == len(r.wqes) {

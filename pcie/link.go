@@ -3,7 +3,6 @@ package pcie
 import (
 	"fmt"
 	"math"
-	"math/bits"
 
 	"github.com/softnic/softnic/sim"
 )
@@ -204,12 +203,8 @@ type Link struct {
 	// spec is fixed, so they are checked once, not with three divisions a
 	// request.
 	wholeCpl, wholeReq bool
-	// MPS, MRRS, cplFull and MRRS/cplFull are powers of two (Validate),
-	// so DeviceWrite and DeviceRead divide by them with these shifts: a division in the
-	// loop cost as much as the rest of a train's arithmetic.
-	mpsShift, mrrsShift, cplShift, perShift uint
-	serTab                                  []sim.Duration // ser of every w below its length
-	serCplFull                              sim.Duration   // its ser
+	serTab             []sim.Duration // ser of every w below its length
+	serCplFull         sim.Duration   // its ser
 }
 
 // NewLink returns a link for spec. It panics if spec is invalid: profiles
@@ -235,14 +230,6 @@ func NewLink(spec Spec) *Link {
 	f := l.cplFull
 	l.wholeCpl = f > 0 && spec.RCB > 0 && f%cacheLine == 0 && f%spec.RCB == 0
 	l.wholeReq = l.wholeCpl && spec.MRRS%f == 0
-	l.mpsShift = uint(bits.TrailingZeros(uint(spec.MPS)))
-	l.mrrsShift = uint(bits.TrailingZeros(uint(spec.MRRS)))
-	if f > 0 {
-		l.cplShift = uint(bits.TrailingZeros(uint(f)))
-	}
-	if l.wholeReq {
-		l.perShift = uint(bits.TrailingZeros(uint(spec.MRRS / f)))
-	}
 	return l
 }
 
@@ -478,7 +465,7 @@ func (l *Link) DeviceWrite(at sim.Time, addr uint64, n int) (done sim.Time, s St
 			// goes right after it: they extend the interval back to back,
 			// whole MPS TLPs (addr is now MPS-aligned) and then the
 			// remainder. The sum of their times, TLP by TLP.
-			full, rem := n>>l.mpsShift, n&(sp.MPS-1) // n/MPS, n%MPS
+			full, rem := n/sp.MPS, n%sp.MPS
 			if full > 0 {
 				end = end.Add(sim.Duration(full) * l.serMWrFull)
 				k += full
@@ -535,9 +522,9 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 			up, ln := &l.up, &l.down
 			dF := l.serCplFull
 			dr := sim.Duration(f/cacheLine) * sp.HostReadPerLine
-			per := 1 << l.perShift // sp.MRRS / f
+			per := sp.MRRS / f
 			next := up.iv[up.n-1].e.Add(dMRd).Add(sp.FlightLatency).Add(sp.HostReadLatency)
-			if k := n >> l.mrrsShift; sim.Duration(per)*dr >= dMRd && cursor >= next && ln.n > 0 && ln.iv[ln.n-1].e == lastEnd {
+			if k := n / sp.MRRS; sim.Duration(per)*dr >= dMRd && cursor >= next && ln.n > 0 && ln.iv[ln.n-1].e == lastEnd {
 				ready := cursor
 				switch {
 				case ready.Add(dr) <= lastEnd:
@@ -546,9 +533,7 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 					// it would have taken it), so it goes right after it,
 					// for as long as ready+j*dr <= lastEnd+(j-1)*dF holds.
 					if dr > dF {
-						// (dr > dF and ready+dr <= lastEnd: the
-						// quotient is positive, so >> divides by per.)
-						k = min(k, int(lastEnd.Sub(ready)-dF)/int(dr-dF)>>l.perShift)
+						k = min(k, int(lastEnd.Sub(ready)-dF)/int(dr-dF)/per)
 					}
 					m := k * per
 					lastEnd = lastEnd.Add(sim.Duration(m) * dF)
@@ -636,7 +621,7 @@ func (l *Link) DeviceRead(at sim.Time, addr uint64, n int) (done sim.Time, s Sta
 				// arithmetic, as the loop would find them.
 				dr := sim.Duration(f/cacheLine) * sp.HostReadPerLine
 				if dF := l.serCplFull; dr <= dF && ready.Add(dr) <= end {
-					m := r >> l.cplShift // r / f, r >= f
+					m := r / f
 					ready = ready.Add(sim.Duration(m) * dr)
 					end = end.Add(sim.Duration(m) * dF)
 					ln.iv[ln.n-1].e = end

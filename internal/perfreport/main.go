@@ -479,10 +479,9 @@ func (r *results) report(haveC, havePGO bool) string {
 	p("at NewLink (`TestSerTableMatchesFormula` checks every entry against the formula).\n")
 	p("Since 7f199df (none of the 317 outputs): a search of a PCIe lane's calendar starts where the one before\n")
 	p("ended its booking when it asks for as much or more, ready no earlier, and nothing was forgotten since\n")
-	p("(`TestSearchHintMatchesScan` compares every booking with the plain scan). DeviceRead and DeviceWrite\n")
-	p("divide by MPS, MRRS and the completion size (powers of two) by shifts, and the calendar scan no longer\n")
-	p("tests a condition the bisection before it made always false (`TestReserveFastPathMatchesSearch` compares every\n")
-	p("booking with a scan of every gap from scratch).\n")
+	p("(`TestSearchHintMatchesScan` compares every booking with the plain scan). The calendar scan no longer\n")
+	p("tests a condition the bisection before it made always false (`TestReserveFastPathMatchesSearch` compares\n")
+	p("every booking with a scan of every gap from scratch).\n")
 
 	return b.String()
 }
