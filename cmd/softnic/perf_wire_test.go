@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/softnic/softnic/internal/freeport"
 )
 
 // Mode 2 against itself: two softnic perf processes' worth of NICs on UDP
@@ -233,7 +231,6 @@ func startPTProxy(t *testing.T) *ptProxy {
 		t.Fatal(err)
 	}
 	px := &ptProxy{port: ln.Addr().(*net.TCPAddr).Port, done: make(chan struct{})}
-	freeport.Claim("tcp", px.port)
 	px.srvPort = freeTCPPort(t)
 	srvPort := px.srvPort
 	t.Cleanup(func() { ln.Close(); <-px.done })

@@ -8,18 +8,22 @@ import (
 	"sync"
 )
 
+type key struct {
+	network string
+	port    int
+}
+
 var (
 	mu   sync.Mutex
-	used = map[string]bool{}
+	used = map[key]bool{}
 )
 
-// Claim records network ("tcp" or "udp") and port as handed out, so that
-// TCP and UDP never return it; it reports false if it already was. A
-// test that listens on port 0 itself claims the port it got.
-func Claim(network string, port int) bool {
+// claim records network ("tcp" or "udp") and port as handed out; it
+// reports false if it already was.
+func claim(network string, port int) bool {
 	mu.Lock()
 	defer mu.Unlock()
-	k := fmt.Sprintf("%s:%d", network, port)
+	k := key{network, port}
 	if used[k] {
 		return false
 	}
@@ -45,7 +49,7 @@ func pick(network string) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if Claim(network, port) {
+		if claim(network, port) {
 			return port, nil
 		}
 	}

@@ -41,7 +41,7 @@ func TestClaimedIsSkipped(t *testing.T) {
 			t.Fatal(err)
 		}
 		held = l.Addr().(*net.TCPAddr).Port
-		if Claim("tcp", held) {
+		if claim("tcp", held) {
 			break
 		}
 		l.Close()
@@ -49,7 +49,7 @@ func TestClaimedIsSkipped(t *testing.T) {
 			t.Fatal("no unclaimed port in 1000 listens")
 		}
 	}
-	if Claim("tcp", held) {
+	if claim("tcp", held) {
 		t.Fatal("a second claim of the same port succeeded")
 	}
 	l.Close()

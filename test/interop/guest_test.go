@@ -83,15 +83,6 @@ func guestCacheDir() string {
 	return "/tmp/softnic-guest"
 }
 
-// freePort returns a port on 127.0.0.1 that was free when picked and is
-// not handed out again in this process.
-func freePort(network string) (int, error) {
-	if network == "udp" {
-		return freeport.UDP()
-	}
-	return freeport.TCP()
-}
-
 // guestJob is one command run by the guest's console loop.
 type guestJob struct {
 	id   string
@@ -140,13 +131,13 @@ func bootGuest(img guestImage, o guestOptions, timeout time.Duration) (*guest, e
 		return nil, err
 	}
 	g := &guest{dir: dir, jobs: map[string]*guestJob{}, exited: make(chan struct{}), readyCh: make(chan string, 1)}
-	if g.guestUDP, err = freePort("udp"); err != nil {
+	if g.guestUDP, err = freeport.UDP(); err != nil {
 		return nil, err
 	}
-	if g.peerUDP, err = freePort("udp"); err != nil {
+	if g.peerUDP, err = freeport.UDP(); err != nil {
 		return nil, err
 	}
-	if g.hostFwd, err = freePort("tcp"); err != nil {
+	if g.hostFwd, err = freeport.TCP(); err != nil {
 		return nil, err
 	}
 	appendArgs := []string{"console=ttyS0", "quiet", "panic=-1",

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/softnic/softnic/internal/freeport"
 )
 
 // Message sizes for WRITE, READ and SEND: empty (rxe skips the rkey check),
@@ -581,7 +583,7 @@ func runPingpongFlags(g *guest, bin, dir, guestRole string, size uint64, guestNa
 			return "", err
 		}
 	case "client":
-		port, err := freePort("tcp")
+		port, err := freeport.TCP()
 		if err != nil {
 			return "", err
 		}

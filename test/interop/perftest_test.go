@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/softnic/softnic/internal/freeport"
 )
 
 // Stock perftest (Debian 12's 4.5-0.17) on rxe in the guest against
@@ -258,7 +260,7 @@ func runPerftest(g *guest, bin, dir, test, flags, guestRole string, size, iters 
 			return "", "", err
 		}
 	case "client":
-		port, err := freePort("tcp")
+		port, err := freeport.TCP()
 		if err != nil {
 			return "", "", err
 		}
