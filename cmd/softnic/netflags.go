@@ -73,6 +73,21 @@ func (o *netOpts) wireOnly(fs *flag.FlagSet) []string {
 	return given
 }
 
+// nicOnly names the flags given on fs that describe the emulated NIC
+// itself (its wire settings above, and its profile, fault plan and checked
+// mode): a command that attaches to a daemon's device or drives a kernel
+// device has no NIC of its own for them to describe.
+func (o *netOpts) nicOnly(fs *flag.FlagSet) []string {
+	given := o.wireOnly(fs)
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "faults", "check", "profile":
+			given = append(given, "--"+f.Name)
+		}
+	})
+	return given
+}
+
 func (o *netOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.wire, "wire", "", "real transport: udp:LISTEN,PEER (one frame per datagram, as qemu -netdev socket,udp=) or tap:NAME")
 	fs.StringVar(&o.ip, "ip", "", "IPv4 address of the emulated port (its RoCEv2 GID is ::ffff:IP)")

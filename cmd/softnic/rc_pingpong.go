@@ -99,7 +99,10 @@ both sides with -g 1 (RoCEv2 needs GIDs). The handshake runs over the host's
 TCP/IP; the RDMA traffic over --wire, or, with --socket (default
 $SOFTNIC_SOCKET when there is no --wire), between the devices of a softnic
 serve daemon: -d names the device this process attaches to (softnic0 and
-softnic1 are cabled back to back).
+softnic1 are cabled back to back). The flags that describe a NIC of this
+process (--ip, --mac, --neigh, --pcap, --lead, --mem, --profile, --faults,
+--check) are for --wire only: a daemon's device and a kernel device have
+their own.
 
 Flags:
 `
@@ -121,6 +124,9 @@ type ppOpts struct {
 	timeout time.Duration
 	host    string
 	socket  string // daemon mode: the softnic serve socket
+	// nicFlags: the flags given that describe an emulated NIC of this
+	// process (netOpts.nicOnly), refused for a daemon's or a kernel device.
+	nicFlags []string
 
 	chk bool // -c: the server checks the client's marks in the received buffer (ppMark)
 
@@ -178,6 +184,7 @@ func parsePingpongArgs(args []string, stderr io.Writer) (ppOpts, error) {
 	if o.socket == "" && o.net.wire == "" && !kernelDevice(o.ibDev) {
 		o.socket = os.Getenv(provider.SocketEnv) // a daemon's device; a kernel one has no socket
 	}
+	o.nicFlags = o.net.nicOnly(fs)
 	return o, nil
 }
 
@@ -211,8 +218,12 @@ func (o *ppOpts) validate() error {
 		return fmt.Errorf("--timeout %v must be positive", o.timeout)
 	case o.socket != "" && o.net.wire != "":
 		return errors.New("--socket and --wire exclude each other: a daemon's device is cabled by the daemon")
-	case o.socket != "" && (o.net.ip != "" || o.net.mac != "" || len(o.net.neigh) > 0 || o.net.pcap != "" || o.net.faults != "" || o.net.check || o.net.profile != ""):
-		return errors.New("--ip, --mac, --neigh, --pcap, --faults, --check and --profile describe a NIC on a wire: with --socket the daemon owns the device (softnic serve --profile)")
+	case o.net.wire == "" && kernelDevice(o.ibDev) && len(o.nicFlags) > 0:
+		return fmt.Errorf("%s describe a NIC that softnic emulates: -d %s is a kernel device, which has its own", strings.Join(o.nicFlags, ", "), o.ibDev)
+	case o.socket != "" && len(o.nicFlags) > 0:
+		// The daemon's device has the daemon's profile, faults and
+		// checked mode; its host memory is sized from -s on attach.
+		return fmt.Errorf("%s describe a NIC on a wire: with --socket the daemon owns the device (softnic serve --profile, --faults, --check), and sizes its host memory from -s", strings.Join(o.nicFlags, ", "))
 	}
 	return nil
 }

@@ -103,6 +103,44 @@ func TestGIDHex(t *testing.T) {
 	require.Error(t, err)
 }
 
+// TestPingpongNICFlagsRefused: the flags that describe a NIC of this
+// process (address, memory, pacing, capture, profile, faults, checked
+// mode) are refused for a daemon's device and for a kernel device, which
+// have NICs of their own; before, --mem and --lead went unused without a
+// word.
+func TestPingpongNICFlagsRefused(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want string // "" for no error
+	}{
+		{"socket_mem", []string{"-d", "softnic0", "--socket", "/tmp/x.sock", "--mem", "4095"}, "--mem describe a NIC on a wire"},
+		{"socket_lead", []string{"--socket", "/tmp/x.sock", "--lead", "5ms"}, "--lead describe a NIC on a wire"},
+		{"socket_several", []string{"--socket", "/tmp/x.sock", "--ip", "192.0.2.1", "--profile", "cx6-gen4x16", "--check"},
+			"--ip, --check, --profile describe"},
+		{"socket_quiet", []string{"--socket", "/tmp/x.sock", "--quiet"}, ""},
+		{"kernel_mem", []string{"-d", "rxe0", "--mem", "1048576"}, "--mem describe a NIC that softnic emulates: -d rxe0 is a kernel device"},
+		{"kernel_faults", []string{"-d", "mlx5_0", "--faults", "plan.json"}, "--faults describe a NIC"},
+		{"kernel_plain", []string{"-d", "rxe0"}, ""},
+		{"wire_all", []string{"--wire", "udp:127.0.0.1:1,127.0.0.1:2", "--ip", "192.0.2.1", "--mem", "4194304", "--lead", "1ms"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(provider.SocketEnv, "")
+			o, err := parsePingpongArgs(c.args, &bytes.Buffer{})
+			require.NoError(t, err)
+			err = o.validate()
+			if c.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+	var stderr bytes.Buffer
+	require.Equal(t, 2, runRCPingpong([]string{"--socket", "/tmp/x.sock", "--mem", "4095"}, &bytes.Buffer{}, &stderr))
+	require.Contains(t, stderr.String(), "sizes its host memory from -s")
+}
+
 // TestPingpongSocketEnv: $SOFTNIC_SOCKET stands in for --socket for a
 // device of the daemon, never for a kernel device (rxe0 would be refused
 // as a kernel device given a socket) nor beside --wire.
