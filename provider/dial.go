@@ -171,7 +171,7 @@ func dialLink(name string, o DialOptions) (*daemonLink, error) {
 	if err != nil {
 		mem.Close()
 		rmem.Close()
-		return nil, fmt.Errorf("%w: %s: %w", ErrDeviceGone, o.Socket, err)
+		return nil, fmt.Errorf("%w: no softnic daemon answers on %s: %w", ErrDeviceGone, o.Socket, err)
 	}
 	l := &daemonLink{unread: map[uint32]int{}, name: name, timeout: o.Timeout, conn: conn, mem: mem, rmem: rmem, ring: ring, prod: ring.Producer(),
 		buf: make([]byte, 0, attach.MaxPayload)}
@@ -193,6 +193,17 @@ func dialLink(name string, o DialOptions) (*daemonLink, error) {
 	}
 	h, rp, fds, err := conn.Recv()
 	closeFDs(fds)
+	if errors.Is(err, syscall.ECONNRESET) {
+		// A daemon that refuses a connection before reading its ATTACH
+		// (too many waiting to attach) sends its ERROR and closes: the
+		// reset comes first, the ERROR is still queued behind it.
+		if h2, rp2, fds2, err2 := conn.Recv(); err2 == nil && h2.Type == attach.TError {
+			h, rp, err = h2, rp2, nil
+			closeFDs(fds2)
+		} else {
+			closeFDs(fds2)
+		}
+	}
 	if err != nil {
 		return fail(fmt.Errorf("%w: attach: %w", ErrDeviceGone, err))
 	}

@@ -163,7 +163,21 @@ var (
 //	EFAULT                             ErrOutOfRange
 //	EOPNOTSUPP, ENOSYS, EPROTONOSUPPORT, EPERM, EACCES  ErrNotSupported
 //	anything else                      ErrInvalidArg
+//
+// A daemon's refusal of an ATTACH (cmd "ATTACH") maps ENODEV (no such
+// device) to ErrNoDevice and EAGAIN (too many connections waiting to
+// attach) to ErrBusy, the rest as above.
 func ErrnoSentinel(cmd string, e syscall.Errno) error {
+	if cmd == "ATTACH" {
+		// The daemon's refusals of an ATTACH (serve): no such device,
+		// or too many connections waiting to attach (try again).
+		switch e {
+		case syscall.ENODEV:
+			return ErrNoDevice
+		case syscall.EAGAIN:
+			return ErrBusy
+		}
+	}
 	switch e {
 	case syscall.EINVAL, syscall.ENOSPC, syscall.E2BIG, syscall.ERANGE, syscall.ENODATA:
 		if cmd == "MODIFY_QP" || cmd == "EX_MODIFY_QP" {

@@ -289,7 +289,7 @@ func New(cfg Config) (*Daemon, error) {
 	if fi, lerr := os.Lstat(cfg.Socket); lerr == nil {
 		switch {
 		case fi.Mode()&os.ModeSocket == 0:
-			return nil, fmt.Errorf("serve: %s exists and is not a socket (%v)", cfg.Socket, fi.Mode().Type())
+			return nil, fmt.Errorf("serve: %s exists and is not a socket (%s)", cfg.Socket, fileKind(fi.Mode()))
 		case errors.Is(err, syscall.ECONNREFUSED):
 			os.Remove(cfg.Socket) // stale: nobody listens on it
 		default:
@@ -432,7 +432,7 @@ func (d *Daemon) Serve() error {
 			d.ctr.Refusals++
 			d.mu.Unlock()
 			d.logRefusal("refused pid %d: %d connections are waiting to attach", peerPID(c), d.cfg.MaxPending)
-			c.Close()
+			refuseBusy(c, d.cfg.MaxPending)
 			continue
 		}
 		d.pending++
@@ -447,6 +447,42 @@ func (d *Daemon) Serve() error {
 			d.mu.Unlock()
 		}()
 	}
+}
+
+// fileKind names the type of a file in words.
+func fileKind(m os.FileMode) string {
+	switch t := m.Type(); {
+	case t == 0:
+		return "a regular file"
+	case t&os.ModeDir != 0:
+		return "a directory"
+	case t&os.ModeSymlink != 0:
+		return "a symbolic link"
+	case t&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case t&os.ModeCharDevice != 0:
+		return "a character device"
+	case t&os.ModeDevice != 0:
+		return "a block device"
+	default:
+		return "file type " + t.String()
+	}
+}
+
+// refuseBusy answers a connection over the cap of those waiting to
+// attach with an ERROR (EAGAIN: the daemon is busy, try again) and closes
+// it, so that the client learns why rather than meeting a closed socket.
+// Its ATTACH is not read (reading could wait on a client that has not
+// sent it), so the close resets the connection; the client reads the
+// ERROR queued before the reset (provider.Dial does). The write goes to
+// an empty socket buffer and cannot wait; the deadline is a bound all
+// the same, since the accept loop runs it.
+func refuseBusy(c netUnixConn, pending int) {
+	conn := attach.NewConn(c)
+	conn.SetDeadline(time.Now().Add(10 * time.Millisecond))
+	em := attach.ErrorMsg{Errno: syscall.EAGAIN, Reason: fmt.Sprintf("daemon busy: %d connections are waiting to attach; try again", pending)}
+	conn.Send(attach.TError, 0, em.Encode(nil))
+	conn.Close()
 }
 
 // acceptRetry reports whether an accept error is a shortage that passes

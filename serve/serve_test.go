@@ -260,24 +260,27 @@ func TestRefusals(t *testing.T) {
 	require.NoError(t, err)
 	defer ctx.Close()
 	for _, tc := range []struct {
-		name   string
-		dev    string
-		errno  syscall.Errno
-		logged string
+		name     string
+		dev      string
+		errno    syscall.Errno
+		sentinel error
+		logged   string
 	}{
-		{"busy", "softnic0", syscall.EBUSY, "softnic0 is attached by pid"},
-		{"unknown device", "softnic7", syscall.ENODEV, `no device "softnic7"`},
-		{"rxe name", "rxe0", syscall.ENODEV, `no device "rxe0"`},
+		{"busy", "softnic0", syscall.EBUSY, provider.ErrBusy, "softnic0 is attached by pid"},
+		{"unknown device", "softnic7", syscall.ENODEV, provider.ErrNoDevice, `no device "softnic7"`},
+		{"rxe name", "rxe0", syscall.ENODEV, provider.ErrNoDevice, `no device "rxe0"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := provider.Dial(tc.dev, provider.DialOptions{Socket: sock})
 			require.Error(t, err)
 			require.True(t, errors.Is(err, tc.errno), "%v", err)
+			require.ErrorIs(t, err, tc.sentinel)
 			require.Contains(t, log.String(), tc.logged)
 		})
 	}
 	_, err = provider.Dial("softnic0", provider.DialOptions{Socket: filepath.Join(t.TempDir(), "none")})
 	require.ErrorIs(t, err, provider.ErrDeviceGone)
+	require.ErrorContains(t, err, "no softnic daemon answers on")
 	t.Setenv(provider.SocketEnv, "")
 	_, err = provider.Dial("softnic0", provider.DialOptions{})
 	require.ErrorIs(t, err, provider.ErrInvalidArg, "no socket given and none in the environment")
