@@ -243,7 +243,8 @@ func ParseMessage(b []byte) (Header, []byte, error) {
 //	    20    4  reserved, zero
 //	    24    8  IOVA of byte 0 of host memory (4 KiB aligned, not 0)
 //	    32    8  host memory size (a multiple of 4096)
-//	    40    8  ring memfd size
+//	    40    8  ring size (the ring's bytes; its memfd holds at least
+//	             this rounded up to a multiple of 4096)
 type AttachReq struct {
 	Version  uint32
 	Device   string

@@ -225,6 +225,10 @@ func (d *Daemon) attach(conn *attach.Conn, uc netUnixConn, pid int32) (*client, 
 	rmem, err := shm.Map(fds[1], rsize, 1<<12)
 	if err != nil {
 		mem.Close()
+		if rsize != int(req.RingSize) {
+			// shm.Map names the rounded size as the claim: say so.
+			return nil, refuse(syscall.EINVAL, "ring of %d bytes claimed, its memfd must hold it rounded up to pages (%d bytes): %v", req.RingSize, rsize, err)
+		}
 		return nil, refuse(syscall.EINVAL, "ring: %v", err)
 	}
 	ring, err := mmioring.Attach(rmem.Bytes()[:req.RingSize])

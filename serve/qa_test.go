@@ -26,6 +26,7 @@ import (
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/uverbs"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // qaRoles are the child roles of the attacks below (childMain runs them).
@@ -1105,12 +1106,28 @@ func TestPendingConnectionsBounded(t *testing.T) {
 	extra := dial()
 	defer extra.Close()
 	extra.SetDeadline(time.Now().Add(2 * time.Second))
-	n, err := extra.Read(make([]byte, 64))
+	buf := make([]byte, 2048)
+	n, err := extra.Read(buf)
+	require.NoError(t, err, "one connection too many is told why")
+	h, p, err := attach.ParseMessage(buf[:n])
+	require.NoError(t, err)
+	require.Equal(t, attach.TError, h.Type)
+	em, err := attach.DecodeError(p)
+	require.NoError(t, err)
+	require.Equal(t, syscall.EAGAIN, em.Errno)
+	require.Contains(t, em.Reason, "connections are waiting to attach")
+	n, err = extra.Read(buf)
 	require.Zero(t, n)
-	require.ErrorIs(t, err, io.EOF, "one connection too many is closed at once")
+	require.ErrorIs(t, err, io.EOF, "then closed at once")
 	require.Contains(t, log.String(), "connections are waiting to attach")
 	refusals := d.Counters().Refusals
 	require.NotZero(t, refusals)
+	// A provider that sends its ATTACH meanwhile (the daemon closes with
+	// it unread: a reset) still gets the refusal, as ErrBusy and EAGAIN.
+	_, err = provider.Dial("softnic0", provider.DialOptions{Socket: sock, MemSize: 1 << 20, RingSlots: 64})
+	require.ErrorIs(t, err, provider.ErrBusy)
+	require.ErrorIs(t, err, syscall.EAGAIN)
+	require.ErrorContains(t, err, "daemon busy")
 	for _, c := range silent {
 		c.Close()
 	}
@@ -1258,6 +1275,37 @@ func TestBadAttach(t *testing.T) {
 			require.Eventually(t, func() bool { return openFDs(t) <= before }, 2*time.Second, 10*time.Millisecond, "the passed descriptors are closed")
 		})
 	}
+	t.Run("ring memfd not rounded up to pages", func(t *testing.T) {
+		// A ring of a size that is not a multiple of 4096 in a memfd of
+		// exactly that size: the reason names the size claimed and the
+		// page-rounded one its memfd must hold.
+		mem, err := shm.New("qa-mem", 1<<20, 0x10000000)
+		require.NoError(t, err)
+		defer mem.Close()
+		size := mmioring.Size(64)
+		require.NotZero(t, size%4096, "the case needs a ring that is not whole pages")
+		fd, err := unix.MemfdCreate("qa-ring-exact", unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
+		require.NoError(t, err)
+		defer unix.Close(fd)
+		require.NoError(t, unix.Ftruncate(fd, int64(size)))
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK)
+		require.NoError(t, err)
+		req := good()
+		p, err := req.Encode(nil)
+		require.NoError(t, err)
+		conn, err := attach.Dial(sock, time.Second)
+		require.NoError(t, err)
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(2 * time.Second))
+		require.NoError(t, conn.Send(attach.TAttach, 0, p, mem.Fd(), fd))
+		h, rp, _, err := conn.Recv()
+		require.NoError(t, err)
+		require.Equal(t, attach.TError, h.Type)
+		em, err := attach.DecodeError(rp)
+		require.NoError(t, err)
+		require.Equal(t, syscall.EINVAL, em.Errno)
+		require.Contains(t, em.Reason, fmt.Sprintf("ring of %d bytes claimed, its memfd must hold it rounded up to pages (%d bytes)", size, (size+4095)&^4095))
+	})
 	ctx, err := provider.Dial("softnic0", provider.DialOptions{Socket: sock})
 	require.NoError(t, err, "the daemon serves on")
 	require.NoError(t, ctx.Close())
