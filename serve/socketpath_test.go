@@ -34,11 +34,11 @@ func TestSocketPathRefusals(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, "keep", string(b))
 			}
-		}, false, "is not a socket"},
+		}, false, "is not a socket (a regular file)"},
 		{"directory", func(t *testing.T, path string) func(t *testing.T) {
 			require.NoError(t, os.Mkdir(path, 0o755))
 			return func(t *testing.T) { require.DirExists(t, path) }
-		}, false, "is not a socket"},
+		}, false, "is not a socket (a directory)"},
 		{"live stream socket", func(t *testing.T, path string) func(t *testing.T) {
 			ln, err := net.Listen("unix", path)
 			require.NoError(t, err)

@@ -132,7 +132,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	d, err := serve.New(cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "softnic serve: %v\n", err)
+		// The package's errors start "serve: ", which this prefix says.
+		fmt.Fprintf(stderr, "softnic serve: %s\n", strings.TrimPrefix(err.Error(), "serve: "))
 		return 1
 	}
 	fmt.Fprintf(stderr, "softnic serve: %d devices (%s) on %s, profile %s, clock %v\n", devices, strings.Join(d.Names(), ", "), *socket, p.Name, d.Clock())
