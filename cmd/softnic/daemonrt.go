@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -76,6 +77,17 @@ func (d *daemonRT) GID() [16]byte { return d.ctx.Attr().GID }
 
 func (d *daemonRT) PollCQ(cq *provider.CQ, wcs []provider.WC, timeout time.Duration, what func() string) (int, error) {
 	return d.pollCQ(cq, wcs, timeout, what, d.CounterLine)
+}
+
+// Gone is the provider's ErrDeviceGone error once the daemon has gone
+// (died, stopped, or closed the connection), else nil: a completion in
+// error after that is the flush of the lost device, and the daemon's loss
+// is what to report.
+func (d *daemonRT) Gone() error {
+	if _, err := d.ctx.Counters(); errors.Is(err, provider.ErrDeviceGone) {
+		return err
+	}
+	return nil
 }
 
 // CounterLine is the device's non-zero hardware counters.

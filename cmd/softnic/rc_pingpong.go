@@ -752,6 +752,11 @@ func (pp *pingpong) loop(routs *int) error {
 		for i := 0; i < ne; i++ {
 			wc := &wcs[i]
 			if wc.Status != provider.WCSuccess {
+				if g, ok := pp.rt.(interface{ Gone() error }); ok {
+					if err := g.Gone(); err != nil {
+						return fmt.Errorf("failed status %s (%d) for wr_id %d: %w", wc.Status, wc.Status, wc.WRID, err)
+					}
+				}
 				return fmt.Errorf("failed status %s (%d) for wr_id %d", wc.Status, wc.Status, wc.WRID)
 			}
 			switch wc.WRID {

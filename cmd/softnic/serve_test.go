@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -297,5 +298,43 @@ func TestServeFlags(t *testing.T) {
 			require.Equal(t, 2, code, errb.String())
 			require.Contains(t, errb.String(), tc.want)
 		})
+	}
+}
+
+// TestServeSocketNotASocket: a path that holds another kind of file is
+// refused in words, under one "softnic serve:" prefix (the package's own
+// "serve:" is not repeated), and the file is left alone.
+func TestServeSocketNotASocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "plain")
+	require.NoError(t, os.WriteFile(path, []byte("keep"), 0o644))
+	var out, errb bytes.Buffer
+	require.Equal(t, 1, runServe([]string{"--socket", path}, &out, &errb))
+	require.Equal(t, "softnic serve: "+path+" exists and is not a socket (a regular file)\n", errb.String())
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "keep", string(b))
+}
+
+// TestRCPingpongDaemonStopped: a daemon stopped (SIGTERM) under a
+// polling ping-pong flushes the clients' QPs as it detaches them; each
+// client's last line, the error it exits with, names the device gone,
+// not only the flush status of the completion it was polling for.
+func TestRCPingpongDaemonStopped(t *testing.T) {
+	sock, serveCmd, _, next := startServe(t, "--devices", "2")
+	require.Contains(t, next(), "2 devices")
+	port := strconv.Itoa(freeTCPPort(t))
+	common := []string{"--socket", sock, "-g", "1", "-p", port, "-n", "100000000", "--timeout", "30s"}
+	srv := startPingpong(t, append([]string{"-d", "softnic0"}, common...)...)
+	require.Contains(t, next(), "attach softnic0")
+	cli := startPingpong(t, append([]string{"-d", "softnic1", "127.0.0.1"}, common...)...)
+	for end := time.Now().Add(20 * time.Second); !strings.Contains(cli.out.String(), "remote address"); time.Sleep(20 * time.Millisecond) {
+		require.True(t, time.Now().Before(end), "no handshake:\n%s\n%s", srv.out.String(), cli.out.String())
+	}
+	time.Sleep(200 * time.Millisecond) // mid run
+	require.NoError(t, serveCmd.Process.Signal(syscall.SIGTERM))
+	for _, p := range []*ppProc{srv, cli} {
+		require.Equal(t, 1, p.wait(t, 10*time.Second), p.out.String())
+		lines := strings.Split(strings.TrimSpace(p.out.String()), "\n")
+		require.Contains(t, lines[len(lines)-1], "device gone", p.out.String())
 	}
 }
