@@ -300,6 +300,9 @@ func (d *Device) CreateCompChannel() (uint32, error) {
 	return ch.id, nil
 }
 
+// CompChannels is the number of completion channels open.
+func (d *Device) CompChannels() int { return len(d.ev.chans) }
+
 // DestroyCompChannel destroys a channel no CQ uses; its queued events go.
 func (d *Device) DestroyCompChannel(id uint32) error {
 	if d.ev.chans[id] == nil {

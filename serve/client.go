@@ -115,6 +115,15 @@ func (d *Daemon) handle(uc netUnixConn) {
 	c, err := d.attach(conn, uc, pid)
 	d.mu.Lock()
 	d.pending--
+	closed := d.closed
+	if err != nil && (closed || errors.Is(err, attach.ErrPeerGone)) {
+		// Not a refusal: the daemon stopping closed the connection
+		// before its ATTACH, or the peer closed without a word (another
+		// daemon checking whether this one is alive, a port probe).
+		d.ctr.Unattached++
+		d.mu.Unlock()
+		return
+	}
 	d.mu.Unlock()
 	if err != nil {
 		d.mu.Lock()
@@ -322,6 +331,9 @@ func (c *client) serve() (why string, detach bool, seq uint32) {
 			}
 			if errors.Is(err, attach.ErrPeerGone) {
 				return "closed", false, 0
+			}
+			if d.isClosed() {
+				return "daemon stopping", false, 0 // Close closed the socket under the read
 			}
 			return fmt.Sprintf("socket: %v", err), false, 0
 		}
@@ -716,13 +728,20 @@ func (c *client) teardown(why string) {
 	start := time.Now()
 	d.linger()
 	objs := c.srv.Objects()
+	// Channels made through the event control (SIM) are the device's
+	// only; those of uverbs CREATE_COMP_CHANNEL are in both.
+	objs["completion channel"] = max(objs["completion channel"], c.dev.CompChannels())
 	d.detachLocked(c)
 	held := time.Since(start) // what the others waited for the world
 	d.unlock()
 	var parts []string
-	for _, k := range []string{"QP", "SRQ", "CQ", "AH", "MR", "PD"} {
+	for _, k := range []string{"QP", "SRQ", "CQ", "AH", "MR", "PD", "completion channel"} {
 		if n := objs[k]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, k))
+			s := ""
+			if n > 1 && k == "completion channel" {
+				s = "s"
+			}
+			parts = append(parts, fmt.Sprintf("%d %s%s", n, k, s))
 		}
 	}
 	left := "nothing left open"

@@ -200,9 +200,13 @@ func (d *Daemon) unlock() {
 
 // Counters are the daemon's own counts (the devices keep theirs).
 type Counters struct {
-	Attaches      uint64 // clients attached
-	Detaches      uint64 // clients gone (closed, killed, torn down)
-	Refusals      uint64 // ATTACH refused (busy, unknown device, bad memory)
+	Attaches uint64 // clients attached
+	Detaches uint64 // clients gone (closed, killed, torn down)
+	Refusals uint64 // ATTACH refused (busy, unknown device, bad memory)
+	// Unattached counts connections that ended before any message
+	// without being refused: closed by their peer at once (a liveness
+	// check of another daemon on the same path), or by Close.
+	Unattached    uint64
 	LeaveWaits    uint64 // ATTACHes that waited for a departing owner's teardown
 	BadMessages   uint64 // malformed socket messages answered with EPROTO
 	BadRecords    uint64 // malformed ring records, skipped
@@ -447,6 +451,13 @@ func (d *Daemon) Serve() error {
 			d.mu.Unlock()
 		}()
 	}
+}
+
+// isClosed reports whether Close has begun.
+func (d *Daemon) isClosed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
 }
 
 // fileKind names the type of a file in words.
