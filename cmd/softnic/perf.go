@@ -207,7 +207,7 @@ func perfFlags(o *perfOpts, stderr io.Writer) *flag.FlagSet {
 	boolean(&o.noPeak, "do not compute the peak bandwidth", "N", "noPeak")
 	num(&o.qpTimeout, 14, "QP timeout: 4.096 µs × 2^N", "u", "qp-timeout")
 	fs.BoolVar(&o.json, "json", false, "print the run as JSON instead of tables")
-	durationVar(fs, &o.timeout, "timeout", 20*time.Second, "give up when the peer or a completion keeps us waiting this long (--wire); in one process, the virtual-time budget per run")
+	durationVar(fs, &o.timeout, "timeout", 20*time.Second, "give up when the peer or a completion keeps us waiting this long (--wire); in one process, when no completion lands for this long in virtual time (with -D: this long past the deadline)")
 	fs.BoolVar(&o.noProgress, "no-progress", false, "no progress bar on stderr")
 	// --wire, --ip and the rest of the real-network flags; --faults and
 	// --profile are theirs, and in one process apply to the simulation.

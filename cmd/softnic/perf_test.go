@@ -547,3 +547,24 @@ func TestPerfIterationsNotAMultipleOfCQMod(t *testing.T) {
 		})
 	}
 }
+
+// TestPerfTimeoutIsAStallBound: in one process --timeout bounds how long
+// the run may go without a completion, not the whole run: 5000 WRITEs of
+// 64 KiB take about 28 ms of virtual time and pass with --timeout 50us
+// (one lands every 6 µs); with every frame dropped and a QP timeout far
+// beyond it (-u 30: 73 minutes), nothing completes and the run fails
+// after the timeout, naming it.
+func TestPerfTimeoutIsAStallBound(t *testing.T) {
+	out, errs, code := runPerfCmd(t, "write_bw", "-s", "65536", "-n", "5000", "--timeout", "50us")
+	if code != 0 || len(tableRows(t, out)) != 1 {
+		t.Fatalf("a long run that keeps completing: exit %d\n%s\n%s", code, out, errs)
+	}
+	plan := filepath.Join(t.TempDir(), "drop.json")
+	if err := os.WriteFile(plan, []byte(`{"seed": 1, "rules": [{"point": "wire.tx", "action": "drop"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code = runPerfCmd(t, "write_bw", "-s", "64", "-n", "50", "-u", "30", "--timeout", "1s", "--faults", plan)
+	if code != 1 || !strings.Contains(errs, "no completion for 1s of virtual time (--timeout)") || !strings.Contains(errs, "0 completed") {
+		t.Fatalf("a run where nothing completes: exit %d, stderr %q", code, errs)
+	}
+}
