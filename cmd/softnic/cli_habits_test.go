@@ -176,6 +176,14 @@ func TestVersionAndHelp(t *testing.T) {
 			require.Equal(t, stdout.String(), hout.String(), "help %s", name)
 		}
 	}
+	// help of a command that does not exist, or of two, is bad usage
+	// (it printed the general usage and exited 0).
+	for _, args := range [][]string{{"help", "bogus"}, {"help", "perf", "trace"}} {
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, 2, run(args, &stdout, &stderr), "%q", args)
+		require.Empty(t, stdout.String(), "%q", args)
+		require.Contains(t, stderr.String(), "softnic help: ", "%q", args)
+	}
 	// No command at all is bad usage: the usage on stderr, exit 2.
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, 2, run(nil, &stdout, &stderr))

@@ -168,10 +168,18 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	if len(args) == 2 && args[0] == "help" {
-		if c, ok := commands[args[1]]; ok {
-			return c.run([]string{"--help"}, stdout, stderr) // softnic help perf
+	if len(args) >= 2 && args[0] == "help" {
+		c, ok := commands[args[1]]
+		switch {
+		case !ok:
+			fmt.Fprintf(stderr, "softnic help: unknown command %q\n", args[1])
+			usage(stderr)
+			return 2
+		case len(args) > 2:
+			fmt.Fprintf(stderr, "softnic help: one command at a time (got %q)\n", args[1:])
+			return 2
 		}
+		return c.run([]string{"--help"}, stdout, stderr) // softnic help perf
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		// Asked-for help is the command's output: on stdout, exit 0, as
