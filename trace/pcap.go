@@ -244,13 +244,15 @@ type recordTracker struct {
 // ngIface is what the tracker keeps of an interface description block.
 type ngIface struct {
 	link uint16 // the link type number, before pcapgo keeps its low byte
-	// tsres is an if_tsresol pcapgo cannot scale (0: none): binary 2^-n
-	// for n >= 30, where its integer factor loses the fraction and from
-	// 64 on it divides by zero, and decimal 10^-e for e >= 20, past 64
-	// bits. The tracker passes such an option on as 10^-9, so that pcapgo
-	// hands the raw count through in nanoseconds, and ReadFrame scales
-	// the count exactly (scaleRaw).
+	// tsres is an if_tsresol pcapgo cannot scale (when raw is set):
+	// binary 2^-n for n >= 30, where its integer factor loses the
+	// fraction and from 64 on it divides by zero, decimal 10^-e for
+	// e >= 20, past 64 bits, and 10^0 (whole seconds), which pcapgo
+	// takes for the default 10^-6. The tracker passes such an option on
+	// as 10^-9, so that pcapgo hands the raw count through in
+	// nanoseconds, and ReadFrame scales the count exactly (scaleRaw).
 	tsres uint8
+	raw   bool
 }
 
 // iface is the interface with index i of section sec, or nil.
@@ -307,7 +309,7 @@ func (t *recordTracker) feed(b []byte) int {
 			if t.tsresAt {
 				t.tsresAt = false
 				if ifc := t.lastIface(); ifc != nil && unscalable(b[i]) {
-					ifc.tsres, b[i] = b[i], 9
+					ifc.tsres, ifc.raw, b[i] = b[i], true, 9
 				}
 			}
 			k := min(uint64(len(b)-i), t.skip)
@@ -535,7 +537,7 @@ func unscalable(v uint8) bool {
 	if v&0x80 != 0 {
 		return v&0x7f >= 30
 	}
-	return v >= 20
+	return v >= 20 || v == 0
 }
 
 // scaleRaw is the time of a timestamp of raw units of the if_tsresol res
@@ -553,11 +555,11 @@ func scaleRaw(raw uint64, res uint8, offset uint64) time.Time {
 	return time.Unix(int64(sec.Uint64()+offset), ns.Int64()).UTC()
 }
 
-// rescale is ci's time for an interface whose if_tsresol the tracker
-// passed on as 10^-9 (0: none): pcapgo gave the raw count as nanoseconds
-// after the interface's offset.
-func rescale(ts time.Time, res uint8, offset uint64) time.Time {
-	if res == 0 {
+// rescale is ci's time for an interface whose if_tsresol res the tracker
+// passed on as 10^-9 (passed; else ts as it is): pcapgo gave the raw count
+// as nanoseconds after the interface's offset.
+func rescale(ts time.Time, res uint8, passed bool, offset uint64) time.Time {
+	if !passed {
 		return ts
 	}
 	raw := (uint64(ts.Unix())-offset)*1e9 + uint64(ts.Nanosecond())
@@ -708,7 +710,7 @@ func (r *PcapReader) ReadFrame() (PcapFrame, error) {
 				lt = ifc.LinkType
 				ci.Timestamp = binaryResolution(ci.Timestamp, ifc.TimestampResolution)
 				if t != nil {
-					ci.Timestamp = rescale(ci.Timestamp, t.tsres, ifc.TimestampOffset)
+					ci.Timestamp = rescale(ci.Timestamp, t.tsres, t.raw, ifc.TimestampOffset)
 				}
 			}
 			link = uint16(lt)

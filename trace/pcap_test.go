@@ -410,6 +410,11 @@ func TestScaleRaw(t *testing.T) {
 		{"10^-20", 12345678901234567890, 20, 0, "0.123456789"},
 		{"10^-127", math.MaxUint64, 0x7f, 0, "0.000000000"},
 		{"offset", 1 << 29, 0x9e, 1700000000, "1700000000.500000000"},
+		// 10^0: whole seconds (tshark: 1000 units are 1000 s); pcapgo
+		// took 0 for its default, microseconds.
+		{"10^0, whole seconds", 1000, 0, 0, "1000.000000000"},
+		// 2^64-1 s wraps to -1 s in 64 signed bits, as tshark shows it.
+		{"10^0, every unit", math.MaxUint64, 0, 0, "-1.000000000"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			require.True(t, unscalable(c.res))
@@ -417,7 +422,7 @@ func TestScaleRaw(t *testing.T) {
 			require.Equal(t, c.want, fmt.Sprintf("%d.%09d", ts.Unix(), ts.Nanosecond()))
 		})
 	}
-	for _, r := range []uint8{0, 3, 6, 9, 19, 0x80, 0x8a, 0x9d} {
+	for _, r := range []uint8{1, 3, 6, 9, 19, 0x80, 0x8a, 0x9d} {
 		require.False(t, unscalable(r), "%#x: pcapgo scales it", r)
 	}
 }

@@ -91,6 +91,14 @@ var foreignCaptures = []struct {
 		"#5 0.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
 		"5 frames: 5 roce (0 bad icrc, 0 malformed), 0 skipped",
 	}, false, []string{"1700000004.500000000", "5.015118976", "0.000000000", "0.000000000", "1.000000000"}},
+	// if_tsresol 0 is 10^0, whole seconds, as tshark reads it (pcapgo took
+	// it for its default, microseconds: 0.001 for 1000 units); 2^64-1
+	// units wrap to -1 s in tshark's signed 64-bit seconds too.
+	{"pcapng timestamp resolution 10^0", "tsresol_seconds.pcapng", 0, []string{
+		"#1 1700000005.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"#2 -1.000000000 10.0.0.1:49152 → 10.0.0.2:4791 RC_SEND_ONLY qp=0x000011 psn=0x000001 ack=0 len=16 icrc=ok",
+		"2 frames: 2 roce (0 bad icrc, 0 malformed), 0 skipped",
+	}, false, nil},
 	// A simple packet block has no timestamp (tshark: no time_epoch): its
 	// time is "-", not the zero time.Time (-62135596800).
 	{"pcapng simple packet block, no timestamp", "simple_packet_block.pcapng", 0, []string{

@@ -153,6 +153,14 @@ with open("tsresol_fine.pcapng", "wb") as f:
                                           (0xFF, 1 << 63), (20, 12345678901234567890), (0x7F, (1 << 64) - 1)]):
         f.write(block(1, struct.pack("<HHI", 1, 0, 0) + struct.pack("<HHB3x", 9, 1, tsresol) + bytes(4)))
         f.write(block(6, struct.pack("<IIIII", i, units >> 32, units & 0xFFFFFFFF, len(vlan_frame), len(vlan_frame)) + vlan_frame))
+# if_tsresol 0 is 10^0: whole seconds (tshark: 1700000005 units are
+# 1700000005 s, and 2^64-1 units wrap to -1 s); pcapgo reads 0 as its
+# default, microseconds.
+with open("tsresol_seconds.pcapng", "wb") as f:
+    f.write(block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1)))
+    f.write(block(1, struct.pack("<HHI", 1, 0, 0) + struct.pack("<HHB3x", 9, 1, 0) + bytes(4)))
+    for i, units in enumerate([1700000005, (1 << 64) - 1]):
+        f.write(block(6, struct.pack("<IIIII", 0, units >> 32, units & 0xFFFFFFFF, len(vlan_frame), len(vlan_frame)) + vlan_frame))
 # A simple packet block (type 3) carries no timestamp: tshark shows no
 # frame.time_epoch, decode "-" (not the zero time.Time pcapgo reads).
 with open("simple_packet_block.pcapng", "wb") as f:
