@@ -236,9 +236,11 @@ type recordTracker struct {
 	// ifaces holds, per pcapng section, each interface description
 	// block, in order (an interface's index).
 	ifaces   [][]ngIface
-	snap0    uint32 // the snap length of the section's first interface
-	blockTyp uint32 // the type of the block whose options are read
-	tsresAt  bool   // the next value byte is an interface's if_tsresol
+	snap0    uint32  // the snap length of the section's first interface
+	blockTyp uint32  // the type of the block whose options are read
+	tsresAt  bool    // the next value byte is an interface's if_tsresol
+	blockLen uint32  // the current pcapng block's length, which its last 4 bytes repeat
+	trail    [4]byte // those 4 bytes, as they are read
 }
 
 // ngIface is what the tracker keeps of an interface description block.
@@ -317,8 +319,21 @@ func (t *recordTracker) feed(b []byte) int {
 				k = min(k, t.optSkip)
 				t.optSkip -= k
 			}
+			if t.ng {
+				// The block's last 4 bytes repeat its length.
+				for j := uint64(0); j < k; j++ {
+					if left := t.skip - j; left <= 4 {
+						t.trail[4-left] = b[i+int(j)]
+					}
+				}
+			}
 			t.skip -= k
 			i += int(k)
+			if t.ng && t.skip == 0 {
+				if l := t.order().Uint32(t.trail[:]); l != t.blockLen {
+					t.fail("the block at byte %d is %d bytes long and ends saying %d", t.start, t.blockLen, l)
+				}
+			}
 		default:
 			if t.hdrN == 0 {
 				t.start = base + int64(i)
@@ -492,6 +507,7 @@ func (t *recordTracker) block() {
 		return
 	}
 	t.hdrN = 0
+	t.blockLen = l
 	t.skip = uint64(l) - uint64(fixed)
 	t.opts = typ == ngSectionHeader || typ == ngInterface || typ == ngInterfaceStatistics
 	t.blockTyp = typ

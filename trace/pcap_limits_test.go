@@ -213,6 +213,24 @@ var maliciousCaptures = []struct {
 			"ad0b0000 08000000", // and again
 	},
 	{
+		"block_trailing_length_differs", // a 12-byte block that ends saying 16 (tshark: "block lengths don't match")
+		// 0000  0a 0d 0d 0a 1c 00 00 00 4d 3c 2b 1a 01 00 00 00
+		// 0010  ff ff ff ff ff ff ff ff 1c 00 00 00 ad 0b 00 00
+		// 0020  0c 00 00 00 10 00 00 00
+		"0a0d0d0a 1c000000" + // section header block, 28 bytes
+			"4d3c2b1a 0100 0000" + // byte-order magic (little endian), version 1.0
+			"ffffffffffffffff 1c000000" + // section length unknown; length again
+			"ad0b0000 0c000000 10000000", // unknown block type 0xbad, 12 bytes; 16 at its end
+	},
+	{
+		"shb_trailing_length_differs", // a 28-byte section header that ends saying 32
+		// 0000  0a 0d 0d 0a 1c 00 00 00 4d 3c 2b 1a 01 00 00 00
+		// 0010  ff ff ff ff ff ff ff ff 20 00 00 00
+		"0a0d0d0a 1c000000" + // section header block, 28 bytes
+			"4d3c2b1a 0100 0000" + // byte-order magic (little endian), version 1.0
+			"ffffffffffffffff 20000000", // section length unknown; 32 at its end
+	},
+	{
 		"shb_shorter_than_its_fields", // a section header of 24 bytes, its fields take 28
 		// 0000  0a 0d 0d 0a 18 00 00 00 4d 3c 2b 1a 01 00 00 00
 		// 0010  ff ff ff ff ff ff ff ff
