@@ -257,6 +257,14 @@ type ngIface struct {
 	raw   bool
 }
 
+// sectionIfaces is how many interfaces the current section describes.
+func (t *recordTracker) sectionIfaces() int {
+	if len(t.ifaces) == 0 {
+		return 0
+	}
+	return len(t.ifaces[len(t.ifaces)-1])
+}
+
 // iface is the interface with index i of section sec, or nil.
 func (t *recordTracker) iface(sec, i int) *ngIface {
 	if sec < 0 || sec >= len(t.ifaces) || i < 0 || i >= len(t.ifaces[sec]) {
@@ -487,6 +495,15 @@ func (t *recordTracker) block() {
 		// Block: type, length, 20 bytes of fields, the data padded to
 		// 4 bytes, options, the length again.
 		caplen, orig := t.order().Uint32(t.hdr[20:24]), t.order().Uint32(t.hdr[24:28])
+		id := int(t.order().Uint32(t.hdr[8:12]))
+		if typ == ngObsoletePacket {
+			id = int(t.order().Uint16(t.hdr[8:10]))
+		}
+		if t.iface(len(t.ifaces)-1, id) == nil {
+			// pcapgo refuses it too, with an error of its own.
+			t.fail("the packet block at byte %d names interface %d, which its section does not describe (%d interfaces)", t.start, id, t.sectionIfaces())
+			return
+		}
 		t.packet(uint64(caplen), l, 32)
 		if t.bad == nil && caplen > orig {
 			t.fail("the packet block at byte %d captures %d bytes of a %d-byte frame", t.start, caplen, orig)
@@ -495,6 +512,10 @@ func (t *recordTracker) block() {
 		// The data is the original length's, cut to the first
 		// interface's snap length (0: none), as pcapgo reads it; with
 		// no interface in the section pcapgo refuses the block itself.
+		if t.sectionIfaces() == 0 {
+			t.fail("the simple packet block at byte %d is in a section that describes no interface", t.start)
+			return
+		}
 		if n := len(t.ifaces); n > 0 && len(t.ifaces[n-1]) > 0 {
 			caplen := uint64(t.order().Uint32(t.hdr[8:12]))
 			if t.snap0 != 0 {

@@ -223,6 +223,32 @@ var maliciousCaptures = []struct {
 			"ad0b0000 0c000000 10000000", // unknown block type 0xbad, 12 bytes; 16 at its end
 	},
 	{
+		"epb_names_a_missing_interface", // a packet of interface 5 in a section of one interface
+		// 0000  0a 0d 0d 0a 1c 00 00 00 4d 3c 2b 1a 01 00 00 00
+		// 0010  ff ff ff ff ff ff ff ff 1c 00 00 00 01 00 00 00
+		// 0020  14 00 00 00 01 00 00 00 00 00 00 00 14 00 00 00
+		// 0030  06 00 00 00 20 00 00 00 05 00 00 00 00 00 00 00
+		// 0040  00 00 00 00 00 00 00 00 00 00 00 00 20 00 00 00
+		"0a0d0d0a 1c000000" + // section header block, 28 bytes
+			"4d3c2b1a 0100 0000" + // byte-order magic (little endian), version 1.0
+			"ffffffffffffffff 1c000000" + // section length unknown; length again
+			"01000000 14000000" + // interface description block, 20 bytes
+			"0100 0000 00000000 14000000" + // Ethernet, snap length 0; length again
+			"06000000 20000000" + // enhanced packet block, 32 bytes
+			"05000000 00000000 00000000" + // interface 5, timestamp
+			"00000000 00000000 20000000", // captured and original length 0; length again
+	},
+	{
+		"spb_in_a_section_without_interfaces", // a simple packet block with no interface described
+		// 0000  0a 0d 0d 0a 1c 00 00 00 4d 3c 2b 1a 01 00 00 00
+		// 0010  ff ff ff ff ff ff ff ff 1c 00 00 00 03 00 00 00
+		// 0020  10 00 00 00 00 00 00 00 10 00 00 00
+		"0a0d0d0a 1c000000" + // section header block, 28 bytes
+			"4d3c2b1a 0100 0000" + // byte-order magic (little endian), version 1.0
+			"ffffffffffffffff 1c000000" + // section length unknown; length again
+			"03000000 10000000 00000000 10000000", // simple packet block, 16 bytes, original length 0
+	},
+	{
 		"shb_trailing_length_differs", // a 28-byte section header that ends saying 32
 		// 0000  0a 0d 0d 0a 1c 00 00 00 4d 3c 2b 1a 01 00 00 00
 		// 0010  ff ff ff ff ff ff ff ff 20 00 00 00
