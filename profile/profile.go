@@ -38,7 +38,14 @@ type Error struct {
 	Field  string // JSON path, e.g. device.pcie.lanes; "" for the whole file
 	Msg    string
 	Err    error // underlying error, if any
+	// NotFound: Source names neither a built-in profile nor a file
+	// (errors.Is(err, ErrNoSuchProfile)).
+	NotFound bool
 }
+
+// ErrNoSuchProfile matches a Load of a name that is no built-in profile
+// and no file: a bad argument rather than a bad file.
+var ErrNoSuchProfile = errors.New("no such profile")
 
 func (e *Error) Error() string {
 	s := "profile " + e.Source
@@ -52,12 +59,17 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Unwrap gives ErrProfile and the underlying error.
+// Unwrap gives ErrProfile, ErrNoSuchProfile when NotFound, and the
+// underlying error.
 func (e *Error) Unwrap() []error {
-	if e.Err != nil {
-		return []error{ErrProfile, e.Err}
+	errs := []error{ErrProfile}
+	if e.NotFound {
+		errs = append(errs, ErrNoSuchProfile)
 	}
-	return []error{ErrProfile}
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	return errs
 }
 
 // Profile is a device model and the wire it is cabled to, with the source
@@ -256,9 +268,9 @@ func Load(nameOrFile string) (Profile, error) {
 	b, err := readFile(nameOrFile)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) && !strings.ContainsAny(nameOrFile, "/.") {
-			return Profile{}, &Error{Source: nameOrFile, Msg: "no such profile (have " + strings.Join(Names(), ", ") + ") and no such file"}
+			return Profile{}, &Error{Source: nameOrFile, Msg: "no such profile (have " + strings.Join(Names(), ", ") + ") and no such file", NotFound: true}
 		}
-		return Profile{}, &Error{Source: nameOrFile, Msg: "cannot read", Err: err}
+		return Profile{}, &Error{Source: nameOrFile, Msg: "cannot read", Err: err, NotFound: errors.Is(err, os.ErrNotExist)}
 	}
 	return Parse(b, nameOrFile)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/provider"
 )
 
@@ -138,6 +139,25 @@ const maxIters = 1 << 24
 type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
+
+// loadProfile is profile.Load for a --profile (or positional) argument: a
+// name that is no built-in profile and no file is a bad argument
+// (usageError, exit 2); a file that does not parse is bad input (exit 1).
+func loadProfile(nameOrFile string) (profile.Profile, error) {
+	p, err := profile.Load(nameOrFile)
+	if errors.Is(err, profile.ErrNoSuchProfile) {
+		return p, usageError{err}
+	}
+	return p, err
+}
+
+// exitCode is a command's exit status for err: 2 for a usageError, else 1.
+func exitCode(err error) int {
+	if errors.As(err, new(usageError)) {
+		return 2
+	}
+	return 1
+}
 
 // flagGiven says whether the command line set flag name (fs parsed).
 func flagGiven(fs *flag.FlagSet, name string) bool {

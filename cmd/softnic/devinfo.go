@@ -54,10 +54,10 @@ func runDevinfo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softnic devinfo: -i %d: ports count from 1\n", port)
 		return 2
 	}
-	p, err := profile.Load(*prof)
+	p, err := loadProfile(*prof)
 	if err != nil {
 		fmt.Fprintln(stderr, "softnic devinfo:", err)
-		return 1
+		return exitCode(err)
 	}
 	// The devices to show: a kernel one (rxe0, mlx5_0: the kernel's answers
 	// through /dev/infiniband), or the two emulated ones.

@@ -73,6 +73,15 @@ func (o *netOpts) wireOnly(fs *flag.FlagSet) []string {
 	return given
 }
 
+// flagsDescribe is the flags named, then "describes" or "describe" to
+// agree with how many there are.
+func flagsDescribe(flags []string) string {
+	if len(flags) == 1 {
+		return flags[0] + " describes"
+	}
+	return strings.Join(flags, ", ") + " describe"
+}
+
 // nicOnly names the flags given on fs that describe the emulated NIC
 // itself (its wire settings above, and its profile, fault plan and checked
 // mode): a command that attaches to a daemon's device or drives a kernel
@@ -162,7 +171,7 @@ func (o *netOpts) config(memNeed int, stderr io.Writer) (wallclock.Config, error
 	if memSize < memNeed {
 		return wallclock.Config{}, usageError{fmt.Errorf("--mem %d is smaller than the %d bytes the buffers need", memSize, memNeed)}
 	}
-	prof, err := profile.Load(o.profile)
+	prof, err := loadProfile(o.profile)
 	if err != nil {
 		return wallclock.Config{}, err
 	}

@@ -340,7 +340,7 @@ func (o *perfOpts) resolve() error {
 	case len(o.wireFlags) > 0 && o.net.wire == "":
 		// In one process the two NICs are cabled back to back; a kernel
 		// device (-d rxe0) has its own address and port.
-		return fmt.Errorf("%s describe the emulated NIC on a real wire: give --wire (in one process the NICs are back to back)", strings.Join(o.wireFlags, ", "))
+		return fmt.Errorf("%s the emulated NIC on a real wire: give --wire (in one process the NICs are back to back)", flagsDescribe(o.wireFlags))
 	case o.postList < 1 || o.postList > 1024:
 		return fmt.Errorf("--post_list %d out of range 1..1024", o.postList)
 	case o.postList > 1 && !t.bw:

@@ -17,7 +17,6 @@ import (
 
 	"github.com/softnic/softnic/device"
 	"github.com/softnic/softnic/fault"
-	"github.com/softnic/softnic/profile"
 	"github.com/softnic/softnic/provider"
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/testbed"
@@ -56,7 +55,7 @@ func (c simClock) wakeAt(t int64) {
 func perfArea(maxSize int) int { return roundUp(max(maxSize+grhArea, 64), 4096) }
 
 func perfSim(o perfOpts, stdout, stderr io.Writer) error {
-	prof, err := profile.Load(o.net.profile)
+	prof, err := loadProfile(o.net.profile)
 	if err != nil {
 		return err
 	}

@@ -38,10 +38,10 @@ func runProfiles(args []string, stdout, stderr io.Writer) int {
 	case 0:
 		return listProfiles(stdout, *asJSON)
 	case 1:
-		p, err := profile.Load(pos[0])
+		p, err := loadProfile(pos[0])
 		if err != nil {
 			fmt.Fprintln(stderr, "softnic profiles:", err)
-			return 1
+			return exitCode(err)
 		}
 		return showProfile(stdout, p, *asJSON)
 	default:

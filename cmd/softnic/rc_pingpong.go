@@ -219,11 +219,11 @@ func (o *ppOpts) validate() error {
 	case o.socket != "" && o.net.wire != "":
 		return errors.New("--socket and --wire exclude each other: a daemon's device is cabled by the daemon")
 	case o.net.wire == "" && kernelDevice(o.ibDev) && len(o.nicFlags) > 0:
-		return fmt.Errorf("%s describe a NIC that softnic emulates: -d %s is a kernel device, which has its own", strings.Join(o.nicFlags, ", "), o.ibDev)
+		return fmt.Errorf("%s a NIC that softnic emulates: -d %s is a kernel device, which has its own", flagsDescribe(o.nicFlags), o.ibDev)
 	case o.socket != "" && len(o.nicFlags) > 0:
 		// The daemon's device has the daemon's profile, faults and
 		// checked mode; its host memory is sized from -s on attach.
-		return fmt.Errorf("%s describe a NIC on a wire: with --socket the daemon owns the device (softnic serve --profile, --faults, --check), and sizes its host memory from -s", strings.Join(o.nicFlags, ", "))
+		return fmt.Errorf("%s a NIC on a wire: with --socket the daemon owns the device (softnic serve --profile, --faults, --check), and sizes its host memory from -s", flagsDescribe(o.nicFlags))
 	}
 	return nil
 }

@@ -114,13 +114,13 @@ func TestPingpongNICFlagsRefused(t *testing.T) {
 		args []string
 		want string // "" for no error
 	}{
-		{"socket_mem", []string{"-d", "softnic0", "--socket", "/tmp/x.sock", "--mem", "4095"}, "--mem describe a NIC on a wire"},
-		{"socket_lead", []string{"--socket", "/tmp/x.sock", "--lead", "5ms"}, "--lead describe a NIC on a wire"},
+		{"socket_mem", []string{"-d", "softnic0", "--socket", "/tmp/x.sock", "--mem", "4095"}, "--mem describes a NIC on a wire"},
+		{"socket_lead", []string{"--socket", "/tmp/x.sock", "--lead", "5ms"}, "--lead describes a NIC on a wire"},
 		{"socket_several", []string{"--socket", "/tmp/x.sock", "--ip", "192.0.2.1", "--profile", "cx6-gen4x16", "--check"},
 			"--ip, --check, --profile describe"},
 		{"socket_quiet", []string{"--socket", "/tmp/x.sock", "--quiet"}, ""},
-		{"kernel_mem", []string{"-d", "rxe0", "--mem", "1048576"}, "--mem describe a NIC that softnic emulates: -d rxe0 is a kernel device"},
-		{"kernel_faults", []string{"-d", "mlx5_0", "--faults", "plan.json"}, "--faults describe a NIC"},
+		{"kernel_mem", []string{"-d", "rxe0", "--mem", "1048576"}, "--mem describes a NIC that softnic emulates: -d rxe0 is a kernel device"},
+		{"kernel_faults", []string{"-d", "mlx5_0", "--faults", "plan.json"}, "--faults describes a NIC"},
 		{"kernel_plain", []string{"-d", "rxe0"}, ""},
 		{"wire_all", []string{"--wire", "udp:127.0.0.1:1,127.0.0.1:2", "--ip", "192.0.2.1", "--mem", "4194304", "--lead", "1ms"}, ""},
 	} {

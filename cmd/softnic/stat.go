@@ -89,7 +89,7 @@ func checkStatArgs(op string, size, n, mtu int) error {
 // default 1024 is cut to a smaller active MTU of the profile).
 func doStat(w, stderr io.Writer, op string, size, n, mtu int, mtuSet bool, faults, prof string, all, asJSON bool) error {
 	wop := statOps[op] // runStat has checked the arguments (checkStatArgs)
-	p, err := profile.Load(prof)
+	p, err := loadProfile(prof)
 	if err != nil {
 		return err
 	}

@@ -462,9 +462,9 @@ func doTrace(o traceOpts, stdout, stderr io.Writer) (err error) {
 		return usageError{err}
 	}
 	cfg := testbed.DefaultConfig()
-	prof, err := profile.Load(o.profile)
+	prof, err := loadProfile(o.profile)
 	if err != nil {
-		return err // a bad profile file: bad input, exit 1 as softnic profiles FILE
+		return err // a bad profile file: bad input, exit 1 as softnic profiles FILE; no such profile: exit 2
 	}
 	if err := checkGivenMTU(o.mtu, o.mtuSet, prof.Device.Caps.ActiveMTU); err != nil {
 		return usageError{err}
