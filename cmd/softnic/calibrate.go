@@ -33,7 +33,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if !noArgs("calibrate", pos, stderr) {
+	if !noArgs("calibrate", fs, calibrateHelp, pos, stderr) {
 		return 2
 	}
 	ts, err := calibrate.All()

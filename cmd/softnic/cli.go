@@ -76,12 +76,19 @@ func flagFailed(fs *flag.FlagSet, help string, err error, stdout, stderr io.Writ
 }
 
 // noArgs refuses positional arguments for a command that takes none.
-func noArgs(cmd string, pos []string, stderr io.Writer) bool {
+func noArgs(cmd string, fs *flag.FlagSet, help string, pos []string, stderr io.Writer) bool {
 	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "softnic %s: unexpected argument %q\n", cmd, pos[0])
+		unexpectedArg(cmd, fs, help, pos[0], stderr)
 		return false
 	}
 	return true
+}
+
+// unexpectedArg reports a positional argument cmd does not take: one line
+// that names it, then the usage (docs/cli.md), on stderr.
+func unexpectedArg(cmd string, fs *flag.FlagSet, help, arg string, stderr io.Writer) {
+	fmt.Fprintf(stderr, "softnic %s: unexpected argument %q\n", cmd, arg)
+	printUsage(fs, help, stderr)
 }
 
 // intVar defines a size or count flag: decimal, 0x for hex, never octal

@@ -406,3 +406,24 @@ func TestPingpongServerTimeoutAndRefusal(t *testing.T) {
 		})
 	}
 }
+
+// TestExtraArgumentPrintsUsage: a positional argument a command does not
+// take is one line naming it, then the command's usage, on stderr, exit 2
+// (docs/cli.md); stat, devinfo, calibrate, serve, trace and rdma printed
+// the line alone.
+func TestExtraArgumentPrintsUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"stat", "extra"}, {"devinfo", "extra"}, {"calibrate", "extra"},
+		{"serve", "--socket", filepath.Join(t.TempDir(), "s"), "extra"},
+		{"trace", "write", "extra"}, {"rdma", "--wire", "udp:127.0.0.1:1,127.0.0.1:2", "extra"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			require.Equal(t, 2, run(args, &stdout, &stderr))
+			require.Empty(t, stdout.String())
+			lines := strings.SplitN(stderr.String(), "\n", 2)
+			require.Equal(t, `softnic `+args[0]+`: unexpected argument "extra"`, lines[0])
+			require.True(t, strings.HasPrefix(lines[1], "usage: softnic "+args[0]), "%q", stderr.String())
+		})
+	}
+}

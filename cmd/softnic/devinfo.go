@@ -45,7 +45,7 @@ func runDevinfo(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if !noArgs("devinfo", pos, stderr) {
+	if !noArgs("devinfo", fs, devinfoHelp, pos, stderr) {
 		return 2
 	}
 	if port <= 0 && (flagGiven(fs, "i") || flagGiven(fs, "ib-port")) {

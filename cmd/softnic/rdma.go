@@ -135,7 +135,7 @@ func runRDMA(args []string, stdout, stderr io.Writer) int {
 		return flagFailed(fs, rdmaHelp, err, stdout, stderr)
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "softnic rdma: unexpected argument %q\n", fs.Arg(0))
+		unexpectedArg("rdma", fs, rdmaHelp, fs.Arg(0), stderr)
 		return 2
 	}
 	if err := doRDMA(o, stdin, stdout, stderr); err != nil {

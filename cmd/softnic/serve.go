@@ -59,7 +59,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if !noArgs("serve", pos, stderr) {
+	if !noArgs("serve", fs, serveHelp, pos, stderr) {
 		return 2
 	}
 	if *socket == "" {

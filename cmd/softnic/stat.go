@@ -47,7 +47,7 @@ func runStat(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if !noArgs("stat", pos, stderr) {
+	if !noArgs("stat", fs, statHelp, pos, stderr) {
 		return 2
 	}
 	if err := checkStatArgs(*op, size, n, mtu); err != nil {

@@ -287,7 +287,7 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "softnic trace: unexpected argument %q\n", pos[0])
+		unexpectedArg("trace", fs, traceHelp, pos[0], stderr)
 		return 2
 	}
 	if err := checkStdoutOutputs(o); err != nil {
