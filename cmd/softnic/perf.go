@@ -124,6 +124,7 @@ type perfOpts struct {
 	all        bool
 	iters      int
 	itersSet   bool
+	depthSet   [2]bool // -t, -r given
 	txDepth    int
 	rxDepth    int
 	qps        int
@@ -242,8 +243,20 @@ func parsePerfArgs(args []string, stderr io.Writer) (perfOpts, error) {
 			o.cqModSet = true
 		case "I", "inline_size":
 			o.inlineSet = true
+		case "t", "tx-depth":
+			o.depthSet[0] = true
+		case "r", "rx-depth":
+			o.depthSet[1] = true
 		}
 	})
+	// 0 is the flags' "unset" (the test's default); given, it is out of
+	// range, as perftest's CHECK_VALUE_IN_RANGE refuses it.
+	if o.depthSet[0] && o.txDepth == 0 {
+		return o, fmt.Errorf("-t 0 out of range 1..16384")
+	}
+	if o.depthSet[1] && o.rxDepth == 0 {
+		return o, fmt.Errorf("-r 0 out of range 1..16384")
+	}
 	switch len(words) {
 	case 0:
 		return o, fmt.Errorf("which test? (%s)", perfTestNames())
@@ -331,6 +344,8 @@ func (o *perfOpts) resolve() error {
 		return fmt.Errorf("-n %d: at most %d iterations", o.iters, maxIters)
 	case o.txDepth < 1 || o.txDepth > 16384:
 		return fmt.Errorf("-t %d out of range 1..16384", o.txDepth)
+	case o.rxDepth < 0 || o.rxDepth > 16384: // perftest's MAX_RX; 0: the default, set below
+		return fmt.Errorf("-r %d out of range 1..16384", o.rxDepth)
 	case o.qps < 1 || o.qps > 64:
 		return fmt.Errorf("-q %d out of range 1..64", o.qps)
 	case o.qps > 1 && !t.bw:

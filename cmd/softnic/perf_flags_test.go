@@ -24,6 +24,11 @@ func TestPerfFlagRefusals(t *testing.T) {
 		want string
 	}{
 		{"bidir on a latency test", []string{"write_lat", "-b"}, "-b: Bidirectional is only available in BW test"},
+		// 0 is the flags' "unset", but given it is refused, as perftest's
+		// range check refuses it (it ran with the default).
+		{"tx depth 0", []string{"write_bw", "-t", "0"}, "-t 0 out of range 1..16384"},
+		{"rx depth 0", []string{"send_bw", "--rx-depth", "0"}, "-r 0 out of range 1..16384"},
+		{"rx depth past perftest's MAX_RX", []string{"send_bw", "-r", "16385"}, "-r 16385 out of range 1..16384"},
 		{"bidir long on send_lat", []string{"send_lat", "--bidirectional"}, "Bidirectional is only available in BW test"},
 		{"events on write_lat", []string{"write_lat", "-e"}, "-e: Events feature not available on WRITE verb"},
 		{"events on write_bw", []string{"write_bw", "--events"}, "Events feature not available on WRITE verb"},
