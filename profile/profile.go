@@ -642,6 +642,12 @@ const (
 	// maxTxBuffer bounds device.core.tx_buffer_bytes (1 GiB).
 	maxTxBuffer = 1 << 30
 	maxRateBPS  = 1e14
+	// maxClockHz: a cycle of a faster clock is under the model's 1 ps
+	// and rounds to no time at all.
+	maxClockHz = 1e12
+	// maxWireMTU: wire.mtu is the largest IP packet, whose length an
+	// IPv4 header holds in 16 bits.
+	maxWireMTU = 65535
 
 	maxEQEntries = 1 << 16
 	maxRQPolls   = 1 << 10
@@ -695,12 +701,12 @@ func validate(p *Profile) *Error {
 		lo, hi float64
 		unit   string
 	}{
-		{"device.core.clock_hz", float64(d.Core.Clock), minClockHz, math.Inf(1), "Hz"},
-		{"device.bar.core_clock_hz", float64(d.BAR.CoreClock), minClockHz, math.Inf(1), "Hz"},
+		{"device.core.clock_hz", float64(d.Core.Clock), minClockHz, maxClockHz, "Hz"},
+		{"device.bar.core_clock_hz", float64(d.BAR.CoreClock), minClockHz, maxClockHz, "Hz"},
 		{"wire.rate_bps", float64(p.Wire.Rate), minRateBPS, maxRateBPS, "b/s"},
 	} {
 		if c.v < c.lo || c.v > c.hi {
-			return &Error{Field: c.field, Msg: fmt.Sprintf("%g %s is outside %g..%g %s: slower clocks and wires, or faster wires, would wrap the model's int64 picoseconds", c.v, c.unit, c.lo, c.hi, c.unit)}
+			return &Error{Field: c.field, Msg: fmt.Sprintf("%g %s is outside %g..%g %s: slower clocks and wires, or faster wires, would wrap the model's int64 picoseconds, and a faster clock's cycle is under its 1 ps", c.v, c.unit, c.lo, c.hi, c.unit)}
 		}
 	}
 	for _, n := range toolNeeds {
@@ -746,6 +752,12 @@ func validate(p *Profile) *Error {
 	}
 	if d.Caps.FirstQPN < 2 || d.Caps.FirstQPN >= 1<<24 {
 		return &Error{Field: "device.caps.first_qpn", Msg: fmt.Sprintf("%#x not in 0x2..0xffffff (QPN 0 and 1 are the special QPs)", d.Caps.FirstQPN)}
+	}
+	if p.Wire.MTU > maxWireMTU {
+		return &Error{Field: "wire.mtu", Msg: fmt.Sprintf("%d exceeds %d: the largest IP packet an IPv4 header's total length can say", p.Wire.MTU, maxWireMTU)}
+	}
+	if n := d.Caps.MaxMsgSize; n > 1<<31 {
+		return &Error{Field: "device.caps.max_msg_size", Msg: fmt.Sprintf("%d exceeds 2147483648: InfiniBand messages are at most 2^31 bytes (the verbs ABI's max_msg_sz is 32 bits)", n)}
 	}
 	if need := d.Caps.ActiveMTU + 64; p.Wire.MTU < need {
 		return &Error{Field: "wire.mtu", Msg: fmt.Sprintf("%d is too small for active_mtu %d plus the RoCEv2 headers (at least %d)", p.Wire.MTU, d.Caps.ActiveMTU, need)}
