@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -949,7 +950,7 @@ func parse(data []byte) (*Plan, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidPlan, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidPlan, jsonError(err))
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("%w: trailing data after the plan", ErrInvalidPlan)
@@ -966,13 +967,59 @@ func parse(data []byte) (*Plan, error) {
 			return nil, fmt.Errorf("%w: rule %d is null: want an object with point and action", ErrInvalidPlan, i)
 		}
 		if err := json.Unmarshal(b, &p.Rules[i]); err != nil {
-			return nil, fmt.Errorf("%w: rule %d: %w", ErrInvalidPlan, i, err)
+			return nil, fmt.Errorf("%w: rule %d: %w", ErrInvalidPlan, i, jsonError(err))
 		}
 	}
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
 	return &p, nil
+}
+
+// typeError is a JSON value of the wrong type for its field, said in the
+// plan's terms rather than the decoder's Go types (a plan's author never
+// saw "Go struct field .plain.count of type uint64"). It unwraps to the
+// decoder's error.
+type typeError struct{ err *json.UnmarshalTypeError }
+
+func (e *typeError) Error() string {
+	want := "a value of another type"
+	switch e.err.Type.Kind() {
+	case reflect.Struct, reflect.Map:
+		want = "an object"
+	case reflect.Slice, reflect.Array:
+		want = "an array"
+	case reflect.String:
+		want = "a string"
+	case reflect.Bool:
+		want = "true or false"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = fmt.Sprintf("an integer in 0..%d", uint64(1)<<(e.err.Type.Bits()-1)<<1-1)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		b := e.err.Type.Bits() - 1
+		want = fmt.Sprintf("an integer in %d..%d", -int64(1)<<b, int64(1)<<b-1)
+	case reflect.Float32, reflect.Float64:
+		want = "a number"
+	}
+	field := e.err.Field
+	for _, p := range []string{".plain.", "plain.", "."} {
+		field = strings.TrimPrefix(field, p)
+	}
+	if field == "" {
+		return fmt.Sprintf("the plan is a JSON %s, want %s", e.err.Value, want)
+	}
+	return fmt.Sprintf("%q is a JSON %s, want %s", field, e.err.Value, want)
+}
+
+func (e *typeError) Unwrap() error { return e.err }
+
+// jsonError is err with a type mismatch said as typeError says it.
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Type != nil {
+		return &typeError{te}
+	}
+	return err
 }
 
 // noDuplicateKeys refuses an object with the same field twice: encoding/json

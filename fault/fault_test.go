@@ -209,7 +209,12 @@ func TestParseErrors(t *testing.T) {
 		{"delay without ps", `{"rules":[{"point":"cq","action":"delay"}]}`, "needs delay_ps > 0"},
 		{"ps without delay", `{"rules":[{"point":"cq","action":"drop","delay_ps":5}]}`, "delay_ps set on a drop action"},
 		{"bad byte", `{"rules":[{"point":"cq","action":"corrupt","byte":-2}]}`, "byte -2"},
-		{"negative nth", `{"rules":[{"point":"cq","action":"drop","nth":-1}]}`, "cannot unmarshal"},
+		{"negative nth", `{"rules":[{"point":"cq","action":"drop","nth":-1}]}`, `"nth" is a JSON number -1, want an integer in 0..18446744073709551615`},
+		// Wrong JSON types, said in the plan's terms (they named Go types:
+		// "Go value of type struct { fault.Plan; Rules []json.RawMessage ...").
+		{"a plan that is an array", `[]`, "the plan is a JSON array, want an object"},
+		{"rules that are an object", `{"rules":{}}`, `"rules" is a JSON object, want an array`},
+		{"a point that is a number", `{"rules":[{"point":5,"action":"drop"}]}`, `rule 0: "point" is a JSON number, want a string`},
 		{"unknown field names its rule", `{"rules":[{"point":"cq","action":"drop"},{"point":"cq","action":"drop","nht":3}]}`, `rule 1: json: unknown field "nht"`},
 		// QA round: hostile or mistaken plans that used to be accepted
 		// (or refused with a bare "EOF").
@@ -296,7 +301,11 @@ func checkParseCases(t *testing.T, cases []parseCase, sentinel error) {
 			require.Nil(t, p)
 			require.ErrorIs(t, err, ErrInvalidPlan)
 			require.ErrorContains(t, err, tc.want)
-			if !strings.Contains(tc.want, "unmarshal") {
+			if strings.Contains(tc.want, "is a JSON") {
+				// A value of the wrong JSON type: the decoder's error,
+				// said in the plan's terms.
+				require.ErrorAs(t, err, new(*json.UnmarshalTypeError))
+			} else {
 				require.ErrorIs(t, err, sentinel)
 			}
 		})
@@ -317,7 +326,7 @@ func TestParseExplicitZero(t *testing.T) {
 		{"prob 0.0", `{"rules":[{"point":"wire.tx","action":"drop","prob":0.0}]}`, "rule 0: prob 0:"},
 		{"nth 0 in the second rule", `{"rules":[{"point":"cq","action":"drop","nth":2},{"point":"cq","action":"drop","nth":0}]}`, "rule 1: nth 0"},
 		{"nth 0 upper case key", `{"rules":[{"point":"cq","action":"drop","NTH":0}]}`, "rule 0: nth 0"},
-		{"nth 0 written as 0.0", `{"rules":[{"point":"cq","action":"drop","nth":0e0}]}`, "cannot unmarshal"},
+		{"nth 0 written as 0.0", `{"rules":[{"point":"cq","action":"drop","nth":0e0}]}`, `"nth" is a JSON number 0e0, want an integer`},
 		{"absent", `{"rules":[{"point":"wire.tx","action":"corrupt"}]}`, ""},
 		{"null", `{"rules":[{"point":"wire.tx","action":"corrupt","nth":null,"mask":null,"prob":null},{"point":"cq","action":"drop","every":null}]}`, ""},
 		{"one", `{"rules":[{"point":"wire.tx","action":"corrupt","nth":1,"mask":1},{"point":"cq","action":"drop","every":1}]}`, ""},
@@ -350,7 +359,7 @@ func TestParseTimeBounds(t *testing.T) {
 			"at_ps 9223372036854775000 exceeds 1000000000000000000"},
 		{"at_ps one past the bound", `{"rules":[{"point":"device","action":"fatal","at_ps":1000000000000000001}]}`, "at_ps 1000000000000000001 exceeds"},
 		{"delay_ps one past the bound", `{"rules":[{"point":"cq","action":"delay","delay_ps":1000000000000000001}]}`, "delay_ps 1000000000000000001 exceeds"},
-		{"at_ps above int64", `{"rules":[{"point":"device","action":"fatal","at_ps":9223372036854775808}]}`, "cannot unmarshal"},
+		{"at_ps above int64", `{"rules":[{"point":"device","action":"fatal","at_ps":9223372036854775808}]}`, `"at_ps" is a JSON number 9223372036854775808, want an integer in -9223372036854775808..9223372036854775807`},
 		{"at_ps at the bound", `{"rules":[{"point":"device","action":"fatal","at_ps":1000000000000000000}]}`, ""},
 		{"at_ps and for_ps at the bound", `{"rules":[{"point":"port","action":"down","at_ps":1000000000000000000,"for_ps":1000000000000000000}]}`, ""},
 		{"delay_ps at the bound", `{"rules":[{"point":"wire.rx","action":"delay","delay_ps":1000000000000000000}]}`, ""},
