@@ -26,7 +26,6 @@ import (
 	"github.com/softnic/softnic/sim"
 	"github.com/softnic/softnic/uverbs"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
 
 // qaRoles are the child roles of the attacks below (childMain runs them).
@@ -1276,20 +1275,20 @@ func TestBadAttach(t *testing.T) {
 		})
 	}
 	t.Run("ring memfd not rounded up to pages", func(t *testing.T) {
-		// A ring of a size that is not a multiple of 4096 in a memfd of
-		// exactly that size: the reason names the size claimed and the
-		// page-rounded one its memfd must hold.
+		// A ring of a size that is not a multiple of 4096 in a memfd that
+		// holds less than that rounded up to pages: the reason names the
+		// size claimed and the page-rounded one its memfd must hold.
 		mem, err := shm.New("qa-mem", 1<<20, 0x10000000)
 		require.NoError(t, err)
 		defer mem.Close()
 		size := mmioring.Size(64)
 		require.NotZero(t, size%4096, "the case needs a ring that is not whole pages")
-		fd, err := unix.MemfdCreate("qa-ring-exact", unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
+		// A sealed memfd of the claim rounded down to pages: shorter than
+		// the page-rounded size the daemon maps.
+		short, err := shm.New("qa-ring-short", size&^4095, 0)
 		require.NoError(t, err)
-		defer unix.Close(fd)
-		require.NoError(t, unix.Ftruncate(fd, int64(size)))
-		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK)
-		require.NoError(t, err)
+		defer short.Close()
+		fd := short.Fd()
 		req := good()
 		p, err := req.Encode(nil)
 		require.NoError(t, err)
