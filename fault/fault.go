@@ -649,10 +649,15 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 	// match fields they take a number or a string with a decimal or
 	// 0x-hex one ("mask": "0x80", "value": "0x8"). The outer fields
 	// shadow plain's of the same name.
+	// nth, every and count likewise ("nth": "0x10"), as every number
+	// softnic reads takes 0x.
 	var w struct {
 		plain
-		Mask  *numArg `json:"mask"`
-		Value *numArg `json:"value"`
+		Mask  *numArg         `json:"mask"`
+		Value *numArg         `json:"value"`
+		Nth   json.RawMessage `json:"nth"`
+		Every json.RawMessage `json:"every"`
+		Count json.RawMessage `json:"count"`
 	}
 	w.Byte = -1
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -669,6 +674,20 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 	}
 	if w.Value != nil {
 		v.Value = w.Value.n
+	}
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+		p    *uint64
+	}{{"nth", w.Nth, &v.Nth}, {"every", w.Every, &v.Every}, {"count", w.Count, &v.Count}} {
+		if len(f.raw) == 0 || string(f.raw) == "null" {
+			continue
+		}
+		n, _, other, err := jsonUint(f.raw)
+		if err != nil || other {
+			return fmt.Errorf("%s %s: want an integer in 0..18446744073709551615, or a string of one in decimal or 0x-hex", f.name, f.raw)
+		}
+		*f.p = n
 	}
 	if err := explicitZero(b, v.Nth, v.Every, v.Mask, v.Prob); err != nil {
 		return err

@@ -209,10 +209,12 @@ func TestParseErrors(t *testing.T) {
 		{"delay without ps", `{"rules":[{"point":"cq","action":"delay"}]}`, "needs delay_ps > 0"},
 		{"ps without delay", `{"rules":[{"point":"cq","action":"drop","delay_ps":5}]}`, "delay_ps set on a drop action"},
 		{"bad byte", `{"rules":[{"point":"cq","action":"corrupt","byte":-2}]}`, "byte -2"},
-		{"negative nth", `{"rules":[{"point":"cq","action":"drop","nth":-1}]}`, `"nth" is a JSON number -1, want an integer in 0..18446744073709551615`},
+		{"negative nth", `{"rules":[{"point":"cq","action":"drop","nth":-1}]}`, "nth -1: want an integer in 0..18446744073709551615"},
 		// Wrong JSON types, said in the plan's terms (they named Go types:
 		// "Go value of type struct { fault.Plan; Rules []json.RawMessage ...").
 		{"a plan that is an array", `[]`, "the plan is a JSON array, want an object"},
+		{"count that is not a number", `{"rules":[{"point":"cq","action":"drop","count":"ten"}]}`, `count "ten": want an integer`},
+		{"every that is a float", `{"rules":[{"point":"cq","action":"drop","every":2.5}]}`, "every 2.5: want an integer"},
 		{"rules that are an object", `{"rules":{}}`, `"rules" is a JSON object, want an array`},
 		{"a point that is a number", `{"rules":[{"point":5,"action":"drop"}]}`, `rule 0: "point" is a JSON number, want a string`},
 		{"unknown field names its rule", `{"rules":[{"point":"cq","action":"drop"},{"point":"cq","action":"drop","nht":3}]}`, `rule 1: json: unknown field "nht"`},
@@ -301,11 +303,14 @@ func checkParseCases(t *testing.T, cases []parseCase, sentinel error) {
 			require.Nil(t, p)
 			require.ErrorIs(t, err, ErrInvalidPlan)
 			require.ErrorContains(t, err, tc.want)
-			if strings.Contains(tc.want, "is a JSON") {
+			switch {
+			case strings.Contains(tc.want, "is a JSON"):
 				// A value of the wrong JSON type: the decoder's error,
 				// said in the plan's terms.
 				require.ErrorAs(t, err, new(*json.UnmarshalTypeError))
-			} else {
+			case strings.Contains(tc.want, "want an integer"):
+				// nth, every, count: not an integer (nor a string of one).
+			default:
 				require.ErrorIs(t, err, sentinel)
 			}
 		})
@@ -326,7 +331,7 @@ func TestParseExplicitZero(t *testing.T) {
 		{"prob 0.0", `{"rules":[{"point":"wire.tx","action":"drop","prob":0.0}]}`, "rule 0: prob 0:"},
 		{"nth 0 in the second rule", `{"rules":[{"point":"cq","action":"drop","nth":2},{"point":"cq","action":"drop","nth":0}]}`, "rule 1: nth 0"},
 		{"nth 0 upper case key", `{"rules":[{"point":"cq","action":"drop","NTH":0}]}`, "rule 0: nth 0"},
-		{"nth 0 written as 0.0", `{"rules":[{"point":"cq","action":"drop","nth":0e0}]}`, `"nth" is a JSON number 0e0, want an integer`},
+		{"nth 0 written as 0.0", `{"rules":[{"point":"cq","action":"drop","nth":0e0}]}`, "nth 0e0: want an integer"},
 		{"absent", `{"rules":[{"point":"wire.tx","action":"corrupt"}]}`, ""},
 		{"null", `{"rules":[{"point":"wire.tx","action":"corrupt","nth":null,"mask":null,"prob":null},{"point":"cq","action":"drop","every":null}]}`, ""},
 		{"one", `{"rules":[{"point":"wire.tx","action":"corrupt","nth":1,"mask":1},{"point":"cq","action":"drop","every":1}]}`, ""},
@@ -450,4 +455,18 @@ func TestParseHexArgs(t *testing.T) {
 			require.ErrorContains(t, err, c.want)
 		})
 	}
+}
+
+// TestParseHexTriggers: nth, every and count take a decimal or 0x-hex
+// string too, as every number softnic reads does ("nth": "0x10" was
+// refused as a string); "0x0" is still an explicit 0.
+func TestParseHexTriggers(t *testing.T) {
+	p, err := Parse([]byte(`{"rules":[{"point":"cq","action":"drop","nth":"0x10","count":"3"},{"point":"cq","action":"drop","every":"0X4","count":2}]}`))
+	require.NoError(t, err)
+	require.Equal(t, uint64(16), p.Rules[0].Nth)
+	require.Equal(t, uint64(3), p.Rules[0].Count)
+	require.Equal(t, uint64(4), p.Rules[1].Every)
+	require.Equal(t, uint64(2), p.Rules[1].Count)
+	_, err = Parse([]byte(`{"rules":[{"point":"cq","action":"drop","nth":"0x0"}]}`))
+	require.ErrorIs(t, err, ErrZeroField)
 }
