@@ -1013,7 +1013,7 @@ func (e *typeError) Error() string {
 	case reflect.Bool:
 		want = "true or false"
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		want = fmt.Sprintf("an integer in 0..%d", uint64(1)<<(e.err.Type.Bits()-1)<<1-1)
+		want = fmt.Sprintf("an integer in 0..%d", ^uint64(0)>>(64-e.err.Type.Bits()))
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		b := e.err.Type.Bits() - 1
 		want = fmt.Sprintf("an integer in %d..%d", -int64(1)<<b, int64(1)<<b-1)

@@ -197,11 +197,10 @@ func dialLink(name string, o DialOptions) (*daemonLink, error) {
 		// A daemon that refuses a connection before reading its ATTACH
 		// (too many waiting to attach) sends its ERROR and closes: the
 		// reset comes first, the ERROR is still queued behind it.
-		if h2, rp2, fds2, err2 := conn.Recv(); err2 == nil && h2.Type == attach.TError {
+		h2, rp2, fds2, err2 := conn.Recv()
+		closeFDs(fds2)
+		if err2 == nil && h2.Type == attach.TError {
 			h, rp, err = h2, rp2, nil
-			closeFDs(fds2)
-		} else {
-			closeFDs(fds2)
 		}
 	}
 	if err != nil {

@@ -115,8 +115,7 @@ func (d *Daemon) handle(uc netUnixConn) {
 	c, err := d.attach(conn, uc, pid)
 	d.mu.Lock()
 	d.pending--
-	closed := d.closed
-	if err != nil && (closed || errors.Is(err, attach.ErrPeerGone)) {
+	if err != nil && (d.closed || errors.Is(err, attach.ErrPeerGone)) {
 		// Not a refusal: the daemon stopping closed the connection
 		// before its ATTACH, or the peer closed without a word (another
 		// daemon checking whether this one is alive, a port probe).
@@ -728,9 +727,9 @@ func (c *client) teardown(why string) {
 	start := time.Now()
 	d.linger()
 	objs := c.srv.Objects()
-	// Channels made through the event control (SIM) are the device's
-	// only; those of uverbs CREATE_COMP_CHANNEL are in both.
-	objs["completion channel"] = max(objs["completion channel"], c.dev.CompChannels())
+	// Every completion channel is the device's, whether the event
+	// control (SIM) or uverbs CREATE_COMP_CHANNEL made it.
+	objs["completion channel"] = c.dev.CompChannels()
 	d.detachLocked(c)
 	held := time.Since(start) // what the others waited for the world
 	d.unlock()

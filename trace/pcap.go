@@ -327,13 +327,11 @@ func (t *recordTracker) feed(b []byte) int {
 				k = min(k, t.optSkip)
 				t.optSkip -= k
 			}
-			if t.ng {
-				// The block's last 4 bytes repeat its length.
-				for j := uint64(0); j < k; j++ {
-					if left := t.skip - j; left <= 4 {
-						t.trail[4-left] = b[i+int(j)]
-					}
-				}
+			if t.ng && t.skip-k < 4 {
+				// This chunk reaches the block's last 4 bytes, which
+				// repeat its length: keep the part of them it holds.
+				j := t.skip - min(t.skip, 4) // where they start in the chunk (0: before it)
+				copy(t.trail[4-(t.skip-j):], b[i+int(j):i+int(k)])
 			}
 			t.skip -= k
 			i += int(k)
@@ -510,19 +508,17 @@ func (t *recordTracker) block() {
 		}
 	case ngSimplePacket:
 		// The data is the original length's, cut to the first
-		// interface's snap length (0: none), as pcapgo reads it; with
-		// no interface in the section pcapgo refuses the block itself.
+		// interface's snap length (0: none), as pcapgo reads it. It
+		// needs an interface in the section (pcapgo refuses it too).
 		if t.sectionIfaces() == 0 {
 			t.fail("the simple packet block at byte %d is in a section that describes no interface", t.start)
 			return
 		}
-		if n := len(t.ifaces); n > 0 && len(t.ifaces[n-1]) > 0 {
-			caplen := uint64(t.order().Uint32(t.hdr[8:12]))
-			if t.snap0 != 0 {
-				caplen = min(caplen, uint64(t.snap0))
-			}
-			t.packet(caplen, l, 16)
+		caplen := uint64(t.order().Uint32(t.hdr[8:12]))
+		if t.snap0 != 0 {
+			caplen = min(caplen, uint64(t.snap0))
 		}
+		t.packet(caplen, l, 16)
 	}
 	if t.bad != nil {
 		return

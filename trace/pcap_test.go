@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/google/gopacket"
@@ -424,5 +425,35 @@ func TestScaleRaw(t *testing.T) {
 	}
 	for _, r := range []uint8{1, 3, 6, 9, 19, 0x80, 0x8a, 0x9d} {
 		require.False(t, unscalable(r), "%#x: pcapgo scales it", r)
+	}
+}
+
+// TestPcapOneByteReads: the tracker checks headers, options and each
+// pcapng block's trailing length across reads of any size; a capture read
+// a byte at a time gives the frames, times and end it gives read whole.
+func TestPcapOneByteReads(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "cmd", "softnic", "testdata", "captures", "*.pcap*"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	read := func(r io.Reader) (frames []string, end error) {
+		pr, err := NewPcapReader(r)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			fr, err := pr.ReadFrame()
+			if err != nil {
+				return frames, err
+			}
+			frames = append(frames, fmt.Sprintf("%d %x", fr.Timestamp.UnixNano(), fr.Data))
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		whole, wholeEnd := read(bytes.NewReader(b))
+		bytewise, byteEnd := read(iotest.OneByteReader(bytes.NewReader(b)))
+		require.Equal(t, whole, bytewise, f)
+		require.Equal(t, fmt.Sprint(wholeEnd), fmt.Sprint(byteEnd), f)
 	}
 }

@@ -218,12 +218,13 @@ func perfSim(o perfOpts, stdout, stderr io.Writer) error {
 		seen := cqesLanded()
 		advance := func() error {
 			if w.Eng.Now() > limit {
-				if n := cqesLanded(); o.duration == 0 && n != seen {
-					seen, limit = n, w.Eng.Now().Add(budget)
-				} else if o.duration > 0 {
+				switch n := cqesLanded(); {
+				case o.duration > 0:
 					return fmt.Errorf("%w: still running %v of virtual time after the -D deadline (--timeout)", errStuck, o.timeout)
-				} else {
+				case n == seen:
 					return fmt.Errorf("%w: no completion for %v of virtual time (--timeout)", errStuck, o.timeout)
+				default:
+					seen, limit = n, w.Eng.Now().Add(budget)
 				}
 			}
 			// Every side waits: each spins while the engine moves on.
